@@ -1,0 +1,102 @@
+# llmserve — build, run and test.
+#
+# `make run` and `make test` work on a fresh Debian machine: they install the
+# C headers llama.cpp needs and download Go modules by themselves.
+#
+# CGO_CPPFLAGS is one fixed value on every build and in every clone: Go keys
+# its cache of the compiled llama.cpp on it, and any change (a path inside the
+# checkout, a flag added for one target) recompiles all of llama.cpp, which
+# takes minutes on two cores. It names only the user cache dir and the Go
+# module cache. Do not add per-target cgo flags.
+
+SHELL := /bin/bash
+GO ?= go
+
+OLLAMA_VERSION := v0.17.4
+MALGO_VERSION  := v0.11.24
+
+GOMODCACHE   := $(shell $(GO) env GOMODCACHE)
+OLLAMA_DIR   := $(GOMODCACHE)/github.com/ollama/ollama@$(OLLAMA_VERSION)
+MALGO_DIR    := $(GOMODCACHE)/github.com/gen2brain/malgo@$(MALGO_VERSION)
+CACHE_DIR    := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llmserve
+INCLUDE_DIR  := $(CACHE_DIR)/include
+
+export CGO_ENABLED  := 1
+export CGO_CPPFLAGS := -I$(INCLUDE_DIR) -I$(OLLAMA_DIR)/llama/llama.cpp/include -I$(OLLAMA_DIR)/ml/backend/ggml/ggml/include
+
+BIN        := bin/llmserve
+HTTP_PORT  ?= 8080
+GRPC_PORT  ?= 8081
+
+# Packages without cgo get the race detector; the llama.cpp binding and the
+# packages that link it do not (it would instrument llama.cpp too).
+CGO_PKGS  := ./engine/llamacpp/... ./models/... ./cmd/... ./api/... ./tests/...
+PURE_PKGS  = $(shell $(GO) list ./... | grep -v -e /engine/llamacpp -e /models -e /cmd/ -e /api -e /tests)
+
+.PHONY: all build run test test-pure test-cgo deps debian-deps go-deps bench lint verify fmt clean env
+
+all: build
+
+## deps: install what the build needs (Debian headers, Go modules, miniaudio.h).
+deps: debian-deps go-deps $(INCLUDE_DIR)/miniaudio/miniaudio.h
+
+debian-deps:
+	@missing=""; \
+	for p in nlohmann-json3-dev libstb-dev; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  $$sudo apt-get install -y --no-install-recommends $$missing || \
+	  { $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
+go-deps:
+	@$(GO) mod download
+	@$(GO) mod download github.com/ollama/ollama@$(OLLAMA_VERSION) github.com/gen2brain/malgo@$(MALGO_VERSION)
+
+$(INCLUDE_DIR)/miniaudio/miniaudio.h: | go-deps
+	@mkdir -p $(INCLUDE_DIR)/miniaudio
+	@ln -sfn $(MALGO_DIR)/miniaudio.h $@
+
+## build: build bin/llmserve.
+build: deps
+	$(GO) build -o $(BIN) ./cmd/llmserve
+
+## run: serve the embedded default model on :8080 (HTTP) and :8081 (gRPC).
+run: build
+	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
+
+## test: every test, race detector on the pure-Go packages.
+test: deps test-pure test-cgo
+
+test-pure:
+	$(GO) test -race -count=1 $(PURE_PKGS)
+
+test-cgo:
+	$(GO) test -count=1 -timeout 20m $(CGO_PKGS)
+
+## bench: measure throughput at several concurrencies (see docs/BENCHMARKS.md).
+bench: build
+	./scripts/bench.sh
+
+## lint: gofmt, vet, staticcheck.
+lint: deps
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+verify: lint
+	$(GO) mod tidy -diff
+
+fmt:
+	gofmt -w .
+
+## env: print the environment the Makefile builds with (for go test by hand).
+env:
+	@echo "export CGO_ENABLED=$(CGO_ENABLED)"
+	@echo "export CGO_CPPFLAGS='$(CGO_CPPFLAGS)'"
+
+clean:
+	rm -rf bin

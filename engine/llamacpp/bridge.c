@@ -1,0 +1,23 @@
+//go:build cgo
+
+#include "bridge.h"
+#include "llama.h"
+#include "_cgo_export.h"
+
+static int llmserve_min_level = GGML_LOG_LEVEL_WARN;
+static int llmserve_last_level = GGML_LOG_LEVEL_INFO;
+
+static void llmserve_log(enum ggml_log_level level, const char * text, void * user_data) {
+    (void) user_data;
+    int eff = level == GGML_LOG_LEVEL_CONT ? llmserve_last_level : (int) level;
+    llmserve_last_level = eff;
+    if (eff < llmserve_min_level) {
+        return;
+    }
+    llmserveLog(eff, (char *) text);
+}
+
+void llmserve_log_install(int min_level) {
+    llmserve_min_level = min_level;
+    llama_log_set(llmserve_log, NULL);
+}

@@ -1,0 +1,94 @@
+//go:build cgo
+
+package llamacpp
+
+/*
+#include <stdlib.h>
+#include "llama.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/engine"
+)
+
+// sampler is one sequence's chain. The order follows vLLM's semantics:
+// logit bias, penalties, temperature, then top-k, top-p and min-p on the
+// tempered distribution, then the draw.
+type sampler struct {
+	chain *C.struct_llama_sampler
+	// repetition sees prompt and output tokens; it is owned by chain.
+	repetition  *C.struct_llama_sampler
+	logprobs    bool
+	topLogprobs int
+}
+
+func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
+	if err := p.Validate(m.info.NVocab); err != nil {
+		return nil, err
+	}
+	cp := C.llama_sampler_chain_default_params()
+	cp.no_perf = true
+	s := &sampler{chain: C.llama_sampler_chain_init(cp), logprobs: p.Logprobs, topLogprobs: p.TopLogprobs}
+	add := func(x *C.struct_llama_sampler) *C.struct_llama_sampler {
+		C.llama_sampler_chain_add(s.chain, x)
+		return x
+	}
+	if len(p.LogitBias) > 0 {
+		n := len(p.LogitBias)
+		arr := (*C.llama_logit_bias)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.llama_logit_bias{}))))
+		biases := unsafe.Slice(arr, n)
+		for i, b := range p.LogitBias {
+			biases[i] = C.llama_logit_bias{token: C.llama_token(b.Token), bias: C.float(b.Bias)}
+		}
+		add(C.llama_sampler_init_logit_bias(C.int32_t(m.info.NVocab), C.int32_t(n), arr))
+		C.free(unsafe.Pointer(arr))
+	}
+	if p.RepetitionPenalty != 1 {
+		s.repetition = add(C.llama_sampler_init_penalties(C.int32_t(window), C.float(p.RepetitionPenalty), 0, 0))
+	}
+	if p.FrequencyPenalty != 0 || p.PresencePenalty != 0 {
+		add(C.llama_sampler_init_penalties(C.int32_t(window), 1, C.float(p.FrequencyPenalty), C.float(p.PresencePenalty)))
+	}
+	if p.Greedy() {
+		add(C.llama_sampler_init_greedy())
+		return s, nil
+	}
+	add(C.llama_sampler_init_temp(C.float(p.Temperature)))
+	if p.TopK > 0 {
+		add(C.llama_sampler_init_top_k(C.int32_t(p.TopK)))
+	}
+	if p.TopP < 1 {
+		add(C.llama_sampler_init_top_p(C.float(p.TopP), 1))
+	}
+	if p.MinP > 0 {
+		add(C.llama_sampler_init_min_p(C.float(p.MinP), 1))
+	}
+	add(C.llama_sampler_init_dist(C.uint32_t(p.Seed)))
+	if C.llama_sampler_chain_n(s.chain) == 0 {
+		s.free()
+		return nil, fmt.Errorf("empty sampler chain")
+	}
+	return s, nil
+}
+
+// acceptHistory feeds prompt tokens to the repetition penalty only.
+func (s *sampler) acceptHistory(toks []int32) {
+	if s.repetition == nil {
+		return
+	}
+	for _, t := range toks {
+		C.llama_sampler_accept(s.repetition, C.llama_token(t))
+	}
+}
+
+func (s *sampler) free() {
+	if s.chain != nil {
+		C.llama_sampler_free(s.chain)
+		s.chain = nil
+		s.repetition = nil
+	}
+}

@@ -1,0 +1,83 @@
+//go:build !cgo
+
+package llamacpp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/llmserve/llmserve/engine"
+)
+
+// ErrNoCgo is returned when the binary was built without cgo.
+var ErrNoCgo = errors.New("llamacpp: built without cgo; llama.cpp is not available")
+
+// ErrModelClosed is returned by methods called after Close.
+var ErrModelClosed = errors.New("llamacpp: model closed")
+
+// MaxSlots is the most sequence ids a context can have.
+const MaxSlots = 256
+
+// ModelParams says how to load a model.
+type ModelParams struct {
+	GPULayers int
+	MainGPU   int
+	SplitMode string
+	NoMmap    bool
+	Mlock     bool
+	VocabOnly bool
+}
+
+// Info describes a loaded model.
+type Info struct {
+	Architecture, Description, ChatTemplate  string
+	NCtxTrain, NEmbd, NLayer, NHead, NHeadKV int
+	NVocab, KVBytesPerToken                  int
+	Size, NParams                            uint64
+	AddBOS                                   bool
+}
+
+// Model is unavailable without cgo.
+type Model struct{}
+
+// Load fails without cgo.
+func Load(string, ModelParams) (*Model, error) { return nil, ErrNoCgo }
+
+// SetLogger does nothing without cgo.
+func SetLogger(*slog.Logger, slog.Level) {}
+
+func (*Model) Info() Info                                   { return Info{} }
+func (*Model) Meta(string) string                           { return "" }
+func (*Model) Tokenize(string, bool, bool) ([]int32, error) { return nil, ErrNoCgo }
+func (*Model) Piece(int32, bool) []byte                     { return nil }
+func (*Model) NumTokens() int                               { return 0 }
+func (*Model) BOS() int32                                   { return -1 }
+func (*Model) EOS() int32                                   { return -1 }
+func (*Model) IsEOG(int32) bool                             { return false }
+func (*Model) IsControl(int32) bool                         { return false }
+func (*Model) Close() error                                 { return nil }
+
+// ContextParams says how to build a context.
+type ContextParams struct {
+	KVTokens, Slots, BatchTokens, MicroBatchTokens int
+	Threads, BatchThreads                          int
+	FlashAttention                                 string
+	NoOffloadKQV                                   bool
+}
+
+// Stats are counters of a context's work.
+type Stats struct{ Steps, DecodedTokens uint64 }
+
+// Context is unavailable without cgo.
+type Context struct{}
+
+// NewContext fails without cgo.
+func NewContext(*Model, ContextParams) (*Context, error) { return nil, ErrNoCgo }
+
+func (*Context) KVTokens() int { return 0 }
+func (*Context) Stats() Stats  { return Stats{} }
+func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error) {
+	return engine.StepResult{}, ErrNoCgo
+}
+func (*Context) Close() error { return nil }

@@ -1,0 +1,86 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/llmserve/llmserve/engine"
+)
+
+// Request is one generation request in the form every protocol is turned
+// into. The api packages fill it; the scheduler never changes it.
+type Request struct {
+	// ID is unique among live requests; it appears in logs and outputs.
+	ID string
+	// Prompt is the tokenized prompt, special tokens included.
+	Prompt []int32
+	// Sampling applies to every choice. When N > 1, choice i uses Seed+i.
+	Sampling engine.Sampling
+	// N is the number of independent choices to generate (>= 1).
+	N int
+	// MaxTokens caps the generated tokens of each choice (>= 1).
+	MaxTokens int
+	// MinTokens suppresses stop tokens until that many were generated.
+	MinTokens int
+	// StopTokens end a choice when generated (the model's end-of-generation
+	// tokens, plus any the client asked for). The stop token is reported in
+	// Output.Tokens but is not part of the visible text.
+	StopTokens []int32
+	// IgnoreEOS keeps generating past the model's end-of-generation tokens;
+	// StopTokens are then only the client's.
+	IgnoreEOS bool
+	// Priority orders the waiting queue: lower values run first; ties go by
+	// arrival. 0 is the default.
+	Priority int
+	// Arrival is when the request reached the server.
+	Arrival time.Time
+	// Deadline, when not zero, aborts the request with ErrDeadline.
+	Deadline time.Time
+	// CacheSalt separates prefix-cache namespaces: requests share cached
+	// blocks only when their salts are equal.
+	CacheSalt string
+	// PromptLogprobs, when >= 0, asks for the logprob of every prompt token
+	// after the first, with that many alternatives. It disables the prefix
+	// cache for this request, since cached tokens have no logits.
+	PromptLogprobs int
+}
+
+// FinishReason says why a choice ended.
+type FinishReason string
+
+const (
+	// FinishNone: the choice is still running.
+	FinishNone FinishReason = ""
+	// FinishStop: a stop token was generated (or the caller stopped the
+	// choice after a stop string with StopChoice).
+	FinishStop FinishReason = "stop"
+	// FinishLength: MaxTokens or the model's context length was reached.
+	FinishLength FinishReason = "length"
+	// FinishAbort: the request was cancelled (client gone, deadline).
+	FinishAbort FinishReason = "abort"
+)
+
+// Output is what one choice produced since the previous Output.
+type Output struct {
+	Choice int
+	// Tokens are the new tokens, in order.
+	Tokens []int32
+	// Logprobs parallels Tokens when Sampling.Logprobs is set.
+	Logprobs []engine.Logprobs
+	// PromptLogprobs, in the first Output of choice 0 when asked for, holds
+	// one entry per prompt token after the first.
+	PromptLogprobs []engine.Logprobs
+	// Finish is set on the choice's last Output.
+	Finish FinishReason
+	// Err explains FinishAbort when the server, not the client, ended the
+	// choice (ErrDeadline, ErrEngine).
+	Err error
+}
+
+// Usage counts tokens for billing and metrics; it is exact.
+type Usage struct {
+	PromptTokens int
+	// CachedTokens is how many prompt tokens came from the prefix cache
+	// (the best over the request's choices' first admissions).
+	CachedTokens     int
+	CompletionTokens int
+}

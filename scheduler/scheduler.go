@@ -1,0 +1,519 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/kvcache"
+)
+
+// Config bounds the scheduler.
+type Config struct {
+	// MaxNumSeqs caps the running sequences (vLLM's max_num_seqs).
+	MaxNumSeqs int
+	// MaxNumBatchedTokens caps the tokens of one step
+	// (max_num_batched_tokens); long prompts are prefilled in chunks.
+	MaxNumBatchedTokens int
+	// MaxWaiting bounds the waiting queue, in requests; Submit answers
+	// ErrQueueFull beyond it.
+	MaxWaiting int
+	// MaxModelLen is the most tokens (prompt and output) one sequence may
+	// hold.
+	MaxModelLen int
+}
+
+// Validate checks the configuration against the KV manager's capacity.
+func (c *Config) Validate(kvTokens int) error {
+	switch {
+	case c.MaxNumSeqs < 1:
+		return fmt.Errorf("scheduler: max_num_seqs %d < 1", c.MaxNumSeqs)
+	case c.MaxNumBatchedTokens < 1:
+		return fmt.Errorf("scheduler: max_num_batched_tokens %d < 1", c.MaxNumBatchedTokens)
+	case c.MaxWaiting < 0:
+		return fmt.Errorf("scheduler: max waiting %d < 0", c.MaxWaiting)
+	case c.MaxModelLen < 2:
+		return fmt.Errorf("scheduler: max model length %d < 2", c.MaxModelLen)
+	case c.MaxModelLen > kvTokens:
+		return fmt.Errorf("scheduler: max model length %d exceeds the KV capacity of %d tokens; one sequence could never finish", c.MaxModelLen, kvTokens)
+	}
+	return nil
+}
+
+type seqState uint8
+
+const (
+	seqWaiting seqState = iota
+	seqRunning
+	seqFinished
+)
+
+type request struct {
+	req       *Request
+	started   bool   // left the waiting state (admitted, or finished first)
+	order     uint64 // arrival order, for FCFS among equal priorities
+	seqs      []*sequence
+	open      int
+	usage     Usage
+	firstSeen bool // a token was produced
+}
+
+type sequence struct {
+	id       engine.SeqID
+	req      *request
+	choice   int
+	sampling engine.Sampling
+	tokens   []int32 // prompt, then output
+	computed int     // tokens in the KV memory (numComputed)
+	state    seqState
+	added    bool // the engine has its sampler
+	admitted bool // admitted at least once (later admissions are resumes)
+	// promptLogprobs collects prompt logprobs until they are sent with the
+	// first output token.
+	promptLogprobs []engine.Logprobs
+	sentPromptLP   bool
+}
+
+func (s *sequence) numOutput() int { return len(s.tokens) - len(s.req.req.Prompt) }
+
+// RequestOutput is an Output addressed to its request.
+type RequestOutput struct {
+	RequestID string
+	Output    Output
+	// Usage is the request's usage after this output.
+	Usage Usage
+	// First is set on the request's first generated token; Last when its
+	// final choice ended. The loop derives TTFT and end-to-end metrics.
+	First, Last bool
+}
+
+// Stats is a snapshot of the scheduler's state.
+type Stats struct {
+	Running, Waiting int
+	// Requests is the number of live requests.
+	Requests    int
+	Preemptions uint64
+	KV          kvcache.Stats
+}
+
+// Scheduler is the continuous-batching state machine: every step it picks
+// the sequences to run and how many tokens each computes. It has no
+// goroutines, no locks, no I/O and reads no clock (time is passed in); the
+// Loop drives it. See doc.go for the policy.
+type Scheduler struct {
+	cfg      Config
+	kv       *kvcache.Manager
+	requests map[string]*request
+	byID     map[engine.SeqID]*sequence // live sequences
+	waiting  []*sequence                // by (priority, arrival order, choice)
+	running  []*sequence                // in admission order
+	order    uint64
+	nextID   engine.SeqID
+
+	added   []engine.NewSequence
+	removed []engine.SeqID
+	outbox  []RequestOutput
+	// started counts requests that left the waiting state since the last
+	// TakeStarted.
+	started int
+
+	preemptions uint64
+}
+
+// New returns a scheduler over kv.
+func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
+	st := kv.Stats()
+	if err := cfg.Validate(st.Blocks * kv.BlockSize()); err != nil {
+		return nil, err
+	}
+	return &Scheduler{cfg: cfg, kv: kv, requests: make(map[string]*request), byID: make(map[engine.SeqID]*sequence)}, nil
+}
+
+// Add enqueues a request. The caller has validated it (CheckRequest).
+func (s *Scheduler) Add(r *Request) {
+	if _, dup := s.requests[r.ID]; dup {
+		panic(fmt.Sprintf("scheduler: request %q added twice", r.ID))
+	}
+	rq := &request{req: r, order: s.order, open: r.N}
+	s.order++
+	rq.usage.PromptTokens = len(r.Prompt)
+	for i := range r.N {
+		sp := r.Sampling
+		sp.Seed += uint32(i)
+		sq := &sequence{id: s.nextID, req: rq, choice: i, sampling: sp, tokens: slices.Clip(slices.Clone(r.Prompt))}
+		s.nextID++
+		rq.seqs = append(rq.seqs, sq)
+		s.byID[sq.id] = sq
+		s.enqueue(sq)
+	}
+	s.requests[r.ID] = rq
+}
+
+// CheckRequest reports why a request can never run, or nil.
+func (s *Scheduler) CheckRequest(r *Request) error {
+	switch {
+	case r.N < 1:
+		return fmt.Errorf("n must be at least 1, got %d", r.N)
+	case len(r.Prompt) == 0:
+		return fmt.Errorf("%w: the prompt is empty", ErrTooLong)
+	case len(r.Prompt) >= s.cfg.MaxModelLen:
+		return fmt.Errorf("%w: the prompt has %d tokens and the model's maximum context length is %d, which leaves no room to generate", ErrTooLong, len(r.Prompt), s.cfg.MaxModelLen)
+	case r.MaxTokens < 1:
+		return fmt.Errorf("max_tokens must be at least 1, got %d", r.MaxTokens)
+	case r.N > s.cfg.MaxNumSeqs:
+		return fmt.Errorf("n = %d exceeds the server's max_num_seqs = %d", r.N, s.cfg.MaxNumSeqs)
+	}
+	return nil
+}
+
+func (s *Scheduler) less(a, b *sequence) bool {
+	ra, rb := a.req, b.req
+	if ra.req.Priority != rb.req.Priority {
+		return ra.req.Priority < rb.req.Priority
+	}
+	if ra.order != rb.order {
+		return ra.order < rb.order
+	}
+	return a.choice < b.choice
+}
+
+func (s *Scheduler) enqueue(sq *sequence) {
+	sq.state = seqWaiting
+	i, _ := slices.BinarySearchFunc(s.waiting, sq, func(x, y *sequence) int {
+		if s.less(x, y) {
+			return -1
+		}
+		return 1
+	})
+	s.waiting = slices.Insert(s.waiting, i, sq)
+}
+
+// Abort ends choice of request id (all choices when choice < 0). stopped
+// reports a stop string found by the caller: the choice finishes with
+// FinishStop instead of FinishAbort. Unknown requests are ignored.
+func (s *Scheduler) Abort(id string, choice int, stopped bool, err error) {
+	rq, ok := s.requests[id]
+	if !ok {
+		return
+	}
+	reason := FinishAbort
+	if stopped {
+		reason = FinishStop
+	}
+	for _, sq := range rq.seqs {
+		if choice >= 0 && sq.choice != choice {
+			continue
+		}
+		s.finish(sq, Output{Choice: sq.choice, Finish: reason, Err: err})
+	}
+}
+
+// Expire aborts requests whose deadline is not after now.
+func (s *Scheduler) Expire(now time.Time) {
+	for id, rq := range s.requests {
+		if d := rq.req.Deadline; !d.IsZero() && !now.Before(d) {
+			s.Abort(id, -1, false, ErrDeadline)
+		}
+	}
+}
+
+// AbortAll ends every request with err (engine failure, shutdown).
+func (s *Scheduler) AbortAll(err error) {
+	for id := range s.requests {
+		s.Abort(id, -1, false, err)
+	}
+}
+
+// finish ends a sequence and queues its last output.
+func (s *Scheduler) finish(sq *sequence, out Output) {
+	if sq.state == seqFinished {
+		return
+	}
+	switch sq.state {
+	case seqRunning:
+		s.running = slices.DeleteFunc(s.running, func(x *sequence) bool { return x == sq })
+	case seqWaiting:
+		s.waiting = slices.DeleteFunc(s.waiting, func(x *sequence) bool { return x == sq })
+	}
+	sq.state = seqFinished
+	delete(s.byID, sq.id)
+	s.kv.Free(sq.id)
+	if sq.added {
+		s.removed = append(s.removed, sq.id)
+	}
+	rq := sq.req
+	rq.open--
+	s.markStarted(rq)
+	s.emit(rq, out, false)
+	if rq.open == 0 {
+		delete(s.requests, rq.req.ID)
+	}
+}
+
+func (s *Scheduler) emit(rq *request, out Output, first bool) {
+	s.outbox = append(s.outbox, RequestOutput{
+		RequestID: rq.req.ID,
+		Output:    out,
+		Usage:     rq.usage,
+		First:     first,
+		Last:      rq.open == 0,
+	})
+}
+
+func (s *Scheduler) markStarted(rq *request) {
+	if !rq.started {
+		rq.started = true
+		s.started++
+	}
+}
+
+// TakeStarted returns how many requests left the waiting queue (ran for the
+// first time, or ended before they ran) since the last call. The loop uses
+// it to keep its bound on waiting requests exact.
+func (s *Scheduler) TakeStarted() int {
+	n := s.started
+	s.started = 0
+	return n
+}
+
+// Has reports whether a request with this id is live.
+func (s *Scheduler) Has(id string) bool { _, ok := s.requests[id]; return ok }
+
+// Outputs returns the outputs produced since the last call.
+func (s *Scheduler) Outputs() []RequestOutput {
+	out := s.outbox
+	s.outbox = nil
+	return out
+}
+
+// HasWork reports whether a step would do anything.
+func (s *Scheduler) HasWork() bool {
+	return len(s.running) > 0 || len(s.waiting) > 0 || len(s.removed) > 0 || len(s.added) > 0
+}
+
+// Stats returns a snapshot.
+func (s *Scheduler) Stats() Stats {
+	return Stats{
+		Running:     len(s.running),
+		Waiting:     len(s.waiting),
+		Requests:    len(s.requests),
+		Preemptions: s.preemptions,
+		KV:          s.kv.Stats(),
+	}
+}
+
+// Schedule decides the next step: first the running sequences (decode
+// tokens, or the next chunk of a prompt), then waiting sequences in order
+// while the token budget, the sequence cap and the KV memory allow. When a
+// running sequence cannot grow, the lowest-priority, latest running
+// sequence is preempted (its KV freed, to be recomputed later).
+func (s *Scheduler) Schedule() *engine.Step {
+	step := &engine.Step{}
+	budget := s.cfg.MaxNumBatchedTokens
+	preempted := false
+
+	for i := 0; i < len(s.running) && budget > 0; {
+		sq := s.running[i]
+		n := min(len(sq.tokens)-sq.computed, budget)
+		if n <= 0 {
+			i++
+			continue
+		}
+		for sq.state == seqRunning && !s.kv.Grow(sq.id, sq.computed+n) {
+			victim := s.pickVictim()
+			if slices.Index(s.running, victim) < i {
+				i-- // an earlier sequence leaves the slice
+			}
+			s.preempt(victim)
+			preempted = true
+			// A victim scheduled earlier in this step gives its chunk back.
+			if k := slices.IndexFunc(step.Batch, func(c engine.Chunk) bool { return c.Seq == victim.id }); k >= 0 {
+				budget += len(step.Batch[k].Tokens)
+				step.Batch = slices.Delete(step.Batch, k, k+1)
+			}
+		}
+		if sq.state != seqRunning {
+			continue // sq itself was preempted; s.running[i] is the next one
+		}
+		step.Batch = append(step.Batch, s.chunk(sq, n))
+		budget -= n
+		i++
+	}
+
+	if !preempted {
+		for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
+			sq := s.waiting[i]
+			if s.waitForSibling(sq) {
+				i++
+				continue
+			}
+			cached, ok := s.admit(sq, budget)
+			if !ok {
+				break // strict order: nothing jumps the head of the queue
+			}
+			s.waiting = slices.Delete(s.waiting, i, i+1)
+			sq.state = seqRunning
+			s.running = append(s.running, sq)
+			sq.computed = cached
+			s.markStarted(sq.req)
+			if !sq.admitted {
+				sq.admitted = true
+				if sq.choice == 0 {
+					sq.req.usage.CachedTokens = cached
+				}
+			}
+			if !sq.added {
+				sq.added = true
+				s.added = append(s.added, engine.NewSequence{Seq: sq.id, Sampling: sq.sampling, History: sq.req.req.Prompt})
+			}
+			n := min(len(sq.tokens)-sq.computed, budget)
+			step.Batch = append(step.Batch, s.chunk(sq, n))
+			budget -= n
+		}
+	}
+
+	step.Added, s.added = s.added, nil
+	step.MemOps = s.kv.DrainOps()
+	step.Removed, s.removed = s.removed, nil
+	return step
+}
+
+// waitForSibling holds back the other choices of an n > 1 request until
+// choice 0 has its prompt in the KV memory: they then share its full blocks
+// through the prefix cache instead of computing the prompt n times.
+func (s *Scheduler) waitForSibling(sq *sequence) bool {
+	if sq.choice == 0 || sq.admitted {
+		return false
+	}
+	first := sq.req.seqs[0]
+	return first.state != seqFinished && first.computed < len(sq.req.req.Prompt)
+}
+
+func (s *Scheduler) admit(sq *sequence, budget int) (cached int, ok bool) {
+	r := sq.req.req
+	return s.kv.Admit(sq.id, kvcache.AdmitOptions{
+		Tokens:    sq.tokens,
+		Salt:      r.CacheSalt,
+		NoCache:   sq.wantsPromptLogprobs(),
+		NewTokens: budget,
+		Count:     !sq.admitted,
+	})
+}
+
+// wantsPromptLogprobs: choice 0 of a request that asked for prompt logprobs
+// still has to report them, so every prompt position needs its logits.
+func (sq *sequence) wantsPromptLogprobs() bool {
+	return sq.req.req.PromptLogprobs >= 0 && sq.choice == 0 && !sq.sentPromptLP
+}
+
+func (s *Scheduler) chunk(sq *sequence, n int) engine.Chunk {
+	slot, _ := s.kv.Slot(sq.id)
+	c := engine.Chunk{
+		Seq:    sq.id,
+		Slot:   slot,
+		Pos:    int32(sq.computed),
+		Tokens: sq.tokens[sq.computed : sq.computed+n],
+		Sample: sq.computed+n == len(sq.tokens),
+	}
+	r := sq.req.req
+	if c.Sample && sq.numOutput() < r.MinTokens {
+		c.Ban = r.StopTokens
+	}
+	if sq.wantsPromptLogprobs() {
+		// Row i predicts token i+1; the last prompt row predicts the first
+		// output token, which the sample reports.
+		if end := min(sq.computed+n, len(r.Prompt)-1); end > sq.computed {
+			c.Targets = sq.tokens[sq.computed+1 : end+1]
+		}
+	}
+	return c
+}
+
+// pickVictim returns the running sequence to preempt: the lowest priority
+// (highest value), latest arrival.
+func (s *Scheduler) pickVictim() *sequence {
+	v := s.running[len(s.running)-1]
+	for _, sq := range s.running {
+		if s.less(v, sq) {
+			v = sq
+		}
+	}
+	return v
+}
+
+// preempt frees a running sequence's KV and puts it back in the waiting
+// queue; it resumes by recomputing its prompt and output (mostly from the
+// prefix cache).
+func (s *Scheduler) preempt(sq *sequence) {
+	s.running = slices.DeleteFunc(s.running, func(x *sequence) bool { return x == sq })
+	s.kv.Free(sq.id)
+	sq.computed = 0
+	// Prompt logprobs not sent yet are computed again from the start.
+	sq.promptLogprobs = nil
+	s.preemptions++
+	s.enqueue(sq)
+}
+
+// Update applies a step's result: tokens computed, tokens sampled, stop and
+// length checks. Finished sequences free their KV at once.
+func (s *Scheduler) Update(step *engine.Step, res engine.StepResult) {
+	for i := range step.Batch {
+		ch := &step.Batch[i]
+		sq := s.find(ch.Seq)
+		if sq == nil || sq.state != seqRunning {
+			continue
+		}
+		sq.computed += len(ch.Tokens)
+		s.kv.Commit(sq.id, sq.tokens, sq.computed)
+	}
+	for _, pl := range res.PromptLogprobs {
+		if sq := s.find(pl.Seq); sq != nil {
+			sq.promptLogprobs = append(sq.promptLogprobs, pl.Logprobs...)
+		}
+	}
+	for _, smp := range res.Samples {
+		sq := s.find(smp.Seq)
+		if sq == nil || sq.state != seqRunning {
+			continue
+		}
+		s.appendToken(sq, smp)
+	}
+}
+
+func (s *Scheduler) find(id engine.SeqID) *sequence { return s.byID[id] }
+
+func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
+	rq := sq.req
+	r := rq.req
+	sq.tokens = append(sq.tokens, smp.Token)
+	rq.usage.CompletionTokens++
+	out := Output{Choice: sq.choice, Tokens: []int32{smp.Token}}
+	if smp.Logprobs != nil {
+		out.Logprobs = []engine.Logprobs{*smp.Logprobs}
+	}
+	if r.PromptLogprobs >= 0 && sq.choice == 0 && !sq.sentPromptLP {
+		out.PromptLogprobs = sq.promptLogprobs
+		sq.sentPromptLP = true
+		sq.promptLogprobs = nil
+	}
+	first := !rq.firstSeen
+	rq.firstSeen = true
+	n := sq.numOutput()
+	switch {
+	case n >= r.MinTokens && slices.Contains(r.StopTokens, smp.Token):
+		out.Finish = FinishStop
+	case n >= r.MaxTokens || len(sq.tokens) >= s.cfg.MaxModelLen:
+		out.Finish = FinishLength
+	}
+	if out.Finish == FinishNone {
+		s.emit(rq, out, first)
+		return
+	}
+	// finish emits the output itself; mark it first if it is.
+	before := len(s.outbox)
+	s.finish(sq, out)
+	if first {
+		s.outbox[before].First = true
+	}
+}
