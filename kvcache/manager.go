@@ -24,6 +24,12 @@ type Config struct {
 	HolderSlots int
 	// MaxSeqLen is the most tokens one sequence may hold.
 	MaxSeqLen int
+	// MaxCachedBlocks caps the idle blocks kept for prefix reuse; beyond
+	// it, the least recently used are evicted at once. <= 0: no cap (all
+	// free memory may hold cached prefixes). In llama.cpp's unified KV every
+	// query scans every occupied cell, so idle cached cells are not free:
+	// see doc.go.
+	MaxCachedBlocks int
 }
 
 // Validate checks the configuration.
@@ -95,8 +101,14 @@ type block struct {
 	ref        int32 // running sequences using the block
 	depth      int32 // block index within its sequence
 	holder     int32 // index into Manager.holders when hashed
-	prev, next int32 // free queue links
-	free       bool
+	prev, next int32 // links in the list the block is in
+	in         *list // the list holding the block, nil when in use
+}
+
+// list is a doubly linked list of blocks through their prev/next indexes.
+type list struct {
+	head, tail int32
+	n          int
 }
 
 type sequence struct {
@@ -120,10 +132,8 @@ type holder struct {
 type Manager struct {
 	cfg       Config
 	blocks    []block
-	head      int32 // free queue: next block to allocate
-	tail      int32 // free queue: most recently freed cached block
-	numFree   int
-	numCached int
+	empty     list // free blocks with nothing worth keeping
+	cached    list // idle blocks of cached prefixes, least recently used first
 	index     map[Hash]int32
 	seqs      map[engine.SeqID]*sequence
 	freeSlots []engine.Slot
@@ -141,14 +151,14 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg:    cfg,
 		blocks: make([]block, cfg.NumBlocks),
-		head:   none,
-		tail:   none,
+		empty:  list{head: none, tail: none},
+		cached: list{head: none, tail: none},
 		index:  make(map[Hash]int32),
 		seqs:   make(map[engine.SeqID]*sequence),
 	}
 	for i := range m.blocks {
 		m.blocks[i] = block{holder: none, prev: none, next: none}
-		m.pushTail(int32(i))
+		m.push(&m.empty, int32(i))
 	}
 	for s := cfg.RunSlots - 1; s >= 0; s-- {
 		m.freeSlots = append(m.freeSlots, engine.Slot(s))
@@ -165,7 +175,7 @@ func (m *Manager) BlockSize() int { return m.cfg.BlockSize }
 
 // FreeBlocks is how many blocks an allocation can take right now (free and
 // idle cached blocks).
-func (m *Manager) FreeBlocks() int { return m.numFree }
+func (m *Manager) FreeBlocks() int { return m.empty.n + m.cached.n }
 
 // BlocksFor is the number of blocks n tokens occupy.
 func (m *Manager) BlocksFor(n int) int { return (n + m.cfg.BlockSize - 1) / m.cfg.BlockSize }
@@ -174,8 +184,8 @@ func (m *Manager) BlocksFor(n int) int { return (n + m.cfg.BlockSize - 1) / m.cf
 func (m *Manager) Stats() Stats {
 	s := m.stats
 	s.Blocks = m.cfg.NumBlocks
-	s.UsedBlocks = m.cfg.NumBlocks - m.numFree
-	s.CachedBlocks = m.numCached
+	s.UsedBlocks = m.cfg.NumBlocks - m.FreeBlocks()
+	s.CachedBlocks = m.cached.n
 	return s
 }
 
@@ -219,9 +229,9 @@ func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool)
 	cached = len(hits) * bs
 	need := m.BlocksFor(cached+min(opt.NewTokens, len(opt.Tokens)-cached)) - len(hits)
 	// Hit blocks that sit in the free queue stop being allocatable.
-	avail := m.numFree
+	avail := m.FreeBlocks()
 	for _, b := range hits {
-		if m.blocks[b].free {
+		if m.blocks[b].in != nil {
 			avail--
 		}
 	}
@@ -273,7 +283,7 @@ func (m *Manager) Grow(id engine.SeqID, total int) bool {
 	if need <= 0 {
 		return true
 	}
-	if need > m.numFree {
+	if need > m.FreeBlocks() {
 		return false
 	}
 	for range need {
@@ -362,13 +372,18 @@ func (m *Manager) Free(id engine.SeqID) {
 			continue
 		}
 		if blk.hashed {
-			m.numCached++
-			m.pushTail(b)
+			m.push(&m.cached, b)
 		} else {
-			m.pushHead(b)
+			m.push(&m.empty, b)
 		}
 	}
 	m.freeSlots = append(m.freeSlots, s.slot)
+	for m.cfg.MaxCachedBlocks > 0 && m.cached.n > m.cfg.MaxCachedBlocks {
+		b := m.cached.head
+		m.remove(b)
+		m.evict(b)
+		m.push(&m.empty, b)
+	}
 }
 
 // DrainOps returns the memory operations emitted since the last call, in
@@ -388,22 +403,25 @@ func (m *Manager) DrainEvents() []Event {
 
 // claim takes a cached block for one more sequence.
 func (m *Manager) claim(b int32) {
-	blk := &m.blocks[b]
-	if blk.free {
-		m.unlink(b)
-		m.numCached--
+	if m.blocks[b].in != nil {
+		m.remove(b)
 	}
-	blk.ref++
+	m.blocks[b].ref++
 }
 
-// allocate takes the block at the head of the free queue for a sequence at
-// the given depth, evicting its cached content if it has any.
+// allocate takes a free block for a sequence at the given depth: an empty
+// one if there is any, else the least recently used cached one, whose
+// content is evicted.
 func (m *Manager) allocate(depth int32) int32 {
-	b := m.head
+	l := &m.empty
+	if l.n == 0 {
+		l = &m.cached
+	}
+	b := l.head
 	if b == none {
 		panic("kvcache: allocate with no free block")
 	}
-	m.unlink(b)
+	m.remove(b)
 	blk := &m.blocks[b]
 	if blk.hashed {
 		m.evict(b)
@@ -423,49 +441,39 @@ func (m *Manager) evict(b int32) {
 	m.ops = append(m.ops, engine.MemOp{Kind: engine.MemRemove, Dst: h.slot, P0: blk.depth * bs, P1: (blk.depth + 1) * bs})
 	delete(m.index, blk.hash)
 	m.events = append(m.events, Event{Kind: BlockRemoved, Hash: blk.hash, Depth: int(blk.depth)})
-	m.numCached--
 	m.stats.Evictions++
 	blk.hashed, blk.holder, blk.hash = false, none, Hash{}
 }
 
-func (m *Manager) unlink(b int32) {
+// remove takes b out of the list it is in.
+func (m *Manager) remove(b int32) {
 	blk := &m.blocks[b]
+	l := blk.in
 	if blk.prev != none {
 		m.blocks[blk.prev].next = blk.next
 	} else {
-		m.head = blk.next
+		l.head = blk.next
 	}
 	if blk.next != none {
 		m.blocks[blk.next].prev = blk.prev
 	} else {
-		m.tail = blk.prev
+		l.tail = blk.prev
 	}
-	blk.prev, blk.next, blk.free = none, none, false
-	m.numFree--
+	blk.prev, blk.next, blk.in = none, none, nil
+	l.n--
 }
 
-func (m *Manager) pushTail(b int32) {
+// push appends b to l.
+func (m *Manager) push(l *list, b int32) {
 	blk := &m.blocks[b]
-	blk.prev, blk.next, blk.free = m.tail, none, true
-	if m.tail != none {
-		m.blocks[m.tail].next = b
+	blk.prev, blk.next, blk.in = l.tail, none, l
+	if l.tail != none {
+		m.blocks[l.tail].next = b
 	} else {
-		m.head = b
+		l.head = b
 	}
-	m.tail = b
-	m.numFree++
-}
-
-func (m *Manager) pushHead(b int32) {
-	blk := &m.blocks[b]
-	blk.prev, blk.next, blk.free = none, m.head, true
-	if m.head != none {
-		m.blocks[m.head].prev = b
-	} else {
-		m.tail = b
-	}
-	m.head = b
-	m.numFree++
+	l.tail = b
+	l.n++
 }
 
 // hashBlocks extends hashes to cover the first n full blocks of tokens.

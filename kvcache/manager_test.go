@@ -385,3 +385,37 @@ func BenchmarkAdmitFree(b *testing.B) {
 		id++
 	}
 }
+
+// Idle cached blocks beyond MaxCachedBlocks are evicted when their
+// sequence is freed, least recently used first.
+func TestMaxCachedBlocks(t *testing.T) {
+	m, err := New(Config{BlockSize: 4, NumBlocks: 16, RunSlots: 4, HolderSlots: 4, MaxSeqLen: 64, MaxCachedBlocks: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := toks("aaaaAAAA."), toks("bbbbBBBB.")
+	for id, p := range []([]int32){a, b} {
+		m.Admit(engine.SeqID(id), AdmitOptions{Tokens: p, NewTokens: len(p)})
+		m.Commit(engine.SeqID(id), p, len(p))
+	}
+	m.Free(0)
+	if st := m.Stats(); st.CachedBlocks != 2 || st.Evictions != 0 {
+		t.Fatalf("after freeing a: %+v", st)
+	}
+	m.DrainOps()
+	m.Free(1) // four cached blocks: a's deepest goes first
+	ops := m.DrainOps()
+	if st := m.Stats(); st.CachedBlocks != 3 || st.Evictions != 1 {
+		t.Fatalf("after freeing b: %+v", st)
+	}
+	last := ops[len(ops)-1]
+	if last.Kind != engine.MemRemove || last.P0 != 4 || last.P1 != 8 {
+		t.Fatalf("eviction op = %+v", last)
+	}
+	if cached, _ := m.Admit(2, AdmitOptions{Tokens: a, NewTokens: 1}); cached != 4 {
+		t.Fatalf("a keeps its first block: cached %d", cached)
+	}
+	if cached, _ := m.Admit(3, AdmitOptions{Tokens: b, NewTokens: 1}); cached != 8 {
+		t.Fatalf("b keeps both blocks: cached %d", cached)
+	}
+}

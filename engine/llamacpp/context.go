@@ -37,13 +37,17 @@ type ContextParams struct {
 	BatchThreads int
 	// FlashAttention is "auto" (default), "on" or "off".
 	FlashAttention string
-	// OffloadKQV keeps the KV cache and attention on the GPU when layers are
-	// offloaded (llama.cpp's default).
+	// NoOffloadKQV keeps the KV cache and attention off the GPU when layers
+	// are offloaded.
 	NoOffloadKQV bool
+	// KVType is the KV cache element type: "f16" (default), "f32", "bf16",
+	// "q8_0" or "q4_0". Quantized V needs flash attention.
+	KVType string
 }
 
-// MaxSlots is the most sequence ids a context can have (LLAMA_MAX_SEQ).
-const MaxSlots = 256
+// MaxSlots is the most sequence ids callers can use. llama.cpp allows 256
+// (LLAMA_MAX_SEQ); the context keeps one more for batch padding.
+const MaxSlots = 255
 
 // Stats are counters of a context's work since it was created.
 type Stats struct {
@@ -89,14 +93,17 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, ErrModelClosed
 	}
 	cp := C.llama_context_default_params()
-	cp.n_ctx = C.uint32_t(roundUp(p.KVTokens, 256))
+	// One block of cells more than the caller's capacity: the padding token
+	// must never be the one that does not fit.
+	kvTokens := roundUp(p.KVTokens, 256)
+	cp.n_ctx = C.uint32_t(kvTokens + 256)
 	cp.n_batch = C.uint32_t(p.BatchTokens)
 	ub := p.MicroBatchTokens
 	if ub <= 0 {
 		ub = min(p.BatchTokens, 512)
 	}
 	cp.n_ubatch = C.uint32_t(ub)
-	cp.n_seq_max = C.uint32_t(p.Slots)
+	cp.n_seq_max = C.uint32_t(p.Slots + 1) // + padSlot
 	threads := max(p.Threads, 1)
 	cp.n_threads = C.int32_t(threads)
 	cp.n_threads_batch = C.int32_t(threads)
@@ -114,6 +121,11 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, fmt.Errorf("new context: flash attention %q (want auto, on or off)", p.FlashAttention)
 	}
 	cp.offload_kqv = C.bool(!p.NoOffloadKQV)
+	kvType, err := ggmlType(p.KVType)
+	if err != nil {
+		return nil, fmt.Errorf("new context: %w", err)
+	}
+	cp.type_k, cp.type_v = kvType, kvType
 	cp.kv_unified = true
 	cp.no_perf = true
 	cp.embeddings = false
@@ -126,17 +138,33 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		model:    m,
 		c:        cc,
 		mem:      C.llama_get_memory(cc),
-		batch:    C.llama_batch_init(C.int32_t(p.BatchTokens), 0, 1),
+		batch:    C.llama_batch_init(C.int32_t(p.BatchTokens+1), 0, 1),
 		nBatch:   p.BatchTokens,
 		nVocab:   m.info.NVocab,
 		slots:    p.Slots,
-		maxLen:   int(C.llama_n_ctx(cc)),
+		maxLen:   kvTokens,
 		samplers: make(map[engine.SeqID]*sampler),
 	}
 	return ctx, nil
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+func ggmlType(name string) (uint32, error) {
+	switch name {
+	case "", "f16":
+		return C.GGML_TYPE_F16, nil
+	case "f32":
+		return C.GGML_TYPE_F32, nil
+	case "bf16":
+		return C.GGML_TYPE_BF16, nil
+	case "q8_0":
+		return C.GGML_TYPE_Q8_0, nil
+	case "q4_0":
+		return C.GGML_TYPE_Q4_0, nil
+	}
+	return 0, fmt.Errorf("KV cache type %q (want f16, f32, bf16, q8_0 or q4_0)", name)
+}
 
 // KVTokens is the KV capacity in tokens after rounding.
 func (c *Context) KVTokens() int { return c.maxLen }
@@ -204,11 +232,11 @@ func (c *Context) decode(chunks []engine.Chunk) error {
 		return fmt.Errorf("%w: %d tokens exceed the batch size %d", engine.ErrInvalidBatch, n, c.nBatch)
 	}
 	b := &c.batch
-	tokens := unsafe.Slice(b.token, c.nBatch)
-	pos := unsafe.Slice(b.pos, c.nBatch)
-	nSeq := unsafe.Slice(b.n_seq_id, c.nBatch)
-	seqIDs := unsafe.Slice(b.seq_id, c.nBatch)
-	logits := unsafe.Slice(b.logits, c.nBatch)
+	tokens := unsafe.Slice(b.token, c.nBatch+1)
+	pos := unsafe.Slice(b.pos, c.nBatch+1)
+	nSeq := unsafe.Slice(b.n_seq_id, c.nBatch+1)
+	seqIDs := unsafe.Slice(b.seq_id, c.nBatch+1)
+	logits := unsafe.Slice(b.logits, c.nBatch+1)
 	c.rows = c.rows[:0]
 	k := 0
 	for i := range chunks {
@@ -237,8 +265,42 @@ func (c *Context) decode(chunks []engine.Chunk) error {
 			k++
 		}
 	}
+	// A matrix product with one column takes ggml's matrix-vector kernels,
+	// whose rounding differs from the matrix-matrix kernels (llamafile
+	// sgemm) that wider products take. llama.cpp multiplies every token
+	// row in most layers, and only output rows in the last layer and the
+	// output head. Keeping both counts at two or more makes a sequence's
+	// numbers the same whether it runs alone or batched with others, so
+	// greedy output does not depend on the load: a batch of one token gets
+	// a padding token in a slot of its own (its cell is dropped after), and
+	// a batch with one output row gets a second one whose logits nobody
+	// reads.
+	outputs := 0
+	for i := range k {
+		outputs += int(logits[i])
+	}
+	padded := k == 1
+	if padded {
+		tokens[k] = tokens[0]
+		pos[k] = 0
+		nSeq[k] = 1
+		*seqIDs[k] = C.llama_seq_id(c.slots) // the padding slot
+		logits[k] = C.int8_t(outputs)
+		k++
+	} else if outputs == 1 {
+		for i := range k {
+			if logits[i] == 0 {
+				logits[i] = 1
+				break
+			}
+		}
+	}
 	b.n_tokens = C.int32_t(k)
 	rc := C.llama_decode(c.c, *b)
+	if padded {
+		C.llama_memory_seq_rm(c.mem, C.llama_seq_id(c.slots), -1, -1)
+		k--
+	}
 	switch {
 	case rc == 0:
 	case rc == 1:

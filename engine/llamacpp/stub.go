@@ -17,7 +17,7 @@ var ErrNoCgo = errors.New("llamacpp: built without cgo; llama.cpp is not availab
 var ErrModelClosed = errors.New("llamacpp: model closed")
 
 // MaxSlots is the most sequence ids a context can have.
-const MaxSlots = 256
+const MaxSlots = 255
 
 // ModelParams says how to load a model.
 type ModelParams struct {
@@ -62,7 +62,7 @@ func (*Model) Close() error                                 { return nil }
 type ContextParams struct {
 	KVTokens, Slots, BatchTokens, MicroBatchTokens int
 	Threads, BatchThreads                          int
-	FlashAttention                                 string
+	FlashAttention, KVType                         string
 	NoOffloadKQV                                   bool
 }
 

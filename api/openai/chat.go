@@ -1,0 +1,263 @@
+package openai
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// respMeta is what every response object and chunk of a request repeats.
+type respMeta struct {
+	id      string
+	created int64
+	model   string
+	user    string
+	arrival time.Time
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	arrival := h.now()
+	id := "chatcmpl-" + h.id(r)
+	body, err := h.readBody(w, r)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	req, err := decodeChatRequest(body)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	m, err := h.model(req.Model)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	p, prompt, err := h.prepareChat(m, req)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	defer g.close()
+	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
+	if p.stream {
+		h.streamChat(w, r, g, meta)
+		return
+	}
+	res, err := g.collect(r.Context())
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	resp := chatCompletion{
+		ID:      id,
+		Object:  objectChatCompletion,
+		Created: meta.created,
+		Model:   meta.model,
+		Choices: make([]chatChoice, len(res)),
+		Usage:   g.usage(),
+	}
+	for i := range res {
+		resp.Choices[i] = chatChoice{
+			Index:        i,
+			Message:      chatMessage{Role: "assistant", Content: res[i].text.String()},
+			FinishReason: res[i].finish,
+		}
+		if p.logprobs {
+			resp.Choices[i].Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, res[i].lps)
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	h.logDone(r, meta, resp.Usage)
+}
+
+// prepareChat validates a chat request for model m and renders its prompt.
+func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInput, error) {
+	if !req.Messages.set || len(req.Messages.msgs) == 0 {
+		return nil, promptInput{}, invalid("messages", "messages must contain at least one message.")
+	}
+	tok := m.Tokenizer()
+	nVocab := tok.Vocab().NumTokens()
+	p, err := validateCommon(&req.commonRequest, nVocab, tok.StopTokens(), h.seed())
+	if err != nil {
+		return nil, promptInput{}, err
+	}
+	if req.MaxCompletionTokens != nil {
+		if *req.MaxCompletionTokens < 1 {
+			return nil, promptInput{}, invalid("max_completion_tokens", "max_completion_tokens must be at least 1, got %d.", *req.MaxCompletionTokens)
+		}
+		// It supersedes max_tokens, as in OpenAI and vLLM.
+		p.maxTokens, p.maxTokensParam = *req.MaxCompletionTokens, "max_completion_tokens"
+	}
+	logprobs := req.Logprobs != nil && *req.Logprobs
+	top := 0
+	if req.TopLogprobs != nil {
+		if !logprobs {
+			return nil, promptInput{}, invalid("top_logprobs", "top_logprobs requires logprobs to be true.")
+		}
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs {
+			return nil, promptInput{}, invalid("top_logprobs", "top_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.TopLogprobs)
+		}
+		top = *req.TopLogprobs
+	}
+	p.setLogprobs(logprobs, top)
+	if err := p.finish(nVocab); err != nil {
+		return nil, promptInput{}, err
+	}
+	toks, err := renderChat(tok, req.Messages.msgs)
+	if err != nil {
+		return nil, promptInput{}, err
+	}
+	maxTokens, err := p.maxTokensFor(len(toks), m.MaxModelLen(), "messages")
+	if err != nil {
+		return nil, promptInput{}, err
+	}
+	return p, promptInput{tokens: toks, maxTokens: maxTokens}, nil
+}
+
+// renderChat renders messages with the model's chat template (ending with
+// the assistant's turn opener) and tokenizes the result.
+//
+// BOS rule: Hugging Face templates write the BOS token's text themselves
+// ("{{ bos_token }}..."). When the rendered text starts with the BOS text it
+// is encoded without adding special tokens, else the tokenizer adds BOS as
+// the model is configured to. Either way the prompt starts with exactly one
+// BOS (or none, for models without one). Special-token text inside messages
+// becomes special tokens, as with Hugging Face and vLLM.
+func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage) ([]int32, error) {
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, m := range msgs {
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		tm[i] = tokenizer.Message{Role: role, Content: m.Content, Name: m.Name}
+	}
+	text, err := tok.ApplyChatTemplate(tm, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	if err != nil {
+		return nil, invalid("messages", "The model's chat template could not render these messages: %v", err)
+	}
+	toks, err := tok.Encode(text, !startsWithBOS(tok, text))
+	if err != nil {
+		return nil, invalid("messages", "The rendered prompt could not be tokenized: %v", err)
+	}
+	if len(toks) == 0 {
+		return nil, invalid("messages", "The messages render to an empty prompt.")
+	}
+	return toks, nil
+}
+
+// startsWithBOS reports whether text begins with the text of the model's
+// BOS token.
+func startsWithBOS(tok *tokenizer.Tokenizer, text string) bool {
+	v := tok.Vocab()
+	bos := v.BOS()
+	if bos < 0 {
+		return false
+	}
+	piece := v.Piece(bos, true)
+	return len(piece) > 0 && strings.HasPrefix(text, string(piece))
+}
+
+// streamChat streams a chat answer as server-sent events.
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
+	p := g.params
+	sse := startSSE(w)
+	chunk := func(choices []chatChunkChoice) chatChunk {
+		return chatChunk{
+			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
+			Choices: choices, Usage: chunkUsage(g),
+		}
+	}
+	// The role comes first, for every choice, before any text.
+	for _, c := range g.choices {
+		role := chatChunkChoice{Index: c.index, Delta: chatDelta{Role: "assistant", Content: contentOf("")}}
+		if err := sse.event(chunk([]chatChunkChoice{role})); err != nil {
+			h.endStream(r, sse, g, meta, err, nil)
+			return
+		}
+	}
+	err := g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
+		ds, err := g.apply(pi, outs)
+		for _, cd := range ds {
+			d := &cd.d
+			if d.empty() {
+				continue
+			}
+			ch := chatChunkChoice{Index: cd.c.index}
+			if d.text != "" || len(d.lps) > 0 {
+				ch.Delta.Content = contentOf(d.text)
+			}
+			if p.logprobs && len(d.lps) > 0 {
+				ch.Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, d.lps)
+			}
+			if d.finish != "" {
+				ch.FinishReason = finishOf(d.finish)
+			}
+			if werr := sse.event(chunk([]chatChunkChoice{ch})); werr != nil {
+				return werr
+			}
+		}
+		return err
+	})
+	h.endStream(r, sse, g, meta, err, func(u usage) any {
+		return chatChunk{
+			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
+			Choices: []chatChunkChoice{}, Usage: usageOf(u),
+		}
+	})
+}
+
+// chunkUsage is the "usage" of a content chunk: absent by default, null
+// with include_usage, the usage so far with continuous_usage_stats.
+func chunkUsage(g *generation) usageField {
+	switch {
+	case g.params.continuousUsage:
+		return usageOf(g.usage())
+	case g.params.includeUsage:
+		return usageNull()
+	default:
+		return usageField{}
+	}
+}
+
+// endStream finishes a stream: an error event if the generation failed
+// while the client was still there, the usage chunk when asked for, and
+// [DONE].
+func (h *handler) endStream(r *http.Request, sse *sseWriter, g *generation, meta respMeta, err error, usageChunk func(usage) any) {
+	if err != nil {
+		if isClientGone(err) || sse.err != nil {
+			h.log.Debug("client went away", "id", meta.id, "path", r.URL.Path)
+			return
+		}
+		e := toAPIError(err)
+		h.logError(r, meta.id, e, err)
+		_ = sse.errorEvent(e)
+		_ = sse.done()
+		return
+	}
+	u := g.usage()
+	if g.params.includeUsage && usageChunk != nil {
+		if sse.event(usageChunk(u)) != nil {
+			return
+		}
+	}
+	_ = sse.done()
+	h.logDone(r, meta, u)
+}
+
+// logDone logs a finished request.
+func (h *handler) logDone(r *http.Request, meta respMeta, u usage) {
+	h.log.Debug("request done", "id", meta.id, "path", r.URL.Path, "model", meta.model, "user", meta.user,
+		"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
+		"cached_tokens", u.PromptTokensDetails.CachedTokens, "duration", h.now().Sub(meta.arrival))
+}

@@ -1,0 +1,138 @@
+// Package openai serves the OpenAI-compatible HTTP API: chat completions,
+// completions and the model list, with SSE streaming, in the shapes the
+// OpenAI SDKs and vLLM's clients expect.
+//
+//	POST /v1/chat/completions
+//	POST /v1/completions
+//	GET  /v1/models
+//	GET  /v1/models/{id}
+//
+// Mount adds the routes to a chi router; the served models come from a
+// Backend (backend.go).
+//
+// # What it owns, and what it must not do
+//
+// The package turns wire requests into scheduler.Requests and scheduler
+// Outputs back into wire responses. That covers: strict request decoding and
+// validation, chat template rendering and tokenization (through the model's
+// tokenizer.Tokenizer), the BOS rule, context-length checks, incremental
+// detokenization, stop strings, logprob formatting, usage counting, SSE, and
+// the mapping of errors to HTTP statuses. It holds no model state, makes no
+// scheduling decision and never touches the engine: it only calls
+// Model.Submit and reads the returned scheduler.Stream. Handlers are
+// stateless apart from the request at hand.
+//
+// # Wire types
+//
+// Request and response types are this package's own, not go-openai's: those
+// lack vLLM's extension fields (top_k, min_p, repetition_penalty,
+// stop_token_ids, ignore_eos, min_tokens, cache_salt, priority, ...), encode
+// "finish_reason" as "" instead of null in stream chunks, and cannot tell an
+// absent field from a zero one. Responses follow OpenAI's schema exactly
+// (ids "chatcmpl-…" and "cmpl-…", "object", "created", "model", "choices",
+// "usage" with prompt_tokens_details.cached_tokens); go-openai is used in
+// the tests to prove that its client reads them.
+//
+// # Decoding and validation
+//
+// A body that is not JSON, or a field of the wrong type, is a 400 whose
+// "param" names the field (messages[1].content, prompt[0][3], stop[2]).
+// Unknown fields are ignored, since SDKs send new ones before servers know
+// them; null is the same as absent. Notable rules, mostly vLLM's:
+//
+//   - "model" absent or empty means the first served model; an unknown
+//     model is a 404 with code "model_not_found".
+//   - messages: content is a string or an array of {"type":"text"} parts
+//     (joined with "\n"); other part types are a 400. Roles are system,
+//     developer (rendered as system), user, assistant and tool.
+//   - prompt: a string, an array of strings, an array of token ids or an
+//     array of arrays of token ids. Each prompt in an array is its own
+//     choice group: choice index = prompt_index*n + i. Token ids outside
+//     the vocabulary are a 400.
+//   - max_tokens / max_completion_tokens (the latter wins) must be >= 1;
+//     when absent, the rest of the context is the limit. A prompt that
+//     leaves no room, or a prompt plus max_tokens beyond MaxModelLen, is a
+//     400 with vLLM's wording and code "context_length_exceeded".
+//   - seed: absent means a random seed per request; the scheduler gives
+//     choice i the seed+i. The low 32 bits of a given seed are used.
+//   - stop: any number of strings (OpenAI allows 4, vLLM any; the body
+//     limit bounds them). stop_token_ids add to the model's stop tokens;
+//     ignore_eos drops the model's own.
+//   - top_k -1 or 0 disables it; temperature has no upper bound (as in
+//     vLLM); logit_bias values must be in [-100, 100].
+//   - logprobs: chat takes logprobs (bool) and top_logprobs (0..20, only
+//     with logprobs); completions take logprobs (0..20). With echo,
+//     completions list the prompt's tokens too, the first one with null.
+//   - stream_options is only allowed with stream; continuous_usage_stats
+//     (vLLM) adds the usage so far to every chunk when include_usage is set.
+//   - user is accepted and logged only.
+//
+// Chat prompts are rendered with the model's template and
+// add_generation_prompt. BOS rule: templates from Hugging Face write the BOS
+// text themselves, so when the rendered text starts with the BOS token's
+// text it is encoded without adding special tokens, otherwise with them.
+// Completion prompts are encoded with special tokens; token-id prompts are
+// used as given.
+//
+// # Generation and usage
+//
+// Every prompt becomes one scheduler.Request with n choices. Each choice
+// runs a tokenizer.Decoder and a tokenizer.StopMatcher. A stop string ends
+// the choice at once (Stream.StopChoice); what the scheduler still sends for
+// it is dropped. Neither stop strings nor stop tokens are in the text;
+// finish_reason is "stop" for both and "length" at max_tokens or the
+// context's end. Usage counts each prompt once (not once per choice) and,
+// per choice, the generated tokens up to the stop: the stop token counts
+// (as in vLLM), tokens generated after a stop string do not. cached_tokens
+// is the scheduler's prefix-cache count. Stop strings are not checked in the
+// first min_tokens tokens, as in vLLM. Logprob lists leave stop tokens out,
+// since their text is not part of the answer.
+//
+// When the client goes away (the request context ends) or the handler ends
+// for any other reason while choices still run, Stream.Cancel is called
+// right away, so the scheduler frees their KV memory within a step.
+//
+// # SSE contract
+//
+// A streamed answer has the headers Content-Type: text/event-stream,
+// Cache-Control: no-cache and X-Accel-Buffering: no, and is a sequence of
+// "data: <json>\n\n" events, each flushed as it is written:
+//
+//  1. chat only: one chunk per choice with delta {"role":"assistant",
+//     "content":""}, before any text;
+//  2. content chunks, one choice per chunk, at most one per choice per batch
+//     the scheduler delivered; finish_reason is null on all of them except
+//     the last chunk of each choice, which carries it (with the remaining
+//     text, or delta {} when there is none); with echo (completions) a
+//     choice's first chunk starts with the prompt;
+//  3. with stream_options.include_usage, every chunk above has "usage":
+//     null and one more chunk follows with "choices": [] and the usage;
+//  4. "data: [DONE]".
+//
+// An error after the headers went out is sent as data: {"error":{...}}
+// followed by data: [DONE]. Errors before that are ordinary JSON responses
+// with their status code: everything that can be checked (validation,
+// Submit's admission errors) is checked before the headers are written.
+//
+// # Errors
+//
+// Every error is {"error":{"message","type","param","code"}}; one function
+// (toAPIError) chooses the status:
+//
+//	cause                              status  type                        code
+//	invalid JSON, bad type or value    400     BadRequestError             context_length_exceeded or null
+//	unknown model                      404     NotFoundError               model_not_found
+//	body above Options.MaxBodyBytes    413     RequestEntityTooLargeError  request_too_large
+//	scheduler.ErrQueueFull             429     RateLimitError              rate_limit_exceeded (+ Retry-After)
+//	scheduler.ErrTooLong               400     BadRequestError             context_length_exceeded
+//	scheduler.ErrDeadline, ctx deadline 408    TimeoutError                null
+//	scheduler.ErrClosed                503     ServiceUnavailableError     null
+//	scheduler.ErrEngine, anything else 500     InternalServerError         null
+//
+// Retry-After is the QueueFullError's hint rounded up to whole seconds (at
+// least 1). A deadline is a 408 rather than a 5xx because the server did not
+// fail, and rather than 504 because there is no upstream: the request asked
+// for, or was given, more time than it had; OpenAI's SDKs retry a 408. A 500
+// message never shows internals; they go to the log. Unknown routes and
+// wrong methods are the router's business.
+package openai

@@ -1,0 +1,280 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// promptInput is one prompt of a request, ready to submit.
+type promptInput struct {
+	tokens []int32
+	// text is the prompt as the client wrote it, for echo; for token-id
+	// prompts it is the decoded tokens.
+	text string
+	// maxTokens is the prompt's generation cap.
+	maxTokens int
+}
+
+// generation is one HTTP request's work in the scheduler: one
+// scheduler.Stream per prompt, n choices each. It is used by one goroutine,
+// the handler's.
+type generation struct {
+	tok     *tokenizer.Tokenizer
+	params  *genParams
+	prompts []promptInput
+	streams []*scheduler.Stream
+	// choices are in wire order: choice i of prompt p is choices[p*n+i].
+	choices []*choice
+	// promptLPs[p] are the prompt logprobs of prompt p (nil until they
+	// arrived); promptLPKnown[p] is set once they can no longer arrive
+	// later (they come with choice 0's first output).
+	promptLPs     [][]engine.Logprobs
+	promptLPKnown []bool
+	open          int // choices not done
+}
+
+// choiceDelta pairs a choice with what one batch added to it.
+type choiceDelta struct {
+	c *choice
+	d delta
+}
+
+// submit turns the prompts into scheduler requests and submits them. On
+// error, the streams already started are cancelled. The caller must call
+// close when done with the generation.
+func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time) (*generation, error) {
+	n := p.base.N
+	g := &generation{
+		tok:           m.Tokenizer(),
+		params:        p,
+		prompts:       prompts,
+		promptLPs:     make([][]engine.Logprobs, len(prompts)),
+		promptLPKnown: make([]bool, len(prompts)),
+		open:          len(prompts) * n,
+	}
+	deadline, _ := ctx.Deadline()
+	for i := range prompts {
+		req := p.base // the slices in it are shared read-only
+		req.ID = id
+		if len(prompts) > 1 {
+			req.ID = fmt.Sprintf("%s-%d", id, i)
+		}
+		req.Prompt = prompts[i].tokens
+		req.MaxTokens = prompts[i].maxTokens
+		req.Arrival = arrival
+		req.Deadline = deadline
+		s, err := m.Submit(ctx, &req)
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		g.streams = append(g.streams, s)
+		for j := range n {
+			g.choices = append(g.choices, newChoice(g.tok, i*n+j, j, p))
+		}
+	}
+	return g, nil
+}
+
+// close cancels every stream that still has running choices: the client
+// went away, a stop string ended a choice early, or the request failed.
+func (g *generation) close() {
+	n := g.params.base.N
+	for p, s := range g.streams {
+		for _, c := range g.choices[p*n : (p+1)*n] {
+			if !c.final {
+				s.Cancel()
+				break
+			}
+		}
+	}
+}
+
+// apply applies a batch of outputs of prompt p. It returns one delta per
+// choice that changed, in order of first appearance, and the first error
+// that ended a choice (deltas before it are valid and should be sent).
+func (g *generation) apply(p int, outs []scheduler.Output) ([]choiceDelta, error) {
+	n := g.params.base.N
+	var (
+		ds       []choiceDelta
+		firstErr error
+	)
+	for k := range outs {
+		out := &outs[k]
+		if out.Choice < 0 || out.Choice >= n {
+			return ds, fmt.Errorf("%w: output for choice %d of a request with n=%d", scheduler.ErrEngine, out.Choice, n)
+		}
+		if out.PromptLogprobs != nil {
+			g.promptLPs[p] = out.PromptLogprobs
+			g.promptLPKnown[p] = true
+		}
+		if out.Choice == 0 {
+			g.promptLPKnown[p] = true
+		}
+		c := g.choices[p*n+out.Choice]
+		if c.done {
+			c.final = c.final || out.Finish != scheduler.FinishNone
+			continue
+		}
+		i := len(ds) - 1
+		for i >= 0 && ds[i].c != c {
+			i--
+		}
+		if i < 0 {
+			ds = append(ds, choiceDelta{c: c})
+			i = len(ds) - 1
+		}
+		d := &ds[i].d
+		err := c.add(out, g.params.logprobs, d)
+		if c.done {
+			g.open--
+		}
+		if d.stopped {
+			d.stopped = false
+			g.streams[p].StopChoice(c.sched)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return ds, firstErr
+}
+
+// receive hands every batch of outputs to fn until every choice is done,
+// fn fails, or ctx ends. Prompts' streams are read concurrently, so a slow
+// prompt does not hold back the others' chunks.
+func (g *generation) receive(ctx context.Context, fn func(p int, outs []scheduler.Output) error) error {
+	if g.open == 0 {
+		return nil
+	}
+	if len(g.streams) == 1 {
+		for {
+			outs, err := g.streams[0].Recv(ctx)
+			if err != nil {
+				return g.recvError(0, err)
+			}
+			if err := fn(0, outs); err != nil {
+				return err
+			}
+			if g.open == 0 {
+				return nil
+			}
+		}
+	}
+
+	type batch struct {
+		p    int
+		outs []scheduler.Output
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan batch)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for p, s := range g.streams {
+		wg.Go(func() {
+			for {
+				outs, err := s.Recv(ctx)
+				select {
+				case ch <- batch{p, outs, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	for {
+		var b batch
+		select {
+		case b = <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if b.err != nil {
+			if err := g.recvError(b.p, b.err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(b.p, b.outs); err != nil {
+			return err
+		}
+		if g.open == 0 {
+			return nil
+		}
+	}
+}
+
+// recvError interprets an error from prompt p's Stream.Recv. io.EOF means
+// the stream ended, which is fine once all its choices are done; anything
+// else (the context ended) is returned.
+func (g *generation) recvError(p int, err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	n := g.params.base.N
+	for _, c := range g.choices[p*n : (p+1)*n] {
+		if !c.done {
+			return fmt.Errorf("%w: stream %s ended before choice %d finished", scheduler.ErrEngine, g.streams[p].ID(), c.sched)
+		}
+	}
+	return nil
+}
+
+// usage is the request's token count: the prompts once each (not once per
+// choice, as in vLLM), the tokens of every choice up to its end (see
+// choice.tokens), and the prefix-cache hits the scheduler reported.
+func (g *generation) usage() usage {
+	var u usage
+	for i := range g.prompts {
+		u.PromptTokens += len(g.prompts[i].tokens)
+	}
+	for _, c := range g.choices {
+		u.CompletionTokens += c.tokens
+	}
+	for _, s := range g.streams {
+		u.PromptTokensDetails.CachedTokens += s.Usage().CachedTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// result is a choice's complete answer for a non-streaming response.
+type result struct {
+	text   strings.Builder
+	lps    []tokenLogprob
+	finish string
+}
+
+// collect runs the generation to the end and returns every choice's answer.
+func (g *generation) collect(ctx context.Context) ([]result, error) {
+	res := make([]result, len(g.choices))
+	err := g.receive(ctx, func(p int, outs []scheduler.Output) error {
+		ds, err := g.apply(p, outs)
+		for _, cd := range ds {
+			r := &res[cd.c.index]
+			r.text.WriteString(cd.d.text)
+			r.lps = append(r.lps, cd.d.lps...)
+			if cd.d.finish != "" {
+				r.finish = cd.d.finish
+			}
+		}
+		return err
+	})
+	return res, err
+}

@@ -1,0 +1,50 @@
+package openai
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// ownedBy is the owned_by of every model object.
+const ownedBy = "llmserve"
+
+func modelObjectOf(m Model) modelObject {
+	return modelObject{
+		ID:          m.Name(),
+		Object:      objectModel,
+		Created:     m.Created(),
+		OwnedBy:     ownedBy,
+		MaxModelLen: m.MaxModelLen(),
+	}
+}
+
+// listModels serves GET /v1/models.
+func (h *handler) listModels(w http.ResponseWriter, r *http.Request) {
+	ms := h.backend.Models()
+	list := modelList{Object: objectList, Data: make([]modelObject, 0, len(ms))}
+	for _, m := range ms {
+		list.Data = append(list.Data, modelObjectOf(m))
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// getModel serves GET /v1/models/{id}. Model ids such as
+// "org/name" contain slashes, so the route is a wildcard; an escaped
+// slash (%2F) works too.
+func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "*")
+	if r.URL.RawPath != "" {
+		// chi routed on the escaped path, so the parameter is escaped.
+		if u, err := url.PathUnescape(name); err == nil {
+			name = u
+		}
+	}
+	m, ok := h.backend.Model(name)
+	if !ok || name == "" {
+		writeError(w, toAPIError(&modelNotFoundError{name: name}))
+		return
+	}
+	writeJSON(w, http.StatusOK, modelObjectOf(m))
+}

@@ -1,0 +1,483 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// This file holds the request side of the wire format and its decoding.
+//
+// A body is decoded twice: once into commonRequest (the fields chat and
+// completions share) and once into the endpoint's own fields. Two flat
+// structs instead of one with an embedded struct keep the field paths that
+// encoding/json puts in type errors equal to the JSON names, which become
+// "param". Unknown fields are ignored: OpenAI SDKs send new fields before
+// servers know them. A JSON null is the same as an absent field.
+
+// commonRequest is what both POST /v1/chat/completions and POST
+// /v1/completions accept.
+type commonRequest struct {
+	Model             string             `json:"model"`
+	MaxTokens         *int               `json:"max_tokens"`
+	Temperature       *float64           `json:"temperature"`
+	TopP              *float64           `json:"top_p"`
+	TopK              *int               `json:"top_k"`
+	MinP              *float64           `json:"min_p"`
+	Seed              *int64             `json:"seed"`
+	Stop              stopField          `json:"stop"`
+	StopTokenIDs      []int64            `json:"stop_token_ids"`
+	N                 *int               `json:"n"`
+	PresencePenalty   *float64           `json:"presence_penalty"`
+	FrequencyPenalty  *float64           `json:"frequency_penalty"`
+	RepetitionPenalty *float64           `json:"repetition_penalty"`
+	LogitBias         map[string]float64 `json:"logit_bias"`
+	Stream            *bool              `json:"stream"`
+	StreamOptions     *streamOptions     `json:"stream_options"`
+	IgnoreEOS         *bool              `json:"ignore_eos"`
+	MinTokens         *int               `json:"min_tokens"`
+	CacheSalt         *string            `json:"cache_salt"`
+	Priority          *int               `json:"priority"`
+	User              *string            `json:"user"`
+	// ReturnTokensAsTokenIDs (vLLM) names tokens in logprobs as
+	// "token_id:<id>", for clients that need the exact ids.
+	ReturnTokensAsTokenIDs *bool `json:"return_tokens_as_token_ids"`
+}
+
+type streamOptions struct {
+	IncludeUsage *bool `json:"include_usage"`
+	// ContinuousUsageStats (vLLM) puts the usage so far on every chunk.
+	ContinuousUsageStats *bool `json:"continuous_usage_stats"`
+}
+
+// chatFields are the fields only chat accepts.
+type chatFields struct {
+	Messages            messageList `json:"messages"`
+	MaxCompletionTokens *int        `json:"max_completion_tokens"`
+	Logprobs            *bool       `json:"logprobs"`
+	TopLogprobs         *int        `json:"top_logprobs"`
+}
+
+// completionFields are the fields only completions accepts.
+type completionFields struct {
+	Prompt   promptField `json:"prompt"`
+	Logprobs *int        `json:"logprobs"`
+	Echo     *bool       `json:"echo"`
+}
+
+// chatRequest is a decoded chat request, not yet validated.
+type chatRequest struct {
+	commonRequest
+	chatFields
+}
+
+// completionRequest is a decoded completion request, not yet validated.
+type completionRequest struct {
+	commonRequest
+	completionFields
+}
+
+// decodeChatRequest decodes a chat request body. Every error it returns is
+// a *validationError.
+func decodeChatRequest(body []byte) (*chatRequest, error) {
+	var r chatRequest
+	if err := decodeJSON(body, &r.commonRequest); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.chatFields); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decodeCompletionRequest decodes a completion request body. Every error it
+// returns is a *validationError.
+func decodeCompletionRequest(body []byte) (*completionRequest, error) {
+	var r completionRequest
+	if err := decodeJSON(body, &r.commonRequest); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.completionFields); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decodeJSON unmarshals body into v and turns every failure into a
+// *validationError: the bytes come from the client, so no decoding failure
+// is the server's fault.
+func decodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return invalid("", "The request body is empty; it must be a JSON object.")
+	}
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var (
+		ve  *validationError
+		te  *json.UnmarshalTypeError
+		syn *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return ve
+	case errors.As(err, &syn):
+		return invalid("", "The request body is not valid JSON: %v (at byte %d).", syn, syn.Offset)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return invalid("", "The request body must be a JSON object, not %s.", article(te.Value))
+		}
+		return typeError(te.Field, expected(te.Type), te.Value)
+	default:
+		return invalid("", "The request body could not be decoded: %v.", err)
+	}
+}
+
+// typeError is the error for a field of the wrong JSON type. got is a JSON
+// type name ("string", "number", "array", ...) or encoding/json's
+// "number 1.5".
+func typeError(param, want, got string) *validationError {
+	return invalid(param, "Invalid type for '%s': expected %s, but got %s.", param, want, article(got))
+}
+
+// article turns encoding/json's value description into prose.
+func article(v string) string {
+	switch {
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	case v == "array" || v == "object" || v == "integer":
+		return "an " + v
+	case v == "bool":
+		return "a boolean"
+	default:
+		return "a " + v
+	}
+}
+
+// expected names the JSON type a Go type decodes from.
+func expected(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(expected(t.Elem()), "a "), "an ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	default:
+		return "a " + t.String()
+	}
+}
+
+// jsonKind names the JSON type of a raw value by its first byte.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case '{':
+		return "object"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// stopField is "stop": a string or an array of strings. Unlike OpenAI (at
+// most 4) and like vLLM, any number of stop strings is accepted; the body
+// size limit bounds them.
+type stopField struct {
+	list []string
+}
+
+func (s *stopField) UnmarshalJSON(raw []byte) error {
+	switch jsonKind(raw) {
+	case "null":
+		s.list = nil
+		return nil
+	case "string":
+		var str string
+		if err := json.Unmarshal(raw, &str); err != nil {
+			return typeError("stop", "a string or an array of strings", "string")
+		}
+		s.list = []string{str}
+		return nil
+	case "array":
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return typeError("stop", "a string or an array of strings", "array")
+		}
+		s.list = make([]string, 0, len(elems))
+		for i, e := range elems {
+			if jsonKind(e) != "string" {
+				return typeError(fmt.Sprintf("stop[%d]", i), "a string", jsonKind(e))
+			}
+			var str string
+			if err := json.Unmarshal(e, &str); err != nil {
+				return typeError(fmt.Sprintf("stop[%d]", i), "a string", "string")
+			}
+			s.list = append(s.list, str)
+		}
+		return nil
+	default:
+		return typeError("stop", "a string or an array of strings", jsonKind(raw))
+	}
+}
+
+// promptField is the completions "prompt": a string, an array of strings,
+// an array of token ids, or an array of arrays of token ids. Each string
+// or token array is one prompt. Token ids are range-checked against the
+// vocabulary later, when the model is known.
+type promptField struct {
+	set bool
+	// single is set for the forms that hold one prompt (a string, a flat
+	// array of token ids); errors then name "prompt", not "prompt[i]".
+	single bool
+	texts  []string  // string forms
+	tokens [][]int64 // token-id forms
+}
+
+const promptTypes = "a string, an array of strings, an array of token ids or an array of arrays of token ids"
+
+func (p *promptField) UnmarshalJSON(raw []byte) error {
+	*p = promptField{}
+	switch jsonKind(raw) {
+	case "null":
+		return nil
+	case "string":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return typeError("prompt", promptTypes, "string")
+		}
+		*p = promptField{set: true, single: true, texts: []string{s}}
+		return nil
+	case "array":
+	default:
+		return typeError("prompt", promptTypes, jsonKind(raw))
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return typeError("prompt", promptTypes, "array")
+	}
+	p.set = true
+	if len(elems) == 0 {
+		return nil // rejected as empty by validation
+	}
+	switch first := jsonKind(elems[0]); first {
+	case "string":
+		for i, e := range elems {
+			if jsonKind(e) != "string" {
+				return typeError(fmt.Sprintf("prompt[%d]", i), "a string like the other elements", jsonKind(e))
+			}
+			var s string
+			if err := json.Unmarshal(e, &s); err != nil {
+				return typeError(fmt.Sprintf("prompt[%d]", i), "a string", "string")
+			}
+			p.texts = append(p.texts, s)
+		}
+	case "number":
+		ids, err := parseTokenIDs("prompt", elems)
+		if err != nil {
+			return err
+		}
+		p.tokens = [][]int64{ids}
+		p.single = true
+	case "array":
+		for i, e := range elems {
+			param := fmt.Sprintf("prompt[%d]", i)
+			if jsonKind(e) != "array" {
+				return typeError(param, "an array of token ids like the other elements", jsonKind(e))
+			}
+			var inner []json.RawMessage
+			if err := json.Unmarshal(e, &inner); err != nil {
+				return typeError(param, "an array of token ids", "array")
+			}
+			ids, err := parseTokenIDs(param, inner)
+			if err != nil {
+				return err
+			}
+			p.tokens = append(p.tokens, ids)
+		}
+	default:
+		return typeError("prompt[0]", "a string, a token id or an array of token ids", first)
+	}
+	return nil
+}
+
+// parseTokenIDs parses an array of JSON integers. Non-integers ("1.5",
+// "1e3") are type errors; range checks come later.
+func parseTokenIDs(param string, elems []json.RawMessage) ([]int64, error) {
+	ids := make([]int64, len(elems))
+	for i, e := range elems {
+		e = bytes.TrimSpace(e)
+		if jsonKind(e) != "number" {
+			return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "an integer token id", jsonKind(e))
+		}
+		v, err := strconv.ParseInt(string(e), 10, 64)
+		if err != nil {
+			return nil, invalid(fmt.Sprintf("%s[%d]", param, i), "Token ids must be integers in the vocabulary's range; got %s.", e)
+		}
+		ids[i] = v
+	}
+	return ids, nil
+}
+
+// messageList is the chat "messages" array.
+type messageList struct {
+	set  bool
+	msgs []chatInputMessage
+}
+
+// chatInputMessage is one validated-for-type message. Content holds the
+// text parts joined with "\n" (as vLLM joins them).
+type chatInputMessage struct {
+	Role       string
+	Content    string
+	HasContent bool
+	Name       string
+}
+
+// Roles a message may have. "developer" is OpenAI's newer name for
+// "system"; chat templates know only "system", so it is rendered as that.
+var chatRoles = map[string]bool{"system": true, "user": true, "assistant": true, "developer": true, "tool": true}
+
+func (m *messageList) UnmarshalJSON(raw []byte) error {
+	*m = messageList{}
+	switch jsonKind(raw) {
+	case "null":
+		return nil
+	case "array":
+	default:
+		return typeError("messages", "an array of message objects", jsonKind(raw))
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return typeError("messages", "an array of message objects", "array")
+	}
+	m.set = true
+	m.msgs = make([]chatInputMessage, len(elems))
+	for i, e := range elems {
+		prefix := fmt.Sprintf("messages[%d]", i)
+		if jsonKind(e) != "object" {
+			return typeError(prefix, "a message object", jsonKind(e))
+		}
+		var wm struct {
+			Role    *string        `json:"role"`
+			Content messageContent `json:"content"`
+			Name    *string        `json:"name"`
+		}
+		if err := decodeJSON(e, &wm); err != nil {
+			return withPrefix(prefix, err)
+		}
+		msg := &m.msgs[i]
+		if wm.Role == nil {
+			return invalid(prefix+".role", "Each message needs a role.")
+		}
+		if !chatRoles[*wm.Role] {
+			return invalid(prefix+".role", "Unknown role %q; use one of system, developer, user, assistant or tool.", *wm.Role)
+		}
+		msg.Role = *wm.Role
+		if !wm.Content.set && msg.Role != "assistant" {
+			return invalid(prefix+".content", "A %s message needs content.", msg.Role)
+		}
+		msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
+		if wm.Name != nil {
+			msg.Name = *wm.Name
+		}
+	}
+	return nil
+}
+
+// messageContent is a message's "content": a string or an array of
+// {"type":"text","text":...} parts. Other part types (images, audio,
+// files, refusals) are rejected: no model served here reads them yet.
+type messageContent struct {
+	set  bool
+	text string
+}
+
+func (c *messageContent) UnmarshalJSON(raw []byte) error {
+	*c = messageContent{}
+	switch jsonKind(raw) {
+	case "null":
+		return nil
+	case "string":
+		if err := json.Unmarshal(raw, &c.text); err != nil {
+			return typeError("content", "a string or an array of content parts", "string")
+		}
+		c.set = true
+		return nil
+	case "array":
+	default:
+		return typeError("content", "a string or an array of content parts", jsonKind(raw))
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return typeError("content", "a string or an array of content parts", "array")
+	}
+	if len(parts) == 0 {
+		return invalid("content", "An array of content parts must not be empty.")
+	}
+	texts := make([]string, len(parts))
+	for j, p := range parts {
+		prefix := fmt.Sprintf("content[%d]", j)
+		if jsonKind(p) != "object" {
+			return typeError(prefix, "a content part object", jsonKind(p))
+		}
+		var part struct {
+			Type *string `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := decodeJSON(p, &part); err != nil {
+			return withPrefix(prefix, err)
+		}
+		switch {
+		case part.Type == nil:
+			return invalid(prefix+".type", "Each content part needs a type.")
+		case *part.Type != "text":
+			return invalid(prefix+".type", "Content parts of type %q are not supported; only \"text\" is.", *part.Type)
+		case part.Text == nil:
+			return invalid(prefix+".text", "A text content part needs text.")
+		}
+		texts[j] = *part.Text
+	}
+	c.set, c.text = true, strings.Join(texts, "\n")
+	return nil
+}
+
+// float32Of converts a validated float64 request value. Values beyond
+// float32's range were rejected by the range checks before.
+func float32Of(v float64) float32 {
+	if v > math.MaxFloat32 {
+		return math.MaxFloat32
+	}
+	if v < -math.MaxFloat32 {
+		return -math.MaxFloat32
+	}
+	return float32(v)
+}

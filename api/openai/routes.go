@@ -1,0 +1,137 @@
+package openai
+
+import (
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is
+// zero: far above any text prompt a model here can take, small enough that
+// a client cannot make the server buffer arbitrary amounts.
+const DefaultMaxBodyBytes = 16 << 20
+
+// Options configure the routes. The zero value is usable.
+type Options struct {
+	// Logger receives one line per failed request (Error for 5xx, Debug
+	// otherwise) and per finished request (Debug). Nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes limits request bodies; larger ones get 413. Zero means
+	// DefaultMaxBodyBytes; negative means no limit.
+	MaxBodyBytes int64
+	// RequestID returns the id of an HTTP request, typically the one a
+	// request-id middleware assigned. It becomes the response id
+	// ("chatcmpl-<id>", "cmpl-<id>") and the scheduler request id, so it
+	// must be unique among live requests: do not pass a client's header
+	// through unchecked. Nil, or an empty result, means a random id.
+	RequestID func(*http.Request) string
+}
+
+// Mount adds the OpenAI routes to r:
+//
+//	POST /v1/chat/completions
+//	POST /v1/completions
+//	GET  /v1/models
+//	GET  /v1/models/{id}   (the id may contain slashes)
+func Mount(r chi.Router, b Backend, opts Options) {
+	h := newHandler(b, opts)
+	r.Post("/v1/chat/completions", h.chatCompletions)
+	r.Post("/v1/completions", h.completions)
+	r.Get("/v1/models", h.listModels)
+	r.Get("/v1/models/*", h.getModel)
+}
+
+// handler serves the routes. Its function fields are seams for tests.
+type handler struct {
+	backend   Backend
+	log       *slog.Logger
+	maxBody   int64
+	requestID func(*http.Request) string
+	now       func() time.Time
+	seed      func() uint32
+}
+
+func newHandler(b Backend, opts Options) *handler {
+	h := &handler{
+		backend:   b,
+		log:       opts.Logger,
+		maxBody:   opts.MaxBodyBytes,
+		requestID: opts.RequestID,
+		now:       time.Now,
+		seed:      mrand.Uint32,
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	return h
+}
+
+// id returns the request's id.
+func (h *handler) id(r *http.Request) string {
+	if h.requestID != nil {
+		if id := h.requestID(r); id != "" {
+			return id
+		}
+	}
+	return randomID()
+}
+
+// randomID is 26 base32 characters (130 bits).
+func randomID() string { return rand.Text() }
+
+// readBody reads the whole body within the size limit.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := r.Body
+	if h.maxBody > 0 {
+		body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	}
+	b, err := io.ReadAll(body)
+	var mb *http.MaxBytesError
+	if err != nil && !errors.As(err, &mb) {
+		return nil, invalid("", "The request body could not be read: %v.", err)
+	}
+	return b, err
+}
+
+// model finds the model a request names. An empty name means the first
+// served model, as in vLLM.
+func (h *handler) model(name string) (Model, error) {
+	if name == "" {
+		if ms := h.backend.Models(); len(ms) > 0 {
+			return ms[0], nil
+		}
+	} else if m, ok := h.backend.Model(name); ok {
+		return m, nil
+	}
+	return nil, &modelNotFoundError{name: name}
+}
+
+// fail answers a request that failed before any response was written.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if isClientGone(err) {
+		h.log.Debug("client went away", "id", id, "path", r.URL.Path)
+		return
+	}
+	e := toAPIError(err)
+	h.logError(r, id, e, err)
+	writeError(w, e)
+}
+
+// logError logs a failed request: server errors at Error with the internal
+// error, client errors at Debug.
+func (h *handler) logError(r *http.Request, id string, e *apiError, err error) {
+	level := slog.LevelDebug
+	if e.status >= 500 {
+		level = slog.LevelError
+	}
+	h.log.Log(r.Context(), level, "request failed", "id", id, "path", r.URL.Path, "status", e.status, "err", err)
+}

@@ -1,0 +1,244 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+)
+
+// marshal encodes v as JSON without encoding/json's HTML escaping, so that
+// "<|im_end|>" reads as OpenAI and vLLM write it, not as "\u003c|im_end|\u003e".
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// This file holds the response side of the wire format. Field order follows
+// OpenAI's own responses so that golden files read like theirs.
+
+// Object names.
+const (
+	objectChatCompletion      = "chat.completion"
+	objectChatCompletionChunk = "chat.completion.chunk"
+	objectTextCompletion      = "text_completion"
+	objectModel               = "model"
+	objectList                = "list"
+)
+
+// usage is CompletionUsage.
+type usage struct {
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usageField is a "usage" member that is either absent (the zero value,
+// dropped by omitzero), null, or an object. Stream chunks carry
+// "usage": null when the client asked for include_usage, as OpenAI's do.
+type usageField struct {
+	present bool
+	u       *usage
+}
+
+func (f usageField) IsZero() bool { return !f.present }
+
+func (f usageField) MarshalJSON() ([]byte, error) {
+	if f.u == nil {
+		return []byte("null"), nil
+	}
+	return marshal(f.u)
+}
+
+func usageNull() usageField      { return usageField{present: true} }
+func usageOf(u usage) usageField { return usageField{present: true, u: &u} }
+func finishOf(s string) *string  { return &s }
+func contentOf(s string) *string { return &s }
+
+// chatCompletion is CreateChatCompletionResponse.
+type chatCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             usage        `json:"usage"`
+	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatMessage   `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+// chatMessage is ChatCompletionResponseMessage. Refusal is always null (the
+// schema requires the member).
+type chatMessage struct {
+	Role    string  `json:"role"`
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+// chatLogprobs is the chat form of logprobs. Refusal is always null: this
+// server produces no refusals, but the schema requires the member.
+type chatLogprobs struct {
+	Content []chatTokenLogprob `json:"content"`
+	Refusal []chatTokenLogprob `json:"refusal"`
+}
+
+type chatTokenLogprob struct {
+	Token       string         `json:"token"`
+	Logprob     logprob        `json:"logprob"`
+	Bytes       []int          `json:"bytes"`
+	TopLogprobs []chatTopEntry `json:"top_logprobs"`
+}
+
+type chatTopEntry struct {
+	Token   string  `json:"token"`
+	Logprob logprob `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// chatChunk is CreateChatCompletionStreamResponse.
+type chatChunk struct {
+	ID                string            `json:"id"`
+	Object            string            `json:"object"`
+	Created           int64             `json:"created"`
+	Model             string            `json:"model"`
+	SystemFingerprint string            `json:"system_fingerprint,omitempty"`
+	Choices           []chatChunkChoice `json:"choices"`
+	Usage             usageField        `json:"usage,omitzero"`
+}
+
+type chatChunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+// chatDelta is the delta of a chunk: {"role":"assistant","content":""} first,
+// then {"content":"..."}, and {} on a final chunk without text.
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// completion is CreateCompletionResponse; stream chunks have the same shape.
+type completion struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             usageField         `json:"usage,omitzero"`
+}
+
+type completionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// completionLogprobs is the legacy logprobs form: parallel arrays. The first
+// prompt token of an echoed prompt has null in TokenLogprobs and TopLogprobs.
+type completionLogprobs struct {
+	Tokens        []string     `json:"tokens"`
+	TokenLogprobs []*logprob   `json:"token_logprobs"`
+	TopLogprobs   []topLogprob `json:"top_logprobs"`
+	TextOffset    []int        `json:"text_offset"`
+}
+
+// topLogprob is one position's {token: logprob} object, most likely first.
+// Tokens with the same text keep the first (most likely) entry, since JSON
+// object keys must be unique. A nil topLogprob is null.
+type topLogprob []topEntry
+
+type topEntry struct {
+	token string
+	lp    logprob
+}
+
+func (t topLogprob) MarshalJSON() ([]byte, error) {
+	if t == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	seen := make(map[string]bool, len(t))
+	for _, e := range t {
+		if seen[e.token] {
+			continue
+		}
+		seen[e.token] = true
+		if len(seen) > 1 {
+			b = append(b, ',')
+		}
+		k, err := marshal(e.token)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, k...)
+		b = append(b, ':')
+		b = e.lp.appendJSON(b)
+	}
+	return append(b, '}'), nil
+}
+
+// logprob is a log-probability on the wire. -Inf and NaN, which JSON cannot
+// carry, become -9999.0, OpenAI's value for "very unlikely".
+type logprob float32
+
+const unlikely = -9999.0
+
+func (l logprob) MarshalJSON() ([]byte, error) { return l.appendJSON(nil), nil }
+
+func (l logprob) appendJSON(b []byte) []byte {
+	f := float64(l)
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		f = unlikely
+	}
+	// Format as encoding/json formats a float32.
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 32)
+	if format == 'e' {
+		// Clean up e-09 to e-9, as encoding/json does.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// modelObject is OpenAI's Model plus vLLM's max_model_len.
+type modelObject struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+// modelList is ListModelsResponse.
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+}

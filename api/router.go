@@ -1,0 +1,215 @@
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/models"
+)
+
+// Options configure the handler.
+type Options struct {
+	Registry *models.Registry
+	// Logger receives access logs (Debug) and failures; nil discards.
+	Logger *slog.Logger
+	// Registerer and Gatherer hold the metrics; nil means a private
+	// registry (then /metrics shows only what was registered on it).
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// /v1 routes (as vLLM's --api-key).
+	APIKey string
+	// MaxBodyBytes limits request bodies (0: the protocol default).
+	MaxBodyBytes int64
+}
+
+// NewHandler returns the server's HTTP handler.
+func NewHandler(opts Options) (http.Handler, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil || opts.Gatherer == nil {
+		reg := prometheus.NewRegistry()
+		opts.Registerer, opts.Gatherer = reg, reg
+	}
+	hm, err := newHTTPMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, recoverer(log), accessLog(log, hm))
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
+
+	reg := opts.Registry
+	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) {
+		if !reg.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	r.Get("/v2/health/live", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"live": true})
+	})
+	r.Get("/v2/health/ready", func(w http.ResponseWriter, _ *http.Request) {
+		ready := reg.Ready()
+		code := http.StatusOK
+		if !ready {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, map[string]bool{"ready": ready})
+	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+
+	r.Group(func(r chi.Router) {
+		if opts.APIKey != "" {
+			r.Use(bearerAuth(opts.APIKey))
+		}
+		openai.Mount(r, openaiBackend{reg}, openai.Options{
+			Logger:       log,
+			MaxBodyBytes: opts.MaxBodyBytes,
+		})
+	})
+	return r, nil
+}
+
+// openaiBackend adapts the registry to api/openai.Backend.
+type openaiBackend struct{ reg *models.Registry }
+
+func (b openaiBackend) Model(name string) (openai.Model, bool) {
+	g, ok := b.reg.Get(name)
+	if !ok {
+		return nil, false
+	}
+	return g, true
+}
+
+func (b openaiBackend) Models() []openai.Model {
+	var out []openai.Model
+	for _, g := range b.reg.List() {
+		out = append(out, g)
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers in the error format of the protocol the path belongs
+// to: OpenAI's error object under /v1, {"error": "..."} elsewhere (OIP).
+func writeError(w http.ResponseWriter, r *http.Request, code int, typ, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+		writeJSON(w, code, map[string]any{"error": map[string]any{
+			"message": msg, "type": typ, "param": nil, "code": code,
+		}})
+		return
+	}
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, http.StatusNotFound, "NotFoundError", "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, http.StatusMethodNotAllowed, "BadRequestError", "method "+r.Method+" is not allowed on "+r.URL.Path)
+}
+
+func bearerAuth(key string) func(http.Handler) http.Handler {
+	want := []byte("Bearer " + key)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got := []byte(r.Header.Get("Authorization"))
+			if strings.HasPrefix(r.URL.Path, "/v1/") && subtle.ConstantTimeCompare(got, want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="llmserve"`)
+				writeError(w, r, http.StatusUnauthorized, "AuthenticationError", "missing or invalid API key: send Authorization: Bearer <key>")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// recoverer turns a panic in a handler into a logged 500; a panic is a bug,
+// never an answer to bad input.
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+					writeError(w, r, http.StatusInternalServerError, "InternalServerError", "internal error")
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmserve_http_requests_total", Help: "HTTP requests by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "llmserve_http_request_duration_seconds", Help: "HTTP request duration (to the end of the body, streams included).",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"route", "method"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func accessLog(log *slog.Logger, m *httpMetrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r)
+			route := "unmatched"
+			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+				route = rc.RoutePattern()
+			}
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			d := time.Since(start)
+			m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+			m.duration.WithLabelValues(route, r.Method).Observe(d.Seconds())
+			level := slog.LevelDebug
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			log.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path, "status", status,
+				"bytes", ww.BytesWritten(), "duration", d, "request_id", middleware.GetReqID(r.Context()))
+		})
+	}
+}

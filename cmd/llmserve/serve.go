@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/engine/llamacpp"
+	"github.com/llmserve/llmserve/models"
+)
+
+// serveFlags are the serve command's settings. Every flag can also come
+// from LLMSERVE_<NAME> (upper case, dashes as underscores); a flag on the
+// command line wins.
+type serveFlags struct {
+	host            string
+	httpPort        int
+	grpcPort        int
+	models          []string
+	modelName       string
+	modelDir        string
+	chatTemplate    string
+	cacheDir        string
+	maxModelLen     int
+	maxNumSeqs      int
+	maxBatched      int
+	maxWaiting      int
+	kvTokens        int
+	kvMemory        string
+	noPrefixCaching bool
+	prefixCache     int
+	kvType          string
+	threads         int
+	batchThreads    int
+	flashAttn       string
+	gpuLayers       int
+	mainGPU         int
+	splitMode       string
+	noMmap          bool
+	mlock           bool
+	requestTimeout  time.Duration
+	shutdownTimeout time.Duration
+	apiKey          string
+	maxBodyBytes    int64
+	logFormat       string
+	logLevel        string
+	llamaLogLevel   string
+}
+
+// defaultThreads leaves one core to the HTTP side on small machines, so
+// that streaming, tokenization and detokenization never wait for ggml.
+func defaultThreads() int {
+	n := runtime.NumCPU()
+	if n <= 2 {
+		return 1
+	}
+	return n - 1
+}
+
+func newServeCommand() *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve models over HTTP (OpenAI API) and gRPC",
+		Long: `Serve GGUF models through llama.cpp with continuous batching and a
+prefix-sharing paged KV cache.
+
+With no --model, serves the embedded stories260K model. Every flag can also be
+set with an environment variable LLMSERVE_<FLAG> (for example
+LLMSERVE_MAX_NUM_SEQS=32); a flag given on the command line wins. KServe's
+conventional arguments (--model_name, --model_dir, --http_port, --grpc_port)
+are accepted as KServe passes them: underscores and dashes are the same.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
+	})
+	fl.StringVar(&f.host, "host", "", "address to listen on (empty: all interfaces)")
+	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
+	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (grpc.health.v1 for now); 0 disables gRPC")
+	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable); default: the embedded stories260K")
+	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
+	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
+	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
+	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
+	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, "most sequences running at once (the continuous batch)")
+	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 1024, "most tokens decoded in one step; longer prompts are prefilled in chunks")
+	fl.IntVar(&f.maxWaiting, "max-waiting", 512, "most requests waiting to start; more get 429 with Retry-After")
+	fl.IntVar(&f.kvTokens, "kv-cache-tokens", 0, "KV cache capacity in tokens, shared by all sequences; 0: max-num-seqs × max-model-len, capped by --kv-cache-memory")
+	fl.StringVar(&f.kvMemory, "kv-cache-memory", "2GiB", "memory cap for the automatic KV cache size (e.g. 512MiB, 4GiB)")
+	fl.BoolVar(&f.noPrefixCaching, "no-enable-prefix-caching", false, "disable reuse of KV blocks across requests with a common prefix")
+	fl.IntVar(&f.prefixCache, "prefix-cache-tokens", 0, "idle KV kept for prefix reuse, in tokens; 0: a tenth of the KV cache, -1: no cap (on CPU idle cache slows every step, see docs)")
+	fl.StringVar(&f.kvType, "kv-cache-dtype", "f16", "KV cache element type: f16, f32, bf16, q8_0 or q4_0")
+	fl.IntVar(&f.threads, "threads", defaultThreads(), "ggml threads for decoding (default leaves a core to the HTTP side on small machines)")
+	fl.IntVar(&f.batchThreads, "threads-batch", 0, "ggml threads for large batches; 0: same as --threads")
+	fl.StringVar(&f.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
+	fl.IntVar(&f.gpuLayers, "n-gpu-layers", 0, "layers to offload to GPUs (-1: all); needs a GPU backend library")
+	fl.IntVar(&f.mainGPU, "main-gpu", 0, "GPU used when the model is not split")
+	fl.StringVar(&f.splitMode, "split-mode", "layer", "how to split across GPUs: none, layer or row")
+	fl.BoolVar(&f.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
+	fl.BoolVar(&f.mlock, "mlock", false, "lock the model in RAM")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "deadline for every request (e.g. 10m); 0: none")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let running requests finish on SIGTERM")
+	fl.StringVar(&f.apiKey, "api-key", "", "require this key as a Bearer token on /v1 routes")
+	fl.Int64Var(&f.maxBodyBytes, "max-body-bytes", 0, "largest request body; 0: 16 MiB")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from
+// LLMSERVE_<NAME>.
+func applyEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if err != nil || fl.Changed {
+			return
+		}
+		key := "LLMSERVE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(key); ok {
+			if e := fs.Set(fl.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", key, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	lvl, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}
+
+// parseBytes reads sizes like 512MiB, 2GiB, 1e9 or 1000000.
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	t := strings.TrimSpace(s)
+	mul := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mul = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mul
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("size %q: want a number with an optional unit (KiB, MiB, GiB, KB, MB, GB)", s)
+	}
+	return int64(v * float64(mul)), nil
+}
+
+// modelSpecs turns --model, --model-name and --model-dir into (name, path)
+// pairs; an empty path is the embedded model.
+func modelSpecs(f *serveFlags) ([][2]string, error) {
+	var specs [][2]string
+	for _, m := range f.models {
+		name, path, ok := strings.Cut(m, "=")
+		if !ok {
+			name, path = "", m
+		}
+		if path == "" {
+			return nil, fmt.Errorf("--model %q: the path is empty", m)
+		}
+		specs = append(specs, [2]string{name, path})
+	}
+	if f.modelDir != "" {
+		path, err := findGGUF(f.modelDir)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, [2]string{"", path})
+	}
+	if len(specs) == 0 {
+		specs = append(specs, [2]string{"", ""})
+	}
+	if f.modelName != "" {
+		if len(specs) != 1 {
+			return nil, fmt.Errorf("--model-name names one model, but %d are configured", len(specs))
+		}
+		specs[0][0] = f.modelName
+	}
+	return specs, nil
+}
+
+// findGGUF returns the one .gguf file in dir (KServe mounts the storage
+// URI's content there).
+func findGGUF(dir string) (string, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
+	if err != nil {
+		return "", err
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("--model-dir %s: no .gguf file in it", dir)
+	case 1:
+		return matches[0], nil
+	}
+	return "", fmt.Errorf("--model-dir %s: %d .gguf files (%s); pass one with --model", dir, len(matches), strings.Join(matches, ", "))
+}
+
+func serve(ctx context.Context, f *serveFlags) error {
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	llamaLevel, err := parseLevel(f.llamaLogLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	llamacpp.SetLogger(log, llamaLevel)
+	kvMem, err := parseBytes(f.kvMemory)
+	if err != nil {
+		return fmt.Errorf("--kv-cache-memory: %w", err)
+	}
+	specs, err := modelSpecs(f)
+	if err != nil {
+		return err
+	}
+	var tmpl string
+	if f.chatTemplate != "" {
+		b, err := os.ReadFile(f.chatTemplate)
+		if err != nil {
+			return fmt.Errorf("--chat-template: %w", err)
+		}
+		tmpl = string(b)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry := models.NewRegistry()
+	defer func() {
+		if err := registry.Close(); err != nil {
+			log.Error("closing models", "err", err)
+		}
+	}()
+	for _, s := range specs {
+		g, err := models.LoadGenerative(models.GenerativeConfig{
+			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: tmpl,
+			GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
+			Threads: f.threads, BatchThreads: f.batchThreads, FlashAttention: f.flashAttn,
+			MaxModelLen: f.maxModelLen, KVTokens: f.kvTokens, KVMemoryBytes: kvMem,
+			MaxNumSeqs: f.maxNumSeqs, MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting,
+			NoPrefixCaching: f.noPrefixCaching, PrefixCacheTokens: f.prefixCache, KVType: f.kvType,
+			RequestTimeout: f.requestTimeout,
+		}, log, reg)
+		if err != nil {
+			return err
+		}
+		if err := registry.Add(g); err != nil {
+			g.Close()
+			return err
+		}
+	}
+
+	handler, err := api.NewHandler(api.Options{
+		Registry: registry, Logger: log, Registerer: reg, Gatherer: reg,
+		APIKey: f.apiKey, MaxBodyBytes: f.maxBodyBytes,
+	})
+	if err != nil {
+		return err
+	}
+	httpLn, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.httpPort)))
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+
+	var grpcSrv *grpc.Server
+	var grpcLn net.Listener
+	if f.grpcPort > 0 {
+		if grpcLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.grpcPort))); err != nil {
+			httpLn.Close()
+			return fmt.Errorf("grpc: %w", err)
+		}
+		grpcSrv = grpc.NewServer()
+		hs := health.NewServer()
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		healthpb.RegisterHealthServer(grpcSrv, hs)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(httpLn) }()
+	if grpcSrv != nil {
+		go func() { errc <- grpcSrv.Serve(grpcLn) }()
+	}
+	attrs := []any{"http", httpLn.Addr().String()}
+	if grpcLn != nil {
+		attrs = append(attrs, "grpc", grpcLn.Addr().String())
+	}
+	log.Info("serving", attrs...)
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "grace", f.shutdownTimeout)
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if grpcSrv != nil {
+		grpcSrv.GracefulStop()
+	}
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("requests still running at the end of the grace period", "err", err)
+		srv.Close()
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/r3labs/sse/v2"
+)
+
+// maxEventSize bounds one SSE event. OpenAI chunks are a few hundred bytes;
+// the bound only protects against a server that never ends an event.
+const maxEventSize = 4 << 20
+
+// result is the timeline of one request. All times are measured with the
+// monotonic clock; the metric code reads nothing else.
+type result struct {
+	// sent is when the request was sent, from the start of the run.
+	sent time.Duration
+	// chunks holds the arrival time of each chunk carrying generated
+	// content, from sent, in order.
+	chunks []time.Duration
+	// end is when the stream ended ([DONE] or end of body), from sent.
+	end time.Duration
+	// promptWords is the prompt length in words, the input length used when
+	// the server reports no usage.
+	promptWords int
+	// usage is the last usage object the server streamed, nil if none.
+	usage *usage
+	// err is why the request failed; "" means it succeeded.
+	err string
+}
+
+func (r *result) ok() bool { return r.err == "" }
+
+// outputTokens is the request's output length: the server's
+// completion_tokens when it reports a positive one, else the number of
+// content chunks. fromUsage says which.
+func (r *result) outputTokens() (n int, fromUsage bool) {
+	if r.usage != nil && r.usage.CompletionTokens > 0 {
+		return r.usage.CompletionTokens, true
+	}
+	return len(r.chunks), false
+}
+
+// inputTokens is the request's input length: the server's prompt_tokens
+// when it reports a positive one, else the word count of the prompt.
+func (r *result) inputTokens() (n int, fromUsage bool) {
+	if r.usage != nil && r.usage.PromptTokens > 0 {
+		return r.usage.PromptTokens, true
+	}
+	return r.promptWords, false
+}
+
+// session holds what every request of a run shares.
+type session struct {
+	client *http.Client
+	cfg    *Config
+	url    string // full URL of the generation route
+	model  string
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// requestBody is the JSON sent to either route. Chat requests carry both
+// max_tokens and max_completion_tokens: vLLM reads the latter, Ollama only
+// the former.
+type requestBody struct {
+	Model               string        `json:"model"`
+	Prompt              string        `json:"prompt,omitempty"`
+	Messages            []chatMessage `json:"messages,omitempty"`
+	MaxTokens           int           `json:"max_tokens"`
+	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+	Temperature         float64       `json:"temperature"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       streamOptions `json:"stream_options"`
+	IgnoreEOS           bool          `json:"ignore_eos,omitempty"`
+}
+
+func (s *session) body(req request) ([]byte, error) {
+	b := requestBody{
+		Model:         s.model,
+		MaxTokens:     req.maxTokens,
+		Temperature:   s.cfg.Temperature,
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
+		IgnoreEOS:     s.cfg.IgnoreEOS,
+	}
+	if s.cfg.Endpoint == EndpointChat {
+		b.Messages = []chatMessage{{Role: "user", Content: req.prompt}}
+		b.MaxCompletionTokens = req.maxTokens
+	} else {
+		b.Prompt = req.prompt
+	}
+	return json.Marshal(b)
+}
+
+func (s *session) setHeaders(h http.Header) {
+	if s.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+}
+
+// do sends one streaming request and records its timeline. t0 is the start
+// of the run. It never returns an error: failures are recorded in the result.
+func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
+	res := result{promptWords: req.promptWords}
+	payload, err := s.body(req)
+	if err != nil {
+		res.err = fmt.Sprintf("encode request: %v", err)
+		return res
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(payload))
+	if err != nil {
+		res.err = fmt.Sprintf("build request: %v", err)
+		return res
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	s.setHeaders(hreq.Header)
+
+	start := time.Now()
+	res.sent = start.Sub(t0)
+	resp, err := s.client.Do(hreq)
+	if err != nil {
+		res.err = s.describe(err)
+		return res
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		res.err = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, orUnknown(errorBody(body)))
+		return res
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		res.err = "server answered with application/json, not an event stream: " + truncate(string(bytes.TrimSpace(body)), 200)
+		return res
+	}
+
+	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
+	for {
+		raw, err := reader.ReadEvent()
+		now := time.Now()
+		if err == io.EOF {
+			if ctx.Err() != nil {
+				// ReadEvent reports a canceled read as io.EOF.
+				res.err = s.describe(ctx.Err())
+				return res
+			}
+			// The body ended without [DONE]. Every OpenAI-compatible server
+			// we know sends it, but the stream is complete either way.
+			res.end = now.Sub(start)
+			break
+		}
+		if err != nil {
+			res.err = s.describe(err)
+			return res
+		}
+		ev := parseEvent(raw)
+		if !ev.hasData {
+			continue
+		}
+		if ev.name != "error" && isDone(ev.data) {
+			res.end = now.Sub(start)
+			// Read the rest (normally nothing) so the connection is reused.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			break
+		}
+		chunk, failure := decodeChunk(ev)
+		if failure != "" {
+			res.err = failure
+			return res
+		}
+		if chunk.Usage != nil {
+			u := *chunk.Usage
+			res.usage = &u
+		}
+		if chunk.hasContent() {
+			res.chunks = append(res.chunks, now.Sub(start))
+		}
+	}
+	if len(res.chunks) == 0 {
+		// vLLM's client fails such a request too: it has no TTFT.
+		res.err = "stream ended without generated content"
+	}
+	return res
+}
+
+// describe turns a transport error into a short report line.
+func (s *session) describe(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Sprintf("timeout after %v", s.cfg.Timeout)
+	}
+	return err.Error()
+}
+
+// firstModel returns the first model id listed by GET {base}/models.
+func (s *session) firstModel(ctx context.Context, base string) (string, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+	if err != nil {
+		return "", fmt.Errorf("list models: %w", err)
+	}
+	s.setHeaders(hreq.Header)
+	resp, err := s.client.Do(hreq)
+	if err != nil {
+		return "", fmt.Errorf("list models: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return "", fmt.Errorf("list models: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("list models: HTTP %d: %s (pass --model to skip this lookup)", resp.StatusCode, orUnknown(errorBody(body)))
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return "", fmt.Errorf("list models: decode %s: %w", base+"/models", err)
+	}
+	for _, m := range list.Data {
+		if m.ID != "" {
+			return m.ID, nil
+		}
+	}
+	return "", fmt.Errorf("list models: %s lists no model; pass --model", base+"/models")
+}

@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// vllmFlagNames maps the names `vllm bench serve` uses to ours, so that a
+// vLLM command line works here unchanged where the meaning is the same.
+var vllmFlagNames = map[string]string{
+	"random-prefix-len": "shared-prefix-len",
+	"num-warmups":       "warmup",
+}
+
+// NewCommand returns the `bench` subcommand. It writes the text report to
+// stdout (or the JSON one with --json), progress to stderr, and fails when
+// no request completed.
+func NewCommand() *cobra.Command {
+	cfg := DefaultConfig()
+	var (
+		endpoint   = string(cfg.Endpoint)
+		asJSON     bool
+		outputFile string
+		quiet      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark an OpenAI-compatible server (vllm bench serve metrics)",
+		Long: `Send streaming requests with random prompts to an OpenAI-compatible server
+(llmserve, vLLM, llama.cpp's llama-server, Ollama, ...) and report throughput,
+TTFT, TPOT, ITL and end-to-end latency with the definitions of
+"vllm bench serve", so the figures compare with vLLM's.
+
+Prompts are random words from a fixed list, about one token per word for
+common tokenizers; input lengths are approximate, and the report uses the
+prompt_tokens the server returns when it returns usage. Output lengths come
+from the server's usage (stream_options.include_usage) or, failing that, from
+counting content chunks; the report says which.
+
+To compare with a baseline, run the same command (same --seed and workload
+flags) against each server on the same machine, one after the other, and
+compare the JSON files:
+
+  llmserve bench --base-url http://127.0.0.1:8080/v1 --label llmserve --output-file llmserve.json
+  llmserve bench --base-url http://127.0.0.1:8081/v1 --label llama.cpp --output-file llamacpp.json`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ep, err := ParseEndpoint(endpoint)
+			if err != nil {
+				return err
+			}
+			cfg.Endpoint = ep
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if !quiet {
+				cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+
+			rep, err := Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if outputFile != "" {
+				if err := writeJSONFile(outputFile, rep); err != nil {
+					return err
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(rep)
+			} else {
+				err = rep.WriteText(out)
+			}
+			if err != nil {
+				return fmt.Errorf("write report: %w", err)
+			}
+			if rep.Completed == 0 {
+				return errors.New("bench: no request completed")
+			}
+			return nil
+		},
+	}
+
+	f := cmd.Flags()
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if ours, ok := vllmFlagNames[name]; ok {
+			name = ours
+		}
+		return pflag.NormalizedName(name)
+	})
+	f.StringVar(&cfg.BaseURL, "base-url", cfg.BaseURL, "OpenAI API root of the server, including /v1")
+	f.StringVar(&cfg.APIKey, "api-key", "", "API key, sent as \"Authorization: Bearer <key>\" (optional)")
+	f.StringVar(&endpoint, "endpoint", endpoint, "route to benchmark: completions (POST /completions) or chat (POST /chat/completions); vLLM's paths /v1/completions and /v1/chat/completions are accepted too")
+	f.StringVar(&cfg.Model, "model", "", "model name to send (default: the first id from GET <base-url>/models)")
+	f.IntVar(&cfg.NumPrompts, "num-prompts", cfg.NumPrompts, "number of measured requests")
+	f.IntVar(&cfg.MaxConcurrency, "max-concurrency", cfg.MaxConcurrency, "maximum requests in flight; 0 means no limit (vLLM's default)")
+	f.Float64Var(&cfg.RequestRate, "request-rate", cfg.RequestRate, "mean request arrival rate in requests/s, Poisson arrivals; inf sends all requests at once (paced by --max-concurrency only)")
+	f.IntVar(&cfg.RandomInputLen, "random-input-len", cfg.RandomInputLen, "input length of the random part of each prompt, in words (about one token each; approximate, the server's prompt_tokens are reported)")
+	f.IntVar(&cfg.RandomOutputLen, "random-output-len", cfg.RandomOutputLen, "output length of each request, sent as max_tokens")
+	f.Float64Var(&cfg.RandomRangeRatio, "random-range-ratio", cfg.RandomRangeRatio, "sample input and output lengths uniformly from [L*(1-r), L*(1+r)], 0 <= r < 1 (vLLM semantics)")
+	f.IntVar(&cfg.SharedPrefixLen, "shared-prefix-len", cfg.SharedPrefixLen, "words of a prefix common to every prompt, before the random part, to measure prefix caching (vLLM: --random-prefix-len)")
+	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed for prompts, lengths and arrival times")
+	f.BoolVar(&cfg.IgnoreEOS, "ignore-eos", cfg.IgnoreEOS, "send \"ignore_eos\": true so every request generates exactly max_tokens (vLLM and llama.cpp honour it; servers that do not know it ignore it and may stop early; --ignore-eos=false leaves it out)")
+	f.Float64Var(&cfg.Temperature, "temperature", cfg.Temperature, "sampling temperature")
+	f.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "requests sent and awaited before the measured run, not counted (vLLM: --num-warmups)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "limit for each request, from sending it to the end of its stream; a request over it fails")
+	f.StringVar(&cfg.Label, "label", "", "label stored in the report, to tell runs apart")
+	f.BoolVar(&cfg.Detailed, "save-detailed", false, "add per-request arrays (input_lens, output_lens, ttfts, itls, errors) to the JSON report")
+	f.BoolVar(&asJSON, "json", false, "write the report to stdout as JSON instead of a table")
+	f.StringVar(&outputFile, "output-file", "", "also write the JSON report to this file (vLLM's field names)")
+	f.BoolVarP(&quiet, "quiet", "q", false, "do not log progress to stderr")
+	return cmd
+}
+
+func writeJSONFile(path string, rep *Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string // substring of the error; "" means valid
+	}{
+		{"finite rate", func(c *Config) { c.RequestRate = 2.5 }, ""},
+		{"unlimited concurrency", func(c *Config) { c.MaxConcurrency = 0 }, ""},
+		{"prefix only", func(c *Config) { c.RandomInputLen, c.SharedPrefixLen = 0, 10 }, ""},
+		{"https", func(c *Config) { c.BaseURL = "https://example.com/v1" }, ""},
+		{"no scheme", func(c *Config) { c.BaseURL = "127.0.0.1:8080/v1" }, "base URL"},
+		{"bad endpoint", func(c *Config) { c.Endpoint = "embeddings" }, "endpoint"},
+		{"no prompts", func(c *Config) { c.NumPrompts = 0 }, "num prompts"},
+		{"negative concurrency", func(c *Config) { c.MaxConcurrency = -1 }, "max concurrency"},
+		{"zero rate", func(c *Config) { c.RequestRate = 0 }, "request rate"},
+		{"nan rate", func(c *Config) { c.RequestRate = math.NaN() }, "request rate"},
+		{"empty prompts", func(c *Config) { c.RandomInputLen = 0 }, "prompts would be empty"},
+		{"no output", func(c *Config) { c.RandomOutputLen = 0 }, "random output len"},
+		{"ratio one", func(c *Config) { c.RandomRangeRatio = 1 }, "random range ratio"},
+		{"negative ratio", func(c *Config) { c.RandomRangeRatio = -0.1 }, "random range ratio"},
+		{"negative prefix", func(c *Config) { c.SharedPrefixLen = -1 }, "shared prefix len"},
+		{"negative temperature", func(c *Config) { c.Temperature = -1 }, "temperature"},
+		{"negative warmup", func(c *Config) { c.Warmup = -1 }, "warmup"},
+		{"no timeout", func(c *Config) { c.Timeout = 0 }, "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.change(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsAllProblems(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NumPrompts, cfg.Timeout = 0, 0
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "num prompts") || !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("error = %v, want both problems", err)
+	}
+}
+
+func TestParseEndpoint(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Endpoint
+	}{
+		{"completions", EndpointCompletions},
+		{"/v1/completions", EndpointCompletions},
+		{"chat", EndpointChat},
+		{"Chat", EndpointChat},
+		{"/v1/chat/completions", EndpointChat},
+		{"embeddings", ""},
+	}
+	for _, tt := range tests {
+		got, err := ParseEndpoint(tt.in)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("ParseEndpoint(%q) = %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+// Package bench is llmserve's load generator: `llmserve bench`. It drives any
+// OpenAI-compatible server (llmserve, vLLM, llama.cpp's llama-server,
+// Ollama) through its base URL with streaming requests and reports the
+// figures of `vllm bench serve`, computed the same way and written under the
+// same JSON names, so a number from here and a number from vLLM's tool mean
+// the same thing.
+//
+// # What it owns
+//
+// The workload (random prompts, lengths, arrival times), the HTTP client that
+// sends it, the per-request timelines, the metric arithmetic and the report.
+// It knows nothing about llmserve's internals: it talks to the server only
+// over HTTP, which is what makes it fair against other servers.
+//
+// # Usage
+//
+//	cfg := bench.DefaultConfig()
+//	cfg.BaseURL = "http://127.0.0.1:8080/v1"
+//	cfg.NumPrompts, cfg.MaxConcurrency = 200, 8
+//	rep, err := bench.Run(ctx, cfg)
+//	if err != nil { ... }
+//	rep.WriteText(os.Stdout)        // vLLM's "Serving Benchmark Result" table
+//	json.NewEncoder(f).Encode(rep)  // vLLM's result JSON names
+//
+// NewCommand returns the same as a cobra command with one flag per Config
+// field (`llmserve bench --help`).
+//
+// # The run
+//
+// Warmup requests (Config.Warmup, with prompts of their own) go first, all
+// at once up to MaxConcurrency whatever the request rate, and are not
+// measured; they also open the connections the run reuses. If all of them
+// fail, Run stops with ErrAllWarmupFailed. Then
+// NumPrompts requests are scheduled: request 0 at time zero and the others
+// after exponential gaps of mean 1/RequestRate (a Poisson process; with an
+// infinite rate, all at zero). A request whose time has come waits for one of
+// MaxConcurrency slots; the clock of its TTFT starts when it is sent, not
+// while it waits, as in vLLM. The benchmark duration runs from the first
+// scheduled request to the last finished stream, warmup excluded.
+//
+// Every request is POST {base}/completions (a "prompt") or
+// {base}/chat/completions (one user message) with "stream": true,
+// "stream_options": {"include_usage": true}, "max_tokens" (and, for chat,
+// "max_completion_tokens" too: vLLM reads that one, Ollama only max_tokens),
+// "temperature" and, unless disabled, "ignore_eos": true. ignore_eos is a
+// vLLM extension that llama.cpp's server also honours; it makes every request
+// generate exactly max_tokens so runs are comparable. Servers that do not
+// know it ignore it and may stop at an end-of-sequence token, making outputs
+// shorter: check total_output_tokens against num_prompts × random_output_len.
+//
+// # Prompts
+//
+// Prompts are random words from a fixed built-in list of common English
+// words, drawn with a PCG generator seeded by Config.Seed, so the same seed
+// gives the same prompts, lengths and arrival times on every machine and Go
+// release. The list's words are one token each (after a space) in the common
+// BPE vocabularies, so a prompt of n words is about n tokens; we cannot
+// tokenize for a foreign server, so input lengths are approximate. The chat
+// endpoint adds the model's chat template on top. When the server returns
+// usage, the report's input tokens are its prompt_tokens (else the word
+// counts; input_tokens_source says which). With SharedPrefixLen, every prompt
+// starts with the same words (vLLM's --random-prefix-len), which measures
+// prefix caching; warmup prompts share it too, so the measured run starts with
+// the prefix already cached, as a server in steady state would have it.
+//
+// # Metrics (vLLM's definitions)
+//
+// A "content chunk" is a streamed chunk whose choices carry generated
+// output: non-empty "text" (completions), or delta "content",
+// "reasoning_content", "reasoning" or "tool_calls" (chat). Its timestamp is
+// taken when the event has been read from the body. For each request:
+//
+//   - TTFT: request sent → first content chunk.
+//   - ITL: each gap between consecutive content chunks. Pooled over all
+//     requests before the statistics are taken.
+//   - E2EL: request sent → end of the stream ("data: [DONE]", or the end of
+//     the body).
+//   - output tokens: the server's usage.completion_tokens, or, when it sends
+//     no usage (or 0), the number of content chunks (vLLM retokenizes the
+//     text instead; we cannot). output_tokens_source says which was used.
+//   - TPOT: (E2EL − TTFT) / (output tokens − 1); requests with one output
+//     token have none.
+//
+// Over the completed requests, each latency is reported as mean, median,
+// population standard deviation and 99th percentile in ms; percentiles are
+// numpy's default, linear interpolation between closest ranks. Request
+// throughput is completed/duration, output throughput total output
+// tokens/duration, total token throughput (input+output)/duration. Peak
+// output throughput and peak concurrent requests are vLLM's per-second
+// buckets (counting content chunks) from the first request's send time.
+//
+// Where we differ from vLLM's client, and why: vLLM starts TTFT at any chunk
+// with choices, so a chat server that sends its role-only chunk before
+// prefill ends would look fast; we wait for content. vLLM stops the E2EL
+// clock at the last chunk it parsed; we stop it at [DONE], which a server
+// sends right after the last chunk, so the two differ by the server's final
+// flush.
+//
+// # Failures
+//
+// A request fails on a transport error, a timeout (Config.Timeout, per
+// request, from sending to the end of the stream), a non-200 status, a
+// response that is not an event stream, an error event (data
+// {"error":...}, or "event: error"), a chunk that is not JSON, or a stream
+// with no content chunk. Failed requests count in "failed" and not in any
+// other figure; the report keeps the first five distinct messages with
+// their counts. Run itself fails only for a bad config, a failed model
+// lookup, all warmup requests failing, or the caller's ctx ending.
+//
+// # SSE
+//
+// Requests are POSTs sent with net/http. Responses are split into events
+// with github.com/r3labs/sse/v2's NewEventStreamReader; its Client only
+// makes GET subscriptions, so only the reader is used, and the event fields
+// are parsed here (parseEvent). One http.Client serves the run: HTTP/1.1
+// with one connection per request in flight (as vLLM's aiohttp client), as
+// many idle connections per host as there are concurrency slots, and
+// compression off (a gzip reader would buffer the stream and skew every
+// timestamp).
+//
+// # Comparing against a baseline in the same run
+//
+// Start both servers on the same machine with the same model file (say
+// llmserve on :8080 and llama.cpp's llama-server on :8081), then benchmark
+// them one after the other with identical workload flags, so they receive
+// the same prompts, lengths and arrival times:
+//
+//	W="--num-prompts 200 --max-concurrency 8 --random-input-len 512 --random-output-len 128 --seed 1 --warmup 8"
+//	llmserve bench $W --base-url http://127.0.0.1:8080/v1 --label llmserve  --output-file llmserve.json
+//	llmserve bench $W --base-url http://127.0.0.1:8081/v1 --label llama.cpp --output-file llamacpp.json
+//
+// Never run them at the same time: they would share the cores. Check in both
+// files that failed is 0, output_tokens_source is "usage" (or the same on
+// both sides) and total_output_tokens is equal, which shows both honoured
+// ignore_eos; then compare output_throughput, the TTFT and TPOT rows. To
+// place vLLM's own tool beside ours, give `vllm bench serve` the same lengths
+// and concurrency: the figures share definitions, the prompts do not.
+package bench

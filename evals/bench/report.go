@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is the result of one Run. Its JSON encoding is flat and uses the
+// field names of vLLM's result file where vLLM has one, so existing scripts
+// and dashboards read both; fields vLLM lacks are marked "llmserve".
+type Report struct {
+	// Date is when the run finished, local time, vLLM's "20060102-150405".
+	Date string `json:"date"`
+	// Label is Config.Label (vLLM's --label); omitted when empty.
+	Label string `json:"label,omitempty"`
+	// Backend is vLLM's name for the request shape: "openai"
+	// (completions) or "openai-chat".
+	Backend string `json:"backend"`
+	// Endpoint is "completions" or "chat" (llmserve).
+	Endpoint Endpoint `json:"endpoint"`
+	// BaseURL is the server benchmarked (llmserve).
+	BaseURL string `json:"base_url"`
+	// ModelID is the model sent with every request.
+	ModelID string `json:"model_id"`
+	// NumPrompts is the number of measured requests.
+	NumPrompts int `json:"num_prompts"`
+	// RequestRate is the configured arrival rate; "inf" when unlimited.
+	RequestRate Rate `json:"request_rate"`
+	// Burstiness is always 1: arrivals are Poisson.
+	Burstiness float64 `json:"burstiness"`
+	// MaxConcurrency is the cap on requests in flight, null when none.
+	MaxConcurrency *int `json:"max_concurrency"`
+
+	Metrics
+
+	// InputTokensSource says where TotalInputTokens came from: "usage"
+	// (server-reported prompt_tokens), "words" (estimated from the prompt's
+	// word count) or "mixed" (llmserve).
+	InputTokensSource TokenSource `json:"input_tokens_source"`
+	// OutputTokensSource says where TotalOutputTokens came from: "usage"
+	// (server-reported completion_tokens), "chunks" (one per content
+	// chunk) or "mixed" (llmserve).
+	OutputTokensSource TokenSource `json:"output_tokens_source"`
+	// ErrorSamples holds up to five distinct failure messages, in request
+	// order, with their counts (llmserve).
+	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
+
+	// The workload (llmserve; vLLM keeps these only in its arguments).
+	RandomInputLen   int     `json:"random_input_len"`
+	RandomOutputLen  int     `json:"random_output_len"`
+	RandomRangeRatio float64 `json:"random_range_ratio"`
+	SharedPrefixLen  int     `json:"shared_prefix_len"`
+	Seed             int64   `json:"seed"`
+	IgnoreEOS        bool    `json:"ignore_eos"`
+	Temperature      float64 `json:"temperature"`
+	Warmup           int     `json:"num_warmups"`
+
+	// Per-request arrays, present only with Config.Detailed (vLLM's
+	// --save-detailed), in request order; failed requests have 0 output,
+	// 0 TTFT, no ITLs and their error. Times in seconds, as vLLM writes them.
+	InputLens  []int       `json:"input_lens,omitempty"`
+	OutputLens []int       `json:"output_lens,omitempty"`
+	TTFTs      []float64   `json:"ttfts,omitempty"`
+	ITLs       [][]float64 `json:"itls,omitempty"`
+	Errors     []string    `json:"errors,omitempty"`
+}
+
+// Rate is a request rate in requests per second that encodes +Inf as the
+// JSON string "inf", as vLLM writes it.
+type Rate float64
+
+// MarshalJSON implements json.Marshaler.
+func (r Rate) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(r), 1) {
+		return []byte(`"inf"`), nil
+	}
+	return strconv.AppendFloat(nil, float64(r), 'g', -1, 64), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *Rate) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("request rate %s: %w", b, err)
+	}
+	*r = Rate(f)
+	return nil
+}
+
+// newReport assembles the report of a run.
+func newReport(cfg *Config, model string, results []result, duration time.Duration, finished time.Time) *Report {
+	s := summarize(results, duration)
+	rep := &Report{
+		Date:               finished.Format("20060102-150405"),
+		Label:              cfg.Label,
+		Backend:            cfg.Endpoint.backend(),
+		Endpoint:           cfg.Endpoint,
+		BaseURL:            cfg.BaseURL,
+		ModelID:            model,
+		NumPrompts:         cfg.NumPrompts,
+		RequestRate:        Rate(cfg.RequestRate),
+		Burstiness:         1,
+		Metrics:            s.Metrics,
+		InputTokensSource:  s.inputSource,
+		OutputTokensSource: s.outputSource,
+		ErrorSamples:       s.errorSamples,
+		RandomInputLen:     cfg.RandomInputLen,
+		RandomOutputLen:    cfg.RandomOutputLen,
+		RandomRangeRatio:   cfg.RandomRangeRatio,
+		SharedPrefixLen:    cfg.SharedPrefixLen,
+		Seed:               cfg.Seed,
+		IgnoreEOS:          cfg.IgnoreEOS,
+		Temperature:        cfg.Temperature,
+		Warmup:             cfg.Warmup,
+	}
+	if cfg.MaxConcurrency > 0 {
+		c := cfg.MaxConcurrency
+		rep.MaxConcurrency = &c
+	}
+	if cfg.Detailed {
+		rep.InputLens, rep.OutputLens, rep.TTFTs, rep.ITLs, rep.Errors = s.inputLens, s.outputLens, s.ttfts, s.itls, s.errors
+	}
+	return rep
+}
+
+// WriteText writes the report as vLLM's "Serving Benchmark Result" table,
+// with the same lines and formats, plus standard deviations and a last
+// section saying where token counts came from and what failed.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	line := func(label string, value any) {
+		switch v := value.(type) {
+		case float64:
+			fmt.Fprintf(bw, "%-40s %-10.2f\n", label, v)
+		default:
+			fmt.Fprintf(bw, "%-40s %-10v\n", label, v)
+		}
+	}
+	header := func(title string, fill byte) { fmt.Fprintln(bw, center(title, 50, fill)) }
+
+	header(" Serving Benchmark Result ", '=')
+	line("Successful requests:", r.Completed)
+	line("Failed requests:", r.Failed)
+	if r.MaxConcurrency != nil {
+		line("Maximum request concurrency:", *r.MaxConcurrency)
+	}
+	if !math.IsInf(float64(r.RequestRate), 1) {
+		line("Request rate configured (RPS):", float64(r.RequestRate))
+	}
+	line("Benchmark duration (s):", r.Duration)
+	line("Total input tokens:", r.TotalInputTokens)
+	line("Total generated tokens:", r.TotalOutputTokens)
+	line("Request throughput (req/s):", r.RequestThroughput)
+	line("Output token throughput (tok/s):", r.OutputThroughput)
+	line("Peak output token throughput (tok/s):", r.MaxOutputTokensPerS)
+	line("Peak concurrent requests:", float64(r.MaxConcurrentRequests))
+	line("Total Token throughput (tok/s):", r.TotalTokenThroughput)
+
+	metric := func(title, name string, mean, median, std, p99 float64) {
+		header(title, '-')
+		line("Mean "+name+" (ms):", mean)
+		line("Median "+name+" (ms):", median)
+		line("Std "+name+" (ms):", std)
+		line("P99 "+name+" (ms):", p99)
+	}
+	metric("Time to First Token", "TTFT", r.MeanTTFTMs, r.MedianTTFTMs, r.StdTTFTMs, r.P99TTFTMs)
+	metric("Time per Output Token (excl. 1st token)", "TPOT", r.MeanTPOTMs, r.MedianTPOTMs, r.StdTPOTMs, r.P99TPOTMs)
+	metric("Inter-token Latency", "ITL", r.MeanITLMs, r.MedianITLMs, r.StdITLMs, r.P99ITLMs)
+	metric("End-to-end Latency", "E2EL", r.MeanE2ELMs, r.MedianE2ELMs, r.StdE2ELMs, r.P99E2ELMs)
+
+	header("Run", '-')
+	line("Model:", r.ModelID)
+	line("Endpoint:", strings.TrimSuffix(r.BaseURL, "/")+r.Endpoint.path())
+	if r.Label != "" {
+		line("Label:", r.Label)
+	}
+	line("Input tokens counted from:", describeSource(r.InputTokensSource))
+	line("Output tokens counted from:", describeSource(r.OutputTokensSource))
+	if len(r.ErrorSamples) > 0 {
+		header("Errors", '-')
+		for _, e := range r.ErrorSamples {
+			fmt.Fprintf(bw, "%6dx %s\n", e.Count, e.Message)
+		}
+	}
+	fmt.Fprintln(bw, strings.Repeat("=", 50))
+	return bw.Flush()
+}
+
+func describeSource(s TokenSource) string {
+	switch s {
+	case SourceUsage:
+		return "server usage"
+	case SourceChunks:
+		return "content chunks (no usage from server)"
+	case SourceWords:
+		return "prompt words (no usage from server)"
+	case SourceMixed:
+		return "server usage where sent, else estimate"
+	}
+	return string(s)
+}
+
+// center pads s with fill on both sides to width n, the extra character on
+// the right, like Python's "{:c^n}".
+func center(s string, n int, fill byte) string {
+	pad := n - len(s)
+	if pad <= 0 {
+		return s
+	}
+	left := pad / 2
+	return strings.Repeat(string(fill), left) + s + strings.Repeat(string(fill), pad-left)
+}

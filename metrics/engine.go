@@ -1,0 +1,120 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmserve/llmserve/scheduler"
+)
+
+// Engine records one served model's engine metrics. It implements
+// scheduler.Observer.
+type Engine struct {
+	promptTokens     prometheus.Counter
+	generationTokens prometheus.Counter
+	decodedTokens    prometheus.Counter
+	steps            prometheus.Counter
+	ttft             prometheus.Observer
+	e2e              prometheus.Observer
+	tpot             prometheus.Observer
+	stepDuration     prometheus.Observer
+	iterationTokens  prometheus.Observer
+	promptHist       prometheus.Observer
+	genHist          prometheus.Observer
+	success          *prometheus.CounterVec
+}
+
+// latencyBuckets follow vLLM's TTFT buckets, in seconds.
+var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
+
+var tokenBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}
+
+// NewEngine registers the metrics of model on reg. stats returns the
+// scheduler's latest snapshot; it is called at scrape time.
+func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.Stats) (*Engine, error) {
+	labels := prometheus.Labels{"model_name": model}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels, Buckets: buckets})
+	}
+	gauge := func(name, help string, f func(scheduler.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(stats()) })
+	}
+	counterFunc := func(name, help string, f func(scheduler.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(stats()) })
+	}
+	ttft := hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", latencyBuckets)
+	e2e := hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", latencyBuckets)
+	tpot := hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", latencyBuckets)
+	stepDur := hist("llmserve_engine_step_duration_seconds", "Histogram of the duration of one engine step (one llama_decode and sampling).", latencyBuckets)
+	iterTokens := hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine step.", tokenBuckets)
+	promptHist := hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets)
+	genHist := hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets)
+	e := &Engine{
+		promptTokens:     counter("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
+		generationTokens: counter("vllm:generation_tokens_total", "Number of generation tokens processed."),
+		decodedTokens:    counter("llmserve_engine_decoded_tokens_total", "Tokens passed to llama_decode (prompt tokens found in the prefix cache are not)."),
+		steps:            counter("llmserve_engine_steps_total", "Engine steps executed."),
+		ttft:             ttft,
+		e2e:              e2e,
+		tpot:             tpot,
+		stepDuration:     stepDur,
+		iterationTokens:  iterTokens,
+		promptHist:       promptHist,
+		genHist:          genHist,
+		success: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels,
+		}, []string{"finished_reason"}),
+	}
+	collectors := []prometheus.Collector{
+		e.promptTokens, e.generationTokens, e.decodedTokens, e.steps, ttft, e2e, tpot, stepDur, iterTokens, promptHist, genHist, e.success,
+		gauge("vllm:num_requests_running", "Number of requests in model execution batches.", func(s scheduler.Stats) float64 { return float64(s.Running) }),
+		gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(s scheduler.Stats) float64 { return float64(s.Waiting) }),
+		gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(s scheduler.Stats) float64 { return s.KV.Usage() }),
+		gauge("llmserve_kv_cache_cached_blocks", "Idle KV blocks that hold a reusable prefix.", func(s scheduler.Stats) float64 { return float64(s.KV.CachedBlocks) }),
+		gauge("llmserve_kv_cache_blocks", "KV capacity in blocks.", func(s scheduler.Stats) float64 { return float64(s.KV.Blocks) }),
+		counterFunc("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.QueryTokens) }),
+		counterFunc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.HitTokens) }),
+		counterFunc("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", func(s scheduler.Stats) float64 { return float64(s.Preemptions) }),
+		counterFunc("llmserve_kv_cache_evictions_total", "Cached KV blocks evicted to make room.", func(s scheduler.Stats) float64 { return float64(s.KV.Evictions) }),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// StepDone implements scheduler.Observer.
+func (e *Engine) StepDone(s scheduler.StepInfo) {
+	e.steps.Inc()
+	e.decodedTokens.Add(float64(s.Tokens))
+	e.promptTokens.Add(float64(s.PrefillTokens))
+	e.generationTokens.Add(float64(s.Generated))
+	e.stepDuration.Observe(s.Duration.Seconds())
+	e.iterationTokens.Observe(float64(s.Tokens))
+	// Each token sampled by a sequence that was already decoding waited one
+	// step for it.
+	for range s.DecodeTokens {
+		e.tpot.Observe(s.Duration.Seconds())
+	}
+}
+
+// FirstToken implements scheduler.Observer.
+func (e *Engine) FirstToken(ttft time.Duration) { e.ttft.Observe(ttft.Seconds()) }
+
+// RequestDone implements scheduler.Observer.
+func (e *Engine) RequestDone(r scheduler.RequestInfo) {
+	e.e2e.Observe(r.E2E.Seconds())
+	e.promptHist.Observe(float64(r.Usage.PromptTokens))
+	e.genHist.Observe(float64(r.Usage.CompletionTokens))
+	reason := string(r.Reason)
+	if reason == "" {
+		reason = "abort"
+	}
+	e.success.WithLabelValues(reason).Inc()
+}

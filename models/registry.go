@@ -1,0 +1,76 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Registry holds the served models by name. It is safe for concurrent use.
+type Registry struct {
+	mu     sync.RWMutex
+	byName map[string]*Generative // guarded by mu
+	order  []*Generative          // guarded by mu
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{byName: make(map[string]*Generative)} }
+
+// Add registers g under its name.
+func (r *Registry) Add(g *Generative) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.byName[g.Name()]; dup {
+		return fmt.Errorf("model %q is already served", g.Name())
+	}
+	r.byName[g.Name()] = g
+	r.order = append(r.order, g)
+	return nil
+}
+
+// Get returns the model called name.
+func (r *Registry) Get(name string) (*Generative, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g, ok := r.byName[name]
+	return g, ok
+}
+
+// List returns the models in the order they were added.
+func (r *Registry) List() []*Generative {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]*Generative(nil), r.order...)
+}
+
+// Ready reports whether there is at least one model and every model is
+// ready.
+func (r *Registry) Ready() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, g := range r.order {
+		if !g.Ready() {
+			return false
+		}
+	}
+	return len(r.order) > 0
+}
+
+// Close closes every model.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, g := range r.order {
+		errs = append(errs, g.Close())
+	}
+	r.byName = map[string]*Generative{}
+	r.order = nil
+	return errors.Join(errs...)
+}
+
+func baseName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+}

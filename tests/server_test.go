@@ -1,0 +1,189 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/models"
+)
+
+var modelDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "llmserve-tests-")
+	if err != nil {
+		panic(err)
+	}
+	modelDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+			// Idle keep-alive connections of http.DefaultTransport end on
+			// their own; only report leaks of our own code.
+			if strings.Contains(err.Error(), "llmserve") {
+				slog.Error("leaked goroutines", "err", err)
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// server is the real stack on loopback: model, scheduler loop, router.
+type server struct {
+	URL   string
+	model *models.Generative
+	reg   *prometheus.Registry
+}
+
+func startServer(t *testing.T, cfg models.GenerativeConfig) *server {
+	t.Helper()
+	cfg.CacheDir = modelDir
+	if cfg.MaxNumSeqs == 0 {
+		cfg.MaxNumSeqs = 32
+	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = 256
+	}
+	if cfg.Threads == 0 {
+		cfg.Threads = 1
+	}
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	g, err := models.LoadGenerative(cfg, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := models.NewRegistry()
+	if err := registry.Add(g); err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.NewHandler(api.Options{Registry: registry, Logger: log, Registerer: reg, Gatherer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		registry.Close()
+	})
+	return &server{URL: srv.URL, model: g, reg: reg}
+}
+
+// metric returns the value of a counter or gauge (summed over labels).
+func (s *server) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var sum float64
+		for _, m := range mf.GetMetric() {
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				sum += m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				sum += m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return sum
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// waitMetric polls until cond holds for the metric or the deadline passes.
+func (s *server) waitMetric(t *testing.T, name string, cond func(float64) bool) float64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v := s.metric(t, name)
+		if cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metric %s = %v never met the condition", name, v)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// post sends a JSON body and decodes the JSON answer into out (if not nil).
+func (s *server) post(t *testing.T, path string, body any, out any) (int, http.Header) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.postRaw(t, path, b, out)
+}
+
+func (s *server) postRaw(t *testing.T, path string, body []byte, out any) (int, http.Header) {
+	t.Helper()
+	resp, err := http.Post(s.URL+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("decode %s answer %q: %v", path, raw, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+// sseEvents reads a whole SSE stream and returns the data payloads, [DONE]
+// included.
+func (s *server) stream(t *testing.T, ctx context.Context, path string, body any) []string {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("stream %s: %d %s", path, resp.StatusCode, raw)
+	}
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			events = append(events, data)
+		}
+	}
+	return events
+}
