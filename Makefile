@@ -43,10 +43,14 @@ BIN        := bin/llmserve
 HTTP_PORT  ?= 8080
 GRPC_PORT  ?= 8081
 
-# Packages without cgo get the race detector; the llama.cpp binding and the
-# packages that link it do not (it would instrument llama.cpp too).
-CGO_PKGS  := ./engine/llamacpp/... ./models/... ./cmd/... ./api/... ./tests/...
-PURE_PKGS  = $(shell $(GO) list ./... | grep -v -e /engine/llamacpp -e /models -e /cmd/ -e /api -e /tests)
+# Packages that do not link llama.cpp get the race detector; the binding and
+# the packages that link it do not (it would instrument llama.cpp too).
+# A package links it when it, its dependencies or its tests' imports reach
+# engine/llamacpp (models and api do).
+PKG_DEPS   = $(GO) list -f '{{.ImportPath}} {{join .Deps " "}} {{join .TestImports " "}} {{join .XTestImports " "}} ' ./...
+LINKS_CGO := llmserve/(engine/llamacpp|models|api) 
+PURE_PKGS  = $(shell $(PKG_DEPS) | grep -Ev '$(LINKS_CGO)' | cut -d' ' -f1)
+CGO_PKGS   = $(shell $(PKG_DEPS) | grep -E '$(LINKS_CGO)' | cut -d' ' -f1)
 
 .PHONY: all build run test test-pure test-cgo deps debian-deps go-deps bench lint verify fmt clean env
 

@@ -59,9 +59,10 @@ type GenerativeConfig struct {
 	MaxWaiting          int
 	// NoPrefixCaching turns off the prefix cache.
 	NoPrefixCaching bool
-	// PrefixCacheTokens caps the idle KV kept for prefix reuse; 0 means a
-	// tenth of the KV capacity, < 0 no cap. On CPU every query scans every
-	// occupied KV cell, so idle cache slows every step (kvcache/doc.go).
+	// PrefixCacheTokens caps the idle KV kept for prefix reuse; 0 means
+	// MaxModelLen tokens (one full-length prefix), < 0 no cap. Every query
+	// scans every occupied cell of the unified KV, so idle cache slows every
+	// step (kvcache/doc.go, docs/BENCHMARKS.md).
 	PrefixCacheTokens int
 	// RequestTimeout, when positive, is every request's deadline.
 	RequestTimeout time.Duration
@@ -158,7 +159,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	kv, err := kvcache.New(kvcache.Config{
 		BlockSize: BlockSize, NumBlocks: lctx.KVTokens() / BlockSize,
 		RunSlots: sz.maxSeqs, HolderSlots: sz.holders, MaxSeqLen: sz.maxLen,
-		MaxCachedBlocks: cachedBlocks(cfg.PrefixCacheTokens, lctx.KVTokens()),
+		MaxCachedBlocks: cachedBlocks(cfg.PrefixCacheTokens, sz.maxLen),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
@@ -197,7 +198,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		"path", path, "arch", info.Architecture, "params", info.NParams, "n_ctx_train", info.NCtxTrain,
 		"max_model_len", sz.maxLen, "kv_tokens", lctx.KVTokens(), "max_num_seqs", sz.maxSeqs,
 		"max_num_batched_tokens", sz.batchTokens, "prefix_cache_slots", sz.holders,
-		"flash_attn", fa, "prefix_cache_tokens", cachedBlocks(cfg.PrefixCacheTokens, lctx.KVTokens())*BlockSize,
+		"flash_attn", fa, "prefix_cache_tokens", cachedBlocks(cfg.PrefixCacheTokens, sz.maxLen)*BlockSize,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
 	return g, nil
 }
@@ -219,12 +220,12 @@ func autoFlashAttention(gpuLayers int) string {
 
 // cachedBlocks turns the prefix-cache budget into blocks (see
 // GenerativeConfig.PrefixCacheTokens).
-func cachedBlocks(tokens, kvTokens int) int {
+func cachedBlocks(tokens, maxLen int) int {
 	switch {
 	case tokens < 0:
 		return 0 // no cap
 	case tokens == 0:
-		tokens = kvTokens / 10
+		tokens = maxLen
 	}
 	return max(tokens/BlockSize, 1)
 }

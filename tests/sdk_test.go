@@ -40,10 +40,10 @@ func TestGoOpenAIClient(t *testing.T) {
 	}
 
 	chatReq := openai.ChatCompletionRequest{
-		Model:     "stories260K",
-		Messages:  []openai.ChatCompletionMessage{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me about Lily."}},
-		MaxTokens: 30,
-		Seed:      new(int),
+		Model:               "stories260K",
+		Messages:            []openai.ChatCompletionMessage{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me about Lily."}},
+		MaxCompletionTokens: 30,
+		Seed:                new(int),
 	}
 	chat, err := client.CreateChatCompletion(ctx, chatReq)
 	if err != nil {

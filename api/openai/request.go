@@ -206,8 +206,6 @@ func jsonKind(raw []byte) string {
 	}
 }
 
-func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
 // stopField is "stop": a string or an array of strings. Unlike OpenAI (at
 // most 4) and like vLLM, any number of stop strings is accepted; the body
 // size limit bounds them.

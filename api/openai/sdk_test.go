@@ -31,7 +31,7 @@ func TestGoOpenAIClient(t *testing.T) {
 
 	t.Run("chat", func(t *testing.T) {
 		resp, err := client.CreateChatCompletion(ctx, goopenai.ChatCompletionRequest{
-			Model: "test-model", Messages: msgs, MaxTokens: 20, N: 2, Temperature: 0.7, Stop: []string{"zzz"},
+			Model: "test-model", Messages: msgs, MaxCompletionTokens: 20, N: 2, Temperature: 0.7, Stop: []string{"zzz"},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestGoOpenAIClient(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 404 || apiErr.Code != "model_not_found" || apiErr.Param == nil || *apiErr.Param != "model" {
 			t.Errorf("unknown model: %#v", err)
 		}
-		_, err = client.CreateChatCompletion(ctx, goopenai.ChatCompletionRequest{Model: "test-model", Messages: msgs, MaxTokens: 1000})
+		_, err = client.CreateChatCompletion(ctx, goopenai.ChatCompletionRequest{Model: "test-model", Messages: msgs, MaxCompletionTokens: 1000})
 		if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 400 || apiErr.Code != "context_length_exceeded" {
 			t.Errorf("too long: %#v", err)
 		}

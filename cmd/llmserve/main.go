@@ -19,7 +19,7 @@ import (
 // version is set at link time with -ldflags "-X main.version=...".
 var version = ""
 
-func main() {
+func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "llmserve",
 		Short:         "A model server for large language models",
@@ -27,7 +27,11 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCommand(), bench.NewCommand(), newVersionCommand())
-	if err := root.Execute(); err != nil {
+	return root
+}
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "llmserve:", err)
 		os.Exit(1)
 	}

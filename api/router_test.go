@@ -1,0 +1,117 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/llmserve/llmserve/models"
+)
+
+func newTestServer(t *testing.T, key string, withModel bool) *httptest.Server {
+	t.Helper()
+	reg := models.NewRegistry()
+	if withModel {
+		g, err := models.LoadGenerative(models.GenerativeConfig{CacheDir: t.TempDir(), MaxNumSeqs: 4, Threads: 1}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Add(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := NewHandler(Options{Registry: reg, Logger: slog.New(slog.DiscardHandler), APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); reg.Close() })
+	return srv
+}
+
+func get(t *testing.T, url string, header ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHealth(t *testing.T) {
+	up := newTestServer(t, "", true)
+	down := newTestServer(t, "", false) // no model: not ready
+	cases := []struct {
+		srv  *httptest.Server
+		path string
+		code int
+		body string
+	}{
+		{up, "/health", 200, ""},
+		{up, "/v2/health/live", 200, `{"live":true}`},
+		{up, "/v2/health/ready", 200, `{"ready":true}`},
+		{down, "/health", 503, ""},
+		{down, "/v2/health/live", 200, `{"live":true}`},
+		{down, "/v2/health/ready", 503, `{"ready":false}`},
+	}
+	for _, c := range cases {
+		code, body := get(t, c.srv.URL+c.path)
+		if code != c.code || strings.TrimSpace(body) != c.body {
+			t.Errorf("GET %s: %d %q, want %d %q", c.path, code, body, c.code, c.body)
+		}
+	}
+}
+
+func TestUnknownRoutesAnswerInTheProtocolsFormat(t *testing.T) {
+	srv := newTestServer(t, "", false)
+	code, body := get(t, srv.URL+"/v1/nope")
+	var oai struct {
+		Error struct{ Message, Type string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &oai); code != 404 || err != nil || oai.Error.Message == "" {
+		t.Errorf("/v1/nope: %d %s", code, body)
+	}
+	code, body = get(t, srv.URL+"/v2/nope")
+	var v2 struct{ Error string }
+	if err := json.Unmarshal([]byte(body), &v2); code != 404 || err != nil || v2.Error == "" {
+		t.Errorf("/v2/nope: %d %s", code, body)
+	}
+	resp, err := http.Post(srv.URL+"/v1/models", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 {
+		t.Errorf("POST /v1/models: %d", resp.StatusCode)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	srv := newTestServer(t, "sekret", true)
+	if code, _ := get(t, srv.URL+"/v1/models"); code != 401 {
+		t.Errorf("no key: %d", code)
+	}
+	if code, _ := get(t, srv.URL+"/v1/models", "Authorization", "Bearer wrong"); code != 401 {
+		t.Errorf("wrong key: %d", code)
+	}
+	if code, _ := get(t, srv.URL+"/v1/models", "Authorization", "Bearer sekret"); code != 200 {
+		t.Errorf("right key: %d", code)
+	}
+	// Probes and metrics stay open, as vLLM's --api-key leaves them.
+	if code, _ := get(t, srv.URL+"/health"); code != 200 {
+		t.Errorf("health with a key set: %d", code)
+	}
+	if code, body := get(t, srv.URL+"/metrics"); code != 200 || !strings.Contains(body, "llmserve_http_requests_total") {
+		t.Errorf("metrics: %d", code)
+	}
+}
