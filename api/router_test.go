@@ -9,8 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/llmserve/llmserve/models"
 )
+
+func TestMain(m *testing.M) {
+	// The default transport keeps idle connections to closed test servers
+	// until they time out; they are not ours.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"), goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"))
+}
 
 func newTestServer(t *testing.T, key string, withModel bool) *httptest.Server {
 	t.Helper()

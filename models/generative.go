@@ -45,6 +45,9 @@ type GenerativeConfig struct {
 	FlashAttention string
 	// KVType is the KV cache element type (f16, f32, bf16, q8_0, q4_0).
 	KVType string
+	// BatchInvariant makes a greedy request's output independent of what
+	// else runs (flash attention off; see flashAttention).
+	BatchInvariant bool
 
 	// MaxModelLen caps prompt plus output per sequence; 0 means the
 	// model's training context length.
@@ -131,9 +134,9 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if tmpl == "" {
 		tmpl = info.ChatTemplate
 	}
-	fa := cfg.FlashAttention
-	if fa == "" || fa == "auto" {
-		fa = autoFlashAttention(cfg.GPULayers)
+	fa, err := flashAttention(cfg.FlashAttention, cfg.BatchInvariant)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
 	tok, err := tokenizer.New(m, tmpl)
 	if err != nil {
@@ -203,19 +206,22 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	return g, nil
 }
 
-// autoFlashAttention resolves "auto": on when layers run on a GPU, off on
-// CPU. ggml's CPU flash-attention kernel accumulates V in half precision in
-// KV-cell order, and in a unified KV cache a sequence's cells are not in
-// position order once other sequences have come and gone: greedy output
-// would then depend on the server's history and load (logit noise ~1e-3,
-// enough to flip near ties). The plain path (matrix products and a softmax
-// summed in double) keeps that noise near 1e-6. On CPU it costs throughput
-// at high concurrency; --flash-attn on trades it back (docs/BENCHMARKS.md).
-func autoFlashAttention(gpuLayers int) string {
-	if gpuLayers != 0 {
-		return "on"
+// flashAttention resolves the flash-attention setting. Batch-invariant mode
+// needs it off: ggml's CPU flash-attention kernel accumulates V in half
+// precision in KV-cell order, and in a unified KV cache a sequence's cells
+// are not in position order once other sequences have come and gone, so
+// greedy output would depend on the server's history and load (logit noise
+// ~1e-3, enough to flip near ties). The plain path (matrix products and a
+// softmax summed in double) keeps that noise near 1e-6, at a large cost in
+// throughput at high concurrency (docs/BENCHMARKS.md).
+func flashAttention(setting string, batchInvariant bool) (string, error) {
+	if !batchInvariant {
+		return setting, nil
 	}
-	return "off"
+	if setting == "on" {
+		return "", errors.New("flash attention on contradicts batch-invariant mode")
+	}
+	return "off", nil
 }
 
 // cachedBlocks turns the prefix-cache budget into blocks (see

@@ -112,9 +112,10 @@ func TestGreedyMatchesLlamaCppReference(t *testing.T) {
 }
 
 // Sixteen concurrent greedy requests with different prompts and lengths
-// each return exactly what the same request returns alone.
+// each return exactly what the same request returns alone (batch-invariant
+// mode: see models.GenerativeConfig.BatchInvariant).
 func TestConcurrentRequestsMatchSolo(t *testing.T) {
-	s := startServer(t, models.GenerativeConfig{MaxNumBatchedTokens: 64})
+	s := startServer(t, models.GenerativeConfig{MaxNumBatchedTokens: 64, BatchInvariant: true})
 	words := strings.Fields(stories260k.ReferenceGreedy().GeneratedText)
 	type job struct {
 		prompt string
@@ -242,9 +243,10 @@ func TestDisconnectFreesSequence(t *testing.T) {
 }
 
 // With a KV cache too small for every request at once, sequences are
-// preempted and recomputed, and each still returns its solo greedy output.
+// preempted and recomputed, and each still returns its solo greedy output
+// (batch-invariant mode).
 func TestPreemptionKeepsGreedyOutputs(t *testing.T) {
-	s := startServer(t, models.GenerativeConfig{KVTokens: 512, MaxNumBatchedTokens: 256})
+	s := startServer(t, models.GenerativeConfig{KVTokens: 512, MaxNumBatchedTokens: 256, BatchInvariant: true})
 	prompts := []string{"Tom had a red", "The sun was", "One day, a little dog", "Sam and Mia went to the", "There was a big tree", "The bird"}
 	complete := func(p string) string {
 		var resp completionResponse

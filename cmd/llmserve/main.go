@@ -3,6 +3,7 @@
 //
 //	llmserve serve        serve models (the embedded stories260K by default)
 //	llmserve bench        load-test any OpenAI-compatible server
+//	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
 //	llmserve version      print the version
 package main
 
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/llmserve/llmserve/evals/bench"
+	"github.com/llmserve/llmserve/evals/synth"
 )
 
 // version is set at link time with -ldflags "-X main.version=...".
@@ -26,7 +28,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), bench.NewCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
 	return root
 }
 

@@ -53,6 +53,7 @@ type serveFlags struct {
 	threads         int
 	batchThreads    int
 	flashAttn       string
+	batchInvariant  bool
 	gpuLayers       int
 	mainGPU         int
 	splitMode       string
@@ -67,15 +68,11 @@ type serveFlags struct {
 	llamaLogLevel   string
 }
 
-// defaultThreads leaves one core to the HTTP side on small machines, so
-// that streaming, tokenization and detokenization never wait for ggml.
-func defaultThreads() int {
-	n := runtime.NumCPU()
-	if n <= 2 {
-		return 1
-	}
-	return n - 1
-}
+// defaultThreads gives ggml every core. Measured on two cores, one thread
+// halves decode throughput and doubles TTFT, while the HTTP side (which
+// sleeps between tokens) does not starve when ggml uses both
+// (docs/BENCHMARKS.md).
+func defaultThreads() int { return runtime.NumCPU() }
 
 func newServeCommand() *cobra.Command {
 	f := &serveFlags{}
@@ -119,9 +116,10 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.BoolVar(&f.noPrefixCaching, "no-enable-prefix-caching", false, "disable reuse of KV blocks across requests with a common prefix")
 	fl.IntVar(&f.prefixCache, "prefix-cache-tokens", 0, "idle KV kept for prefix reuse, in tokens; 0: max-model-len, -1: no cap (every step scans idle cached cells too; see docs/BENCHMARKS.md)")
 	fl.StringVar(&f.kvType, "kv-cache-dtype", "f16", "KV cache element type: f16, f32, bf16, q8_0 or q4_0")
-	fl.IntVar(&f.threads, "threads", defaultThreads(), "ggml threads for decoding (default leaves a core to the HTTP side on small machines)")
+	fl.IntVar(&f.threads, "threads", defaultThreads(), "ggml threads for decoding (default: all cores)")
 	fl.IntVar(&f.batchThreads, "threads-batch", 0, "ggml threads for large batches; 0: same as --threads")
-	fl.StringVar(&f.flashAttn, "flash-attn", "auto", "flash attention: on, off, or auto (on with GPU layers, off on CPU where its half-precision accumulation makes greedy output depend on load)")
+	fl.StringVar(&f.flashAttn, "flash-attn", "auto", "flash attention: auto (llama.cpp decides; on for CPU), on or off")
+	fl.BoolVar(&f.batchInvariant, "batch-invariant", false, "greedy output independent of load and history, at a large throughput cost on CPU (flash attention off; see README)")
 	fl.IntVar(&f.gpuLayers, "n-gpu-layers", 0, "layers to offload to GPUs (-1: all); needs a GPU backend library")
 	fl.IntVar(&f.mainGPU, "main-gpu", 0, "GPU used when the model is not split")
 	fl.StringVar(&f.splitMode, "split-mode", "layer", "how to split across GPUs: none, layer or row")
@@ -291,7 +289,7 @@ func serve(ctx context.Context, f *serveFlags) error {
 			Threads: f.threads, BatchThreads: f.batchThreads, FlashAttention: f.flashAttn,
 			MaxModelLen: f.maxModelLen, KVTokens: f.kvTokens, KVMemoryBytes: kvMem,
 			MaxNumSeqs: f.maxNumSeqs, MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting,
-			NoPrefixCaching: f.noPrefixCaching, PrefixCacheTokens: f.prefixCache, KVType: f.kvType,
+			NoPrefixCaching: f.noPrefixCaching, PrefixCacheTokens: f.prefixCache, KVType: f.kvType, BatchInvariant: f.batchInvariant,
 			RequestTimeout: f.requestTimeout,
 		}, log, reg)
 		if err != nil {

@@ -1,0 +1,76 @@
+package synth
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCommand(args ...string) (string, error) {
+	cmd := NewCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestCommand(t *testing.T) {
+	vocab := writeVocab(t, 40)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	out, err := runCommand("--shape", "stories260k", "--dtype", "Q8_0", "--vocab", vocab, "-o", path, "--seed", "3")
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	for _, want := range []string{
+		"wrote " + path + ": stories260k q8_0",
+		"vocabulary of 40 tokens",
+		"note: 5 matrices are F16",
+		"note: the vocabulary has 40 tokens, karpathy/tinyllamas stories260K has 512",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	vocab := writeVocab(t, 40)
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", out}, `"vocab" not set`},
+		{[]string{"--vocab", vocab}, `"output" not set`},
+		{[]string{"--vocab", vocab, "-o", out, "--shape", "gpt-5"}, "unknown shape"},
+		{[]string{"--vocab", vocab, "-o", out, "--dtype", "q4_k"}, "unknown dtype"},
+		{[]string{"--vocab", vocab, "-o", out, "extra"}, "unknown command"},
+	} {
+		if _, err := runCommand(c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestDocListsShapes keeps doc.go's table of shapes in step with the code.
+func TestDocListsShapes(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	writeShapes(&table)
+	for _, line := range strings.Split(strings.TrimSpace(table.String()), "\n") {
+		want := "//\t" + strings.TrimSpace(line) + "\n"
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("doc.go lacks the line %q", want)
+		}
+	}
+}

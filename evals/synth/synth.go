@@ -1,0 +1,282 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Options says what Write writes.
+type Options struct {
+	// Shape is the architecture (see Shapes).
+	Shape Shape
+	// DType is the type of the weight matrices.
+	DType DType
+	// VocabPath is a GGUF file (vocabulary-only, or a whole model) whose
+	// tokenizer.* metadata is copied. Its number of tokens is the number of
+	// rows of token_embd.weight and of the output layer.
+	VocabPath string
+	// Context, when positive, replaces Shape.Context as the
+	// llama.context_length written.
+	Context int
+	// Seed picks the pseudo-random weights; the same seed, shape and
+	// vocabulary give the same file, byte for byte.
+	Seed uint64
+}
+
+// Summary describes a written model.
+type Summary struct {
+	// Path is the file written.
+	Path string
+	// Bytes is its size.
+	Bytes int64
+	// Params is the number of weights (elements of all tensors; a tied
+	// output layer counts once).
+	Params uint64
+	// VocabSize is the number of tokens of the vocabulary.
+	VocabSize int
+	// Tensors is the number of tensors in the file.
+	Tensors int
+	// F16Fallback lists the matrices written as F16 instead of Q8_0 because
+	// their rows are not a whole number of 32-element blocks (as llama.cpp's
+	// quantizer does for k-quants).
+	F16Fallback []string
+}
+
+// Write writes a dummy-weight model to path. The file is written under a
+// temporary name in the same directory and renamed into place when
+// complete, so path never holds a partial model.
+func Write(path string, opts Options) (sum Summary, err error) {
+	if err := opts.Shape.Validate(); err != nil {
+		return sum, err
+	}
+	if _, err := ParseDType(string(opts.DType)); err != nil {
+		return sum, err
+	}
+	if opts.Context < 0 {
+		return sum, fmt.Errorf("context length %d is negative", opts.Context)
+	}
+	vocab, err := readVocab(opts.VocabPath)
+	if err != nil {
+		return sum, err
+	}
+	kvs := metadata(opts, vocab)
+	tensors, fallback := plan(opts.Shape, opts.DType, vocab.size)
+	data := make([]tensorData, len(tensors))
+	for i, t := range tensors {
+		data[i] = tensorData{tensorInfo: t, write: weights(t, opts.Seed)}
+		sum.Params += t.elements()
+	}
+
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return sum, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close() // it may be closed already
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = writeGGUF(tmp, kvs, data); err != nil {
+		return sum, fmt.Errorf("write %s: %w", path, err)
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		return sum, err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return sum, err
+	}
+	if err = tmp.Close(); err != nil {
+		return sum, err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return sum, err
+	}
+	sum.Path, sum.Bytes, sum.VocabSize, sum.Tensors, sum.F16Fallback = path, st.Size(), vocab.size, len(tensors), fallback
+	return sum, nil
+}
+
+// vocab is the tokenizer metadata of a GGUF file.
+type vocab struct {
+	kvs  []kv // the tokenizer.* entries, in file order
+	size int  // len(tokenizer.ggml.tokens)
+}
+
+// readVocab reads the tokenizer.* metadata of the GGUF file at path and
+// checks that llama.cpp can load it: a tokenizer model, a token list, and
+// per-token arrays of the same length.
+func readVocab(path string) (vocab, error) {
+	var v vocab
+	if path == "" {
+		return v, errors.New("no vocabulary file given")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return v, fmt.Errorf("vocabulary: %w", err)
+	}
+	defer f.Close()
+	g, err := readGGUF(f)
+	if err != nil {
+		return v, fmt.Errorf("vocabulary %s: %w", path, err)
+	}
+	for _, e := range g.kvs {
+		if strings.HasPrefix(e.key, "tokenizer.") {
+			v.kvs = append(v.kvs, e)
+		}
+	}
+	if m, _ := g.lookup("tokenizer.ggml.model"); m == nil {
+		return v, fmt.Errorf("vocabulary %s: no tokenizer.ggml.model", path)
+	} else if _, ok := m.(string); !ok {
+		return v, fmt.Errorf("vocabulary %s: tokenizer.ggml.model is a %T, not a string", path, m)
+	}
+	toks, _ := g.lookup("tokenizer.ggml.tokens")
+	tokens, ok := toks.([]string)
+	if !ok || len(tokens) == 0 {
+		return v, fmt.Errorf("vocabulary %s: tokenizer.ggml.tokens is not a non-empty string array", path)
+	}
+	v.size = len(tokens)
+	for key, want := range map[string]string{"tokenizer.ggml.scores": "[]float32", "tokenizer.ggml.token_type": "[]int32"} {
+		a, ok := g.lookup(key)
+		if !ok {
+			continue
+		}
+		var n int
+		switch a := a.(type) {
+		case []float32:
+			n = len(a)
+		case []int32:
+			n = len(a)
+		}
+		if got := fmt.Sprintf("%T", a); got != want || n != v.size {
+			return v, fmt.Errorf("vocabulary %s: %s is a %s of %d, want a %s of %d", path, key, got, n, want, v.size)
+		}
+	}
+	return v, nil
+}
+
+// metadata returns the key-values of the model: general.*, the llama.*
+// hyperparameters llama.cpp's llama loader reads, then the vocabulary's
+// tokenizer.* entries. Types are the ones llama.cpp requires (uint32
+// counts, float32 constants).
+func metadata(o Options, v vocab) []kv {
+	s := o.Shape
+	ctx := s.Context
+	if o.Context > 0 {
+		ctx = o.Context
+	}
+	u := func(n int) uint32 { return uint32(n) }
+	kvs := []kv{
+		{"general.architecture", "llama"},
+		{"general.type", "model"},
+		{"general.name", "synth " + s.Name + " " + string(o.DType)},
+		{"general.description", fmt.Sprintf("dummy weights (llmserve synth, seed %d) with the shape of %s: for speed measurements only", o.Seed, s.Of)},
+		{"general.file_type", o.DType.fileType()},
+	}
+	if o.DType == Q8_0 {
+		kvs = append(kvs, kv{"general.quantization_version", uint32(2)}) // GGML_QNT_VERSION
+	}
+	kvs = append(kvs,
+		kv{"llama.vocab_size", u(v.size)},
+		kv{"llama.context_length", u(ctx)},
+		kv{"llama.embedding_length", u(s.Embd)},
+		kv{"llama.block_count", u(s.Layers)},
+		kv{"llama.feed_forward_length", u(s.FF)},
+		kv{"llama.rope.dimension_count", u(s.headDim())},
+		kv{"llama.attention.head_count", u(s.Heads)},
+		kv{"llama.attention.head_count_kv", u(s.HeadsKV)},
+		kv{"llama.rope.freq_base", s.RopeTheta},
+		kv{"llama.attention.layer_norm_rms_epsilon", s.RMSEps},
+	)
+	return append(kvs, v.kvs...)
+}
+
+// plan returns the tensors of a llama model of shape s with nVocab tokens,
+// with the dimensions llama.cpp's loader checks (ggml order: row length
+// first), and the matrices that fall back to F16 because dt is Q8_0 and
+// their rows are not whole blocks.
+func plan(s Shape, dt DType, nVocab int) (ts []tensorInfo, fallback []string) {
+	embd, ff, kvDim := uint64(s.Embd), uint64(s.FF), uint64(s.headDim()*s.HeadsKV)
+	vocab := uint64(nVocab)
+	norm := func(name string) {
+		ts = append(ts, tensorInfo{name: name, shape: []uint64{embd}, typ: tensorF32})
+	}
+	matrix := func(name string, rowLen, rows uint64) {
+		typ := dt.tensorType()
+		if be, _ := typ.blockSize(); rowLen%be != 0 {
+			typ = tensorF16
+			fallback = append(fallback, name)
+		}
+		ts = append(ts, tensorInfo{name: name, shape: []uint64{rowLen, rows}, typ: typ})
+	}
+	matrix("token_embd.weight", embd, vocab)
+	for i := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		norm(p + "attn_norm.weight")
+		matrix(p+"attn_q.weight", embd, embd)
+		matrix(p+"attn_k.weight", embd, kvDim)
+		matrix(p+"attn_v.weight", embd, kvDim)
+		matrix(p+"attn_output.weight", embd, embd)
+		norm(p + "ffn_norm.weight")
+		matrix(p+"ffn_gate.weight", embd, ff)
+		matrix(p+"ffn_up.weight", embd, ff)
+		matrix(p+"ffn_down.weight", ff, embd)
+	}
+	norm("output_norm.weight")
+	if !s.Tied {
+		matrix("output.weight", embd, vocab)
+	}
+	return ts, fallback
+}
+
+// weights returns the function that writes the data of t. Vectors (the
+// norm weights) are all 1. Matrix elements are uniform in ±1/√(row length),
+// so every matrix-vector product keeps its input's scale and activations
+// stay finite through any depth; each tensor has its own generator, seeded
+// with seed and its name, so its values do not depend on the other tensors
+// or on the dtype (a Q8_0 file holds the quantized values of the F32 one).
+func weights(t tensorInfo, seed uint64) func(io.Writer) error {
+	return func(w io.Writer) error {
+		rowLen := int(t.shape[0])
+		rows := int(t.elements()) / rowLen
+		row := make([]float32, rowLen)
+		if len(t.shape) == 1 {
+			for i := range row {
+				row[i] = 1
+			}
+		}
+		h := fnv.New64a()
+		h.Write([]byte(t.name))
+		rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+		scale := float32(1 / math.Sqrt(float64(rowLen)))
+		var buf []byte
+		for range rows {
+			if len(t.shape) > 1 {
+				for i := range row {
+					row[i] = (2*rng.Float32() - 1) * scale
+				}
+			}
+			switch t.typ {
+			case tensorF32:
+				buf = appendF32(buf[:0], row)
+			case tensorF16:
+				buf = appendF16(buf[:0], row)
+			case tensorQ8_0:
+				buf = appendQ8_0(buf[:0], row)
+			default:
+				return fmt.Errorf("cannot write type %v", t.typ)
+			}
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
