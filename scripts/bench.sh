@@ -22,8 +22,8 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
-for c in 1 4 16 64; do
-  n=$(( c * 8 < 32 ? 32 : c * 8 ))
+for c in ${CONCURRENCY:-1 4 16 64}; do
+  n=$(( c * 4 < 32 ? 32 : c * 4 ))
   "$BIN" bench --base-url "http://127.0.0.1:$PORT/v1" --max-concurrency "$c" --num-prompts "$n" \
     --random-input-len "$INPUT_LEN" --random-output-len "$OUTPUT_LEN" --seed 1 --warmup 4 \
     --label "c$c" --output-file "$OUT/c$c.json" -q > "$OUT/c$c.txt"
