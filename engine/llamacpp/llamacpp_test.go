@@ -92,6 +92,13 @@ func TestTokenize(t *testing.T) {
 	if string(text) != ref.GeneratedText {
 		t.Fatalf("pieces = %q, want %q", text, ref.GeneratedText)
 	}
+	if got, err := m.Detokenize(ref.GeneratedTokens, false, false); err != nil || got != ref.GeneratedText {
+		t.Fatalf("Detokenize = %q, %v", got, err)
+	}
+	// BOS is dropped; llama.cpp keeps the SentencePiece prefix space.
+	if got, _ := m.Detokenize(ref.PromptTokens, true, false); got != " "+ref.Prompt {
+		t.Fatalf("Detokenize(prompt) = %q, want %q", got, " "+ref.Prompt)
+	}
 	if info := m.Info(); info.NCtxTrain != 512 || info.NVocab != 512 || info.ChatTemplate != "" {
 		t.Fatalf("info = %+v", info)
 	}

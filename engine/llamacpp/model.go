@@ -222,6 +222,32 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, e
 	}
 }
 
+// Detokenize turns tokens back into text with llama.cpp's own rules
+// (llama_detokenize): removeSpecial drops BOS/EOS as the model adds them,
+// unparseSpecial renders control tokens as their text.
+func (m *Model) Detokenize(toks []int32, removeSpecial, unparseSpecial bool) (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.c == nil {
+		return "", ErrModelClosed
+	}
+	if len(toks) == 0 {
+		return "", nil
+	}
+	buf := make([]byte, 8*len(toks)+16)
+	for {
+		n := C.llama_detokenize(m.vocab, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks)),
+			(*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(len(buf)), C.bool(removeSpecial), C.bool(unparseSpecial))
+		if n >= 0 {
+			return string(buf[:n]), nil
+		}
+		if n == C.INT32_MIN {
+			return "", fmt.Errorf("detokenize %d tokens: text too long", len(toks))
+		}
+		buf = make([]byte, -int(n))
+	}
+}
+
 // Piece returns the text of a token. It implements tokenizer.Vocab.
 func (m *Model) Piece(tok int32, special bool) []byte {
 	if tok < 0 || int(tok) >= len(m.pieces) {
