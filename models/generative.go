@@ -56,7 +56,8 @@ type GenerativeConfig struct {
 	// it to MaxNumSeqs*MaxModelLen, capped by KVMemoryBytes.
 	KVTokens      int
 	KVMemoryBytes int64
-	// MaxNumSeqs, MaxNumBatchedTokens and MaxWaiting bound the scheduler.
+	// MaxNumSeqs, MaxNumBatchedTokens and MaxWaiting bound the scheduler
+	// (0: 1, 2048 and 512).
 	MaxNumSeqs          int
 	MaxNumBatchedTokens int
 	MaxWaiting          int
@@ -87,7 +88,6 @@ type Generative struct {
 
 	stop    context.CancelFunc
 	stopped chan struct{}
-	runErr  error // set before stopped is closed
 	log     *slog.Logger
 }
 
@@ -193,7 +193,6 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	go func() {
 		defer close(g.stopped)
 		if err := loop.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-			g.runErr = err
 			g.log.Error("scheduler loop stopped", "err", err)
 		}
 	}()
@@ -273,7 +272,12 @@ func size(cfg GenerativeConfig, info llamacpp.Info) (sizing, error) {
 	if s.batchTokens <= 0 {
 		s.batchTokens = 2048
 	}
-	s.maxWaiting = max(cfg.MaxWaiting, 0)
+	// Submit counts a request as waiting until it first runs, so a bound of
+	// 0 would refuse everything: 0 means the CLI's default.
+	s.maxWaiting = cfg.MaxWaiting
+	if s.maxWaiting <= 0 {
+		s.maxWaiting = 512
+	}
 	s.kvTokens = cfg.KVTokens
 	if s.kvTokens <= 0 {
 		s.kvTokens = s.maxSeqs * s.maxLen

@@ -117,37 +117,14 @@ func TestGreedyMatchesLlamaCppReference(t *testing.T) {
 func TestConcurrentRequestsMatchSolo(t *testing.T) {
 	s := startServer(t, models.GenerativeConfig{MaxNumBatchedTokens: 64, BatchInvariant: true})
 	words := strings.Fields(stories260k.ReferenceGreedy().GeneratedText)
-	type job struct {
-		prompt string
-		max    int
-	}
-	var jobs []job
+	var jobs []greedyJob
 	for i := range 16 {
 		start := i % 7
-		jobs = append(jobs, job{prompt: strings.Join(words[start:start+3+i*2], " "), max: 20 + 7*i})
+		jobs = append(jobs, greedyJob{prompt: strings.Join(words[start:start+3+i*2], " "), max: 20 + 7*i})
 	}
-	complete := func(j job) string {
-		var resp completionResponse
-		code, _ := s.post(t, "/v1/completions", map[string]any{
-			"prompt": j.prompt, "max_tokens": j.max, "temperature": 0, "ignore_eos": true,
-		}, &resp)
-		if code != 200 {
-			t.Errorf("status %d: %+v", code, resp.Error)
-			return ""
-		}
-		return resp.Choices[0].Text
-	}
-	solo := make([]string, len(jobs))
-	for i, j := range jobs {
-		solo[i] = complete(j)
-	}
+	solo := s.runGreedy(t, jobs, false)
 	before := s.metric(t, "llmserve_engine_steps_total")
-	got := make([]string, len(jobs))
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		wg.Go(func() { got[i] = complete(j) })
-	}
-	wg.Wait()
+	got := s.runGreedy(t, jobs, true)
 	for i := range jobs {
 		if got[i] != solo[i] {
 			t.Errorf("request %d (%q, max %d):\nconcurrent %q\n      solo %q", i, jobs[i].prompt, jobs[i].max, got[i], solo[i])
@@ -162,6 +139,41 @@ func TestConcurrentRequestsMatchSolo(t *testing.T) {
 	if steps >= float64(total)/2 {
 		t.Errorf("%v steps for %d tokens: requests did not batch", steps, total)
 	}
+}
+
+// greedyJob is one greedy completion: a prompt and how many tokens to
+// generate (ignore_eos, so exactly that many).
+type greedyJob struct {
+	prompt string
+	max    int
+}
+
+// runGreedy runs the jobs one after the other, or all at once, and returns
+// their texts in order.
+func (s *server) runGreedy(t *testing.T, jobs []greedyJob, concurrent bool) []string {
+	t.Helper()
+	out := make([]string, len(jobs))
+	run := func(i int) {
+		var resp completionResponse
+		code, _ := s.post(t, "/v1/completions", map[string]any{
+			"prompt": jobs[i].prompt, "max_tokens": jobs[i].max, "temperature": 0, "ignore_eos": true,
+		}, &resp)
+		if code != 200 {
+			t.Errorf("status %d: %+v", code, resp.Error)
+			return
+		}
+		out[i] = resp.Choices[0].Text
+	}
+	var wg sync.WaitGroup
+	for i := range jobs {
+		if concurrent {
+			wg.Go(func() { run(i) })
+		} else {
+			run(i)
+		}
+	}
+	wg.Wait()
+	return out
 }
 
 // A request whose prompt starts with the first 400 tokens of an earlier
@@ -248,25 +260,12 @@ func TestDisconnectFreesSequence(t *testing.T) {
 func TestPreemptionKeepsGreedyOutputs(t *testing.T) {
 	s := startServer(t, models.GenerativeConfig{KVTokens: 512, MaxNumBatchedTokens: 256, BatchInvariant: true})
 	prompts := []string{"Tom had a red", "The sun was", "One day, a little dog", "Sam and Mia went to the", "There was a big tree", "The bird"}
-	complete := func(p string) string {
-		var resp completionResponse
-		code, _ := s.post(t, "/v1/completions", map[string]any{"prompt": p, "max_tokens": 200, "temperature": 0, "ignore_eos": true}, &resp)
-		if code != 200 {
-			t.Errorf("status %d: %+v", code, resp.Error)
-			return ""
-		}
-		return resp.Choices[0].Text
+	var jobs []greedyJob
+	for _, p := range prompts {
+		jobs = append(jobs, greedyJob{prompt: p, max: 200})
 	}
-	solo := make([]string, len(prompts))
-	for i, p := range prompts {
-		solo[i] = complete(p)
-	}
-	got := make([]string, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		wg.Go(func() { got[i] = complete(p) })
-	}
-	wg.Wait()
+	solo := s.runGreedy(t, jobs, false)
+	got := s.runGreedy(t, jobs, true)
 	for i := range prompts {
 		if got[i] != solo[i] {
 			t.Errorf("prompt %d: preempted run differs\n got %q\nwant %q", i, got[i], solo[i])

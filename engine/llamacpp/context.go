@@ -71,9 +71,6 @@ type Context struct {
 
 	samplers map[engine.SeqID]*sampler
 	stats    Stats
-
-	// scratch, reused every step
-	rows []int32
 }
 
 // NewContext creates a context over m.
@@ -237,7 +234,6 @@ func (c *Context) decode(chunks []engine.Chunk) error {
 	nSeq := unsafe.Slice(b.n_seq_id, c.nBatch+1)
 	seqIDs := unsafe.Slice(b.seq_id, c.nBatch+1)
 	logits := unsafe.Slice(b.logits, c.nBatch+1)
-	c.rows = c.rows[:0]
 	k := 0
 	for i := range chunks {
 		ch := &chunks[i]
