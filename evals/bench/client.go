@@ -36,6 +36,10 @@ type result struct {
 	usage *usage
 	// err is why the request failed; "" means it succeeded.
 	err string
+	// retried reports that the first attempt failed on a reused connection
+	// before any response byte and the request was sent again on a new one
+	// (see session.send); the timeline counts from the first attempt.
+	retried bool
 }
 
 func (r *result) ok() bool { return r.err == "" }
@@ -61,10 +65,14 @@ func (r *result) inputTokens() (n int, fromUsage bool) {
 
 // session holds what every request of a run shares.
 type session struct {
+	// client sends every request first, over a pool of kept-alive
+	// connections.
 	client *http.Client
-	cfg    *Config
-	url    string // full URL of the generation route
-	model  string
+	// fresh sends retries: it never reuses a connection.
+	fresh *http.Client
+	cfg   *Config
+	url   string // full URL of the generation route
+	model string
 }
 
 type chatMessage struct {
@@ -117,6 +125,7 @@ func (s *session) setHeaders(h http.Header) {
 
 // do sends one streaming request and records its timeline. t0 is the start
 // of the run. It never returns an error: failures are recorded in the result.
+// Config.Timeout bounds the whole request, a retry included.
 func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 	res := result{promptWords: req.promptWords}
 	payload, err := s.body(req)
@@ -124,18 +133,13 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 		res.err = fmt.Sprintf("encode request: %v", err)
 		return res
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(payload))
-	if err != nil {
-		res.err = fmt.Sprintf("build request: %v", err)
-		return res
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	s.setHeaders(hreq.Header)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 
 	start := time.Now()
 	res.sent = start.Sub(t0)
-	resp, err := s.client.Do(hreq)
+	resp, retried, err := s.send(ctx, payload)
+	res.retried = retried
 	if err != nil {
 		res.err = s.describe(err)
 		return res
@@ -211,11 +215,13 @@ func (s *session) describe(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return fmt.Sprintf("timeout after %v", s.cfg.Timeout)
 	}
-	return err.Error()
+	return orUnknown(err.Error())
 }
 
 // firstModel returns the first model id listed by GET {base}/models.
 func (s *session) firstModel(ctx context.Context, base string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
 	if err != nil {
 		return "", fmt.Errorf("list models: %w", err)

@@ -26,6 +26,7 @@ func NewCommand() *cobra.Command {
 	cfg := DefaultConfig()
 	var (
 		endpoint   = string(cfg.Endpoint)
+		dataset    = string(cfg.Dataset)
 		asJSON     bool
 		outputFile string
 		quiet      bool
@@ -38,6 +39,15 @@ func NewCommand() *cobra.Command {
 TTFT, TPOT, ITL and end-to-end latency with the definitions of
 "vllm bench serve", so the figures compare with vLLM's.
 
+Two of vLLM's synthetic datasets are built in (--dataset-name): random
+(--random-* and --shared-prefix-len) and prefix_repetition
+(--prefix-repetition-*: a few random prefixes, each prompt one of them plus
+a random suffix of its own).
+
+A request that fails on a reused keep-alive connection before any byte of a
+response (servers such as llama-server close connections after a stream)
+is retried once on a new connection; the report counts these retries.
+
 Prompts are random words from a fixed list, about one token per word for
 common tokenizers; input lengths are approximate, and the report uses the
 prompt_tokens the server returns when it returns usage. Output lengths come
@@ -49,7 +59,9 @@ flags) against each server on the same machine, one after the other, and
 compare the JSON files:
 
   llmserve bench --base-url http://127.0.0.1:8080/v1 --label llmserve --output-file llmserve.json
-  llmserve bench --base-url http://127.0.0.1:8081/v1 --label llama.cpp --output-file llamacpp.json`,
+  llmserve bench --base-url http://127.0.0.1:8081/v1 --label llama.cpp --output-file llamacpp.json
+
+"llmserve bench plot" draws such files against max concurrency.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +70,12 @@ compare the JSON files:
 				return err
 			}
 			cfg.Endpoint = ep
+			if cfg.Dataset, err = ParseDataset(dataset); err != nil {
+				return err
+			}
+			if err := checkDatasetFlags(cmd.Flags(), cfg.Dataset); err != nil {
+				return err
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -108,10 +126,15 @@ compare the JSON files:
 	f.IntVar(&cfg.NumPrompts, "num-prompts", cfg.NumPrompts, "number of measured requests")
 	f.IntVar(&cfg.MaxConcurrency, "max-concurrency", cfg.MaxConcurrency, "maximum requests in flight; 0 means no limit (vLLM's default)")
 	f.Float64Var(&cfg.RequestRate, "request-rate", cfg.RequestRate, "mean request arrival rate in requests/s, Poisson arrivals; inf sends all requests at once (paced by --max-concurrency only)")
+	f.StringVar(&dataset, "dataset-name", dataset, "how prompts are made: random (random words; the --random-* flags and --shared-prefix-len) or prefix_repetition (a few shared prefixes, each prompt one of them plus a suffix of its own; the --prefix-repetition-* flags)")
 	f.IntVar(&cfg.RandomInputLen, "random-input-len", cfg.RandomInputLen, "input length of the random part of each prompt, in words (about one token each; approximate, the server's prompt_tokens are reported)")
 	f.IntVar(&cfg.RandomOutputLen, "random-output-len", cfg.RandomOutputLen, "output length of each request, sent as max_tokens")
 	f.Float64Var(&cfg.RandomRangeRatio, "random-range-ratio", cfg.RandomRangeRatio, "sample input and output lengths uniformly from [L*(1-r), L*(1+r)], 0 <= r < 1 (vLLM semantics)")
 	f.IntVar(&cfg.SharedPrefixLen, "shared-prefix-len", cfg.SharedPrefixLen, "words of a prefix common to every prompt, before the random part, to measure prefix caching (vLLM: --random-prefix-len)")
+	f.IntVar(&cfg.PrefixRepetition.PrefixLen, "prefix-repetition-prefix-len", cfg.PrefixRepetition.PrefixLen, "prefix_repetition: words in each prefix (about one token each)")
+	f.IntVar(&cfg.PrefixRepetition.SuffixLen, "prefix-repetition-suffix-len", cfg.PrefixRepetition.SuffixLen, "prefix_repetition: random words after the prefix, drawn anew for every prompt")
+	f.IntVar(&cfg.PrefixRepetition.NumPrefixes, "prefix-repetition-num-prefixes", cfg.PrefixRepetition.NumPrefixes, "prefix_repetition: number of distinct prefixes, each used by num-prompts/num-prefixes prompts in random order")
+	f.IntVar(&cfg.PrefixRepetition.OutputLen, "prefix-repetition-output-len", cfg.PrefixRepetition.OutputLen, "prefix_repetition: output length of each request, sent as max_tokens")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed for prompts, lengths and arrival times")
 	f.BoolVar(&cfg.IgnoreEOS, "ignore-eos", cfg.IgnoreEOS, "send \"ignore_eos\": true so every request generates exactly max_tokens (vLLM and llama.cpp honour it; servers that do not know it ignore it and may stop early; --ignore-eos=false leaves it out)")
 	f.Float64Var(&cfg.Temperature, "temperature", cfg.Temperature, "sampling temperature")
@@ -122,7 +145,34 @@ compare the JSON files:
 	f.BoolVar(&asJSON, "json", false, "write the report to stdout as JSON instead of a table")
 	f.StringVar(&outputFile, "output-file", "", "also write the JSON report to this file (vLLM's field names)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not log progress to stderr")
+	cmd.AddCommand(newPlotCommand())
 	return cmd
+}
+
+// datasetFlags lists, for each dataset, the flags that describe it alone.
+var datasetFlags = []struct {
+	dataset Dataset
+	flags   []string
+}{
+	{DatasetRandom, []string{"random-input-len", "random-output-len", "random-range-ratio", "shared-prefix-len"}},
+	{DatasetPrefixRepetition, []string{"prefix-repetition-prefix-len", "prefix-repetition-suffix-len",
+		"prefix-repetition-num-prefixes", "prefix-repetition-output-len"}},
+}
+
+// checkDatasetFlags rejects a flag given for a dataset other than the one
+// selected: it would be ignored, and the run would not be the one asked for.
+func checkDatasetFlags(f *pflag.FlagSet, selected Dataset) error {
+	for _, d := range datasetFlags {
+		if d.dataset == selected {
+			continue
+		}
+		for _, name := range d.flags {
+			if f.Changed(name) {
+				return fmt.Errorf("--%s applies to --dataset-name %s, not %s", name, d.dataset, selected)
+			}
+		}
+	}
+	return nil
 }
 
 func writeJSONFile(path string, rep *Report) error {

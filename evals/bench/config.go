@@ -74,6 +74,10 @@ type Config struct {
 	// are a Poisson process (exponential gaps). +Inf sends every request at
 	// time zero and lets MaxConcurrency alone pace the run.
 	RequestRate float64
+	// Dataset selects how prompts are made: DatasetRandom (the default; ""
+	// means it too) reads the Random* fields and SharedPrefixLen,
+	// DatasetPrefixRepetition reads PrefixRepetition.
+	Dataset Dataset
 	// RandomInputLen is the target length, in words (about one token each),
 	// of the random part of each prompt.
 	RandomInputLen int
@@ -88,6 +92,8 @@ type Config struct {
 	// it, so a prompt is SharedPrefixLen + RandomInputLen words long (vLLM's
 	// --random-prefix-len).
 	SharedPrefixLen int
+	// PrefixRepetition describes the prefix_repetition dataset.
+	PrefixRepetition PrefixRepetition
 	// Seed makes prompts, lengths and arrival times reproducible.
 	Seed int64
 	// IgnoreEOS sends "ignore_eos": true (a vLLM and llama.cpp extension) so
@@ -114,14 +120,16 @@ type Config struct {
 // dataset, against a local llmserve.
 func DefaultConfig() Config {
 	return Config{
-		BaseURL:         "http://127.0.0.1:8080/v1",
-		Endpoint:        EndpointCompletions,
-		NumPrompts:      1000,
-		RequestRate:     math.Inf(1),
-		RandomInputLen:  1024,
-		RandomOutputLen: 128,
-		IgnoreEOS:       true,
-		Timeout:         10 * time.Minute,
+		BaseURL:          "http://127.0.0.1:8080/v1",
+		Endpoint:         EndpointCompletions,
+		Dataset:          DatasetRandom,
+		PrefixRepetition: DefaultPrefixRepetition(),
+		NumPrompts:       1000,
+		RequestRate:      math.Inf(1),
+		RandomInputLen:   1024,
+		RandomOutputLen:  128,
+		IgnoreEOS:        true,
+		Timeout:          10 * time.Minute,
 	}
 }
 
@@ -145,6 +153,35 @@ func (c *Config) Validate() error {
 	if math.IsNaN(c.RequestRate) || c.RequestRate <= 0 {
 		add("request rate %v: use a positive number of requests per second, or inf", c.RequestRate)
 	}
+	switch c.Dataset {
+	case DatasetRandom, "":
+		c.validateRandom(add)
+	case DatasetPrefixRepetition:
+		c.PrefixRepetition.validate(c.NumPrompts, add)
+		if c.SharedPrefixLen != 0 || c.RandomRangeRatio != 0 {
+			add("shared prefix len %d and random range ratio %v apply to the random dataset only: set them to 0 with prefix_repetition",
+				c.SharedPrefixLen, c.RandomRangeRatio)
+		}
+	default:
+		add("dataset %q: use random or prefix_repetition", c.Dataset)
+	}
+	if math.IsNaN(c.Temperature) || c.Temperature < 0 {
+		add("temperature %v: must not be negative", c.Temperature)
+	}
+	if c.Warmup < 0 {
+		add("warmup %d: must not be negative", c.Warmup)
+	}
+	if c.Timeout <= 0 {
+		add("timeout %v: must be positive", c.Timeout)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid bench config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// validateRandom checks the fields of the random dataset.
+func (c *Config) validateRandom(add func(format string, args ...any)) {
 	if c.RandomInputLen < 0 {
 		add("random input len %d: must not be negative", c.RandomInputLen)
 	}
@@ -160,19 +197,6 @@ func (c *Config) Validate() error {
 	if math.IsNaN(c.RandomRangeRatio) || c.RandomRangeRatio < 0 || c.RandomRangeRatio >= 1 {
 		add("random range ratio %v: must be in [0, 1)", c.RandomRangeRatio)
 	}
-	if math.IsNaN(c.Temperature) || c.Temperature < 0 {
-		add("temperature %v: must not be negative", c.Temperature)
-	}
-	if c.Warmup < 0 {
-		add("warmup %d: must not be negative", c.Warmup)
-	}
-	if c.Timeout <= 0 {
-		add("timeout %v: must be positive", c.Timeout)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid bench config: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 // concurrency is the effective number of request slots.

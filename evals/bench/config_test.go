@@ -37,6 +37,33 @@ func TestValidate(t *testing.T) {
 		{"negative temperature", func(c *Config) { c.Temperature = -1 }, "temperature"},
 		{"negative warmup", func(c *Config) { c.Warmup = -1 }, "warmup"},
 		{"no timeout", func(c *Config) { c.Timeout = 0 }, "timeout"},
+		{"unknown dataset", func(c *Config) { c.Dataset = "sharegpt" }, "dataset"},
+		{"empty dataset is random", func(c *Config) { c.Dataset = "" }, ""},
+		{"prefix repetition", func(c *Config) { c.Dataset = DatasetPrefixRepetition }, ""},
+		{"prefix repetition ignores random lengths", func(c *Config) {
+			c.Dataset, c.RandomInputLen, c.RandomOutputLen = DatasetPrefixRepetition, 0, 0
+		}, ""},
+		{"prefix repetition without suffix", func(c *Config) {
+			c.Dataset, c.PrefixRepetition.SuffixLen = DatasetPrefixRepetition, 0
+		}, ""},
+		{"prefix repetition empty prompts", func(c *Config) {
+			c.Dataset, c.PrefixRepetition.PrefixLen, c.PrefixRepetition.SuffixLen = DatasetPrefixRepetition, 0, 0
+		}, "prompts would be empty"},
+		{"prefix repetition negative len", func(c *Config) {
+			c.Dataset, c.PrefixRepetition.PrefixLen = DatasetPrefixRepetition, -1
+		}, "must not be negative"},
+		{"prefix repetition no prefixes", func(c *Config) {
+			c.Dataset, c.PrefixRepetition.NumPrefixes = DatasetPrefixRepetition, 0
+		}, "num prefixes"},
+		{"prefix repetition fewer prompts than prefixes", func(c *Config) {
+			c.Dataset, c.NumPrompts = DatasetPrefixRepetition, 9
+		}, "every prefix needs a prompt"},
+		{"prefix repetition no output", func(c *Config) {
+			c.Dataset, c.PrefixRepetition.OutputLen = DatasetPrefixRepetition, 0
+		}, "output len"},
+		{"prefix repetition with a shared prefix", func(c *Config) {
+			c.Dataset, c.SharedPrefixLen = DatasetPrefixRepetition, 4
+		}, "random dataset only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +105,26 @@ func TestParseEndpoint(t *testing.T) {
 		got, err := ParseEndpoint(tt.in)
 		if got != tt.want || (err != nil) != (tt.want == "") {
 			t.Errorf("ParseEndpoint(%q) = %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseDataset(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Dataset
+	}{
+		{"random", DatasetRandom},
+		{"prefix_repetition", DatasetPrefixRepetition},
+		{"prefix-repetition", DatasetPrefixRepetition},
+		{" Prefix_Repetition ", DatasetPrefixRepetition},
+		{"sharegpt", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		got, err := ParseDataset(tt.in)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("ParseDataset(%q) = %q, %v, want %q", tt.in, got, err, tt.want)
 		}
 	}
 }

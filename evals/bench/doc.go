@@ -8,7 +8,8 @@
 // # What it owns
 //
 // The workload (random prompts, lengths, arrival times), the HTTP client that
-// sends it, the per-request timelines, the metric arithmetic and the report.
+// sends it, the per-request timelines, the metric arithmetic, the report, and
+// the plot of several reports (`llmserve bench plot`).
 // It knows nothing about llmserve's internals: it talks to the server only
 // over HTTP, which is what makes it fair against other servers.
 //
@@ -23,7 +24,7 @@
 //	json.NewEncoder(f).Encode(rep)  // vLLM's result JSON names
 //
 // NewCommand returns the same as a cobra command with one flag per Config
-// field (`llmserve bench --help`).
+// field (`llmserve bench --help`), and its subcommand `plot` (Plot).
 //
 // # The run
 //
@@ -50,6 +51,18 @@
 //
 // # Prompts
 //
+// Config.Dataset (--dataset-name) picks one of two of vLLM's synthetic
+// datasets. "random" (the default): each prompt is SharedPrefixLen shared
+// words and RandomInputLen random ones, asking for RandomOutputLen tokens.
+// "prefix_repetition": Config.PrefixRepetition (--prefix-repetition-*,
+// vLLM's flags and defaults) makes NumPrefixes random prefixes of PrefixLen
+// words; each prompt is one of them followed by SuffixLen random words of
+// its own, and asks for OutputLen tokens. Each prefix serves
+// NumPrompts/NumPrefixes prompts (the first NumPrompts mod NumPrefixes one
+// more, where vLLM drops the remainder), in a shuffled order, so a server
+// with prefix caching must keep several prefixes at once. NumPrompts must be
+// at least NumPrefixes. The flags of the dataset not selected are refused.
+//
 // Prompts are random words from a fixed built-in list of common English
 // words, drawn with a PCG generator seeded by Config.Seed, so the same seed
 // gives the same prompts, lengths and arrival times on every machine and Go
@@ -62,6 +75,9 @@
 // starts with the same words (vLLM's --random-prefix-len), which measures
 // prefix caching; warmup prompts share it too, so the measured run starts with
 // the prefix already cached, as a server in steady state would have it.
+// Likewise prefix_repetition warmups use the measured prefixes (the first
+// Warmup of them, when there are fewer warmups than prefixes) with suffixes
+// of their own.
 //
 // # Metrics (vLLM's definitions)
 //
@@ -98,25 +114,47 @@
 //
 // # Failures
 //
-// A request fails on a transport error, a timeout (Config.Timeout, per
-// request, from sending to the end of the stream), a non-200 status, a
-// response that is not an event stream, an error event (data
-// {"error":...}, or "event: error"), a chunk that is not JSON, or a stream
-// with no content chunk. Failed requests count in "failed" and not in any
-// other figure; the report keeps the first five distinct messages with
-// their counts. Run itself fails only for a bad config, a failed model
-// lookup, all warmup requests failing, or the caller's ctx ending.
+// A request fails on a transport error (after the one retry below), a
+// timeout (Config.Timeout, per request, from sending to the end of the
+// stream, a retry included), a non-200 status, a response that is not an
+// event stream, an error event (data {"error":...}, or "event: error"), a
+// body cut before its end (unexpected EOF), a chunk that is not JSON, or a
+// stream with no content chunk. Failed requests count in "failed" and not in
+// any other figure; the report keeps the first five distinct messages with
+// their counts, and the text report counts the failures with other
+// messages on a line of their own (--save-detailed keeps each request's
+// error). Run itself fails only for a bad config, a failed model lookup, all
+// warmup requests failing, or the caller's ctx ending.
+//
+// # Retries
+//
+// Some servers close a kept-alive connection right after a streamed
+// response although they advertised keep-alive; llama.cpp's llama-server
+// does. The transport has already put the connection back in its pool, the
+// next request goes out on it and fails with EOF or a reset, and net/http
+// does not replay a POST. Against llama-server that lost 12 of 64 to 58 of
+// 256 requests. So a request whose attempt failed on a reused connection
+// (httptrace's GotConnInfo.Reused) before the first byte of a response
+// (GotFirstResponseByte) is sent once more, on a connection of its own that
+// no other request shares. Nothing of a response arrived, so the server did
+// not answer the first attempt. Nothing else is retried: not a failure on a
+// new connection, not one after response bytes arrived (a stream broken
+// off, an error status), not a timeout. The report's "retries" counts the
+// measured requests sent twice; if the second attempt fails too, the request
+// fails with "retry on a new connection: <error>". A request's clock starts
+// at its first attempt, so the failed attempt (about one round trip) is
+// in its TTFT and E2EL: it is part of what a client of that server waits.
 //
 // # SSE
 //
 // Requests are POSTs sent with net/http. Responses are split into events
 // with github.com/r3labs/sse/v2's NewEventStreamReader; its Client only
 // makes GET subscriptions, so only the reader is used, and the event fields
-// are parsed here (parseEvent). One http.Client serves the run: HTTP/1.1
-// with one connection per request in flight (as vLLM's aiohttp client), as
-// many idle connections per host as there are concurrency slots, and
-// compression off (a gzip reader would buffer the stream and skew every
-// timestamp).
+// are parsed here (parseEvent). One http.Client sends every first attempt:
+// HTTP/1.1 with one connection per request in flight (as vLLM's aiohttp
+// client), as many idle connections per host as there are concurrency slots,
+// and compression off (a gzip reader would buffer the stream and skew every
+// timestamp). A second one, the same without keep-alive, sends retries.
 //
 // # Comparing against a baseline in the same run
 //
@@ -132,7 +170,35 @@
 // Never run them at the same time: they would share the cores. Check in both
 // files that failed is 0, output_tokens_source is "usage" (or the same on
 // both sides) and total_output_tokens is equal, which shows both honoured
-// ignore_eos; then compare output_throughput, the TTFT and TPOT rows. To
-// place vLLM's own tool beside ours, give `vllm bench serve` the same lengths
-// and concurrency: the figures share definitions, the prompts do not.
+// ignore_eos; retries above 0 says the server closes kept-alive
+// connections (see Retries). Then compare output_throughput, the TTFT and
+// TPOT rows. To place vLLM's own tool beside ours, give `vllm bench serve`
+// the same lengths and concurrency: the figures share definitions, the
+// prompts do not.
+//
+// # Plotting
+//
+// `llmserve bench plot -o out.svg a.json b.json ...` reads result files
+// (--output-file) and draws one figure against max concurrency: output
+// tokens/s by default, or any numeric field of the result JSON
+// (--metric median_ttft_ms). The x axis is logarithmic, with a tick at each
+// concurrency measured; the format follows the extension (.svg, .png, .pdf).
+// Runs are grouped into lines by --series: "label" (default) takes the
+// label up to its first ':' (label runs "llmserve:c8", "llama.cpp:c8", ...;
+// a run without a label goes by its base URL), "base-url" the server, and
+// "model" the model id. Runs of one line at the same concurrency are
+// averaged. A run without --max-concurrency counts as num_prompts in flight
+// if its rate was inf; with a finite rate it is refused, its concurrency
+// being unknown. A sweep, with W as above less its --max-concurrency:
+//
+//	for c in 1 2 4 8 16; do
+//	  llmserve bench $W --max-concurrency $c --base-url http://127.0.0.1:8080/v1 --label llmserve:c$c  --output-file llmserve-c$c.json
+//	  llmserve bench $W --max-concurrency $c --base-url http://127.0.0.1:8081/v1 --label llama.cpp:c$c --output-file llamacpp-c$c.json
+//	done
+//	llmserve bench plot -o throughput.svg llmserve-c*.json llamacpp-c*.json
+//
+// The drawing is gonum.org/v1/plot's, the plotting library of the Go field:
+// axes, log scale, legend and the SVG, PNG and PDF writers come with it.
+// It adds about 10 MB to the binary (its fonts and image and PDF writers)
+// and under a millisecond to start-up.
 package bench

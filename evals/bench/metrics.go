@@ -96,6 +96,9 @@ type summary struct {
 	Metrics
 	inputSource, outputSource TokenSource
 	errorSamples              []ErrorSample
+	// retries counts requests, completed or failed, that were sent a
+	// second time on a new connection.
+	retries int
 	// Per-request values in request order (vLLM's detailed arrays): 0 / nil
 	// / "" where a request failed.
 	inputLens, outputLens []int
@@ -121,6 +124,9 @@ func summarize(results []result, duration time.Duration) summary {
 		r := &results[i]
 		in, _ := r.inputTokens()
 		s.inputLens[i] = in
+		if r.retried {
+			s.retries++
+		}
 		if !r.ok() {
 			s.Failed++
 			s.itls[i] = []float64{}

@@ -85,11 +85,11 @@ func TestDescribeSample(t *testing.T) {
 func fixedTimeline() []result {
 	return []result{
 		{sent: msd(0), chunks: chunksAt(100, 150, 250), end: msd(260), promptWords: 9, usage: &usage{10, 3}},
-		{sent: msd(50), chunks: chunksAt(200, 230), end: msd(230), promptWords: 9, usage: &usage{12, 2}},
+		{sent: msd(50), chunks: chunksAt(200, 230), end: msd(230), promptWords: 9, usage: &usage{12, 2}, retried: true},
 		{sent: msd(100), chunks: chunksAt(120), end: msd(125), promptWords: 9, usage: &usage{8, 1}},
 		{sent: msd(10), promptWords: 9, err: "HTTP 500: boom"},
 		{sent: msd(20), promptWords: 7, err: "HTTP 500: boom"},
-		{sent: msd(30), promptWords: 7, err: "timeout after 1s"},
+		{sent: msd(30), promptWords: 7, err: "timeout after 1s", retried: true},
 	}
 }
 
@@ -104,6 +104,7 @@ func TestSummarizeFixedTimeline(t *testing.T) {
 		{"total input", s.TotalInputTokens, 30},
 		{"total output", s.TotalOutputTokens, 6},
 		{"max concurrent", s.MaxConcurrentRequests, 3},
+		{"retries", s.retries, 2}, // one completed, one failed
 	}
 	for _, c := range ints {
 		if c.got != c.want {

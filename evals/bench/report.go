@@ -47,18 +47,34 @@ type Report struct {
 	// chunk) or "mixed" (llmserve).
 	OutputTokensSource TokenSource `json:"output_tokens_source"`
 	// ErrorSamples holds up to five distinct failure messages, in request
-	// order, with their counts (llmserve).
+	// order, with their counts (llmserve). Failures with other messages
+	// count only in Failed (and in Errors with Config.Detailed).
 	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
+	// Retries counts the measured requests, completed or failed, whose
+	// first attempt failed on a reused connection before any response byte
+	// and that were sent again on a new connection (llmserve). A nonzero
+	// value means the server closes connections it advertised as
+	// kept-alive.
+	Retries int `json:"retries"`
 
 	// The workload (llmserve; vLLM keeps these only in its arguments).
-	RandomInputLen   int     `json:"random_input_len"`
-	RandomOutputLen  int     `json:"random_output_len"`
-	RandomRangeRatio float64 `json:"random_range_ratio"`
-	SharedPrefixLen  int     `json:"shared_prefix_len"`
-	Seed             int64   `json:"seed"`
-	IgnoreEOS        bool    `json:"ignore_eos"`
-	Temperature      float64 `json:"temperature"`
-	Warmup           int     `json:"num_warmups"`
+	// DatasetName is "random" or "prefix_repetition". The random_* fields
+	// and shared_prefix_len are those of the random dataset, 0 for the
+	// other; the prefix_repetition_* ones are present only for
+	// prefix_repetition.
+	DatasetName                 Dataset `json:"dataset_name"`
+	RandomInputLen              int     `json:"random_input_len"`
+	RandomOutputLen             int     `json:"random_output_len"`
+	RandomRangeRatio            float64 `json:"random_range_ratio"`
+	SharedPrefixLen             int     `json:"shared_prefix_len"`
+	PrefixRepetitionPrefixLen   int     `json:"prefix_repetition_prefix_len,omitempty"`
+	PrefixRepetitionSuffixLen   int     `json:"prefix_repetition_suffix_len,omitempty"`
+	PrefixRepetitionNumPrefixes int     `json:"prefix_repetition_num_prefixes,omitempty"`
+	PrefixRepetitionOutputLen   int     `json:"prefix_repetition_output_len,omitempty"`
+	Seed                        int64   `json:"seed"`
+	IgnoreEOS                   bool    `json:"ignore_eos"`
+	Temperature                 float64 `json:"temperature"`
+	Warmup                      int     `json:"num_warmups"`
 
 	// Per-request arrays, present only with Config.Detailed (vLLM's
 	// --save-detailed), in request order; failed requests have 0 output,
@@ -110,14 +126,21 @@ func newReport(cfg *Config, model string, results []result, duration time.Durati
 		InputTokensSource:  s.inputSource,
 		OutputTokensSource: s.outputSource,
 		ErrorSamples:       s.errorSamples,
-		RandomInputLen:     cfg.RandomInputLen,
-		RandomOutputLen:    cfg.RandomOutputLen,
-		RandomRangeRatio:   cfg.RandomRangeRatio,
-		SharedPrefixLen:    cfg.SharedPrefixLen,
+		Retries:            s.retries,
 		Seed:               cfg.Seed,
 		IgnoreEOS:          cfg.IgnoreEOS,
 		Temperature:        cfg.Temperature,
 		Warmup:             cfg.Warmup,
+	}
+	if cfg.Dataset == DatasetPrefixRepetition {
+		p := cfg.PrefixRepetition
+		rep.DatasetName = DatasetPrefixRepetition
+		rep.PrefixRepetitionPrefixLen, rep.PrefixRepetitionSuffixLen = p.PrefixLen, p.SuffixLen
+		rep.PrefixRepetitionNumPrefixes, rep.PrefixRepetitionOutputLen = p.NumPrefixes, p.OutputLen
+	} else {
+		rep.DatasetName = DatasetRandom
+		rep.RandomInputLen, rep.RandomOutputLen = cfg.RandomInputLen, cfg.RandomOutputLen
+		rep.RandomRangeRatio, rep.SharedPrefixLen = cfg.RandomRangeRatio, cfg.SharedPrefixLen
 	}
 	if cfg.MaxConcurrency > 0 {
 		c := cfg.MaxConcurrency
@@ -147,6 +170,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	header(" Serving Benchmark Result ", '=')
 	line("Successful requests:", r.Completed)
 	line("Failed requests:", r.Failed)
+	line("Retries on a new connection:", r.Retries)
 	if r.MaxConcurrency != nil {
 		line("Maximum request concurrency:", *r.MaxConcurrency)
 	}
@@ -176,20 +200,42 @@ func (r *Report) WriteText(w io.Writer) error {
 
 	header("Run", '-')
 	line("Model:", r.ModelID)
+	line("Dataset:", r.describeDataset())
 	line("Endpoint:", strings.TrimSuffix(r.BaseURL, "/")+r.Endpoint.path())
 	if r.Label != "" {
 		line("Label:", r.Label)
 	}
 	line("Input tokens counted from:", describeSource(r.InputTokensSource))
 	line("Output tokens counted from:", describeSource(r.OutputTokensSource))
-	if len(r.ErrorSamples) > 0 {
+	if len(r.ErrorSamples) > 0 || r.Failed > 0 {
 		header("Errors", '-')
+		sampled := 0
 		for _, e := range r.ErrorSamples {
 			fmt.Fprintf(bw, "%6dx %s\n", e.Count, e.Message)
+			sampled += e.Count
+		}
+		if other := r.Failed - sampled; other > 0 {
+			fmt.Fprintf(bw, "%6dx (other messages; --save-detailed keeps every one)\n", other)
 		}
 	}
 	fmt.Fprintln(bw, strings.Repeat("=", 50))
 	return bw.Flush()
+}
+
+// describeDataset says in a few words what the prompts were.
+func (r *Report) describeDataset() string {
+	if r.DatasetName == DatasetPrefixRepetition {
+		return fmt.Sprintf("prefix_repetition: %d prefixes of %d words, suffixes of %d, output %d",
+			r.PrefixRepetitionNumPrefixes, r.PrefixRepetitionPrefixLen, r.PrefixRepetitionSuffixLen, r.PrefixRepetitionOutputLen)
+	}
+	d := fmt.Sprintf("random: input %d words, output %d", r.RandomInputLen, r.RandomOutputLen)
+	if r.SharedPrefixLen > 0 {
+		d += fmt.Sprintf(", shared prefix %d words", r.SharedPrefixLen)
+	}
+	if r.RandomRangeRatio > 0 {
+		d += fmt.Sprintf(", range ratio %g", r.RandomRangeRatio)
+	}
+	return d
 }
 
 func describeSource(s TokenSource) string {

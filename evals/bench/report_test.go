@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ func TestWriteText(t *testing.T) {
 		"============ Serving Benchmark Result ============\n",
 		"Successful requests:                     3         \n",
 		"Failed requests:                         3         \n",
+		"Retries on a new connection:             2         \n",
 		"Benchmark duration (s):                  1.00      \n",
 		"Total input tokens:                      30        \n",
 		"Total generated tokens:                  6         \n",
@@ -47,6 +49,7 @@ func TestWriteText(t *testing.T) {
 		"----------------End-to-end Latency----------------\n",
 		"Median E2EL (ms):                        230.00    \n",
 		"Output tokens counted from:              server usage\n",
+		"Dataset:                                 random: input 1024 words, output 128\n",
 		"     2x HTTP 500: boom\n",
 		"\n==================================================\n",
 	} {
@@ -117,6 +120,12 @@ func TestReportJSON(t *testing.T) {
 		if m["output_tokens_source"] != "usage" || m["p99_ttft_ms"] != 198.4 || m["completed"] != 3.0 {
 			t.Errorf("output_tokens_source %v, p99_ttft_ms %v, completed %v", m["output_tokens_source"], m["p99_ttft_ms"], m["completed"])
 		}
+		if m["retries"] != 2.0 || m["dataset_name"] != "random" || m["random_input_len"] != 1024.0 {
+			t.Errorf("retries %v, dataset_name %v, random_input_len %v", m["retries"], m["dataset_name"], m["random_input_len"])
+		}
+		if _, ok := m["prefix_repetition_num_prefixes"]; ok {
+			t.Error("a random run reports prefix_repetition fields")
+		}
 	}
 }
 
@@ -140,5 +149,47 @@ func TestCenter(t *testing.T) {
 	}
 	if got := center("toolong", 3, '-'); got != "toolong" {
 		t.Errorf("center = %q", got)
+	}
+}
+
+func TestWriteTextCountsEveryFailure(t *testing.T) {
+	// Seven distinct messages: five are sampled, the other two still show.
+	var results []result
+	for i := range 7 {
+		results = append(results, result{err: fmt.Sprintf("failure %d", i)})
+	}
+	results = append(results, result{chunks: chunksAt(10, 20), end: msd(20), promptWords: 3})
+	cfg := DefaultConfig()
+	rep := newReport(&cfg, "m", results, time.Second, time.Now())
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"Failed requests:                         7         \n",
+		"     1x failure 0\n",
+		"     1x failure 4\n",
+		"     2x (other messages; --save-detailed keeps every one)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "failure 5") {
+		t.Errorf("more than five messages sampled:\n%s", out)
+	}
+}
+
+func TestWriteTextPrefixRepetition(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Dataset = DatasetPrefixRepetition
+	rep := newReport(&cfg, "m", fixedTimeline(), time.Second, time.Now())
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Dataset:                                 prefix_repetition: 10 prefixes of 256 words, suffixes of 256, output 128\n"; !strings.Contains(buf.String(), want) {
+		t.Errorf("text report lacks %q:\n%s", want, buf.String())
 	}
 }

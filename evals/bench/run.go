@@ -32,22 +32,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	slots := cfg.concurrency()
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConns = slots
-	transport.MaxIdleConnsPerHost = slots
-	// A compressed event stream would be buffered by the decompressor and
-	// distort every timestamp.
-	transport.DisableCompression = true
-	// HTTP/1.1 only, one connection per request in flight, as vLLM's aiohttp
-	// client does; HTTP/2 over TLS would multiplex them on one connection.
-	transport.ForceAttemptHTTP2 = false
-	transport.Protocols = new(http.Protocols)
-	transport.Protocols.SetHTTP1(true)
-	defer transport.CloseIdleConnections()
+	pooled, fresh := newTransport(slots, true), newTransport(slots, false)
+	defer pooled.CloseIdleConnections()
+	defer fresh.CloseIdleConnections()
 
 	base := strings.TrimSuffix(cfg.BaseURL, "/")
 	s := &session{
-		client: &http.Client{Transport: transport, Timeout: cfg.Timeout},
+		client: &http.Client{Transport: pooled},
+		fresh:  &http.Client{Transport: fresh},
 		cfg:    &cfg,
 		url:    base + cfg.Endpoint.path(),
 		model:  cfg.Model,
@@ -67,8 +59,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("bench warmup: %w", err)
 		}
-		failed, first := 0, ""
+		failed, retried, first := 0, 0, ""
 		for i := range warm {
+			if warm[i].retried {
+				retried++
+			}
 			if !warm[i].ok() {
 				if failed == 0 {
 					first = warm[i].err
@@ -81,6 +76,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if failed > 0 {
 			log.Warn("bench: some warmup requests failed", "failed", failed, "of", len(warm), "first_error", first)
+		}
+		if retried > 0 {
+			log.Warn("bench: the server closed kept-alive connections; requests were retried on new ones",
+				"warmup_retries", retried, "of", len(warm))
 		}
 	}
 
@@ -102,7 +101,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench run: %w", err)
 	}
-	return newReport(&cfg, s.model, results, duration, time.Now()), nil
+	rep := newReport(&cfg, s.model, results, duration, time.Now())
+	if rep.Failed > 0 {
+		log.Warn("bench: some requests failed", "failed", rep.Failed, "of", cfg.NumPrompts, "first_error", rep.ErrorSamples[0].Message)
+	}
+	if rep.Retries > 0 {
+		log.Warn("bench: the server closed kept-alive connections; requests were retried on new ones",
+			"retries", rep.Retries, "of", cfg.NumPrompts)
+	}
+	return rep, nil
 }
 
 // runAll sends reqs, request i not before t0 + offsets[i] seconds (offsets

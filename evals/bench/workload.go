@@ -59,6 +59,9 @@ const (
 	streamWarmup   = 2
 	streamArrivals = 3
 	streamPrefix   = 4
+	// streamRepeatedPrefixes draws the prefixes of the prefix_repetition
+	// dataset.
+	streamRepeatedPrefixes = 5
 )
 
 // newRand returns the deterministic generator for one stream of a seed. Only
@@ -99,8 +102,18 @@ func sharedPrefix(cfg *Config) string {
 	return b.String()
 }
 
-// generateRequests returns n requests drawn from the given RNG stream.
+// generateRequests returns n requests of cfg's dataset drawn from the given
+// RNG stream.
 func generateRequests(cfg *Config, stream uint64, n int) []request {
+	if cfg.Dataset == DatasetPrefixRepetition {
+		return prefixRepetitionRequests(cfg, stream, n)
+	}
+	return randomRequests(cfg, stream, n)
+}
+
+// randomRequests returns n requests of the random dataset drawn from the
+// given RNG stream. Request i does not depend on n.
+func randomRequests(cfg *Config, stream uint64, n int) []request {
 	r := newRand(cfg.Seed, stream)
 	prefix := sharedPrefix(cfg)
 	inLo, inHi := lengthRange(cfg.RandomInputLen, cfg.RandomRangeRatio)
