@@ -42,6 +42,9 @@ export CGO_CXXFLAGS := $(CPU_FLAGS)
 BIN        := bin/llmserve
 HTTP_PORT  ?= 8080
 GRPC_PORT  ?= 8081
+# make run MODEL=path.gguf serves that model; ARGS adds serve flags.
+MODEL      ?=
+ARGS       ?=
 
 # Packages that do not link llama.cpp get the race detector; the binding and
 # the packages that link it do not (it would instrument llama.cpp too).
@@ -83,9 +86,9 @@ $(INCLUDE_DIR)/miniaudio/miniaudio.h: | go-deps
 build: deps
 	$(GO) build -o $(BIN) ./cmd/llmserve
 
-## run: serve the embedded default model on :8080 (HTTP) and :8081 (gRPC).
+## run: serve the embedded default model (or MODEL=path.gguf) on :8080 (HTTP) and :8081 (gRPC).
 run: build
-	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
+	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 ## test: every test, race detector on the pure-Go packages.
 test: deps test-pure test-cgo

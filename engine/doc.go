@@ -1,17 +1,44 @@
-// Package engine defines the boundary between the scheduler and a model
-// runtime: one Step in, one StepResult out.
+// Package engine defines the boundary between the engine core and a model
+// runtime: one Step in, one StepResult out, and the types that cross it.
 //
-// The scheduler decides; the engine executes. A Step says which sequences are
-// new (create their sampler), which KV memory operations to apply (share a
-// cached prefix, drop a finished sequence), which tokens of which sequences to
-// decode in one batch, and which sequences are gone. The engine hands back only
-// the tokens it sampled and the logprobs that were asked for.
+// The scheduler decides; the engine executes. A Step says, in the order the
+// engine applies them: which sequences are new (create their sampler),
+// which KV to copy out of slots into host memory (Exports), which slots to
+// empty (Clears), which empty slots to fill from host memory (Restores: a
+// cached prefix), which tokens of which sequences to decode, and which
+// sequences are gone. The engine hands back the tokens it sampled, the
+// logprobs that were asked for, the exported KV, and the sequences it
+// failed.
+//
+// # Failures stay local
+//
+// A sequence whose restore, decode or sampling fails is reported in
+// StepResult.Failures and nothing else happens to it; the other sequences of
+// the step are served as if it had not been there. Execute returns an error
+// only when the executor itself is broken, and then the engine core
+// replaces it.
+//
+// # Sampling parameters
+//
+// Sampling.Validate is the one place where sampling parameters are checked,
+// against the ranges where the samplers are numerically defined (outside
+// them llama.cpp's samplers overflow and abort the process). It returns a
+// *RangeError naming the parameter in the engine's terms; protocol packages
+// map it to their wire field. SafeLogitBound covers what validation cannot
+// foresee: a model producing huge or non-finite logits fails the sequence
+// with ErrSampling instead of reaching an assertion in C.
+//
+// # KV in host memory
+//
+// KV is the KV-cache content of a run of positions of one sequence, laid
+// out as the engine's KVLayout says. The prefix cache keeps it per block;
+// the same type is what a prefill node sends to a decode node.
 //
 // This package is pure Go and holds no state. engine/llamacpp implements
-// Executor over llama.cpp and is the only package in the module that uses cgo.
+// Executor over llama.cpp and is the only package in the module that uses
+// cgo; engine/enginetest is a fake of it for tests.
 //
 // What the engine must not do: decide anything. It does not pick sequences,
-// count blocks, evict, detokenize or look at stop strings. It does exactly
-// what the Step says, on one goroutine, and fails loudly when the Step is
-// inconsistent with its memory.
+// assign slots, evict, detokenize or look at stop strings. It does what the
+// Step says, on one goroutine.
 package engine

@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
+	"math"
+	"strconv"
 )
 
 // Sampling is how a sequence picks its next token. The zero value is not
@@ -10,7 +11,7 @@ import (
 type Sampling struct {
 	// Temperature 0 means greedy (argmax).
 	Temperature float32
-	// TopK keeps the K most likely tokens; <= 0 disables it.
+	// TopK keeps the K most likely tokens; 0 disables it.
 	TopK int32
 	// TopP keeps the smallest set whose probability reaches P; 1 disables it.
 	TopP float32
@@ -48,34 +49,114 @@ func DefaultSampling() Sampling {
 // Greedy reports whether the sampling always picks the most likely token.
 func (s *Sampling) Greedy() bool { return s.Temperature == 0 || s.TopK == 1 }
 
-// ErrInvalidSampling is returned for sampling parameters out of range.
-var ErrInvalidSampling = errors.New("invalid sampling parameters")
+// Ranges where the samplers are defined. Outside them llama.cpp's sampler
+// chain overflows float32 (logit/temperature and logit/penalty become
+// infinite, the softmax NaN) and aborts the process on an assertion, so they
+// are refused before a sampler is built; inside them a finite logit of
+// magnitude up to MaxLogit stays finite through every stage (see
+// SafeLogitBound).
+const (
+	// MinTemperature and MaxTemperature bound a non-zero temperature.
+	MinTemperature = 1e-5
+	MaxTemperature = 1e5
+	// MinRepetitionPenalty and MaxRepetitionPenalty bound the repetition
+	// penalty; 1 disables it.
+	MinRepetitionPenalty = 0.01
+	MaxRepetitionPenalty = 100
+	// MaxPenalty bounds the magnitude of presence and frequency penalties.
+	MaxPenalty = 2
+	// MaxBias bounds the magnitude of a logit bias.
+	MaxBias = 100
+)
 
-// Validate checks ranges against a vocabulary of nVocab tokens.
+// Field names a sampling parameter in the engine's own terms (the Sampling
+// field). Protocol packages map it to their wire names.
+type Field string
+
+// The sampling fields Validate checks.
+const (
+	FieldTemperature       Field = "Temperature"
+	FieldTopK              Field = "TopK"
+	FieldTopP              Field = "TopP"
+	FieldMinP              Field = "MinP"
+	FieldRepetitionPenalty Field = "RepetitionPenalty"
+	FieldPresencePenalty   Field = "PresencePenalty"
+	FieldFrequencyPenalty  Field = "FrequencyPenalty"
+	FieldLogitBiasToken    Field = "LogitBias.Token"
+	FieldLogitBiasValue    Field = "LogitBias.Bias"
+	FieldTopLogprobs       Field = "TopLogprobs"
+)
+
+// RangeError is a sampling parameter outside the range where the engine is
+// defined. It is the only error Validate returns.
+type RangeError struct {
+	Field Field
+	// Value is the offending value.
+	Value float64
+	// Want describes the accepted values, e.g. "0 or in [1e-05, 100000]".
+	Want string
+}
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("engine: sampling %s = %s is invalid: want %s", e.Field, formatValue(e.Value), e.Want)
+}
+
+func formatValue(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// Validate checks every parameter against the range where the samplers are
+// defined, for a vocabulary of nVocab tokens. It returns a *RangeError
+// naming the first parameter out of range.
 func (s *Sampling) Validate(nVocab int) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidSampling, fmt.Sprintf(format, args...))
-	}
+	bad := func(f Field, v float64, want string) error { return &RangeError{Field: f, Value: v, Want: want} }
+	in := func(v, lo, hi float32) bool { return v >= lo && v <= hi } // false for NaN
 	switch {
-	case s.Temperature < 0:
-		return bad("temperature must be >= 0, got %g", s.Temperature)
-	case s.TopP <= 0 || s.TopP > 1:
-		return bad("top_p must be in (0, 1], got %g", s.TopP)
-	case s.MinP < 0 || s.MinP > 1:
-		return bad("min_p must be in [0, 1], got %g", s.MinP)
-	case s.RepetitionPenalty <= 0:
-		return bad("repetition_penalty must be > 0, got %g", s.RepetitionPenalty)
-	case s.PresencePenalty < -2 || s.PresencePenalty > 2:
-		return bad("presence_penalty must be in [-2, 2], got %g", s.PresencePenalty)
-	case s.FrequencyPenalty < -2 || s.FrequencyPenalty > 2:
-		return bad("frequency_penalty must be in [-2, 2], got %g", s.FrequencyPenalty)
-	case s.TopLogprobs < 0:
-		return bad("top_logprobs must be >= 0, got %d", s.TopLogprobs)
+	case s.Temperature != 0 && !in(s.Temperature, MinTemperature, MaxTemperature):
+		return bad(FieldTemperature, float64(s.Temperature), fmt.Sprintf("0 (greedy) or in [%g, %g]", MinTemperature, MaxTemperature))
+	case s.TopK < 0:
+		return bad(FieldTopK, float64(s.TopK), "0 (disabled) or a positive count")
+	case !(s.TopP > 0 && s.TopP <= 1):
+		return bad(FieldTopP, float64(s.TopP), "in (0, 1]")
+	case !in(s.MinP, 0, 1):
+		return bad(FieldMinP, float64(s.MinP), "in [0, 1]")
+	case !in(s.RepetitionPenalty, MinRepetitionPenalty, MaxRepetitionPenalty):
+		return bad(FieldRepetitionPenalty, float64(s.RepetitionPenalty), fmt.Sprintf("in [%g, %g]", MinRepetitionPenalty, float64(MaxRepetitionPenalty)))
+	case !in(s.PresencePenalty, -MaxPenalty, MaxPenalty):
+		return bad(FieldPresencePenalty, float64(s.PresencePenalty), fmt.Sprintf("in [%d, %d]", -MaxPenalty, MaxPenalty))
+	case !in(s.FrequencyPenalty, -MaxPenalty, MaxPenalty):
+		return bad(FieldFrequencyPenalty, float64(s.FrequencyPenalty), fmt.Sprintf("in [%d, %d]", -MaxPenalty, MaxPenalty))
+	case s.TopLogprobs < 0 || s.TopLogprobs > nVocab:
+		return bad(FieldTopLogprobs, float64(s.TopLogprobs), fmt.Sprintf("in [0, %d]", nVocab))
 	}
 	for _, b := range s.LogitBias {
 		if b.Token < 0 || int(b.Token) >= nVocab {
-			return bad("logit_bias token %d is outside the vocabulary [0, %d)", b.Token, nVocab)
+			return bad(FieldLogitBiasToken, float64(b.Token), fmt.Sprintf("a token id in [0, %d)", nVocab))
+		}
+		if !in(b.Bias, -MaxBias, MaxBias) {
+			return bad(FieldLogitBiasValue, float64(b.Bias), fmt.Sprintf("in [%d, %d]", -MaxBias, MaxBias))
 		}
 	}
 	return nil
+}
+
+// SafeLogitBound is the largest raw logit magnitude that stays finite
+// through the sampler chain of s for a sequence of at most maxLen tokens:
+// bias, then penalties (frequency counts at most maxLen occurrences), then
+// the repetition penalty's scaling, then the temperature's. The engine
+// refuses to sample from logits beyond it (a broken model) instead of
+// letting the chain produce NaN. Greedy sampling only needs finite logits.
+func (s *Sampling) SafeLogitBound(maxLen int) float32 {
+	if s.Greedy() {
+		return math.MaxFloat32
+	}
+	scale := float64(1 / s.Temperature)
+	if rp := float64(s.RepetitionPenalty); rp > 0 {
+		scale *= max(rp, 1/rp)
+	}
+	add := MaxBias + MaxPenalty + MaxPenalty*float64(maxLen)
+	// Leave a factor of 2 for the softmax's sums.
+	bound := math.MaxFloat32/2/scale - add
+	if bound <= 0 {
+		return 0
+	}
+	return float32(bound)
 }

@@ -7,9 +7,10 @@ import "context"
 // per-sequence state (the sampler chain) by it.
 type SeqID uint64
 
-// Slot is a sequence id inside the engine's KV memory (llama.cpp's
-// llama_seq_id). The KV manager assigns slots; a sequence may get a different
-// slot after it is preempted.
+// Slot is a sequence's place in the engine's KV memory (llama.cpp's
+// llama_seq_id; one KV stream per slot). The KV manager assigns slots; a
+// sequence may get a different slot after it is preempted. A slot holds the
+// positions 0, 1, ... of one sequence, in order.
 type Slot int32
 
 // Step is everything the engine must do in one iteration. The engine applies
@@ -19,18 +20,24 @@ type Step struct {
 	// create their sampler chain before decoding Batch.
 	Added []NewSequence
 
-	// MemOps are KV memory operations to apply, in order, before Batch is
-	// decoded: they release cells of finished or evicted sequences and share
-	// cached prefix cells with new ones.
-	MemOps []MemOp
+	// Exports copy KV out of slots (into host memory) before anything below
+	// changes them: blocks of finished, preempted or fully prefilled
+	// sequences that the prefix cache keeps.
+	Exports []Export
 
-	// Batch holds the tokens to decode in one call, one chunk per scheduled
-	// sequence. Decode chunks come first, then prefill chunks.
+	// Clears empty slots whose sequence finished or was preempted.
+	Clears []Slot
+
+	// Restores fill empty slots with KV kept in host memory: a cached
+	// prefix of a new sequence, which then computes only the rest.
+	Restores []Restore
+
+	// Batch holds the tokens to decode, one chunk per scheduled sequence.
 	Batch []Chunk
 
 	// Removed are sequences that are gone for good (finished or aborted). The
-	// engine must free their sampler after decoding Batch. Their KV cells are
-	// released through MemOps, not here.
+	// engine frees their sampler after decoding Batch. Their KV is released
+	// through Clears, not here.
 	Removed []SeqID
 }
 
@@ -41,6 +48,12 @@ func (s *Step) NumTokens() int {
 		n += len(s.Batch[i].Tokens)
 	}
 	return n
+}
+
+// Empty reports whether the step does nothing.
+func (s *Step) Empty() bool {
+	return len(s.Added) == 0 && len(s.Exports) == 0 && len(s.Clears) == 0 && len(s.Restores) == 0 &&
+		len(s.Batch) == 0 && len(s.Removed) == 0
 }
 
 // NewSequence introduces a sequence to the engine.
@@ -57,8 +70,8 @@ type NewSequence struct {
 type Chunk struct {
 	Seq  SeqID
 	Slot Slot
-	// Pos is the position of Tokens[0]. Positions in a slot stay consecutive:
-	// Pos equals the number of tokens the slot already holds.
+	// Pos is the position of Tokens[0]. It equals the number of positions
+	// the slot already holds.
 	Pos    int32
 	Tokens []int32
 	// Sample asks for the next token after Tokens: the chunk reaches the end
@@ -73,33 +86,58 @@ type Chunk struct {
 	Targets []int32
 }
 
-// MemOpKind says what a MemOp does.
-type MemOpKind uint8
-
-const (
-	// MemCopy makes Dst share the cells Src holds in [P0, P1): no data is
-	// copied, the cells gain a sequence (llama_memory_seq_cp).
-	MemCopy MemOpKind = iota + 1
-	// MemRemove drops Dst from its cells in [P0, P1); cells no sequence holds
-	// any more become free (llama_memory_seq_rm). P1 < 0 means to the end.
-	MemRemove
-)
-
-// MemOp is one KV memory operation.
-type MemOp struct {
-	Kind   MemOpKind
-	Src    Slot // MemCopy only
-	Dst    Slot
-	P0, P1 int32
+// Export asks for the KV of positions [From, To) of the sequence in Slot.
+type Export struct {
+	// Tag is the caller's, handed back with the result.
+	Tag      uint64
+	Seq      SeqID
+	Slot     Slot
+	From, To int
 }
 
-// StepResult is what the engine hands back: only new tokens and their
-// logprobs.
+// Restore fills an empty slot with positions [0, n) of a sequence: the
+// concatenation of KV, in order.
+type Restore struct {
+	Seq  SeqID
+	Slot Slot
+	KV   []*KV
+}
+
+// StepResult is what the engine hands back.
 type StepResult struct {
-	// Samples has one entry per chunk with Sample set, in Batch order.
+	// Samples has one entry per chunk with Sample set whose sequence did
+	// not fail, in Batch order.
 	Samples []Sample
-	// PromptLogprobs has one entry per chunk with Targets, in Batch order.
+	// PromptLogprobs has one entry per chunk with Targets whose sequence
+	// did not fail, in Batch order.
 	PromptLogprobs []PromptLogprobs
+	// Exported has one entry per Export, in order. An export that failed
+	// has a nil KV.
+	Exported []Exported
+	// Failures are sequences the engine could not serve this step (their
+	// restore, decode or sampling failed). Nothing else in the result
+	// concerns them; the other sequences of the step are unaffected. A
+	// failed sequence's slot holds unknown KV until it is cleared.
+	Failures []Failure
+}
+
+// Exported is the result of one Export.
+type Exported struct {
+	Tag  uint64
+	Seq  SeqID
+	From int
+	// KV holds positions [From, From+KV.N), or is nil when the export
+	// failed (the prefix cache then simply does not keep those blocks).
+	KV *KV
+}
+
+// Failure says why the engine failed a sequence. Err wraps ErrKVFull when
+// the sequence did not fit the KV memory (the caller may preempt and retry
+// it), ErrInvalidBatch when the step contradicted the engine's memory, and
+// ErrSampling when the model produced logits the sampler cannot use.
+type Failure struct {
+	Seq SeqID
+	Err error
 }
 
 // Sample is a token the engine drew for a sequence.
@@ -133,8 +171,11 @@ type Logprobs struct {
 // Executor runs steps. Implementations are not safe for concurrent use: one
 // goroutine owns an executor and calls Execute in a loop.
 type Executor interface {
-	// Execute applies step and decodes its batch. A non-nil error means the
-	// step did not complete; ErrKVFull is the only error after which the
-	// caller may continue with the same executor.
+	// Execute applies step and decodes its batch. Failures of single
+	// sequences are reported in the result, never as an error: a non-nil
+	// error means the executor itself is broken (closed, out of memory, a
+	// failure it cannot pin on a sequence) and must be replaced.
 	Execute(ctx context.Context, step *Step) (StepResult, error)
+	// Close frees the executor. It is idempotent.
+	Close() error
 }

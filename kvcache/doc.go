@@ -1,79 +1,79 @@
-// Package kvcache is the paged KV manager: it decides which KV blocks each
-// sequence holds, which full blocks form the prefix cache, and which cached
-// blocks to evict, and it maps all of that onto llama.cpp's unified KV cache.
+// Package kvcache is the KV manager: it gives each running sequence a slot
+// of the engine's KV memory, and it keeps the prefix cache, full blocks of
+// KV in host memory keyed by the tokens they hold, from which a new
+// sequence's prompt is restored instead of computed.
 //
-// # Blocks
+// # Slots
 //
-// The KV capacity is cut into blocks of BlockSize (16) token positions. A
-// block's metadata lives in a preallocated slice; the free queue is a doubly
-// linked list through int32 indexes. A block is in exactly one state:
+// The engine has Slots KV streams of SlotTokens positions each; a running
+// sequence holds one, its positions 0..n-1 in order. Admit takes the lowest
+// free slot, so that running sequences stay in a run of consecutive slots:
+// llama.cpp evaluates consecutive streams together (engine/llamacpp's
+// decode.go). Free releases the slot at once; the engine empties it at the
+// next step (a Clear), before anything else uses it.
 //
-//   - in use: held by one or more running sequences (ref > 0);
-//   - cached: idle, but it holds a full block of a known prefix, is in the
-//     index and sits in the free queue, where an allocation may evict it;
-//   - empty: idle with nothing worth keeping, also in the free queue.
+// # The prefix cache
 //
-// The index keys a full block by hash(parent hash, its 16 tokens), with the
-// request's cache_salt mixed into the first block, so a hash names the whole
-// prefix up to the block's end and salted requests never share blocks with
-// others. SHA-256 is used so that a client cannot craft a collision that
-// poisons another client's output.
+// A block is BlockSize (16) consecutive positions. Its key is hash(parent
+// key, its tokens), with the request's cache_salt mixed into the first
+// block, so a key names the whole prefix up to the block's end and salted
+// requests never share blocks with others. SHA-256 is used so that a client
+// cannot craft a collision that poisons another client's output.
 //
-// # Mapping onto llama.cpp
+// Blocks enter the cache by export: when a sequence's whole prompt is in its
+// slot (Offer), and when it finishes or is preempted (Free with offer), the
+// manager asks the engine to copy its full blocks that the cache lacks out
+// of the slot, before the slot is cleared. Store files the result under the
+// blocks' keys. A block is kept only under a cached parent, so that every
+// cached block is reachable from the first block of its prompt.
 //
-// llama.cpp's unified KV cache frees a cell when no sequence id refers to it,
-// and llama_memory_seq_cp adds a sequence id to existing cells without copying
-// data. The manager uses slot ids (llama.cpp sequence ids) in two roles:
+// Admit looks up the longest cached run of blocks a sequence's tokens start
+// with (never the whole sequence: the last token is always computed, so the
+// step has logits) and asks the engine to restore them into the slot; the
+// sequence then computes only the rest. A restore is a copy of exactly the
+// bytes that were computed, so an answer is the same with or without a hit.
 //
-//   - run slots [0, RunSlots): one per running sequence;
-//   - holder slots [RunSlots, RunSlots+HolderSlots): they keep cached blocks
-//     alive. A holder has at most one block per depth (position range
-//     [16d, 16d+16)), so that removing that range from the holder releases
-//     exactly that block.
-//
-// When a sequence completes a block whose content is not cached yet, Commit
-// copies the block's cells to a holder with that depth free (the parent's
-// holder if possible) and registers the hash. A new sequence whose prompt
-// starts with cached blocks gets them by copies from their holders to its
-// slot: zero tokens are recomputed, and the engine decodes only the rest.
-// Freeing a sequence removes its slot from all its cells; cells a holder
-// keeps survive. Evicting a cached block removes its range from its holder.
-// All of this leaves the manager as MemOps that the engine applies before the
-// next batch, in order.
-//
-// Because llama.cpp finds free cells anywhere (not necessarily contiguous),
-// reserving whole blocks here is a conservative bound: cells in use never
-// exceed BlockSize times the blocks in use or cached, so a batch the
-// scheduler admits always finds room.
+// Idle cached blocks live in host memory: they cost memory, not time (no
+// step reads them), up to CacheBytes.
 //
 // # Eviction order, and why
 //
-// Allocation takes the head of the free queue. Blocks of a freed sequence
-// that hold no cached content go to the head (they are reused first and cost
-// nothing to lose); cached blocks go to the tail, in reverse order (the
-// sequence's last block first), so the least recently used prefix is evicted
-// first and, within a sequence, the tail of a prefix goes before its start,
-// which is the part other requests are most likely to share. A cached block
-// that a new sequence hits leaves the queue until it is idle again.
+// Blocks sit in one LRU list. Every lookup or store touches the blocks of
+// its chain from the deepest to the first, so a block is always more
+// recent than its descendants, and the least recently used block is always
+// one that no other cached block depends on: eviction (from the head, while
+// the cache is over its budget) takes leaves first and never orphans a
+// chain. Among leaves, the least recently used goes first; the first blocks
+// of a popular system prompt, touched by every request that shares it, go
+// last.
 //
-// Worked timeline (block size 4 for brevity, 6 blocks, 1 holder):
+// Worked timeline (block size 4 for brevity, budget 4 blocks):
 //
-//	A admits "a b c d e f g" → blocks 0,1; A computes all 7 tokens;
-//	  Commit: block 0 = [a b c d] is full → copy A's cells [0,4) to the
-//	  holder, index h(abcd) → 0.
-//	A finishes → Free: block 1 (partial, uncached) → head; block 0 (cached)
-//	  → tail. Free queue: 1 2 3 4 5 0.
-//	B admits "a b c d x y" → hit h(abcd) → claim block 0 (leaves the queue),
-//	  copy holder [0,4) → B's slot; B computes only "x y" in block 1.
-//	C needs 5 blocks while B runs: free queue 2 3 4 5 has 4 → C waits. If B
-//	  had finished, block 0 would sit at the tail again and C would evict
-//	  it last.
+//	A runs "a b c d e f g h i"; its prompt is in: Offer → export blocks
+//	  0,1 ("a b c d", "e f g h"); Store: h0 ← [abcd], h1 ← [efgh] (h1's
+//	  parent h0). LRU: h1 h0.
+//	B arrives with "a b c d e f x y z": Admit hits h0, h1? No: h1 holds
+//	  "e f g h". Hit h0 only → restore 4 positions, compute "e f x y z".
+//	  LRU after the touch: h1 h0.
+//	B's prompt is in: export block 1 ("e f x y") → h2, parent h0.
+//	  Touch h2 then h0: LRU h1 h2 h0.
+//	C stores three new blocks under a new root: the cache is over budget by
+//	  two; evict h1, then h2 (leaves, oldest first). h0 stays while a
+//	  chain under it is younger; once it is the oldest leaf, it goes too.
+//
+// # Events
+//
+// Every block stored or evicted is an Event in a bounded outbox (MaxEvents;
+// when it is full the oldest is dropped and counted), for a router that
+// tracks which node caches which prefix. The engine core drains it every
+// step.
 //
 // # What the caller must guarantee
 //
-// One goroutine owns a Manager. The caller applies DrainOps to the engine
-// before decoding the next batch, calls Commit after a step with the tokens
-// computed so far, and calls Free exactly once per admitted sequence.
+// One goroutine owns a Manager. The caller hands the engine StepOps before
+// each batch (exports, then clears, then restores), calls Commit after a
+// step with the positions computed, Store with the step's exported KV, and
+// Free exactly once per admitted sequence.
 //
 // What this package must not do: talk to llama.cpp, decide which sequence
 // runs or is preempted (that is the scheduler), or block.

@@ -3,74 +3,78 @@ package kvcache
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/llmserve/llmserve/engine"
 )
 
 // Config sizes a Manager.
 type Config struct {
-	// BlockSize is the number of tokens per block (16).
+	// BlockSize is the number of tokens per cached block (16).
 	BlockSize int
-	// NumBlocks is the KV capacity in blocks: the engine's KV tokens divided
-	// by BlockSize, rounded down.
-	NumBlocks int
-	// RunSlots is the number of slots for running sequences: slots
-	// [0, RunSlots). It bounds how many sequences hold KV at once.
-	RunSlots int
-	// HolderSlots is the number of slots that keep cached blocks alive:
-	// slots [RunSlots, RunSlots+HolderSlots). 0 disables prefix caching.
-	HolderSlots int
-	// MaxSeqLen is the most tokens one sequence may hold.
-	MaxSeqLen int
-	// MaxCachedBlocks caps the idle blocks kept for prefix reuse; beyond
-	// it, the least recently used are evicted at once. <= 0: no cap (all
-	// free memory may hold cached prefixes). In llama.cpp's unified KV every
-	// query scans every occupied cell, so idle cached cells are not free:
-	// see doc.go.
-	MaxCachedBlocks int
+	// Slots is the number of sequences that hold KV at once (the engine's
+	// slots).
+	Slots int
+	// SlotTokens is the most positions one slot holds.
+	SlotTokens int
+	// CacheBytes is the host memory the prefix cache may fill with idle
+	// blocks; 0 turns prefix caching off.
+	CacheBytes int64
+	// MaxEvents bounds the event outbox; 0 means DefaultMaxEvents.
+	MaxEvents int
 }
+
+// DefaultMaxEvents is the event outbox bound when Config.MaxEvents is 0.
+const DefaultMaxEvents = 4096
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	switch {
 	case c.BlockSize < 1:
 		return fmt.Errorf("kvcache: block size %d < 1", c.BlockSize)
-	case c.NumBlocks < 1:
-		return fmt.Errorf("kvcache: %d blocks < 1", c.NumBlocks)
-	case c.RunSlots < 1:
-		return fmt.Errorf("kvcache: %d run slots < 1", c.RunSlots)
-	case c.HolderSlots < 0:
-		return fmt.Errorf("kvcache: %d holder slots < 0", c.HolderSlots)
-	case c.MaxSeqLen < 1:
-		return fmt.Errorf("kvcache: max sequence length %d < 1", c.MaxSeqLen)
+	case c.Slots < 1:
+		return fmt.Errorf("kvcache: %d slots < 1", c.Slots)
+	case c.SlotTokens < 1:
+		return fmt.Errorf("kvcache: %d tokens per slot < 1", c.SlotTokens)
+	case c.CacheBytes < 0:
+		return fmt.Errorf("kvcache: cache budget %d bytes < 0", c.CacheBytes)
+	case c.MaxEvents < 0:
+		return fmt.Errorf("kvcache: event bound %d < 0", c.MaxEvents)
 	}
 	return nil
 }
 
 // Stats are the manager's counters and gauges.
 type Stats struct {
-	// Blocks is the capacity; UsedBlocks are held by running sequences;
-	// CachedBlocks are idle but hold a reusable prefix.
-	Blocks, UsedBlocks, CachedBlocks int
-	// QueryTokens and HitTokens count prompt tokens looked up in the prefix
-	// cache and found there (vLLM's prefix_cache_queries / hits).
+	// Slots is the capacity in sequences, SlotTokens in positions per
+	// sequence; UsedSlots hold a sequence, HeldTokens count the positions
+	// they hold.
+	Slots, SlotTokens, UsedSlots, HeldTokens int
+	// CachedBlocks and CachedBytes are what the prefix cache keeps;
+	// CacheBytesLimit is its budget.
+	CachedBlocks           int
+	CachedBytes            int64
+	CacheBytesLimit        int64
 	QueryTokens, HitTokens uint64
-	// Evictions counts cached blocks dropped to make room.
-	Evictions uint64
+	// StoredBlocks counts blocks that entered the cache, Evictions those
+	// dropped to stay within the budget.
+	StoredBlocks, Evictions uint64
+	// EventsPending is the number of events in the outbox, at most
+	// Config.MaxEvents; EventsDropped counts events lost because nobody
+	// drained the outbox in time.
+	EventsPending int
+	EventsDropped uint64
 }
 
-// Usage is the fraction of blocks held by running sequences, in [0, 1].
+// Usage is the fraction of the KV capacity held by running sequences, in
+// [0, 1].
 func (s Stats) Usage() float64 {
-	if s.Blocks == 0 {
+	if s.Slots == 0 || s.SlotTokens == 0 {
 		return 0
 	}
-	return float64(s.UsedBlocks) / float64(s.Blocks)
+	return float64(s.HeldTokens) / float64(s.Slots*s.SlotTokens)
 }
-
-// ErrUnknownSeq is returned for a sequence the manager does not hold.
-var ErrUnknownSeq = errors.New("kvcache: unknown sequence")
 
 // Hash names a full block by its content and everything before it.
 type Hash [32]byte
@@ -84,10 +88,6 @@ type AdmitOptions struct {
 	Salt string
 	// NoCache skips the prefix lookup (prompt logprobs need every logit).
 	NoCache bool
-	// NewTokens is the most tokens the first step may compute past the
-	// cached prefix (the step's token budget); Admit reserves blocks for
-	// min(NewTokens, len(Tokens)-cached) of them.
-	NewTokens int
 	// Count adds the lookup to the query and hit counters; false for a
 	// sequence resuming after preemption.
 	Count bool
@@ -95,97 +95,96 @@ type AdmitOptions struct {
 
 const none = -1
 
-type block struct {
-	hash       Hash
-	hashed     bool  // hash is valid and the block is in the index
-	ref        int32 // running sequences using the block
-	depth      int32 // block index within its sequence
-	holder     int32 // index into Manager.holders when hashed
-	prev, next int32 // links in the list the block is in
-	in         *list // the list holding the block, nil when in use
-}
-
-// list is a doubly linked list of blocks through their prev/next indexes.
-type list struct {
-	head, tail int32
-	n          int
+// entry is one cached block.
+type entry struct {
+	hash, parent Hash
+	depth        int32
+	kv           *engine.KV
+	prev, next   int32 // LRU links; the head is the least recently used
 }
 
 type sequence struct {
-	slot   engine.Slot
-	blocks []int32
+	slot engine.Slot
+	salt string
 	// hashes[i] is the hash of full block i, as far as it was computed.
 	hashes []Hash
-	salt   string
-	// committed counts leading blocks that are full and were offered to
-	// the cache.
-	committed int
+	// held is the number of positions in the slot.
+	held int
+	// offered counts leading blocks that are cached or asked for;
+	// settled those whose export came back (or that were hits).
+	offered, settled int
 }
 
-type holder struct {
-	slot engine.Slot
-	used []bool // by depth
+// pendingExport is an export the engine has not answered yet.
+type pendingExport struct {
+	seq engine.SeqID
+	// from and to are block indexes; hashes covers blocks [0, to).
+	from, to int
+	hashes   []Hash
 }
 
-// Manager is the paged KV manager. It is not safe for concurrent use: the
-// scheduler's goroutine owns it.
+// Manager is the KV manager. It is not safe for concurrent use: the
+// scheduler's goroutine owns it. See doc.go.
 type Manager struct {
-	cfg       Config
-	blocks    []block
-	empty     list // free blocks with nothing worth keeping
-	cached    list // idle blocks of cached prefixes, least recently used first
-	index     map[Hash]int32
-	seqs      map[engine.SeqID]*sequence
-	freeSlots []engine.Slot
-	holders   []holder
-	ops       []engine.MemOp
-	events    []Event
-	stats     Stats
+	cfg      Config
+	slotUsed []bool
+	seqs     map[engine.SeqID]*sequence
+
+	entries     []entry
+	freeEntries []int32
+	index       map[Hash]int32
+	lruHead     int32
+	lruTail     int32
+	bytes       int64
+
+	exports  []engine.Export
+	clears   []engine.Slot
+	restores []engine.Restore
+	pending  map[uint64]pendingExport
+	nextTag  uint64
+	events   eventRing
+	stats    Stats
 }
 
-// New returns a manager with every block free.
+// New returns a manager with every slot free and an empty cache.
 func New(cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{
-		cfg:    cfg,
-		blocks: make([]block, cfg.NumBlocks),
-		empty:  list{head: none, tail: none},
-		cached: list{head: none, tail: none},
-		index:  make(map[Hash]int32),
-		seqs:   make(map[engine.SeqID]*sequence),
+	if cfg.MaxEvents == 0 {
+		cfg.MaxEvents = DefaultMaxEvents
 	}
-	for i := range m.blocks {
-		m.blocks[i] = block{holder: none, prev: none, next: none}
-		m.push(&m.empty, int32(i))
-	}
-	for s := cfg.RunSlots - 1; s >= 0; s-- {
-		m.freeSlots = append(m.freeSlots, engine.Slot(s))
-	}
-	depths := (cfg.MaxSeqLen + cfg.BlockSize - 1) / cfg.BlockSize
-	for h := range cfg.HolderSlots {
-		m.holders = append(m.holders, holder{slot: engine.Slot(cfg.RunSlots + h), used: make([]bool, depths)})
-	}
-	return m, nil
+	return &Manager{
+		cfg:      cfg,
+		slotUsed: make([]bool, cfg.Slots),
+		seqs:     make(map[engine.SeqID]*sequence),
+		index:    make(map[Hash]int32),
+		lruHead:  none,
+		lruTail:  none,
+		pending:  make(map[uint64]pendingExport),
+		events:   eventRing{buf: make([]Event, cfg.MaxEvents)},
+	}, nil
 }
 
 // BlockSize returns the tokens per block.
 func (m *Manager) BlockSize() int { return m.cfg.BlockSize }
 
-// FreeBlocks is how many blocks an allocation can take right now (free and
-// idle cached blocks).
-func (m *Manager) FreeBlocks() int { return m.empty.n + m.cached.n }
+// Caching reports whether the prefix cache is on.
+func (m *Manager) Caching() bool { return m.cfg.CacheBytes > 0 }
 
-// BlocksFor is the number of blocks n tokens occupy.
-func (m *Manager) BlocksFor(n int) int { return (n + m.cfg.BlockSize - 1) / m.cfg.BlockSize }
+// FreeSlots is the number of slots a sequence can be admitted to.
+func (m *Manager) FreeSlots() int { return m.cfg.Slots - len(m.seqs) }
 
 // Stats returns the counters and gauges.
 func (m *Manager) Stats() Stats {
 	s := m.stats
-	s.Blocks = m.cfg.NumBlocks
-	s.UsedBlocks = m.cfg.NumBlocks - m.FreeBlocks()
-	s.CachedBlocks = m.cached.n
+	s.Slots, s.SlotTokens, s.UsedSlots = m.cfg.Slots, m.cfg.SlotTokens, len(m.seqs)
+	s.HeldTokens = 0
+	for _, sq := range m.seqs {
+		s.HeldTokens += sq.held
+	}
+	s.CachedBlocks, s.CachedBytes, s.CacheBytesLimit = len(m.index), m.bytes, m.cfg.CacheBytes
+	s.EventsPending, s.EventsDropped = m.events.n, m.events.dropped
 	return s
 }
 
@@ -201,284 +200,244 @@ func (m *Manager) Slot(id engine.SeqID) (engine.Slot, bool) {
 // Holds reports whether the manager holds the sequence.
 func (m *Manager) Holds(id engine.SeqID) bool { _, ok := m.seqs[id]; return ok }
 
-// Admit gives a sequence a slot, the cached prefix of its tokens, and blocks
-// for opt.NewTokens more. It returns the number of tokens found in the cache
-// (a multiple of the block size, never all of Tokens: the last token is
-// always computed so that the step has logits). When there is no slot or
-// not enough blocks it returns ok false and changes nothing.
+// Admit gives a sequence the lowest free slot and, from the prefix cache,
+// the longest cached run of full blocks its tokens start with (never all
+// of Tokens: the last token is always computed so that the step has
+// logits). It returns the number of cached tokens, which the engine
+// restores into the slot before the next batch. It returns ok false and
+// changes nothing when no slot is free.
 func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool) {
 	if _, dup := m.seqs[id]; dup {
 		panic(fmt.Sprintf("kvcache: sequence %d admitted twice", id))
 	}
-	if len(m.freeSlots) == 0 {
+	slot := slices.Index(m.slotUsed, false)
+	if slot < 0 {
 		return 0, false
 	}
+	m.slotUsed[slot] = true
+	s := &sequence{slot: engine.Slot(slot), salt: opt.Salt}
+	m.seqs[id] = s
 	bs := m.cfg.BlockSize
-	var hits []int32
-	var hashes []Hash
-	if !opt.NoCache && len(m.holders) > 0 {
-		hashes = m.hashBlocks(nil, opt.Tokens, opt.Salt, (len(opt.Tokens)-1)/bs)
+	if m.Caching() && !opt.NoCache {
+		hashes := hashBlocks(nil, opt.Tokens, opt.Salt, bs, (len(opt.Tokens)-1)/bs)
+		var hits []int32
 		for _, h := range hashes {
-			b, found := m.index[h]
+			e, found := m.index[h]
 			if !found {
 				break
 			}
-			hits = append(hits, b)
+			hits = append(hits, e)
 		}
-	}
-	cached = len(hits) * bs
-	need := m.BlocksFor(cached+min(opt.NewTokens, len(opt.Tokens)-cached)) - len(hits)
-	// Hit blocks that sit in the free queue stop being allocatable.
-	avail := m.FreeBlocks()
-	for _, b := range hits {
-		if m.blocks[b].in != nil {
-			avail--
+		if len(hits) > 0 {
+			r := engine.Restore{Seq: id, Slot: s.slot, KV: make([]*engine.KV, len(hits))}
+			for i, e := range hits {
+				r.KV[i] = m.entries[e].kv
+			}
+			m.restores = append(m.restores, r)
+			m.touchPath(hits)
 		}
-	}
-	if need > avail {
-		return 0, false
+		s.hashes = hashes[:len(hits):len(hits)]
+		s.offered, s.settled = len(hits), len(hits)
+		cached = len(hits) * bs
+		s.held = cached
 	}
 	if opt.Count {
 		m.stats.QueryTokens += uint64(len(opt.Tokens))
 		m.stats.HitTokens += uint64(cached)
 	}
-	slot := m.freeSlots[len(m.freeSlots)-1]
-	m.freeSlots = m.freeSlots[:len(m.freeSlots)-1]
-	s := &sequence{slot: slot, salt: opt.Salt, hashes: hashes[:len(hits)], committed: len(hits)}
-	m.seqs[id] = s
-	for _, b := range hits {
-		m.claim(b)
-		s.blocks = append(s.blocks, b)
-	}
-	m.shareHits(s)
-	for range need {
-		s.blocks = append(s.blocks, m.allocate(int32(len(s.blocks))))
-	}
 	return cached, true
 }
 
-// shareHits makes the sequence's slot share the cells of its cached blocks,
-// one copy per run of blocks kept by the same holder.
-func (m *Manager) shareHits(s *sequence) {
-	bs := int32(m.cfg.BlockSize)
-	for i := 0; i < len(s.blocks); {
-		h := m.blocks[s.blocks[i]].holder
-		j := i + 1
-		for j < len(s.blocks) && m.blocks[s.blocks[j]].holder == h {
-			j++
-		}
-		m.ops = append(m.ops, engine.MemOp{Kind: engine.MemCopy, Src: m.holders[h].slot, Dst: s.slot, P0: int32(i) * bs, P1: int32(j) * bs})
-		i = j
-	}
-}
-
-// Grow makes sure the sequence has blocks for total tokens. It returns false
-// and changes nothing when there are not enough free blocks.
-func (m *Manager) Grow(id engine.SeqID, total int) bool {
-	s, ok := m.seqs[id]
-	if !ok {
-		panic(fmt.Sprintf("kvcache: Grow of unknown sequence %d", id))
-	}
-	need := m.BlocksFor(total) - len(s.blocks)
-	if need <= 0 {
-		return true
-	}
-	if need > m.FreeBlocks() {
-		return false
-	}
-	for range need {
-		s.blocks = append(s.blocks, m.allocate(int32(len(s.blocks))))
-	}
-	return true
-}
-
-// Commit tells the manager that the first computed tokens of the sequence
-// are in the KV memory. Blocks that became full are offered to the prefix
-// cache: a block whose content is not cached yet is registered and kept
-// alive by a holder slot, so that later sequences can share it.
+// Commit tells the manager that the first computed positions of the
+// sequence are in its slot.
 func (m *Manager) Commit(id engine.SeqID, tokens []int32, computed int) {
 	s, ok := m.seqs[id]
-	if !ok || len(m.holders) == 0 {
+	if !ok {
 		return
 	}
-	full := min(computed/m.cfg.BlockSize, len(s.blocks))
-	if full <= s.committed {
+	s.held = computed
+	if m.Caching() {
+		s.hashes = hashBlocks(s.hashes, tokens, s.salt, m.cfg.BlockSize, computed/m.cfg.BlockSize)
+	}
+}
+
+// Offer asks for the sequence's full blocks that the cache lacks to be
+// exported into it at the next step (before anything clears the slot).
+func (m *Manager) Offer(id engine.SeqID) {
+	s, ok := m.seqs[id]
+	if !ok || !m.Caching() {
 		return
 	}
-	s.hashes = m.hashBlocks(s.hashes, tokens, s.salt, full)
-	bs := int32(m.cfg.BlockSize)
-	for i := s.committed; i < full; i++ {
-		b := s.blocks[i]
-		blk := &m.blocks[b]
-		if blk.hashed {
-			continue // a shared cached block
+	full := min(len(s.hashes), s.held/m.cfg.BlockSize)
+	for s.offered < full {
+		if _, cached := m.index[s.hashes[s.offered]]; !cached {
+			break
 		}
-		h := s.hashes[i]
-		if _, dup := m.index[h]; dup {
-			continue // same content computed twice; keep the first
-		}
-		hi := m.pickHolder(s, i)
-		if hi == none {
-			continue // no holder free at this depth: the block is not cached
-		}
-		m.holders[hi].used[i] = true
-		blk.hash, blk.hashed, blk.holder = h, true, hi
-		m.index[h] = b
-		m.ops = append(m.ops, engine.MemOp{Kind: engine.MemCopy, Src: s.slot, Dst: m.holders[hi].slot, P0: int32(i) * bs, P1: int32(i+1) * bs})
-		var parent Hash
-		if i > 0 {
-			parent = s.hashes[i-1]
-		}
-		m.events = append(m.events, Event{Kind: BlockStored, Hash: h, Parent: parent, Depth: i})
+		s.offered++
+		s.settled = max(s.settled, s.offered)
 	}
-	s.committed = full
+	if s.offered >= full {
+		return
+	}
+	bs := m.cfg.BlockSize
+	m.nextTag++
+	m.pending[m.nextTag] = pendingExport{seq: id, from: s.offered, to: full, hashes: slices.Clone(s.hashes[:full])}
+	m.exports = append(m.exports, engine.Export{Tag: m.nextTag, Seq: id, Slot: s.slot, From: s.offered * bs, To: full * bs})
+	s.offered = full
 }
 
-// pickHolder returns a holder with no block at depth, preferring the holder
-// of the parent block so that a chain stays in one slot (fewer copies on a
-// hit), or none.
-func (m *Manager) pickHolder(s *sequence, depth int) int32 {
-	if depth >= len(m.holders[0].used) {
-		return none
+// Settled reports whether every full block among the sequence's first
+// tokens positions was offered and has settled: cached, or its export came
+// back (stored or not). It is true for sequences the manager does not hold
+// and when caching is off.
+func (m *Manager) Settled(id engine.SeqID, tokens int) bool {
+	s, ok := m.seqs[id]
+	if !ok || !m.Caching() {
+		return true
 	}
-	if depth > 0 {
-		if p := &m.blocks[s.blocks[depth-1]]; p.hashed && !m.holders[p.holder].used[depth] {
-			return p.holder
-		}
-	}
-	for i := range m.holders {
-		if !m.holders[i].used[depth] {
-			return int32(i)
-		}
-	}
-	return none
+	return s.settled >= tokens/m.cfg.BlockSize
 }
 
-// Free releases a finished, aborted or preempted sequence: its slot, and its
-// blocks, tail first. Blocks that hold a cached prefix stay in the cache
-// until their space is needed.
-func (m *Manager) Free(id engine.SeqID) {
+// Free releases a finished, aborted or preempted sequence. With offer, its
+// full blocks that the cache lacks are exported first; without, its KV is
+// dropped (use that when the engine failed the sequence and its KV is
+// unknown). The slot is cleared at the next step and can be admitted to at
+// once.
+func (m *Manager) Free(id engine.SeqID, offer bool) {
 	s, ok := m.seqs[id]
 	if !ok {
 		return
 	}
+	if offer {
+		m.Offer(id)
+	}
 	delete(m.seqs, id)
-	m.ops = append(m.ops, engine.MemOp{Kind: engine.MemRemove, Dst: s.slot, P0: -1, P1: -1})
-	for i := len(s.blocks) - 1; i >= 0; i-- {
-		b := s.blocks[i]
-		blk := &m.blocks[b]
-		blk.ref--
-		if blk.ref > 0 {
+	m.slotUsed[s.slot] = false
+	m.clears = append(m.clears, s.slot)
+}
+
+// Store puts exported blocks into the cache, then evicts the least
+// recently used blocks beyond the budget.
+func (m *Manager) Store(exported []engine.Exported) {
+	bs := m.cfg.BlockSize
+	for _, x := range exported {
+		p, ok := m.pending[x.Tag]
+		if !ok {
 			continue
 		}
-		if blk.hashed {
-			m.push(&m.cached, b)
-		} else {
-			m.push(&m.empty, b)
+		delete(m.pending, x.Tag)
+		if s := m.seqs[p.seq]; s != nil {
+			s.settled = max(s.settled, p.to)
 		}
+		if x.KV == nil || x.KV.N != (p.to-p.from)*bs {
+			continue
+		}
+		// Walk the chain from its root: a block is kept only under a
+		// cached parent, so that every cached block can be found.
+		var path []int32
+		for i := 0; i < p.to; i++ {
+			e, cached := m.index[p.hashes[i]]
+			if !cached {
+				if i < p.from {
+					break // an ancestor was evicted meanwhile
+				}
+				var parent Hash
+				if i > 0 {
+					parent = p.hashes[i-1]
+				}
+				e = m.insert(p.hashes[i], parent, int32(i), x.KV.Slice((i-p.from)*bs, (i-p.from+1)*bs))
+			}
+			path = append(path, e)
+		}
+		m.touchPath(path)
 	}
-	m.freeSlots = append(m.freeSlots, s.slot)
-	for m.cfg.MaxCachedBlocks > 0 && m.cached.n > m.cfg.MaxCachedBlocks {
-		b := m.cached.head
-		m.remove(b)
-		m.evict(b)
-		m.push(&m.empty, b)
+	for m.bytes > m.cfg.CacheBytes && m.lruHead != none {
+		m.evict(m.lruHead)
 	}
 }
 
-// DrainOps returns the memory operations emitted since the last call, in
-// the order the engine must apply them.
-func (m *Manager) DrainOps() []engine.MemOp {
-	ops := m.ops
-	m.ops = nil
-	return ops
+// StepOps returns the KV work the engine must do before the next batch, in
+// the order it must do it: exports, clears, restores.
+func (m *Manager) StepOps() (exports []engine.Export, clears []engine.Slot, restores []engine.Restore) {
+	exports, clears, restores = m.exports, m.clears, m.restores
+	m.exports, m.clears, m.restores = nil, nil, nil
+	return exports, clears, restores
 }
 
-// DrainEvents returns cache events since the last call (for routers).
-func (m *Manager) DrainEvents() []Event {
-	ev := m.events
-	m.events = nil
-	return ev
+// DrainEvents returns the cache events since the last call, oldest first.
+// The outbox keeps the last MaxEvents; older ones are dropped and counted
+// in Stats.EventsDropped.
+func (m *Manager) DrainEvents() []Event { return m.events.drain() }
+
+// insert adds a block to the index and to the LRU tail.
+func (m *Manager) insert(h, parent Hash, depth int32, kv *engine.KV) int32 {
+	var e int32
+	if n := len(m.freeEntries); n > 0 {
+		e = m.freeEntries[n-1]
+		m.freeEntries = m.freeEntries[:n-1]
+	} else {
+		e = int32(len(m.entries))
+		m.entries = append(m.entries, entry{})
+	}
+	m.entries[e] = entry{hash: h, parent: parent, depth: depth, kv: kv, prev: none, next: none}
+	m.index[h] = e
+	m.pushTail(e)
+	m.bytes += int64(kv.Size())
+	m.stats.StoredBlocks++
+	m.events.push(Event{Kind: BlockStored, Hash: h, Parent: parent, Depth: int(depth)})
+	return e
 }
 
-// claim takes a cached block for one more sequence.
-func (m *Manager) claim(b int32) {
-	if m.blocks[b].in != nil {
-		m.remove(b)
-	}
-	m.blocks[b].ref++
-}
-
-// allocate takes a free block for a sequence at the given depth: an empty
-// one if there is any, else the least recently used cached one, whose
-// content is evicted.
-func (m *Manager) allocate(depth int32) int32 {
-	l := &m.empty
-	if l.n == 0 {
-		l = &m.cached
-	}
-	b := l.head
-	if b == none {
-		panic("kvcache: allocate with no free block")
-	}
-	m.remove(b)
-	blk := &m.blocks[b]
-	if blk.hashed {
-		m.evict(b)
-	}
-	blk.ref = 1
-	blk.depth = depth
-	return b
-}
-
-// evict drops a cached block: from the index, and from its holder slot so
-// that llama.cpp frees its cells.
-func (m *Manager) evict(b int32) {
-	blk := &m.blocks[b]
-	bs := int32(m.cfg.BlockSize)
-	h := &m.holders[blk.holder]
-	h.used[blk.depth] = false
-	m.ops = append(m.ops, engine.MemOp{Kind: engine.MemRemove, Dst: h.slot, P0: blk.depth * bs, P1: (blk.depth + 1) * bs})
-	delete(m.index, blk.hash)
-	m.events = append(m.events, Event{Kind: BlockRemoved, Hash: blk.hash, Depth: int(blk.depth)})
+// evict drops a cached block.
+func (m *Manager) evict(e int32) {
+	en := &m.entries[e]
+	m.unlink(e)
+	delete(m.index, en.hash)
+	m.bytes -= int64(en.kv.Size())
 	m.stats.Evictions++
-	blk.hashed, blk.holder, blk.hash = false, none, Hash{}
+	m.events.push(Event{Kind: BlockRemoved, Hash: en.hash, Depth: int(en.depth)})
+	*en = entry{prev: none, next: none}
+	m.freeEntries = append(m.freeEntries, e)
 }
 
-// remove takes b out of the list it is in.
-func (m *Manager) remove(b int32) {
-	blk := &m.blocks[b]
-	l := blk.in
-	if blk.prev != none {
-		m.blocks[blk.prev].next = blk.next
-	} else {
-		l.head = blk.next
+// touchPath marks a chain of blocks (root first) as just used, deepest
+// first, so that every block is more recent than its descendants and the
+// LRU head is always a block no other cached block depends on.
+func (m *Manager) touchPath(path []int32) {
+	for i := len(path) - 1; i >= 0; i-- {
+		m.unlink(path[i])
+		m.pushTail(path[i])
 	}
-	if blk.next != none {
-		m.blocks[blk.next].prev = blk.prev
-	} else {
-		l.tail = blk.prev
-	}
-	blk.prev, blk.next, blk.in = none, none, nil
-	l.n--
 }
 
-// push appends b to l.
-func (m *Manager) push(l *list, b int32) {
-	blk := &m.blocks[b]
-	blk.prev, blk.next, blk.in = l.tail, none, l
-	if l.tail != none {
-		m.blocks[l.tail].next = b
-	} else {
-		l.head = b
+func (m *Manager) unlink(e int32) {
+	en := &m.entries[e]
+	if en.prev != none {
+		m.entries[en.prev].next = en.next
+	} else if m.lruHead == e {
+		m.lruHead = en.next
 	}
-	l.tail = b
-	l.n++
+	if en.next != none {
+		m.entries[en.next].prev = en.prev
+	} else if m.lruTail == e {
+		m.lruTail = en.prev
+	}
+	en.prev, en.next = none, none
+}
+
+func (m *Manager) pushTail(e int32) {
+	en := &m.entries[e]
+	en.prev, en.next = m.lruTail, none
+	if m.lruTail != none {
+		m.entries[m.lruTail].next = e
+	} else {
+		m.lruHead = e
+	}
+	m.lruTail = e
 }
 
 // hashBlocks extends hashes to cover the first n full blocks of tokens.
-func (m *Manager) hashBlocks(hashes []Hash, tokens []int32, salt string, n int) []Hash {
-	bs := m.cfg.BlockSize
+func hashBlocks(hashes []Hash, tokens []int32, salt string, bs, n int) []Hash {
 	n = min(n, len(tokens)/bs)
 	buf := make([]byte, 0, 32+4*bs+len(salt))
 	for i := len(hashes); i < n; i++ {

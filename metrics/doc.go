@@ -6,9 +6,11 @@
 // llmserve_*.
 //
 // The package registers collectors on an injected prometheus.Registerer and
-// implements scheduler.Observer. Gauges and cumulative counters that the
-// scheduler already keeps (running, waiting, KV usage, prefix-cache
-// queries and hits, preemptions) are read from its published snapshot at
-// scrape time rather than mirrored. It must not import anything that does
+// implements core.Observer. Gauges and cumulative counters that the
+// scheduler and KV manager already keep (running, waiting, KV usage,
+// prefix-cache queries, hits, bytes and evictions, preemptions) are read
+// from the engine core's published snapshot at scrape time rather than
+// mirrored. The snapshot is published before a step's outputs reach their
+// clients, so a scrape after a response never sees the request running. It must not import anything that does
 // inference: it only observes.
 package metrics

@@ -5,12 +5,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
 // Engine records one served model's engine metrics. It implements
-// scheduler.Observer.
+// core.Observer.
 type Engine struct {
+	restarts         prometheus.Counter
+	failures         prometheus.Counter
+	kvEvents         *prometheus.CounterVec
 	promptTokens     prometheus.Counter
 	generationTokens prometheus.Counter
 	decodedTokens    prometheus.Counter
@@ -31,8 +35,9 @@ var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 
 var tokenBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}
 
 // NewEngine registers the metrics of model on reg. stats returns the
-// scheduler's latest snapshot; it is called at scrape time.
-func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.Stats) (*Engine, error) {
+// engine core's latest snapshot and ready its readiness; they are called at
+// scrape time.
+func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.Stats, ready func() bool) (*Engine, error) {
 	labels := prometheus.Labels{"model_name": model}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
@@ -54,6 +59,11 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 	promptHist := hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets)
 	genHist := hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets)
 	e := &Engine{
+		restarts: counter("llmserve_engine_restarts_total", "Times the engine failed and was restarted with a fresh context (its requests ended with an error)."),
+		failures: counter("llmserve_engine_sequence_failures_total", "Sequences the engine failed alone (their decode or sampling failed); the rest of their batch went on."),
+		kvEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmserve_kv_cache_events_total", Help: "Prefix-cache block events (stored, removed), drained from the KV manager every step.", ConstLabels: labels,
+		}, []string{"kind"}),
 		promptTokens:     counter("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
 		generationTokens: counter("vllm:generation_tokens_total", "Number of generation tokens processed."),
 		decodedTokens:    counter("llmserve_engine_decoded_tokens_total", "Tokens passed to llama_decode (prompt tokens found in the prefix cache are not)."),
@@ -70,16 +80,27 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 		}, []string{"finished_reason"}),
 	}
 	collectors := []prometheus.Collector{
+		e.restarts, e.failures, e.kvEvents,
 		e.promptTokens, e.generationTokens, e.decodedTokens, e.steps, ttft, e2e, tpot, stepDur, iterTokens, promptHist, genHist, e.success,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "llmserve_model_ready", Help: "1 when the model serves requests, 0 while its engine restarts or after it stopped.", ConstLabels: labels}, func() float64 {
+			if ready() {
+				return 1
+			}
+			return 0
+		}),
 		gauge("vllm:num_requests_running", "Number of requests in model execution batches.", func(s scheduler.Stats) float64 { return float64(s.Running) }),
 		gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(s scheduler.Stats) float64 { return float64(s.Waiting) }),
 		gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(s scheduler.Stats) float64 { return s.KV.Usage() }),
-		gauge("llmserve_kv_cache_cached_blocks", "Idle KV blocks that hold a reusable prefix.", func(s scheduler.Stats) float64 { return float64(s.KV.CachedBlocks) }),
-		gauge("llmserve_kv_cache_blocks", "KV capacity in blocks.", func(s scheduler.Stats) float64 { return float64(s.KV.Blocks) }),
+		gauge("llmserve_kv_cache_slots", "Sequences the KV cache holds at once (one KV stream each).", func(s scheduler.Stats) float64 { return float64(s.KV.Slots) }),
+		gauge("llmserve_kv_cache_slot_tokens", "Positions one KV slot holds.", func(s scheduler.Stats) float64 { return float64(s.KV.SlotTokens) }),
+		gauge("llmserve_prefix_cache_blocks", "Blocks the prefix cache keeps in host memory.", func(s scheduler.Stats) float64 { return float64(s.KV.CachedBlocks) }),
+		gauge("llmserve_prefix_cache_bytes", "Host memory the prefix cache's blocks take.", func(s scheduler.Stats) float64 { return float64(s.KV.CachedBytes) }),
+		gauge("llmserve_prefix_cache_limit_bytes", "Host memory the prefix cache may take.", func(s scheduler.Stats) float64 { return float64(s.KV.CacheBytesLimit) }),
+		counterFunc("llmserve_kv_cache_events_dropped_total", "Prefix-cache events dropped because the outbox was full.", func(s scheduler.Stats) float64 { return float64(s.KV.EventsDropped) }),
 		counterFunc("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.QueryTokens) }),
 		counterFunc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.HitTokens) }),
 		counterFunc("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", func(s scheduler.Stats) float64 { return float64(s.Preemptions) }),
-		counterFunc("llmserve_kv_cache_evictions_total", "Cached KV blocks evicted to make room.", func(s scheduler.Stats) float64 { return float64(s.KV.Evictions) }),
+		counterFunc("llmserve_prefix_cache_evictions_total", "Cached blocks evicted to stay within the prefix cache's memory.", func(s scheduler.Stats) float64 { return float64(s.KV.Evictions) }),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -89,9 +110,12 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 	return e, nil
 }
 
-// StepDone implements scheduler.Observer.
-func (e *Engine) StepDone(s scheduler.StepInfo) {
+// StepDone implements core.Observer.
+func (e *Engine) StepDone(s core.StepInfo) {
 	e.steps.Inc()
+	e.failures.Add(float64(s.Failures))
+	e.kvEvents.WithLabelValues("stored").Add(float64(s.BlocksStored))
+	e.kvEvents.WithLabelValues("removed").Add(float64(s.BlocksRemoved))
 	e.decodedTokens.Add(float64(s.Tokens))
 	e.promptTokens.Add(float64(s.PrefillTokens))
 	e.generationTokens.Add(float64(s.Generated))
@@ -104,11 +128,14 @@ func (e *Engine) StepDone(s scheduler.StepInfo) {
 	}
 }
 
-// FirstToken implements scheduler.Observer.
+// FirstToken implements core.Observer.
 func (e *Engine) FirstToken(ttft time.Duration) { e.ttft.Observe(ttft.Seconds()) }
 
-// RequestDone implements scheduler.Observer.
-func (e *Engine) RequestDone(r scheduler.RequestInfo) {
+// EngineRestarted implements core.Observer.
+func (e *Engine) EngineRestarted() { e.restarts.Inc() }
+
+// RequestDone implements core.Observer.
+func (e *Engine) RequestDone(r core.RequestInfo) {
 	e.e2e.Observe(r.E2E.Seconds())
 	e.promptHist.Observe(float64(r.Usage.PromptTokens))
 	e.genHist.Observe(float64(r.Usage.CompletionTokens))

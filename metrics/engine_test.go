@@ -8,20 +8,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
 func TestEngineMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	stats := scheduler.Stats{Running: 3, Waiting: 2, Preemptions: 4, KV: kvcache.Stats{Blocks: 10, UsedBlocks: 5, QueryTokens: 100, HitTokens: 48}}
-	e, err := NewEngine(reg, "m", func() scheduler.Stats { return stats })
+	stats := scheduler.Stats{Running: 3, Waiting: 2, Preemptions: 4, KV: kvcache.Stats{Slots: 4, SlotTokens: 10, HeldTokens: 20, QueryTokens: 100, HitTokens: 48}}
+	ready := true
+	e, err := NewEngine(reg, "m", func() scheduler.Stats { return stats }, func() bool { return ready })
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.StepDone(scheduler.StepInfo{Duration: time.Millisecond, Tokens: 20, PrefillTokens: 16, DecodeTokens: 4, Generated: 5})
+	e.StepDone(core.StepInfo{Duration: time.Millisecond, Tokens: 20, PrefillTokens: 16, DecodeTokens: 4, Generated: 5, Failures: 1, BlocksStored: 3, BlocksRemoved: 1})
 	e.FirstToken(30 * time.Millisecond)
-	e.RequestDone(scheduler.RequestInfo{E2E: time.Second, Usage: scheduler.Usage{PromptTokens: 16, CompletionTokens: 5}, Reason: scheduler.FinishStop})
+	e.RequestDone(core.RequestInfo{E2E: time.Second, Usage: scheduler.Usage{PromptTokens: 16, CompletionTokens: 5}, Reason: scheduler.FinishStop})
+	e.EngineRestarted()
+	ready = false
 	want := `
 # HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -44,9 +48,23 @@ vllm:generation_tokens_total{model_name="m"} 5
 # HELP vllm:request_success_total Count of successfully processed requests.
 # TYPE vllm:request_success_total counter
 vllm:request_success_total{finished_reason="stop",model_name="m"} 1
+# HELP llmserve_engine_restarts_total Times the engine failed and was restarted with a fresh context (its requests ended with an error).
+# TYPE llmserve_engine_restarts_total counter
+llmserve_engine_restarts_total{model_name="m"} 1
+# HELP llmserve_engine_sequence_failures_total Sequences the engine failed alone (their decode or sampling failed); the rest of their batch went on.
+# TYPE llmserve_engine_sequence_failures_total counter
+llmserve_engine_sequence_failures_total{model_name="m"} 1
+# HELP llmserve_kv_cache_events_total Prefix-cache block events (stored, removed), drained from the KV manager every step.
+# TYPE llmserve_kv_cache_events_total counter
+llmserve_kv_cache_events_total{kind="removed",model_name="m"} 1
+llmserve_kv_cache_events_total{kind="stored",model_name="m"} 3
+# HELP llmserve_model_ready 1 when the model serves requests, 0 while its engine restarts or after it stopped.
+# TYPE llmserve_model_ready gauge
+llmserve_model_ready{model_name="m"} 0
 `
 	names := []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prefix_cache_hits_total",
-		"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total"}
+		"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
+		"llmserve_engine_restarts_total", "llmserve_engine_sequence_failures_total", "llmserve_kv_cache_events_total", "llmserve_model_ready"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +72,7 @@ vllm:request_success_total{finished_reason="stop",model_name="m"} 1
 		t.Fatalf("ttft series: %d", n)
 	}
 	// A second model registers beside the first.
-	if _, err := NewEngine(reg, "other", func() scheduler.Stats { return stats }); err != nil {
+	if _, err := NewEngine(reg, "other", func() scheduler.Stats { return stats }, func() bool { return true }); err != nil {
 		t.Fatalf("second model: %v", err)
 	}
 }

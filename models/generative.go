@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/metrics"
@@ -18,10 +20,12 @@ import (
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
-// BlockSize is the KV block size in tokens.
+// BlockSize is the prefix cache's block size in tokens.
 const BlockSize = 16
 
-// GenerativeConfig says how to load and serve one generative model.
+// GenerativeConfig says how to load and serve one generative model. Zero
+// values mean the documented defaults; every setting is checked at load
+// and a bad one is a *ConfigError naming it.
 type GenerativeConfig struct {
 	// Name is the id clients use; default: the file's base name, or
 	// "stories260K" for the embedded model.
@@ -40,37 +44,41 @@ type GenerativeConfig struct {
 	SplitMode      string
 	NoMmap         bool
 	Mlock          bool
-	Threads        int
-	BatchThreads   int
+	Threads        int // default 1
+	BatchThreads   int // default Threads
+	Poll           int // ggml's polling level, 0..100
 	FlashAttention string
 	// KVType is the KV cache element type (f16, f32, bf16, q8_0, q4_0).
 	KVType string
-	// BatchInvariant makes a greedy request's output independent of what
-	// else runs (flash attention off; see flashAttention).
-	BatchInvariant bool
 
 	// MaxModelLen caps prompt plus output per sequence; 0 means the
-	// model's training context length.
+	// model's training context length, which it may not exceed.
 	MaxModelLen int
-	// KVTokens is the total KV capacity shared by all sequences; 0 sizes
-	// it to MaxNumSeqs*MaxModelLen, capped by KVMemoryBytes.
-	KVTokens      int
+	// MaxNumSeqs is the most sequences running at once (default 1). Each
+	// has a KV stream of MaxModelLen positions.
+	MaxNumSeqs int
+	// KVMemoryBytes, when > 0, caps the KV memory (MaxNumSeqs streams of
+	// MaxModelLen positions); MaxNumSeqs is lowered to fit, with a warning.
 	KVMemoryBytes int64
-	// MaxNumSeqs, MaxNumBatchedTokens and MaxWaiting bound the scheduler
-	// (0: 1, 2048 and 512).
-	MaxNumSeqs          int
+	// MaxNumBatchedTokens and MaxWaiting bound the scheduler (default 2048
+	// and 512; the former is raised to MaxNumSeqs if below).
 	MaxNumBatchedTokens int
 	MaxWaiting          int
-	// NoPrefixCaching turns off the prefix cache.
-	NoPrefixCaching bool
-	// PrefixCacheTokens caps the idle KV kept for prefix reuse; 0 means
-	// MaxModelLen tokens (one full-length prefix), < 0 no cap. Every query
-	// scans every occupied cell of the unified KV, so idle cache slows every
-	// step (kvcache/doc.go, docs/BENCHMARKS.md).
-	PrefixCacheTokens int
+	// PrefixCacheBytes is the host memory for cached prefixes; 0 turns
+	// prefix caching off.
+	PrefixCacheBytes int64
 	// RequestTimeout, when positive, is every request's deadline.
 	RequestTimeout time.Duration
 }
+
+// ConfigError is a setting that cannot work with the model. Setting is the
+// GenerativeConfig field.
+type ConfigError struct {
+	Setting string
+	Msg     string
+}
+
+func (e *ConfigError) Error() string { return e.Setting + ": " + e.Msg }
 
 // Generative is a loaded generative model being served.
 type Generative struct {
@@ -78,24 +86,23 @@ type Generative struct {
 	created int64
 	maxLen  int
 	timeout time.Duration
-	kvTok   int
 	info    llamacpp.Info
 
 	model *llamacpp.Model
-	ctx   *llamacpp.Context
 	tok   *tokenizer.Tokenizer
-	loop  *scheduler.Loop
+	core  *core.EngineCore
 
 	stop    context.CancelFunc
 	stopped chan struct{}
+	runErr  error // set before stopped closes
 	log     *slog.Logger
 }
 
-// LoadGenerative loads a model, starts its scheduler loop and registers its
+// LoadGenerative loads a model, starts its engine core and registers its
 // metrics on reg (which may be nil).
 func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Registerer) (_ *Generative, err error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	path := cfg.Path
 	name := cfg.Name
@@ -130,109 +137,112 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
+	if sz.lowered {
+		log.Warn("max_num_seqs lowered to fit the KV memory cap: raise --kv-cache-memory or lower --max-model-len for more",
+			"model", name, "asked", cfg.MaxNumSeqs, "max_num_seqs", sz.maxSeqs, "kv_memory_cap", cfg.KVMemoryBytes)
+	}
 	tmpl := cfg.ChatTemplate
 	if tmpl == "" {
 		tmpl = info.ChatTemplate
-	}
-	fa, err := flashAttention(cfg.FlashAttention, cfg.BatchInvariant)
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
 	tok, err := tokenizer.New(m, tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: chat template: %w", name, err)
 	}
-	lctx, err := llamacpp.NewContext(m, llamacpp.ContextParams{
-		KVTokens:       sz.kvTokens,
-		Slots:          sz.maxSeqs + sz.holders,
-		BatchTokens:    sz.batchTokens,
-		Threads:        cfg.Threads,
-		BatchThreads:   cfg.BatchThreads,
-		FlashAttention: fa,
-		KVType:         cfg.KVType,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", name, err)
-	}
-	defer func() {
-		if err != nil {
-			lctx.Close()
-		}
-	}()
-	kv, err := kvcache.New(kvcache.Config{
-		BlockSize: BlockSize, NumBlocks: lctx.KVTokens() / BlockSize,
-		RunSlots: sz.maxSeqs, HolderSlots: sz.holders, MaxSeqLen: sz.maxLen,
-		MaxCachedBlocks: cachedBlocks(cfg.PrefixCacheTokens, sz.maxLen),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", name, err)
-	}
-	sched, err := scheduler.New(scheduler.Config{
-		MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
-	}, kv)
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", name, err)
-	}
 	g := &Generative{
-		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, kvTok: lctx.KVTokens(), info: info,
-		model: m, ctx: lctx, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
+		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info,
+		model: m, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 	}
-	var obs scheduler.Observer
-	var loop *scheduler.Loop
+	ctxParams := llamacpp.ContextParams{
+		Slots:          sz.maxSeqs,
+		SlotTokens:     sz.maxLen,
+		Threads:        max(cfg.Threads, 1),
+		BatchThreads:   cfg.BatchThreads,
+		Poll:           cfg.Poll,
+		FlashAttention: cfg.FlashAttention,
+		KVType:         cfg.KVType,
+	}
+	var obs core.Observer
+	var ec *core.EngineCore
 	if reg != nil {
-		em, err := metrics.NewEngine(reg, name, func() scheduler.Stats { return loop.Stats() })
+		em, err := metrics.NewEngine(reg, name, func() scheduler.Stats { return ec.Stats() }, func() bool { return ec.Ready() })
 		if err != nil {
 			return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
 		}
 		obs = em
 	}
-	loop = scheduler.NewLoop(sched, lctx, scheduler.LoopConfig{Logger: g.log, Observer: obs})
-	g.loop = loop
+	ec, err = core.New(core.Config{
+		Scheduler: scheduler.Config{
+			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
+		},
+		KV: kvcache.Config{BlockSize: BlockSize, Slots: sz.maxSeqs, SlotTokens: sz.maxLen, CacheBytes: cfg.PrefixCacheBytes},
+		NewExecutor: func() (engine.Executor, error) {
+			return llamacpp.NewContext(m, ctxParams)
+		},
+		Logger:   g.log,
+		Observer: obs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", name, err)
+	}
+	g.core = ec
 	runCtx, stop := context.WithCancel(context.Background())
 	g.stop = stop
 	go func() {
 		defer close(g.stopped)
-		if err := loop.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-			g.log.Error("scheduler loop stopped", "err", err)
+		g.runErr = ec.Run(runCtx)
+		if g.runErr != nil {
+			g.log.Error("engine stopped", "err", g.runErr)
 		}
 	}()
+	<-ec.Started()
+	if !ec.Ready() {
+		<-g.stopped
+		return nil, fmt.Errorf("load model %q: %w", name, g.runErr)
+	}
+	kvBytes := int64(sz.maxSeqs) * int64(roundUp(sz.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType))
 	g.log.Info("model loaded",
 		"path", path, "arch", info.Architecture, "params", info.NParams, "n_ctx_train", info.NCtxTrain,
-		"max_model_len", sz.maxLen, "kv_tokens", lctx.KVTokens(), "max_num_seqs", sz.maxSeqs,
-		"max_num_batched_tokens", sz.batchTokens, "prefix_cache_slots", sz.holders,
-		"flash_attn", fa, "prefix_cache_tokens", cachedBlocks(cfg.PrefixCacheTokens, sz.maxLen)*BlockSize,
+		"max_model_len", sz.maxLen, "max_num_seqs", sz.maxSeqs, "max_num_batched_tokens", sz.batchTokens,
+		"kv_cache", fmt.Sprintf("%d × %d positions, %s (%s)", sz.maxSeqs, roundUp(sz.maxLen, 256), formatBytes(kvBytes), kvTypeName(cfg.KVType)),
+		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
 	return g, nil
 }
 
-// flashAttention resolves the flash-attention setting. Batch-invariant mode
-// needs it off: ggml's CPU flash-attention kernel accumulates V in half
-// precision in KV-cell order, and in a unified KV cache a sequence's cells
-// are not in position order once other sequences have come and gone, so
-// greedy output would depend on the server's history and load (logit noise
-// ~1e-3, enough to flip near ties). The plain path (matrix products and a
-// softmax summed in double) keeps that noise near 1e-6, at a large cost in
-// throughput at high concurrency (docs/BENCHMARKS.md).
-func flashAttention(setting string, batchInvariant bool) (string, error) {
-	if !batchInvariant {
-		return setting, nil
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// kvBytesPerToken estimates one position's KV in every layer.
+func kvBytesPerToken(info llamacpp.Info, kvType string) int {
+	f16 := info.KVBytesPerToken
+	switch kvType {
+	case "f32":
+		return 2 * f16
+	case "q8_0":
+		return f16 * 34 / 64
+	case "q4_0":
+		return f16 * 18 / 64
 	}
-	if setting == "on" {
-		return "", errors.New("flash attention on contradicts batch-invariant mode")
-	}
-	return "off", nil
+	return f16
 }
 
-// cachedBlocks turns the prefix-cache budget into blocks (see
-// GenerativeConfig.PrefixCacheTokens).
-func cachedBlocks(tokens, maxLen int) int {
-	switch {
-	case tokens < 0:
-		return 0 // no cap
-	case tokens == 0:
-		tokens = maxLen
+func kvTypeName(t string) string {
+	if t == "" {
+		return "f16"
 	}
-	return max(tokens/BlockSize, 1)
+	return t
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 func templateSource(override, model string) string {
@@ -247,7 +257,8 @@ func templateSource(override, model string) string {
 }
 
 type sizing struct {
-	maxLen, kvTokens, maxSeqs, holders, batchTokens, maxWaiting int
+	maxLen, maxSeqs, batchTokens, maxWaiting int
+	lowered                                  bool
 }
 
 // size derives the engine and scheduler sizes from the configuration and
@@ -255,39 +266,41 @@ type sizing struct {
 func size(cfg GenerativeConfig, info llamacpp.Info) (sizing, error) {
 	var s sizing
 	s.maxLen = cfg.MaxModelLen
-	if s.maxLen <= 0 {
+	switch {
+	case s.maxLen < 0:
+		return s, &ConfigError{"MaxModelLen", fmt.Sprintf("%d is negative", s.maxLen)}
+	case s.maxLen == 0:
 		s.maxLen = info.NCtxTrain
+	case s.maxLen > info.NCtxTrain:
+		return s, &ConfigError{"MaxModelLen", fmt.Sprintf("%d exceeds the model's trained context length of %d tokens", s.maxLen, info.NCtxTrain)}
 	}
 	if s.maxLen < 2 {
-		return s, fmt.Errorf("max model length %d < 2", s.maxLen)
+		return s, &ConfigError{"MaxModelLen", fmt.Sprintf("%d leaves no room to generate; it must be at least 2", s.maxLen)}
 	}
 	s.maxSeqs = max(cfg.MaxNumSeqs, 1)
 	if s.maxSeqs > llamacpp.MaxSlots {
-		return s, fmt.Errorf("max_num_seqs %d exceeds %d", s.maxSeqs, llamacpp.MaxSlots)
+		return s, &ConfigError{"MaxNumSeqs", fmt.Sprintf("%d exceeds %d", s.maxSeqs, llamacpp.MaxSlots)}
 	}
-	if !cfg.NoPrefixCaching {
-		s.holders = llamacpp.MaxSlots - s.maxSeqs
+	if per := int64(roundUp(s.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType)); cfg.KVMemoryBytes > 0 && per > 0 {
+		fit := cfg.KVMemoryBytes / per
+		if fit < 1 {
+			return s, &ConfigError{"KVMemoryBytes", fmt.Sprintf("%s cannot hold one sequence of %d tokens (%s)", formatBytes(cfg.KVMemoryBytes), s.maxLen, formatBytes(per))}
+		}
+		if int64(s.maxSeqs) > fit {
+			s.maxSeqs, s.lowered = int(fit), true
+		}
 	}
 	s.batchTokens = cfg.MaxNumBatchedTokens
 	if s.batchTokens <= 0 {
 		s.batchTokens = 2048
 	}
-	// Submit counts a request as waiting until it first runs, so a bound of
-	// 0 would refuse everything: 0 means the CLI's default.
+	s.batchTokens = max(s.batchTokens, s.maxSeqs)
 	s.maxWaiting = cfg.MaxWaiting
 	if s.maxWaiting <= 0 {
 		s.maxWaiting = 512
 	}
-	s.kvTokens = cfg.KVTokens
-	if s.kvTokens <= 0 {
-		s.kvTokens = s.maxSeqs * s.maxLen
-		if cfg.KVMemoryBytes > 0 && info.KVBytesPerToken > 0 {
-			s.kvTokens = min(s.kvTokens, int(cfg.KVMemoryBytes/int64(info.KVBytesPerToken)))
-		}
-		s.kvTokens = max(s.kvTokens, s.maxLen)
-	}
-	if s.kvTokens < s.maxLen {
-		return s, fmt.Errorf("KV capacity of %d tokens is below the max model length %d; one sequence could never finish", s.kvTokens, s.maxLen)
+	if cfg.PrefixCacheBytes < 0 {
+		return s, &ConfigError{"PrefixCacheBytes", fmt.Sprintf("%d is negative", cfg.PrefixCacheBytes)}
 	}
 	return s, nil
 }
@@ -301,8 +314,8 @@ func (g *Generative) Created() int64 { return g.created }
 // MaxModelLen is the most tokens one sequence may hold.
 func (g *Generative) MaxModelLen() int { return g.maxLen }
 
-// KVTokens is the KV capacity in tokens.
-func (g *Generative) KVTokens() int { return g.kvTok }
+// RequestTimeout is the deadline the server gives every request, or 0.
+func (g *Generative) RequestTimeout() time.Duration { return g.timeout }
 
 // Info describes the loaded model.
 func (g *Generative) Info() llamacpp.Info { return g.info }
@@ -310,35 +323,35 @@ func (g *Generative) Info() llamacpp.Info { return g.info }
 // Tokenizer returns the model's tokenizer.
 func (g *Generative) Tokenizer() *tokenizer.Tokenizer { return g.tok }
 
-// Stats returns the scheduler's latest snapshot.
-func (g *Generative) Stats() scheduler.Stats { return g.loop.Stats() }
+// Stats returns the engine core's latest snapshot.
+func (g *Generative) Stats() scheduler.Stats { return g.core.Stats() }
+
+// Restarts is the number of times the engine failed and was restarted.
+func (g *Generative) Restarts() uint64 { return g.core.Restarts() }
 
 // Ready reports whether the model accepts requests.
-func (g *Generative) Ready() bool {
-	select {
-	case <-g.stopped:
-		return false
-	default:
-		return true
-	}
+func (g *Generative) Ready() bool { return g.core.Ready() }
+
+// Submit starts generation; see core.EngineCore.Submit.
+func (g *Generative) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error) {
+	return g.core.Submit(ctx, reqs)
 }
 
-// Submit starts generation; see scheduler.Loop.Submit.
-func (g *Generative) Submit(ctx context.Context, req *scheduler.Request) (*scheduler.Stream, error) {
-	now := time.Now()
-	if req.Arrival.IsZero() {
-		req.Arrival = now
-	}
-	if req.Deadline.IsZero() && g.timeout > 0 {
-		req.Deadline = now.Add(g.timeout)
-	}
-	return g.loop.Submit(ctx, req)
-}
-
-// Close stops the loop (ending live requests with scheduler.ErrClosed) and
-// frees the engine.
-func (g *Generative) Close() error {
+// Stop ends the requests still running (scheduler.ErrClosed) and stops the
+// engine core; it returns how many requests it cut. Close after it frees
+// the model.
+func (g *Generative) Stop() int64 {
 	g.stop()
 	<-g.stopped
-	return errors.Join(g.ctx.Close(), g.model.Close())
+	return g.core.Cut()
 }
+
+// Close stops the engine core (ending live requests with
+// scheduler.ErrClosed) and frees the model.
+func (g *Generative) Close() error {
+	g.Stop()
+	return g.model.Close()
+}
+
+// ErrNotServed is returned for a model the registry does not hold.
+var ErrNotServed = errors.New("models: no such model")

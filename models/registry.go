@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Registry holds the served models by name. It is safe for concurrent use.
 type Registry struct {
-	mu     sync.RWMutex
-	byName map[string]*Generative // guarded by mu
-	order  []*Generative          // guarded by mu
+	mu       sync.RWMutex
+	byName   map[string]*Generative // guarded by mu
+	order    []*Generative          // guarded by mu
+	draining atomic.Bool
 }
 
 // NewRegistry returns an empty registry.
@@ -45,9 +47,29 @@ func (r *Registry) List() []*Generative {
 	return append([]*Generative(nil), r.order...)
 }
 
-// Ready reports whether there is at least one model and every model is
-// ready.
+// Drain marks the server as going away: Ready reports false from now on,
+// so that load balancers stop sending requests, while the models keep
+// serving the ones already running.
+func (r *Registry) Drain() { r.draining.Store(true) }
+
+// Stop stops every model's engine, ending the requests still running with
+// scheduler.ErrClosed, and returns how many it ended. The models stay
+// registered until Close.
+func (r *Registry) Stop() int64 {
+	r.Drain()
+	var cut int64
+	for _, g := range r.List() {
+		cut += g.Stop()
+	}
+	return cut
+}
+
+// Ready reports whether there is at least one model, every model is ready
+// and the server is not draining.
 func (r *Registry) Ready() bool {
+	if r.draining.Load() {
+		return false
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, g := range r.order {

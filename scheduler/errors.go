@@ -7,23 +7,75 @@ import (
 )
 
 var (
-	// ErrQueueFull is returned by Submit when the waiting queue is at its
-	// bound. The error is a *QueueFullError carrying a retry hint.
+	// ErrQueueFull means the waiting queue is at its bound right now; the
+	// request may succeed later. The error is a *QueueFullError carrying a
+	// retry hint.
 	ErrQueueFull = errors.New("scheduler: waiting queue is full")
 
-	// ErrClosed is returned by Submit after the loop stopped.
+	// ErrClosed ends requests, and refuses new ones, when the engine core
+	// stops (shutdown).
 	ErrClosed = errors.New("scheduler: closed")
 
 	// ErrDeadline ends a request whose deadline passed.
 	ErrDeadline = errors.New("scheduler: request deadline exceeded")
 
-	// ErrEngine ends requests when the engine failed.
+	// ErrEngine ends a sequence the engine failed (its sampler or decode),
+	// or every request when the engine core had to be restarted.
 	ErrEngine = errors.New("scheduler: engine failure")
 
-	// ErrTooLong is returned by Submit when a prompt cannot fit the model's
-	// context or the KV capacity.
-	ErrTooLong = errors.New("scheduler: prompt too long")
+	// ErrTooLong means a prompt (with the tokens to generate) cannot fit
+	// the model's context. It is always a *RequestError.
+	ErrTooLong = errors.New("scheduler: request does not fit the model's context")
+
+	// ErrLimit means a request exceeds a server limit it can never meet
+	// (unlike ErrQueueFull, retrying cannot help). It is always a
+	// *RequestError.
+	ErrLimit = errors.New("scheduler: request exceeds a server limit")
+
+	// ErrInvalid means a request field is out of its domain. It is always a
+	// *RequestError.
+	ErrInvalid = errors.New("scheduler: invalid request")
 )
+
+// Field names a Request field (or, for FieldRequests, the number of
+// requests submitted together) in errors. Protocol packages map it to
+// their wire names.
+type Field string
+
+// The fields a RequestError can name.
+const (
+	FieldPrompt    Field = "Prompt"
+	FieldN         Field = "N"
+	FieldMaxTokens Field = "MaxTokens"
+	FieldMinTokens Field = "MinTokens"
+	FieldRequests  Field = "Requests"
+)
+
+// RequestError says why a request can never run and which field to fix.
+type RequestError struct {
+	Field Field
+	// Err is ErrTooLong, ErrLimit or ErrInvalid.
+	Err error
+	// Value is the offending value and Limit the bound it breaks (for
+	// ErrTooLong: the model's context length).
+	Value, Limit int
+	// PromptTokens and MaxTokens describe the request for ErrTooLong.
+	PromptTokens, MaxTokens int
+}
+
+func (e *RequestError) Error() string {
+	switch {
+	case errors.Is(e.Err, ErrTooLong) && e.Field == FieldPrompt && e.MaxTokens == 0:
+		return fmt.Sprintf("%v: the prompt has %d tokens and the context holds %d, which leaves no room to generate", e.Err, e.PromptTokens, e.Limit)
+	case errors.Is(e.Err, ErrTooLong):
+		return fmt.Sprintf("%v: %d prompt tokens and %d to generate exceed the context of %d", e.Err, e.PromptTokens, e.MaxTokens, e.Limit)
+	default:
+		return fmt.Sprintf("%v: %s = %d, the limit is %d", e.Err, e.Field, e.Value, e.Limit)
+	}
+}
+
+// Unwrap returns Err.
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // QueueFullError is ErrQueueFull with a hint for the Retry-After header.
 type QueueFullError struct {

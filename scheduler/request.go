@@ -7,7 +7,8 @@ import (
 )
 
 // Request is one generation request in the form every protocol is turned
-// into. The api packages fill it; the scheduler never changes it.
+// into. The api packages fill it, defaults included (this is the one place
+// they are set); the scheduler and the engine core never change it.
 type Request struct {
 	// ID is unique among live requests; it appears in logs and outputs.
 	ID string
@@ -17,7 +18,8 @@ type Request struct {
 	Sampling engine.Sampling
 	// N is the number of independent choices to generate (>= 1).
 	N int
-	// MaxTokens caps the generated tokens of each choice (>= 1).
+	// MaxTokens caps the generated tokens of each choice (>= 1; prompt
+	// plus MaxTokens must fit MaxModelLen).
 	MaxTokens int
 	// MinTokens suppresses stop tokens until that many were generated.
 	MinTokens int
@@ -31,7 +33,7 @@ type Request struct {
 	// Priority orders the waiting queue: lower values run first; ties go by
 	// arrival. 0 is the default.
 	Priority int
-	// Arrival is when the request reached the server.
+	// Arrival is when the request reached the server (required).
 	Arrival time.Time
 	// Deadline, when not zero, aborts the request with ErrDeadline.
 	Deadline time.Time
@@ -72,7 +74,7 @@ type Output struct {
 	// Finish is set on the choice's last Output.
 	Finish FinishReason
 	// Err explains FinishAbort when the server, not the client, ended the
-	// choice (ErrDeadline, ErrEngine).
+	// choice (ErrDeadline, ErrEngine, ErrClosed).
 	Err error
 }
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,13 +12,15 @@ import (
 
 // Config bounds the scheduler.
 type Config struct {
-	// MaxNumSeqs caps the running sequences (vLLM's max_num_seqs).
+	// MaxNumSeqs caps the running sequences (vLLM's max_num_seqs). It is at
+	// most the KV manager's slots.
 	MaxNumSeqs int
 	// MaxNumBatchedTokens caps the tokens of one step
-	// (max_num_batched_tokens); long prompts are prefilled in chunks.
+	// (max_num_batched_tokens); long prompts are prefilled in chunks. It is
+	// at least MaxNumSeqs, so every running sequence can decode each step.
 	MaxNumBatchedTokens int
-	// MaxWaiting bounds the waiting queue, in requests; Submit answers
-	// ErrQueueFull beyond it.
+	// MaxWaiting bounds the requests waiting to start (the engine core
+	// enforces it at submission; CheckBatch refuses batches beyond it).
 	MaxWaiting int
 	// MaxModelLen is the most tokens (prompt and output) one sequence may
 	// hold.
@@ -25,18 +28,20 @@ type Config struct {
 }
 
 // Validate checks the configuration against the KV manager's capacity.
-func (c *Config) Validate(kvTokens int) error {
+func (c *Config) Validate(kv kvcache.Stats) error {
 	switch {
 	case c.MaxNumSeqs < 1:
 		return fmt.Errorf("scheduler: max_num_seqs %d < 1", c.MaxNumSeqs)
-	case c.MaxNumBatchedTokens < 1:
-		return fmt.Errorf("scheduler: max_num_batched_tokens %d < 1", c.MaxNumBatchedTokens)
-	case c.MaxWaiting < 0:
-		return fmt.Errorf("scheduler: max waiting %d < 0", c.MaxWaiting)
+	case c.MaxNumSeqs > kv.Slots:
+		return fmt.Errorf("scheduler: max_num_seqs %d exceeds the KV manager's %d slots", c.MaxNumSeqs, kv.Slots)
+	case c.MaxNumBatchedTokens < c.MaxNumSeqs:
+		return fmt.Errorf("scheduler: max_num_batched_tokens %d < max_num_seqs %d; running sequences could not all decode in one step", c.MaxNumBatchedTokens, c.MaxNumSeqs)
+	case c.MaxWaiting < 1:
+		return fmt.Errorf("scheduler: max waiting %d < 1", c.MaxWaiting)
 	case c.MaxModelLen < 2:
 		return fmt.Errorf("scheduler: max model length %d < 2", c.MaxModelLen)
-	case c.MaxModelLen > kvTokens:
-		return fmt.Errorf("scheduler: max model length %d exceeds the KV capacity of %d tokens; one sequence could never finish", c.MaxModelLen, kvTokens)
+	case c.MaxModelLen > kv.SlotTokens:
+		return fmt.Errorf("scheduler: max model length %d exceeds the %d positions of a KV slot", c.MaxModelLen, kv.SlotTokens)
 	}
 	return nil
 }
@@ -69,6 +74,7 @@ type sequence struct {
 	state    seqState
 	added    bool // the engine has its sampler
 	admitted bool // admitted at least once (later admissions are resumes)
+	offered  bool // the full prompt was offered to the prefix cache
 	// promptLogprobs collects prompt logprobs until they are sent with the
 	// first output token.
 	promptLogprobs []engine.Logprobs
@@ -84,7 +90,8 @@ type RequestOutput struct {
 	// Usage is the request's usage after this output.
 	Usage Usage
 	// First is set on the request's first generated token; Last when its
-	// final choice ended. The loop derives TTFT and end-to-end metrics.
+	// final choice ended. The engine core derives TTFT and end-to-end
+	// metrics from them.
 	First, Last bool
 }
 
@@ -100,7 +107,7 @@ type Stats struct {
 // Scheduler is the continuous-batching state machine: every step it picks
 // the sequences to run and how many tokens each computes. It has no
 // goroutines, no locks, no I/O and reads no clock (time is passed in); the
-// Loop drives it. See doc.go for the policy.
+// engine core drives it. See doc.go for the policy.
 type Scheduler struct {
 	cfg      Config
 	kv       *kvcache.Manager
@@ -123,14 +130,62 @@ type Scheduler struct {
 
 // New returns a scheduler over kv.
 func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
-	st := kv.Stats()
-	if err := cfg.Validate(st.Blocks * kv.BlockSize()); err != nil {
+	if err := cfg.Validate(kv.Stats()); err != nil {
 		return nil, err
 	}
 	return &Scheduler{cfg: cfg, kv: kv, requests: make(map[string]*request), byID: make(map[engine.SeqID]*sequence)}, nil
 }
 
-// Add enqueues a request. The caller has validated it (CheckRequest).
+// Config returns the configuration.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// CheckRequest reports why a request can never run under c, or nil. Errors
+// about the request's content or the server's limits are *RequestError; a
+// request the protocol layer failed to fill in (no arrival time) is a plain
+// error. It is the one place a request's capacity is checked, and safe to
+// call from any goroutine.
+func (c *Config) CheckRequest(r *Request) error {
+	reqErr := func(f Field, err error, v, limit int) error {
+		return &RequestError{Field: f, Err: err, Value: v, Limit: limit, PromptTokens: len(r.Prompt), MaxTokens: r.MaxTokens}
+	}
+	maxLen := c.MaxModelLen
+	switch {
+	case r.Arrival.IsZero():
+		return errors.New("scheduler: request without an arrival time")
+	case r.N < 1:
+		return reqErr(FieldN, ErrInvalid, r.N, 1)
+	case r.N > c.MaxNumSeqs:
+		return reqErr(FieldN, ErrLimit, r.N, c.MaxNumSeqs)
+	case len(r.Prompt) == 0:
+		return reqErr(FieldPrompt, ErrInvalid, 0, 1)
+	case len(r.Prompt) >= maxLen:
+		e := reqErr(FieldPrompt, ErrTooLong, len(r.Prompt), maxLen).(*RequestError)
+		e.MaxTokens = 0
+		return e
+	case r.MaxTokens < 1:
+		return reqErr(FieldMaxTokens, ErrInvalid, r.MaxTokens, 1)
+	case r.MinTokens < 0 || r.MinTokens > r.MaxTokens:
+		return reqErr(FieldMinTokens, ErrInvalid, r.MinTokens, r.MaxTokens)
+	case len(r.Prompt)+r.MaxTokens > maxLen:
+		f := FieldPrompt
+		if r.MaxTokens >= maxLen {
+			f = FieldMaxTokens // no prompt could make room: the cap is what to fix
+		}
+		return reqErr(f, ErrTooLong, len(r.Prompt)+r.MaxTokens, maxLen)
+	}
+	return nil
+}
+
+// CheckBatch reports whether n requests submitted together can ever be
+// waiting at once under c.
+func (c *Config) CheckBatch(n int) error {
+	if n > c.MaxWaiting {
+		return &RequestError{Field: FieldRequests, Err: ErrLimit, Value: n, Limit: c.MaxWaiting}
+	}
+	return nil
+}
+
+// Add enqueues a request. The caller has checked it (Config.CheckRequest).
 func (s *Scheduler) Add(r *Request) {
 	if _, dup := s.requests[r.ID]; dup {
 		panic(fmt.Sprintf("scheduler: request %q added twice", r.ID))
@@ -148,23 +203,6 @@ func (s *Scheduler) Add(r *Request) {
 		s.enqueue(sq)
 	}
 	s.requests[r.ID] = rq
-}
-
-// CheckRequest reports why a request can never run, or nil.
-func (s *Scheduler) CheckRequest(r *Request) error {
-	switch {
-	case r.N < 1:
-		return fmt.Errorf("n must be at least 1, got %d", r.N)
-	case len(r.Prompt) == 0:
-		return fmt.Errorf("%w: the prompt is empty", ErrTooLong)
-	case len(r.Prompt) >= s.cfg.MaxModelLen:
-		return fmt.Errorf("%w: the prompt has %d tokens and the model's maximum context length is %d, which leaves no room to generate", ErrTooLong, len(r.Prompt), s.cfg.MaxModelLen)
-	case r.MaxTokens < 1:
-		return fmt.Errorf("max_tokens must be at least 1, got %d", r.MaxTokens)
-	case r.N > s.cfg.MaxNumSeqs:
-		return fmt.Errorf("n = %d exceeds the server's max_num_seqs = %d", r.N, s.cfg.MaxNumSeqs)
-	}
-	return nil
 }
 
 func (s *Scheduler) less(a, b *sequence) bool {
@@ -205,7 +243,7 @@ func (s *Scheduler) Abort(id string, choice int, stopped bool, err error) {
 		if choice >= 0 && sq.choice != choice {
 			continue
 		}
-		s.finish(sq, Output{Choice: sq.choice, Finish: reason, Err: err})
+		s.finish(sq, Output{Choice: sq.choice, Finish: reason, Err: err}, true)
 	}
 }
 
@@ -218,15 +256,17 @@ func (s *Scheduler) Expire(now time.Time) {
 	}
 }
 
-// AbortAll ends every request with err (engine failure, shutdown).
+// AbortAll ends every request with err (shutdown, engine restart).
 func (s *Scheduler) AbortAll(err error) {
 	for id := range s.requests {
 		s.Abort(id, -1, false, err)
 	}
 }
 
-// finish ends a sequence and queues its last output.
-func (s *Scheduler) finish(sq *sequence, out Output) {
+// finish ends a sequence and queues its last output. keepKV offers its
+// computed blocks to the prefix cache; it is false when the engine failed
+// the sequence and its KV is unknown.
+func (s *Scheduler) finish(sq *sequence, out Output, keepKV bool) {
 	if sq.state == seqFinished {
 		return
 	}
@@ -238,7 +278,7 @@ func (s *Scheduler) finish(sq *sequence, out Output) {
 	}
 	sq.state = seqFinished
 	delete(s.byID, sq.id)
-	s.kv.Free(sq.id)
+	s.kv.Free(sq.id, keepKV)
 	if sq.added {
 		s.removed = append(s.removed, sq.id)
 	}
@@ -269,8 +309,8 @@ func (s *Scheduler) markStarted(rq *request) {
 }
 
 // TakeStarted returns how many requests left the waiting queue (ran for the
-// first time, or ended before they ran) since the last call. The loop uses
-// it to keep its bound on waiting requests exact.
+// first time, or ended before they ran) since the last call. The engine
+// core uses it to keep its bound on waiting requests exact.
 func (s *Scheduler) TakeStarted() int {
 	n := s.started
 	s.started = 0
@@ -303,102 +343,119 @@ func (s *Scheduler) Stats() Stats {
 	}
 }
 
-// Schedule decides the next step: first the running sequences (decode
-// tokens, or the next chunk of a prompt), then waiting sequences in order
-// while the token budget, the sequence cap and the KV memory allow. When a
-// running sequence cannot grow, the lowest-priority, latest running
-// sequence is preempted (its KV freed, to be recomputed later).
+// Schedule decides the next step:
+//
+//  1. if a waiting sequence outranks a running one (lower priority value)
+//     and no slot is free, the lowest-ranked running sequences are
+//     preempted for it;
+//  2. every running sequence that decodes gets its token, then running
+//     prompts get their next chunks, within the token budget;
+//  3. waiting sequences are admitted in order while the budget, MaxNumSeqs
+//     and the KV slots allow.
 func (s *Scheduler) Schedule() *engine.Step {
 	step := &engine.Step{}
 	budget := s.cfg.MaxNumBatchedTokens
-	preempted := false
+	s.preemptForPriority()
 
-	for i := 0; i < len(s.running) && budget > 0; {
-		sq := s.running[i]
-		n := min(len(sq.tokens)-sq.computed, budget)
-		if n <= 0 {
+	// Decodes first: one token each, so that prompts never stall them.
+	for _, sq := range s.running {
+		if len(sq.tokens)-sq.computed == 1 {
+			step.Batch = append(step.Batch, s.chunk(sq, 1))
+			budget--
+		}
+	}
+	for _, sq := range s.running {
+		n := len(sq.tokens) - sq.computed
+		if n <= 1 || budget <= 0 {
+			continue
+		}
+		n = min(n, budget)
+		step.Batch = append(step.Batch, s.chunk(sq, n))
+		budget -= n
+	}
+
+	for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
+		sq := s.waiting[i]
+		if s.waitForSibling(sq) {
 			i++
 			continue
 		}
-		for sq.state == seqRunning && !s.kv.Grow(sq.id, sq.computed+n) {
-			victim := s.pickVictim()
-			if slices.Index(s.running, victim) < i {
-				i-- // an earlier sequence leaves the slice
-			}
-			s.preempt(victim)
-			preempted = true
-			// A victim scheduled earlier in this step gives its chunk back.
-			if k := slices.IndexFunc(step.Batch, func(c engine.Chunk) bool { return c.Seq == victim.id }); k >= 0 {
-				budget += len(step.Batch[k].Tokens)
-				step.Batch = slices.Delete(step.Batch, k, k+1)
+		cached, ok := s.kv.Admit(sq.id, kvcache.AdmitOptions{
+			Tokens:  sq.tokens,
+			Salt:    sq.req.req.CacheSalt,
+			NoCache: sq.wantsPromptLogprobs(),
+			Count:   !sq.admitted,
+		})
+		if !ok {
+			break // strict order: nothing jumps the head of the queue
+		}
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		sq.state = seqRunning
+		s.running = append(s.running, sq)
+		sq.computed = cached
+		s.markStarted(sq.req)
+		if !sq.admitted {
+			sq.admitted = true
+			if sq.choice == 0 {
+				sq.req.usage.CachedTokens = cached
 			}
 		}
-		if sq.state != seqRunning {
-			continue // sq itself was preempted; s.running[i] is the next one
+		if !sq.added {
+			sq.added = true
+			s.added = append(s.added, engine.NewSequence{Seq: sq.id, Sampling: sq.sampling, History: sq.req.req.Prompt})
 		}
+		n := min(len(sq.tokens)-sq.computed, budget)
 		step.Batch = append(step.Batch, s.chunk(sq, n))
 		budget -= n
-		i++
-	}
-
-	if !preempted {
-		for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
-			sq := s.waiting[i]
-			if s.waitForSibling(sq) {
-				i++
-				continue
-			}
-			cached, ok := s.admit(sq, budget)
-			if !ok {
-				break // strict order: nothing jumps the head of the queue
-			}
-			s.waiting = slices.Delete(s.waiting, i, i+1)
-			sq.state = seqRunning
-			s.running = append(s.running, sq)
-			sq.computed = cached
-			s.markStarted(sq.req)
-			if !sq.admitted {
-				sq.admitted = true
-				if sq.choice == 0 {
-					sq.req.usage.CachedTokens = cached
-				}
-			}
-			if !sq.added {
-				sq.added = true
-				s.added = append(s.added, engine.NewSequence{Seq: sq.id, Sampling: sq.sampling, History: sq.req.req.Prompt})
-			}
-			n := min(len(sq.tokens)-sq.computed, budget)
-			step.Batch = append(step.Batch, s.chunk(sq, n))
-			budget -= n
-		}
 	}
 
 	step.Added, s.added = s.added, nil
-	step.MemOps = s.kv.DrainOps()
+	step.Exports, step.Clears, step.Restores = s.kv.StepOps()
 	step.Removed, s.removed = s.removed, nil
 	return step
 }
 
+// preemptForPriority makes room for waiting sequences that outrank running
+// ones when every slot is taken.
+func (s *Scheduler) preemptForPriority() {
+	for len(s.waiting) > 0 && len(s.running) > 0 {
+		head := s.waitingHead()
+		if head == nil {
+			return
+		}
+		if s.kv.FreeSlots() > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+			return
+		}
+		victim := s.pickVictim()
+		if head.req.req.Priority >= victim.req.req.Priority {
+			return
+		}
+		s.preempt(victim)
+	}
+}
+
+// waitingHead is the first waiting sequence that may be admitted now.
+func (s *Scheduler) waitingHead() *sequence {
+	for _, sq := range s.waiting {
+		if !s.waitForSibling(sq) {
+			return sq
+		}
+	}
+	return nil
+}
+
 // waitForSibling holds back the other choices of an n > 1 request until
-// choice 0 has its prompt in the KV memory: they then share its full blocks
-// through the prefix cache instead of computing the prompt n times.
+// choice 0's prompt blocks are in the prefix cache: they then restore the
+// prompt instead of computing it n times.
 func (s *Scheduler) waitForSibling(sq *sequence) bool {
-	if sq.choice == 0 || sq.admitted {
+	if sq.choice == 0 || sq.admitted || !s.kv.Caching() {
 		return false
 	}
 	first := sq.req.seqs[0]
-	return first.state != seqFinished && first.computed < len(sq.req.req.Prompt)
-}
-
-func (s *Scheduler) admit(sq *sequence, budget int) (cached int, ok bool) {
-	r := sq.req.req
-	return s.kv.Admit(sq.id, kvcache.AdmitOptions{
-		Tokens:    sq.tokens,
-		Salt:      r.CacheSalt,
-		NoCache:   sq.wantsPromptLogprobs(),
-		NewTokens: budget,
-		Count:     !sq.admitted,
-	})
+	if first.state == seqFinished {
+		return false
+	}
+	return !first.offered || !s.kv.Settled(first.id, len(sq.req.req.Prompt))
 }
 
 // wantsPromptLogprobs: choice 0 of a request that asked for prompt logprobs
@@ -442,33 +499,61 @@ func (s *Scheduler) pickVictim() *sequence {
 	return v
 }
 
-// preempt frees a running sequence's KV and puts it back in the waiting
-// queue; it resumes by recomputing its prompt and output (mostly from the
-// prefix cache).
+// preempt frees a running sequence's slot (its full blocks go to the
+// prefix cache) and puts it back in the waiting queue; it resumes by
+// restoring what the cache kept and recomputing the rest.
 func (s *Scheduler) preempt(sq *sequence) {
 	s.running = slices.DeleteFunc(s.running, func(x *sequence) bool { return x == sq })
-	s.kv.Free(sq.id)
+	s.kv.Free(sq.id, true)
 	sq.computed = 0
+	sq.offered = false
 	// Prompt logprobs not sent yet are computed again from the start.
 	sq.promptLogprobs = nil
 	s.preemptions++
 	s.enqueue(sq)
 }
 
-// Update applies a step's result: tokens computed, tokens sampled, stop and
-// length checks. Finished sequences free their KV at once.
+// Update applies a step's result: failures, tokens computed, tokens
+// sampled, stop and length checks, blocks exported to the prefix cache.
+// Finished sequences free their slot at once.
 func (s *Scheduler) Update(step *engine.Step, res engine.StepResult) {
+	s.kv.Store(res.Exported)
+	failed := make(map[engine.SeqID]bool, len(res.Failures))
+	for _, f := range res.Failures {
+		failed[f.Seq] = true
+		sq := s.find(f.Seq)
+		if sq == nil || sq.state == seqFinished {
+			continue
+		}
+		if errors.Is(f.Err, engine.ErrKVFull) && sq.state == seqRunning {
+			// The engine had no room for it now: retry it later.
+			s.running = slices.DeleteFunc(s.running, func(x *sequence) bool { return x == sq })
+			s.kv.Free(sq.id, false)
+			sq.computed, sq.offered, sq.promptLogprobs = 0, false, nil
+			s.preemptions++
+			s.enqueue(sq)
+			continue
+		}
+		s.finish(sq, Output{Choice: sq.choice, Finish: FinishAbort, Err: fmt.Errorf("%w: %w", ErrEngine, f.Err)}, false)
+	}
 	for i := range step.Batch {
 		ch := &step.Batch[i]
 		sq := s.find(ch.Seq)
-		if sq == nil || sq.state != seqRunning {
+		if sq == nil || sq.state != seqRunning || failed[ch.Seq] {
 			continue
 		}
 		sq.computed += len(ch.Tokens)
 		s.kv.Commit(sq.id, sq.tokens, sq.computed)
+		if !sq.offered && sq.computed >= len(sq.req.req.Prompt) {
+			// The whole prompt is in the slot: let the cache keep it now, so
+			// that siblings and requests with the same prefix find it while
+			// this one still runs.
+			sq.offered = true
+			s.kv.Offer(sq.id)
+		}
 	}
 	for _, pl := range res.PromptLogprobs {
-		if sq := s.find(pl.Seq); sq != nil {
+		if sq := s.find(pl.Seq); sq != nil && sq.state == seqRunning {
 			sq.promptLogprobs = append(sq.promptLogprobs, pl.Logprobs...)
 		}
 	}
@@ -512,7 +597,7 @@ func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
 	}
 	// finish emits the output itself; mark it first if it is.
 	before := len(s.outbox)
-	s.finish(sq, out)
+	s.finish(sq, out, true)
 	if first {
 		s.outbox[before].First = true
 	}

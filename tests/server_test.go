@@ -52,17 +52,26 @@ type server struct {
 	reg   *prometheus.Registry
 }
 
+// startServer serves cfg on loopback with the serve command's defaults for
+// what cfg leaves zero: 64 sequences, the prefix cache on (a negative
+// PrefixCacheBytes turns it off), one ggml thread.
 func startServer(t *testing.T, cfg models.GenerativeConfig) *server {
 	t.Helper()
 	cfg.CacheDir = modelDir
 	if cfg.MaxNumSeqs == 0 {
-		cfg.MaxNumSeqs = 32
+		cfg.MaxNumSeqs = 64
 	}
 	if cfg.MaxWaiting == 0 {
-		cfg.MaxWaiting = 256
+		cfg.MaxWaiting = 512
 	}
 	if cfg.Threads == 0 {
 		cfg.Threads = 1
+	}
+	switch {
+	case cfg.PrefixCacheBytes == 0:
+		cfg.PrefixCacheBytes = 256 << 20
+	case cfg.PrefixCacheBytes < 0:
+		cfg.PrefixCacheBytes = 0
 	}
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)

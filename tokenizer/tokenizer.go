@@ -37,6 +37,8 @@ type Tokenizer struct {
 	vocab Vocab
 	chat  *ChatTemplate
 	stops []int32 // sorted; every token with IsEOG
+	// maxPiece is the longest token text, special tokens included.
+	maxPiece int
 }
 
 // New returns a Tokenizer for v. chatTemplate is the model's Jinja chat
@@ -52,14 +54,23 @@ func New(v Vocab, chatTemplate string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t := &Tokenizer{vocab: v, chat: chat}
+	t := &Tokenizer{vocab: v, chat: chat, maxPiece: 1}
 	for i := range v.NumTokens() {
 		if v.IsEOG(int32(i)) {
 			t.stops = append(t.stops, int32(i))
 		}
+		t.maxPiece = max(t.maxPiece, len(v.Piece(int32(i), true)))
 	}
 	return t, nil
 }
+
+// MaxTextBytes is the longest text, in bytes, that can encode to at most n
+// tokens: every token stands for at most the longest token text. A longer
+// text can be refused without tokenizing it, which for a huge prompt costs
+// seconds of CPU. (A vocabulary whose normalizer drops input, such as a
+// T5-style one collapsing runs of spaces, could encode more text than this;
+// such text is refused all the same.)
+func (t *Tokenizer) MaxTextBytes(n int) int { return n * t.maxPiece }
 
 // specialText is the text of a special token such as BOS, or "" if tok is -1.
 func specialText(v Vocab, tok int32) string {

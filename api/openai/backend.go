@@ -2,7 +2,9 @@ package openai
 
 import (
 	"context"
+	"time"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -24,9 +26,11 @@ type Model interface {
 	// MaxModelLen is the most tokens (prompt plus output) one sequence may
 	// hold.
 	MaxModelLen() int
+	// RequestTimeout is the deadline the server gives every request, or 0.
+	RequestTimeout() time.Duration
 	// Tokenizer encodes prompts, renders chat templates and decodes output.
 	Tokenizer() *tokenizer.Tokenizer
-	// Submit starts generation. Errors: scheduler.ErrQueueFull (a
-	// *scheduler.QueueFullError), scheduler.ErrTooLong, scheduler.ErrClosed.
-	Submit(ctx context.Context, req *scheduler.Request) (*scheduler.Stream, error)
+	// Submit starts generation of the requests, all or none, with one
+	// stream each (see core.EngineCore.Submit for the errors).
+	Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error)
 }

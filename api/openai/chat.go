@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival)
+	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -92,12 +93,10 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 		return nil, promptInput{}, err
 	}
 	if req.MaxCompletionTokens != nil {
-		if *req.MaxCompletionTokens < 1 {
-			return nil, promptInput{}, invalid("max_completion_tokens", "max_completion_tokens must be at least 1, got %d.", *req.MaxCompletionTokens)
-		}
 		// It supersedes max_tokens, as in OpenAI and vLLM.
-		p.maxTokens, p.maxTokensParam = *req.MaxCompletionTokens, "max_completion_tokens"
+		p.maxTokens, p.maxTokensSet, p.maxTokensParam = *req.MaxCompletionTokens, true, "max_completion_tokens"
 	}
+	p.topLogprobsParam = "top_logprobs"
 	logprobs := req.Logprobs != nil && *req.Logprobs
 	top := 0
 	if req.TopLogprobs != nil {
@@ -113,15 +112,22 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 	if err := p.finish(nVocab); err != nil {
 		return nil, promptInput{}, err
 	}
-	toks, err := renderChat(tok, req.Messages.msgs)
+	// Refuse text no context could hold before rendering and tokenizing
+	// it: the rendered prompt holds every message's content.
+	maxLen := m.MaxModelLen()
+	maxBytes := tok.MaxTextBytes(maxLen)
+	total := 0
+	for _, msg := range req.Messages.msgs {
+		total += len(msg.Content)
+	}
+	if total > maxBytes {
+		return nil, promptInput{}, tooMuchText("messages", total, maxLen, maxBytes)
+	}
+	toks, err := renderChat(tok, req.Messages.msgs, maxBytes)
 	if err != nil {
 		return nil, promptInput{}, err
 	}
-	maxTokens, err := p.maxTokensFor(len(toks), m.MaxModelLen(), "messages")
-	if err != nil {
-		return nil, promptInput{}, err
-	}
-	return p, promptInput{tokens: toks, maxTokens: maxTokens}, nil
+	return p, promptInput{tokens: toks}, nil
 }
 
 // renderChat renders messages with the model's chat template (ending with
@@ -133,7 +139,7 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 // the model is configured to. Either way the prompt starts with exactly one
 // BOS (or none, for models without one). Special-token text inside messages
 // becomes special tokens, as with Hugging Face and vLLM.
-func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage) ([]int32, error) {
+func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, maxBytes int) ([]int32, error) {
 	tm := make([]tokenizer.Message, len(msgs))
 	for i, m := range msgs {
 		role := m.Role
@@ -145,6 +151,11 @@ func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage) ([]int32, err
 	text, err := tok.ApplyChatTemplate(tm, tokenizer.ChatOptions{AddGenerationPrompt: true})
 	if err != nil {
 		return nil, invalid("messages", "The model's chat template could not render these messages: %v", err)
+	}
+	if len(text) > maxBytes {
+		return nil, &validationError{Param: "messages", Code: "context_length_exceeded", Message: fmt.Sprintf(
+			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
+				"Please reduce the length of the messages.", len(text), maxBytes)}
 	}
 	toks, err := tok.Encode(text, !startsWithBOS(tok, text))
 	if err != nil {

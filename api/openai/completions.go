@@ -27,13 +27,13 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	p, prompts, err := h.prepareCompletion(m, req)
+	p, prompts, param, err := h.prepareCompletion(m, req)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
 	echo := req.Echo != nil && *req.Echo
-	g, err := submit(r.Context(), m, p, prompts, id, arrival)
+	g, err := submit(r.Context(), m, p, prompts, id, arrival, param)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -68,24 +68,31 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 // prepareCompletion validates a completion request for model m and
-// tokenizes its prompts.
-func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams, []promptInput, error) {
+// tokenizes its prompts. It also returns the wire name of prompt i.
+func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams, []promptInput, func(int) string, error) {
 	pf := &req.Prompt
+	param := func(i int) string {
+		if pf.single {
+			return "prompt"
+		}
+		return fmt.Sprintf("prompt[%d]", i)
+	}
 	if !pf.set {
-		return nil, nil, invalid("prompt", "prompt is required.")
+		return nil, nil, nil, invalid("prompt", "prompt is required.")
 	}
 	if len(pf.texts) == 0 && len(pf.tokens) == 0 {
-		return nil, nil, invalid("prompt", "prompt must not be empty.")
+		return nil, nil, nil, invalid("prompt", "prompt must not be empty.")
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
 	p, err := validateCommon(&req.commonRequest, nVocab, tok.StopTokens(), h.seed())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	p.topLogprobsParam = "logprobs"
 	if req.Logprobs != nil {
 		if *req.Logprobs < 0 || *req.Logprobs > maxTopLogprobs {
-			return nil, nil, invalid("logprobs", "logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.Logprobs)
+			return nil, nil, nil, invalid("logprobs", "logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.Logprobs)
 		}
 		p.setLogprobs(true, *req.Logprobs)
 	}
@@ -94,38 +101,40 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 		p.base.PromptLogprobs = p.topLogprobs
 	}
 	if err := p.finish(nVocab); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-
-	param := func(i int) string {
-		if pf.single {
-			return "prompt"
+	// Refuse text no context could hold before tokenizing it: tokenizing
+	// megabytes costs seconds of CPU.
+	maxLen := m.MaxModelLen()
+	maxBytes := tok.MaxTextBytes(maxLen)
+	for i, text := range pf.texts {
+		if len(text) > maxBytes {
+			return nil, nil, nil, tooMuchText(param(i), len(text), maxLen, maxBytes)
 		}
-		return fmt.Sprintf("prompt[%d]", i)
 	}
 	var prompts []promptInput
 	for i, text := range pf.texts {
 		if text == "" {
-			return nil, nil, invalid(param(i), "A prompt must not be empty.")
+			return nil, nil, nil, invalid(param(i), "A prompt must not be empty.")
 		}
 		toks, err := tok.Encode(text, true)
 		if err != nil {
-			return nil, nil, invalid(param(i), "The prompt could not be tokenized: %v", err)
+			return nil, nil, nil, invalid(param(i), "The prompt could not be tokenized: %v", err)
 		}
 		if len(toks) == 0 {
-			return nil, nil, invalid(param(i), "The prompt is empty after tokenization.")
+			return nil, nil, nil, invalid(param(i), "The prompt is empty after tokenization.")
 		}
 		prompts = append(prompts, promptInput{tokens: toks, text: text})
 	}
 	for i, ids := range pf.tokens {
 		if len(ids) == 0 {
-			return nil, nil, invalid(param(i), "A prompt must not be empty.")
+			return nil, nil, nil, invalid(param(i), "A prompt must not be empty.")
 		}
 		toks := make([]int32, len(ids))
 		for j, id := range ids {
 			if id < 0 || id >= int64(nVocab) {
 				at := fmt.Sprintf("%s[%d]", param(i), j)
-				return nil, nil, invalid(at, "Token id %d is outside the vocabulary [0, %d).", id, nVocab)
+				return nil, nil, nil, invalid(at, "Token id %d is outside the vocabulary [0, %d).", id, nVocab)
 			}
 			toks[j] = int32(id)
 		}
@@ -135,13 +144,15 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 		}
 		prompts = append(prompts, in)
 	}
-	for i := range prompts {
-		prompts[i].maxTokens, err = p.maxTokensFor(len(prompts[i].tokens), m.MaxModelLen(), param(i))
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	return p, prompts, nil
+	return p, prompts, param, nil
+}
+
+// tooMuchText is the error for text longer than any prompt the context
+// can hold.
+func tooMuchText(param string, n, maxLen, maxBytes int) error {
+	return &validationError{Param: param, Code: "context_length_exceeded", Message: fmt.Sprintf(
+		"This model's maximum context length is %d tokens, which no text longer than %d bytes fits; "+
+			"the %s is %d bytes. Please reduce the length of the input.", maxLen, maxBytes, param, n)}
 }
 
 // completionChoice formats a choice's text, or a chunk of it. When echo is

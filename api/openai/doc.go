@@ -13,14 +13,15 @@
 // # What it owns, and what it must not do
 //
 // The package turns wire requests into scheduler.Requests and scheduler
-// Outputs back into wire responses. That covers: strict request decoding and
-// validation, chat template rendering and tokenization (through the model's
-// tokenizer.Tokenizer), the BOS rule, context-length checks, incremental
+// Outputs back into wire responses. That covers: strict request decoding,
+// chat template rendering and tokenization (through the model's
+// tokenizer.Tokenizer), the BOS rule, request defaults (the one place they
+// are set: arrival, deadline, the generation cap), incremental
 // detokenization, stop strings, logprob formatting, usage counting, SSE, and
 // the mapping of errors to HTTP statuses. It holds no model state, makes no
 // scheduling decision and never touches the engine: it only calls
-// Model.Submit and reads the returned scheduler.Stream. Handlers are
-// stateless apart from the request at hand.
+// Model.Submit and reads the returned core.Streams. Handlers are stateless
+// apart from the request at hand.
 //
 // # Wire types
 //
@@ -37,8 +38,24 @@
 //
 // A body that is not JSON, or a field of the wrong type, is a 400 whose
 // "param" names the field (messages[1].content, prompt[0][3], stop[2]).
-// Unknown fields are ignored, since SDKs send new ones before servers know
-// them; null is the same as absent. Notable rules, mostly vLLM's:
+// Text that is not valid Unicode (invalid UTF-8 bytes, or a \u escape of an
+// unpaired surrogate) is a 400 naming the field that holds it, not silently
+// replaced. Unknown fields are ignored, since SDKs send new ones before
+// servers know them; null is the same as absent.
+//
+// Validation happens once per layer. This package checks the wire's own
+// rules (types, n <= 128, top_logprobs <= 20, logit_bias keys,
+// stream_options). Sampling ranges are the engine's: engine.Sampling.
+// Validate returns a *engine.RangeError, mapped here to the wire field with
+// the value the client sent ("temperature must be 0 (greedy) or in [1e-05,
+// 100000]; got 1e-40."). Capacity is the scheduler's: n against the
+// server's max_num_seqs, prompt plus max_tokens against the context, the
+// number of prompts against the waiting queue; its *scheduler.RequestError
+// is mapped to the field (n, max_tokens, messages, prompt[i]). Those are
+// 400s: a limit no retry can meet is not a 429. A prompt longer in bytes
+// than the context could hold in tokens (tokenizer.MaxTextBytes) is refused
+// before it is tokenized, since tokenizing megabytes costs seconds of CPU.
+// Notable rules, mostly vLLM's:
 //
 //   - "model" absent or empty means the first served model; an unknown
 //     model is a 404 with code "model_not_found".
@@ -53,13 +70,16 @@
 //     when absent, the rest of the context is the limit. A prompt that
 //     leaves no room, or a prompt plus max_tokens beyond MaxModelLen, is a
 //     400 with vLLM's wording and code "context_length_exceeded".
+//   - n must not exceed the server's --max-num-seqs (all choices of a
+//     request run at once).
 //   - seed: absent means a random seed per request; the scheduler gives
 //     choice i the seed+i. The low 32 bits of a given seed are used.
 //   - stop: any number of strings (OpenAI allows 4, vLLM any; the body
 //     limit bounds them). stop_token_ids add to the model's stop tokens;
 //     ignore_eos drops the model's own.
-//   - top_k -1 or 0 disables it; temperature has no upper bound (as in
-//     vLLM); logit_bias values must be in [-100, 100].
+//   - top_k -1 or 0 disables it; temperature is 0 (greedy) or in
+//     [1e-5, 1e5]; repetition_penalty in [0.01, 100]; presence and
+//     frequency penalties in [-2, 2]; logit_bias values in [-100, 100].
 //   - logprobs: chat takes logprobs (bool) and top_logprobs (0..20, only
 //     with logprobs); completions take logprobs (0..20). With echo,
 //     completions list the prompt's tokens too, the first one with null.
@@ -76,7 +96,8 @@
 //
 // # Generation and usage
 //
-// Every prompt becomes one scheduler.Request with n choices. Each choice
+// Every prompt becomes one scheduler.Request with n choices; the prompts of
+// one HTTP request are submitted all or none. Each choice
 // runs a tokenizer.Decoder and a tokenizer.StopMatcher. A stop string ends
 // the choice at once (Stream.StopChoice); what the scheduler still sends for
 // it is dropped. Neither stop strings nor stop tokens are in the text;
@@ -119,20 +140,26 @@
 // Every error is {"error":{"message","type","param","code"}}; one function
 // (toAPIError) chooses the status:
 //
-//	cause                              status  type                        code
-//	invalid JSON, bad type or value    400     BadRequestError             context_length_exceeded or null
-//	unknown model                      404     NotFoundError               model_not_found
-//	body above Options.MaxBodyBytes    413     RequestEntityTooLargeError  request_too_large
-//	scheduler.ErrQueueFull             429     RateLimitError              rate_limit_exceeded (+ Retry-After)
-//	scheduler.ErrTooLong               400     BadRequestError             context_length_exceeded
-//	scheduler.ErrDeadline, ctx deadline 408    TimeoutError                null
-//	scheduler.ErrClosed                503     ServiceUnavailableError     null
-//	scheduler.ErrEngine, anything else 500     InternalServerError         null
+//	cause                                    status  type                        code
+//	invalid JSON, bad type or value          400     BadRequestError             context_length_exceeded or null
+//	engine.RangeError, scheduler.RequestError 400    BadRequestError             context_length_exceeded or null
+//	unknown model                            404     NotFoundError               model_not_found
+//	body above Options.MaxBodyBytes          413     RequestEntityTooLargeError  request_too_large
+//	scheduler.ErrQueueFull                   429     RateLimitError              rate_limit_exceeded (+ Retry-After)
+//	scheduler.ErrDeadline, ctx deadline      408     TimeoutError                null
+//	scheduler.ErrClosed (shutdown)           503     ServiceUnavailableError     null
+//	scheduler.ErrEngine, anything else       500     InternalServerError         null
 //
 // Retry-After is the QueueFullError's hint rounded up to whole seconds (at
-// least 1). A deadline is a 408 rather than a 5xx because the server did not
-// fail, and rather than 504 because there is no upstream: the request asked
-// for, or was given, more time than it had; OpenAI's SDKs retry a 408. A 500
+// least 1). A request still running when a shutdown's grace period ends
+// gets the 503: as a response when it is not streamed, as an error event
+// followed by [DONE] when it is. A sequence the engine failed (say, the
+// model produced NaN logits for it) gets the 500; the other requests of its
+// batch are not affected.
+//
+// A deadline is a 408 rather than a 5xx because the server did not fail,
+// and rather than 504 because there is no upstream: the request asked for,
+// or was given, more time than it had; OpenAI's SDKs retry a 408. A 500
 // message never shows internals; they go to the log. Unknown routes and
 // wrong methods are the router's business.
 package openai

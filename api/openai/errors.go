@@ -127,14 +127,21 @@ func toAPIError(err error) *apiError {
 		return e
 	case errors.Is(err, scheduler.ErrTooLong):
 		return newAPIError(http.StatusBadRequest, typeBadRequest,
-			"The prompt does not fit the model's context or the server's KV cache. Please reduce the length of the prompt.",
+			"The prompt does not fit the model's context. Please reduce the length of the prompt.",
 			"", "context_length_exceeded")
+	case errors.Is(err, scheduler.ErrLimit), errors.Is(err, scheduler.ErrInvalid):
+		// Mapped with their field by genParams.requestError; this is the
+		// fallback for a path that did not.
+		return newAPIError(http.StatusBadRequest, typeBadRequest, err.Error(), "", "")
 	case errors.Is(err, scheduler.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return newAPIError(http.StatusRequestTimeout, typeTimeout,
 			"The request did not finish before its deadline.", "", "")
 	case errors.Is(err, scheduler.ErrClosed):
 		return newAPIError(http.StatusServiceUnavailable, typeServiceUnavailable,
-			"The server is shutting down and accepts no new requests.", "", "")
+			"The server is shutting down: this request was not finished. Please retry it on another replica.", "", "")
+	case errors.Is(err, scheduler.ErrEngine):
+		return newAPIError(http.StatusInternalServerError, typeInternal,
+			"The engine failed while generating this request; other requests are not affected. Please retry it.", "", "")
 	default:
 		// scheduler.ErrEngine and anything unexpected. The message stays
 		// generic: internals go to the log, not to the client.

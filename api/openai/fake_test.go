@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/goleak"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -77,9 +78,11 @@ type fakeBatch struct {
 
 // fakeModel is a Model whose Submit replays a script.
 type fakeModel struct {
-	name   string
-	maxLen int
-	tok    *tokenizer.Tokenizer
+	name       string
+	maxLen     int
+	maxSeqs    int
+	maxWaiting int
+	tok        *tokenizer.Tokenizer
 	// submitErr, when set, is called with the number of earlier Submit
 	// calls; a non-nil result is Submit's error.
 	submitErr func(call int) error
@@ -107,15 +110,28 @@ type fakeModel struct {
 }
 
 func newFakeModel(t testing.TB) *fakeModel {
-	return &fakeModel{name: "test-model", maxLen: 64, tok: newTestTokenizer(t, ""), cancelled: make(chan struct{})}
+	return &fakeModel{name: "test-model", maxLen: 64, maxSeqs: 16, maxWaiting: 64, tok: newTestTokenizer(t, ""), cancelled: make(chan struct{})}
 }
 
 func (m *fakeModel) Name() string                    { return m.name }
 func (m *fakeModel) Created() int64                  { return 1700000000 }
 func (m *fakeModel) MaxModelLen() int                { return m.maxLen }
+func (m *fakeModel) RequestTimeout() time.Duration   { return 0 }
 func (m *fakeModel) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 
-func (m *fakeModel) Submit(ctx context.Context, req *scheduler.Request) (*scheduler.Stream, error) {
+// Submit checks the requests as the engine core does (the scheduler's
+// capacity checks are pure functions of its configuration), then replays
+// the script for each.
+func (m *fakeModel) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error) {
+	limits := scheduler.Config{MaxNumSeqs: m.maxSeqs, MaxWaiting: m.maxWaiting, MaxModelLen: m.maxLen}
+	for i, r := range reqs {
+		if err := limits.CheckRequest(r); err != nil {
+			return nil, &core.IndexError{Index: i, Err: err}
+		}
+	}
+	if err := limits.CheckBatch(len(reqs)); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	call := m.calls
 	m.calls++
@@ -125,10 +141,18 @@ func (m *fakeModel) Submit(ctx context.Context, req *scheduler.Request) (*schedu
 			return nil, err
 		}
 	}
+	var streams []*core.Stream
+	for _, r := range reqs {
+		streams = append(streams, m.submitOne(r))
+	}
+	return streams, nil
+}
+
+func (m *fakeModel) submitOne(req *scheduler.Request) *core.Stream {
 	m.mu.Lock()
 	m.reqs = append(m.reqs, *req)
 	m.mu.Unlock()
-	s := scheduler.NewStream(req.ID, req.N, func(choice int, stopped bool) {
+	s := core.NewStream(req.ID, req.N, func(choice int, stopped bool) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if stopped {
@@ -180,7 +204,7 @@ func (m *fakeModel) Submit(ctx context.Context, req *scheduler.Request) (*schedu
 			}
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // setScript replaces the script between requests.

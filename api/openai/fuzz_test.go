@@ -76,7 +76,7 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			_, _, err = h.prepareCompletion(model, req)
+			_, _, _, err = h.prepareCompletion(model, req)
 			return err
 		})
 	})

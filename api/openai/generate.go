@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -20,18 +21,16 @@ type promptInput struct {
 	// text is the prompt as the client wrote it, for echo; for token-id
 	// prompts it is the decoded tokens.
 	text string
-	// maxTokens is the prompt's generation cap.
-	maxTokens int
 }
 
-// generation is one HTTP request's work in the scheduler: one
-// scheduler.Stream per prompt, n choices each. It is used by one goroutine,
+// generation is one HTTP request's work in the engine: one core.Stream per
+// prompt, n choices each. It is used by one goroutine,
 // the handler's.
 type generation struct {
 	tok     *tokenizer.Tokenizer
 	params  *genParams
 	prompts []promptInput
-	streams []*scheduler.Stream
+	streams []*core.Stream
 	// choices are in wire order: choice i of prompt p is choices[p*n+i].
 	choices []*choice
 	// promptLPs[p] are the prompt logprobs of prompt p (nil until they
@@ -48,10 +47,13 @@ type choiceDelta struct {
 	d delta
 }
 
-// submit turns the prompts into scheduler requests and submits them. On
-// error, the streams already started are cancelled. The caller must call
-// close when done with the generation.
-func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time) (*generation, error) {
+// submit turns the prompts into scheduler requests and submits them, all
+// or none. This is where a request's defaults are set, once: arrival, the
+// deadline (the sooner of the client's context and the model's request
+// timeout) and the generation cap. promptParam names prompt i on the wire,
+// for capacity errors. The caller must call close when done with the
+// generation.
+func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time, promptParam func(int) string) (*generation, error) {
 	n := p.base.N
 	g := &generation{
 		tok:           m.Tokenizer(),
@@ -62,6 +64,10 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 		open:          len(prompts) * n,
 	}
 	deadline, _ := ctx.Deadline()
+	if t := m.RequestTimeout(); t > 0 && (deadline.IsZero() || arrival.Add(t).Before(deadline)) {
+		deadline = arrival.Add(t)
+	}
+	reqs := make([]*scheduler.Request, len(prompts))
 	for i := range prompts {
 		req := p.base // the slices in it are shared read-only
 		req.ID = id
@@ -69,15 +75,17 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 			req.ID = fmt.Sprintf("%s-%d", id, i)
 		}
 		req.Prompt = prompts[i].tokens
-		req.MaxTokens = prompts[i].maxTokens
+		req.MaxTokens = p.maxTokensFor(len(prompts[i].tokens), m.MaxModelLen())
 		req.Arrival = arrival
 		req.Deadline = deadline
-		s, err := m.Submit(ctx, &req)
-		if err != nil {
-			g.close()
-			return nil, err
-		}
-		g.streams = append(g.streams, s)
+		reqs[i] = &req
+	}
+	streams, err := m.Submit(ctx, reqs)
+	if err != nil {
+		return nil, p.requestError(err, promptParam)
+	}
+	g.streams = streams
+	for i := range prompts {
 		for j := range n {
 			g.choices = append(g.choices, newChoice(g.tok, i*n+j, j, p))
 		}

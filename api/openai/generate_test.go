@@ -376,23 +376,17 @@ func TestSubmitErrors(t *testing.T) {
 	}
 }
 
-func TestSecondSubmitFails(t *testing.T) {
+// The prompts of one request are submitted all or none: when the engine
+// refuses the batch, no prompt started.
+func TestBatchSubmitIsAtomic(t *testing.T) {
 	m := newFakeModel(t)
-	m.hold = true
-	m.submitErr = func(call int) error {
-		if call == 1 {
-			return scheduler.ErrClosed
-		}
-		return nil
-	}
+	m.submitErr = func(int) error { return scheduler.ErrClosed }
 	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/completions", `{"model":"test-model","prompt":["a","b"]}`)
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cancels != 1 {
-		t.Errorf("first prompt's stream cancelled %d times, want 1", m.cancels)
+	if reqs := m.requests(); len(reqs) != 0 {
+		t.Errorf("%d prompts started", len(reqs))
 	}
 }
 

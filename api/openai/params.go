@@ -2,11 +2,13 @@ package openai
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -18,8 +20,6 @@ const (
 	// maxTopLogprobs caps top_logprobs (chat) and logprobs (completions),
 	// as OpenAI's chat endpoint and vLLM's default max_logprobs do.
 	maxTopLogprobs = 20
-	// maxLogitBias is the largest bias magnitude OpenAI accepts.
-	maxLogitBias = 100
 )
 
 // genParams is a validated request minus its prompts: everything that turns
@@ -28,10 +28,11 @@ type genParams struct {
 	// base is the scheduler request every prompt starts from; ID, Prompt,
 	// MaxTokens and Arrival are filled per prompt.
 	base scheduler.Request
-	// maxTokens is the client's cap on generated tokens, 0 when absent (the
-	// rest of the context is then the cap); maxTokensParam is the field
-	// that set it.
+	// maxTokens is the client's cap on generated tokens when maxTokensSet
+	// (else the rest of the context is the cap); maxTokensParam is the
+	// field that sets it.
 	maxTokens      int
+	maxTokensSet   bool
 	maxTokensParam string
 	// stops are the stop strings.
 	stops []string
@@ -47,13 +48,21 @@ type genParams struct {
 	tokensAsIDs bool
 	// user is only logged.
 	user string
+	// topLogprobsParam names the field that set TopLogprobs.
+	topLogprobsParam string
+	// wire is the decoded request, for error messages.
+	wire *commonRequest
 }
 
-// validateCommon checks the shared fields against a vocabulary of nVocab
-// tokens. stopTokens are the model's end-of-generation tokens. randomSeed
-// is used when the client sent no seed.
+// validateCommon decodes the shared fields into sampling and scheduling
+// parameters. It checks only what is the wire's own business (types, n,
+// logit_bias keys, stream_options); ranges where sampling is defined are
+// the engine's (engine.Sampling.Validate, through finish) and capacity is
+// the scheduler's (mapped by requestError). stopTokens are the model's
+// end-of-generation tokens. randomSeed is used when the client sent no
+// seed.
 func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed uint32) (*genParams, error) {
-	p := &genParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling()}}
+	p := &genParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling()}, wire: c}
 	s := &p.base.Sampling
 	s.Temperature = 1 // OpenAI's and vLLM's default
 
@@ -63,49 +72,37 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 		}
 		p.base.N = *c.N
 	}
+	p.maxTokensParam = "max_tokens"
 	if c.MaxTokens != nil {
-		if *c.MaxTokens < 1 {
-			return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d.", *c.MaxTokens)
-		}
-		p.maxTokens, p.maxTokensParam = *c.MaxTokens, "max_tokens"
+		p.maxTokens, p.maxTokensSet = *c.MaxTokens, true
 	}
 	if c.MinTokens != nil {
-		if *c.MinTokens < 0 {
-			return nil, invalid("min_tokens", "min_tokens must be at least 0, got %d.", *c.MinTokens)
-		}
 		p.base.MinTokens = *c.MinTokens
 	}
-
-	type floatCheck struct {
-		param  string
-		v      *float64
-		dst    *float32
-		ok     func(float64) bool
-		bounds string
-	}
-	checks := []floatCheck{
-		{"temperature", c.Temperature, &s.Temperature, func(v float64) bool { return v >= 0 && v <= math.MaxFloat32 }, "at least 0"},
-		{"top_p", c.TopP, &s.TopP, func(v float64) bool { return v > 0 && v <= 1 }, "in (0, 1]"},
-		{"min_p", c.MinP, &s.MinP, func(v float64) bool { return v >= 0 && v <= 1 }, "in [0, 1]"},
-		{"presence_penalty", c.PresencePenalty, &s.PresencePenalty, func(v float64) bool { return v >= -2 && v <= 2 }, "in [-2, 2]"},
-		{"frequency_penalty", c.FrequencyPenalty, &s.FrequencyPenalty, func(v float64) bool { return v >= -2 && v <= 2 }, "in [-2, 2]"},
-		{"repetition_penalty", c.RepetitionPenalty, &s.RepetitionPenalty, func(v float64) bool { return v > 0 && v <= math.MaxFloat32 }, "greater than 0"},
-	}
-	for _, ch := range checks {
-		if ch.v == nil {
-			continue
+	for _, f := range []struct {
+		v   *float64
+		dst *float32
+	}{
+		{c.Temperature, &s.Temperature}, {c.TopP, &s.TopP}, {c.MinP, &s.MinP},
+		{c.PresencePenalty, &s.PresencePenalty}, {c.FrequencyPenalty, &s.FrequencyPenalty}, {c.RepetitionPenalty, &s.RepetitionPenalty},
+	} {
+		if f.v != nil {
+			*f.dst = float32Of(*f.v)
 		}
-		if !ch.ok(*ch.v) {
-			return nil, invalid(ch.param, "%s must be %s, got %v.", ch.param, ch.bounds, *ch.v)
-		}
-		*ch.dst = float32Of(*ch.v)
 	}
 	if c.TopK != nil {
-		// vLLM: -1 or 0 disable top-k.
-		if *c.TopK < -1 || *c.TopK > math.MaxInt32 {
-			return nil, invalid("top_k", "top_k must be -1 or 0 (disabled) or a positive integer, got %d.", *c.TopK)
+		// vLLM: -1 or 0 disable top-k. A top_k above the vocabulary keeps
+		// every token, as does any value beyond int32.
+		switch k := *c.TopK; {
+		case k == -1:
+			s.TopK = 0
+		case k > math.MaxInt32:
+			s.TopK = math.MaxInt32
+		case k < -1:
+			return nil, invalid("top_k", "top_k must be -1 or 0 (disabled) or a positive integer, got %d.", k)
+		default:
+			s.TopK = int32(k)
 		}
-		s.TopK = int32(max(*c.TopK, 0))
 	}
 
 	// The scheduler gives choice i the seed Seed+i. Seeds are int64 on the
@@ -122,13 +119,7 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 			if err != nil {
 				return nil, invalid("logit_bias", "logit_bias keys must be token ids written as decimal strings; got %q.", k)
 			}
-			if tok < 0 || tok >= int64(nVocab) {
-				return nil, invalid("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d).", tok, nVocab)
-			}
-			if v < -maxLogitBias || v > maxLogitBias {
-				return nil, invalid("logit_bias", "logit_bias values must be in [-100, 100]; token %d has %v.", tok, v)
-			}
-			s.LogitBias = append(s.LogitBias, engine.TokenBias{Token: int32(tok), Bias: float32(v)})
+			s.LogitBias = append(s.LogitBias, engine.TokenBias{Token: int32(tok), Bias: float32Of(v)})
 		}
 		// Map order is random; the scheduler and its logs see a stable one.
 		slices.SortFunc(s.LogitBias, func(a, b engine.TokenBias) int { return cmp.Compare(a.Token, b.Token) })
@@ -148,6 +139,9 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 	}
 	slices.Sort(p.base.StopTokens)
 	p.base.StopTokens = slices.Compact(p.base.StopTokens)
+	if p.base.MinTokens > 0 && len(p.base.StopTokens) >= nVocab {
+		return nil, invalid("stop_token_ids", "With min_tokens, the stop tokens are banned until min_tokens are generated, and these stop tokens cover the whole vocabulary of %d tokens.", nVocab)
+	}
 
 	for _, st := range c.Stop.list {
 		if st != "" {
@@ -187,42 +181,114 @@ func (p *genParams) setLogprobs(on bool, top int) {
 	p.base.Sampling.Logprobs, p.base.Sampling.TopLogprobs = on, top
 }
 
-// finish runs the last checks that need every field, including the
-// engine's own range checks as a safety net.
+// finish checks the sampling parameters where the engine defines them.
 func (p *genParams) finish(nVocab int) error {
-	if p.maxTokens > 0 && p.base.MinTokens > p.maxTokens {
-		return invalid("min_tokens", "min_tokens (%d) must not be greater than %s (%d).", p.base.MinTokens, p.maxTokensParam, p.maxTokens)
-	}
 	if err := p.base.Sampling.Validate(nVocab); err != nil {
-		return invalid("", "%v", err)
+		return p.rangeError(err)
 	}
 	return nil
 }
 
-// maxTokensFor returns the generation cap for a prompt of promptLen tokens
-// on a model with context maxLen, or vLLM's error when it does not fit.
-func (p *genParams) maxTokensFor(promptLen, maxLen int, param string) (int, error) {
-	if promptLen >= maxLen {
-		return 0, &validationError{Param: param, Code: "context_length_exceeded", Message: fmt.Sprintf(
-			"This model's maximum context length is %d tokens. However, your request has %d input tokens. "+
-				"Please reduce the length of the input messages.", maxLen, promptLen)}
+// rangeError maps the engine's *engine.RangeError to the wire field, with
+// the value the client sent.
+func (p *genParams) rangeError(err error) error {
+	var re *engine.RangeError
+	if !errors.As(err, &re) {
+		return err
 	}
-	if p.maxTokens == 0 {
-		if p.base.MinTokens > maxLen-promptLen {
-			return 0, invalid("min_tokens", "min_tokens (%d) is more than the %d tokens left in the context after the prompt.",
-				p.base.MinTokens, maxLen-promptLen)
+	c := p.wire
+	sent := func(v *float64) any {
+		if v == nil {
+			return re.Value
 		}
-		return maxLen - promptLen, nil
+		return *v
 	}
-	if promptLen+p.maxTokens > maxLen {
-		if p.maxTokens >= maxLen {
-			// No prompt could make room: the cap itself is what to fix.
-			param = p.maxTokensParam
-		}
-		return 0, &validationError{Param: param, Code: "context_length_exceeded", Message: fmt.Sprintf(
+	var param string
+	var got any
+	switch re.Field {
+	case engine.FieldTemperature:
+		param, got = "temperature", sent(c.Temperature)
+	case engine.FieldTopP:
+		param, got = "top_p", sent(c.TopP)
+	case engine.FieldMinP:
+		param, got = "min_p", sent(c.MinP)
+	case engine.FieldRepetitionPenalty:
+		param, got = "repetition_penalty", sent(c.RepetitionPenalty)
+	case engine.FieldPresencePenalty:
+		param, got = "presence_penalty", sent(c.PresencePenalty)
+	case engine.FieldFrequencyPenalty:
+		param, got = "frequency_penalty", sent(c.FrequencyPenalty)
+	case engine.FieldTopK:
+		param, got = "top_k", re.Value
+	case engine.FieldLogitBiasToken:
+		return invalid("logit_bias", "logit_bias keys must be token ids %s; got %v.", re.Want, re.Value)
+	case engine.FieldLogitBiasValue:
+		return invalid("logit_bias", "logit_bias values must be %s; got %v.", re.Want, re.Value)
+	case engine.FieldTopLogprobs:
+		param, got = p.topLogprobsParam, re.Value
+	default:
+		param, got = string(re.Field), re.Value
+	}
+	return invalid(param, "%s must be %s; got %v.", param, re.Want, got)
+}
+
+// requestError maps the scheduler's capacity checks to the wire: which
+// field, in this endpoint's names (promptParam names prompt i), and what
+// to do about it.
+func (p *genParams) requestError(err error, promptParam func(int) string) error {
+	i := 0
+	var ie *core.IndexError
+	if errors.As(err, &ie) {
+		i = ie.Index
+	}
+	var re *scheduler.RequestError
+	if !errors.As(err, &re) {
+		return err
+	}
+	maxParam := p.maxTokensParam
+	switch {
+	case errors.Is(re, scheduler.ErrTooLong) && re.Field == scheduler.FieldMaxTokens:
+		return &validationError{Param: maxParam, Code: "context_length_exceeded", Message: fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens "+
 				"(%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			maxLen, promptLen+p.maxTokens, promptLen, p.maxTokens)}
+			re.Limit, re.PromptTokens+re.MaxTokens, re.PromptTokens, re.MaxTokens)}
+	case errors.Is(re, scheduler.ErrTooLong) && !p.maxTokensSet:
+		return &validationError{Param: promptParam(i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. "+
+				"Please reduce the length of the input messages.", re.Limit, re.PromptTokens)}
+	case errors.Is(re, scheduler.ErrTooLong):
+		return &validationError{Param: promptParam(i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens "+
+				"(%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			re.Limit, re.PromptTokens+re.MaxTokens, re.PromptTokens, re.MaxTokens)}
 	}
-	return p.maxTokens, nil
+	switch re.Field {
+	case scheduler.FieldN:
+		return invalid("n", "n = %d exceeds this server's limit of %d sequences running at once (its --max-num-seqs); ask for fewer choices.", re.Value, re.Limit)
+	case scheduler.FieldMaxTokens:
+		return invalid(maxParam, "%s must be at least 1, got %d.", maxParam, re.Value)
+	case scheduler.FieldMinTokens:
+		if re.Value < 0 {
+			return invalid("min_tokens", "min_tokens must be at least 0, got %d.", re.Value)
+		}
+		if !p.maxTokensSet {
+			return invalid("min_tokens", "min_tokens (%d) is more than the %d tokens left in the context after the prompt.", re.Value, re.Limit)
+		}
+		return invalid("min_tokens", "min_tokens (%d) must not be greater than %s (%d).", re.Value, maxParam, re.Limit)
+	case scheduler.FieldRequests:
+		return invalid("prompt", "The request has %d prompts; this server queues at most %d requests (its --max-waiting). Send fewer prompts per request.", re.Value, re.Limit)
+	case scheduler.FieldPrompt:
+		return invalid(promptParam(i), "A prompt must not be empty.")
+	}
+	return invalid("", "%v", re)
+}
+
+// maxTokensFor returns the generation cap for a prompt of promptLen
+// tokens on a model with context maxLen: the client's, or the rest of the
+// context. Whether it fits is the scheduler's check.
+func (p *genParams) maxTokensFor(promptLen, maxLen int) int {
+	if p.maxTokensSet {
+		return p.maxTokens
+	}
+	return max(maxLen-promptLen, 0)
 }

@@ -85,6 +85,9 @@ type completionRequest struct {
 // decodeChatRequest decodes a chat request body. Every error it returns is
 // a *validationError.
 func decodeChatRequest(body []byte) (*chatRequest, error) {
+	if err := checkText(body); err != nil {
+		return nil, err
+	}
 	var r chatRequest
 	if err := decodeJSON(body, &r.commonRequest); err != nil {
 		return nil, err
@@ -98,6 +101,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 // decodeCompletionRequest decodes a completion request body. Every error it
 // returns is a *validationError.
 func decodeCompletionRequest(body []byte) (*completionRequest, error) {
+	if err := checkText(body); err != nil {
+		return nil, err
+	}
 	var r completionRequest
 	if err := decodeJSON(body, &r.commonRequest); err != nil {
 		return nil, err

@@ -112,6 +112,23 @@ func TestValidation(t *testing.T) {
 		{name: "presence_penalty", body: `{` + chatOK + `,"presence_penalty":3}`, status: 400, param: "presence_penalty"},
 		{name: "frequency_penalty", body: `{` + chatOK + `,"frequency_penalty":-3}`, status: 400, param: "frequency_penalty"},
 		{name: "repetition_penalty", body: `{` + chatOK + `,"repetition_penalty":0}`, status: 400, param: "repetition_penalty"},
+		// Values that used to reach llama.cpp's sampler and abort the process.
+		{name: "temperature denormal", body: `{` + chatOK + `,"temperature":1e-40}`, status: 400, param: "temperature", msg: "temperature must be 0 (greedy) or in [1e-05, 100000]; got 1e-40."},
+		{name: "temperature tiny", body: `{` + chatOK + `,"temperature":1.2e-38}`, status: 400, param: "temperature", msg: "got 1.2e-38"},
+		{name: "temperature huge", body: `{` + chatOK + `,"temperature":1e39}`, status: 400, param: "temperature", msg: "got 1e+39"},
+		{name: "repetition_penalty tiny", body: `{` + chatOK + `,"repetition_penalty":1e-38}`, status: 400, param: "repetition_penalty", msg: "in [0.01, 100]"},
+		{name: "stop tokens ban everything", body: `{` + chatOK + `,"min_tokens":1,"stop_token_ids":` + allTokens() + `}`, status: 400, param: "stop_token_ids", msg: "whole vocabulary"},
+		// Limits that no retry can meet are 400s naming the field, not 429s.
+		{name: "n above max_num_seqs", body: `{` + chatOK + `,"n":17}`, status: 400, param: "n", msg: "limit of 16 sequences"},
+		{name: "more prompts than the queue holds", path: "/v1/completions", body: `{"model":"test-model","prompt":` + manyPrompts(65) + `}`, status: 400, param: "prompt", msg: "queues at most 64"},
+		{name: "prompt text longer than any context", path: "/v1/completions", body: `{"model":"test-model","prompt":"` + strings.Repeat("Hello ", 5000) + `"}`, status: 400, param: "prompt", code: "context_length_exceeded", msg: "no text longer than"},
+		{name: "messages longer than any context", body: `{"model":"test-model","messages":[{"role":"user","content":"` + strings.Repeat("Hello ", 5000) + `"}]}`, status: 400, param: "messages", code: "context_length_exceeded"},
+		// Text that is not valid Unicode is refused, not replaced.
+		{name: "invalid utf-8 content", body: "{\"model\":\"test-model\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}", status: 400, param: "messages[0].content", msg: "not valid UTF-8"},
+		{name: "invalid utf-8 prompt", path: "/v1/completions", body: "{\"model\":\"test-model\",\"prompt\":\"\xc3\"}", status: 400, param: "prompt", msg: "not valid UTF-8"},
+		{name: "lone surrogate", path: "/v1/completions", body: `{"model":"test-model","prompt":["ok","a\ud800b"]}`, status: 400, param: "prompt[1]", msg: "surrogate"},
+		{name: "lone low surrogate in stop", body: `{` + chatOK + `,"stop":["x","\udc00"]}`, status: 400, param: "stop[1]"},
+		{name: "invalid utf-8 part text", body: "{\"model\":\"test-model\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\xfe\"}]}]}", status: 400, param: "messages[0].content[0].text"},
 		{name: "seed string", body: `{` + chatOK + `,"seed":"x"}`, status: 400, param: "seed"},
 		{name: "seed float", body: `{` + chatOK + `,"seed":1.5}`, status: 400, param: "seed"},
 		{name: "seed too big", body: `{` + chatOK + `,"seed":99999999999999999999}`, status: 400, param: "seed"},
@@ -206,6 +223,20 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+// allTokens lists every token id of the test vocabulary as JSON.
+func allTokens() string {
+	ids := make([]string, testVocab.NumTokens())
+	for i := range ids {
+		ids[i] = fmt.Sprint(i)
+	}
+	return "[" + strings.Join(ids, ",") + "]"
+}
+
+// manyPrompts is a JSON array of n one-word prompts.
+func manyPrompts(n int) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(`"a",`, n), ",") + "]"
+}
+
 // TestAccepted checks inputs that must be accepted.
 func TestAccepted(t *testing.T) {
 	tests := []struct {
@@ -222,6 +253,9 @@ func TestAccepted(t *testing.T) {
 		{"prompt id arrays", "/v1/completions", `{"model":"test-model","prompt":[[260],[261,262]]}`},
 		{"prompt strings", "/v1/completions", `{"model":"test-model","prompt":["a","b"],"echo":true}`},
 		{"whitespace", "/v1/completions", "\n {\"model\" : \"test-model\", \"prompt\" : [ 260 , 261 ] } \n"},
+		{"escaped text", "/v1/completions", `{"model":"test-model","prompt":"caf\u00e9 \ud83d\ude00 \"q\" \\u","stop":["\u00e9"]}`},
+		{"temperature edges", "", `{` + chatOK + `,"temperature":1e-5}`},
+		{"n at max_num_seqs", "", `{` + chatOK + `,"n":16}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

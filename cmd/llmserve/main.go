@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/evals/bench"
 	"github.com/llmserve/llmserve/evals/synth"
 )
@@ -25,9 +26,11 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "llmserve",
 		Short:         "A model server for large language models",
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("llmserve {{.Version}}\n")
 	root.AddCommand(newServeCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
 	return root
 }
@@ -49,13 +52,40 @@ func versionString() string {
 	return "devel"
 }
 
+// vcsRevision is the commit the binary was built from, with "-dirty" when
+// the checkout had changes, or "unknown".
+func vcsRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// versionLine is the version, the commit and the llama.cpp commit.
+func versionLine() string {
+	return fmt.Sprintf("%s (commit %s, llama.cpp %s)", versionString(), vcsRevision(), llamacpp.LlamaCommit())
+}
+
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, the commit and the llama.cpp commit",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "llmserve", versionString())
+			fmt.Fprintln(cmd.OutOrStdout(), "llmserve", versionLine())
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,15 +46,14 @@ type serveFlags struct {
 	maxNumSeqs      int
 	maxBatched      int
 	maxWaiting      int
-	kvTokens        int
 	kvMemory        string
 	noPrefixCaching bool
-	prefixCache     int
+	prefixCacheMem  string
 	kvType          string
 	threads         int
 	batchThreads    int
+	poll            int
 	flashAttn       string
-	batchInvariant  bool
 	gpuLayers       int
 	mainGPU         int
 	splitMode       string
@@ -99,7 +99,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
 	})
-	fl.StringVar(&f.host, "host", "", "address to listen on (empty: all interfaces)")
+	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or \"\" for every interface)")
 	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
 	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (grpc.health.v1 for now); 0 disables gRPC")
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable); default: the embedded stories260K")
@@ -108,18 +108,17 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
-	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, "most sequences running at once (the continuous batch)")
-	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 1024, "most tokens decoded in one step; longer prompts are prefilled in chunks")
+	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
+	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 2048, "most tokens computed in one step (at least max-num-seqs); longer prompts are prefilled in chunks")
 	fl.IntVar(&f.maxWaiting, "max-waiting", 512, "most requests waiting to start; more get 429 with Retry-After")
-	fl.IntVar(&f.kvTokens, "kv-cache-tokens", 0, "KV cache capacity in tokens, shared by all sequences; 0: max-num-seqs × max-model-len, capped by --kv-cache-memory")
-	fl.StringVar(&f.kvMemory, "kv-cache-memory", "2GiB", "memory cap for the automatic KV cache size (e.g. 512MiB, 4GiB)")
+	fl.StringVar(&f.kvMemory, "kv-cache-memory", "1GiB", "cap on the KV cache (max-num-seqs × max-model-len positions); max-num-seqs is lowered to fit (e.g. 512MiB, 4GiB; 0: no cap)")
 	fl.BoolVar(&f.noPrefixCaching, "no-enable-prefix-caching", false, "disable reuse of KV blocks across requests with a common prefix")
-	fl.IntVar(&f.prefixCache, "prefix-cache-tokens", 0, "idle KV kept for prefix reuse, in tokens; 0: max-model-len, -1: no cap (every step scans idle cached cells too; see docs/BENCHMARKS.md)")
+	fl.StringVar(&f.prefixCacheMem, "prefix-cache-memory", "1GiB", "host memory for cached prefixes (idle KV blocks, evicted least recently used first)")
 	fl.StringVar(&f.kvType, "kv-cache-dtype", "f16", "KV cache element type: f16, f32, bf16, q8_0 or q4_0")
 	fl.IntVar(&f.threads, "threads", defaultThreads(), "ggml threads for decoding (default: all cores)")
-	fl.IntVar(&f.batchThreads, "threads-batch", 0, "ggml threads for large batches; 0: same as --threads")
+	fl.IntVar(&f.batchThreads, "threads-batch", 0, "ggml threads for prompt processing; 0: same as --threads")
+	fl.IntVar(&f.poll, "poll", 50, "how long ggml's threads spin for the next evaluation within a step, 0 (sleep at once) to 100")
 	fl.StringVar(&f.flashAttn, "flash-attn", "auto", "flash attention: auto (llama.cpp decides; on for CPU), on or off")
-	fl.BoolVar(&f.batchInvariant, "batch-invariant", false, "greedy output independent of load and history, at a large throughput cost on CPU (flash attention off; see README)")
 	fl.IntVar(&f.gpuLayers, "n-gpu-layers", 0, "layers to offload to GPUs (-1: all); needs a GPU backend library")
 	fl.IntVar(&f.mainGPU, "main-gpu", 0, "GPU used when the model is not split")
 	fl.StringVar(&f.splitMode, "split-mode", "layer", "how to split across GPUs: none, layer or row")
@@ -133,6 +132,104 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
 	return cmd
+}
+
+// settings are the flags, checked and converted, ready to load models with.
+type settings struct {
+	log, llamaLog  slog.Level
+	kvMem, prefMem int64
+	specs          [][2]string
+	tmpl           string
+}
+
+// validate checks every flag at start-up; an error names the flag and says
+// what it takes.
+func (f *serveFlags) validate() (*settings, error) {
+	bad := func(flag string, format string, args ...any) error {
+		return fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...))
+	}
+	oneOf := func(flag, v string, allowed ...string) error {
+		if slices.Contains(allowed, v) {
+			return nil
+		}
+		return bad(flag, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+	checks := []error{
+		oneOf("log-format", f.logFormat, "text", "json"),
+		oneOf("flash-attn", f.flashAttn, "auto", "on", "off"),
+		oneOf("kv-cache-dtype", f.kvType, "f16", "f32", "bf16", "q8_0", "q4_0"),
+		oneOf("split-mode", f.splitMode, "none", "layer", "row"),
+	}
+	switch {
+	case f.httpPort < 1 || f.httpPort > 65535:
+		checks = append(checks, bad("http-port", "%d is not a TCP port (1 to 65535)", f.httpPort))
+	case f.grpcPort < 0 || f.grpcPort > 65535:
+		checks = append(checks, bad("grpc-port", "%d is not a TCP port (1 to 65535, or 0 to disable gRPC)", f.grpcPort))
+	case f.grpcPort != 0 && f.grpcPort == f.httpPort:
+		checks = append(checks, bad("grpc-port", "%d is also the HTTP port", f.grpcPort))
+	case f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots:
+		checks = append(checks, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots))
+	case f.maxModelLen < 0:
+		checks = append(checks, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen))
+	case f.maxBatched < f.maxNumSeqs:
+		checks = append(checks, bad("max-num-batched-tokens", "%d is below --max-num-seqs %d: every running sequence needs a token per step", f.maxBatched, f.maxNumSeqs))
+	case f.maxWaiting < 1:
+		checks = append(checks, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting))
+	case f.threads < 1:
+		checks = append(checks, bad("threads", "%d: at least 1", f.threads))
+	case f.batchThreads < 0:
+		checks = append(checks, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads))
+	case f.poll < 0 || f.poll > 100:
+		checks = append(checks, bad("poll", "%d is outside 0 to 100", f.poll))
+	case f.requestTimeout < 0:
+		checks = append(checks, bad("request-timeout", "%s is negative", f.requestTimeout))
+	case f.shutdownTimeout < 0:
+		checks = append(checks, bad("shutdown-timeout", "%s is negative", f.shutdownTimeout))
+	case f.maxBodyBytes < 0:
+		checks = append(checks, bad("max-body-bytes", "%d is negative (0 means 16 MiB)", f.maxBodyBytes))
+	case f.gpuLayers < -1:
+		checks = append(checks, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers))
+	}
+	if err := errors.Join(checks...); err != nil {
+		return nil, err
+	}
+	var s settings
+	var err error
+	if s.log, err = parseLevel(f.logLevel); err != nil {
+		return nil, bad("log-level", "%v", err)
+	}
+	if s.llamaLog, err = parseLevel(f.llamaLogLevel); err != nil {
+		return nil, bad("llama-log-level", "%v", err)
+	}
+	if s.kvMem, err = parseBytes(f.kvMemory); err != nil {
+		return nil, bad("kv-cache-memory", "%v", err)
+	}
+	if s.prefMem, err = parseBytes(f.prefixCacheMem); err != nil {
+		return nil, bad("prefix-cache-memory", "%v", err)
+	}
+	if f.noPrefixCaching {
+		s.prefMem = 0
+	}
+	if s.specs, err = modelSpecs(f); err != nil {
+		return nil, err
+	}
+	if f.chatTemplate != "" {
+		b, err := os.ReadFile(f.chatTemplate)
+		if err != nil {
+			return nil, bad("chat-template", "%v", err)
+		}
+		s.tmpl = string(b)
+	}
+	return &s, nil
+}
+
+// configFlags names the flag behind each models.GenerativeConfig setting,
+// for errors found once the model is known.
+var configFlags = map[string]string{
+	"MaxModelLen":      "--max-model-len",
+	"MaxNumSeqs":       "--max-num-seqs",
+	"KVMemoryBytes":    "--kv-cache-memory",
+	"PrefixCacheBytes": "--prefix-cache-memory",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -227,6 +324,20 @@ func modelSpecs(f *serveFlags) ([][2]string, error) {
 		}
 		specs[0][0] = f.modelName
 	}
+	seen := map[string]bool{}
+	for _, sp := range specs {
+		name := sp[0]
+		if name == "" {
+			name = strings.TrimSuffix(filepath.Base(sp[1]), filepath.Ext(sp[1]))
+		}
+		if sp[1] == "" && sp[0] == "" {
+			name = "stories260K"
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--model: two models are named %q; name them apart with NAME=PATH", name)
+		}
+		seen[name] = true
+	}
 	return specs, nil
 }
 
@@ -246,58 +357,46 @@ func findGGUF(dir string) (string, error) {
 	return "", fmt.Errorf("--model-dir %s: %d .gguf files (%s); pass one with --model", dir, len(matches), strings.Join(matches, ", "))
 }
 
-func serve(ctx context.Context, f *serveFlags) error {
+func serve(ctx context.Context, f *serveFlags) (err error) {
+	set, err := f.validate()
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		return err
 	}
-	llamaLevel, err := parseLevel(f.llamaLogLevel)
-	if err != nil {
-		return err
-	}
 	slog.SetDefault(log)
-	llamacpp.SetLogger(log, llamaLevel)
-	kvMem, err := parseBytes(f.kvMemory)
-	if err != nil {
-		return fmt.Errorf("--kv-cache-memory: %w", err)
-	}
-	specs, err := modelSpecs(f)
-	if err != nil {
-		return err
-	}
-	var tmpl string
-	if f.chatTemplate != "" {
-		b, err := os.ReadFile(f.chatTemplate)
-		if err != nil {
-			return fmt.Errorf("--chat-template: %w", err)
-		}
-		tmpl = string(b)
-	}
+	llamacpp.SetLogger(log, set.llamaLog)
+	log.Info("llmserve", "version", versionString(), "commit", vcsRevision(), "llama.cpp", llamacpp.LlamaCommit())
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry := models.NewRegistry()
 	defer func() {
-		if err := registry.Close(); err != nil {
-			log.Error("closing models", "err", err)
+		if cerr := registry.Close(); cerr != nil {
+			log.Error("closing models", "err", cerr)
 		}
 	}()
-	for _, s := range specs {
+	for _, s := range set.specs {
 		g, err := models.LoadGenerative(models.GenerativeConfig{
-			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: tmpl,
+			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: set.tmpl,
 			GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
-			Threads: f.threads, BatchThreads: f.batchThreads, FlashAttention: f.flashAttn,
-			MaxModelLen: f.maxModelLen, KVTokens: f.kvTokens, KVMemoryBytes: kvMem,
-			MaxNumSeqs: f.maxNumSeqs, MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting,
-			NoPrefixCaching: f.noPrefixCaching, PrefixCacheTokens: f.prefixCache, KVType: f.kvType, BatchInvariant: f.batchInvariant,
+			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, FlashAttention: f.flashAttn, KVType: f.kvType,
+			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, KVMemoryBytes: set.kvMem,
+			MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 			RequestTimeout: f.requestTimeout,
 		}, log, reg)
+		var ce *models.ConfigError
+		if errors.As(err, &ce) && configFlags[ce.Setting] != "" {
+			return fmt.Errorf("%s: %s", configFlags[ce.Setting], ce.Msg)
+		}
 		if err != nil {
 			return err
 		}
 		if err := registry.Add(g); err != nil {
 			g.Close()
-			return err
+			return fmt.Errorf("--model: %w", err)
 		}
 	}
 
@@ -310,7 +409,7 @@ func serve(ctx context.Context, f *serveFlags) error {
 	}
 	httpLn, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.httpPort)))
 	if err != nil {
-		return fmt.Errorf("http: %w", err)
+		return fmt.Errorf("--http-port: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
 
@@ -319,12 +418,13 @@ func serve(ctx context.Context, f *serveFlags) error {
 	if f.grpcPort > 0 {
 		if grpcLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.grpcPort))); err != nil {
 			httpLn.Close()
-			return fmt.Errorf("grpc: %w", err)
+			return fmt.Errorf("--grpc-port: %w", err)
 		}
 		grpcSrv = grpc.NewServer()
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(grpcSrv, hs)
+		defer hs.Shutdown()
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -342,20 +442,42 @@ func serve(ctx context.Context, f *serveFlags) error {
 
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "grace", f.shutdownTimeout)
+		log.Info("shutting down: no new requests; letting running ones finish", "grace", f.shutdownTimeout)
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
+	return shutdown(log, srv, grpcSrv, registry, f.shutdownTimeout)
+}
+
+// shutdown stops accepting requests and lets the running ones finish
+// within grace. Then it stops the models: every request still running ends
+// as the client sees it (a streamed answer with an error event and [DONE],
+// a plain one with a 503), and shutdown returns an error saying how many
+// were cut, so that the process exits non-zero.
+func shutdown(log *slog.Logger, srv *http.Server, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
+	registry.Drain()
 	if grpcSrv != nil {
-		grpcSrv.GracefulStop()
+		// gRPC serves only health checks for now: nothing to let finish.
+		grpcSrv.Stop()
 	}
-	if err := srv.Shutdown(shutCtx); err != nil {
-		log.Warn("requests still running at the end of the grace period", "err", err)
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(graceCtx); err == nil {
+		return nil
+	}
+	cut := registry.Stop()
+	log.Warn("grace period over: ending the requests still running", "cut", cut)
+	// The handlers of the cut requests now write their endings; give them
+	// a moment, then close what is left.
+	endCtx, cancelEnd := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelEnd()
+	if err := srv.Shutdown(endCtx); err != nil {
 		srv.Close()
+	}
+	if cut > 0 {
+		return fmt.Errorf("shutdown: %d request(s) were still running after the %s grace period and were ended with an error", cut, grace)
 	}
 	return nil
 }

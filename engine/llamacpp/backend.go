@@ -4,6 +4,10 @@ package llamacpp
 
 /*
 #include "bridge.h"
+
+// LLAMA_COMMIT is defined in the build info that the ollama module
+// compiles with llama.cpp.
+extern const char * LLAMA_COMMIT;
 */
 import "C"
 
@@ -33,6 +37,9 @@ func SetLogger(l *slog.Logger, level slog.Level) {
 	logMu.Unlock()
 	C.llmserve_log_install(C.int(ggmlLevel(level)))
 }
+
+// LlamaCommit is the llama.cpp commit the binary was built with.
+func LlamaCommit() string { return C.GoString(C.LLAMA_COMMIT) }
 
 // ensureInit loads the ggml backends once: the CPU backend is compiled in,
 // GPU backends are shared libraries found through OLLAMA_LIBRARY_PATH or

@@ -1,5 +1,6 @@
 //go:build cgo
 
+#include <math.h>
 #include "bridge.h"
 #include "llama.h"
 #include "_cgo_export.h"
@@ -20,4 +21,20 @@ static void llmserve_log(enum ggml_log_level level, const char * text, void * us
 void llmserve_log_install(int min_level) {
     llmserve_min_level = min_level;
     llama_log_set(llmserve_log, NULL);
+}
+
+int llmserve_check_logits(const float * x, int32_t n, float bound) {
+    // One pass, branch-free so that the compiler vectorizes it: NaN fails
+    // a == a, infinity fails a <= FLT_MAX.
+    int bad = 0;
+    float mx = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        bad |= !(a <= 3.40282347e+38f);
+        mx = a > mx ? a : mx;
+    }
+    if (bad) {
+        return 1;
+    }
+    return mx > bound ? 2 : 0;
 }

@@ -4,22 +4,40 @@
 // llama.cpp and ggml are compiled by github.com/ollama/ollama's llama package
 // (pinned in go.mod), which this package imports for the compiled library and
 // for backend loading. The binding itself is our own, written against the real
-// llama.h, because the scheduler needs what ollama's Go API hides: a unified
-// KV cache shared by up to 256 sequences, one llama_decode over a batch that
-// mixes sequences and positions, per-sequence sampler chains with logit bias,
-// memory sequence operations and sequence state export/import.
+// llama.h, because the engine core needs what ollama's Go API hides: one KV
+// stream per sequence, llama_decode calls shaped for batch invariance, a
+// persistent ggml thread pool, per-sequence sampler chains with logit bias,
+// and sequence state export/import.
 //
 // # Objects and lifetimes
 //
 //   - Model: weights (memory-mapped), vocabulary and metadata. Safe for
 //     concurrent use: tokenization may run on any goroutine.
-//   - Context: the KV memory, the batch buffer and the sampler chains. Not safe
-//     for concurrent use: exactly one goroutine (the scheduler loop) calls it.
-//     It implements engine.Executor.
+//   - Context: the KV memory, the thread pools, the batch buffer and the
+//     sampler chains. Not safe for concurrent use: exactly one goroutine (the
+//     engine core's) calls it. It implements engine.Executor.
 //
 // Every C object has one owner and an idempotent Close. Nothing relies on
-// finalizers. C return codes become Go errors (engine.ErrKVFull,
-// engine.ErrInvalidBatch); no C type escapes the package.
+// finalizers. C return codes become Go errors; no C type escapes the package.
+//
+// # The KV layout
+//
+// A Context is created with kv_unified off: llama.cpp then keeps one KV
+// stream per sequence id (a slot), each of SlotTokens cells. A slot holds
+// its sequence's positions 0..n-1 in cell order, attention reads only the
+// slot's own stream, and its cost grows with the sequence's length, not
+// with what else is cached or running. decode.go shapes every llama_decode
+// so that a sequence's numbers depend only on its own tokens (two rows or
+// more per evaluation, padding in neighbouring streams); state.go moves a
+// slot's KV to and from host memory (engine.KV) for the prefix cache.
+// docs/design/decisions.md has the measurements behind the choice.
+//
+// # Threads
+//
+// Without a thread pool of its own, ggml creates and joins its worker
+// threads on every evaluation. The Context attaches a persistent pool
+// (ggml_threadpool_new) and pauses it at the end of every step, so that its
+// workers sleep while the rest of the process delivers the step's output.
 //
 // # Build
 //

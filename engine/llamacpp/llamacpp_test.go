@@ -5,6 +5,7 @@ package llamacpp
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 
@@ -28,14 +29,11 @@ func loadModel(t testing.TB) *Model {
 
 func newContext(t testing.TB, m *Model, p ContextParams) *Context {
 	t.Helper()
-	if p.KVTokens == 0 {
-		p.KVTokens = 2048
-	}
 	if p.Slots == 0 {
 		p.Slots = 8
 	}
-	if p.BatchTokens == 0 {
-		p.BatchTokens = 512
+	if p.SlotTokens == 0 {
+		p.SlotTokens = 512
 	}
 	c, err := NewContext(m, p)
 	if err != nil {
@@ -45,34 +43,116 @@ func newContext(t testing.TB, m *Model, p ContextParams) *Context {
 	return c
 }
 
-// generate runs one sequence greedily: the prompt in one chunk, then one
-// token per step.
-func generate(t testing.TB, c *Context, seq engine.SeqID, slot engine.Slot, prompt []int32, n int) []int32 {
+// seqRun is one sequence driven by drive: it joins at step start, feeds its
+// prompt in chunks of chunk tokens (0: all at once), then decodes n tokens
+// greedily, recording each token's logprob bit for bit.
+type seqRun struct {
+	seq    engine.SeqID
+	slot   engine.Slot
+	prompt []int32
+	n      int
+	start  int
+	chunk  int
+
+	out []int32
+	lps []float32
+	pos int32
+}
+
+// drive runs the sequences together until all are done.
+func drive(t testing.TB, c *Context, runs ...*seqRun) {
 	t.Helper()
 	ctx := context.Background()
-	step := &engine.Step{
-		Added: []engine.NewSequence{{Seq: seq, Sampling: engine.DefaultSampling()}},
-		Batch: []engine.Chunk{{Seq: seq, Slot: slot, Tokens: prompt, Sample: true}},
-	}
-	var out []int32
-	pos := int32(len(prompt))
-	for len(out) < n {
-		res, err := c.Execute(ctx, step)
+	for step := 0; ; step++ {
+		var st engine.Step
+		active := false
+		for _, r := range runs {
+			switch {
+			case step < r.start:
+				active = true
+				continue
+			case len(r.out) >= r.n:
+				continue
+			}
+			active = true
+			if step == r.start {
+				s := engine.DefaultSampling()
+				s.Logprobs = true
+				st.Added = append(st.Added, engine.NewSequence{Seq: r.seq, Sampling: s, History: r.prompt})
+			}
+			ch := engine.Chunk{Seq: r.seq, Slot: r.slot, Pos: r.pos}
+			if int(r.pos) < len(r.prompt) {
+				end := len(r.prompt)
+				if r.chunk > 0 {
+					end = min(end, int(r.pos)+r.chunk)
+				}
+				ch.Tokens = r.prompt[r.pos:end]
+				ch.Sample = end == len(r.prompt)
+			} else {
+				ch.Tokens = r.out[len(r.out)-1:]
+				ch.Sample = true
+			}
+			r.pos += int32(len(ch.Tokens))
+			st.Batch = append(st.Batch, ch)
+		}
+		if !active {
+			break
+		}
+		res, err := c.Execute(ctx, &st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tok := res.Samples[0].Token
-		out = append(out, tok)
-		step = &engine.Step{Batch: []engine.Chunk{{Seq: seq, Slot: slot, Pos: pos, Tokens: []int32{tok}, Sample: true}}}
-		pos++
+		if len(res.Failures) > 0 {
+			t.Fatalf("step %d: failures %v", step, res.Failures)
+		}
+		for _, smp := range res.Samples {
+			for _, r := range runs {
+				if r.seq == smp.Seq {
+					r.out = append(r.out, smp.Token)
+					r.lps = append(r.lps, smp.Logprobs.Chosen.Logprob)
+				}
+			}
+		}
 	}
-	if _, err := c.Execute(ctx, &engine.Step{
-		Removed: []engine.SeqID{seq},
-		MemOps:  []engine.MemOp{{Kind: engine.MemRemove, Dst: slot, P0: -1, P1: -1}},
-	}); err != nil {
+	var clear engine.Step
+	for _, r := range runs {
+		clear.Clears = append(clear.Clears, r.slot)
+		clear.Removed = append(clear.Removed, r.seq)
+	}
+	if _, err := c.Execute(ctx, &clear); err != nil {
 		t.Fatal(err)
 	}
-	return out
+}
+
+// generate runs one sequence greedily, alone, in slot 0.
+func generate(t testing.TB, c *Context, prompt []int32, n int) *seqRun {
+	t.Helper()
+	r := &seqRun{seq: 1, prompt: prompt, n: n}
+	drive(t, c, r)
+	return r
+}
+
+// sameRun reports whether two runs produced the same tokens and bitwise
+// the same logprobs.
+func sameRun(a, b *seqRun) bool {
+	if !slices.Equal(a.out, b.out) || len(a.lps) != len(b.lps) {
+		return false
+	}
+	for i := range a.lps {
+		if math.Float32bits(a.lps[i]) != math.Float32bits(b.lps[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func tokenize(t testing.TB, m *Model, s string) []int32 {
+	t.Helper()
+	toks, err := m.Tokenize(s, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
 }
 
 func TestTokenize(t *testing.T) {
@@ -111,175 +191,203 @@ func TestGreedyMatchesReference(t *testing.T) {
 	m := loadModel(t)
 	c := newContext(t, m, ContextParams{})
 	ref := stories260k.ReferenceGreedy()
-	got := generate(t, c, 1, 0, ref.PromptTokens, len(ref.GeneratedTokens))
-	if !slices.Equal(got, ref.GeneratedTokens) {
-		t.Fatalf("greedy tokens\n got %v\nwant %v", got, ref.GeneratedTokens)
+	got := generate(t, c, ref.PromptTokens, len(ref.GeneratedTokens))
+	if !slices.Equal(got.out, ref.GeneratedTokens) {
+		t.Fatalf("greedy tokens\n got %v\nwant %v", got.out, ref.GeneratedTokens)
 	}
-	if st := c.Stats(); st.DecodedTokens != uint64(len(ref.PromptTokens)+len(ref.GeneratedTokens)-1) {
+	st := c.Stats()
+	if st.DecodedTokens != uint64(len(ref.PromptTokens)+len(ref.GeneratedTokens)-1) {
 		t.Fatalf("decoded %d tokens", st.DecodedTokens)
 	}
+	// Every one-token step was padded to two rows.
+	if st.PaddingTokens != uint64(len(ref.GeneratedTokens)-1) {
+		t.Fatalf("%d padding tokens for %d one-token steps", st.PaddingTokens, len(ref.GeneratedTokens)-1)
+	}
 }
 
-// Sequences decoded together in one batch give what each gives alone.
-func TestBatchedSequencesMatchSolo(t *testing.T) {
+// A sequence's tokens and logprobs are bit for bit the same alone and
+// batched with others, whatever the slots, the holes between them, the
+// prompt chunking and the mix of prefill and decode.
+func TestBatchInvariance(t *testing.T) {
 	m := loadModel(t)
-	c := newContext(t, m, ContextParams{})
-	prompts := []string{"Once upon a time", "The cat sat", "Lily and Tom went to the park", "One day"}
-	var toks [][]int32
-	var solo [][]int32
-	for i, p := range prompts {
-		tk, err := m.Tokenize(p, true, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		toks = append(toks, tk)
-		solo = append(solo, generate(t, c, engine.SeqID(100+i), engine.Slot(i), tk, 30))
+	c := newContext(t, m, ContextParams{Slots: 12, MicroBatchTokens: 16})
+	prompts := []string{
+		"Once upon a time", "The cat sat", "Lily and Tom went to the park to play with a big red ball",
+		"One day", "Sam", "The little bird wanted to fly high in the sky, but it was scared of the wind",
 	}
-	// Now all at once, with prompts and decodes mixed in the same batches.
-	ctx := context.Background()
-	outs := make([][]int32, len(prompts))
-	pos := make([]int32, len(prompts))
-	var step engine.Step
-	for i := range prompts {
-		step.Added = append(step.Added, engine.NewSequence{Seq: engine.SeqID(i), Sampling: engine.DefaultSampling()})
+	var solo []*seqRun
+	for _, p := range prompts {
+		solo = append(solo, generate(t, c, tokenize(t, m, p), 24))
 	}
-	// Stagger: sequence i joins at step i.
-	for iter := 0; ; iter++ {
-		step.Batch = step.Batch[:0]
-		for i := range prompts {
-			switch {
-			case iter == i:
-				step.Batch = append(step.Batch, engine.Chunk{Seq: engine.SeqID(i), Slot: engine.Slot(i), Tokens: toks[i], Sample: true})
-				pos[i] = int32(len(toks[i]))
-			case iter > i && len(outs[i]) < 30:
-				last := outs[i][len(outs[i])-1]
-				step.Batch = append(step.Batch, engine.Chunk{Seq: engine.SeqID(i), Slot: engine.Slot(i), Pos: pos[i], Tokens: []int32{last}, Sample: true})
-				pos[i]++
+	layouts := []struct {
+		name  string
+		slots []engine.Slot
+		start []int
+		chunk []int
+	}{
+		{"packed, together", []engine.Slot{0, 1, 2, 3, 4, 5}, []int{0, 0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0, 0}},
+		{"staggered joins", []engine.Slot{0, 1, 2, 3, 4, 5}, []int{0, 3, 1, 7, 2, 5}, []int{0, 0, 0, 0, 0, 0}},
+		{"holes between slots", []engine.Slot{1, 3, 4, 7, 9, 11}, []int{0, 2, 4, 6, 8, 10}, []int{0, 0, 0, 0, 0, 0}},
+		{"chunked prompts", []engine.Slot{5, 0, 11, 2, 8, 6}, []int{0, 1, 0, 2, 3, 0}, []int{2, 3, 5, 1, 7, 17}},
+		{"lone sequences at the edges", []engine.Slot{11, 0, 6, 10, 1, 5}, []int{0, 30, 60, 90, 120, 150}, []int{0, 0, 0, 0, 0, 4}},
+	}
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			var runs []*seqRun
+			for i := range prompts {
+				runs = append(runs, &seqRun{seq: engine.SeqID(10 + i), slot: l.slots[i], prompt: solo[i].prompt, n: 24, start: l.start[i], chunk: l.chunk[i]})
 			}
-		}
-		if len(step.Batch) == 0 {
-			break
-		}
-		res, err := c.Execute(ctx, &step)
-		if err != nil {
-			t.Fatal(err)
-		}
-		step.Added = nil
-		for _, s := range res.Samples {
-			outs[s.Seq] = append(outs[s.Seq], s.Token)
-		}
-	}
-	for i := range prompts {
-		if !slices.Equal(outs[i], solo[i]) {
-			t.Errorf("prompt %q batched\n got %v\nwant %v", prompts[i], outs[i], solo[i])
-		}
+			drive(t, c, runs...)
+			for i := range runs {
+				if !sameRun(runs[i], solo[i]) {
+					t.Errorf("prompt %q: batched run differs\n got %v %v\nwant %v %v", prompts[i], runs[i].out, runs[i].lps, solo[i].out, solo[i].lps)
+				}
+			}
+		})
 	}
 }
 
-// A prefix shared with llama_memory_seq_cp continues exactly like a prefix
-// computed from scratch, and decodes only the suffix.
-func TestSharedPrefix(t *testing.T) {
+// KV exported from one slot and restored into another continues exactly
+// like the original: same tokens, same logprobs, bit for bit.
+func TestExportRestore(t *testing.T) {
 	m := loadModel(t)
 	c := newContext(t, m, ContextParams{})
 	ref := stories260k.ReferenceGreedy()
-	prompt := append(slices.Clone(ref.PromptTokens), ref.GeneratedTokens[:40]...)
-	want := ref.GeneratedTokens[40:]
+	prompt := append(slices.Clone(ref.PromptTokens), ref.GeneratedTokens[:40]...) // 45 tokens
+	want := generate(t, c, prompt, 20)
 	ctx := context.Background()
-	// Slot 0 computes the first 32 tokens and keeps them.
-	if _, err := c.Execute(ctx, &engine.Step{
-		Added: []engine.NewSequence{{Seq: 1, Sampling: engine.DefaultSampling()}},
-		Batch: []engine.Chunk{{Seq: 1, Slot: 0, Tokens: prompt[:32]}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	before := c.Stats().DecodedTokens
-	// Slot 1 shares them, then decodes the rest.
-	step := &engine.Step{
-		Added:  []engine.NewSequence{{Seq: 2, Sampling: engine.DefaultSampling()}},
-		MemOps: []engine.MemOp{{Kind: engine.MemCopy, Src: 0, Dst: 1, P0: 0, P1: 32}},
-		Batch:  []engine.Chunk{{Seq: 2, Slot: 1, Pos: 32, Tokens: prompt[32:], Sample: true}},
-	}
-	res, err := c.Execute(ctx, step)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Stats().DecodedTokens - before; got != uint64(len(prompt)-32) {
-		t.Fatalf("decoded %d tokens, want %d", got, len(prompt)-32)
-	}
-	// Dropping slot 0 must not take the shared cells away from slot 1.
-	if _, err := c.Execute(ctx, &engine.Step{MemOps: []engine.MemOp{{Kind: engine.MemRemove, Dst: 0, P0: -1, P1: -1}}}); err != nil {
-		t.Fatal(err)
-	}
-	got := []int32{res.Samples[0].Token}
-	pos := int32(len(prompt))
-	for len(got) < len(want) {
-		res, err := c.Execute(ctx, &engine.Step{Batch: []engine.Chunk{{Seq: 2, Slot: 1, Pos: pos, Tokens: got[len(got)-1:], Sample: true}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, res.Samples[0].Token)
-		pos++
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("after shared prefix\n got %v\nwant %v", got, want)
-	}
-	if lo, hi := c.SeqPosRange(1); lo != 0 || hi != pos-1 {
-		t.Fatalf("slot 1 holds [%d, %d]", lo, hi)
-	}
-}
 
-func TestLogprobsAndSeqState(t *testing.T) {
-	m := loadModel(t)
-	c := newContext(t, m, ContextParams{})
-	ref := stories260k.ReferenceGreedy()
-	s := engine.DefaultSampling()
-	s.Logprobs, s.TopLogprobs = true, 3
-	res, err := c.Execute(context.Background(), &engine.Step{
-		Added: []engine.NewSequence{{Seq: 1, Sampling: s}},
-		Batch: []engine.Chunk{{Seq: 1, Slot: 0, Tokens: ref.PromptTokens, Sample: true, Targets: ref.PromptTokens[1:]}},
+	if l := c.KVLayout(); l.BytesPerPosition() != 640 || len(l.Sections) != 10 {
+		t.Fatalf("layout %+v: %d bytes per position", l, l.BytesPerPosition())
+	}
+	// Prefill 40 tokens into slot 2, export two blocks of 16, clear.
+	res, err := c.Execute(ctx, &engine.Step{Batch: []engine.Chunk{{Seq: 7, Slot: 2, Tokens: prompt[:40]}}})
+	if err != nil || len(res.Failures) > 0 {
+		t.Fatal(err, res.Failures)
+	}
+	res, err = c.Execute(ctx, &engine.Step{
+		Exports: []engine.Export{{Tag: 1, Seq: 7, Slot: 2, From: 0, To: 16}, {Tag: 2, Seq: 7, Slot: 2, From: 16, To: 32}, {Tag: 3, Seq: 7, Slot: 2, From: 30, To: 99}},
+		Clears:  []engine.Slot{2},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp := res.Samples[0].Logprobs
-	if lp == nil || len(lp.Top) != 3 || lp.Top[0].Token != ref.GeneratedTokens[0] || lp.Chosen.Token != ref.GeneratedTokens[0] {
-		t.Fatalf("logprobs = %+v", lp)
+	if len(res.Exported) != 3 || res.Exported[0].KV == nil || res.Exported[1].KV == nil || res.Exported[2].KV != nil {
+		t.Fatalf("exported %+v", res.Exported)
 	}
-	if lp.Chosen.Logprob != lp.Top[0].Logprob || lp.Chosen.Logprob > 0 || lp.Top[1].Logprob > lp.Top[0].Logprob {
-		t.Fatalf("logprobs = %+v", lp)
+	if c.SlotLen(2) != 0 {
+		t.Fatalf("slot 2 holds %d positions after its clear", c.SlotLen(2))
 	}
-	if n := len(res.PromptLogprobs); n != 1 || len(res.PromptLogprobs[0].Logprobs) != len(ref.PromptTokens)-1 {
-		t.Fatalf("prompt logprobs = %+v", res.PromptLogprobs)
+	blocks := []*engine.KV{res.Exported[0].KV, res.Exported[1].KV}
+	if blocks[0].Size() != 16*640 {
+		t.Fatalf("block of %d bytes", blocks[0].Size())
 	}
-	state, err := c.SeqState(0)
-	if err != nil || len(state) == 0 {
-		t.Fatalf("SeqState: %d bytes, %v", len(state), err)
+	// Restore into slot 5 and compute only the rest of the prompt.
+	r := &seqRun{seq: 8, slot: 5, prompt: prompt, n: 20, pos: 32}
+	before := c.Stats().DecodedTokens
+	if res, err := c.Execute(ctx, &engine.Step{Restores: []engine.Restore{{Seq: 8, Slot: 5, KV: blocks}}}); err != nil || len(res.Failures) > 0 {
+		t.Fatal(err, res.Failures)
 	}
-	if err := c.SetSeqState(3, state); err != nil {
+	if c.SlotLen(5) != 32 {
+		t.Fatalf("slot 5 holds %d positions after the restore", c.SlotLen(5))
+	}
+	drive(t, c, r)
+	if !sameRun(r, want) {
+		t.Fatalf("after restore\n got %v %v\nwant %v %v", r.out, r.lps, want.out, want.lps)
+	}
+	if got := c.Stats().DecodedTokens - before; got != uint64(len(prompt)-32+19) {
+		t.Fatalf("decoded %d tokens after the restore, want %d", got, len(prompt)-32+19)
+	}
+	// A restore into a slot that is not empty, or of a foreign layout,
+	// fails that sequence only.
+	if _, err := c.Execute(ctx, &engine.Step{Batch: []engine.Chunk{{Seq: 9, Slot: 3, Tokens: prompt[:4]}}}); err != nil {
 		t.Fatal(err)
 	}
-	if lo, hi := c.SeqPosRange(3); lo != 0 || hi != int32(len(ref.PromptTokens)-1) {
-		t.Fatalf("imported slot holds [%d, %d]", lo, hi)
+	foreign := &engine.KV{Layout: &engine.KVLayout{Sections: []engine.KVSection{{Groups: 1, Unit: 4}}}, N: 2, Data: make([]byte, 8)}
+	res, err = c.Execute(ctx, &engine.Step{Restores: []engine.Restore{{Seq: 9, Slot: 3, KV: blocks}, {Seq: 10, Slot: 4, KV: []*engine.KV{foreign}}}})
+	if err != nil || len(res.Failures) != 2 || !errors.Is(res.Failures[0].Err, engine.ErrInvalidBatch) || !errors.Is(res.Failures[1].Err, engine.ErrKVLayout) {
+		t.Fatalf("bad restores: %v %+v", err, res.Failures)
 	}
 }
 
-func TestBadBatch(t *testing.T) {
+// A step's bad chunks and bad samplers fail their own sequences; the
+// others get what they get alone.
+func TestFailuresStayLocal(t *testing.T) {
 	m := loadModel(t)
 	c := newContext(t, m, ContextParams{})
+	ref := stories260k.ReferenceGreedy()
+	want := generate(t, c, ref.PromptTokens, 1)
 	ctx := context.Background()
-	if _, err := c.Execute(ctx, &engine.Step{Batch: []engine.Chunk{{Seq: 1, Slot: 0, Tokens: []int32{1}}}}); err != nil {
+	hot := engine.DefaultSampling()
+	hot.Temperature = 1e-40 // would abort llama.cpp's dist sampler
+	rep := engine.DefaultSampling()
+	rep.Temperature, rep.RepetitionPenalty = 1, 1e-38
+	res, err := c.Execute(ctx, &engine.Step{
+		Added: []engine.NewSequence{
+			{Seq: 1, Sampling: engine.DefaultSampling()}, {Seq: 2, Sampling: hot}, {Seq: 3, Sampling: rep},
+			{Seq: 4, Sampling: engine.DefaultSampling()}, {Seq: 5, Sampling: engine.DefaultSampling()}, {Seq: 6, Sampling: engine.DefaultSampling()},
+		},
+		Batch: []engine.Chunk{
+			{Seq: 1, Slot: 0, Tokens: ref.PromptTokens, Sample: true},
+			{Seq: 2, Slot: 1, Tokens: ref.PromptTokens, Sample: true},
+			{Seq: 3, Slot: 2, Tokens: ref.PromptTokens, Sample: true},
+			{Seq: 4, Slot: 3, Pos: 7, Tokens: ref.PromptTokens, Sample: true}, // positions not consecutive
+			{Seq: 5, Slot: 99, Tokens: ref.PromptTokens, Sample: true},        // no such slot
+			{Seq: 6, Slot: 5, Tokens: []int32{1, 9999}, Sample: true},         // token outside the vocabulary
+		},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []engine.Step{
-		{Batch: []engine.Chunk{{Seq: 1, Slot: 99, Tokens: []int32{1}}}},
-		{Batch: []engine.Chunk{{Seq: 1, Slot: 0, Pos: 1, Tokens: []int32{9999}}}},
-		{Batch: []engine.Chunk{{Seq: 1, Slot: 0, Pos: 5, Tokens: []int32{1}}}},
-		{Batch: []engine.Chunk{{Seq: 1, Slot: 0, Pos: 1, Tokens: []int32{}}}},
-		{Batch: []engine.Chunk{{Seq: 1, Slot: 0, Pos: 1, Tokens: []int32{1}, Sample: true}}},
+	if len(res.Samples) != 1 || res.Samples[0].Seq != 1 || res.Samples[0].Token != want.out[0] {
+		t.Fatalf("samples %+v, want sequence 1 with token %d", res.Samples, want.out[0])
 	}
-	for i := range cases {
-		if _, err := c.Execute(ctx, &cases[i]); !errors.Is(err, engine.ErrInvalidBatch) {
-			t.Errorf("case %d: err = %v, want ErrInvalidBatch", i, err)
+	failed := map[engine.SeqID]error{}
+	for _, f := range res.Failures {
+		failed[f.Seq] = f.Err
+	}
+	var re *engine.RangeError
+	if !errors.As(failed[2], &re) || re.Field != engine.FieldTemperature || !errors.As(failed[3], &re) || re.Field != engine.FieldRepetitionPenalty {
+		t.Fatalf("failures %v", failed)
+	}
+	for _, seq := range []engine.SeqID{4, 5, 6} {
+		if !errors.Is(failed[seq], engine.ErrInvalidBatch) {
+			t.Errorf("sequence %d: %v, want ErrInvalidBatch", seq, failed[seq])
+		}
+	}
+}
+
+// Sampling at the edges of every valid range works (the chain stays
+// finite), for every sampler stage.
+func TestSamplingRangeEdges(t *testing.T) {
+	m := loadModel(t)
+	c := newContext(t, m, ContextParams{})
+	ref := stories260k.ReferenceGreedy()
+	edges := []engine.Sampling{
+		{Temperature: engine.MinTemperature, TopP: 1, RepetitionPenalty: 1},
+		{Temperature: engine.MaxTemperature, TopP: 1, RepetitionPenalty: 1},
+		{Temperature: engine.MinTemperature, TopP: 1e-9, RepetitionPenalty: engine.MinRepetitionPenalty},
+		{Temperature: engine.MinTemperature, TopP: 1, MinP: 1, RepetitionPenalty: engine.MaxRepetitionPenalty},
+		{Temperature: 1, TopK: 1 << 30, TopP: 1, RepetitionPenalty: 1, PresencePenalty: -2, FrequencyPenalty: 2},
+		{Temperature: 1, TopP: 1, RepetitionPenalty: 1, LogitBias: []engine.TokenBias{{Token: 0, Bias: 100}, {Token: 5, Bias: -100}}},
+	}
+	ctx := context.Background()
+	for i, s := range edges {
+		if err := s.Validate(m.NumTokens()); err != nil {
+			t.Fatalf("edge %d: %v", i, err)
+		}
+		seq := engine.SeqID(100 + i)
+		for range 2 {
+			res, err := c.Execute(ctx, &engine.Step{
+				Added: []engine.NewSequence{{Seq: seq, Sampling: s, History: ref.PromptTokens}},
+				Batch: []engine.Chunk{{Seq: seq, Slot: 0, Tokens: ref.PromptTokens, Sample: true}},
+			})
+			if err != nil || len(res.Failures) > 0 || len(res.Samples) != 1 {
+				t.Fatalf("edge %d: %v %+v", i, err, res.Failures)
+			}
+			if _, err := c.Execute(ctx, &engine.Step{Clears: []engine.Slot{0}, Removed: []engine.SeqID{seq}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

@@ -24,15 +24,21 @@ type sampler struct {
 	repetition  *C.struct_llama_sampler
 	logprobs    bool
 	topLogprobs int
+	// bound is the largest logit magnitude the chain stays finite for
+	// (engine.Sampling.SafeLogitBound); collect refuses logits beyond it.
+	bound float32
 }
 
+// newSampler builds the chain for p, which must pass p.Validate: nothing
+// out of range may reach llama.cpp's samplers, which assert rather than
+// fail. window is the most tokens the sequence can hold.
 func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 	if err := p.Validate(m.info.NVocab); err != nil {
 		return nil, err
 	}
 	cp := C.llama_sampler_chain_default_params()
 	cp.no_perf = true
-	s := &sampler{chain: C.llama_sampler_chain_init(cp), logprobs: p.Logprobs, topLogprobs: p.TopLogprobs}
+	s := &sampler{chain: C.llama_sampler_chain_init(cp), logprobs: p.Logprobs, topLogprobs: p.TopLogprobs, bound: p.SafeLogitBound(window)}
 	add := func(x *C.struct_llama_sampler) *C.struct_llama_sampler {
 		C.llama_sampler_chain_add(s.chain, x)
 		return x

@@ -44,30 +44,36 @@ type Model struct{}
 // Load fails without cgo.
 func Load(string, ModelParams) (*Model, error) { return nil, ErrNoCgo }
 
+// LlamaCommit is empty without cgo.
+func LlamaCommit() string { return "" }
+
 // SetLogger does nothing without cgo.
 func SetLogger(*slog.Logger, slog.Level) {}
 
-func (*Model) Info() Info                                   { return Info{} }
-func (*Model) Meta(string) string                           { return "" }
-func (*Model) Tokenize(string, bool, bool) ([]int32, error) { return nil, ErrNoCgo }
-func (*Model) Piece(int32, bool) []byte                     { return nil }
-func (*Model) NumTokens() int                               { return 0 }
-func (*Model) BOS() int32                                   { return -1 }
-func (*Model) EOS() int32                                   { return -1 }
-func (*Model) IsEOG(int32) bool                             { return false }
-func (*Model) IsControl(int32) bool                         { return false }
-func (*Model) Close() error                                 { return nil }
+func (*Model) Info() Info                                     { return Info{} }
+func (*Model) Meta(string) string                             { return "" }
+func (*Model) Tokenize(string, bool, bool) ([]int32, error)   { return nil, ErrNoCgo }
+func (*Model) Detokenize([]int32, bool, bool) (string, error) { return "", ErrNoCgo }
+func (*Model) Piece(int32, bool) []byte                       { return nil }
+func (*Model) NumTokens() int                                 { return 0 }
+func (*Model) BOS() int32                                     { return -1 }
+func (*Model) EOS() int32                                     { return -1 }
+func (*Model) IsEOG(int32) bool                               { return false }
+func (*Model) IsControl(int32) bool                           { return false }
+func (*Model) Close() error                                   { return nil }
 
 // ContextParams says how to build a context.
 type ContextParams struct {
-	KVTokens, Slots, BatchTokens, MicroBatchTokens int
-	Threads, BatchThreads                          int
-	FlashAttention, KVType                         string
-	NoOffloadKQV                                   bool
+	Slots, SlotTokens, MicroBatchTokens int
+	Threads, BatchThreads, Poll         int
+	FlashAttention, KVType              string
+	NoOffloadKQV                        bool
 }
 
 // Stats are counters of a context's work.
-type Stats struct{ Steps, DecodedTokens uint64 }
+type Stats struct {
+	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
+}
 
 // Context is unavailable without cgo.
 type Context struct{}
@@ -75,8 +81,11 @@ type Context struct{}
 // NewContext fails without cgo.
 func NewContext(*Model, ContextParams) (*Context, error) { return nil, ErrNoCgo }
 
-func (*Context) KVTokens() int { return 0 }
-func (*Context) Stats() Stats  { return Stats{} }
+func (*Context) Slots() int                 { return 0 }
+func (*Context) SlotTokens() int            { return 0 }
+func (*Context) SlotLen(engine.Slot) int    { return 0 }
+func (*Context) KVLayout() *engine.KVLayout { return nil }
+func (*Context) Stats() Stats               { return Stats{} }
 func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error) {
 	return engine.StepResult{}, ErrNoCgo
 }

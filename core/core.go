@@ -1,0 +1,519 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/kvcache"
+	"github.com/llmserve/llmserve/scheduler"
+)
+
+// Config configures an EngineCore.
+type Config struct {
+	// Scheduler bounds the scheduler; KV sizes the KV manager. Both are
+	// built anew, with a new executor, at every (re)start.
+	Scheduler scheduler.Config
+	KV        kvcache.Config
+	// NewExecutor creates the executor the core drives. It is called on the
+	// core's goroutine, at start and after a failure of the executor.
+	NewExecutor func() (engine.Executor, error)
+	// Logger receives engine failures; nil discards.
+	Logger *slog.Logger
+	// Observer receives measurements; may be nil.
+	Observer Observer
+	// MaxRestarts is how many executor failures within RestartWindow the
+	// core survives by restarting; one more ends Run with the error. 0
+	// means 3 per minute.
+	MaxRestarts   int
+	RestartWindow time.Duration
+}
+
+// EngineCore is the one goroutine that owns a model's scheduler, KV manager
+// and executor and runs schedule → execute → update (see doc.go). Other
+// goroutines talk to it through Submit and the Streams it returns.
+type EngineCore struct {
+	cfg      Config
+	log      *slog.Logger
+	obs      Observer
+	maxQueue int64
+
+	// inbox holds submissions and aborts in the order they were made, so
+	// that an abort never overtakes its request; wake signals it grew.
+	mu      sync.Mutex
+	inbox   []command // guarded by mu
+	closed  bool      // guarded by mu
+	wake    chan struct{}
+	started chan struct{}
+	done    chan struct{}
+
+	queued   atomic.Int64 // submitted requests not yet started
+	stats    atomic.Pointer[scheduler.Stats]
+	ready    atomic.Bool
+	restarts atomic.Uint64
+	cut      atomic.Int64  // requests ended by shutdown
+	doneRate atomic.Uint64 // float64 bits: EWMA of finished requests per second
+
+	// Owned by the core's goroutine.
+	exec     engine.Executor
+	kv       *kvcache.Manager
+	sched    *scheduler.Scheduler
+	live     map[string]*liveRequest
+	lastDone time.Time
+	failures []time.Time
+}
+
+type liveRequest struct {
+	req    *scheduler.Request
+	stream *Stream
+}
+
+// command is a batch of submissions or an abort.
+type command struct {
+	subs  []submission
+	abort abortMsg
+}
+
+type submission struct {
+	req    *scheduler.Request
+	stream *Stream
+}
+
+type abortMsg struct {
+	id      string
+	choice  int
+	stopped bool
+}
+
+// New returns an engine core. Call Run to start it.
+func New(cfg Config) (*EngineCore, error) {
+	if cfg.NewExecutor == nil {
+		return nil, errors.New("core: no executor factory")
+	}
+	if err := cfg.KV.Validate(); err != nil {
+		return nil, err
+	}
+	kvStats := kvcache.Stats{Slots: cfg.KV.Slots, SlotTokens: cfg.KV.SlotTokens}
+	if err := cfg.Scheduler.Validate(kvStats); err != nil {
+		return nil, err
+	}
+	if cfg.MaxRestarts == 0 {
+		cfg.MaxRestarts = 3
+	}
+	if cfg.RestartWindow == 0 {
+		cfg.RestartWindow = time.Minute
+	}
+	c := &EngineCore{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		obs:      cfg.Observer,
+		maxQueue: int64(cfg.Scheduler.MaxWaiting),
+		wake:     make(chan struct{}, 1),
+		started:  make(chan struct{}),
+		done:     make(chan struct{}),
+		live:     make(map[string]*liveRequest),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	st := scheduler.Stats{KV: kvStats}
+	c.stats.Store(&st)
+	return c, nil
+}
+
+// Stats returns the snapshot published after the last step, before that
+// step's outputs were delivered. Safe for concurrent use.
+func (c *EngineCore) Stats() scheduler.Stats { return *c.stats.Load() }
+
+// Ready reports whether the core serves requests: it started and has not
+// stopped, and is not restarting its executor.
+func (c *EngineCore) Ready() bool { return c.ready.Load() }
+
+// Restarts is the number of times the executor failed and was replaced.
+func (c *EngineCore) Restarts() uint64 { return c.restarts.Load() }
+
+// Cut is the number of requests that shutdown ended before they finished.
+func (c *EngineCore) Cut() int64 { return c.cut.Load() }
+
+// Queued returns the number of submitted requests that have not started.
+func (c *EngineCore) Queued() int { return int(c.queued.Load()) }
+
+// Started is closed once Run built its first executor, or gave up: then
+// Ready or Done tells which.
+func (c *EngineCore) Started() <-chan struct{} { return c.started }
+
+// Done is closed when Run has returned.
+func (c *EngineCore) Done() <-chan struct{} { return c.done }
+
+// Config returns the configuration.
+func (c *EngineCore) Config() Config { return c.cfg }
+
+// IndexError says which request of a batch an error is about.
+type IndexError struct {
+	Index int
+	Err   error
+}
+
+func (e *IndexError) Error() string { return fmt.Sprintf("request %d: %v", e.Index, e.Err) }
+
+// Unwrap returns Err.
+func (e *IndexError) Unwrap() error { return e.Err }
+
+// Submit hands requests to the core, all or none, and returns one stream
+// per request. It fails fast: with an *IndexError wrapping a
+// *scheduler.RequestError (or a contract error) when a request can never
+// run, with a *scheduler.RequestError when the batch is larger than the
+// waiting queue can ever hold, with a *scheduler.QueueFullError when the
+// queue has no room now, and with scheduler.ErrClosed after the core
+// stopped.
+func (c *EngineCore) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, r := range reqs {
+		if err := c.cfg.Scheduler.CheckRequest(r); err != nil {
+			return nil, &IndexError{Index: i, Err: err}
+		}
+	}
+	if err := c.cfg.Scheduler.CheckBatch(len(reqs)); err != nil {
+		return nil, err
+	}
+	k := int64(len(reqs))
+	if n := c.queued.Add(k); n > c.maxQueue {
+		c.queued.Add(-k)
+		return nil, &scheduler.QueueFullError{Waiting: int(n - k), RetryAfter: c.retryAfter(n - k)}
+	}
+	subs := make([]submission, len(reqs))
+	streams := make([]*Stream, len(reqs))
+	for i, r := range reqs {
+		id := r.ID
+		streams[i] = NewStream(id, r.N, func(choice int, stopped bool) {
+			c.post(command{abort: abortMsg{id: id, choice: choice, stopped: stopped}})
+		})
+		subs[i] = submission{req: r, stream: streams[i]}
+	}
+	if !c.post(command{subs: subs}) {
+		c.queued.Add(-k)
+		return nil, scheduler.ErrClosed
+	}
+	return streams, nil
+}
+
+// post appends a command to the inbox and wakes the core. It never blocks;
+// it returns false after the core stopped.
+func (c *EngineCore) post(cmd command) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.inbox = append(c.inbox, cmd)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take returns the commands posted since the last call.
+func (c *EngineCore) take() []command {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cmds := c.inbox
+	c.inbox = nil
+	return cmds
+}
+
+// retryAfter estimates when a place in the queue frees up from the recent
+// rate of finished requests, between 1 s and 1 min.
+func (c *EngineCore) retryAfter(waiting int64) time.Duration {
+	rate := math.Float64frombits(c.doneRate.Load())
+	if rate <= 0 {
+		return time.Second
+	}
+	d := time.Duration(float64(waiting)/rate*float64(time.Second)) / 2
+	return min(max(d, time.Second), time.Minute).Round(time.Second)
+}
+
+// Run drives the core until ctx ends (shutdown: every live request ends
+// with scheduler.ErrClosed) or the executor fails more often than the
+// restart policy allows (the error is returned; live requests end with
+// scheduler.ErrEngine).
+func (c *EngineCore) Run(ctx context.Context) (err error) {
+	// The executor's thread pool works with the calling thread: keep it
+	// one thread for the core's whole life.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer c.stop()
+	err = c.start()
+	close(c.started)
+	if err != nil {
+		return err
+	}
+	for {
+		// Every pass starts with the inbox, so a wake-up is never consumed
+		// without looking at what was posted.
+		c.intake()
+		if !c.sched.HasWork() {
+			c.publish()
+			if !c.sleep(ctx) {
+				return nil
+			}
+			continue
+		}
+		now := time.Now()
+		c.sched.Expire(now)
+		step := c.sched.Schedule()
+		if step.Empty() {
+			// Nothing can run now (the queue waits for a sibling or for
+			// a slot): deliver what aborts produced, then wait for a post.
+			c.publish()
+			c.deliver(now)
+			if !c.sleep(ctx) {
+				return nil
+			}
+			continue
+		}
+		start := time.Now()
+		res, err := c.exec.Execute(ctx, step)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err := c.restart(err); err != nil {
+				return err
+			}
+			continue
+		}
+		c.sched.Update(step, res)
+		end := time.Now()
+		st := c.publish()
+		c.observeStep(step, res, st, end.Sub(start))
+		c.deliver(end)
+	}
+}
+
+// start builds a fresh executor, KV manager and scheduler.
+func (c *EngineCore) start() error {
+	exec, err := c.cfg.NewExecutor()
+	if err != nil {
+		return fmt.Errorf("core: start the executor: %w", err)
+	}
+	kv, err := kvcache.New(c.cfg.KV)
+	if err != nil {
+		exec.Close()
+		return err
+	}
+	sched, err := scheduler.New(c.cfg.Scheduler, kv)
+	if err != nil {
+		exec.Close()
+		return err
+	}
+	c.exec, c.kv, c.sched = exec, kv, sched
+	c.publish()
+	c.ready.Store(true)
+	return nil
+}
+
+// restart replaces a failed executor, ending the live requests with
+// scheduler.ErrEngine. It returns an error when the failures come faster
+// than the restart policy allows.
+func (c *EngineCore) restart(cause error) error {
+	c.ready.Store(false)
+	now := time.Now()
+	c.log.Error("engine failed; ending its requests and restarting it", "err", cause)
+	c.sched.AbortAll(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
+	c.deliver(now)
+	if err := c.exec.Close(); err != nil {
+		c.log.Error("closing the failed executor", "err", err)
+	}
+	c.exec = nil
+	c.restarts.Add(1)
+	if c.obs != nil {
+		c.obs.EngineRestarted()
+	}
+	recent := c.failures[:0]
+	for _, t := range c.failures {
+		if now.Sub(t) < c.cfg.RestartWindow {
+			recent = append(recent, t)
+		}
+	}
+	c.failures = append(recent, now)
+	if len(c.failures) > c.cfg.MaxRestarts {
+		return fmt.Errorf("core: the engine failed %d times within %s; giving up: %w", len(c.failures), c.cfg.RestartWindow, cause)
+	}
+	return c.start()
+}
+
+// stop ends every live request and refuses new ones; it runs when Run
+// returns.
+func (c *EngineCore) stop() {
+	c.ready.Store(false)
+	c.mu.Lock()
+	c.closed = true
+	cmds := c.inbox
+	c.inbox = nil
+	c.mu.Unlock()
+	now := time.Now()
+	for _, cmd := range cmds {
+		for _, s := range cmd.subs {
+			c.queued.Add(-1)
+			s.stream.Push(failAll(s.req, scheduler.ErrClosed), scheduler.Usage{})
+		}
+	}
+	if c.sched != nil {
+		c.cut.Add(int64(len(c.live)))
+		c.sched.AbortAll(scheduler.ErrClosed)
+		c.publish()
+		c.deliver(now)
+	}
+	if c.exec != nil {
+		if err := c.exec.Close(); err != nil {
+			c.log.Error("closing the executor", "err", err)
+		}
+		c.exec = nil
+	}
+	close(c.done)
+}
+
+// sleep waits for a post, or for the earliest deadline of a live request;
+// false means ctx ended.
+func (c *EngineCore) sleep(ctx context.Context) bool {
+	var deadline time.Time
+	for _, lr := range c.live {
+		if d := lr.req.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-c.wake:
+		return true
+	case <-timeout:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// intake applies every pending submission and abort.
+func (c *EngineCore) intake() {
+	for _, cmd := range c.take() {
+		for _, s := range cmd.subs {
+			c.add(s)
+		}
+		if cmd.subs == nil {
+			c.sched.Abort(cmd.abort.id, cmd.abort.choice, cmd.abort.stopped, nil)
+		}
+	}
+}
+
+func (c *EngineCore) add(s submission) {
+	r := s.req
+	if c.sched.Has(r.ID) {
+		c.queued.Add(-1)
+		s.stream.Push(failAll(r, fmt.Errorf("request id %q is already running", r.ID)), scheduler.Usage{})
+		return
+	}
+	c.live[r.ID] = &liveRequest{req: r, stream: s.stream}
+	c.sched.Add(r)
+}
+
+func failAll(r *scheduler.Request, err error) []scheduler.Output {
+	outs := make([]scheduler.Output, r.N)
+	for i := range outs {
+		outs[i] = scheduler.Output{Choice: i, Finish: scheduler.FinishAbort, Err: err}
+	}
+	return outs
+}
+
+// deliver pushes the scheduler's outputs to their streams, one Push per
+// request, and records request-level measurements.
+func (c *EngineCore) deliver(now time.Time) {
+	c.queued.Add(-int64(c.sched.TakeStarted()))
+	outs := c.sched.Outputs()
+	for i := 0; i < len(outs); {
+		id := outs[i].RequestID
+		batch := make([]scheduler.Output, 0, 1)
+		first := false
+		j := i
+		for ; j < len(outs) && outs[j].RequestID == id; j++ {
+			batch = append(batch, outs[j].Output)
+			first = first || outs[j].First
+		}
+		last := outs[j-1]
+		i = j
+		lr := c.live[id]
+		if lr == nil {
+			continue
+		}
+		lr.stream.Push(batch, last.Usage)
+		if first && c.obs != nil {
+			c.obs.FirstToken(now.Sub(lr.req.Arrival))
+		}
+		if last.Last {
+			delete(c.live, id)
+			c.finished(lr.req, last, now)
+		}
+	}
+}
+
+func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput, now time.Time) {
+	// EWMA of completions per second, for Retry-After.
+	if !c.lastDone.IsZero() {
+		if dt := now.Sub(c.lastDone).Seconds(); dt > 0 {
+			inst := 1 / dt
+			old := math.Float64frombits(c.doneRate.Load())
+			if old == 0 {
+				old = inst
+			}
+			c.doneRate.Store(math.Float64bits(0.9*old + 0.1*inst))
+		}
+	}
+	c.lastDone = now
+	if c.obs != nil {
+		c.obs.RequestDone(RequestInfo{E2E: now.Sub(r.Arrival), Usage: last.Usage, Reason: last.Output.Finish})
+	}
+}
+
+func (c *EngineCore) publish() scheduler.Stats {
+	st := c.sched.Stats()
+	c.stats.Store(&st)
+	return st
+}
+
+func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, d time.Duration) {
+	events := c.kv.DrainEvents()
+	if c.obs == nil {
+		return
+	}
+	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Generated: len(res.Samples), Failures: len(res.Failures), Stats: st}
+	for i := range step.Batch {
+		if ch := &step.Batch[i]; len(ch.Tokens) > 1 || !ch.Sample {
+			info.PrefillTokens += len(ch.Tokens)
+		}
+	}
+	info.DecodeTokens = info.Tokens - info.PrefillTokens
+	for _, e := range events {
+		switch e.Kind {
+		case kvcache.BlockStored:
+			info.BlocksStored++
+		case kvcache.BlockRemoved:
+			info.BlocksRemoved++
+		}
+	}
+	c.obs.StepDone(info)
+}

@@ -1,0 +1,45 @@
+// Package core is the engine core: the one goroutine per model that owns
+// its scheduler, its KV manager and its executor and drives them (vLLM's
+// EngineCore, etcd raft's node.run).
+//
+//	for {
+//	    take submissions and aborts from the inbox
+//	    step := scheduler.Schedule()          // pure decision
+//	    res  := executor.Execute(ctx, step)   // one engine step
+//	    scheduler.Update(step, res)
+//	    publish stats, then deliver outputs to the streams
+//	}
+//
+// # Talking to it
+//
+// Submit checks requests against the scheduler's limits (Config.
+// CheckRequest, pure), bounds the waiting queue (QueueFullError with a
+// Retry-After from the recent completion rate) and posts them, all or none,
+// to the inbox; it returns one Stream per request. A Stream never blocks the
+// core: outputs pile up in it until the caller's Recv, so a slow client
+// never stalls the batch. Cancel and StopChoice post aborts, which the core
+// applies at the start of its next iteration: a client that goes away frees
+// its slot within one step. The inbox keeps submissions and aborts in
+// order, so an abort never overtakes its request.
+//
+// # Order of effects
+//
+// After each step the core publishes the scheduler's stats (Stats, read by
+// the metrics at scrape time) before it delivers the step's outputs, so a
+// client that got its last token and then scrapes /metrics never sees its
+// request still running. The KV manager's event outbox is drained every
+// step into the observer.
+//
+// # Failures
+//
+// A sequence the engine fails ends alone (its choice gets ErrEngine). An
+// executor that fails as a whole (Execute returns an error) is replaced: the
+// live requests end with ErrEngine, a new executor, KV manager and
+// scheduler are built, Ready is false meanwhile, and the Observer hears
+// EngineRestarted. More than MaxRestarts failures within RestartWindow end
+// Run with the error. When Run's context ends (shutdown), every live request
+// ends with scheduler.ErrClosed and Cut counts them.
+//
+// What this package must not do: decide what runs (the scheduler does),
+// call llama.cpp (the executor does), or shape wire formats.
+package core

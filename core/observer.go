@@ -1,0 +1,42 @@
+package core
+
+import (
+	"time"
+
+	"github.com/llmserve/llmserve/scheduler"
+)
+
+// Observer receives what the engine core measures. Implementations must be
+// fast and safe for concurrent use; the metrics package provides one.
+type Observer interface {
+	// StepDone reports one executed step, after the scheduler applied it
+	// and before its outputs reach their streams.
+	StepDone(s StepInfo)
+	// FirstToken reports a request's time to first token.
+	FirstToken(ttft time.Duration)
+	// RequestDone reports a finished request.
+	RequestDone(r RequestInfo)
+	// EngineRestarted reports that the executor failed and was replaced.
+	EngineRestarted()
+}
+
+// StepInfo describes one executed step.
+type StepInfo struct {
+	Duration time.Duration
+	// Tokens decoded in the step; Prefill and Decode split them by kind.
+	Tokens, PrefillTokens, DecodeTokens int
+	// Generated is the number of tokens sampled; Failures the sequences the
+	// engine failed.
+	Generated, Failures int
+	// BlocksStored and BlocksRemoved count the prefix cache's events of the
+	// step (the KV manager's outbox is drained every step).
+	BlocksStored, BlocksRemoved int
+	Stats                       scheduler.Stats
+}
+
+// RequestInfo describes a finished request.
+type RequestInfo struct {
+	E2E    time.Duration
+	Usage  scheduler.Usage
+	Reason scheduler.FinishReason
+}

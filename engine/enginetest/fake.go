@@ -1,0 +1,279 @@
+// Package enginetest provides Fake, an engine.Executor that models what
+// llmserve relies on in llama.cpp's KV memory and fails the way it does, for
+// tests of the packages above the engine (scheduler, kvcache, core).
+//
+// The fake keeps, per slot, the tokens of positions 0..n-1 and enforces
+// the engine contract: a chunk continues its slot exactly, a slot holds at
+// most SlotTokens positions (ErrKVFull beyond), a restore goes into an
+// empty slot, exports copy positions the slot holds. Its "model" draws the
+// next token from a hash of the slot's whole token history (and, when the
+// temperature is not 0, from the sequence's seeded random stream), so a
+// sequence's output depends only on its own tokens, as with the real
+// engine: a wrong restore, a lost position or cross-talk between sequences
+// changes the output and shows in a test.
+package enginetest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/llmserve/llmserve/engine"
+)
+
+// Layout is the KV layout of the fake: four bytes (the token id) per
+// position.
+var Layout = &engine.KVLayout{Sections: []engine.KVSection{{Groups: 1, Unit: 4}}}
+
+// Fake is a fake engine.Executor. Its exported fields configure it before
+// first use; its methods are safe for concurrent use with Execute.
+type Fake struct {
+	// Slots and SlotTokens size the KV memory.
+	Slots, SlotTokens int
+	// Vocab is the vocabulary size (default 1000).
+	Vocab int
+	// PoisonToken, when not 0, fails any sequence whose chunk holds it with
+	// engine.ErrSampling, as a model producing NaN for it would.
+	PoisonToken int32
+	// FatalAfter, when > 0, makes the executor fail as a whole (an error
+	// from Execute) on that many-th call and every call after it.
+	FatalAfter int
+
+	mu       sync.Mutex
+	slots    [][]int32
+	samplers map[engine.SeqID]*fakeSampler
+	calls    int
+	closed   bool
+	stats    FakeStats
+}
+
+// FakeStats count what the fake did.
+type FakeStats struct {
+	Steps, DecodedTokens, Restored, Exported int
+	// MaxBatchSeqs is the most chunks one step decoded.
+	MaxBatchSeqs int
+}
+
+type fakeSampler struct {
+	s   engine.Sampling
+	rng *rand.Rand
+}
+
+func (f *Fake) init() {
+	if f.slots == nil {
+		f.slots = make([][]int32, f.Slots)
+		f.samplers = make(map[engine.SeqID]*fakeSampler)
+		if f.Vocab == 0 {
+			f.Vocab = 1000
+		}
+	}
+}
+
+// Execute implements engine.Executor.
+func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.init()
+	var res engine.StepResult
+	f.calls++
+	if f.closed {
+		return res, engine.ErrClosed
+	}
+	if f.FatalAfter > 0 && f.calls >= f.FatalAfter {
+		return res, fmt.Errorf("enginetest: injected executor failure on call %d", f.calls)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	failed := map[engine.SeqID]bool{}
+	fail := func(seq engine.SeqID, err error) {
+		if !failed[seq] {
+			failed[seq] = true
+			res.Failures = append(res.Failures, engine.Failure{Seq: seq, Err: err})
+		}
+	}
+	for _, n := range step.Added {
+		if err := n.Sampling.Validate(f.Vocab); err != nil {
+			fail(n.Seq, err)
+			continue
+		}
+		f.samplers[n.Seq] = &fakeSampler{s: n.Sampling, rng: rand.New(rand.NewPCG(uint64(n.Sampling.Seed), 7))}
+	}
+	for _, e := range step.Exports {
+		x := engine.Exported{Tag: e.Tag, Seq: e.Seq, From: e.From}
+		if f.validSlot(e.Slot) && e.From >= 0 && e.From < e.To && e.To <= len(f.slots[e.Slot]) {
+			x.KV = encode(f.slots[e.Slot][e.From:e.To])
+			f.stats.Exported += e.To - e.From
+		}
+		res.Exported = append(res.Exported, x)
+	}
+	for _, s := range step.Clears {
+		if f.validSlot(s) {
+			f.slots[s] = nil
+		}
+	}
+	for _, r := range step.Restores {
+		if !f.validSlot(r.Slot) || len(f.slots[r.Slot]) != 0 {
+			fail(r.Seq, fmt.Errorf("%w: restore into slot %d, which is not empty", engine.ErrInvalidBatch, r.Slot))
+			continue
+		}
+		var toks []int32
+		for _, kv := range r.KV {
+			if !kv.Layout.Equal(Layout) {
+				fail(r.Seq, engine.ErrKVLayout)
+				break
+			}
+			toks = append(toks, decode(kv)...)
+		}
+		if failed[r.Seq] {
+			continue
+		}
+		if len(toks) > f.SlotTokens {
+			fail(r.Seq, engine.ErrKVFull)
+			continue
+		}
+		f.slots[r.Slot] = toks
+		f.stats.Restored += len(toks)
+	}
+	if len(step.Batch) > 0 {
+		f.stats.Steps++
+		f.stats.MaxBatchSeqs = max(f.stats.MaxBatchSeqs, len(step.Batch))
+	}
+	seen := map[engine.Slot]bool{}
+	for _, ch := range step.Batch {
+		if failed[ch.Seq] {
+			continue
+		}
+		if err := f.check(ch, seen); err != nil {
+			fail(ch.Seq, err)
+			continue
+		}
+		f.slots[ch.Slot] = append(f.slots[ch.Slot], ch.Tokens...)
+		f.stats.DecodedTokens += len(ch.Tokens)
+		if f.PoisonToken != 0 && slices.Contains(ch.Tokens, f.PoisonToken) {
+			f.slots[ch.Slot] = f.slots[ch.Slot][:ch.Pos]
+			fail(ch.Seq, fmt.Errorf("%w: poison token %d", engine.ErrSampling, f.PoisonToken))
+			continue
+		}
+		if ch.Targets != nil {
+			pl := engine.PromptLogprobs{Seq: ch.Seq}
+			for j, t := range ch.Targets {
+				pl.Logprobs = append(pl.Logprobs, engine.Logprobs{Chosen: engine.TokenLogprob{Token: t, Logprob: -float32(j + 1)}})
+			}
+			res.PromptLogprobs = append(res.PromptLogprobs, pl)
+		}
+		if ch.Sample {
+			tok := f.next(ch.Seq, f.slots[ch.Slot], ch.Ban)
+			smp := engine.Sample{Seq: ch.Seq, Token: tok}
+			if s := f.samplers[ch.Seq]; s.s.Logprobs {
+				smp.Logprobs = &engine.Logprobs{Chosen: engine.TokenLogprob{Token: tok, Logprob: -0.5}}
+			}
+			res.Samples = append(res.Samples, smp)
+		}
+	}
+	for _, id := range step.Removed {
+		delete(f.samplers, id)
+	}
+	return res, nil
+}
+
+func (f *Fake) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < f.Slots }
+
+func (f *Fake) check(ch engine.Chunk, seen map[engine.Slot]bool) error {
+	switch {
+	case !f.validSlot(ch.Slot):
+		return fmt.Errorf("%w: slot %d", engine.ErrInvalidBatch, ch.Slot)
+	case seen[ch.Slot]:
+		return fmt.Errorf("%w: two chunks for slot %d", engine.ErrInvalidBatch, ch.Slot)
+	case len(ch.Tokens) == 0:
+		return fmt.Errorf("%w: empty chunk", engine.ErrInvalidBatch)
+	case int(ch.Pos) != len(f.slots[ch.Slot]):
+		return fmt.Errorf("%w: sequence %d continues at %d, slot %d holds %d", engine.ErrInvalidBatch, ch.Seq, ch.Pos, ch.Slot, len(f.slots[ch.Slot]))
+	case int(ch.Pos)+len(ch.Tokens) > f.SlotTokens:
+		return fmt.Errorf("%w: %d positions", engine.ErrKVFull, int(ch.Pos)+len(ch.Tokens))
+	case (ch.Sample || ch.Targets != nil) && f.samplers[ch.Seq] == nil:
+		return fmt.Errorf("%w: sequence %d has no sampler", engine.ErrInvalidBatch, ch.Seq)
+	}
+	seen[ch.Slot] = true
+	for _, t := range ch.Tokens {
+		if t < 0 || int(t) >= f.Vocab {
+			return fmt.Errorf("%w: token %d", engine.ErrInvalidBatch, t)
+		}
+	}
+	return nil
+}
+
+// Next is the fake model: the token after history for a greedy sequence.
+func Next(history []int32, vocab int) int32 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, t := range history {
+		binary.LittleEndian.PutUint32(b[:], uint32(t))
+		h.Write(b[:])
+	}
+	return int32(h.Sum64() % uint64(vocab))
+}
+
+// next draws the token after history: Next for greedy sampling, else mixed
+// with the sequence's seeded stream. Banned tokens are skipped.
+func (f *Fake) next(seq engine.SeqID, history []int32, ban []int32) int32 {
+	s := f.samplers[seq]
+	tok := Next(history, f.Vocab)
+	if !s.s.Greedy() {
+		tok = int32((uint64(tok) + s.rng.Uint64N(uint64(f.Vocab))) % uint64(f.Vocab))
+	}
+	for slices.Contains(ban, tok) {
+		tok = (tok + 1) % int32(f.Vocab)
+	}
+	return tok
+}
+
+// Close implements engine.Executor.
+func (f *Fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+// SlotLen returns how many positions slot holds.
+func (f *Fake) SlotLen(s engine.Slot) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.init()
+	return len(f.slots[s])
+}
+
+// Stats returns the counters.
+func (f *Fake) Stats() FakeStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// Samplers returns the number of live samplers.
+func (f *Fake) Samplers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.samplers)
+}
+
+func encode(toks []int32) *engine.KV {
+	kv := &engine.KV{Layout: Layout, N: len(toks), Data: make([]byte, 0, 4*len(toks))}
+	for _, t := range toks {
+		kv.Data = binary.LittleEndian.AppendUint32(kv.Data, uint32(t))
+	}
+	return kv
+}
+
+func decode(kv *engine.KV) []int32 {
+	toks := make([]int32, kv.N)
+	for i := range toks {
+		toks[i] = int32(binary.LittleEndian.Uint32(kv.Data[4*i:]))
+	}
+	return toks
+}

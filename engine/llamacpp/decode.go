@@ -1,0 +1,392 @@
+//go:build cgo
+
+package llamacpp
+
+/*
+#include "llama.h"
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/engine"
+)
+
+// How a step's batch becomes llama_decode calls
+//
+// With one KV stream per slot (kv_unified off), llama.cpp splits a batch
+// into evaluations ("ubatches") that hold an equal number of tokens from
+// each of a run of consecutive streams. A sequence's numbers must not
+// depend on what else runs, and ggml computes a matrix product of one
+// column with other kernels (matrix-vector, a different summation order)
+// than products of two or more (llamafile's sgemm, where every output
+// element is summed the same way whatever the width). So the binding
+// shapes every evaluation itself:
+//
+//   - chunks of one token (decodes, and short tails of prompts) go in one
+//     llama_decode, sorted by slot; a gap between two of their slots is
+//     filled with a throwaway token per stream (appended at the stream's
+//     next position, whatever the stream holds), so the run stays one
+//     evaluation; a run of one token gets a throwaway neighbour. Throwaway
+//     tokens are removed right after the call, which leaves their streams
+//     as they were.
+//   - every longer chunk gets llama_decode calls of its own, one evaluation
+//     each (at most the micro-batch size, never a last piece of one token).
+//   - every evaluation has at least two output rows: when fewer rows are
+//     asked for, another row's logits are computed and ignored.
+//
+// Within an evaluation each row's attention reads only its own stream, and
+// a stream holds its sequence's positions 0, 1, ... in order, so a row's
+// result depends only on its sequence's tokens. A failed llama_decode
+// removes what the call added and is retried in halves until the failing
+// chunk is found; only that sequence fails.
+
+// row is one token of a llama_decode call.
+type row struct {
+	slot   engine.Slot
+	pos    int32
+	token  int32
+	output bool
+	chunk  *engine.Chunk // nil for a throwaway token
+}
+
+// chunkOut collects what a chunk produced, to report in Batch order.
+type chunkOut struct {
+	sample  *engine.Sample
+	targets []engine.Logprobs
+}
+
+// decodeBatch validates the chunks, evaluates them and samples.
+func (c *Context) decodeBatch(chunks []engine.Chunk, failed map[engine.SeqID]bool, fail func(engine.SeqID, error), res *engine.StepResult) {
+	var singles, multis []*engine.Chunk
+	seen := make(map[engine.Slot]bool, len(chunks))
+	for i := range chunks {
+		ch := &chunks[i]
+		if failed[ch.Seq] {
+			continue
+		}
+		if err := c.checkChunk(ch, seen); err != nil {
+			fail(ch.Seq, err)
+			continue
+		}
+		if len(ch.Tokens) == 1 {
+			singles = append(singles, ch)
+		} else {
+			multis = append(multis, ch)
+		}
+	}
+	outs := make(map[engine.SeqID]*chunkOut, len(chunks))
+	c.decodeSingles(singles, fail, outs)
+	for _, ch := range multis {
+		c.decodeChunk(ch, fail, outs)
+	}
+	for i := range chunks {
+		ch := &chunks[i]
+		o := outs[ch.Seq]
+		if o == nil || failed[ch.Seq] {
+			continue
+		}
+		if ch.Targets != nil {
+			res.PromptLogprobs = append(res.PromptLogprobs, engine.PromptLogprobs{Seq: ch.Seq, Logprobs: o.targets})
+		}
+		if o.sample != nil {
+			res.Samples = append(res.Samples, *o.sample)
+		}
+	}
+}
+
+// checkChunk reports why a chunk cannot be decoded, or nil.
+func (c *Context) checkChunk(ch *engine.Chunk, seen map[engine.Slot]bool) error {
+	switch {
+	case !c.validSlot(ch.Slot):
+		return fmt.Errorf("%w: slot %d outside [0, %d)", engine.ErrInvalidBatch, ch.Slot, c.slots)
+	case seen[ch.Slot]:
+		return fmt.Errorf("%w: two chunks for slot %d", engine.ErrInvalidBatch, ch.Slot)
+	case len(ch.Tokens) == 0:
+		return fmt.Errorf("%w: empty chunk for sequence %d", engine.ErrInvalidBatch, ch.Seq)
+	case len(ch.Targets) > len(ch.Tokens):
+		return fmt.Errorf("%w: %d targets for %d tokens", engine.ErrInvalidBatch, len(ch.Targets), len(ch.Tokens))
+	}
+	seen[ch.Slot] = true
+	for _, t := range ch.Tokens {
+		if t < 0 || int(t) >= c.nVocab {
+			return fmt.Errorf("%w: token %d outside the vocabulary", engine.ErrInvalidBatch, t)
+		}
+	}
+	if next := c.slotLen(ch.Slot); ch.Pos != next {
+		return fmt.Errorf("%w: sequence %d continues at position %d but slot %d holds %d positions", engine.ErrInvalidBatch, ch.Seq, ch.Pos, ch.Slot, next)
+	}
+	if int(ch.Pos)+len(ch.Tokens) > c.slotTokens {
+		return fmt.Errorf("%w: sequence %d needs %d positions, a slot holds %d", engine.ErrKVFull, ch.Seq, int(ch.Pos)+len(ch.Tokens), c.slotTokens)
+	}
+	if (ch.Sample || ch.Targets != nil) && c.samplers[ch.Seq] == nil {
+		return fmt.Errorf("%w: sequence %d has no sampler", engine.ErrInvalidBatch, ch.Seq)
+	}
+	return nil
+}
+
+// slotLen is the number of positions a stream holds.
+func (c *Context) slotLen(s engine.Slot) int32 {
+	return int32(C.llama_memory_seq_pos_max(c.mem, C.llama_seq_id(s))) + 1
+}
+
+// decodeSingles evaluates one-token chunks in one llama_decode call (see
+// the comment at the top of the file).
+func (c *Context) decodeSingles(chunks []*engine.Chunk, fail func(engine.SeqID, error), outs map[engine.SeqID]*chunkOut) {
+	if len(chunks) == 0 {
+		return
+	}
+	slices.SortFunc(chunks, func(a, b *engine.Chunk) int { return int(a.Slot) - int(b.Slot) })
+	used := make(map[engine.Slot]bool, len(chunks))
+	for _, ch := range chunks {
+		used[ch.Slot] = true
+	}
+	// A throwaway token goes at the next position of a stream no chunk of
+	// this call uses, empty or not: it is removed after the call, which
+	// leaves the stream as it was.
+	room := func(s engine.Slot) bool {
+		return s >= 0 && int(s) < c.streams && !used[s] && int(c.slotLen(s)) < c.slotTokens
+	}
+	filler := func(s engine.Slot) row {
+		used[s] = true
+		return row{slot: s, pos: c.slotLen(s), token: chunks[0].Tokens[0]}
+	}
+
+	// Group the chunks into runs of consecutive streams.
+	var groups [][]row
+	var g []row
+	for i, ch := range chunks {
+		if i > 0 {
+			prev := chunks[i-1].Slot
+			gap := true
+			for s := prev + 1; s < ch.Slot; s++ {
+				if !room(s) {
+					gap = false
+					break
+				}
+			}
+			if gap {
+				for s := prev + 1; s < ch.Slot; s++ {
+					g = append(g, filler(s))
+				}
+			} else {
+				groups = append(groups, g)
+				g = nil
+			}
+		}
+		g = append(g, row{slot: ch.Slot, pos: ch.Pos, token: ch.Tokens[0], output: ch.Sample || ch.Targets != nil, chunk: ch})
+	}
+	groups = append(groups, g)
+	rows := make([]row, 0, len(chunks)+2)
+	for _, g := range groups {
+		if len(g) == 1 {
+			switch s := g[0].slot; {
+			case room(s + 1):
+				g = append(g, filler(s+1))
+			case room(s - 1):
+				g = append([]row{filler(s - 1)}, g...)
+			}
+		}
+		ensureOutputs(g)
+		rows = append(rows, g...)
+	}
+	if err := c.evaluate(rows); err != nil {
+		c.undo(rows)
+		if len(chunks) == 1 {
+			fail(chunks[0].Seq, err)
+			return
+		}
+		half := len(chunks) / 2
+		c.decodeSingles(slices.Clone(chunks[:half]), fail, outs)
+		c.decodeSingles(slices.Clone(chunks[half:]), fail, outs)
+		return
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.chunk == nil {
+			C.llama_memory_seq_rm(c.mem, C.llama_seq_id(r.slot), C.llama_pos(r.pos), -1)
+			continue
+		}
+		o := &chunkOut{}
+		outs[r.chunk.Seq] = o
+		if err := c.collect(r.chunk, i, 0, 1, o); err != nil {
+			fail(r.chunk.Seq, err)
+		}
+	}
+}
+
+// ensureOutputs marks rows as outputs until there are two (when there are
+// two rows), preferring throwaway rows.
+func ensureOutputs(g []row) {
+	n := 0
+	for i := range g {
+		if g[i].output {
+			n++
+		}
+	}
+	for pass := 0; pass < 2 && n < 2; pass++ {
+		for i := range g {
+			if n >= 2 {
+				return
+			}
+			if !g[i].output && (pass == 1 || g[i].chunk == nil) {
+				g[i].output = true
+				n++
+			}
+		}
+	}
+}
+
+// decodeChunk evaluates a chunk of two or more tokens in pieces of at most
+// the micro-batch size, none of them of one token.
+func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), outs map[engine.SeqID]*chunkOut) {
+	n := len(ch.Tokens)
+	o := &chunkOut{}
+	rows := make([]row, 0, min(n, c.nUbatch))
+	for a := 0; a < n; {
+		size := min(c.nUbatch, n-a)
+		if n-a-size == 1 {
+			size-- // leave two tokens for the last piece
+		}
+		b := a + size
+		rows = rows[:0]
+		for j := a; j < b; j++ {
+			out := j < len(ch.Targets) || (j == n-1 && ch.Sample)
+			rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
+		}
+		ensureOutputs(rows)
+		if err := c.evaluate(rows); err != nil {
+			C.llama_memory_seq_rm(c.mem, C.llama_seq_id(ch.Slot), C.llama_pos(ch.Pos), -1)
+			fail(ch.Seq, err)
+			return
+		}
+		if err := c.collect(ch, 0, a, b, o); err != nil {
+			fail(ch.Seq, err)
+			return
+		}
+		a = b
+	}
+	outs[ch.Seq] = o
+}
+
+// evaluate runs one llama_decode over rows.
+func (c *Context) evaluate(rows []row) error {
+	if len(rows) > c.batchCap {
+		return fmt.Errorf("%w: %d rows exceed the batch capacity %d", engine.ErrInvalidBatch, len(rows), c.batchCap)
+	}
+	b := &c.batch
+	tokens := unsafe.Slice(b.token, len(rows))
+	pos := unsafe.Slice(b.pos, len(rows))
+	nSeq := unsafe.Slice(b.n_seq_id, len(rows))
+	seqIDs := unsafe.Slice(b.seq_id, len(rows))
+	logits := unsafe.Slice(b.logits, len(rows))
+	pad := 0
+	for i, r := range rows {
+		tokens[i] = C.llama_token(r.token)
+		pos[i] = C.llama_pos(r.pos)
+		nSeq[i] = 1
+		*seqIDs[i] = C.llama_seq_id(r.slot)
+		logits[i] = 0
+		if r.output {
+			logits[i] = 1
+		}
+		if r.chunk == nil {
+			pad++
+		}
+	}
+	b.n_tokens = C.int32_t(len(rows))
+	rc := C.llama_decode(c.c, *b)
+	c.stats.Evaluations++
+	switch {
+	case rc == 0:
+		c.stats.DecodedTokens += uint64(len(rows) - pad)
+		c.stats.PaddingTokens += uint64(pad)
+		return nil
+	case rc == 1:
+		return fmt.Errorf("%w: llama_decode found no KV cells", engine.ErrKVFull)
+	case rc == -1:
+		return fmt.Errorf("%w: llama_decode rejected the batch (see its log)", engine.ErrInvalidBatch)
+	default:
+		return fmt.Errorf("llama_decode failed with code %d", int(rc))
+	}
+}
+
+// undo removes what a failed evaluation of rows may have left in the KV
+// memory.
+func (c *Context) undo(rows []row) {
+	for _, r := range rows {
+		C.llama_memory_seq_rm(c.mem, C.llama_seq_id(r.slot), C.llama_pos(r.pos), -1)
+	}
+}
+
+// collect reads the results of chunk positions [a, b), which sit in rows
+// first, first+1, ... of the last evaluation: prompt logprobs for targets
+// in that range, and the sample when b is the chunk's end.
+func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error {
+	s := c.samplers[ch.Seq]
+	for j := a; j < min(b, len(ch.Targets)); j++ {
+		lg := c.logits(first + j - a)
+		if lg == nil {
+			return fmt.Errorf("%w: no logits for prompt position %d", engine.ErrInvalidBatch, int(ch.Pos)+j)
+		}
+		if err := checkLogits(lg, math.MaxFloat32); err != nil {
+			return err
+		}
+		o.targets = append(o.targets, logprobsOf(lg, ch.Targets[j], s.topLogprobs))
+	}
+	if !ch.Sample || b != len(ch.Tokens) {
+		return nil
+	}
+	idx := first + b - 1 - a
+	lg := c.logits(idx)
+	if lg == nil {
+		return fmt.Errorf("%w: no logits for row %d", engine.ErrInvalidBatch, idx)
+	}
+	if err := checkLogits(lg, s.bound); err != nil {
+		return err
+	}
+	var lp *engine.Logprobs
+	var lse float32
+	if s.logprobs {
+		// Raw distribution: before bans, bias, penalties and temperature.
+		lse = logSumExp(lg)
+		lp = &engine.Logprobs{Top: topLogprobs(lg, s.topLogprobs, lse)}
+	}
+	banned := 0
+	for _, t := range ch.Ban {
+		if t >= 0 && int(t) < len(lg) && !math.IsInf(float64(lg[t]), -1) {
+			lg[t] = float32(math.Inf(-1))
+			banned++
+		}
+	}
+	if banned >= len(lg) {
+		return fmt.Errorf("%w: every token is banned", engine.ErrSampling)
+	}
+	tok := int32(C.llama_sampler_sample(s.chain, c.c, C.int32_t(idx)))
+	if tok < 0 || int(tok) >= c.nVocab {
+		return fmt.Errorf("%w: the sampler drew token %d", engine.ErrSampling, tok)
+	}
+	if lp != nil {
+		// A banned token is never drawn, so lg[tok] is still raw.
+		lp.Chosen = engine.TokenLogprob{Token: tok, Logprob: lg[tok] - lse}
+	}
+	o.sample = &engine.Sample{Seq: ch.Seq, Token: tok, Logprobs: lp}
+	return nil
+}
+
+// checkLogits refuses logits that are not finite or beyond bound.
+func checkLogits(lg []float32, bound float32) error {
+	switch C.llmserve_check_logits((*C.float)(&lg[0]), C.int32_t(len(lg)), C.float(bound)) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: NaN or infinite logits", engine.ErrSampling)
+	default:
+		return fmt.Errorf("%w: logits beyond %g, where the sampler chain would overflow", engine.ErrSampling, bound)
+	}
+}
