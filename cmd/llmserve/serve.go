@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -395,8 +396,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			return err
 		}
 		if err := registry.Add(g); err != nil {
-			g.Close()
-			return fmt.Errorf("--model: %w", err)
+			return errors.Join(fmt.Errorf("--model: %w", err), g.Close())
 		}
 	}
 
@@ -411,7 +411,8 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("--http-port: %w", err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+	inflight := newInflight(handler)
+	srv := &http.Server{Handler: inflight, ReadHeaderTimeout: 30 * time.Second}
 
 	var grpcSrv *grpc.Server
 	var grpcLn net.Listener
@@ -448,7 +449,43 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			return err
 		}
 	}
-	return shutdown(log, srv, grpcSrv, registry, f.shutdownTimeout)
+	return shutdown(log, srv, inflight, grpcSrv, registry, f.shutdownTimeout)
+}
+
+// inflight counts the requests being handled, so that shutdown can wait
+// for the handlers of cut requests to write their endings.
+type inflight struct {
+	next   http.Handler
+	active atomic.Int64
+	idle   chan struct{} // cap 1: "active reached 0"
+}
+
+func newInflight(next http.Handler) *inflight {
+	return &inflight{next: next, idle: make(chan struct{}, 1)}
+}
+
+func (h *inflight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.active.Add(1)
+	defer func() {
+		if h.active.Add(-1) == 0 {
+			select {
+			case h.idle <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	h.next.ServeHTTP(w, r)
+}
+
+// wait returns when no request is being handled, or when ctx ends.
+func (h *inflight) wait(ctx context.Context) {
+	for h.active.Load() > 0 {
+		select {
+		case <-h.idle:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // shutdown stops accepting requests and lets the running ones finish
@@ -456,7 +493,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 // as the client sees it (a streamed answer with an error event and [DONE],
 // a plain one with a 503), and shutdown returns an error saying how many
 // were cut, so that the process exits non-zero.
-func shutdown(log *slog.Logger, srv *http.Server, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
+func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
 	registry.Drain()
 	if grpcSrv != nil {
 		// gRPC serves only health checks for now: nothing to let finish.
@@ -469,11 +506,16 @@ func shutdown(log *slog.Logger, srv *http.Server, grpcSrv *grpc.Server, registry
 	}
 	cut := registry.Stop()
 	log.Warn("grace period over: ending the requests still running", "cut", cut)
-	// The handlers of the cut requests now write their endings; give them
-	// a moment, then close what is left.
+	// The handlers of the cut requests now write their endings: wait for
+	// them (a few seconds at most); then let net/http flush what they wrote
+	// (a connection that never sent a request keeps Shutdown waiting, so
+	// briefly), and close every connection.
 	endCtx, cancelEnd := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelEnd()
-	if err := srv.Shutdown(endCtx); err != nil {
+	inflight.wait(endCtx)
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancelFlush()
+	if srv.Shutdown(flushCtx) != nil {
 		srv.Close()
 	}
 	if cut > 0 {

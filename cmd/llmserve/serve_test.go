@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -165,5 +166,149 @@ func TestModelSpecs(t *testing.T) {
 	specs, err = modelSpecs(&serveFlags{modelName: "tiny"})
 	if err != nil || specs[0] != [2]string{"tiny", ""} {
 		t.Fatalf("default = %v, %v", specs, err)
+	}
+}
+
+// Every bad flag stops the server at start-up with a message naming it.
+func TestFlagsValidatedAtStartup(t *testing.T) {
+	cache := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-num-seqs", "-3"}, "--max-num-seqs: -3 is outside 1 to 255"},
+		{[]string{"--max-num-seqs", "0"}, "--max-num-seqs"},
+		{[]string{"--max-num-seqs", "300"}, "--max-num-seqs"},
+		{[]string{"--max-model-len", "-1"}, "--max-model-len"},
+		{[]string{"--max-model-len", "100000"}, "--max-model-len: 100000 exceeds the model's trained context length of 512 tokens"},
+		{[]string{"--max-num-batched-tokens", "8"}, "--max-num-batched-tokens: 8 is below --max-num-seqs 64"},
+		{[]string{"--max-waiting", "0"}, "--max-waiting"},
+		{[]string{"--threads", "0"}, "--threads"},
+		{[]string{"--poll", "101"}, "--poll"},
+		{[]string{"--http-port", "70000"}, "--http-port"},
+		{[]string{"--grpc-port", "-1"}, "--grpc-port"},
+		{[]string{"--flash-attn", "maybe"}, "--flash-attn: \"maybe\" is not one of auto, on, off"},
+		{[]string{"--kv-cache-dtype", "int3"}, "--kv-cache-dtype"},
+		{[]string{"--kv-cache-memory", "lots"}, "--kv-cache-memory"},
+		{[]string{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: 1.0 KiB cannot hold one sequence"},
+		{[]string{"--prefix-cache-memory", "-5"}, "--prefix-cache-memory"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout"},
+		{[]string{"--model", "a=/x/a.gguf", "--model", "a=/y/b.gguf"}, `--model: two models are named "a"`},
+		{[]string{"--model", "/x/m.gguf", "--model", "/y/m.gguf"}, `--model: two models are named "m"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			root := newRootCommand()
+			root.SetArgs(append([]string{"serve", "--cache-dir", cache, "--http-port", strconv.Itoa(freePort(t)), "--grpc-port", "0", "--log-level", "error"}, tc.args...))
+			err := root.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve %v: err = %v, want it to contain %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// On SIGTERM, requests still running after --shutdown-timeout end as a
+// client can see them (a streamed answer with an error event and [DONE], a
+// plain one with a 503 and an error object), and serve returns an error,
+// so the process exits non-zero.
+func TestShutdownCutsRequestsVisibly(t *testing.T) {
+	httpPort := freePort(t)
+	root := newRootCommand()
+	root.SetArgs([]string{"serve", "--http-port", strconv.Itoa(httpPort), "--grpc-port", "0", "--cache-dir", t.TempDir(),
+		"--log-level", "error", "--shutdown-timeout", "200ms", "--max-num-seqs", "64"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	waitFor(t, func() bool {
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	// 64 choices of 400 tokens each: seconds of work, far beyond the grace.
+	long := `{"prompt":"Once upon a time","max_tokens":400,"ignore_eos":true,"n":64`
+	streamResp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(long+`,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streamResp.Body.Close()
+	stream := bufio.NewReader(streamResp.Body)
+	if line, err := stream.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+	type answer struct {
+		code int
+		body string
+	}
+	plain := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(long+`}`))
+		if err != nil {
+			plain <- answer{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		plain <- answer{resp.StatusCode, string(b)}
+	}()
+	waitFor(t, func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// n = 64: the gauge counts sequences, as vLLM v1 counts the child
+		// requests of n > 1.
+		return strings.Contains(string(b), `vllm:num_requests_waiting{model_name="stories260K"} 64`)
+	})
+
+	cancel() // what SIGTERM does through signal.NotifyContext
+	var events []string
+	for {
+		line, err := stream.ReadString('\n')
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			events = append(events, data)
+		}
+		if err != nil {
+			if err != io.EOF {
+				t.Errorf("the cut stream ended with %v, not a complete body", err)
+			}
+			break
+		}
+	}
+	if n := len(events); n < 2 || events[n-1] != "[DONE]" || !strings.Contains(events[n-2], `"error"`) || !strings.Contains(events[n-2], "shutting down") {
+		t.Errorf("the cut stream did not end with an error event and [DONE]: %q", events[max(0, len(events)-3):])
+	}
+	a := <-plain
+	if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, `"error"`) || !strings.Contains(a.body, "shutting down") {
+		t.Errorf("the cut plain request got %d %q, want a 503 with an error object", a.code, a.body)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "2 request(s) were still running") {
+			t.Fatalf("serve returned %v, want an error counting the 2 cut requests", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+}
+
+// waitFor polls cond until it holds, within a generous deadline.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 60 s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
