@@ -55,7 +55,9 @@ LINKS_CGO := llmserve/(engine/llamacpp|models|api)
 PURE_PKGS  = $(shell $(PKG_DEPS) | grep -Ev '$(LINKS_CGO)' | cut -d' ' -f1)
 CGO_PKGS   = $(shell $(PKG_DEPS) | grep -E '$(LINKS_CGO)' | cut -d' ' -f1)
 
-.PHONY: all build run test test-pure test-cgo deps debian-deps go-deps bench lint verify fmt clean env
+GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+
+.PHONY: all build run test test-pure test-cgo test-determinism fuzz deps debian-deps go-deps bench lint verify fmt clean env
 
 all: build
 
@@ -103,12 +105,19 @@ test-cgo:
 bench: build
 	./scripts/bench.sh
 
-## lint: gofmt, vet, staticcheck.
+## test-determinism: the determinism tests 20 times while two busy loops
+## load the CPU; every run must pass.
+test-determinism: deps
+	./scripts/test-determinism.sh
+
+## lint: gofmt, go vet (with and without cgo), golangci-lint (.golangci.yml).
 lint: deps
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	CGO_ENABLED=0 $(GO) vet ./...
+	$(GO) run $(GOLANGCI_LINT) run ./...
 
+## verify: lint, and go.mod/go.sum tidy.
 verify: lint
 	$(GO) mod tidy -diff
 

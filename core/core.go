@@ -309,13 +309,11 @@ func (c *EngineCore) start() error {
 	}
 	kv, err := kvcache.New(c.cfg.KV)
 	if err != nil {
-		exec.Close()
-		return err
+		return errors.Join(err, exec.Close())
 	}
 	sched, err := scheduler.New(c.cfg.Scheduler, kv)
 	if err != nil {
-		exec.Close()
-		return err
+		return errors.Join(err, exec.Close())
 	}
 	c.exec, c.kv, c.sched = exec, kv, sched
 	c.publish()

@@ -129,7 +129,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	}
 	defer func() {
 		if err != nil {
-			m.Close()
+			err = errors.Join(err, m.Close())
 		}
 	}()
 	info := m.Info()

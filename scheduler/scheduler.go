@@ -159,9 +159,7 @@ func (c *Config) CheckRequest(r *Request) error {
 	case len(r.Prompt) == 0:
 		return reqErr(FieldPrompt, ErrInvalid, 0, 1)
 	case len(r.Prompt) >= maxLen:
-		e := reqErr(FieldPrompt, ErrTooLong, len(r.Prompt), maxLen).(*RequestError)
-		e.MaxTokens = 0
-		return e
+		return &RequestError{Field: FieldPrompt, Err: ErrTooLong, Value: len(r.Prompt), Limit: maxLen, PromptTokens: len(r.Prompt)}
 	case r.MaxTokens < 1:
 		return reqErr(FieldMaxTokens, ErrInvalid, r.MaxTokens, 1)
 	case r.MinTokens < 0 || r.MinTokens > r.MaxTokens:

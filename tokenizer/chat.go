@@ -85,7 +85,7 @@ func NewChatTemplate(source, bosToken, eosToken string) (c *ChatTemplate, err er
 		if cause := errors.Unwrap(err); cause != nil {
 			err = cause
 		}
-		return nil, fmt.Errorf("%w: parse: %v", ErrChatTemplate, err)
+		return nil, fmt.Errorf("%w: parse: %w", ErrChatTemplate, err)
 	}
 	return c, nil
 }
@@ -154,10 +154,10 @@ func (c *ChatTemplate) Render(msgs []Message, opts ChatOptions) (out string, err
 	}
 	out, err = c.tmpl.ExecuteToString(exec.NewContext(vars))
 	if raised != nil {
-		return "", fmt.Errorf("%w: %v", ErrChatTemplate, raised)
+		return "", fmt.Errorf("%w: %w", ErrChatTemplate, raised)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrChatTemplate, err)
+		return "", fmt.Errorf("%w: %w", ErrChatTemplate, err)
 	}
 	return out, nil
 }

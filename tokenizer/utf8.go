@@ -21,16 +21,18 @@ func seqLen(p []byte) (have, need int) {
 		need = 2
 	case b < 0xF0:
 		need = 3
-		if b == 0xE0 {
+		switch b {
+		case 0xE0:
 			lo = 0xA0 // no overlong 3-byte forms
-		} else if b == 0xED {
+		case 0xED:
 			hi = 0x9F // no surrogates
 		}
 	case b < 0xF5:
 		need = 4
-		if b == 0xF0 {
+		switch b {
+		case 0xF0:
 			lo = 0x90 // no overlong 4-byte forms
-		} else if b == 0xF4 {
+		case 0xF4:
 			hi = 0x8F // nothing above U+10FFFF
 		}
 	default:

@@ -198,7 +198,7 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 	waitForPromptLPs := echo && p.logprobs
 	pending := make([]*delta, len(g.choices))
 	send := func(c *choice, d *delta) error {
-		if d.empty() && !(echo && !c.echoed) {
+		if d.empty() && (!echo || c.echoed) {
 			return nil
 		}
 		chunk := completion{

@@ -28,7 +28,7 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	s.flush()
+	_ = s.flush() // a failure is kept in s.err and returned by the next write
 	return s
 }
 
@@ -61,7 +61,7 @@ func (s *sseWriter) raw(payload []byte) error {
 	}
 	s.buf = append(append(append(s.buf[:0], "data: "...), payload...), "\n\n"...)
 	if _, err := s.w.Write(s.buf); err != nil {
-		s.err = fmt.Errorf("%w: %v", errClientGone, err)
+		s.err = fmt.Errorf("%w: %w", errClientGone, err)
 		return s.err
 	}
 	return s.flush()
@@ -69,7 +69,7 @@ func (s *sseWriter) raw(payload []byte) error {
 
 func (s *sseWriter) flush() error {
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		s.err = fmt.Errorf("%w: %v", errClientGone, err)
+		s.err = fmt.Errorf("%w: %w", errClientGone, err)
 		return s.err
 	}
 	return nil

@@ -173,8 +173,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		ctx.batchPool = newThreadPool(batchThreads, p.Poll)
 	}
 	if ctx.pool == nil || (batchThreads != threads && ctx.batchPool == nil) {
-		ctx.Close()
-		return nil, errors.New("new context: ggml could not create its thread pool")
+		return nil, errors.Join(errors.New("new context: ggml could not create its thread pool"), ctx.Close())
 	}
 	bp := ctx.batchPool
 	if bp == nil {
@@ -182,8 +181,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	}
 	C.llama_attach_threadpool(cc, ctx.pool, bp)
 	if err := ctx.probeFormat(); err != nil {
-		ctx.Close()
-		return nil, fmt.Errorf("new context: %w", err)
+		return nil, errors.Join(fmt.Errorf("new context: %w", err), ctx.Close())
 	}
 	return ctx, nil
 }

@@ -302,14 +302,14 @@ func (c *Context) evaluate(rows []row) error {
 	b.n_tokens = C.int32_t(len(rows))
 	rc := C.llama_decode(c.c, *b)
 	c.stats.Evaluations++
-	switch {
-	case rc == 0:
+	switch rc {
+	case 0:
 		c.stats.DecodedTokens += uint64(len(rows) - pad)
 		c.stats.PaddingTokens += uint64(pad)
 		return nil
-	case rc == 1:
+	case 1:
 		return fmt.Errorf("%w: llama_decode found no KV cells", engine.ErrKVFull)
-	case rc == -1:
+	case -1:
 		return fmt.Errorf("%w: llama_decode rejected the batch (see its log)", engine.ErrInvalidBatch)
 	default:
 		return fmt.Errorf("llama_decode failed with code %d", int(rc))

@@ -161,7 +161,7 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 	for {
 		raw, err := reader.ReadEvent()
 		now := time.Now()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if ctx.Err() != nil {
 				// ReadEvent reports a canceled read as io.EOF.
 				res.err = s.describe(ctx.Err())

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestEventStreamReader(t *testing.T) {
 	var got []string
 	for {
 		raw, err := r.ReadEvent()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

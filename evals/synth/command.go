@@ -82,7 +82,7 @@ func writeShapes(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%g\t%v\t%d\t%s\n",
 			s.Name, s.Embd, s.Layers, s.Heads, s.HeadsKV, s.FF, s.Context, s.RopeTheta, s.Tied, s.Vocab, s.Of)
 	}
-	tw.Flush()
+	_ = tw.Flush() // to a terminal: nothing to do about a failure
 }
 
 func printSummary(w io.Writer, s Shape, dt DType, sum Summary) {

@@ -3,6 +3,7 @@ package synth
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -136,7 +137,7 @@ func TestReadGGUFRejects(t *testing.T) {
 			t.Errorf("%s: read without error", name)
 		}
 	}
-	if _, err := readGGUF(strings.NewReader("GGML....")); err != errNotGGUF {
+	if _, err := readGGUF(strings.NewReader("GGML....")); !errors.Is(err, errNotGGUF) {
 		t.Errorf("ggml magic: %v, want errNotGGUF", err)
 	}
 }

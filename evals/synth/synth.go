@@ -80,8 +80,9 @@ func Write(path string, opts Options) (sum Summary, err error) {
 	}
 	defer func() {
 		if err != nil {
-			tmp.Close() // it may be closed already
-			os.Remove(tmp.Name())
+			// It may be closed already; the write error is what matters.
+			_ = tmp.Close()
+			err = errors.Join(err, os.Remove(tmp.Name()))
 		}
 	}()
 	if err = writeGGUF(tmp, kvs, data); err != nil {
@@ -122,7 +123,7 @@ func readVocab(path string) (vocab, error) {
 	if err != nil {
 		return v, fmt.Errorf("vocabulary: %w", err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	g, err := readGGUF(f)
 	if err != nil {
 		return v, fmt.Errorf("vocabulary %s: %w", path, err)

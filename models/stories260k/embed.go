@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,17 +53,13 @@ func File(dir string) (string, error) {
 		return "", fmt.Errorf("write %s: %w", Name, err)
 	}
 	if _, err := tmp.Write(gguf); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write %s: %w", Name, err)
+		return "", errors.Join(fmt.Errorf("write %s: %w", Name, err), tmp.Close(), os.Remove(tmp.Name()))
 	}
 	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write %s: %w", Name, err)
+		return "", errors.Join(fmt.Errorf("write %s: %w", Name, err), os.Remove(tmp.Name()))
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write %s: %w", Name, err)
+		return "", errors.Join(fmt.Errorf("write %s: %w", Name, err), os.Remove(tmp.Name()))
 	}
 	return path, nil
 }
