@@ -3,6 +3,7 @@ module github.com/llmserve/llmserve
 go 1.26.0
 
 require (
+	github.com/cockroachdb/datadriven v1.0.3
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/ollama/ollama v0.17.4
@@ -34,6 +35,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect

@@ -288,11 +288,20 @@ func (m *Manager) Offer(id engine.SeqID) {
 
 // Settled reports whether every full block among the sequence's first
 // tokens positions was offered and has settled: cached, or its export came
-// back (stored or not). It is true for sequences the manager does not hold
-// and when caching is off.
+// back (stored or not). For a sequence the manager no longer holds, it
+// reports whether none of its exports is still on its way. It is true when
+// caching is off.
 func (m *Manager) Settled(id engine.SeqID, tokens int) bool {
+	if !m.Caching() {
+		return true
+	}
 	s, ok := m.seqs[id]
-	if !ok || !m.Caching() {
+	if !ok {
+		for _, p := range m.pending {
+			if p.seq == id {
+				return false
+			}
+		}
 		return true
 	}
 	return s.settled >= tokens/m.cfg.BlockSize
@@ -312,6 +321,8 @@ func (m *Manager) Free(id engine.SeqID, offer bool) {
 		m.Offer(id)
 	}
 	delete(m.seqs, id)
+	// A restore not yet applied would refill the slot after its clear.
+	m.restores = slices.DeleteFunc(m.restores, func(r engine.Restore) bool { return r.Seq == id })
 	m.slotUsed[s.slot] = false
 	m.clears = append(m.clears, s.slot)
 }
@@ -439,6 +450,9 @@ func (m *Manager) pushTail(e int32) {
 // hashBlocks extends hashes to cover the first n full blocks of tokens.
 func hashBlocks(hashes []Hash, tokens []int32, salt string, bs, n int) []Hash {
 	n = min(n, len(tokens)/bs)
+	if n <= len(hashes) {
+		return hashes
+	}
 	buf := make([]byte, 0, 32+4*bs+len(salt))
 	for i := len(hashes); i < n; i++ {
 		buf = buf[:0]

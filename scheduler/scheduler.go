@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,6 +47,11 @@ func (c *Config) Validate(kv kvcache.Stats) error {
 	return nil
 }
 
+// maxKVFullRetries bounds how often a sequence the engine had no KV room
+// for waits and retries; one more failure ends it with ErrEngine. A slot
+// holds MaxModelLen positions, so the engine should never run out.
+const maxKVFullRetries = 3
+
 type seqState uint8
 
 const (
@@ -75,6 +81,7 @@ type sequence struct {
 	added    bool // the engine has its sampler
 	admitted bool // admitted at least once (later admissions are resumes)
 	offered  bool // the full prompt was offered to the prefix cache
+	kvFull   int  // times the engine found no KV room for it
 	// promptLogprobs collects prompt logprobs until they are sent with the
 	// first output token.
 	promptLogprobs []engine.Logprobs
@@ -245,20 +252,33 @@ func (s *Scheduler) Abort(id string, choice int, stopped bool, err error) {
 	}
 }
 
-// Expire aborts requests whose deadline is not after now.
+// Expire aborts requests whose deadline is not after now, in arrival
+// order.
 func (s *Scheduler) Expire(now time.Time) {
-	for id, rq := range s.requests {
+	for _, rq := range s.byArrival() {
 		if d := rq.req.Deadline; !d.IsZero() && !now.Before(d) {
-			s.Abort(id, -1, false, ErrDeadline)
+			s.Abort(rq.req.ID, -1, false, ErrDeadline)
 		}
 	}
 }
 
-// AbortAll ends every request with err (shutdown, engine restart).
+// AbortAll ends every request with err (shutdown, engine restart), in
+// arrival order.
 func (s *Scheduler) AbortAll(err error) {
-	for id := range s.requests {
-		s.Abort(id, -1, false, err)
+	for _, rq := range s.byArrival() {
+		s.Abort(rq.req.ID, -1, false, err)
 	}
+}
+
+// byArrival lists the live requests in arrival order, so that what
+// iterates over them is as deterministic as the rest of the state machine.
+func (s *Scheduler) byArrival() []*request {
+	rqs := make([]*request, 0, len(s.requests))
+	for _, rq := range s.requests {
+		rqs = append(rqs, rq)
+	}
+	slices.SortFunc(rqs, func(a, b *request) int { return cmp.Compare(a.order, b.order) })
+	return rqs
 }
 
 // finish ends a sequence and queues its last output. keepKV offers its
@@ -394,9 +414,7 @@ func (s *Scheduler) Schedule() *engine.Step {
 		s.markStarted(sq.req)
 		if !sq.admitted {
 			sq.admitted = true
-			if sq.choice == 0 {
-				sq.req.usage.CachedTokens = cached
-			}
+			sq.req.usage.CachedTokens = max(sq.req.usage.CachedTokens, cached)
 		}
 		if !sq.added {
 			sq.added = true
@@ -451,7 +469,8 @@ func (s *Scheduler) waitForSibling(sq *sequence) bool {
 	}
 	first := sq.req.seqs[0]
 	if first.state == seqFinished {
-		return false
+		// Its blocks may still be on their way to the cache.
+		return !s.kv.Settled(first.id, len(sq.req.req.Prompt))
 	}
 	return !first.offered || !s.kv.Settled(first.id, len(sq.req.req.Prompt))
 }
@@ -523,7 +542,7 @@ func (s *Scheduler) Update(step *engine.Step, res engine.StepResult) {
 		if sq == nil || sq.state == seqFinished {
 			continue
 		}
-		if errors.Is(f.Err, engine.ErrKVFull) && sq.state == seqRunning {
+		if sq.kvFull++; errors.Is(f.Err, engine.ErrKVFull) && sq.state == seqRunning && sq.kvFull <= maxKVFullRetries {
 			// The engine had no room for it now: retry it later.
 			s.running = slices.DeleteFunc(s.running, func(x *sequence) bool { return x == sq })
 			s.kv.Free(sq.id, false)
