@@ -105,6 +105,14 @@ test-cgo:
 bench: build
 	./scripts/bench.sh
 
+## fuzz: the request fuzzer on the real binary for FUZZ_TIME (default 10m),
+## then the native fuzz target over the same server (tests/fuzz_test.go).
+FUZZ_TIME ?= 10m
+fuzz: deps
+	LLMSERVE_FUZZ_DURATION=$(FUZZ_TIME) $(if $(FUZZ_SEED),LLMSERVE_FUZZ_SEED=$(FUZZ_SEED)) \
+	  $(GO) test -count=1 -timeout 0 -run '^TestRequestFuzzer$$' -v ./tests/
+	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10s -parallel 1 ./tests/
+
 ## test-determinism: the determinism tests 20 times while two busy loops
 ## load the CPU; every run must pass.
 test-determinism: deps

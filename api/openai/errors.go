@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -150,8 +151,15 @@ func toAPIError(err error) *apiError {
 	}
 }
 
+// maxParam bounds the length of "param": it can name a key the client
+// sent, and an error should not echo kilobytes of it.
+const maxParam = 200
+
 func newAPIError(status int, typ, msg, param, code string) *apiError {
 	e := &apiError{status: status, body: errorObject{Message: msg, Type: typ}}
+	if len(param) > maxParam {
+		param = strings.ToValidUTF8(param[:maxParam], "") + "…"
+	}
 	if param != "" {
 		e.body.Param = &param
 	}

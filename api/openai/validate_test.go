@@ -116,6 +116,9 @@ func TestValidation(t *testing.T) {
 		{name: "temperature denormal", body: `{` + chatOK + `,"temperature":1e-40}`, status: 400, param: "temperature", msg: "temperature must be 0 (greedy) or in [1e-05, 100000]; got 1e-40."},
 		{name: "temperature tiny", body: `{` + chatOK + `,"temperature":1.2e-38}`, status: 400, param: "temperature", msg: "got 1.2e-38"},
 		{name: "temperature huge", body: `{` + chatOK + `,"temperature":1e39}`, status: 400, param: "temperature", msg: "got 1e+39"},
+		{name: "temperature below float32", body: `{` + chatOK + `,"temperature":1e-46}`, status: 400, param: "temperature", msg: "got 1e-46"},
+		{name: "temperature smallest double", body: `{` + chatOK + `,"temperature":4.9e-324}`, status: 400, param: "temperature"},
+		{name: "long param is cut", body: `{` + chatOK + `,"cache_salt":{"` + strings.Repeat("k", 5000) + "\":\"\xff\"}}", status: 400, param: "cache_salt." + strings.Repeat("k", 200-len("cache_salt.")) + "…"},
 		{name: "repetition_penalty tiny", body: `{` + chatOK + `,"repetition_penalty":1e-38}`, status: 400, param: "repetition_penalty", msg: "in [0.01, 100]"},
 		{name: "stop tokens ban everything", body: `{` + chatOK + `,"min_tokens":1,"stop_token_ids":` + allTokens() + `}`, status: 400, param: "stop_token_ids", msg: "whole vocabulary"},
 		// Limits that no retry can meet are 400s naming the field, not 429s.
