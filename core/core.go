@@ -22,9 +22,10 @@ type Config struct {
 	// built anew, with a new executor, at every (re)start.
 	Scheduler scheduler.Config
 	KV        kvcache.Config
-	// NewExecutor creates the executor the core drives. It is called on the
-	// core's goroutine, at start and after a failure of the executor.
-	NewExecutor func() (engine.Executor, error)
+	// NewExecutor creates the executor the core drives, with slots KV
+	// slots (KV.InitialSlots, or KV.Slots). It is called on the core's
+	// goroutine, at start and after a failure of the executor.
+	NewExecutor func(slots int) (engine.Executor, error)
 	// Logger receives engine failures; nil discards.
 	Logger *slog.Logger
 	// Observer receives measurements; may be nil.
@@ -34,6 +35,10 @@ type Config struct {
 	// means 3 per minute.
 	MaxRestarts   int
 	RestartWindow time.Duration
+	// IdleShrink is how long the core must be idle before it shrinks an
+	// executor that grew (an engine.Resizer) back to KV.InitialSlots; 0
+	// means a minute, negative never.
+	IdleShrink time.Duration
 }
 
 // EngineCore is the one goroutine that owns a model's scheduler, KV manager
@@ -68,6 +73,10 @@ type EngineCore struct {
 	live     map[string]*liveRequest
 	lastDone time.Time
 	failures []time.Time
+	// lastWork is when the core last executed a step; resizeAfter is when
+	// a failed resize may be tried again.
+	lastWork    time.Time
+	resizeAfter time.Time
 }
 
 type liveRequest struct {
@@ -109,6 +118,9 @@ func New(cfg Config) (*EngineCore, error) {
 	}
 	if cfg.RestartWindow == 0 {
 		cfg.RestartWindow = time.Minute
+	}
+	if cfg.IdleShrink == 0 {
+		cfg.IdleShrink = time.Minute
 	}
 	c := &EngineCore{
 		cfg:      cfg,
@@ -262,6 +274,7 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		// Every pass starts with the inbox, so a wake-up is never consumed
 		// without looking at what was posted.
 		c.intake()
+		c.resize(time.Now())
 		if !c.sched.HasWork() {
 			c.publish()
 			if !c.sleep(ctx) {
@@ -270,6 +283,7 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 			continue
 		}
 		now := time.Now()
+		c.lastWork = now
 		c.sched.Expire(now)
 		step := c.sched.Schedule()
 		if step.Empty() {
@@ -303,7 +317,11 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 
 // start builds a fresh executor, KV manager and scheduler.
 func (c *EngineCore) start() error {
-	exec, err := c.cfg.NewExecutor()
+	slots := c.cfg.KV.Slots
+	if c.cfg.KV.InitialSlots > 0 {
+		slots = c.cfg.KV.InitialSlots
+	}
+	exec, err := c.cfg.NewExecutor(slots)
 	if err != nil {
 		return fmt.Errorf("core: start the executor: %w", err)
 	}
@@ -382,13 +400,56 @@ func (c *EngineCore) stop() {
 	close(c.done)
 }
 
-// sleep waits for a post, or for the earliest deadline of a live request;
-// false means ctx ended.
+// resize grows a resizable executor when sequences wait for a slot (to
+// twice its slots, or what they need, up to KV.Slots), and shrinks it back
+// to KV.InitialSlots after IdleShrink without work. A failed resize leaves
+// everything as it was and is not tried again for 10 seconds.
+func (c *EngineCore) resize(now time.Time) {
+	rs, ok := c.exec.(engine.Resizer)
+	if !ok || now.Before(c.resizeAfter) {
+		return
+	}
+	active, initial := c.kv.ActiveSlots(), c.kv.Stats().Slots
+	if c.cfg.KV.InitialSlots > 0 {
+		initial = c.cfg.KV.InitialSlots
+	}
+	target := active
+	switch want := c.sched.SlotsWanted(); {
+	case want > active:
+		target = min(c.cfg.KV.Slots, max(2*active, want))
+	case c.cfg.IdleShrink > 0 && active > initial && !c.sched.HasWork() && c.kv.HighestUsedSlot() < initial &&
+		!c.lastWork.IsZero() && now.Sub(c.lastWork) >= c.cfg.IdleShrink:
+		target = initial
+	}
+	if target == active {
+		return
+	}
+	start := time.Now()
+	if err := rs.Resize(target); err != nil {
+		c.log.Warn("could not resize the KV cache; trying again later", "slots", active, "want", target, "err", err)
+		c.resizeAfter = now.Add(10 * time.Second)
+		return
+	}
+	if err := c.kv.SetActiveSlots(target); err != nil {
+		// The engine resized, the manager cannot follow: a bug.
+		c.log.Error("KV manager refused the engine's new slot count", "slots", target, "err", err)
+	}
+	c.log.Info("KV cache resized", "slots", target, "from", active, "took", time.Since(start).Round(time.Microsecond))
+	c.publish()
+}
+
+// sleep waits for a post, for the earliest deadline of a live request, or
+// for the time to shrink a grown executor; false means ctx ended.
 func (c *EngineCore) sleep(ctx context.Context) bool {
 	var deadline time.Time
 	for _, lr := range c.live {
 		if d := lr.req.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
 			deadline = d
+		}
+	}
+	if initial := c.cfg.KV.InitialSlots; initial > 0 && c.kv.ActiveSlots() > initial && c.cfg.IdleShrink > 0 && !c.lastWork.IsZero() {
+		if at := c.lastWork.Add(c.cfg.IdleShrink); deadline.IsZero() || at.Before(deadline) {
+			deadline = at
 		}
 	}
 	var timeout <-chan time.Time

@@ -29,17 +29,17 @@ func testCore(t *testing.T, newFake func() *enginetest.Fake, mutate func(*Config
 		newFake = func() *enginetest.Fake { return &enginetest.Fake{} }
 	}
 	cfg := Config{
-		Scheduler: scheduler.Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64, MaxWaiting: 8, MaxModelLen: 128},
-		KV:        kvcache.Config{BlockSize: 4, Slots: 4, SlotTokens: 128, CacheBytes: 1 << 20},
-		NewExecutor: func() (engine.Executor, error) {
-			f := newFake()
-			f.Slots, f.SlotTokens, f.Vocab = 4, 128, vocab
-			return f, nil
-		},
+		Scheduler:     scheduler.Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64, MaxWaiting: 8, MaxModelLen: 128},
+		KV:            kvcache.Config{BlockSize: 4, Slots: 4, SlotTokens: 128, CacheBytes: 1 << 20},
 		RestartWindow: time.Hour,
 	}
 	if mutate != nil {
 		mutate(&cfg)
+	}
+	cfg.NewExecutor = func(slots int) (engine.Executor, error) {
+		f := newFake()
+		f.Slots, f.SlotTokens, f.Vocab = slots, cfg.KV.SlotTokens, vocab
+		return f, nil
 	}
 	c, err := New(cfg)
 	if err != nil {
@@ -234,8 +234,8 @@ func TestExecutorFailingForGood(t *testing.T) {
 	cfg := Config{
 		Scheduler: scheduler.Config{MaxNumSeqs: 2, MaxNumBatchedTokens: 16, MaxWaiting: 8, MaxModelLen: 64},
 		KV:        kvcache.Config{BlockSize: 4, Slots: 2, SlotTokens: 64},
-		NewExecutor: func() (engine.Executor, error) {
-			return &enginetest.Fake{Slots: 2, SlotTokens: 64, FatalAfter: 1}, nil
+		NewExecutor: func(slots int) (engine.Executor, error) {
+			return &enginetest.Fake{Slots: slots, SlotTokens: 64, FatalAfter: 1}, nil
 		},
 		MaxRestarts: 2, RestartWindow: time.Hour,
 	}
@@ -271,7 +271,7 @@ func TestShutdownCutsLiveRequests(t *testing.T) {
 	c, err := New(Config{
 		Scheduler:   scheduler.Config{MaxNumSeqs: 1, MaxNumBatchedTokens: 16, MaxWaiting: 8, MaxModelLen: 4096},
 		KV:          kvcache.Config{BlockSize: 4, Slots: 1, SlotTokens: 4096},
-		NewExecutor: func() (engine.Executor, error) { return &enginetest.Fake{Slots: 1, SlotTokens: 4096}, nil },
+		NewExecutor: func(slots int) (engine.Executor, error) { return &enginetest.Fake{Slots: slots, SlotTokens: 4096}, nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -311,5 +311,42 @@ func TestDeadline(t *testing.T) {
 	}
 	if _, last := drain(t, streams[0]); !errors.Is(last.Err, scheduler.ErrDeadline) {
 		t.Fatalf("ended %v, want the deadline", last.Err)
+	}
+}
+
+// An executor that can resize starts small, grows when requests wait for a
+// slot, and shrinks back after a while without work; the answers do not
+// change.
+func TestSlotsFollowTheLoad(t *testing.T) {
+	var fake *enginetest.Fake
+	c := testCore(t, func() *enginetest.Fake { fake = &enginetest.Fake{}; return fake }, func(cfg *Config) {
+		cfg.KV.InitialSlots = 1
+		cfg.IdleShrink = 50 * time.Millisecond
+	})
+	if fake.SlotCount() != 1 {
+		t.Fatalf("started with %d slots", fake.SlotCount())
+	}
+	var reqs []*scheduler.Request
+	for i := range 4 {
+		reqs = append(reqs, request(string(rune('a'+i)), []int32{1, int32(i + 2), 7}, 20))
+	}
+	streams, err := c.Submit(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		if toks, _ := drain(t, s); !slices.Equal(toks, want(reqs[i].Prompt, 20)) {
+			t.Errorf("request %d: %v", i, toks)
+		}
+	}
+	if got := fake.Stats().Resizes; len(got) == 0 || got[0] != 4 {
+		t.Fatalf("resizes %v, want a grow to 4 first", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for fake.SlotCount() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := fake.SlotCount(); n != 1 || c.Stats().KV.ActiveSlots != 1 {
+		t.Fatalf("after idling: %d slots (stats %d), want 1", n, c.Stats().KV.ActiveSlots)
 	}
 }

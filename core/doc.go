@@ -30,6 +30,14 @@
 // request still running. The KV manager's event outbox is drained every
 // step into the observer.
 //
+// # KV memory that follows the load
+//
+// An executor that implements engine.Resizer starts with KV.InitialSlots
+// slots. When sequences wait for a slot (Scheduler.SlotsWanted), the core
+// resizes it, before scheduling, to twice its slots or what the queue
+// needs, up to KV.Slots; after IdleShrink without work it shrinks it back.
+// A resize keeps every running sequence's KV bit for bit.
+//
 // # Failures
 //
 // A sequence the engine fails ends alone (its choice gets ErrEngine). An

@@ -179,3 +179,13 @@ type Executor interface {
 	// Close frees the executor. It is idempotent.
 	Close() error
 }
+
+// Resizer is an Executor whose KV memory can change its number of slots
+// between steps. The engine core grows it when requests wait for a slot,
+// so that memory follows the load.
+type Resizer interface {
+	// Resize changes the number of slots to n. Growing keeps every slot's
+	// KV, bit for bit; shrinking requires slots n and above to be empty. On
+	// error the executor is as it was.
+	Resize(n int) error
+}

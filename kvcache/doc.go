@@ -5,7 +5,9 @@
 //
 // # Slots
 //
-// The engine has Slots KV streams of SlotTokens positions each; a running
+// The engine has up to Slots KV streams of SlotTokens positions each (of
+// which ActiveSlots are allocated now: the engine core grows and shrinks
+// them with the load and tells the manager with SetActiveSlots); a running
 // sequence holds one, its positions 0..n-1 in order. Admit takes the lowest
 // free slot, so that running sequences stay in a run of consecutive slots:
 // llama.cpp evaluates consecutive streams together (engine/llamacpp's

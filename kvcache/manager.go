@@ -13,9 +13,12 @@ import (
 type Config struct {
 	// BlockSize is the number of tokens per cached block (16).
 	BlockSize int
-	// Slots is the number of sequences that hold KV at once (the engine's
-	// slots).
+	// Slots is the most sequences that hold KV at once (the engine's slots
+	// when it is largest).
 	Slots int
+	// InitialSlots is how many of them the engine starts with (0: Slots);
+	// SetActiveSlots follows it when it grows or shrinks.
+	InitialSlots int
 	// SlotTokens is the most positions one slot holds.
 	SlotTokens int
 	// CacheBytes is the host memory the prefix cache may fill with idle
@@ -35,6 +38,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kvcache: block size %d < 1", c.BlockSize)
 	case c.Slots < 1:
 		return fmt.Errorf("kvcache: %d slots < 1", c.Slots)
+	case c.InitialSlots < 0 || c.InitialSlots > c.Slots:
+		return fmt.Errorf("kvcache: %d initial slots outside [0, %d]", c.InitialSlots, c.Slots)
 	case c.SlotTokens < 1:
 		return fmt.Errorf("kvcache: %d tokens per slot < 1", c.SlotTokens)
 	case c.CacheBytes < 0:
@@ -48,9 +53,9 @@ func (c *Config) Validate() error {
 // Stats are the manager's counters and gauges.
 type Stats struct {
 	// Slots is the capacity in sequences, SlotTokens in positions per
-	// sequence; UsedSlots hold a sequence, HeldTokens count the positions
-	// they hold.
-	Slots, SlotTokens, UsedSlots, HeldTokens int
+	// sequence; ActiveSlots are those the engine has allocated now;
+	// UsedSlots hold a sequence, HeldTokens count the positions they hold.
+	Slots, ActiveSlots, SlotTokens, UsedSlots, HeldTokens int
 	// CachedBlocks and CachedBytes are what the prefix cache keeps;
 	// CacheBytesLimit is its budget.
 	CachedBlocks           int
@@ -67,8 +72,8 @@ type Stats struct {
 	EventsDropped uint64
 }
 
-// Usage is the fraction of the KV capacity held by running sequences, in
-// [0, 1].
+// Usage is the fraction of the KV capacity (every slot, allocated or not)
+// held by running sequences, in [0, 1].
 func (s Stats) Usage() float64 {
 	if s.Slots == 0 || s.SlotTokens == 0 {
 		return 0
@@ -128,6 +133,7 @@ type pendingExport struct {
 type Manager struct {
 	cfg      Config
 	slotUsed []bool
+	active   int // slots [0, active) are allocated in the engine
 	seqs     map[engine.SeqID]*sequence
 
 	entries     []entry
@@ -154,8 +160,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxEvents == 0 {
 		cfg.MaxEvents = DefaultMaxEvents
 	}
+	if cfg.InitialSlots == 0 {
+		cfg.InitialSlots = cfg.Slots
+	}
 	return &Manager{
 		cfg:      cfg,
+		active:   cfg.InitialSlots,
 		slotUsed: make([]bool, cfg.Slots),
 		seqs:     make(map[engine.SeqID]*sequence),
 		index:    make(map[Hash]int32),
@@ -172,13 +182,41 @@ func (m *Manager) BlockSize() int { return m.cfg.BlockSize }
 // Caching reports whether the prefix cache is on.
 func (m *Manager) Caching() bool { return m.cfg.CacheBytes > 0 }
 
-// FreeSlots is the number of slots a sequence can be admitted to.
-func (m *Manager) FreeSlots() int { return m.cfg.Slots - len(m.seqs) }
+// FreeSlots is the number of allocated slots a sequence can be admitted to
+// now.
+func (m *Manager) FreeSlots() int { return m.active - len(m.seqs) }
+
+// ActiveSlots is the number of slots allocated in the engine.
+func (m *Manager) ActiveSlots() int { return m.active }
+
+// SetActiveSlots records that the engine now has n slots. Shrinking is
+// refused while a sequence holds a slot at n or above.
+func (m *Manager) SetActiveSlots(n int) error {
+	if n < 1 || n > m.cfg.Slots {
+		return fmt.Errorf("kvcache: %d active slots outside [1, %d]", n, m.cfg.Slots)
+	}
+	for _, s := range m.seqs {
+		if int(s.slot) >= n {
+			return fmt.Errorf("kvcache: slot %d is in use; cannot shrink to %d slots", s.slot, n)
+		}
+	}
+	m.active = n
+	return nil
+}
+
+// HighestUsedSlot is the highest slot a sequence holds, or -1.
+func (m *Manager) HighestUsedSlot() int {
+	hi := -1
+	for _, s := range m.seqs {
+		hi = max(hi, int(s.slot))
+	}
+	return hi
+}
 
 // Stats returns the counters and gauges.
 func (m *Manager) Stats() Stats {
 	s := m.stats
-	s.Slots, s.SlotTokens, s.UsedSlots = m.cfg.Slots, m.cfg.SlotTokens, len(m.seqs)
+	s.Slots, s.ActiveSlots, s.SlotTokens, s.UsedSlots = m.cfg.Slots, m.active, m.cfg.SlotTokens, len(m.seqs)
 	s.HeldTokens = 0
 	for _, sq := range m.seqs {
 		s.HeldTokens += sq.held
@@ -210,7 +248,7 @@ func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool)
 	if _, dup := m.seqs[id]; dup {
 		panic(fmt.Sprintf("kvcache: sequence %d admitted twice", id))
 	}
-	slot := slices.Index(m.slotUsed, false)
+	slot := slices.Index(m.slotUsed[:m.active], false)
 	if slot < 0 {
 		return 0, false
 	}

@@ -57,6 +57,10 @@ type GenerativeConfig struct {
 	// MaxNumSeqs is the most sequences running at once (default 1). Each
 	// has a KV stream of MaxModelLen positions.
 	MaxNumSeqs int
+	// InitialSeqs is how many KV streams are allocated at start-up (0:
+	// MaxNumSeqs). The KV memory grows to MaxNumSeqs streams when requests
+	// wait for one, and shrinks back after a minute without work.
+	InitialSeqs int
 	// KVMemoryBytes, when > 0, caps the KV memory (MaxNumSeqs streams of
 	// MaxModelLen positions); MaxNumSeqs is lowered to fit, with a warning.
 	KVMemoryBytes int64
@@ -175,9 +179,11 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		Scheduler: scheduler.Config{
 			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
 		},
-		KV: kvcache.Config{BlockSize: BlockSize, Slots: sz.maxSeqs, SlotTokens: sz.maxLen, CacheBytes: cfg.PrefixCacheBytes},
-		NewExecutor: func() (engine.Executor, error) {
-			return llamacpp.NewContext(m, ctxParams)
+		KV: kvcache.Config{BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen, CacheBytes: cfg.PrefixCacheBytes},
+		NewExecutor: func(slots int) (engine.Executor, error) {
+			p := ctxParams
+			p.Slots = slots
+			return llamacpp.NewContext(m, p)
 		},
 		Logger:   g.log,
 		Observer: obs,
@@ -200,11 +206,13 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		<-g.stopped
 		return nil, fmt.Errorf("load model %q: %w", name, g.runErr)
 	}
-	kvBytes := int64(sz.maxSeqs) * int64(roundUp(sz.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType))
+	perSeq := int64(roundUp(sz.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType))
 	g.log.Info("model loaded",
 		"path", path, "arch", info.Architecture, "params", info.NParams, "n_ctx_train", info.NCtxTrain,
 		"max_model_len", sz.maxLen, "max_num_seqs", sz.maxSeqs, "max_num_batched_tokens", sz.batchTokens,
-		"kv_cache", fmt.Sprintf("%d × %d positions, %s (%s)", sz.maxSeqs, roundUp(sz.maxLen, 256), formatBytes(kvBytes), kvTypeName(cfg.KVType)),
+		"kv_cache", fmt.Sprintf("%d sequences × %d positions now (%s, %s), growing with the load to %d (%s)",
+			sz.initialSeqs, roundUp(sz.maxLen, 256), formatBytes(int64(sz.initialSeqs)*perSeq), kvTypeName(cfg.KVType),
+			sz.maxSeqs, formatBytes(int64(sz.maxSeqs)*perSeq)),
 		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
 	return g, nil
@@ -257,8 +265,8 @@ func templateSource(override, model string) string {
 }
 
 type sizing struct {
-	maxLen, maxSeqs, batchTokens, maxWaiting int
-	lowered                                  bool
+	maxLen, maxSeqs, initialSeqs, batchTokens, maxWaiting int
+	lowered                                               bool
 }
 
 // size derives the engine and scheduler sizes from the configuration and
@@ -289,6 +297,10 @@ func size(cfg GenerativeConfig, info llamacpp.Info) (sizing, error) {
 		if int64(s.maxSeqs) > fit {
 			s.maxSeqs, s.lowered = int(fit), true
 		}
+	}
+	s.initialSeqs = s.maxSeqs
+	if cfg.InitialSeqs > 0 {
+		s.initialSeqs = min(cfg.InitialSeqs, s.maxSeqs)
 	}
 	s.batchTokens = cfg.MaxNumBatchedTokens
 	if s.batchTokens <= 0 {

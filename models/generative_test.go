@@ -21,16 +21,16 @@ func TestSize(t *testing.T) {
 		cfg  GenerativeConfig
 		want sizing
 	}{
-		{"defaults", GenerativeConfig{}, sizing{maxLen: 8192, maxSeqs: 1, batchTokens: 2048, maxWaiting: 512}},
-		{"as asked", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 16, MaxNumBatchedTokens: 512, MaxWaiting: 9},
-			sizing{maxLen: 2048, maxSeqs: 16, batchTokens: 512, maxWaiting: 9}},
+		{"defaults", GenerativeConfig{}, sizing{maxLen: 8192, maxSeqs: 1, initialSeqs: 1, batchTokens: 2048, maxWaiting: 512}},
+		{"as asked", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 16, InitialSeqs: 4, MaxNumBatchedTokens: 512, MaxWaiting: 9},
+			sizing{maxLen: 2048, maxSeqs: 16, initialSeqs: 4, batchTokens: 512, maxWaiting: 9}},
 		// 2048 positions of 23,040 bytes are 45 MiB a sequence: 1 GiB holds 22.
 		{"lowered to the KV cap", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 64, KVMemoryBytes: 1 << 30},
-			sizing{maxLen: 2048, maxSeqs: 22, batchTokens: 2048, maxWaiting: 512, lowered: true}},
-		{"q8_0 KV holds more", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 64, KVMemoryBytes: 1 << 30, KVType: "q8_0"},
-			sizing{maxLen: 2048, maxSeqs: 42, batchTokens: 2048, maxWaiting: 512, lowered: true}},
+			sizing{maxLen: 2048, maxSeqs: 22, initialSeqs: 22, batchTokens: 2048, maxWaiting: 512, lowered: true}},
+		{"q8_0 KV holds more", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 64, InitialSeqs: 4, KVMemoryBytes: 1 << 30, KVType: "q8_0"},
+			sizing{maxLen: 2048, maxSeqs: 42, initialSeqs: 4, batchTokens: 2048, maxWaiting: 512, lowered: true}},
 		{"batch raised to the sequences", GenerativeConfig{MaxModelLen: 256, MaxNumSeqs: 100, MaxNumBatchedTokens: 10},
-			sizing{maxLen: 256, maxSeqs: 100, batchTokens: 100, maxWaiting: 512}},
+			sizing{maxLen: 256, maxSeqs: 100, initialSeqs: 100, batchTokens: 100, maxWaiting: 512}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -345,6 +345,18 @@ func (s *Scheduler) Outputs() []RequestOutput {
 	return out
 }
 
+// SlotsWanted is how many KV slots the scheduler could use now when
+// sequences wait for a slot (every running and waiting sequence, up to
+// MaxNumSeqs), or 0 when no sequence waits for one. The engine core grows
+// the engine's slots to it when it can, so that KV memory follows the
+// load.
+func (s *Scheduler) SlotsWanted() int {
+	if len(s.waiting) == 0 || s.kv.FreeSlots() > 0 {
+		return 0
+	}
+	return min(s.cfg.MaxNumSeqs, len(s.running)+len(s.waiting))
+}
+
 // HasWork reports whether a step would do anything.
 func (s *Scheduler) HasWork() bool {
 	return len(s.running) > 0 || len(s.waiting) > 0 || len(s.removed) > 0 || len(s.added) > 0

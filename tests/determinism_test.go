@@ -102,6 +102,11 @@ func TestDeterminismSoloVsConcurrent(t *testing.T) {
 	before := s.metric(t, "llmserve_engine_steps_total")
 	got := s.run(t, jobs, true)
 	compare(t, "64 concurrent vs solo", jobs, got, solo)
+	// The KV cache, allocated for 4 sequences, grew under the load while
+	// sequences ran (their KV moved into the larger context).
+	if n := s.metric(t, "llmserve_kv_cache_slots"); n <= 4 {
+		t.Errorf("the KV cache holds %v sequences after 64 concurrent requests", n)
+	}
 	// The batch really was shared: far fewer steps than tokens generated.
 	steps := s.metric(t, "llmserve_engine_steps_total") - before
 	total := 0

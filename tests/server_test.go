@@ -53,13 +53,17 @@ type server struct {
 }
 
 // startServer serves cfg on loopback with the serve command's defaults for
-// what cfg leaves zero: 64 sequences, the prefix cache on (a negative
-// PrefixCacheBytes turns it off), one ggml thread.
+// what cfg leaves zero: up to 64 sequences, KV for 4 at first (growing with
+// the load), the prefix cache on (a negative PrefixCacheBytes turns it
+// off), one ggml thread.
 func startServer(t *testing.T, cfg models.GenerativeConfig) *server {
 	t.Helper()
 	cfg.CacheDir = modelDir
 	if cfg.MaxNumSeqs == 0 {
 		cfg.MaxNumSeqs = 64
+	}
+	if cfg.InitialSeqs == 0 {
+		cfg.InitialSeqs = 4 // as `llmserve serve`: the KV grows with the load
 	}
 	if cfg.MaxWaiting == 0 {
 		cfg.MaxWaiting = 512

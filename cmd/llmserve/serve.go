@@ -45,6 +45,7 @@ type serveFlags struct {
 	cacheDir        string
 	maxModelLen     int
 	maxNumSeqs      int
+	initialSeqs     int
 	maxBatched      int
 	maxWaiting      int
 	kvMemory        string
@@ -110,6 +111,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
+	fl.IntVar(&f.initialSeqs, "kv-initial-seqs", 4, "sequences the KV cache holds at start-up; it grows up to --max-num-seqs when requests wait, and shrinks back after a minute idle")
 	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 2048, "most tokens computed in one step (at least max-num-seqs); longer prompts are prefilled in chunks")
 	fl.IntVar(&f.maxWaiting, "max-waiting", 512, "most requests waiting to start; more get 429 with Retry-After")
 	fl.StringVar(&f.kvMemory, "kv-cache-memory", "1GiB", "cap on the KV cache (max-num-seqs × max-model-len positions); max-num-seqs is lowered to fit (e.g. 512MiB, 4GiB; 0: no cap)")
@@ -170,6 +172,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("grpc-port", "%d is also the HTTP port", f.grpcPort))
 	case f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots:
 		checks = append(checks, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots))
+	case f.initialSeqs < 1:
+		checks = append(checks, bad("kv-initial-seqs", "%d: at least 1", f.initialSeqs))
 	case f.maxModelLen < 0:
 		checks = append(checks, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen))
 	case f.maxBatched < f.maxNumSeqs:
@@ -384,7 +388,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: set.tmpl,
 			GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
 			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, FlashAttention: f.flashAttn, KVType: f.kvType,
-			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, KVMemoryBytes: set.kvMem,
+			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
 			MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 			RequestTimeout: f.requestTimeout,
 		}, log, reg)

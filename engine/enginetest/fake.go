@@ -54,6 +54,8 @@ type Fake struct {
 // FakeStats count what the fake did.
 type FakeStats struct {
 	Steps, DecodedTokens, Restored, Exported int
+	// Resizes lists the slot counts the fake was resized to, in order.
+	Resizes []int
 	// MaxBatchSeqs is the most chunks one step decoded.
 	MaxBatchSeqs int
 }
@@ -181,7 +183,7 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 	return res, nil
 }
 
-func (f *Fake) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < f.Slots }
+func (f *Fake) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < len(f.slots) }
 
 func (f *Fake) check(ch engine.Chunk, seen map[engine.Slot]bool) error {
 	switch {
@@ -232,6 +234,31 @@ func (f *Fake) next(seq engine.SeqID, history []int32, ban []int32) int32 {
 	return tok
 }
 
+// Resize implements engine.Resizer: the slots keep their tokens; shrinking
+// requires the dropped slots to be empty.
+func (f *Fake) Resize(n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.init()
+	if n < 1 {
+		return fmt.Errorf("enginetest: resize to %d slots", n)
+	}
+	for s := n; s < len(f.slots); s++ {
+		if len(f.slots[s]) > 0 {
+			return fmt.Errorf("enginetest: slot %d is not empty", s)
+		}
+	}
+	if n < len(f.slots) {
+		f.slots = f.slots[:n]
+	}
+	for len(f.slots) < n {
+		f.slots = append(f.slots, nil)
+	}
+	f.Slots = n
+	f.stats.Resizes = append(f.stats.Resizes, n)
+	return nil
+}
+
 // Close implements engine.Executor.
 func (f *Fake) Close() error {
 	f.mu.Lock()
@@ -252,7 +279,9 @@ func (f *Fake) SlotLen(s engine.Slot) int {
 func (f *Fake) Stats() FakeStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.stats
+	st := f.stats
+	st.Resizes = slices.Clone(st.Resizes)
+	return st
 }
 
 // Samplers returns the number of live samplers.
@@ -276,4 +305,13 @@ func decode(kv *engine.KV) []int32 {
 		toks[i] = int32(binary.LittleEndian.Uint32(kv.Data[4*i:]))
 	}
 	return toks
+}
+
+// SlotCount is the number of slots the fake has now (Slots is the
+// configuration it started with).
+func (f *Fake) SlotCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.init()
+	return len(f.slots)
 }

@@ -65,25 +65,25 @@ type Stats struct {
 	Evaluations uint64
 	// Restored and Exported count positions moved in and out of slots.
 	Restored, Exported uint64
+	// Resizes counts changes of the number of slots.
+	Resizes uint64
 }
 
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
 // its thread pools, the batch buffer and the sampler chains. One goroutine
 // uses it; it implements engine.Executor.
 type Context struct {
+	// llamaContext is the llama.cpp context of the current number of
+	// slots (usable slots [0, slots); streams adds a spare when slots is
+	// 1). Resize replaces it.
+	llamaContext
+
 	model      *Model
-	c          *C.struct_llama_context
-	mem        C.llama_memory_t
+	params     ContextParams
 	pool       *C.struct_ggml_threadpool
 	batchPool  *C.struct_ggml_threadpool // nil when it would equal pool
-	batch      C.struct_llama_batch
-	batchCap   int
-	nUbatch    int
 	nVocab     int
-	slots      int // usable slots [0, slots)
-	streams    int // llama.cpp streams: slots, plus a spare when slots == 1
 	slotTokens int
-	format     *stateFormat
 
 	samplers map[engine.SeqID]*sampler
 	stats    Stats
@@ -101,69 +101,16 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if p.Poll < 0 || p.Poll > 100 {
 		return nil, fmt.Errorf("new context: poll level %d outside [0, 100]", p.Poll)
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.c == nil {
-		return nil, ErrModelClosed
-	}
-	// A lone sequence is padded with a token in a neighbouring empty
-	// stream (decode.go), so one slot needs a spare stream.
-	streams := max(p.Slots, 2)
-	slotTokens := roundUp(p.SlotTokens, 256)
-	ub := p.MicroBatchTokens
-	if ub <= 0 {
-		ub = 512
-	}
-	// A decode of every slot at once must be one evaluation.
-	ub = max(ub, streams+1)
-
-	cp := C.llama_context_default_params()
-	cp.n_ctx = C.uint32_t(streams * slotTokens)
-	cp.n_batch = C.uint32_t(ub)
-	cp.n_ubatch = C.uint32_t(ub)
-	cp.n_seq_max = C.uint32_t(streams)
-	cp.kv_unified = false
 	threads := max(p.Threads, 1)
 	batchThreads := threads
 	if p.BatchThreads > 0 {
 		batchThreads = p.BatchThreads
 	}
-	cp.n_threads = C.int32_t(threads)
-	cp.n_threads_batch = C.int32_t(batchThreads)
-	switch p.FlashAttention {
-	case "", "auto":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_AUTO
-	case "on":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
-	case "off":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
-	default:
-		return nil, fmt.Errorf("new context: flash attention %q (want auto, on or off)", p.FlashAttention)
-	}
-	cp.offload_kqv = C.bool(!p.NoOffloadKQV)
-	kvType, err := ggmlType(p.KVType)
-	if err != nil {
-		return nil, fmt.Errorf("new context: %w", err)
-	}
-	cp.type_k, cp.type_v = kvType, kvType
-	cp.no_perf = true
-	cp.embeddings = false
-
-	cc := C.llama_init_from_model(m.c, cp)
-	if cc == nil {
-		return nil, errors.New("new context: llama.cpp could not create the context (see its log)")
-	}
 	ctx := &Context{
 		model:      m,
-		c:          cc,
-		mem:        C.llama_get_memory(cc),
-		batch:      C.llama_batch_init(C.int32_t(ub), 0, 1),
-		batchCap:   ub,
-		nUbatch:    ub,
+		params:     p,
 		nVocab:     m.info.NVocab,
-		slots:      p.Slots,
-		streams:    streams,
-		slotTokens: slotTokens,
+		slotTokens: roundUp(p.SlotTokens, 256),
 		samplers:   make(map[engine.SeqID]*sampler),
 	}
 	// Without a thread pool of its own, ggml creates and joins its worker
@@ -175,15 +122,165 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if ctx.pool == nil || (batchThreads != threads && ctx.batchPool == nil) {
 		return nil, errors.Join(errors.New("new context: ggml could not create its thread pool"), ctx.Close())
 	}
-	bp := ctx.batchPool
-	if bp == nil {
-		bp = ctx.pool
-	}
-	C.llama_attach_threadpool(cc, ctx.pool, bp)
-	if err := ctx.probeFormat(); err != nil {
+	if err := ctx.build(p.Slots); err != nil {
 		return nil, errors.Join(fmt.Errorf("new context: %w", err), ctx.Close())
 	}
 	return ctx, nil
+}
+
+// llamaContext is what build makes and Resize replaces: the llama.cpp
+// context of a given number of slots with its batch buffer and state
+// format.
+type llamaContext struct {
+	c        *C.struct_llama_context
+	mem      C.llama_memory_t
+	batch    C.struct_llama_batch
+	batchCap int
+	nUbatch  int
+	slots    int
+	streams  int
+	format   *stateFormat
+}
+
+// build creates the llama.cpp context for slots slots and makes it the
+// context's current one. On error nothing changes.
+func (c *Context) build(slots int) error {
+	m, p := c.model, c.params
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.c == nil {
+		return ErrModelClosed
+	}
+	// A lone sequence is padded with a token in a neighbouring stream
+	// (decode.go), so one slot needs a spare stream.
+	streams := max(slots, 2)
+	ub := p.MicroBatchTokens
+	if ub <= 0 {
+		ub = 512
+	}
+	// A decode of every slot at once must be one evaluation.
+	ub = max(ub, streams+1)
+
+	cp := C.llama_context_default_params()
+	cp.n_ctx = C.uint32_t(streams * c.slotTokens)
+	cp.n_batch = C.uint32_t(ub)
+	cp.n_ubatch = C.uint32_t(ub)
+	cp.n_seq_max = C.uint32_t(streams)
+	cp.kv_unified = false
+	threads := max(p.Threads, 1)
+	cp.n_threads = C.int32_t(threads)
+	cp.n_threads_batch = C.int32_t(threads)
+	if p.BatchThreads > 0 {
+		cp.n_threads_batch = C.int32_t(p.BatchThreads)
+	}
+	switch p.FlashAttention {
+	case "", "auto":
+		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_AUTO
+	case "on":
+		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
+	case "off":
+		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
+	default:
+		return fmt.Errorf("flash attention %q (want auto, on or off)", p.FlashAttention)
+	}
+	cp.offload_kqv = C.bool(!p.NoOffloadKQV)
+	kvType, err := ggmlType(p.KVType)
+	if err != nil {
+		return err
+	}
+	cp.type_k, cp.type_v = kvType, kvType
+	cp.no_perf = true
+	cp.embeddings = false
+
+	cc := C.llama_init_from_model(m.c, cp)
+	if cc == nil {
+		return errors.New("llama.cpp could not create the context (see its log)")
+	}
+	bp := c.batchPool
+	if bp == nil {
+		bp = c.pool
+	}
+	C.llama_attach_threadpool(cc, c.pool, bp)
+	lc := llamaContext{
+		c:        cc,
+		mem:      C.llama_get_memory(cc),
+		batch:    C.llama_batch_init(C.int32_t(ub), 0, 1),
+		batchCap: ub,
+		nUbatch:  ub,
+		slots:    slots,
+		streams:  streams,
+	}
+	old := c.llamaContext
+	c.llamaContext = lc
+	if err := c.probeFormat(); err != nil {
+		c.freeLlama()
+		c.llamaContext = old
+		return err
+	}
+	if old.c != nil && !c.format.layout.Equal(old.format.layout) {
+		c.freeLlama()
+		c.llamaContext = old
+		return fmt.Errorf("%w: the new context's KV layout differs", errStateFormat)
+	}
+	return nil
+}
+
+// Resize implements engine.Resizer: it builds a context of n slots and
+// moves every occupied slot's KV into it, bit for bit.
+func (c *Context) Resize(n int) error {
+	if c.c == nil {
+		return engine.ErrClosed
+	}
+	if n < 1 || n > MaxSlots {
+		return fmt.Errorf("resize: %d slots outside [1, %d]", n, MaxSlots)
+	}
+	if n == c.slots {
+		return nil
+	}
+	// Copy the occupied slots out of the old context first.
+	kept := make(map[engine.Slot]*engine.KV)
+	for s := range c.slots {
+		slot := engine.Slot(s)
+		l := int(c.slotLen(slot))
+		if l == 0 {
+			continue
+		}
+		if s >= n {
+			return fmt.Errorf("resize to %d slots: slot %d holds %d positions", n, s, l)
+		}
+		kv, err := c.export(slot, 0, l)
+		if err != nil {
+			return fmt.Errorf("resize: %w", err)
+		}
+		kept[slot] = kv
+	}
+	old := c.llamaContext
+	if err := c.build(n); err != nil {
+		return fmt.Errorf("resize to %d slots: %w", n, err)
+	}
+	for slot, kv := range kept {
+		if err := c.restore(slot, []*engine.KV{kv}); err != nil {
+			// Back to the old context, which still holds everything.
+			c.freeLlama()
+			c.llamaContext = old
+			return fmt.Errorf("resize: %w", err)
+		}
+	}
+	cur := c.llamaContext
+	c.llamaContext = old
+	c.freeLlama()
+	c.llamaContext = cur
+	c.stats.Resizes++
+	return nil
+}
+
+// freeLlama frees the current llama.cpp context and its batch.
+func (c *Context) freeLlama() {
+	if c.c != nil {
+		C.llama_batch_free(c.batch)
+		C.llama_free(c.c)
+	}
+	c.llamaContext = llamaContext{}
 }
 
 func newThreadPool(threads, poll int) *C.struct_ggml_threadpool {
@@ -315,11 +412,7 @@ func (c *Context) Close() error {
 		s.free()
 		delete(c.samplers, id)
 	}
-	if c.c != nil {
-		C.llama_batch_free(c.batch)
-		C.llama_free(c.c)
-		c.c = nil
-	}
+	c.freeLlama()
 	if c.pool != nil {
 		C.ggml_threadpool_free(c.pool)
 		c.pool = nil

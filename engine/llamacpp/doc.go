@@ -32,6 +32,13 @@
 // slot's KV to and from host memory (engine.KV) for the prefix cache.
 // docs/design/decisions.md has the measurements behind the choice.
 //
+// # Growing
+//
+// Resize (engine.Resizer) builds a context with another number of streams,
+// moves every occupied slot's KV into it through the same export and
+// restore the prefix cache uses, and frees the old one; the sampler chains
+// and thread pools carry over.
+//
 // # Threads
 //
 // Without a thread pool of its own, ggml creates and joins its worker

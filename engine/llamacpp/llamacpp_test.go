@@ -391,3 +391,93 @@ func TestSamplingRangeEdges(t *testing.T) {
 		}
 	}
 }
+
+// Growing the context keeps the running sequences' KV bit for bit: they
+// continue exactly as if nothing had happened, and the new slots work.
+func TestResize(t *testing.T) {
+	m := loadModel(t)
+	c := newContext(t, m, ContextParams{Slots: 2})
+	prompts := []string{"Once upon a time", "The cat sat on the mat and", "Lily"}
+	var solo []*seqRun
+	for _, p := range prompts[:2] {
+		solo = append(solo, generate(t, c, tokenize(t, m, p), 30))
+	}
+	wantThird := generate(t, c, tokenize(t, m, prompts[2]), 10)
+	// Run both to half way, grow to 6 slots, run on, and add a third
+	// sequence in a new slot.
+	runs := []*seqRun{
+		{seq: 1, slot: 0, prompt: solo[0].prompt, n: 15},
+		{seq: 2, slot: 1, prompt: solo[1].prompt, n: 15},
+	}
+	drive(t, c, runs...) // drive clears the slots at the end: redo without clearing
+	for _, r := range runs {
+		r.out, r.lps, r.pos, r.n = nil, nil, 0, 30
+	}
+	half := func(st *engine.Step) {
+		t.Helper()
+		res, err := c.Execute(context.Background(), st)
+		if err != nil || len(res.Failures) > 0 {
+			t.Fatal(err, res.Failures)
+		}
+		for _, smp := range res.Samples {
+			for _, r := range runs {
+				if r.seq == smp.Seq {
+					r.out = append(r.out, smp.Token)
+					r.lps = append(r.lps, smp.Logprobs.Chosen.Logprob)
+				}
+			}
+		}
+	}
+	s := engine.DefaultSampling()
+	s.Logprobs = true
+	half(&engine.Step{
+		Added: []engine.NewSequence{{Seq: 1, Sampling: s}, {Seq: 2, Sampling: s}},
+		Batch: []engine.Chunk{{Seq: 1, Slot: 0, Tokens: runs[0].prompt, Sample: true}, {Seq: 2, Slot: 1, Tokens: runs[1].prompt, Sample: true}},
+	})
+	for _, r := range runs {
+		r.pos = int32(len(r.prompt))
+	}
+	step := func() {
+		var st engine.Step
+		for _, r := range runs {
+			st.Batch = append(st.Batch, engine.Chunk{Seq: r.seq, Slot: r.slot, Pos: r.pos, Tokens: r.out[len(r.out)-1:], Sample: true})
+			r.pos++
+		}
+		half(&st)
+	}
+	for range 14 {
+		step()
+	}
+	if err := c.Resize(6); err != nil {
+		t.Fatal(err)
+	}
+	if c.Slots() != 6 || c.SlotLen(0) != int(runs[0].pos) || c.SlotLen(1) != int(runs[1].pos) || c.Stats().Resizes != 1 {
+		t.Fatalf("after the resize: %d slots, slot lengths %d %d", c.Slots(), c.SlotLen(0), c.SlotLen(1))
+	}
+	for range 15 {
+		step()
+	}
+	for i, r := range runs {
+		if !sameRun(r, solo[i]) {
+			t.Errorf("sequence %d across the resize:\n got %v %v\nwant %v %v", i, r.out, r.lps, solo[i].out, solo[i].lps)
+		}
+	}
+	third := &seqRun{seq: 3, slot: 5, prompt: wantThird.prompt, n: 10}
+	drive(t, c, third)
+	if !sameRun(third, wantThird) {
+		t.Errorf("a new slot after the resize: %v, want %v", third.out, wantThird.out)
+	}
+	// Shrinking may not drop a sequence.
+	if err := c.Resize(1); err == nil {
+		t.Fatal("shrinking over an occupied slot succeeded")
+	}
+	if c.Slots() != 6 || c.SlotLen(1) != int(runs[1].pos) {
+		t.Fatalf("a failed shrink changed the context: %d slots", c.Slots())
+	}
+	if _, err := c.Execute(context.Background(), &engine.Step{Clears: []engine.Slot{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resize(1); err != nil || c.Slots() != 1 || c.SlotLen(0) != int(runs[0].pos) {
+		t.Fatalf("shrink to 1: %v, %d slots", err, c.Slots())
+	}
+}

@@ -168,10 +168,12 @@ func (c *Context) probeFormat() error {
 	tok := max(c.model.BOS(), 0)
 	rows := []row{{slot: 0, pos: 0, token: tok}, {slot: 0, pos: 1, token: tok}}
 	defer C.llama_memory_seq_rm(c.mem, 0, -1, -1)
-	if err := c.evaluate(rows); err != nil {
+	saved := c.stats // the probe is not work anyone asked for
+	err := c.evaluate(rows)
+	c.stats = saved
+	if err != nil {
 		return fmt.Errorf("probe the KV state format: %w", err)
 	}
-	c.stats = Stats{}
 	buf, err := c.readState(0)
 	if err != nil {
 		return err
