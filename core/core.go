@@ -441,6 +441,9 @@ func (c *EngineCore) resize(now time.Time) {
 // sleep waits for a post, for the earliest deadline of a live request, or
 // for the time to shrink a grown executor; false means ctx ended.
 func (c *EngineCore) sleep(ctx context.Context) bool {
+	if idler, ok := c.exec.(engine.Idler); ok {
+		idler.Idle()
+	}
 	var deadline time.Time
 	for _, lr := range c.live {
 		if d := lr.req.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {

@@ -189,3 +189,10 @@ type Resizer interface {
 	// error the executor is as it was.
 	Resize(n int) error
 }
+
+// Idler is an Executor that can release resources while there is no work:
+// the engine core calls Idle before it waits for requests (llama.cpp's
+// thread pool stops polling for work then).
+type Idler interface {
+	Idle()
+}

@@ -44,9 +44,10 @@ type GenerativeConfig struct {
 	SplitMode      string
 	NoMmap         bool
 	Mlock          bool
-	Threads        int // default 1
-	BatchThreads   int // default Threads
-	Poll           int // ggml's polling level, 0..100
+	Threads        int  // default 1
+	BatchThreads   int  // default Threads
+	Poll           int  // ggml's polling level, 0..100
+	PauseEachStep  bool // ggml's threads sleep after every step, not only when idle
 	FlashAttention string
 	// KVType is the KV cache element type (f16, f32, bf16, q8_0, q4_0).
 	KVType string
@@ -163,6 +164,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		Threads:        max(cfg.Threads, 1),
 		BatchThreads:   cfg.BatchThreads,
 		Poll:           cfg.Poll,
+		PauseEachStep:  cfg.PauseEachStep,
 		FlashAttention: cfg.FlashAttention,
 		KVType:         cfg.KVType,
 	}

@@ -55,6 +55,7 @@ type serveFlags struct {
 	threads         int
 	batchThreads    int
 	poll            int
+	threadsSleep    string
 	flashAttn       string
 	gpuLayers       int
 	mainGPU         int
@@ -120,7 +121,8 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.kvType, "kv-cache-dtype", "f16", "KV cache element type: f16, f32, bf16, q8_0 or q4_0")
 	fl.IntVar(&f.threads, "threads", defaultThreads(), "ggml threads for decoding (default: all cores)")
 	fl.IntVar(&f.batchThreads, "threads-batch", 0, "ggml threads for prompt processing; 0: same as --threads")
-	fl.IntVar(&f.poll, "poll", 50, "how long ggml's threads spin for the next evaluation within a step, 0 (sleep at once) to 100")
+	fl.IntVar(&f.poll, "poll", 50, "how long ggml's threads spin for the next evaluation, 0 (sleep at once) to 100")
+	fl.StringVar(&f.threadsSleep, "threads-sleep", "step", "when ggml's threads stop polling for work: after every step (step) or only when the server is idle (idle)")
 	fl.StringVar(&f.flashAttn, "flash-attn", "auto", "flash attention: auto (llama.cpp decides; on for CPU), on or off")
 	fl.IntVar(&f.gpuLayers, "n-gpu-layers", 0, "layers to offload to GPUs (-1: all); needs a GPU backend library")
 	fl.IntVar(&f.mainGPU, "main-gpu", 0, "GPU used when the model is not split")
@@ -162,6 +164,7 @@ func (f *serveFlags) validate() (*settings, error) {
 		oneOf("flash-attn", f.flashAttn, "auto", "on", "off"),
 		oneOf("kv-cache-dtype", f.kvType, "f16", "f32", "bf16", "q8_0", "q4_0"),
 		oneOf("split-mode", f.splitMode, "none", "layer", "row"),
+		oneOf("threads-sleep", f.threadsSleep, "step", "idle"),
 	}
 	switch {
 	case f.httpPort < 1 || f.httpPort > 65535:
@@ -387,7 +390,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		g, err := models.LoadGenerative(models.GenerativeConfig{
 			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: set.tmpl,
 			GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
-			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, FlashAttention: f.flashAttn, KVType: f.kvType,
+			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
 			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
 			MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 			RequestTimeout: f.requestTimeout,

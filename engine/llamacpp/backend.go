@@ -86,5 +86,5 @@ func llmserveLog(level C.int, text *C.char) {
 	default:
 		lvl = slog.LevelError
 	}
-	logger.Log(context.Background(), lvl, "llama.cpp", "msg", line)
+	logger.Log(context.Background(), lvl, "llama.cpp", "line", line)
 }

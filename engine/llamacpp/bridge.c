@@ -38,3 +38,13 @@ int llmserve_check_logits(const float * x, int32_t n, float bound) {
     }
     return mx > bound ? 2 : 0;
 }
+
+int32_t llmserve_argmax(const float * x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (x[i] > x[best]) {
+            best = i;
+        }
+    }
+    return best;
+}

@@ -13,3 +13,7 @@ void llmserve_log_install(int min_level);
 // when one is finite but beyond bound. The sampler chain is only defined
 // for logits that pass (see engine.Sampling.SafeLogitBound).
 int llmserve_check_logits(const float * x, int32_t n, float bound);
+
+// llmserve_argmax returns the index of the first largest of the n logits,
+// as llama.cpp's greedy sampler picks it.
+int32_t llmserve_argmax(const float * x, int32_t n);

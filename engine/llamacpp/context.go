@@ -37,8 +37,11 @@ type ContextParams struct {
 	Threads      int
 	BatchThreads int
 	// Poll is ggml's polling level for its worker threads between
-	// evaluations of one step (0: sleep at once, 100: spin the longest).
+	// evaluations (0: sleep at once, 100: spin the longest).
 	Poll int
+	// PauseEachStep makes the workers sleep at the end of every step
+	// rather than only when the engine core goes idle (Idle).
+	PauseEachStep bool
 	// FlashAttention is "auto" (default), "on" or "off".
 	FlashAttention string
 	// NoOffloadKQV keeps the KV cache and attention off the GPU when layers
@@ -140,6 +143,10 @@ type llamaContext struct {
 	slots    int
 	streams  int
 	format   *stateFormat
+	// pad is set when a one-row evaluation gives other numbers than the
+	// same row among others (probePadding): evaluations are then padded to
+	// two rows and two outputs (decode.go).
+	pad bool
 }
 
 // build creates the llama.cpp context for slots slots and makes it the
@@ -217,6 +224,13 @@ func (c *Context) build(slots int) error {
 		c.llamaContext = old
 		return err
 	}
+	pad, err := c.probePadding()
+	if err != nil {
+		c.freeLlama()
+		c.llamaContext = old
+		return err
+	}
+	c.pad = pad
 	if old.c != nil && !c.format.layout.Equal(old.format.layout) {
 		c.freeLlama()
 		c.llamaContext = old
@@ -310,6 +324,10 @@ func ggmlType(name string) (uint32, error) {
 // Slots is the number of slots.
 func (c *Context) Slots() int { return c.slots }
 
+// Pads reports whether evaluations are padded to two rows (see
+// probePadding).
+func (c *Context) Pads() bool { return c.pad }
+
 // SlotTokens is the KV capacity of one slot after rounding.
 func (c *Context) SlotTokens() int { return c.slotTokens }
 
@@ -370,13 +388,21 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 			delete(c.samplers, id)
 		}
 	}
-	// Let ggml's workers sleep until the next step instead of spinning
-	// while the rest of the process delivers this one.
-	C.ggml_threadpool_pause(c.pool)
+	if c.params.PauseEachStep {
+		c.Idle()
+	}
+	return res, nil
+}
+
+// Idle implements engine.Idler: ggml's workers sleep until the next
+// evaluation instead of polling for it.
+func (c *Context) Idle() {
+	if c.pool != nil {
+		C.ggml_threadpool_pause(c.pool)
+	}
 	if c.batchPool != nil {
 		C.ggml_threadpool_pause(c.batchPool)
 	}
-	return res, nil
 }
 
 func (c *Context) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < c.slots }

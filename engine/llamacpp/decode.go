@@ -22,23 +22,27 @@ import (
 // With one KV stream per slot (kv_unified off), llama.cpp splits a batch
 // into evaluations ("ubatches") that hold an equal number of tokens from
 // each of a run of consecutive streams. A sequence's numbers must not
-// depend on what else runs, and ggml computes a matrix product of one
-// column with other kernels (matrix-vector, a different summation order)
-// than products of two or more (llamafile's sgemm, where every output
-// element is summed the same way whatever the width). So the binding
-// shapes every evaluation itself:
+// depend on what else runs, and for some weight types ggml computes a
+// matrix product of one column with other kernels (matrix-vector, a
+// different summation order) than products of two or more (llamafile's
+// sgemm, where every output element is summed the same way whatever the
+// width): F32 and F16 weights do; Q8_0 weights do not (both kernels sum
+// the same blocks the same way). probePadding finds out at start-up, by
+// comparing a row evaluated alone and beside another bit for bit, and
+// sets c.pad when they differ. The binding shapes every evaluation itself:
 //
 //   - chunks of one token (decodes, and short tails of prompts) go in one
 //     llama_decode, sorted by slot; a gap between two of their slots is
 //     filled with a throwaway token per stream (appended at the stream's
 //     next position, whatever the stream holds), so the run stays one
-//     evaluation; a run of one token gets a throwaway neighbour. Throwaway
-//     tokens are removed right after the call, which leaves their streams
-//     as they were.
+//     evaluation. Throwaway tokens are removed right after the call, which
+//     leaves their streams as they were.
 //   - every longer chunk gets llama_decode calls of its own, one evaluation
-//     each (at most the micro-batch size, never a last piece of one token).
-//   - every evaluation has at least two output rows: when fewer rows are
-//     asked for, another row's logits are computed and ignored.
+//     each (at most the micro-batch size; with c.pad, never a last piece of
+//     one token).
+//   - with c.pad, a run of one token gets a throwaway neighbour, and every
+//     evaluation has at least two output rows: when fewer rows are asked
+//     for, another row's logits are computed and ignored.
 //
 // Within an evaluation each row's attention reads only its own stream, and
 // a stream holds its sequence's positions 0, 1, ... in order, so a row's
@@ -184,7 +188,7 @@ func (c *Context) decodeSingles(chunks []*engine.Chunk, fail func(engine.SeqID, 
 	groups = append(groups, g)
 	rows := make([]row, 0, len(chunks)+2)
 	for _, g := range groups {
-		if len(g) == 1 {
+		if c.pad && len(g) == 1 {
 			switch s := g[0].slot; {
 			case room(s + 1):
 				g = append(g, filler(s+1))
@@ -192,7 +196,9 @@ func (c *Context) decodeSingles(chunks []*engine.Chunk, fail func(engine.SeqID, 
 				g = append([]row{filler(s - 1)}, g...)
 			}
 		}
-		ensureOutputs(g)
+		if c.pad {
+			ensureOutputs(g)
+		}
 		rows = append(rows, g...)
 	}
 	if err := c.evaluate(rows); err != nil {
@@ -250,7 +256,7 @@ func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), 
 	rows := make([]row, 0, min(n, c.nUbatch))
 	for a := 0; a < n; {
 		size := min(c.nUbatch, n-a)
-		if n-a-size == 1 {
+		if c.pad && n-a-size == 1 {
 			size-- // leave two tokens for the last piece
 		}
 		b := a + size
@@ -259,7 +265,9 @@ func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), 
 			out := j < len(ch.Targets) || (j == n-1 && ch.Sample)
 			rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
 		}
-		ensureOutputs(rows)
+		if c.pad {
+			ensureOutputs(rows)
+		}
 		if err := c.evaluate(rows); err != nil {
 			C.llama_memory_seq_rm(c.mem, C.llama_seq_id(ch.Slot), C.llama_pos(ch.Pos), -1)
 			fail(ch.Seq, err)
@@ -367,7 +375,14 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 	if banned >= len(lg) {
 		return fmt.Errorf("%w: every token is banned", engine.ErrSampling)
 	}
-	tok := int32(C.llama_sampler_sample(s.chain, c.c, C.int32_t(idx)))
+	var tok int32
+	if s.argmax {
+		// The chain is llama.cpp's greedy sampler alone, which accepts
+		// nothing: the first largest logit is what it would pick.
+		tok = int32(C.llmserve_argmax((*C.float)(&lg[0]), C.int32_t(len(lg))))
+	} else {
+		tok = int32(C.llama_sampler_sample(s.chain, c.c, C.int32_t(idx)))
+	}
 	if tok < 0 || int(tok) >= c.nVocab {
 		return fmt.Errorf("%w: the sampler drew token %d", engine.ErrSampling, tok)
 	}

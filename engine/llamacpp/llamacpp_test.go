@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/evals/synth"
 	"github.com/llmserve/llmserve/models/stories260k"
 )
 
@@ -17,6 +19,30 @@ func loadModel(t testing.TB) *Model {
 	t.Helper()
 	path, err := stories260k.File(t.TempDir())
 	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path, ModelParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// loadQ8 writes and loads a small dummy-weight model whose matrices are all
+// Q8_0 (dimensions that are multiples of 32), with stories260K's
+// vocabulary.
+func loadQ8(t testing.TB) *Model {
+	t.Helper()
+	dir := t.TempDir()
+	vocab, err := stories260k.File(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := synth.Shape{Name: "tiny-q8", Of: "a test", Embd: 64, Layers: 3, Heads: 4, HeadsKV: 2, FF: 128, Context: 512,
+		RopeTheta: 10000, RMSEps: 1e-5, Vocab: 512}
+	path := filepath.Join(dir, "tiny-q8.gguf")
+	if _, err := synth.Write(path, synth.Options{Shape: shape, DType: synth.DType("q8_0"), VocabPath: vocab, Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(path, ModelParams{})
@@ -209,8 +235,24 @@ func TestGreedyMatchesReference(t *testing.T) {
 // batched with others, whatever the slots, the holes between them, the
 // prompt chunking and the mix of prefill and decode.
 func TestBatchInvariance(t *testing.T) {
-	m := loadModel(t)
-	c := newContext(t, m, ContextParams{Slots: 12, MicroBatchTokens: 16})
+	t.Run("F32, padded", func(t *testing.T) {
+		c := newContext(t, loadModel(t), ContextParams{Slots: 12, MicroBatchTokens: 16})
+		if !c.Pads() {
+			t.Fatal("F32 weights take other kernels for one row: the probe must ask for padding")
+		}
+		testBatchInvariance(t, c)
+	})
+	t.Run("Q8_0, unpadded", func(t *testing.T) {
+		c := newContext(t, loadQ8(t), ContextParams{Slots: 12, MicroBatchTokens: 16})
+		if c.Pads() {
+			t.Fatal("Q8_0 weights take kernels that sum alike: the probe must not ask for padding")
+		}
+		testBatchInvariance(t, c)
+	})
+}
+
+func testBatchInvariance(t *testing.T, c *Context) {
+	m := c.model
 	prompts := []string{
 		"Once upon a time", "The cat sat", "Lily and Tom went to the park to play with a big red ball",
 		"One day", "Sam", "The little bird wanted to fly high in the sky, but it was scared of the wind",

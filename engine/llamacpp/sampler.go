@@ -27,6 +27,10 @@ type sampler struct {
 	// bound is the largest logit magnitude the chain stays finite for
 	// (engine.Sampling.SafeLogitBound); collect refuses logits beyond it.
 	bound float32
+	// argmax is set when the chain is greedy with nothing before it (no
+	// bias, no penalties): the token is then the first largest logit, which
+	// collect finds without building llama.cpp's candidate array.
+	argmax bool
 }
 
 // newSampler builds the chain for p, which must pass p.Validate: nothing
@@ -60,6 +64,7 @@ func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 		add(C.llama_sampler_init_penalties(C.int32_t(window), 1, C.float(p.FrequencyPenalty), C.float(p.PresencePenalty)))
 	}
 	if p.Greedy() {
+		s.argmax = C.llama_sampler_chain_n(s.chain) == 0
 		add(C.llama_sampler_init_greedy())
 		return s, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine"
@@ -318,4 +319,55 @@ func (c *Context) restore(slot engine.Slot, pieces []*engine.KV) error {
 	}
 	c.stats.Restored += uint64(n)
 	return nil
+}
+
+// probePadding reports whether this model needs evaluations padded to two
+// rows to keep a sequence's numbers independent of its batch: it decodes
+// the same token after the same prompt once alone (one row, one output)
+// and once beside another sequence (two rows, two outputs), and compares
+// the logits bit for bit. The kernels that differ (a matrix-vector product
+// against a matrix-matrix one) differ in their summation order, which
+// shows in almost every logit; equal logits mean the model's weight types
+// take kernels that sum alike.
+func (c *Context) probePadding() (bool, error) {
+	prompt := make([]row, 8)
+	for i := range prompt {
+		prompt[i] = row{slot: 0, pos: int32(i), token: int32(1 + i*37%(c.nVocab-1))}
+	}
+	other := make([]row, len(prompt))
+	for i := range other {
+		other[i] = row{slot: 1, pos: int32(i), token: int32(1 + i*53%(c.nVocab-1))}
+	}
+	next := row{slot: 0, pos: int32(len(prompt)), token: int32(1 + 11%(c.nVocab-1)), output: true}
+	saved := c.stats
+	defer func() {
+		c.stats = saved
+		C.llama_memory_seq_rm(c.mem, 0, -1, -1)
+		C.llama_memory_seq_rm(c.mem, 1, -1, -1)
+	}()
+	if err := c.evaluate(prompt); err != nil {
+		return false, fmt.Errorf("probe padding: %w", err)
+	}
+	if err := c.evaluate([]row{next}); err != nil {
+		return false, fmt.Errorf("probe padding: %w", err)
+	}
+	alone := append([]float32(nil), c.logits(0)...)
+	C.llama_memory_seq_rm(c.mem, 0, -1, -1)
+	if err := c.evaluate(prompt); err != nil {
+		return false, fmt.Errorf("probe padding: %w", err)
+	}
+	if err := c.evaluate(other); err != nil {
+		return false, fmt.Errorf("probe padding: %w", err)
+	}
+	beside := row{slot: 1, pos: int32(len(other)), token: next.token, output: true}
+	if err := c.evaluate([]row{next, beside}); err != nil {
+		return false, fmt.Errorf("probe padding: %w", err)
+	}
+	batched := c.logits(0)
+	for i := range alone {
+		if math.Float32bits(alone[i]) != math.Float32bits(batched[i]) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

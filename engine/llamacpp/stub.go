@@ -67,7 +67,7 @@ type ContextParams struct {
 	Slots, SlotTokens, MicroBatchTokens int
 	Threads, BatchThreads, Poll         int
 	FlashAttention, KVType              string
-	NoOffloadKQV                        bool
+	NoOffloadKQV, PauseEachStep         bool
 }
 
 // Stats are counters of a context's work.
@@ -90,3 +90,4 @@ func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error
 	return engine.StepResult{}, ErrNoCgo
 }
 func (*Context) Close() error { return nil }
+func (*Context) Idle()        {}
