@@ -217,26 +217,34 @@ func (h *kvHarness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 		}
 		h.pending = keep
-		// Name the blocks in the order Store inserts them: a block under
-		// a cached (or just inserted) parent, from a valid export.
+		// Name the entries in the order Store inserts them: a block under
+		// a cached (or just inserted) parent, from a valid export; then the
+		// tail under the last of them.
 		known := map[Hash]bool{}
 		for hs := range h.m.index {
 			known[hs] = true
 		}
 		for _, x := range exported {
 			p, ok := h.m.pending[x.Tag]
-			if !ok || x.KV == nil || x.KV.N != (p.to-p.from)*h.m.cfg.BlockSize {
+			if !ok || x.KV == nil || x.KV.N != (p.to-p.from)*h.m.cfg.BlockSize+p.tailLen {
 				continue
 			}
+			chain := true
 			for i, hs := range p.hashes {
 				if known[hs] {
 					continue
 				}
 				if i < p.from {
+					chain = false
 					break
 				}
 				known[hs] = true
 				h.name(hs)
+			}
+			// The tail, if any, after its blocks.
+			if chain && p.tailLen > 0 && !known[p.tail] {
+				known[p.tail] = true
+				h.name(p.tail)
 			}
 		}
 		h.m.Store(exported)

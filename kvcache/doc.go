@@ -1,7 +1,7 @@
 // Package kvcache is the KV manager: it gives each running sequence a slot
-// of the engine's KV memory, and it keeps the prefix cache, full blocks of
-// KV in host memory keyed by the tokens they hold, from which a new
-// sequence's prompt is restored instead of computed.
+// of the engine's KV memory, and it keeps the prefix cache, blocks of KV
+// (and the tails after them) in host memory keyed by the tokens they hold,
+// from which a new sequence's prompt is restored instead of computed.
 //
 // # Slots
 //
@@ -29,46 +29,73 @@
 // blocks' keys. A block is kept only under a cached parent, so that every
 // cached block is reachable from the first block of its prompt.
 //
-// Admit looks up the longest cached run of blocks a sequence's tokens start
-// with (never the whole sequence: the last token is always computed, so the
-// step has logits) and asks the engine to restore them into the slot; the
-// sequence then computes only the rest. A restore is a copy of exactly the
-// bytes that were computed, so an answer is the same with or without a hit.
+// The positions after the last full block (fewer than a block) are exported
+// with them as a tail: a leaf entry under that block (or, for a sequence
+// shorter than a block, a root in its salt's namespace) keyed by
+// hash(parent key, a marker, its tokens), kept only when its blocks are
+// cached. An offer exports the tail the slot holds when it holds more than
+// at the sequence's last tail and the cache lacks it, so one block may have
+// several tails, such as a prompt's and, when the sequence finishes before
+// filling that block, a longer one with the start of its answer. Tails let
+// a prompt that was seen before (a retried request, the siblings of an
+// n > 1 request) restore everything but its last token, and a chat whose
+// next turn starts with the last turn's prompt and answer restore all that
+// turn computed, not only whole blocks, as llama.cpp's server does with
+// its slots' prompts.
 //
-// Idle cached blocks live in host memory: they cost memory, not time (no
-// step reads them), up to CacheBytes.
+// Admit looks up the longest cached prefix of a sequence's tokens that
+// leaves the last token to compute (the step needs its logits): the run of
+// cached blocks, then the first positions of the next cached block when it
+// holds the last token, or else the longest cached tail the tokens go on
+// with (at most BlockSize-1 lookups). A block or tail is found only by all
+// of its tokens: tokens that diverge inside a cached tail, or stop before
+// its end, take the blocks and at most a shorter cached tail. It asks the
+// engine to restore them into the slot; the sequence then computes only
+// the rest. A restore is a copy of exactly the bytes that were computed, so
+// an answer is the same with or without a hit.
+//
+// Idle cached blocks and tails live in host memory: they cost memory, not
+// time (no step reads them), up to CacheBytes; a tail costs its positions.
 //
 // # Eviction order, and why
 //
-// Blocks sit in one LRU list. Every lookup or store touches the blocks of
-// its chain from the deepest to the first, so a block is always more
-// recent than its descendants, and the least recently used block is always
-// one that no other cached block depends on: eviction (from the head, while
-// the cache is over its budget) takes leaves first and never orphans a
-// chain. Among leaves, the least recently used goes first; the first blocks
-// of a popular system prompt, touched by every request that shares it, go
-// last.
+// Blocks and tails sit in one LRU list. Every lookup or store touches the
+// entries of its chain from the deepest to the first, so an entry is always
+// more recent than its descendants, and the least recently used entry is
+// always one that no other cached entry depends on: eviction (from the
+// head, while the cache is over its budget) takes leaves first and never
+// orphans a chain; a tail goes before the block it follows. Among leaves,
+// the least recently used goes first; the first blocks of a popular system
+// prompt, touched by every request that shares it, go last.
 //
-// Worked timeline (block size 4 for brevity, budget 4 blocks):
+// Worked timeline (block size 4 for brevity, a budget of 16 positions, that
+// is 4 blocks; testdata/doc_timeline.txt plays it):
 //
 //	A runs "a b c d e f g h i"; its prompt is in: Offer → export blocks
-//	  0,1 ("a b c d", "e f g h"); Store: h0 ← [abcd], h1 ← [efgh] (h1's
-//	  parent h0). LRU: h1 h0.
-//	B arrives with "a b c d e f x y z": Admit hits h0, h1? No: h1 holds
-//	  "e f g h". Hit h0 only → restore 4 positions, compute "e f x y z".
-//	  LRU after the touch: h1 h0.
-//	B's prompt is in: export block 1 ("e f x y") → h2, parent h0.
-//	  Touch h2 then h0: LRU h1 h2 h0.
-//	C stores three new blocks under a new root: the cache is over budget by
-//	  two; evict h1, then h2 (leaves, oldest first). h0 stays while a
-//	  chain under it is younger; once it is the oldest leaf, it goes too.
+//	  0,1 ("a b c d", "e f g h") and the tail "i"; Store: [abcd], [efgh]
+//	  under it, the tail [i] under [efgh]. The chain is touched deepest
+//	  first: LRU [i] [efgh] [abcd], 9 positions.
+//	B arrives with "a b c d e f x y z": Admit hits [abcd]; block 1 "e f x y"
+//	  is not cached ([efgh] holds "e f g h"), nor is a tail "e f x", "e f"
+//	  or "e" under [abcd]. Restore 4 positions, compute "e f x y z". The
+//	  touch leaves the LRU as it was: [abcd] is the most recent already.
+//	B's prompt is in: export block 1 ("e f x y") and the tail "z": [efxy]
+//	  under [abcd], [z] under [efxy]. Touch [z], [efxy], then [abcd]: LRU
+//	  [i] [efgh] [z] [efxy] [abcd], 14 positions.
+//	C stores "m n o p q r" under a new root, a block and the tail "q r":
+//	  20 positions, over the budget by 4; evict [i], then [efgh] (leaves,
+//	  oldest first). [abcd] stays: the chain under it is younger.
+//	A finishes (its slot holds nothing the cache lacks: only a clear). D
+//	  stores "s t u v w x y z", two blocks and no tail: 23 positions; evict
+//	  [z], [efxy], then [abcd], now the oldest leaf.
 //
 // # Events
 //
-// Every block stored or evicted is an Event in a bounded outbox (MaxEvents;
-// when it is full the oldest is dropped and counted), for a router that
-// tracks which node caches which prefix. The engine core drains it every
-// step.
+// Every block or tail stored or evicted is an Event in a bounded outbox
+// (MaxEvents; when it is full the oldest is dropped and counted), for a
+// router that tracks which node caches which prefix; a tail's Parent is
+// the block it follows and its Depth that block's plus one (0 for a root
+// tail). The engine core drains it every step.
 //
 // # What the caller must guarantee
 //

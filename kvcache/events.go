@@ -4,7 +4,8 @@ package kvcache
 type EventKind uint8
 
 const (
-	// BlockStored: a full block entered the prefix cache.
+	// BlockStored: a block or a tail entered the prefix cache (events do
+	// not tell them apart: both are entries a lookup can hit).
 	BlockStored EventKind = iota + 1
 	// BlockRemoved: a cached block was evicted.
 	BlockRemoved

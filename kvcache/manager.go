@@ -81,7 +81,8 @@ func (s Stats) Usage() float64 {
 	return float64(s.HeldTokens) / float64(s.Slots*s.SlotTokens)
 }
 
-// Hash names a full block by its content and everything before it.
+// Hash names a cached entry (a full block or a tail) by its content and
+// everything before it.
 type Hash [32]byte
 
 // AdmitOptions describe a sequence entering the manager.
@@ -100,7 +101,8 @@ type AdmitOptions struct {
 
 const none = -1
 
-// entry is one cached block.
+// entry is one cached block, or a tail (fewer positions than a block,
+// always a leaf).
 type entry struct {
 	hash, parent Hash
 	depth        int32
@@ -118,6 +120,11 @@ type sequence struct {
 	// offered counts leading blocks that are cached or asked for;
 	// settled those whose export came back (or that were hits).
 	offered, settled int
+	// tokens are the sequence's tokens as of the last Commit (the
+	// scheduler's slice; positions below held never change).
+	tokens []int32
+	// tailOffered is the position up to which a tail was offered.
+	tailOffered int
 }
 
 // pendingExport is an export the engine has not answered yet.
@@ -126,6 +133,10 @@ type pendingExport struct {
 	// from and to are block indexes; hashes covers blocks [0, to).
 	from, to int
 	hashes   []Hash
+	// tail, when not zero, is the hash of the positions after block to
+	// (fewer than a block), exported with them as a leaf entry.
+	tail    Hash
+	tailLen int
 }
 
 // Manager is the KV manager. It is not safe for concurrent use: the
@@ -239,9 +250,9 @@ func (m *Manager) Slot(id engine.SeqID) (engine.Slot, bool) {
 func (m *Manager) Holds(id engine.SeqID) bool { _, ok := m.seqs[id]; return ok }
 
 // Admit gives a sequence the lowest free slot and, from the prefix cache,
-// the longest cached run of full blocks its tokens start with (never all
-// of Tokens: the last token is always computed so that the step has
-// logits). It returns the number of cached tokens, which the engine
+// the longest cached prefix its tokens start with (blocks, then part of a
+// block or a tail; never all of Tokens: the last token is always computed
+// so that the step has logits). It returns the number of cached tokens, which the engine
 // restores into the slot before the next batch. It returns ok false and
 // changes nothing when no slot is free.
 func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool) {
@@ -255,35 +266,76 @@ func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool)
 	m.slotUsed[slot] = true
 	s := &sequence{slot: engine.Slot(slot), salt: opt.Salt}
 	m.seqs[id] = s
-	bs := m.cfg.BlockSize
 	if m.Caching() && !opt.NoCache {
-		hashes := hashBlocks(nil, opt.Tokens, opt.Salt, bs, (len(opt.Tokens)-1)/bs)
-		var hits []int32
-		for _, h := range hashes {
-			e, found := m.index[h]
-			if !found {
-				break
-			}
-			hits = append(hits, e)
-		}
-		if len(hits) > 0 {
-			r := engine.Restore{Seq: id, Slot: s.slot, KV: make([]*engine.KV, len(hits))}
-			for i, e := range hits {
-				r.KV[i] = m.entries[e].kv
-			}
-			m.restores = append(m.restores, r)
-			m.touchPath(hits)
-		}
-		s.hashes = hashes[:len(hits):len(hits)]
-		s.offered, s.settled = len(hits), len(hits)
-		cached = len(hits) * bs
-		s.held = cached
+		cached = m.lookup(id, s, opt.Tokens)
 	}
 	if opt.Count {
 		m.stats.QueryTokens += uint64(len(opt.Tokens))
 		m.stats.HitTokens += uint64(cached)
 	}
 	return cached, true
+}
+
+// lookup finds the longest cached prefix of tokens that leaves the last
+// token to compute: whole cached blocks, then the first positions of the
+// next cached block or of a cached tail, and queues their restore.
+func (m *Manager) lookup(id engine.SeqID, s *sequence, tokens []int32) int {
+	bs := m.cfg.BlockSize
+	limit := len(tokens) - 1 // positions that may be restored
+	hashes := hashBlocks(nil, tokens, s.salt, bs, len(tokens)/bs)
+	var path []int32
+	for _, h := range hashes {
+		e, found := m.index[h]
+		if !found {
+			break
+		}
+		path = append(path, e)
+	}
+	var pieces []*engine.KV
+	full := min(len(path), limit/bs)
+	for _, e := range path[:full] {
+		pieces = append(pieces, m.entries[e].kv)
+	}
+	cached := full * bs
+	if len(path) > full {
+		// The next block is cached but holds the last token: all of it but
+		// that.
+		path = path[:full+1]
+		pieces = append(pieces, m.entries[path[full]].kv.Slice(0, limit-cached))
+		cached = limit
+	} else {
+		// A tail cached after the last full block: the longest one the
+		// tokens go on with (it may end with the last token, which is not
+		// restored).
+		var parent Hash
+		if full > 0 {
+			parent = hashes[full-1]
+		}
+		for k := min(bs-1, len(tokens)-cached); k > 0; k-- {
+			if e, found := m.index[tailHash(parent, full == 0, s.salt, tokens[cached:cached+k])]; found {
+				n := min(k, limit-cached)
+				if n == 0 {
+					break
+				}
+				path = append(path, e)
+				kv := m.entries[e].kv
+				if n < kv.N {
+					kv = kv.Slice(0, n)
+				}
+				pieces = append(pieces, kv)
+				cached += n
+				break
+			}
+		}
+	}
+	if len(pieces) > 0 {
+		m.restores = append(m.restores, engine.Restore{Seq: id, Slot: s.slot, KV: pieces})
+		m.touchPath(path)
+	}
+	s.hashes = hashes[:full:full]
+	s.offered, s.settled = full, full
+	s.held = cached
+	return cached
 }
 
 // Commit tells the manager that the first computed positions of the
@@ -294,19 +346,22 @@ func (m *Manager) Commit(id engine.SeqID, tokens []int32, computed int) {
 		return
 	}
 	s.held = computed
+	s.tokens = tokens
 	if m.Caching() {
 		s.hashes = hashBlocks(s.hashes, tokens, s.salt, m.cfg.BlockSize, computed/m.cfg.BlockSize)
 	}
 }
 
-// Offer asks for the sequence's full blocks that the cache lacks to be
-// exported into it at the next step (before anything clears the slot).
+// Offer asks for the sequence's full blocks that the cache lacks, and the
+// positions after them as a tail, to be exported into it at the next step
+// (before anything clears the slot).
 func (m *Manager) Offer(id engine.SeqID) {
 	s, ok := m.seqs[id]
 	if !ok || !m.Caching() {
 		return
 	}
-	full := min(len(s.hashes), s.held/m.cfg.BlockSize)
+	bs := m.cfg.BlockSize
+	full := min(len(s.hashes), s.held/bs)
 	for s.offered < full {
 		if _, cached := m.index[s.hashes[s.offered]]; !cached {
 			break
@@ -314,13 +369,26 @@ func (m *Manager) Offer(id engine.SeqID) {
 		s.offered++
 		s.settled = max(s.settled, s.offered)
 	}
-	if s.offered >= full {
+	// The positions after the last full block, unless the cache has them.
+	p := pendingExport{seq: id, from: s.offered, to: full, hashes: slices.Clone(s.hashes[:full])}
+	if k := s.held - full*bs; k > 0 && len(s.tokens) >= s.held && s.tailOffered < s.held {
+		var parent Hash
+		if full > 0 {
+			parent = s.hashes[full-1]
+		}
+		p.tail = tailHash(parent, full == 0, s.salt, s.tokens[full*bs:s.held])
+		p.tailLen = k
+		s.tailOffered = s.held
+		if _, cached := m.index[p.tail]; cached {
+			p.tailLen = 0
+		}
+	}
+	if s.offered >= full && p.tailLen == 0 {
 		return
 	}
-	bs := m.cfg.BlockSize
 	m.nextTag++
-	m.pending[m.nextTag] = pendingExport{seq: id, from: s.offered, to: full, hashes: slices.Clone(s.hashes[:full])}
-	m.exports = append(m.exports, engine.Export{Tag: m.nextTag, Seq: id, Slot: s.slot, From: s.offered * bs, To: full * bs})
+	m.pending[m.nextTag] = p
+	m.exports = append(m.exports, engine.Export{Tag: m.nextTag, Seq: id, Slot: s.slot, From: s.offered * bs, To: full*bs + p.tailLen})
 	s.offered = full
 }
 
@@ -345,8 +413,8 @@ func (m *Manager) Settled(id engine.SeqID, tokens int) bool {
 	return s.settled >= tokens/m.cfg.BlockSize
 }
 
-// Free releases a finished, aborted or preempted sequence. With offer, its
-// full blocks that the cache lacks are exported first; without, its KV is
+// Free releases a finished, aborted or preempted sequence. With offer,
+// what it holds that the cache lacks (blocks and tail) is exported first; without, its KV is
 // dropped (use that when the engine failed the sequence and its KV is
 // unknown). The slot is cleared at the next step and can be admitted to at
 // once.
@@ -378,7 +446,7 @@ func (m *Manager) Store(exported []engine.Exported) {
 		if s := m.seqs[p.seq]; s != nil {
 			s.settled = max(s.settled, p.to)
 		}
-		if x.KV == nil || x.KV.N != (p.to-p.from)*bs {
+		if x.KV == nil || x.KV.N != (p.to-p.from)*bs+p.tailLen {
 			continue
 		}
 		// Walk the chain from its root: a block is kept only under a
@@ -395,6 +463,18 @@ func (m *Manager) Store(exported []engine.Exported) {
 					parent = p.hashes[i-1]
 				}
 				e = m.insert(p.hashes[i], parent, int32(i), x.KV.Slice((i-p.from)*bs, (i-p.from+1)*bs))
+			}
+			path = append(path, e)
+		}
+		if p.tailLen > 0 && len(path) == p.to {
+			// A tail is a leaf under the last full block.
+			e, cached := m.index[p.tail]
+			if !cached {
+				var parent Hash
+				if p.to > 0 {
+					parent = p.hashes[p.to-1]
+				}
+				e = m.insert(p.tail, parent, int32(p.to), x.KV.Slice((p.to-p.from)*bs, x.KV.N))
 			}
 			path = append(path, e)
 		}
@@ -483,6 +563,25 @@ func (m *Manager) pushTail(e int32) {
 		m.lruHead = e
 	}
 	m.lruTail = e
+}
+
+// tailHash names fewer than a block of positions after the block whose
+// hash is parent (first: after nothing, in the salt's namespace). The marker
+// keeps tails apart from full blocks.
+func tailHash(parent Hash, first bool, salt string, tokens []int32) Hash {
+	buf := make([]byte, 0, 32+8+4*len(tokens)+len(salt))
+	if first {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(salt)))
+		buf = append(buf, salt...)
+	} else {
+		buf = append(buf, parent[:]...)
+	}
+	buf = append(buf, 0xff, 't', 'a', 'i', 'l')
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(tokens)))
+	for _, t := range tokens {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
+	}
+	return sha256.Sum256(buf)
 }
 
 // hashBlocks extends hashes to cover the first n full blocks of tokens.

@@ -13,7 +13,7 @@
 //
 //  1. when a waiting sequence outranks a running one (a lower priority
 //     value) and every slot is taken, the lowest-ranked, latest running
-//     sequence is preempted: its full blocks go to the prefix cache, its
+//     sequence is preempted: its KV goes to the prefix cache, its
 //     slot is freed, and it waits again, to resume from the cache and by
 //     recompute;
 //  2. running sequences that decode get their token, then running prompts

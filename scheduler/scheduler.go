@@ -528,8 +528,8 @@ func (s *Scheduler) pickVictim() *sequence {
 	return v
 }
 
-// preempt frees a running sequence's slot (its full blocks go to the
-// prefix cache) and puts it back in the waiting queue; it resumes by
+// preempt frees a running sequence's slot (its KV goes to the prefix
+// cache) and puts it back in the waiting queue; it resumes by
 // restoring what the cache kept and recomputing the rest.
 func (s *Scheduler) preempt(sq *sequence) {
 	s.running = slices.DeleteFunc(s.running, func(x *sequence) bool { return x == sq })
