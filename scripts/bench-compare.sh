@@ -29,14 +29,38 @@ PREFIX=${PREFIX:-}
 LLAMA_ARGS=${LLAMA_ARGS:--np 16 -kvu -t 2 -c 8192}
 LLMSERVE_ARGS=${LLMSERVE_ARGS:-}
 OUT=${OUT:-bench-results/compare}
-PORT=${PORT:-18090}
+# Each server has a port of its own: llama-server's closed connections
+# linger in the kernel and keep its port from being bound for a minute.
+LLAMA_PORT=${LLAMA_PORT:-18090}
+LLMSERVE_PORT=${LLMSERVE_PORT:-18091}
+PORT=
 mkdir -p "$OUT"
 
 server=""
-stop() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=""; }
+# stop ends the server: whatever process listens on the port (the
+# background job may be a wrapper around it), gracefully, then by force
+# after 5 s; and waits until the port is free.
+stop() {
+  local pids
+  [ -z "$PORT" ] && return 0
+  pids=$( { echo "$server"; ss -ltnpH "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2; } | grep . | sort -u | tr '\n' ' ')
+  [ -n "$pids" ] && kill $pids 2>/dev/null
+  for i in $(seq 100); do
+    ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q . || break
+    [ "$i" -eq 50 ] && kill -9 $pids 2>/dev/null
+    sleep 0.1
+  done
+  [ -n "$server" ] && wait "$server" 2>/dev/null
+  server=""
+  return 0
+}
 trap stop EXIT
 
 start() { # name
+  case $1 in
+  llama-server) PORT=$LLAMA_PORT ;;
+  llmserve) PORT=$LLMSERVE_PORT ;;
+  esac
   case $1 in
   llama-server)
     # shellcheck disable=SC2086
@@ -87,10 +111,10 @@ jq -rs '
   def median: sort | if length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
   def r1: . * 10 | round / 10;
   map({server: (.label | split(":")[0]), c: .max_concurrency, tps: .output_throughput,
-       ttft: .median_ttft_ms, itl: .median_itl_ms, p99itl: .p99_itl_ms, failed: (.failed // 0)})
+       ttft: .median_ttft_ms, itl: .median_itl_ms, p99itl: .p99_itl_ms, failed: (.failed // 0), textless: (.textless_requests // 0)})
   | group_by(.c) | map({c: .[0].c,
       l: [.[] | select(.server == "llama-server")], m: [.[] | select(.server == "llmserve")]})
-  | ["| c | llama-server tok/s | llmserve tok/s | ratio | llama-server TTFT p50 ms | llmserve TTFT p50 ms | ratio | llmserve ITL p50 / p99 ms | failed (l / m) |",
-     "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    + map("| \(.c) | \(.l | map(.tps) | median | r1) | \(.m | map(.tps) | median | r1) | \((.m | map(.tps) | median) / (.l | map(.tps) | median) * 100 | round / 100) | \(.l | map(.ttft) | median | r1) | \(.m | map(.ttft) | median | r1) | \((.m | map(.ttft) | median) / (.l | map(.ttft) | median) * 100 | round / 100) | \(.m | map(.itl) | median | r1) / \(.m | map(.p99itl) | median | r1) | \(.l | map(.failed) | add) / \(.m | map(.failed) | add) |")
+  | ["| c | llama-server tok/s | llmserve tok/s | ratio | llama-server TTFT p50 ms | llmserve TTFT p50 ms | ratio | llmserve ITL p50 / p99 ms | failed (l / m) | textless (l / m) |",
+     "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    + map("| \(.c) | \(.l | map(.tps) | median | r1) | \(.m | map(.tps) | median | r1) | \((.m | map(.tps) | median) / (.l | map(.tps) | median) * 100 | round / 100) | \(.l | map(.ttft) | median | r1) | \(.m | map(.ttft) | median | r1) | \((.m | map(.ttft) | median) / (.l | map(.ttft) | median) * 100 | round / 100) | \(.m | map(.itl) | median | r1) / \(.m | map(.p99itl) | median | r1) | \(.l | map(.failed) | add) / \(.m | map(.failed) | add) | \(.l | map(.textless) | add) / \(.m | map(.textless) | add) |")
   | .[]' "$OUT"/*-run*.json | tee "$OUT/summary.md"

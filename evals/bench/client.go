@@ -40,6 +40,9 @@ type result struct {
 	// before any response byte and the request was sent again on a new one
 	// (see session.send); the timeline counts from the first attempt.
 	retried bool
+	// textless reports a stream that finished with output tokens (usage)
+	// but no text in any chunk; chunks then holds the finishing chunk.
+	textless bool
 }
 
 func (r *result) ok() bool { return r.err == "" }
@@ -158,6 +161,7 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 	}
 
 	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
+	finishedAt := time.Duration(-1) // the first chunk with a finish_reason
 	for {
 		raw, err := reader.ReadEvent()
 		now := time.Now()
@@ -198,8 +202,20 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 		if chunk.hasContent() {
 			res.chunks = append(res.chunks, now.Sub(start))
 		}
+		if finishedAt < 0 && chunk.finished() {
+			finishedAt = now.Sub(start)
+		}
 	}
 	if len(res.chunks) == 0 {
+		if finishedAt >= 0 && res.usage != nil && res.usage.CompletionTokens > 0 {
+			// The server generated tokens whose text is empty (llama-server
+			// withholds tokens that end inside a UTF-8 character, and drops
+			// them at the end) and said so at the finish: the client saw
+			// its first output then.
+			res.chunks = []time.Duration{finishedAt}
+			res.textless = true
+			return res
+		}
 		// vLLM's client fails such a request too: it has no TTFT.
 		res.err = "stream ended without generated content"
 	}

@@ -119,7 +119,15 @@
 // stream, a retry included), a non-200 status, a response that is not an
 // event stream, an error event (data {"error":...}, or "event: error"), a
 // body cut before its end (unexpected EOF), a chunk that is not JSON, or a
-// stream with no content chunk. Failed requests count in "failed" and not in
+// stream with no content chunk. One exception: a stream whose text is empty
+// but that finished (a finish_reason) with output tokens in its usage is
+// completed, its TTFT the finishing chunk's arrival, and counted in
+// "textless_requests". llama-server streams no text for tokens that end
+// inside a UTF-8 character and drops them at the end, so a model that
+// generates stray bytes (dummy weights do) gives such streams; failing
+// them would leave their tokens out of the server's throughput but not
+// their time (vLLM's client counts any chunk with choices as the first
+// token, this one included). Failed requests count in "failed" and not in
 // any other figure; the report keeps the first five distinct messages with
 // their counts, and the text report counts the failures with other
 // messages on a line of their own (--save-detailed keeps each request's

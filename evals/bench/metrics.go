@@ -99,6 +99,8 @@ type summary struct {
 	// retries counts requests, completed or failed, that were sent a
 	// second time on a new connection.
 	retries int
+	// textless counts completed requests whose output had no text.
+	textless int
 	// Per-request values in request order (vLLM's detailed arrays): 0 / nil
 	// / "" where a request failed.
 	inputLens, outputLens []int
@@ -135,6 +137,9 @@ func summarize(results []result, duration time.Duration) summary {
 			continue
 		}
 		s.Completed++
+		if r.textless {
+			s.textless++
+		}
 		out, outFromUsage := r.outputTokens()
 		_, inFromUsage := r.inputTokens()
 		if outFromUsage {

@@ -56,6 +56,11 @@ type Report struct {
 	// value means the server closes connections it advertised as
 	// kept-alive.
 	Retries int `json:"retries"`
+	// TextlessRequests counts completed requests whose stream carried no
+	// text, only a finishing chunk and usage with output tokens (a model
+	// that generated, say, bytes that are not UTF-8, which llama-server
+	// withholds); their TTFT is the finishing chunk's arrival (llmserve).
+	TextlessRequests int `json:"textless_requests"`
 
 	// The workload (llmserve; vLLM keeps these only in its arguments).
 	// DatasetName is "random" or "prefix_repetition". The random_* fields
@@ -127,6 +132,7 @@ func newReport(cfg *Config, model string, results []result, duration time.Durati
 		OutputTokensSource: s.outputSource,
 		ErrorSamples:       s.errorSamples,
 		Retries:            s.retries,
+		TextlessRequests:   s.textless,
 		Seed:               cfg.Seed,
 		IgnoreEOS:          cfg.IgnoreEOS,
 		Temperature:        cfg.Temperature,
@@ -171,6 +177,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	line("Successful requests:", r.Completed)
 	line("Failed requests:", r.Failed)
 	line("Retries on a new connection:", r.Retries)
+	if r.TextlessRequests > 0 {
+		line("Completed without text:", r.TextlessRequests)
+	}
 	if r.MaxConcurrency != nil {
 		line("Maximum request concurrency:", *r.MaxConcurrency)
 	}

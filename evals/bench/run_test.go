@@ -38,6 +38,7 @@ func TestRun(t *testing.T) {
 		outSource TokenSource
 		totalOut  int
 		chunks    int      // content chunks of each completed request
+		textless  int      // completed requests without text
 		errors    []string // expected error samples, "message xCount", any order
 	}{
 		{
@@ -93,10 +94,18 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:      "stream without content",
-			server:    fakeOptions{usage: true, noContent: true},
+			server:    fakeOptions{noContent: true},
 			endpoint:  EndpointCompletions,
 			completed: 0, inSource: SourceNone, outSource: SourceNone, totalOut: 0,
 			errors: []string{"stream ended without generated content x8"},
+		},
+		{
+			// llama-server's stream for tokens that are not whole UTF-8
+			// characters: only the finishing chunk, then usage.
+			name:      "stream without text that finished with tokens",
+			server:    fakeOptions{usage: true, noContent: true},
+			endpoint:  EndpointCompletions,
+			completed: 8, inSource: SourceUsage, outSource: SourceUsage, totalOut: 40, chunks: 1, textless: 8,
 		},
 	}
 	for _, tt := range tests {
@@ -145,7 +154,10 @@ func TestRun(t *testing.T) {
 			if rep.TotalInputTokens != wantIn {
 				t.Errorf("total input tokens = %d, want %d", rep.TotalInputTokens, wantIn)
 			}
-			if tt.completed > 0 && (rep.MeanTTFTMs <= 0 || rep.MeanE2ELMs < rep.MeanTTFTMs || rep.MeanTPOTMs <= 0 || rep.P99ITLMs <= 0) {
+			if rep.TextlessRequests != tt.textless {
+				t.Errorf("textless requests = %d, want %d", rep.TextlessRequests, tt.textless)
+			}
+			if tt.completed > tt.textless && (rep.MeanTTFTMs <= 0 || rep.MeanE2ELMs < rep.MeanTTFTMs || rep.MeanTPOTMs <= 0 || rep.P99ITLMs <= 0) {
 				t.Errorf("implausible latencies: ttft %v e2el %v tpot %v p99 itl %v", rep.MeanTTFTMs, rep.MeanE2ELMs, rep.MeanTPOTMs, rep.P99ITLMs)
 			}
 

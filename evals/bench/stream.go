@@ -66,6 +66,8 @@ type streamChunk struct {
 type streamChoice struct {
 	// Text is the generated text of a completions chunk.
 	Text string `json:"text"`
+	// FinishReason is set on a choice's last chunk.
+	FinishReason string `json:"finish_reason"`
 	// Delta is the generated part of a chat chunk.
 	Delta struct {
 		Content string `json:"content"`
@@ -93,6 +95,16 @@ func (c *streamChunk) hasContent() bool {
 			return true
 		}
 		if tc := bytes.TrimSpace(ch.Delta.ToolCalls); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) && !bytes.Equal(tc, []byte("[]")) {
+			return true
+		}
+	}
+	return false
+}
+
+// finished reports whether a choice of the chunk has a finish_reason.
+func (c *streamChunk) finished() bool {
+	for i := range c.Choices {
+		if c.Choices[i].FinishReason != "" {
 			return true
 		}
 	}
