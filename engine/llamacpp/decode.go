@@ -37,9 +37,14 @@ import (
 //     next position, whatever the stream holds), so the run stays one
 //     evaluation. Throwaway tokens are removed right after the call, which
 //     leaves their streams as they were.
-//   - every longer chunk gets llama_decode calls of its own, one evaluation
-//     each (at most the micro-batch size; with c.pad, never a last piece of
-//     one token).
+//   - longer chunks of one length in consecutive slots, as many as fit in
+//     the micro-batch, go in one llama_decode (one evaluation: prompts
+//     that arrive together, such as a wave of requests sharing a cached
+//     prefix, are computed as one wider matrix product); every other
+//     longer chunk gets llama_decode calls of its own, one evaluation each
+//     (at most the micro-batch size; with c.pad, never a last piece of one
+//     token). A row's numbers do not depend on the evaluation's width:
+//     sgemm sums every output element the same way whatever the width.
 //   - with c.pad, a run of one token gets a throwaway neighbour, and every
 //     evaluation has at least two output rows: when fewer rows are asked
 //     for, another row's logits are computed and ignored.
@@ -86,8 +91,12 @@ func (c *Context) decodeBatch(chunks []engine.Chunk, failed map[engine.SeqID]boo
 	}
 	outs := make(map[engine.SeqID]*chunkOut, len(chunks))
 	c.decodeSingles(singles, fail, outs)
-	for _, ch := range multis {
-		c.decodeChunk(ch, fail, outs)
+	for _, g := range c.groupChunks(multis) {
+		if len(g) == 1 || !c.decodeGroup(g, fail, outs) {
+			for _, ch := range g {
+				c.decodeChunk(ch, fail, outs)
+			}
+		}
 	}
 	for i := range chunks {
 		ch := &chunks[i]
@@ -246,6 +255,60 @@ func ensureOutputs(g []row) {
 			}
 		}
 	}
+}
+
+// groupChunks splits chunks of two or more tokens into groups evaluated
+// in one llama_decode each: a run of chunks of one length in consecutive
+// slots, within the micro-batch, makes one evaluation (llama.cpp puts
+// equal numbers of tokens from consecutive streams in one ubatch); every
+// other chunk is a group of its own.
+func (c *Context) groupChunks(chunks []*engine.Chunk) [][]*engine.Chunk {
+	sorted := slices.Clone(chunks)
+	slices.SortFunc(sorted, func(x, y *engine.Chunk) int { return int(x.Slot) - int(y.Slot) })
+	var groups [][]*engine.Chunk
+	for i := 0; i < len(sorted); {
+		n := len(sorted[i].Tokens)
+		j := i + 1
+		for j < len(sorted) && len(sorted[j].Tokens) == n && sorted[j].Slot == sorted[j-1].Slot+1 && (j-i+1)*n <= c.nUbatch {
+			j++
+		}
+		groups = append(groups, sorted[i:j])
+		i = j
+	}
+	return groups
+}
+
+// decodeGroup evaluates chunks of one length in consecutive slots in one
+// llama_decode and collects their outputs. false means the evaluation
+// failed and left the KV memory as it was: the caller evaluates the
+// chunks one by one, which finds the failing one.
+func (c *Context) decodeGroup(g []*engine.Chunk, fail func(engine.SeqID, error), outs map[engine.SeqID]*chunkOut) bool {
+	n := len(g[0].Tokens)
+	rows := make([]row, 0, len(g)*n)
+	for _, ch := range g {
+		for j := range n {
+			out := j < len(ch.Targets) || (j == n-1 && ch.Sample)
+			rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
+		}
+	}
+	if c.pad {
+		ensureOutputs(rows)
+	}
+	if err := c.evaluate(rows); err != nil {
+		for _, ch := range g {
+			C.llama_memory_seq_rm(c.mem, C.llama_seq_id(ch.Slot), C.llama_pos(ch.Pos), -1)
+		}
+		return false
+	}
+	for k, ch := range g {
+		o := &chunkOut{}
+		if err := c.collect(ch, k*n, 0, n, o); err != nil {
+			fail(ch.Seq, err)
+			continue
+		}
+		outs[ch.Seq] = o
+	}
+	return true
 }
 
 // decodeChunk evaluates a chunk of two or more tokens in pieces of at most

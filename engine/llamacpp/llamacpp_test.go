@@ -272,6 +272,9 @@ func testBatchInvariance(t *testing.T, c *Context) {
 		{"holes between slots", []engine.Slot{1, 3, 4, 7, 9, 11}, []int{0, 2, 4, 6, 8, 10}, []int{0, 0, 0, 0, 0, 0}},
 		{"chunked prompts", []engine.Slot{5, 0, 11, 2, 8, 6}, []int{0, 1, 0, 2, 3, 0}, []int{2, 3, 5, 1, 7, 17}},
 		{"lone sequences at the edges", []engine.Slot{11, 0, 6, 10, 1, 5}, []int{0, 30, 60, 90, 120, 150}, []int{0, 0, 0, 0, 0, 4}},
+		// Chunks of one length in consecutive slots share an evaluation.
+		{"equal chunks side by side", []engine.Slot{0, 1, 2, 3, 4, 5}, []int{0, 0, 0, 0, 0, 0}, []int{2, 2, 2, 2, 2, 2}},
+		{"equal chunks, staggered", []engine.Slot{6, 7, 8, 9, 10, 11}, []int{0, 0, 1, 1, 0, 0}, []int{3, 3, 3, 3, 3, 3}},
 	}
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
@@ -286,6 +289,34 @@ func testBatchInvariance(t *testing.T, c *Context) {
 				}
 			}
 		})
+	}
+}
+
+// Prompts of one length in consecutive slots are evaluated in one
+// llama_decode; others in one each.
+func TestEqualChunksShareAnEvaluation(t *testing.T) {
+	c := newContext(t, loadModel(t), ContextParams{Slots: 8, MicroBatchTokens: 64})
+	step := &engine.Step{}
+	for i, slot := range []engine.Slot{0, 1, 2, 3, 5, 6} {
+		n := 8
+		if slot == 6 {
+			n = 9
+		}
+		toks := make([]int32, n)
+		for j := range toks {
+			toks[j] = int32(20 + i + j)
+		}
+		step.Added = append(step.Added, engine.NewSequence{Seq: engine.SeqID(i), Sampling: engine.DefaultSampling()})
+		step.Batch = append(step.Batch, engine.Chunk{Seq: engine.SeqID(i), Slot: slot, Tokens: toks, Sample: true})
+	}
+	before := c.Stats().Evaluations
+	res, err := c.Execute(context.Background(), step)
+	if err != nil || len(res.Failures) > 0 || len(res.Samples) != 6 {
+		t.Fatal(err, res.Failures, res.Samples)
+	}
+	// Slots 0-3 together; 5 alone (4 is not in the batch); 6 is longer.
+	if got := c.Stats().Evaluations - before; got != 3 {
+		t.Fatalf("%d evaluations, want 3", got)
 	}
 }
 
