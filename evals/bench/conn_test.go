@@ -59,9 +59,11 @@ func startClosingServer(t *testing.T, mode closeMode) *closingServer {
 		_, _ = io.Copy(io.Discard, r.Body)
 		action := mode(n, k, r)
 		if action == answerKeepAlive {
+			// Counted before the client can see the answer, so that the
+			// count is final when Run returns.
+			cs.answered.Add(1)
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, sseStream(4))
-			cs.answered.Add(1)
 			return
 		}
 		conn, buf, err := w.(http.Hijacker).Hijack()
@@ -74,11 +76,11 @@ func startClosingServer(t *testing.T, mode closeMode) *closingServer {
 		case drop:
 			cs.dropped.Add(1)
 		case answerThenClose:
-			writeChunkedStream(buf.Writer, sseStream(4))
 			cs.answered.Add(1)
+			writeChunkedStream(buf.Writer, sseStream(4))
 		case cutMidStream:
-			writeChunkedStream(buf.Writer, sseStream(4)[:2*len(sseChunk)])
 			cs.cut.Add(1)
+			writeChunkedStream(buf.Writer, sseStream(4)[:2*len(sseChunk)])
 		}
 	})
 	cs.srv = httptest.NewUnstartedServer(mux)
