@@ -307,10 +307,7 @@ func (m *Manager) lookup(id engine.SeqID, s *sequence, tokens []int32) int {
 		// A tail cached after the last full block: the longest one the
 		// tokens go on with (it may end with the last token, which is not
 		// restored).
-		var parent Hash
-		if full > 0 {
-			parent = hashes[full-1]
-		}
+		parent := parentOf(hashes, full)
 		for k := min(bs-1, len(tokens)-cached); k > 0; k-- {
 			if e, found := m.index[tailHash(parent, full == 0, s.salt, tokens[cached:cached+k])]; found {
 				n := min(k, limit-cached)
@@ -372,11 +369,7 @@ func (m *Manager) Offer(id engine.SeqID) {
 	// The positions after the last full block, unless the cache has them.
 	p := pendingExport{seq: id, from: s.offered, to: full, hashes: slices.Clone(s.hashes[:full])}
 	if k := s.held - full*bs; k > 0 && len(s.tokens) >= s.held && s.tailOffered < s.held {
-		var parent Hash
-		if full > 0 {
-			parent = s.hashes[full-1]
-		}
-		p.tail = tailHash(parent, full == 0, s.salt, s.tokens[full*bs:s.held])
+		p.tail = tailHash(parentOf(s.hashes, full), full == 0, s.salt, s.tokens[full*bs:s.held])
 		p.tailLen = k
 		s.tailOffered = s.held
 		if _, cached := m.index[p.tail]; cached {
@@ -458,11 +451,7 @@ func (m *Manager) Store(exported []engine.Exported) {
 				if i < p.from {
 					break // an ancestor was evicted meanwhile
 				}
-				var parent Hash
-				if i > 0 {
-					parent = p.hashes[i-1]
-				}
-				e = m.insert(p.hashes[i], parent, int32(i), x.KV.Slice((i-p.from)*bs, (i-p.from+1)*bs))
+				e = m.insert(p.hashes[i], parentOf(p.hashes, i), int32(i), x.KV.Slice((i-p.from)*bs, (i-p.from+1)*bs))
 			}
 			path = append(path, e)
 		}
@@ -470,11 +459,7 @@ func (m *Manager) Store(exported []engine.Exported) {
 			// A tail is a leaf under the last full block.
 			e, cached := m.index[p.tail]
 			if !cached {
-				var parent Hash
-				if p.to > 0 {
-					parent = p.hashes[p.to-1]
-				}
-				e = m.insert(p.tail, parent, int32(p.to), x.KV.Slice((p.to-p.from)*bs, x.KV.N))
+				e = m.insert(p.tail, parentOf(p.hashes, p.to), int32(p.to), x.KV.Slice((p.to-p.from)*bs, x.KV.N))
 			}
 			path = append(path, e)
 		}
@@ -565,23 +550,36 @@ func (m *Manager) pushTail(e int32) {
 	m.lruTail = e
 }
 
+// parentOf is the key of the block before block i of a chain (zero for
+// the first).
+func parentOf(hashes []Hash, i int) Hash {
+	if i == 0 {
+		return Hash{}
+	}
+	return hashes[i-1]
+}
+
 // tailHash names fewer than a block of positions after the block whose
 // hash is parent (first: after nothing, in the salt's namespace). The marker
 // keeps tails apart from full blocks.
 func tailHash(parent Hash, first bool, salt string, tokens []int32) Hash {
-	buf := make([]byte, 0, 32+8+4*len(tokens)+len(salt))
-	if first {
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(salt)))
-		buf = append(buf, salt...)
-	} else {
-		buf = append(buf, parent[:]...)
-	}
+	buf := appendChainKey(make([]byte, 0, 32+9+4*len(tokens)+len(salt)), parent, first, salt)
 	buf = append(buf, 0xff, 't', 'a', 'i', 'l')
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(tokens)))
 	for _, t := range tokens {
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
 	}
 	return sha256.Sum256(buf)
+}
+
+// appendChainKey appends what an entry's key starts with: the salt for
+// the first entry of a chain, else its parent's key.
+func appendChainKey(buf []byte, parent Hash, first bool, salt string) []byte {
+	if first {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(salt)))
+		return append(buf, salt...)
+	}
+	return append(buf, parent[:]...)
 }
 
 // hashBlocks extends hashes to cover the first n full blocks of tokens.
@@ -592,13 +590,7 @@ func hashBlocks(hashes []Hash, tokens []int32, salt string, bs, n int) []Hash {
 	}
 	buf := make([]byte, 0, 32+4*bs+len(salt))
 	for i := len(hashes); i < n; i++ {
-		buf = buf[:0]
-		if i > 0 {
-			buf = append(buf, hashes[i-1][:]...)
-		} else {
-			buf = binary.LittleEndian.AppendUint32(buf, uint32(len(salt)))
-			buf = append(buf, salt...)
-		}
+		buf = appendChainKey(buf[:0], parentOf(hashes, i), i == 0, salt)
 		for _, t := range tokens[i*bs : (i+1)*bs] {
 			buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
 		}

@@ -19,16 +19,7 @@ import (
 //
 //	LLMSERVE_BENCH_MODEL=/tmp/smollm2-q8.gguf go test -run XXX -bench DecodeStep ./engine/llamacpp/
 func BenchmarkDecodeStep(b *testing.B) {
-	var m *Model
-	if path := os.Getenv("LLMSERVE_BENCH_MODEL"); path != "" {
-		var err error
-		if m, err = Load(path, ModelParams{}); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Close() })
-	} else {
-		m = loadModel(b)
-	}
+	m := benchModel(b)
 	threads := 2
 	for _, seqs := range []int{1, 2, 4, 16} {
 		b.Run(fmt.Sprintf("seqs=%d", seqs), func(b *testing.B) {
@@ -94,19 +85,18 @@ func BenchmarkDecodeStep(b *testing.B) {
 	}
 }
 
+// benchModel is the model in LLMSERVE_BENCH_MODEL, or stories260K.
+func benchModel(b *testing.B) *Model {
+	if path := os.Getenv("LLMSERVE_BENCH_MODEL"); path != "" {
+		return loadFile(b, path)
+	}
+	return loadModel(b)
+}
+
 // BenchmarkPrefill measures the evaluation of one prompt chunk of n tokens
 // into an empty slot (model as in BenchmarkDecodeStep).
 func BenchmarkPrefill(b *testing.B) {
-	var m *Model
-	if path := os.Getenv("LLMSERVE_BENCH_MODEL"); path != "" {
-		var err error
-		if m, err = Load(path, ModelParams{}); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Close() })
-	} else {
-		m = loadModel(b)
-	}
+	m := benchModel(b)
 	for _, n := range []int{128, 512} {
 		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
 			c := newContext(b, m, ContextParams{Slots: 2, SlotTokens: 1024, Threads: 2})

@@ -224,13 +224,16 @@ func (c *Context) build(slots int) error {
 		c.llamaContext = old
 		return err
 	}
-	pad, err := c.probePadding()
-	if err != nil {
-		c.freeLlama()
-		c.llamaContext = old
-		return err
+	// Whether to pad is a property of the model's kernels: a resize keeps
+	// the answer the first context found.
+	c.pad = old.pad
+	if old.c == nil {
+		if c.pad, err = c.probePadding(); err != nil {
+			c.freeLlama()
+			c.llamaContext = old
+			return err
+		}
 	}
-	c.pad = pad
 	if old.c != nil && !c.format.layout.Equal(old.format.layout) {
 		c.freeLlama()
 		c.llamaContext = old

@@ -286,10 +286,7 @@ func (c *Context) decodeGroup(g []*engine.Chunk, fail func(engine.SeqID, error),
 	n := len(g[0].Tokens)
 	rows := make([]row, 0, len(g)*n)
 	for _, ch := range g {
-		for j := range n {
-			out := j < len(ch.Targets) || (j == n-1 && ch.Sample)
-			rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
-		}
+		rows = appendChunkRows(rows, ch, 0, n)
 	}
 	if c.pad {
 		ensureOutputs(rows)
@@ -311,6 +308,16 @@ func (c *Context) decodeGroup(g []*engine.Chunk, fail func(engine.SeqID, error),
 	return true
 }
 
+// appendChunkRows appends the rows of tokens [a, b) of ch: an output
+// wherever a prompt logprob is asked for, and at the end when it samples.
+func appendChunkRows(rows []row, ch *engine.Chunk, a, b int) []row {
+	for j := a; j < b; j++ {
+		out := j < len(ch.Targets) || (j == len(ch.Tokens)-1 && ch.Sample)
+		rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
+	}
+	return rows
+}
+
 // decodeChunk evaluates a chunk of two or more tokens in pieces of at most
 // the micro-batch size, none of them of one token.
 func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), outs map[engine.SeqID]*chunkOut) {
@@ -323,11 +330,7 @@ func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), 
 			size-- // leave two tokens for the last piece
 		}
 		b := a + size
-		rows = rows[:0]
-		for j := a; j < b; j++ {
-			out := j < len(ch.Targets) || (j == n-1 && ch.Sample)
-			rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
-		}
+		rows = appendChunkRows(rows[:0], ch, a, b)
 		if c.pad {
 			ensureOutputs(rows)
 		}

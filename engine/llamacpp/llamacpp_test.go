@@ -21,6 +21,12 @@ func loadModel(t testing.TB) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadFile(t, path)
+}
+
+// loadFile loads the GGUF file at path, closed when the test ends.
+func loadFile(t testing.TB, path string) *Model {
+	t.Helper()
 	m, err := Load(path, ModelParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -45,12 +51,7 @@ func loadQ8(t testing.TB) *Model {
 	if _, err := synth.Write(path, synth.Options{Shape: shape, DType: synth.DType("q8_0"), VocabPath: vocab, Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(path, ModelParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return loadFile(t, path)
 }
 
 func newContext(t testing.TB, m *Model, p ContextParams) *Context {

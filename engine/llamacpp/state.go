@@ -352,10 +352,8 @@ func (c *Context) probePadding() (bool, error) {
 		return false, fmt.Errorf("probe padding: %w", err)
 	}
 	alone := append([]float32(nil), c.logits(0)...)
-	C.llama_memory_seq_rm(c.mem, 0, -1, -1)
-	if err := c.evaluate(prompt); err != nil {
-		return false, fmt.Errorf("probe padding: %w", err)
-	}
+	// Take the token back; the prompt's KV stays as it was computed.
+	C.llama_memory_seq_rm(c.mem, 0, C.llama_pos(len(prompt)), -1)
 	if err := c.evaluate(other); err != nil {
 		return false, fmt.Errorf("probe padding: %w", err)
 	}
