@@ -77,6 +77,11 @@ type EngineCore struct {
 	// a failed resize may be tried again.
 	lastWork    time.Time
 	resizeAfter time.Time
+	// embeds are embedding inputs waiting for a step; inFlight those in
+	// the step being executed, by tag.
+	embeds   []embedItem
+	inFlight map[uint64]embedItem
+	embedSeq uint64
 }
 
 type liveRequest struct {
@@ -84,9 +89,10 @@ type liveRequest struct {
 	stream *Stream
 }
 
-// command is a batch of submissions or an abort.
+// command is a batch of submissions, an embedding job or an abort.
 type command struct {
 	subs  []submission
+	embed *embedJob
 	abort abortMsg
 }
 
@@ -131,6 +137,7 @@ func New(cfg Config) (*EngineCore, error) {
 		started:  make(chan struct{}),
 		done:     make(chan struct{}),
 		live:     make(map[string]*liveRequest),
+		inFlight: make(map[uint64]embedItem),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -275,7 +282,8 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		// without looking at what was posted.
 		c.intake()
 		c.resize(time.Now())
-		if !c.sched.HasWork() {
+		generating := c.sched.HasWork()
+		if !generating && len(c.embeds) == 0 {
 			c.publish()
 			if !c.sleep(ctx) {
 				return nil
@@ -284,8 +292,12 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		}
 		now := time.Now()
 		c.lastWork = now
-		c.sched.Expire(now)
-		step := c.sched.Schedule()
+		step := &engine.Step{}
+		if generating {
+			c.sched.Expire(now)
+			step = c.sched.Schedule()
+		}
+		c.takeEmbeds(step)
 		if step.Empty() {
 			// Nothing can run now (the queue waits for a sibling or for
 			// a slot): deliver what aborts produced, then wait for a post.
@@ -307,7 +319,10 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 			}
 			continue
 		}
-		c.sched.Update(step, res)
+		c.deliverEmbeds(res.Embeddings)
+		if generating {
+			c.sched.Update(step, res)
+		}
 		end := time.Now()
 		st := c.publish()
 		c.observeStep(step, res, st, end.Sub(start))
@@ -347,6 +362,7 @@ func (c *EngineCore) restart(cause error) error {
 	now := time.Now()
 	c.log.Error("engine failed; ending its requests and restarting it", "err", cause)
 	c.sched.AbortAll(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
+	c.failEmbeds(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
 	c.deliver(now)
 	if err := c.exec.Close(); err != nil {
 		c.log.Error("closing the failed executor", "err", err)
@@ -384,7 +400,11 @@ func (c *EngineCore) stop() {
 			c.queued.Add(-1)
 			s.stream.Push(failAll(s.req, scheduler.ErrClosed), scheduler.Usage{})
 		}
+		if cmd.embed != nil {
+			c.queueEmbed(cmd.embed)
+		}
 	}
+	c.failEmbeds(scheduler.ErrClosed)
 	if c.sched != nil {
 		c.cut.Add(int64(len(c.live)))
 		c.sched.AbortAll(scheduler.ErrClosed)
@@ -477,7 +497,10 @@ func (c *EngineCore) intake() {
 		for _, s := range cmd.subs {
 			c.add(s)
 		}
-		if cmd.subs == nil {
+		if cmd.embed != nil {
+			c.queueEmbed(cmd.embed)
+		}
+		if cmd.subs == nil && cmd.embed == nil {
 			c.sched.Abort(cmd.abort.id, cmd.abort.choice, cmd.abort.stopped, nil)
 		}
 	}

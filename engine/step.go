@@ -39,6 +39,37 @@ type Step struct {
 	// engine frees their sampler after decoding Batch. Their KV is released
 	// through Clears, not here.
 	Removed []SeqID
+
+	// Embeds are inputs to embed (pooled hidden states), evaluated together
+	// after Batch. They hold no slot and leave no KV behind: an embedding
+	// input is complete in one step.
+	Embeds []EmbedInput
+}
+
+// EmbedInput is one input of an embedding request.
+type EmbedInput struct {
+	// Tag is the caller's, handed back with the result.
+	Tag    uint64
+	Tokens []int32
+}
+
+// Embedding is the result of one EmbedInput: the pooled vector (for a
+// reranker's rank pooling, its class scores), not normalized, or the
+// reason there is none. Err wraps ErrInvalidBatch when the input itself
+// was wrong (too long, a token outside the vocabulary, no pooling).
+type Embedding struct {
+	Tag    uint64
+	Vector []float32
+	Err    error
+}
+
+// EmbedCapacity says how much embedding work one step takes.
+type EmbedCapacity struct {
+	// Tokens is the most tokens of all Embeds of one step together, and so
+	// of one input.
+	Tokens int
+	// Inputs is the most Embeds of one step.
+	Inputs int
 }
 
 // NumTokens is the number of tokens the step passes to the model.
@@ -53,7 +84,7 @@ func (s *Step) NumTokens() int {
 // Empty reports whether the step does nothing.
 func (s *Step) Empty() bool {
 	return len(s.Added) == 0 && len(s.Exports) == 0 && len(s.Clears) == 0 && len(s.Restores) == 0 &&
-		len(s.Batch) == 0 && len(s.Removed) == 0
+		len(s.Batch) == 0 && len(s.Removed) == 0 && len(s.Embeds) == 0
 }
 
 // NewSequence introduces a sequence to the engine.
@@ -119,6 +150,8 @@ type StepResult struct {
 	// concerns them; the other sequences of the step are unaffected. A
 	// failed sequence's slot holds unknown KV until it is cleared.
 	Failures []Failure
+	// Embeddings has one entry per Step.Embeds, in order.
+	Embeddings []Embedding
 }
 
 // Exported is the result of one Export.
@@ -188,6 +221,12 @@ type Resizer interface {
 	// KV, bit for bit; shrinking requires slots n and above to be empty. On
 	// error the executor is as it was.
 	Resize(n int) error
+}
+
+// Embedder is an Executor that can run Step.Embeds.
+type Embedder interface {
+	// EmbedCapacity is the most embedding work one step may carry.
+	EmbedCapacity() EmbedCapacity
 }
 
 // Idler is an Executor that can release resources while there is no work:

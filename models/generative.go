@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +76,16 @@ type GenerativeConfig struct {
 	PrefixCacheBytes int64
 	// RequestTimeout, when positive, is every request's deadline.
 	RequestTimeout time.Duration
+
+	// Pooling is how embeddings pool a sequence: "mean", "cls", "last",
+	// "rank" (a reranker's classifier head) or "none" (no embeddings); ""
+	// means the GGUF's {arch}.pooling_type, or "last" when it has none, as
+	// vLLM pools decoder models.
+	Pooling string
+	// MatryoshkaDimensions lists the output sizes the model was trained to
+	// be truncated to (Matryoshka representation learning); embedding
+	// requests may ask for one of them with "dimensions". Empty: none.
+	MatryoshkaDimensions []int
 }
 
 // ConfigError is a setting that cannot work with the model. Setting is the
@@ -92,6 +104,8 @@ type Generative struct {
 	maxLen  int
 	timeout time.Duration
 	info    llamacpp.Info
+	pooling string
+	mrl     []int
 
 	model *llamacpp.Model
 	tok   *tokenizer.Tokenizer
@@ -154,8 +168,18 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: chat template: %w", name, err)
 	}
+	pooling, err := resolvePooling(cfg, m)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", name, err)
+	}
+	for _, d := range cfg.MatryoshkaDimensions {
+		if d < 1 || d > info.NEmbd {
+			return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"MatryoshkaDimensions", fmt.Sprintf("%d is outside [1, %d] (the model's embedding size)", d, info.NEmbd)})
+		}
+	}
 	g := &Generative{
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info,
+		pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
 		model: m, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 	}
 	ctxParams := llamacpp.ContextParams{
@@ -167,6 +191,8 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		PauseEachStep:  cfg.PauseEachStep,
 		FlashAttention: cfg.FlashAttention,
 		KVType:         cfg.KVType,
+		Pooling:        pooling,
+		EmbedTokens:    sz.maxLen,
 	}
 	var obs core.Observer
 	var ec *core.EngineCore
@@ -215,9 +241,29 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		"kv_cache", fmt.Sprintf("%d sequences × %d positions now (%s, %s), growing with the load to %d (%s)",
 			sz.initialSeqs, roundUp(sz.maxLen, 256), formatBytes(int64(sz.initialSeqs)*perSeq), kvTypeName(cfg.KVType),
 			sz.maxSeqs, formatBytes(int64(sz.maxSeqs)*perSeq)),
-		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
+		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "pooling", pooling, "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
 	return g, nil
+}
+
+// resolvePooling picks the embedding pooling: the setting, else the
+// GGUF's, else last.
+func resolvePooling(cfg GenerativeConfig, m *llamacpp.Model) (string, error) {
+	switch cfg.Pooling {
+	case "mean", "cls", "last", "rank", "none":
+		return cfg.Pooling, nil
+	case "":
+	default:
+		return "", &ConfigError{"Pooling", fmt.Sprintf("%q is not a pooling (want mean, cls, last, rank or none)", cfg.Pooling)}
+	}
+	if v := m.Meta(m.Info().Architecture + ".pooling_type"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			if name := llamacpp.PoolingName(n); name != "" && name != "none" {
+				return name, nil
+			}
+		}
+	}
+	return "last", nil
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
@@ -345,6 +391,22 @@ func (g *Generative) Restarts() uint64 { return g.core.Restarts() }
 
 // Ready reports whether the model accepts requests.
 func (g *Generative) Ready() bool { return g.core.Ready() }
+
+// Pooling is how embeddings pool a sequence ("none": the model does not
+// embed).
+func (g *Generative) Pooling() string { return g.pooling }
+
+// MatryoshkaDimensions lists the sizes embeddings may be truncated to.
+func (g *Generative) MatryoshkaDimensions() []int { return g.mrl }
+
+// MaxEmbedTokens is the longest input Embed takes.
+func (g *Generative) MaxEmbedTokens() int { return g.maxLen }
+
+// Embed returns one pooled, unnormalized vector per input; see
+// core.EngineCore.Embed.
+func (g *Generative) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error) {
+	return g.core.Embed(ctx, inputs)
+}
 
 // Submit starts generation; see core.EngineCore.Submit.
 func (g *Generative) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error) {

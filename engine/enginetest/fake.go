@@ -42,6 +42,9 @@ type Fake struct {
 	// FatalAfter, when > 0, makes the executor fail as a whole (an error
 	// from Execute) on that many-th call and every call after it.
 	FatalAfter int
+	// EmbedTokens and EmbedInputs are the embedding capacity of a step
+	// (default 64 tokens, 4 inputs).
+	EmbedTokens, EmbedInputs int
 
 	mu       sync.Mutex
 	slots    [][]int32
@@ -58,6 +61,9 @@ type FakeStats struct {
 	Resizes []int
 	// MaxBatchSeqs is the most chunks one step decoded.
 	MaxBatchSeqs int
+	// Embedded counts embedded tokens; MaxEmbedInputs is the most inputs
+	// one step embedded.
+	Embedded, MaxEmbedInputs int
 }
 
 type fakeSampler struct {
@@ -180,7 +186,47 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 	for _, id := range step.Removed {
 		delete(f.samplers, id)
 	}
+	cap := f.EmbedCapacity()
+	if len(step.Embeds) > cap.Inputs {
+		return res, fmt.Errorf("enginetest: %d embedding inputs in one step, capacity %d", len(step.Embeds), cap.Inputs)
+	}
+	total := 0
+	for _, in := range step.Embeds {
+		total += len(in.Tokens)
+		e := engine.Embedding{Tag: in.Tag}
+		switch {
+		case len(in.Tokens) == 0 || total > cap.Tokens:
+			e.Err = fmt.Errorf("%w: %d tokens do not fit the step", engine.ErrInvalidBatch, len(in.Tokens))
+		default:
+			e.Vector = FakeEmbedding(in.Tokens)
+			f.stats.Embedded += len(in.Tokens)
+			f.stats.MaxEmbedInputs = max(f.stats.MaxEmbedInputs, len(step.Embeds))
+		}
+		res.Embeddings = append(res.Embeddings, e)
+	}
 	return res, nil
+}
+
+// EmbedCapacity implements engine.Embedder.
+func (f *Fake) EmbedCapacity() engine.EmbedCapacity {
+	c := engine.EmbedCapacity{Tokens: f.EmbedTokens, Inputs: f.EmbedInputs}
+	if c.Tokens == 0 {
+		c.Tokens = 64
+	}
+	if c.Inputs == 0 {
+		c.Inputs = 4
+	}
+	return c
+}
+
+// FakeEmbedding is the fake's embedding of tokens: their count, sum and
+// first token, so that a test can tell inputs apart and check order.
+func FakeEmbedding(tokens []int32) []float32 {
+	var sum float32
+	for _, t := range tokens {
+		sum += float32(t)
+	}
+	return []float32{float32(len(tokens)), sum, float32(tokens[0])}
 }
 
 func (f *Fake) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < len(f.slots) }

@@ -50,6 +50,16 @@ type ContextParams struct {
 	// KVType is the KV cache element type: "f16" (default), "f32", "bf16",
 	// "q8_0" or "q4_0". Quantized V needs flash attention.
 	KVType string
+
+	// Pooling is how embeddings pool a sequence's hidden states: "mean",
+	// "cls", "last", "rank" (a reranker's classifier head) or "none"; ""
+	// means the model's own ({arch}.pooling_type in the GGUF).
+	Pooling string
+	// EmbedTokens is the most tokens one step embeds (all inputs together,
+	// so also the longest input); 0 means SlotTokens. EmbedInputs is the
+	// most inputs one step embeds; 0 means 32.
+	EmbedTokens int
+	EmbedInputs int
 }
 
 // MaxSlots is the most slots a context can have (llama.cpp's LLAMA_MAX_SEQ
@@ -70,6 +80,8 @@ type Stats struct {
 	Restored, Exported uint64
 	// Resizes counts changes of the number of slots.
 	Resizes uint64
+	// EmbeddedTokens counts tokens evaluated for embeddings.
+	EmbeddedTokens uint64
 }
 
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
@@ -89,6 +101,7 @@ type Context struct {
 	slotTokens int
 
 	samplers map[engine.SeqID]*sampler
+	embed    *embedContext // nil until a step embeds
 	stats    Stats
 	scratch  []byte // reused buffer for KV state import and export
 }
@@ -391,6 +404,9 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 			delete(c.samplers, id)
 		}
 	}
+	if len(step.Embeds) > 0 {
+		res.Embeddings = c.embedAll(step.Embeds)
+	}
 	if c.params.PauseEachStep {
 		c.Idle()
 	}
@@ -441,6 +457,7 @@ func (c *Context) Close() error {
 		s.free()
 		delete(c.samplers, id)
 	}
+	c.freeEmbed()
 	c.freeLlama()
 	if c.pool != nil {
 		C.ggml_threadpool_free(c.pool)

@@ -66,14 +66,21 @@ func (*Model) Close() error                                   { return nil }
 type ContextParams struct {
 	Slots, SlotTokens, MicroBatchTokens int
 	Threads, BatchThreads, Poll         int
-	FlashAttention, KVType              string
+	FlashAttention, KVType, Pooling     string
 	NoOffloadKQV, PauseEachStep         bool
+	EmbedTokens, EmbedInputs            int
 }
 
 // Stats are counters of a context's work.
 type Stats struct {
-	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
+	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported, Resizes, EmbeddedTokens uint64
 }
+
+// ErrNoPooling says that the model cannot embed.
+var ErrNoPooling = errors.New("llamacpp: no pooling")
+
+// PoolingName returns "" without cgo.
+func PoolingName(int) string { return "" }
 
 // Context is unavailable without cgo.
 type Context struct{}
@@ -89,5 +96,6 @@ func (*Context) Stats() Stats               { return Stats{} }
 func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error) {
 	return engine.StepResult{}, ErrNoCgo
 }
-func (*Context) Close() error { return nil }
-func (*Context) Idle()        {}
+func (*Context) EmbedCapacity() engine.EmbedCapacity { return engine.EmbedCapacity{} }
+func (*Context) Close() error                        { return nil }
+func (*Context) Idle()                               {}
