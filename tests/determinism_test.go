@@ -29,12 +29,12 @@ type job struct {
 
 // greedy is a greedy completion of exactly max tokens (ignore_eos).
 func greedy(prompt string, max int) job {
-	return job{body: map[string]any{"prompt": prompt, "max_tokens": max, "temperature": 0, "ignore_eos": true}}
+	return job{body: map[string]any{"model": "stories260K", "prompt": prompt, "max_tokens": max, "temperature": 0, "ignore_eos": true}}
 }
 
 // seeded is a sampled completion at temperature 1 with a seed.
 func seeded(prompt string, max int, seed int) job {
-	return job{body: map[string]any{"prompt": prompt, "max_tokens": max, "temperature": 1, "seed": seed, "ignore_eos": true}}
+	return job{body: map[string]any{"model": "stories260K", "prompt": prompt, "max_tokens": max, "temperature": 1, "seed": seed, "ignore_eos": true}}
 }
 
 // run sends the jobs one after the other, or all at once, and returns
@@ -123,6 +123,7 @@ func TestDeterminismSoloVsConcurrent(t *testing.T) {
 func TestDeterminismSeededRepeats(t *testing.T) {
 	s := startServer(t, models.GenerativeConfig{})
 	body := map[string]any{
+		"model":       "stories260K",
 		"messages":    []map[string]any{{"role": "user", "content": "Tell me a story about a cat."}},
 		"temperature": 1, "seed": 1234, "max_tokens": 40,
 	}
@@ -145,7 +146,7 @@ func TestDeterminismSeededRepeats(t *testing.T) {
 			wg.Go(func() {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				b, _ := json.Marshal(map[string]any{"prompt": fmt.Sprintf("Once upon a time %d", i), "max_tokens": 30 + i, "temperature": 1, "stream": true})
+				b, _ := json.Marshal(map[string]any{"model": "stories260K", "prompt": fmt.Sprintf("Once upon a time %d", i), "max_tokens": 30 + i, "temperature": 1, "stream": true})
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/completions", bytes.NewReader(b))
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
@@ -171,7 +172,7 @@ func TestDeterminismSeededRepeats(t *testing.T) {
 // n > 1 with a seed gives the same set of choices, alone and under load.
 func TestDeterminismSeededChoices(t *testing.T) {
 	s := startServer(t, models.GenerativeConfig{})
-	j := []job{{body: map[string]any{"prompt": "The little dog", "max_tokens": 24, "temperature": 1, "seed": 7, "n": 4, "ignore_eos": true}}}
+	j := []job{{body: map[string]any{"model": "stories260K", "prompt": "The little dog", "max_tokens": 24, "temperature": 1, "seed": 7, "n": 4, "ignore_eos": true}}}
 	want := s.run(t, j, false)
 	if len(slices.Compact(strings.Split(want[0], "|"))) < 2 {
 		t.Fatalf("four seeded choices are all the same: %q", want[0])

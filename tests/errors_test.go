@@ -28,17 +28,17 @@ func TestBadInput(t *testing.T) {
 		param    string
 		contains []string
 	}{
-		{"invalid JSON", "/v1/completions", `{"prompt": "hi",`, 400, "", []string{"JSON"}},
-		{"wrong type", "/v1/completions", `{"prompt": "hi", "max_tokens": "ten"}`, 400, "max_tokens", nil},
-		{"wrong type in messages", "/v1/chat/completions", `{"messages": [{"role": "user", "content": 5}]}`, 400, "messages[0].content", nil},
+		{"invalid JSON", "/v1/completions", `{"model":"stories260K","prompt": "hi",`, 400, "", []string{"JSON"}},
+		{"wrong type", "/v1/completions", `{"model":"stories260K","prompt": "hi", "max_tokens": "ten"}`, 400, "max_tokens", nil},
+		{"wrong type in messages", "/v1/chat/completions", `{"model":"stories260K","messages": [{"role": "user", "content": 5}]}`, 400, "messages[0].content", nil},
 		{"unknown model", "/v1/completions", `{"model": "gpt-9", "prompt": "hi"}`, 404, "model", []string{"gpt-9"}},
-		{"negative max_tokens", "/v1/completions", `{"prompt": "hi", "max_tokens": -1}`, 400, "max_tokens", nil},
-		{"oversized max_tokens", "/v1/completions", `{"prompt": "hi", "max_tokens": 100000}`, 400, "max_tokens", []string{"512", "100000"}},
-		{"prompt longer than the context", "/v1/completions", `{"prompt": ` + mustJSON(long) + `}`, 400, "", []string{"512", "600"}},
-		{"empty messages", "/v1/chat/completions", `{"messages": []}`, 400, "messages", nil},
-		{"empty prompt", "/v1/completions", `{"prompt": ""}`, 400, "prompt", nil},
-		{"token outside the vocabulary", "/v1/completions", `{"prompt": [1, 99999]}`, 400, "prompt[1]", nil},
-		{"bad temperature", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "temperature": -1}`, 400, "temperature", nil},
+		{"negative max_tokens", "/v1/completions", `{"model":"stories260K","prompt": "hi", "max_tokens": -1}`, 400, "max_tokens", nil},
+		{"oversized max_tokens", "/v1/completions", `{"model":"stories260K","prompt": "hi", "max_tokens": 100000}`, 400, "max_tokens", []string{"512", "100000"}},
+		{"prompt longer than the context", "/v1/completions", `{"model":"stories260K","prompt": ` + mustJSON(long) + `}`, 400, "", []string{"512", "600"}},
+		{"empty messages", "/v1/chat/completions", `{"model":"stories260K","messages": []}`, 400, "messages", nil},
+		{"empty prompt", "/v1/completions", `{"model":"stories260K","prompt": ""}`, 400, "prompt", nil},
+		{"token outside the vocabulary", "/v1/completions", `{"model":"stories260K","prompt": [1, 99999]}`, 400, "prompt[1]", nil},
+		{"bad temperature", "/v1/chat/completions", `{"model":"stories260K","messages": [{"role": "user", "content": "hi"}], "temperature": -1}`, 400, "temperature", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestQueueFull(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	open := func() *http.Response {
-		b, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "max_tokens": 500, "ignore_eos": true, "stream": true})
+		b, _ := json.Marshal(map[string]any{"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 500, "ignore_eos": true, "stream": true})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/completions", bytes.NewReader(b))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -103,7 +103,7 @@ func TestQueueFull(t *testing.T) {
 	s.waitMetric(t, "vllm:num_requests_waiting", func(v float64) bool { return v == 1 })
 
 	var resp completionResponse
-	code, hdr := s.post(t, "/v1/completions", map[string]any{"prompt": "hi", "max_tokens": 5}, &resp)
+	code, hdr := s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": "hi", "max_tokens": 5}, &resp)
 	if code != 429 || resp.Error == nil || !strings.Contains(resp.Error.Message, "waiting") {
 		t.Fatalf("status %d: %+v", code, resp.Error)
 	}

@@ -306,13 +306,13 @@ var fuzzNativeSeeds = []struct {
 	body  string
 }{
 	{0, `{"model":"stories260K","prompt":"Once upon a time","max_tokens":4}`},
-	{0, `{"prompt":["a","b"],"n":2,"max_tokens":3,"echo":true,"logprobs":2,"stream":true,"stream_options":{"include_usage":true}}`},
-	{0, `{"prompt":[[1,403],[407]],"max_tokens":2,"stop":["a"],"stop_token_ids":[13],"logit_bias":{"13":-100},"seed":7,"temperature":0.8,"top_k":5,"top_p":0.9,"min_p":0.1}`},
-	{1, `{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":3,"logprobs":true,"top_logprobs":2}`},
-	{1, `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"n":2}`},
-	{0, `{"prompt":"a","max_tokens":3,"temperature":1e999}`},
-	{1, `{"messages":[{"role":"user","content":"\ud800\udfff"}],"max_tokens":2}`},
-	{0, `{"prompt":`},
+	{0, `{"model":"stories260K","prompt":["a","b"],"n":2,"max_tokens":3,"echo":true,"logprobs":2,"stream":true,"stream_options":{"include_usage":true}}`},
+	{0, `{"model":"stories260K","prompt":[[1,403],[407]],"max_tokens":2,"stop":["a"],"stop_token_ids":[13],"logit_bias":{"13":-100},"seed":7,"temperature":0.8,"top_k":5,"top_p":0.9,"min_p":0.1}`},
+	{1, `{"model":"stories260K","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":3,"logprobs":true,"top_logprobs":2}`},
+	{1, `{"model":"stories260K","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"n":2}`},
+	{0, `{"model":"stories260K","prompt":"a","max_tokens":3,"temperature":1e999}`},
+	{1, `{"model":"stories260K","messages":[{"role":"user","content":"\ud800\udfff"}],"max_tokens":2}`},
+	{0, `{"model":"stories260K","prompt":`},
 }
 
 // ---------------------------------------------------------------------------
@@ -1260,7 +1260,7 @@ func (r *fuzzRun) checkIdle() {
 // checkReference checks that greedy decoding still gives llama.cpp's text.
 func (r *fuzzRun) checkReference() {
 	ref := stories260k.ReferenceGreedy()
-	body, _ := json.Marshal(map[string]any{"prompt": ref.Prompt, "max_tokens": len(ref.GeneratedTokens), "temperature": 0})
+	body, _ := json.Marshal(map[string]any{"model": "stories260K", "prompt": ref.Prompt, "max_tokens": len(ref.GeneratedTokens), "temperature": 0})
 	req := &fuzzReq{id: -1, method: http.MethodPost, path: "/v1/completions", route: "POST /v1/completions", ctype: "application/json", body: body, notes: []string{"reference greedy request"}}
 	res := r.client.do(r.srv.url, req)
 	if res.err != nil || res.status != http.StatusOK {
@@ -1462,7 +1462,7 @@ func (g *fuzzGen) generate(chat bool) *fuzzReq {
 	req.route = "POST " + req.path
 
 	var obj fuzzObject
-	if g.chance(0.7) {
+	if g.chance(0.95) { // "model" is required: without it, a 400
 		obj = obj.set("model", fuzzString(fuzzModelName))
 	}
 	if chat {
@@ -1588,9 +1588,9 @@ func (g *fuzzGen) junk() *fuzzReq {
 	switch g.intn(4) {
 	case 0:
 		req.body = []byte(fuzzPick(g, "", " ", "hello", "null", "true", "0", "-1", "1e999", `"x"`, "[]", "[{}]", "{}",
-			"{", "}", "[", `{"`, `{"prompt"`, `{"prompt":`, `{"prompt":"a"`, `{"prompt":"a",}`, `{,}`, `{"a" "b"}`,
-			"<xml/>", "prompt=a&max_tokens=3", "\x00", "\xff\xfe{}", "\xef\xbb\xbf{}", `{"prompt":"a"}{"prompt":"b"}`,
-			`{"prompt":"a"} x`, `{"prompt":"a"}]`, `{'prompt': 'a'}`, `{prompt: "a"}`, `{"prompt":"\x"}`, `{"prompt":"\u12"}`))
+			"{", "}", "[", `{"`, `{"model":"stories260K","prompt"`, `{"model":"stories260K","prompt":`, `{"model":"stories260K","prompt":"a"`, `{"model":"stories260K","prompt":"a",}`, `{,}`, `{"a" "b"}`,
+			"<xml/>", "prompt=a&max_tokens=3", "\x00", "\xff\xfe{}", "\xef\xbb\xbf{}", `{"model":"stories260K","prompt":"a"}{"prompt":"b"}`,
+			`{"model":"stories260K","prompt":"a"} x`, `{"model":"stories260K","prompt":"a"}]`, `{'prompt': 'a'}`, `{prompt: "a"}`, `{"model":"stories260K","prompt":"\x"}`, `{"model":"stories260K","prompt":"\u12"}`))
 		req.notes = []string{"not a request"}
 	case 1:
 		depth := fuzzPick(g, 100, 10000, 10001, 100000)
@@ -1607,7 +1607,7 @@ func (g *fuzzGen) junk() *fuzzReq {
 		}
 		req.notes = []string{"random bytes"}
 	default:
-		req.body = []byte(`[` + fuzzPick(g, `{"prompt":"a","max_tokens":2}`, `{"messages":[{"role":"user","content":"a"}]}`) + `]`)
+		req.body = []byte(`[` + fuzzPick(g, `{"model":"stories260K","prompt":"a","max_tokens":2}`, `{"model":"stories260K","messages":[{"role":"user","content":"a"}]}`) + `]`)
 		req.notes = []string{"request wrapped in an array"}
 	}
 	return req
@@ -1624,7 +1624,7 @@ func (g *fuzzGen) breakBody(body []byte) ([]byte, string) {
 		c := fuzzPick(g, byte(0xff), 0, '{', '"', '\\', ',', ']', '\n')
 		return slices.Insert(slices.Clone(body), i, c), fmt.Sprintf("byte %#x inserted at %d", c, i)
 	case 2:
-		s := fuzzPick(g, " x", "}", "{}", "\n\n", ",", `{"prompt":"b"}`)
+		s := fuzzPick(g, " x", "}", "{}", "\n\n", ",", `{"model":"stories260K","prompt":"b"}`)
 		return append(body, s...), fmt.Sprintf("%q appended", s)
 	case 3:
 		return append([]byte("\xef\xbb\xbf"), body...), "UTF-8 BOM prepended"
@@ -1689,7 +1689,7 @@ func (g *fuzzGen) validValue(f string, chat bool) []byte {
 	case "min_tokens":
 		return num("0", "1", "2", "4")
 	case "temperature":
-		return num("0", "0.5", "0.8", "1", "1.5", "1e-5", "100000")
+		return num("0", "0.5", "0.8", "1", "1.5", "1e-5", "2")
 	case "top_p":
 		return num("1e-38", "0.1", "0.5", "0.9", "1")
 	case "top_k":

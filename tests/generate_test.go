@@ -127,7 +127,7 @@ func TestPrefixCacheAcrossRequests(t *testing.T) {
 	second := append(slices.Clone(prefix), ref.GeneratedTokens[10:33]...)
 
 	var resp completionResponse
-	if code, _ := s.post(t, "/v1/completions", map[string]any{"prompt": first, "max_tokens": 5, "temperature": 0}, &resp); code != 200 {
+	if code, _ := s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": first, "max_tokens": 5, "temperature": 0}, &resp); code != 200 {
 		t.Fatalf("first: %d %+v", code, resp.Error)
 	}
 	if resp.Usage.PromptTokensDetails.CachedTokens != 0 {
@@ -136,7 +136,7 @@ func TestPrefixCacheAcrossRequests(t *testing.T) {
 	decodedBefore := s.metric(t, "llmserve_engine_decoded_tokens_total")
 	hitsBefore := s.metric(t, "vllm:prefix_cache_hits_total")
 	resp = completionResponse{}
-	if code, _ := s.post(t, "/v1/completions", map[string]any{"prompt": second, "max_tokens": 5, "temperature": 0, "ignore_eos": true}, &resp); code != 200 {
+	if code, _ := s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": second, "max_tokens": 5, "temperature": 0, "ignore_eos": true}, &resp); code != 200 {
 		t.Fatalf("second: %d %+v", code, resp.Error)
 	}
 	cached := resp.Usage.PromptTokensDetails.CachedTokens
@@ -159,7 +159,7 @@ func TestDisconnectFreesSequence(t *testing.T) {
 	s := startServer(t, models.GenerativeConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	b, _ := json.Marshal(map[string]any{
-		"prompt": "Once upon a time", "max_tokens": 500, "ignore_eos": true, "stream": true,
+		"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 500, "ignore_eos": true, "stream": true,
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/completions", bytes.NewReader(b))
 	resp, err := http.DefaultClient.Do(req)
@@ -196,7 +196,7 @@ func TestPrefixCacheSurvivesUnrelatedRequests(t *testing.T) {
 	ref := stories260k.ReferenceGreedy()
 	prompt := append(append(slices.Clone(ref.PromptTokens), ref.GeneratedTokens...), ref.GeneratedTokens...) // 125 tokens
 	var resp completionResponse
-	if code, _ := s.post(t, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 3, "temperature": 0}, &resp); code != 200 {
+	if code, _ := s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": prompt, "max_tokens": 3, "temperature": 0}, &resp); code != 200 {
 		t.Fatalf("status %d: %+v", code, resp.Error)
 	}
 	var jobs []job
@@ -205,7 +205,7 @@ func TestPrefixCacheSurvivesUnrelatedRequests(t *testing.T) {
 	}
 	s.run(t, jobs, true)
 	resp = completionResponse{}
-	if code, _ := s.post(t, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 3, "temperature": 0}, &resp); code != 200 {
+	if code, _ := s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": prompt, "max_tokens": 3, "temperature": 0}, &resp); code != 200 {
 		t.Fatalf("status %d: %+v", code, resp.Error)
 	}
 	// Everything but the last token: 7 blocks of 16 and 12 positions of the
@@ -220,7 +220,7 @@ func TestNChoicesAndStopStrings(t *testing.T) {
 	ref := stories260k.ReferenceGreedy()
 	var resp completionResponse
 	code, _ := s.post(t, "/v1/completions", map[string]any{
-		"prompt": ref.Prompt, "max_tokens": 60, "temperature": 0, "n": 3, "stop": []string{"Lily."},
+		"model": "stories260K", "prompt": ref.Prompt, "max_tokens": 60, "temperature": 0, "n": 3, "stop": []string{"Lily."},
 	}, &resp)
 	if code != 200 || len(resp.Choices) != 3 {
 		t.Fatalf("status %d, %d choices: %+v", code, len(resp.Choices), resp.Error)

@@ -30,17 +30,17 @@ func TestReproducersGetA400(t *testing.T) {
 		param    string
 		contains []string
 	}{
-		{"temperature 1e-40", "/v1/completions", `{"prompt":"a","temperature":1e-40,"max_tokens":3}`, "temperature", []string{"1e-05", "got 1e-40"}},
-		{"temperature 1e-45", "/v1/completions", `{"prompt":"a","temperature":1e-45,"max_tokens":3}`, "temperature", nil},
-		{"temperature 1.2e-38", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"temperature":1.2e-38}`, "temperature", nil},
-		{"temperature 1e39", "/v1/completions", `{"prompt":"a","temperature":1e39}`, "temperature", []string{"0 (greedy) or in", "got 1e+39"}},
-		{"repetition_penalty 1e-38", "/v1/completions", `{"prompt":"a","temperature":1,"repetition_penalty":1e-38}`, "repetition_penalty", []string{"[0.01, 100]"}},
-		{"n 65", "/v1/completions", `{"prompt":"a","n":65,"max_tokens":3}`, "n", []string{"65", "64"}},
-		{"n 128", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"n":128}`, "n", nil},
-		{"10 MB prompt", "/v1/completions", `{"prompt":` + mustJSON(hugePrompt) + `,"max_tokens":3}`, "prompt", []string{"512 tokens"}},
-		{"5000 prompts", "/v1/completions", `{"prompt":` + mustJSON(slices.Repeat([]string{"Once upon a time"}, 5000)) + `,"max_tokens":1}`, "prompt", []string{"5000 prompts", "512"}},
+		{"temperature 1e-40", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":1e-40,"max_tokens":3}`, "temperature", []string{"1e-05", "got 1e-40"}},
+		{"temperature 1e-45", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":1e-45,"max_tokens":3}`, "temperature", nil},
+		{"temperature 1.2e-38", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"temperature":1.2e-38}`, "temperature", nil},
+		{"temperature 1e39", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":1e39}`, "temperature", []string{"between 0 and 2", "got 1e+39"}},
+		{"repetition_penalty 1e-38", "/v1/completions", `{"model":"stories260K","prompt":"a","temperature":1,"repetition_penalty":1e-38}`, "repetition_penalty", []string{"[0.01, 100]"}},
+		{"n 65", "/v1/completions", `{"model":"stories260K","prompt":"a","n":65,"max_tokens":3}`, "n", []string{"65", "64"}},
+		{"n 128", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"n":128}`, "n", nil},
+		{"10 MB prompt", "/v1/completions", `{"model":"stories260K","prompt":` + mustJSON(hugePrompt) + `,"max_tokens":3}`, "prompt", []string{"512 tokens"}},
+		{"5000 prompts", "/v1/completions", `{"model":"stories260K","prompt":` + mustJSON(slices.Repeat([]string{"Once upon a time"}, 5000)) + `,"max_tokens":1}`, "prompt", []string{"5000 prompts", "512"}},
 		{"invalid UTF-8", "/v1/completions", "{\"prompt\":\"Once upon a \xff time\"}", "prompt", []string{"UTF-8"}},
-		{"unpaired surrogate", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a\udc00"}]}`, "messages[0].content", nil},
+		{"unpaired surrogate", "/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a\udc00"}]}`, "messages[0].content", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +63,7 @@ func TestReproducersGetA400(t *testing.T) {
 	}
 	ref := stories260k.ReferenceGreedy()
 	var resp completionResponse
-	if code, _ := s.post(t, "/v1/completions", map[string]any{"prompt": ref.Prompt, "max_tokens": len(ref.GeneratedTokens), "temperature": 0}, &resp); code != 200 {
+	if code, _ := s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": ref.Prompt, "max_tokens": len(ref.GeneratedTokens), "temperature": 0}, &resp); code != 200 {
 		t.Fatalf("after the reproducers: status %d: %+v", code, resp.Error)
 	}
 	if resp.Choices[0].Text != ref.GeneratedText {
@@ -110,7 +110,8 @@ func TestFailuresStayLocal(t *testing.T) {
 	if err := synth.Poison(src, path, "token_embd.weight", []int{int(poison)}); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, models.GenerativeConfig{Name: "poisoned", Path: path})
+	// Named as the default model, so that the jobs' bodies name it.
+	s := startServer(t, models.GenerativeConfig{Name: "stories260K", Path: path})
 
 	got := make([]string, len(jobs))
 	var poisoned completionResponse
@@ -120,7 +121,7 @@ func TestFailuresStayLocal(t *testing.T) {
 		wg.Go(func() { got[i] = s.run(t, jobs[i:i+1], false)[0] })
 	}
 	wg.Go(func() {
-		poisonedCode, _ = s.post(t, "/v1/completions", map[string]any{"prompt": []int32{1, 300, poison, 301}, "max_tokens": 40, "ignore_eos": true}, &poisoned)
+		poisonedCode, _ = s.post(t, "/v1/completions", map[string]any{"model": "stories260K", "prompt": []int32{1, 300, poison, 301}, "max_tokens": 40, "ignore_eos": true}, &poisoned)
 	})
 	wg.Wait()
 	compare(t, "beside a failing sequence", jobs, got, want)
@@ -165,7 +166,7 @@ func TestKVEventsStayBounded(t *testing.T) {
 				for i := range prompt {
 					prompt[i] = 3 + rng.Int32N(500)
 				}
-				body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 1})
+				body, _ := json.Marshal(map[string]any{"model": "stories260K", "prompt": prompt, "max_tokens": 1})
 				var resp completionResponse
 				code, _ := s.postRaw(t, "/v1/completions", body, &resp)
 				st := s.model.Stats().KV

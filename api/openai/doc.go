@@ -57,8 +57,11 @@
 // before it is tokenized, since tokenizing megabytes costs seconds of CPU.
 // Notable rules, mostly vLLM's:
 //
-//   - "model" absent or empty means the first served model; an unknown
-//     model is a 404 with code "model_not_found".
+//   - "model" is required, as OpenAI and its SDKs require it (vLLM serves
+//     the first model instead): absent or empty is a 400 naming "model";
+//     an unknown model is a 404 with code "model_not_found".
+//   - temperature must be in OpenAI's range [0, 2] (a 400 naming it
+//     otherwise); inside it, the engine's own range applies too.
 //   - messages: content is a string or an array of {"type":"text"} parts
 //     (joined with "\n"); other part types are a 400. Roles are system,
 //     developer (rendered as system), user, assistant and tool.
@@ -78,7 +81,7 @@
 //     limit bounds them). stop_token_ids add to the model's stop tokens;
 //     ignore_eos drops the model's own.
 //   - top_k -1 or 0 disables it; temperature is 0 (greedy) or in
-//     [1e-5, 1e5]; repetition_penalty in [0.01, 100]; presence and
+//     [1e-5, 2]; repetition_penalty in [0.01, 100]; presence and
 //     frequency penalties in [-2, 2]; logit_bias values in [-100, 100].
 //   - logprobs: chat takes logprobs (bool) and top_logprobs (0..20, only
 //     with logprobs); completions take logprobs (0..20). With echo,
@@ -112,6 +115,41 @@
 // When the client goes away (the request context ends) or the handler ends
 // for any other reason while choices still run, Stream.Cancel is called
 // right away, so the scheduler frees their KV memory within a step.
+//
+// # Embeddings, score, rerank, tokenize
+//
+// POST /v1/embeddings takes input as a string, an array of strings, an
+// array of token ids or an array of arrays of token ids (each one input);
+// encoding_format "float" (default) or "base64" (the little-endian float32
+// bytes, as OpenAI); normalize (vLLM; default true: unit L2 norm);
+// dimensions, only for models served with --matryoshka-dimensions and
+// only one of those sizes (the vector is cut, then normalized);
+// truncate_prompt_tokens (vLLM: keep the last k tokens, -1 for the
+// model's length; without it a longer input is a 400); add_special_tokens
+// (default true). Usage counts the tokens embedded. The model must pool
+// (models.GenerativeConfig.Pooling: the GGUF's pooling type, else last, as
+// vLLM pools decoder models; --pooling none refuses embeddings with a
+// 400). The same loaded model serves generation and embeddings at once:
+// embedding inputs join the engine core's steps (core.EngineCore.Embed),
+// batched with each other beside the running sequences, each input
+// evaluated in one piece in an embedding context over the same weights.
+//
+// POST /v1/score and /score (vLLM) score text_1 against text_2: one text_1
+// against each text_2 (string or list), or a list against a list of the
+// same length, pairwise; data[i].score is the cosine similarity of the two
+// embeddings. POST /v1/rerank, /rerank and /v2/rerank (Jina and Cohere)
+// take query, documents (strings or {"text"} objects), top_n (0 or absent:
+// all) and return_documents (default true), and answer results sorted by
+// relevance_score (the cosine similarity), with Cohere's meta on
+// /v2/rerank. Cross-encoder rerankers (rank pooling) are refused with a
+// 400 for now: scoring a pair through the classifier head is not built.
+//
+// POST /tokenize (vLLM) takes a prompt (add_special_tokens default true)
+// or messages (rendered with the chat template, add_generation_prompt
+// default true, add_special_tokens default false) and answers count,
+// max_model_len, tokens and, with return_token_strs, token_strs (each
+// token's text as in logprobs). POST /detokenize takes tokens and answers
+// the prompt text.
 //
 // # SSE contract
 //

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -134,6 +136,11 @@ func toAPIError(err error) *apiError {
 		// Mapped with their field by genParams.requestError; this is the
 		// fallback for a path that did not.
 		return newAPIError(http.StatusBadRequest, typeBadRequest, err.Error(), "", "")
+	case errors.Is(err, engine.ErrInvalidBatch), errors.Is(err, core.ErrCannotEmbed):
+		// Inputs are checked before they reach the engine; this is the
+		// engine's own refusal of one (an embedding input it cannot take).
+		return newAPIError(http.StatusBadRequest, typeBadRequest,
+			"The model could not process this input: "+err.Error(), "", "")
 	case errors.Is(err, scheduler.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return newAPIError(http.StatusRequestTimeout, typeTimeout,
 			"The request did not finish before its deadline.", "", "")

@@ -48,7 +48,7 @@ func TestModelsEmpty(t *testing.T) {
 	if rec.Body.String() != `{"object":"list","data":[]}`+"\n" {
 		t.Errorf("body %s", rec.Body)
 	}
-	rec = do(t, testHandler(), nil, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]}`)
+	rec = do(t, testHandler(), nil, http.MethodPost, "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"Hi"}]}`)
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("no models: status %d", rec.Code)
 	}

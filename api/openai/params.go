@@ -20,6 +20,8 @@ const (
 	// maxTopLogprobs caps top_logprobs (chat) and logprobs (completions),
 	// as OpenAI's chat endpoint and vLLM's default max_logprobs do.
 	maxTopLogprobs = 20
+	// maxTemperature is OpenAI's upper bound on temperature.
+	maxTemperature = 2
 )
 
 // genParams is a validated request minus its prompts: everything that turns
@@ -66,6 +68,11 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 	s := &p.base.Sampling
 	s.Temperature = 1 // OpenAI's and vLLM's default
 
+	// OpenAI's range, which its SDKs and clients assume; the engine's own
+	// range (engine.Sampling.Validate) is wider and checked later.
+	if t := c.Temperature; t != nil && !(*t >= 0 && *t <= maxTemperature) {
+		return nil, invalid("temperature", "temperature must be between 0 and %d, got %s.", maxTemperature, strconv.FormatFloat(*t, 'g', -1, 64))
+	}
 	if c.N != nil {
 		if *c.N < 1 || *c.N > maxN {
 			return nil, invalid("n", "n must be between 1 and %d, got %d.", maxN, *c.N)

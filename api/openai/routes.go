@@ -39,10 +39,22 @@ type Options struct {
 //	POST /v1/completions
 //	GET  /v1/models
 //	GET  /v1/models/{id}   (the id may contain slashes)
+//	POST /v1/embeddings
+//	POST /v1/score, /score                      (vLLM)
+//	POST /v1/rerank, /rerank, /v2/rerank        (Jina, Cohere)
+//	POST /tokenize, /detokenize                 (vLLM)
 func Mount(r chi.Router, b Backend, opts Options) {
 	h := newHandler(b, opts)
 	r.Post("/v1/chat/completions", h.chatCompletions)
 	r.Post("/v1/completions", h.completions)
+	r.Post("/v1/embeddings", h.embeddings)
+	r.Post("/v1/score", h.score)
+	r.Post("/score", h.score)
+	r.Post("/v1/rerank", h.rerank)
+	r.Post("/rerank", h.rerank)
+	r.Post("/v2/rerank", h.rerank)
+	r.Post("/tokenize", h.tokenize)
+	r.Post("/detokenize", h.detokenize)
 	r.Get("/v1/models", h.listModels)
 	r.Get("/v1/models/*", h.getModel)
 }
@@ -102,14 +114,14 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	return b, err
 }
 
-// model finds the model a request names. An empty name means the first
-// served model, as in vLLM.
+// model finds the model a request names. "model" is required, as OpenAI
+// and its SDKs require it (vLLM serves the first model instead; a client
+// that forgot the field should hear so, not get some model's answer).
 func (h *handler) model(name string) (Model, error) {
 	if name == "" {
-		if ms := h.backend.Models(); len(ms) > 0 {
-			return ms[0], nil
-		}
-	} else if m, ok := h.backend.Model(name); ok {
+		return nil, invalid("model", "model is required: the id of a served model (GET /v1/models lists them).")
+	}
+	if m, ok := h.backend.Model(name); ok {
 		return m, nil
 	}
 	return nil, &modelNotFoundError{name: name}

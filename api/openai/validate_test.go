@@ -65,6 +65,10 @@ func TestValidation(t *testing.T) {
 
 		// Model.
 		{name: "model type", body: `{"model":5,"messages":[{"role":"user","content":"Hi"}]}`, status: 400, param: "model", msg: "expected a string"},
+		{name: "no model", body: `{"messages":[{"role":"user","content":"Hi"}]}`, status: 400, param: "model", msg: "model is required"},
+		{name: "empty model", body: `{"model":"","messages":[{"role":"user","content":"Hi"}]}`, status: 400, param: "model", msg: "model is required"},
+		{name: "temperature above 2", body: `{` + chatOK + `,"temperature":5}`, status: 400, param: "temperature", msg: "between 0 and 2, got 5"},
+		{name: "temperature negative", body: `{` + chatOK + `,"temperature":-0.5}`, status: 400, param: "temperature", msg: "between 0 and 2"},
 		{name: "unknown model", body: `{"model":"gpt-4","messages":[{"role":"user","content":"Hi"}]}`, status: 404, param: "model", code: "model_not_found", msg: "The model `gpt-4` does not exist."},
 
 		// Messages.
@@ -249,7 +253,6 @@ func TestAccepted(t *testing.T) {
 		{"nulls", "", `{` + chatOK + `,"max_tokens":null,"temperature":null,"stop":null,"stream":null,"stream_options":null,"logprobs":null,"seed":null,"n":null}`},
 		{"all roles", "", `{"model":"test-model","messages":[{"role":"developer","content":"d"},{"role":"system","content":"s"},{"role":"user","content":"u","name":"bob"},{"role":"assistant","content":null},{"role":"tool","content":"t","tool_call_id":"x"}]}`},
 		{"text parts", "", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`},
-		{"no model", "", `{"messages":[{"role":"user","content":"Hi"}]}`},
 		{"top_k off", "", `{` + chatOK + `,"top_k":-1}`},
 		{"stop many", "", `{` + chatOK + `,"stop":["a","b","c","d","e","f"]}`},
 		{"prompt ids", "/v1/completions", `{"model":"test-model","prompt":[260,261]}`},

@@ -233,7 +233,7 @@ func TestShutdownCutsRequestsVisibly(t *testing.T) {
 	})
 
 	// 64 choices of 400 tokens each: seconds of work, far beyond the grace.
-	long := `{"prompt":"Once upon a time","max_tokens":400,"ignore_eos":true,"n":64`
+	long := `{"model":"stories260K","prompt":"Once upon a time","max_tokens":400,"ignore_eos":true,"n":64`
 	streamResp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(long+`,"stream":true}`))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,272 @@
+package openai
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Embedder is a Model that also embeds: the same loaded weights serve
+// generation and embeddings at once, through the same engine loop.
+type Embedder interface {
+	Model
+	// Pooling is how a sequence's hidden states become one vector: mean,
+	// cls, last, rank (a reranker's score) or none (no embeddings).
+	Pooling() string
+	// MatryoshkaDimensions lists the sizes embeddings may be cut to.
+	MatryoshkaDimensions() []int
+	// MaxEmbedTokens is the longest input Embed takes.
+	MaxEmbedTokens() int
+	// Embed returns one pooled, unnormalized vector per input.
+	Embed(ctx context.Context, inputs [][]int32) ([][]float32, error)
+}
+
+// embeddingRequest is POST /v1/embeddings: OpenAI's fields and vLLM's
+// normalize, truncate_prompt_tokens and add_special_tokens.
+type embeddingRequest struct {
+	Model                string      `json:"model"`
+	Input                promptField `json:"input"`
+	EncodingFormat       *string     `json:"encoding_format"`
+	Dimensions           *int        `json:"dimensions"`
+	User                 *string     `json:"user"`
+	Normalize            *bool       `json:"normalize"`
+	TruncatePromptTokens *int        `json:"truncate_prompt_tokens"`
+	AddSpecialTokens     *bool       `json:"add_special_tokens"`
+}
+
+type embeddingResponse struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Data    []embeddingData `json:"data"`
+	Usage   embedUsage      `json:"usage"`
+}
+
+type embeddingData struct {
+	Object    string `json:"object"`
+	Index     int    `json:"index"`
+	Embedding any    `json:"embedding"` // []float32, or a base64 string
+}
+
+// embedUsage is the usage of requests that generate nothing.
+type embedUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
+	arrival := h.now()
+	id := "embd-" + h.id(r)
+	body, err := h.readBody(w, r)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	if err := checkText(body); err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	var req embeddingRequest
+	if err := decodeJSON(body, &req); err != nil {
+		h.fail(w, r, id, renameParam(err, "prompt", "input"))
+		return
+	}
+	m, err := h.embedModel(req.Model, "/v1/embeddings")
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	format := "float"
+	if req.EncodingFormat != nil {
+		format = *req.EncodingFormat
+	}
+	if format != "float" && format != "base64" {
+		h.fail(w, r, id, invalid("encoding_format", "Unknown encoding_format %q; use \"float\" or \"base64\".", format))
+		return
+	}
+	dims, err := checkDimensions(m, req.Dimensions)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
+	inputs, err := embedInputs(m, &req.Input, "input", addSpecial, req.TruncatePromptTokens)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	vecs, err := m.Embed(r.Context(), inputs)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	normalize := req.Normalize == nil || *req.Normalize
+	resp := embeddingResponse{ID: id, Object: "list", Created: arrival.Unix(), Model: m.Name(), Data: make([]embeddingData, len(vecs))}
+	for i, v := range vecs {
+		if dims > 0 {
+			v = v[:dims]
+		}
+		if normalize {
+			normalizeL2(v)
+		}
+		d := embeddingData{Object: "embedding", Index: i, Embedding: v}
+		if format == "base64" {
+			d.Embedding = base64Floats(v)
+		}
+		resp.Data[i] = d
+		resp.Usage.PromptTokens += len(inputs[i])
+	}
+	resp.Usage.TotalTokens = resp.Usage.PromptTokens
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// embedModel finds the model a request names and checks that it embeds.
+func (h *handler) embedModel(name, route string) (Embedder, error) {
+	m, err := h.model(name)
+	if err != nil {
+		return nil, err
+	}
+	em, ok := m.(Embedder)
+	if !ok || em.Pooling() == "none" {
+		return nil, invalid("model", "The model `%s` does not serve %s: it has no pooling. Serve it with --pooling mean, cls or last.", m.Name(), route)
+	}
+	return em, nil
+}
+
+// checkDimensions validates "dimensions" and returns the size to cut
+// vectors to, or 0 for all.
+func checkDimensions(m Embedder, d *int) (int, error) {
+	if d == nil {
+		return 0, nil
+	}
+	allowed := m.MatryoshkaDimensions()
+	if len(allowed) == 0 {
+		return 0, invalid("dimensions", "The model `%s` does not support Matryoshka dimensions (serve it with --matryoshka-dimensions if it was trained for them); leave out dimensions.", m.Name())
+	}
+	if !slices.Contains(allowed, *d) {
+		return 0, invalid("dimensions", "The model `%s` supports dimensions %v, not %d.", m.Name(), allowed, *d)
+	}
+	return *d, nil
+}
+
+// embedInputs checks and tokenizes the inputs of an embedding-like
+// request. Token ids are checked against the vocabulary; each input must
+// fit the model's embedding length, or be cut to its last tokens when
+// truncate (vLLM's truncate_prompt_tokens; -1 means the model's length)
+// says so.
+func embedInputs(m Embedder, pf *promptField, field string, addSpecial bool, truncate *int) ([][]int32, error) {
+	param := func(i int) string {
+		if pf.single {
+			return field
+		}
+		return fmt.Sprintf("%s[%d]", field, i)
+	}
+	if !pf.set {
+		return nil, invalid(field, "%s is required.", field)
+	}
+	if len(pf.texts) == 0 && len(pf.tokens) == 0 {
+		return nil, invalid(field, "%s must not be empty.", field)
+	}
+	maxLen := m.MaxEmbedTokens()
+	keep := 0
+	if truncate != nil {
+		switch t := *truncate; {
+		case t == -1:
+			keep = maxLen
+		case t >= 1 && t <= maxLen:
+			keep = t
+		default:
+			return nil, invalid("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's length) or in [1, %d], got %d.", maxLen, t)
+		}
+	}
+	tok := m.Tokenizer()
+	nVocab := tok.Vocab().NumTokens()
+	maxBytes := tok.MaxTextBytes(maxLen)
+	var out [][]int32
+	for i, text := range pf.texts {
+		if text == "" {
+			return nil, invalid(param(i), "An input must not be empty.")
+		}
+		if keep == 0 && len(text) > maxBytes {
+			return nil, tooMuchText(param(i), len(text), maxLen, maxBytes)
+		}
+		toks, err := tok.Encode(text, addSpecial)
+		if err != nil {
+			return nil, invalid(param(i), "The input could not be tokenized: %v", err)
+		}
+		out = append(out, toks)
+	}
+	for i, ids := range pf.tokens {
+		if len(ids) == 0 {
+			return nil, invalid(param(i), "An input must not be empty.")
+		}
+		toks := make([]int32, len(ids))
+		for j, id := range ids {
+			if id < 0 || id >= int64(nVocab) {
+				return nil, invalid(fmt.Sprintf("%s[%d]", param(i), j), "Token id %d is outside the vocabulary [0, %d).", id, nVocab)
+			}
+			toks[j] = int32(id)
+		}
+		out = append(out, toks)
+	}
+	for i, toks := range out {
+		switch {
+		case len(toks) == 0:
+			return nil, invalid(param(i), "The input is empty after tokenization.")
+		case keep > 0 && len(toks) > keep:
+			out[i] = toks[len(toks)-keep:]
+		case len(toks) > maxLen:
+			return nil, &validationError{Param: param(i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+				"This model's maximum context length is %d tokens; the %s has %d. Shorten it, or set truncate_prompt_tokens to keep its last tokens.",
+				maxLen, param(i), len(toks))}
+		}
+	}
+	return out, nil
+}
+
+// normalizeL2 scales v to unit length (a zero vector stays zero).
+func normalizeL2(v []float32) {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	if ss == 0 {
+		return
+	}
+	inv := 1 / math.Sqrt(ss)
+	for i := range v {
+		v[i] = float32(float64(v[i]) * inv)
+	}
+}
+
+// base64Floats is OpenAI's base64 encoding: the little-endian float32
+// bytes of the vector.
+func base64Floats(v []float32) string {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// renameParam rewrites the field name at the start of a validation error's
+// param, for fields that share a decoder (prompt → input).
+func renameParam(err error, from, to string) error {
+	var v *validationError
+	if !errors.As(err, &v) || !strings.HasPrefix(v.Param, from) {
+		return err
+	}
+	rest := strings.TrimPrefix(v.Param, from)
+	if rest != "" && rest[0] != '[' && rest[0] != '.' {
+		return err
+	}
+	msg := strings.ReplaceAll(v.Message, "'"+from, "'"+to)
+	return &validationError{Param: to + rest, Message: msg, Code: v.Code}
+}

@@ -1,0 +1,314 @@
+package openai
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+)
+
+// This file serves vLLM's POST /score (text_1 against text_2) and the
+// rerank routes in the Jina and Cohere shapes (query against documents).
+// For an embedding model a score is the cosine similarity of the two
+// texts' embeddings, as vLLM scores with embedding models.
+
+// textsField is a string or an array of strings.
+type textsField struct {
+	set    bool
+	single bool
+	texts  []string
+}
+
+func (t *textsField) UnmarshalJSON(raw []byte) error {
+	*t = textsField{}
+	switch jsonKind(raw) {
+	case "null":
+		return nil
+	case "string":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return typeError("", "a string or an array of strings", "string")
+		}
+		*t = textsField{set: true, single: true, texts: []string{s}}
+		return nil
+	case "array":
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return typeError("", "a string or an array of strings", "array")
+		}
+		t.set = true
+		for i, e := range elems {
+			if jsonKind(e) != "string" {
+				return typeError(fmt.Sprintf("[%d]", i), "a string", jsonKind(e))
+			}
+			var s string
+			if err := json.Unmarshal(e, &s); err != nil {
+				return typeError(fmt.Sprintf("[%d]", i), "a string", "string")
+			}
+			t.texts = append(t.texts, s)
+		}
+		return nil
+	default:
+		return typeError("", "a string or an array of strings", jsonKind(raw))
+	}
+}
+
+type scoreRequest struct {
+	Model                string     `json:"model"`
+	Text1                textsField `json:"text_1"`
+	Text2                textsField `json:"text_2"`
+	TruncatePromptTokens *int       `json:"truncate_prompt_tokens"`
+	User                 *string    `json:"user"`
+}
+
+type scoreResponse struct {
+	ID      string      `json:"id"`
+	Object  string      `json:"object"`
+	Created int64       `json:"created"`
+	Model   string      `json:"model"`
+	Data    []scoreData `json:"data"`
+	Usage   embedUsage  `json:"usage"`
+}
+
+type scoreData struct {
+	Index  int     `json:"index"`
+	Object string  `json:"object"`
+	Score  float64 `json:"score"`
+}
+
+// rerankRequest is the Jina / Cohere rerank request.
+type rerankRequest struct {
+	Model           string          `json:"model"`
+	Query           *string         `json:"query"`
+	Documents       rerankDocuments `json:"documents"`
+	TopN            *int            `json:"top_n"`
+	ReturnDocuments *bool           `json:"return_documents"`
+	User            *string         `json:"user"`
+}
+
+// rerankDocuments are strings or {"text": ...} objects.
+type rerankDocuments struct {
+	set   bool
+	texts []string
+}
+
+func (d *rerankDocuments) UnmarshalJSON(raw []byte) error {
+	*d = rerankDocuments{}
+	switch jsonKind(raw) {
+	case "null":
+		return nil
+	case "array":
+	default:
+		return typeError("documents", "an array of strings or of {\"text\": ...} objects", jsonKind(raw))
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return typeError("documents", "an array", "array")
+	}
+	d.set = true
+	for i, e := range elems {
+		param := fmt.Sprintf("documents[%d]", i)
+		switch jsonKind(e) {
+		case "string":
+			var s string
+			if err := json.Unmarshal(e, &s); err != nil {
+				return typeError(param, "a string", "string")
+			}
+			d.texts = append(d.texts, s)
+		case "object":
+			var o struct {
+				Text *string `json:"text"`
+			}
+			if err := decodeJSON(e, &o); err != nil {
+				return withPrefix(param, err)
+			}
+			if o.Text == nil {
+				return invalid(param+".text", "A document object needs text.")
+			}
+			d.texts = append(d.texts, *o.Text)
+		default:
+			return typeError(param, "a string or a {\"text\": ...} object", jsonKind(e))
+		}
+	}
+	return nil
+}
+
+type rerankResponse struct {
+	ID      string         `json:"id"`
+	Model   string         `json:"model"`
+	Usage   rerankUsage    `json:"usage"`
+	Results []rerankResult `json:"results"`
+	// Meta is Cohere's, on /v2/rerank.
+	Meta any `json:"meta,omitempty"`
+}
+
+type rerankUsage struct {
+	TotalTokens int `json:"total_tokens"`
+}
+
+type rerankResult struct {
+	Index          int           `json:"index"`
+	Document       *rerankDocOut `json:"document,omitempty"`
+	RelevanceScore float64       `json:"relevance_score"`
+}
+
+type rerankDocOut struct {
+	Text string `json:"text"`
+}
+
+func (h *handler) score(w http.ResponseWriter, r *http.Request) {
+	arrival := h.now()
+	id := "score-" + h.id(r)
+	body, err := h.readBody(w, r)
+	if err == nil {
+		err = checkText(body)
+	}
+	var req scoreRequest
+	if err == nil {
+		err = decodeJSON(body, &req)
+	}
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	m, err := h.embedModel(req.Model, r.URL.Path)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	for _, f := range []struct {
+		name string
+		t    *textsField
+	}{{"text_1", &req.Text1}, {"text_2", &req.Text2}} {
+		if !f.t.set || len(f.t.texts) == 0 {
+			h.fail(w, r, id, invalid(f.name, "%s is required: a string or a non-empty array of strings.", f.name))
+			return
+		}
+	}
+	t1, t2 := req.Text1.texts, req.Text2.texts
+	switch {
+	case len(t1) == 1:
+	case len(t1) != len(t2):
+		h.fail(w, r, id, invalid("text_2", "text_1 has %d texts and text_2 %d: a list of text_1 is paired with a list of text_2 of the same length (or give one text_1 to score against every text_2).", len(t1), len(t2)))
+		return
+	}
+	scores, tokens, err := h.cosineScores(r, m, t1, "text_1", t2, "text_2", req.TruncatePromptTokens)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	resp := scoreResponse{ID: id, Object: "list", Created: arrival.Unix(), Model: m.Name(), Usage: embedUsage{PromptTokens: tokens, TotalTokens: tokens}}
+	for i, s := range scores {
+		resp.Data = append(resp.Data, scoreData{Index: i, Object: "score", Score: s})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
+	id := "rerank-" + h.id(r)
+	body, err := h.readBody(w, r)
+	if err == nil {
+		err = checkText(body)
+	}
+	var req rerankRequest
+	if err == nil {
+		err = decodeJSON(body, &req)
+	}
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	m, err := h.embedModel(req.Model, r.URL.Path)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	switch {
+	case req.Query == nil:
+		err = invalid("query", "query is required.")
+	case !req.Documents.set || len(req.Documents.texts) == 0:
+		err = invalid("documents", "documents is required: a non-empty array of strings or {\"text\": ...} objects.")
+	case req.TopN != nil && *req.TopN < 0:
+		err = invalid("top_n", "top_n must be 0 (all) or positive, got %d.", *req.TopN)
+	}
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	docs := req.Documents.texts
+	scores, tokens, err := h.cosineScores(r, m, []string{*req.Query}, "query", docs, "documents", nil)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	results := make([]rerankResult, len(docs))
+	withDocs := req.ReturnDocuments == nil || *req.ReturnDocuments
+	for i, s := range scores {
+		results[i] = rerankResult{Index: i, RelevanceScore: s}
+		if withDocs {
+			results[i].Document = &rerankDocOut{Text: docs[i]}
+		}
+	}
+	slices.SortStableFunc(results, func(a, b rerankResult) int { return cmp.Compare(b.RelevanceScore, a.RelevanceScore) })
+	if req.TopN != nil && *req.TopN > 0 && *req.TopN < len(results) {
+		results = results[:*req.TopN]
+	}
+	resp := rerankResponse{ID: id, Model: m.Name(), Usage: rerankUsage{TotalTokens: tokens}, Results: results}
+	if r.URL.Path == "/v2/rerank" {
+		resp.Meta = map[string]any{"api_version": map[string]string{"version": "2"}, "billed_units": map[string]int{"search_units": 1}}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// cosineScores embeds a (one text, or as many as b) and b in one call and
+// returns cosine(a[i or 0], b[i]) for every i, and the tokens embedded.
+// Rank-pooling models (cross-encoders) are refused: scoring a pair through
+// a classifier head is not implemented yet.
+func (h *handler) cosineScores(r *http.Request, m Embedder, a []string, aField string, b []string, bField string, truncate *int) ([]float64, int, error) {
+	if m.Pooling() == "rank" {
+		return nil, 0, invalid("model", "The model `%s` is a cross-encoder (rank pooling); scoring with its classifier head is not supported yet. Use an embedding model.", m.Name())
+	}
+	pa := promptField{set: true, single: len(a) == 1 && aField == "query", texts: a}
+	pb := promptField{set: true, texts: b}
+	inA, err := embedInputs(m, &pa, aField, true, truncate)
+	if err != nil {
+		return nil, 0, err
+	}
+	inB, err := embedInputs(m, &pb, bField, true, truncate)
+	if err != nil {
+		return nil, 0, err
+	}
+	vecs, err := m.Embed(r.Context(), append(slices.Clip(inA), inB...))
+	if err != nil {
+		return nil, 0, err
+	}
+	va, vb := vecs[:len(inA)], vecs[len(inA):]
+	tokens := 0
+	for _, in := range append(slices.Clip(inA), inB...) {
+		tokens += len(in)
+	}
+	scores := make([]float64, len(vb))
+	for i := range vb {
+		x := va[0]
+		if len(va) > 1 {
+			x = va[i]
+		}
+		scores[i] = cosine(x, vb[i])
+	}
+	return scores, tokens, nil
+}
+
+func cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(na*nb)
+}

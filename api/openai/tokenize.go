@@ -1,0 +1,179 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// This file serves vLLM's POST /tokenize and POST /detokenize.
+
+// tokenizeRequest is vLLM's completion form (prompt) or chat form
+// (messages) of /tokenize.
+type tokenizeRequest struct {
+	Model                string          `json:"model"`
+	Prompt               *string         `json:"prompt"`
+	Messages             messageList     `json:"messages"`
+	AddSpecialTokens     *bool           `json:"add_special_tokens"`
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ReturnTokenStrs      *bool           `json:"return_token_strs"`
+	ContinueFinalMessage *bool           `json:"continue_final_message"`
+	ChatTemplate         *string         `json:"chat_template"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	Tools                json.RawMessage `json:"tools"`
+}
+
+type tokenizeResponse struct {
+	Count       int      `json:"count"`
+	MaxModelLen int      `json:"max_model_len"`
+	Tokens      []int32  `json:"tokens"`
+	TokenStrs   []string `json:"token_strs"`
+}
+
+type detokenizeRequest struct {
+	Model  string  `json:"model"`
+	Tokens []int64 `json:"tokens"`
+}
+
+type detokenizeResponse struct {
+	Prompt string `json:"prompt"`
+}
+
+func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
+	id := "tokenize-" + h.id(r)
+	body, err := h.readBody(w, r)
+	if err == nil {
+		err = checkText(body)
+	}
+	var req tokenizeRequest
+	if err == nil {
+		err = decodeJSON(body, &req)
+	}
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	m, err := h.model(req.Model)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	toks, err := tokenizeFor(m, &req)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	resp := tokenizeResponse{Count: len(toks), MaxModelLen: m.MaxModelLen(), Tokens: toks}
+	if resp.Tokens == nil {
+		resp.Tokens = []int32{}
+	}
+	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
+		tok := m.Tokenizer()
+		resp.TokenStrs = make([]string, len(toks))
+		for i, t := range toks {
+			resp.TokenStrs[i] = tok.TokenText(t)
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// tokenizeFor tokenizes the prompt, or renders and tokenizes the
+// messages, as vLLM does: add_special_tokens defaults to true for a prompt
+// and to false for messages (the chat template writes BOS itself).
+func tokenizeFor(m Model, req *tokenizeRequest) ([]int32, error) {
+	tok := m.Tokenizer()
+	switch {
+	case req.Prompt != nil && req.Messages.set:
+		return nil, invalid("messages", "Give either prompt or messages, not both.")
+	case req.Prompt != nil:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"add_generation_prompt", req.AddGenerationPrompt != nil}, {"continue_final_message", req.ContinueFinalMessage != nil},
+			{"chat_template", req.ChatTemplate != nil}, {"chat_template_kwargs", req.ChatTemplateKwargs != nil}, {"tools", req.Tools != nil}} {
+			if f.set {
+				return nil, invalid(f.name, "%s applies to messages, not to a prompt.", f.name)
+			}
+		}
+		if max := tok.MaxTextBytes(m.MaxModelLen()); len(*req.Prompt) > 4*max {
+			return nil, invalid("prompt", "The prompt is %d bytes, more than this server tokenizes at once (%d).", len(*req.Prompt), 4*max)
+		}
+		addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
+		toks, err := tok.Encode(*req.Prompt, addSpecial)
+		if err != nil {
+			return nil, invalid("prompt", "The prompt could not be tokenized: %v", err)
+		}
+		return toks, nil
+	case req.Messages.set:
+		if len(req.Messages.msgs) == 0 {
+			return nil, invalid("messages", "messages must not be empty.")
+		}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"continue_final_message", req.ContinueFinalMessage != nil && *req.ContinueFinalMessage},
+			{"chat_template", req.ChatTemplate != nil}, {"chat_template_kwargs", req.ChatTemplateKwargs != nil}, {"tools", req.Tools != nil}} {
+			if f.set {
+				return nil, invalid(f.name, "%s is not supported by /tokenize yet.", f.name)
+			}
+		}
+		msgs := make([]tokenizer.Message, len(req.Messages.msgs))
+		for i, msg := range req.Messages.msgs {
+			role := msg.Role
+			if role == "developer" {
+				role = "system"
+			}
+			msgs[i] = tokenizer.Message{Role: role, Content: msg.Content, Name: msg.Name}
+		}
+		gen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		text, err := tok.ApplyChatTemplate(msgs, tokenizer.ChatOptions{AddGenerationPrompt: gen})
+		if err != nil {
+			return nil, invalid("messages", "The model's chat template could not render these messages: %v", err)
+		}
+		if max := tok.MaxTextBytes(m.MaxModelLen()); len(text) > 4*max {
+			return nil, invalid("messages", "The messages render to %d bytes, more than this server tokenizes at once (%d).", len(text), 4*max)
+		}
+		addSpecial := req.AddSpecialTokens != nil && *req.AddSpecialTokens
+		toks, err := tok.Encode(text, addSpecial)
+		if err != nil {
+			return nil, invalid("messages", "The rendered prompt could not be tokenized: %v", err)
+		}
+		return toks, nil
+	default:
+		return nil, invalid("prompt", "Give a prompt (a string) or messages to tokenize.")
+	}
+}
+
+func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
+	id := "detokenize-" + h.id(r)
+	body, err := h.readBody(w, r)
+	var req detokenizeRequest
+	if err == nil {
+		err = decodeJSON(body, &req)
+	}
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	m, err := h.model(req.Model)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	if req.Tokens == nil {
+		h.fail(w, r, id, invalid("tokens", "tokens is required: an array of token ids."))
+		return
+	}
+	nVocab := m.Tokenizer().Vocab().NumTokens()
+	toks := make([]int32, len(req.Tokens))
+	for i, t := range req.Tokens {
+		if t < 0 || t >= int64(nVocab) {
+			h.fail(w, r, id, invalid(fmt.Sprintf("tokens[%d]", i), "Token id %d is outside the vocabulary [0, %d).", t, nVocab))
+			return
+		}
+		toks[i] = int32(t)
+	}
+	writeJSON(w, http.StatusOK, detokenizeResponse{Prompt: m.Tokenizer().Decode(toks)})
+}
