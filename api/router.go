@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/cors"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -29,9 +31,13 @@ type Options struct {
 	// registry (then /metrics shows only what was registered on it).
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
-	// APIKey, when set, is required as "Authorization: Bearer <key>" on
-	// /v1 routes (as vLLM's --api-key).
-	APIKey string
+	// APIKeys, when any is set, are the keys accepted as
+	// "Authorization: Bearer <key>" on every inference route (as vLLM's
+	// --api-key); health, metrics and the model list's probes stay open.
+	APIKeys []string
+	// CORS, when it allows any origin, answers browsers' cross-origin
+	// requests and preflights (as vLLM's --allowed-origins).
+	CORS CORSOptions
 	// MaxBodyBytes limits request bodies (0: the protocol default).
 	MaxBodyBytes int64
 }
@@ -52,6 +58,10 @@ func NewHandler(opts Options) (http.Handler, error) {
 	}
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, recoverer(log), accessLog(log, hm))
+	if len(opts.CORS.AllowedOrigins) > 0 {
+		// Before auth: a browser's preflight carries no credentials.
+		r.Use(opts.CORS.handler())
+	}
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
 
@@ -75,8 +85,8 @@ func NewHandler(opts Options) (http.Handler, error) {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 
 	r.Group(func(r chi.Router) {
-		if opts.APIKey != "" {
-			r.Use(bearerAuth(opts.APIKey))
+		if keys := nonEmpty(opts.APIKeys); len(keys) > 0 {
+			r.Use(bearerAuth(keys))
 		}
 		openai.Mount(r, openaiBackend{reg}, openai.Options{
 			Logger:       log,
@@ -131,19 +141,75 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	writeError(w, r, http.StatusMethodNotAllowed, "BadRequestError", "method "+r.Method+" is not allowed on "+r.URL.Path)
 }
 
-func bearerAuth(key string) func(http.Handler) http.Handler {
-	want := []byte("Bearer " + key)
+// bearerAuth accepts a request whose Authorization header is "Bearer k"
+// for one of keys. Every key is compared, in constant time, so that the
+// time taken does not say which key came close. A refusal is a 401 in
+// OpenAI's error shape, whatever the path (the routes behind it answer
+// OpenAI clients).
+func bearerAuth(keys []string) func(http.Handler) http.Handler {
+	want := make([][]byte, len(keys))
+	for i, k := range keys {
+		want[i] = []byte("Bearer " + k)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got := []byte(r.Header.Get("Authorization"))
-			if strings.HasPrefix(r.URL.Path, "/v1/") && subtle.ConstantTimeCompare(got, want) != 1 {
+			ok := 0
+			for _, k := range want {
+				ok |= subtle.ConstantTimeCompare(got, k)
+			}
+			if ok != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="llmserve"`)
-				writeError(w, r, http.StatusUnauthorized, "AuthenticationError", "missing or invalid API key: send Authorization: Bearer <key>")
+				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+					"message": "Missing or invalid API key: send the header Authorization: Bearer <key>.",
+					"type":    "AuthenticationError", "param": nil, "code": "invalid_api_key",
+				}})
 				return
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+func nonEmpty(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// CORSOptions are vLLM's CORS settings.
+type CORSOptions struct {
+	// AllowedOrigins lists the origins browsers may call from ("*": any);
+	// empty means no cross-origin access.
+	AllowedOrigins []string
+	// AllowedMethods and AllowedHeaders default to every method and
+	// header, as in vLLM.
+	AllowedMethods   []string
+	AllowedHeaders   []string
+	AllowCredentials bool
+}
+
+func (o CORSOptions) handler() func(http.Handler) http.Handler {
+	methods := o.AllowedMethods
+	if len(methods) == 0 || slices.Contains(methods, "*") {
+		methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions}
+	}
+	headers := o.AllowedHeaders
+	if len(headers) == 0 {
+		headers = []string{"*"}
+	}
+	return cors.Handler(cors.Options{
+		AllowedOrigins:   o.AllowedOrigins,
+		AllowedMethods:   methods,
+		AllowedHeaders:   headers,
+		ExposedHeaders:   []string{"Retry-After", "X-Request-Id"},
+		AllowCredentials: o.AllowCredentials,
+		MaxAge:           600,
+	})
 }
 
 // recoverer turns a panic in a handler into a logged 500; a panic is a bug,

@@ -22,6 +22,15 @@ func TestMain(m *testing.M) {
 
 func newTestServer(t *testing.T, key string, withModel bool) *httptest.Server {
 	t.Helper()
+	var keys []string
+	if key != "" {
+		keys = []string{key}
+	}
+	return newTestServerWith(t, Options{APIKeys: keys}, withModel)
+}
+
+func newTestServerWith(t *testing.T, opts Options, withModel bool) *httptest.Server {
+	t.Helper()
 	reg := models.NewRegistry()
 	if withModel {
 		g, err := models.LoadGenerative(models.GenerativeConfig{CacheDir: t.TempDir(), MaxNumSeqs: 4, Threads: 1}, nil, nil)
@@ -32,7 +41,8 @@ func newTestServer(t *testing.T, key string, withModel bool) *httptest.Server {
 			t.Fatal(err)
 		}
 	}
-	h, err := NewHandler(Options{Registry: reg, Logger: slog.New(slog.DiscardHandler), APIKey: key})
+	opts.Registry, opts.Logger = reg, slog.New(slog.DiscardHandler)
+	h, err := NewHandler(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,5 +131,91 @@ func TestAPIKey(t *testing.T) {
 	}
 	if code, body := get(t, srv.URL+"/metrics"); code != 200 || !strings.Contains(body, "llmserve_http_requests_total") {
 		t.Errorf("metrics: %d", code)
+	}
+}
+
+// Every inference route needs one of the keys; probes and metrics do not.
+func TestAPIKeysOnEveryInferenceRoute(t *testing.T) {
+	srv := newTestServerWith(t, Options{APIKeys: []string{"first", "second"}}, true)
+	routes := []struct{ path, body string }{
+		{"/v1/completions", `{"model":"stories260K","prompt":"a","max_tokens":1}`},
+		{"/v1/chat/completions", `{"model":"stories260K","messages":[{"role":"user","content":"a"}],"max_tokens":1}`},
+		{"/v1/embeddings", `{"model":"stories260K","input":"a"}`},
+		{"/v1/score", `{"model":"stories260K","text_1":"a","text_2":"b"}`},
+		{"/score", `{"model":"stories260K","text_1":"a","text_2":"b"}`},
+		{"/v1/rerank", `{"model":"stories260K","query":"a","documents":["b"]}`},
+		{"/rerank", `{"model":"stories260K","query":"a","documents":["b"]}`},
+		{"/v2/rerank", `{"model":"stories260K","query":"a","documents":["b"]}`},
+		{"/tokenize", `{"model":"stories260K","prompt":"a"}`},
+		{"/detokenize", `{"model":"stories260K","tokens":[1]}`},
+	}
+	for _, rt := range routes {
+		for _, tc := range []struct {
+			auth string
+			want int
+		}{{"", 401}, {"Bearer third", 401}, {"Bearer first", 200}, {"Bearer second", 200}, {"first", 401}} {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+rt.path, strings.NewReader(rt.body))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s with %q: %d %s, want %d", rt.path, tc.auth, resp.StatusCode, body, tc.want)
+			}
+			if tc.want == 401 && !strings.Contains(string(body), `"type":"AuthenticationError"`) {
+				t.Errorf("%s: 401 body %s is not an OpenAI error", rt.path, body)
+			}
+		}
+	}
+	for _, open := range []string{"/health", "/v2/health/live", "/v2/health/ready", "/metrics"} {
+		if code, _ := get(t, srv.URL+open); code != 200 {
+			t.Errorf("%s with keys set: %d", open, code)
+		}
+	}
+}
+
+func TestCORS(t *testing.T) {
+	srv := newTestServerWith(t, Options{APIKeys: []string{"k"}, CORS: CORSOptions{AllowedOrigins: []string{"https://app.example"}}}, false)
+	// A preflight passes without credentials.
+	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/v1/chat/completions", nil)
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "authorization") {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	// Another origin gets no CORS headers.
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("other origin allowed: %v", resp.Header)
+	}
+	// Without --allowed-origins nothing is allowed.
+	plain := newTestServer(t, "", false)
+	req, _ = http.NewRequest(http.MethodGet, plain.URL+"/health", nil)
+	req.Header.Set("Origin", "https://app.example")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("CORS on by default: %v", resp.Header)
 	}
 }

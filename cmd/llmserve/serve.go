@@ -35,40 +35,47 @@ import (
 // from LLMSERVE_<NAME> (upper case, dashes as underscores); a flag on the
 // command line wins.
 type serveFlags struct {
-	host            string
-	httpPort        int
-	grpcPort        int
-	models          []string
-	modelName       string
-	modelDir        string
-	chatTemplate    string
-	cacheDir        string
-	maxModelLen     int
-	maxNumSeqs      int
-	initialSeqs     int
-	maxBatched      int
-	maxWaiting      int
-	kvMemory        string
-	noPrefixCaching bool
-	prefixCacheMem  string
-	kvType          string
-	threads         int
-	batchThreads    int
-	poll            int
-	threadsSleep    string
-	flashAttn       string
-	gpuLayers       int
-	mainGPU         int
-	splitMode       string
-	noMmap          bool
-	mlock           bool
-	requestTimeout  time.Duration
-	shutdownTimeout time.Duration
-	apiKey          string
-	maxBodyBytes    int64
-	logFormat       string
-	logLevel        string
-	llamaLogLevel   string
+	host             string
+	httpPort         int
+	grpcPort         int
+	models           []string
+	modelName        string
+	modelDir         string
+	chatTemplate     string
+	cacheDir         string
+	maxModelLen      int
+	maxNumSeqs       int
+	initialSeqs      int
+	maxBatched       int
+	maxWaiting       int
+	kvMemory         string
+	noPrefixCaching  bool
+	prefixCacheMem   string
+	kvType           string
+	threads          int
+	batchThreads     int
+	poll             int
+	threadsSleep     string
+	flashAttn        string
+	gpuLayers        int
+	mainGPU          int
+	splitMode        string
+	noMmap           bool
+	mlock            bool
+	requestTimeout   time.Duration
+	shutdownTimeout  time.Duration
+	apiKeys          []string
+	apiKeyFile       string
+	allowedOrigins   []string
+	allowedMethods   []string
+	allowedHeaders   []string
+	allowCredentials bool
+	pooling          string
+	matryoshka       []int
+	maxBodyBytes     int64
+	logFormat        string
+	logLevel         string
+	llamaLogLevel    string
 }
 
 // defaultThreads gives ggml every core. Measured on two cores, one thread
@@ -131,8 +138,15 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.BoolVar(&f.mlock, "mlock", false, "lock the model in RAM")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "deadline for every request (e.g. 10m); 0: none")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let running requests finish on SIGTERM")
-	fl.StringVar(&f.apiKey, "api-key", "", "require this key as a Bearer token on /v1 routes")
+	fl.StringArrayVar(&f.apiKeys, "api-key", nil, "require this key as a Bearer token on every inference route (repeatable; health and metrics stay open)")
+	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file with API keys, one per line (blank lines and lines starting with # ignored)")
+	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "origins browsers may call the API from (comma-separated or repeated; \"*\" for any); default: none")
+	fl.StringSliceVar(&f.allowedMethods, "allowed-methods", nil, "HTTP methods allowed cross-origin (default: all)")
+	fl.StringSliceVar(&f.allowedHeaders, "allowed-headers", nil, "request headers allowed cross-origin (default: all)")
+	fl.BoolVar(&f.allowCredentials, "allow-credentials", false, "allow cross-origin requests with credentials")
 	fl.Int64Var(&f.maxBodyBytes, "max-body-bytes", 0, "largest request body; 0: 16 MiB")
+	fl.StringVar(&f.pooling, "pooling", "", "how embeddings pool a sequence: mean, cls, last, rank or none (no embeddings); default: the GGUF's pooling type, else last")
+	fl.IntSliceVar(&f.matryoshka, "matryoshka-dimensions", nil, "embedding sizes the model was trained to be cut to (Matryoshka); lets requests set dimensions")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
@@ -145,6 +159,7 @@ type settings struct {
 	kvMem, prefMem int64
 	specs          [][2]string
 	tmpl           string
+	apiKeys        []string
 }
 
 // validate checks every flag at start-up; an error names the flag and says
@@ -228,16 +243,38 @@ func (f *serveFlags) validate() (*settings, error) {
 		}
 		s.tmpl = string(b)
 	}
+	s.apiKeys = f.apiKeys
+	if f.apiKeyFile != "" {
+		b, err := os.ReadFile(f.apiKeyFile)
+		if err != nil {
+			return nil, bad("api-key-file", "%v", err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if k := strings.TrimSpace(line); k != "" && !strings.HasPrefix(k, "#") {
+				s.apiKeys = append(s.apiKeys, k)
+			}
+		}
+		if len(s.apiKeys) == len(f.apiKeys) {
+			return nil, bad("api-key-file", "%s holds no key", f.apiKeyFile)
+		}
+	}
+	for _, k := range s.apiKeys {
+		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, " \t\r\n") {
+			return nil, bad("api-key", "a key must be non-empty and hold no whitespace")
+		}
+	}
 	return &s, nil
 }
 
 // configFlags names the flag behind each models.GenerativeConfig setting,
 // for errors found once the model is known.
 var configFlags = map[string]string{
-	"MaxModelLen":      "--max-model-len",
-	"MaxNumSeqs":       "--max-num-seqs",
-	"KVMemoryBytes":    "--kv-cache-memory",
-	"PrefixCacheBytes": "--prefix-cache-memory",
+	"MaxModelLen":          "--max-model-len",
+	"MaxNumSeqs":           "--max-num-seqs",
+	"KVMemoryBytes":        "--kv-cache-memory",
+	"PrefixCacheBytes":     "--prefix-cache-memory",
+	"Pooling":              "--pooling",
+	"MatryoshkaDimensions": "--matryoshka-dimensions",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -393,7 +430,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
 			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
 			MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
-			RequestTimeout: f.requestTimeout,
+			RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka,
 		}, log, reg)
 		var ce *models.ConfigError
 		if errors.As(err, &ce) && configFlags[ce.Setting] != "" {
@@ -409,7 +446,11 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 
 	handler, err := api.NewHandler(api.Options{
 		Registry: registry, Logger: log, Registerer: reg, Gatherer: reg,
-		APIKey: f.apiKey, MaxBodyBytes: f.maxBodyBytes,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
+		CORS: api.CORSOptions{
+			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
+			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
+		},
 	})
 	if err != nil {
 		return err
