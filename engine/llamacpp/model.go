@@ -102,13 +102,25 @@ func Load(path string, p ModelParams) (*Model, error) {
 		return nil, fmt.Errorf("load %s: llama.cpp could not load the model (see its log)", path)
 	}
 	m := &Model{c: cm, vocab: C.llama_model_get_vocab(cm)}
-	m.readInfo()
+	m.readInfo(p.VocabOnly)
 	m.readVocab()
 	return m, nil
 }
 
-func (m *Model) readInfo() {
+// readInfo reads the model's description. A vocabulary-only model has no
+// hyperparameters: llama.cpp asserts on reading them (n_head of layer 0),
+// so only the vocabulary's part is read.
+func (m *Model) readInfo(vocabOnly bool) {
 	c := m.c
+	m.info = Info{
+		Architecture: m.Meta("general.architecture"),
+		NVocab:       int(C.llama_vocab_n_tokens(m.vocab)),
+		AddBOS:       bool(C.llama_vocab_get_add_bos(m.vocab)),
+	}
+	if vocabOnly {
+		m.info.Description = "vocabulary of " + m.info.Architecture
+		return
+	}
 	nHead := int(C.llama_model_n_head(c))
 	nHeadKV := int(C.llama_model_n_head_kv(c))
 	nEmbd := int(C.llama_model_n_embd(c))
@@ -117,20 +129,12 @@ func (m *Model) readInfo() {
 	if nHead > 0 {
 		kv = 2 * nLayer * nHeadKV * (nEmbd / nHead) * 2
 	}
-	m.info = Info{
-		Architecture:    m.Meta("general.architecture"),
-		Description:     m.desc(),
-		NCtxTrain:       int(C.llama_model_n_ctx_train(c)),
-		NEmbd:           nEmbd,
-		NLayer:          nLayer,
-		NHead:           nHead,
-		NHeadKV:         nHeadKV,
-		NVocab:          int(C.llama_vocab_n_tokens(m.vocab)),
-		Size:            uint64(C.llama_model_size(c)),
-		NParams:         uint64(C.llama_model_n_params(c)),
-		AddBOS:          bool(C.llama_vocab_get_add_bos(m.vocab)),
-		KVBytesPerToken: kv,
-	}
+	m.info.Description = m.desc()
+	m.info.NCtxTrain = int(C.llama_model_n_ctx_train(c))
+	m.info.NEmbd, m.info.NLayer, m.info.NHead, m.info.NHeadKV = nEmbd, nLayer, nHead, nHeadKV
+	m.info.Size = uint64(C.llama_model_size(c))
+	m.info.NParams = uint64(C.llama_model_n_params(c))
+	m.info.KVBytesPerToken = kv
 	if t := C.llama_model_chat_template(c, nil); t != nil {
 		m.info.ChatTemplate = C.GoString(t)
 	}
