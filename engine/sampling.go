@@ -29,6 +29,9 @@ type Sampling struct {
 	Seed uint32
 	// LogitBias adds a bias to a token's logit before sampling.
 	LogitBias []TokenBias
+	// AllowedTokens, when not empty, are the only tokens that may be
+	// sampled (vLLM's allowed_token_ids).
+	AllowedTokens []int32
 	// Logprobs asks for the chosen token's logprob; TopLogprobs for that many
 	// alternatives as well.
 	Logprobs    bool
@@ -85,6 +88,7 @@ const (
 	FieldLogitBiasToken    Field = "LogitBias.Token"
 	FieldLogitBiasValue    Field = "LogitBias.Bias"
 	FieldTopLogprobs       Field = "TopLogprobs"
+	FieldAllowedTokens     Field = "AllowedTokens"
 )
 
 // RangeError is a sampling parameter outside the range where the engine is
@@ -126,6 +130,11 @@ func (s *Sampling) Validate(nVocab int) error {
 		return bad(FieldFrequencyPenalty, float64(s.FrequencyPenalty), fmt.Sprintf("in [%d, %d]", -MaxPenalty, MaxPenalty))
 	case s.TopLogprobs < 0 || s.TopLogprobs > nVocab:
 		return bad(FieldTopLogprobs, float64(s.TopLogprobs), fmt.Sprintf("in [0, %d]", nVocab))
+	}
+	for _, t := range s.AllowedTokens {
+		if t < 0 || int(t) >= nVocab {
+			return bad(FieldAllowedTokens, float64(t), fmt.Sprintf("a token id in [0, %d)", nVocab))
+		}
 	}
 	for _, b := range s.LogitBias {
 		if b.Token < 0 || int(b.Token) >= nVocab {

@@ -199,6 +199,9 @@ type TokenLogprob struct {
 type Logprobs struct {
 	Chosen TokenLogprob
 	Top    []TokenLogprob
+	// Rank is the chosen token's rank among all tokens (1: the most
+	// likely), for prompt logprobs; 0 when not computed.
+	Rank int
 }
 
 // Executor runs steps. Implementations are not safe for concurrent use: one

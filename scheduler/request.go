@@ -27,6 +27,10 @@ type Request struct {
 	// tokens, plus any the client asked for). The stop token is reported in
 	// Output.Tokens but is not part of the visible text.
 	StopTokens []int32
+	// BadWords are token sequences a choice must not generate: the last
+	// token of one is banned whenever the output so far ends with the
+	// rest of it (vLLM's bad_words).
+	BadWords [][]int32
 	// IgnoreEOS keeps generating past the model's end-of-generation tokens;
 	// StopTokens are then only the client's.
 	IgnoreEOS bool

@@ -493,6 +493,22 @@ func (sq *sequence) wantsPromptLogprobs() bool {
 	return sq.req.req.PromptLogprobs >= 0 && sq.choice == 0 && !sq.sentPromptLP
 }
 
+// badWordBans returns ban plus the last token of every bad word whose
+// other tokens end output. ban is not modified.
+func badWordBans(ban []int32, words [][]int32, output []int32) []int32 {
+	out := slices.Clip(ban)
+	for _, w := range words {
+		if len(w) == 0 {
+			continue
+		}
+		prefix := w[:len(w)-1]
+		if len(prefix) <= len(output) && slices.Equal(output[len(output)-len(prefix):], prefix) {
+			out = append(out, w[len(w)-1])
+		}
+	}
+	return out
+}
+
 func (s *Scheduler) chunk(sq *sequence, n int) engine.Chunk {
 	slot, _ := s.kv.Slot(sq.id)
 	c := engine.Chunk{
@@ -505,6 +521,9 @@ func (s *Scheduler) chunk(sq *sequence, n int) engine.Chunk {
 	r := sq.req.req
 	if c.Sample && sq.numOutput() < r.MinTokens {
 		c.Ban = r.StopTokens
+	}
+	if c.Sample && len(r.BadWords) > 0 {
+		c.Ban = badWordBans(c.Ban, r.BadWords, sq.tokens[len(r.Prompt):])
 	}
 	if sq.wantsPromptLogprobs() {
 		// Row i predicts token i+1; the last prompt row predicts the first

@@ -11,6 +11,8 @@ package tokenizer
 // A Decoder is not safe for concurrent use; use one per sequence.
 type Decoder struct {
 	vocab Vocab
+	// special renders control tokens' text instead of dropping it.
+	special bool
 	held  [4]byte // bytes of an incomplete character, held[:nheld]
 	nheld int
 	buf   []byte // scratch: held bytes followed by the new piece
@@ -19,7 +21,7 @@ type Decoder struct {
 
 // Add appends a token and returns the text that became final.
 func (d *Decoder) Add(tok int32) string {
-	piece := d.vocab.Piece(tok, false)
+	piece := d.vocab.Piece(tok, d.special)
 	if len(piece) == 0 {
 		return ""
 	}

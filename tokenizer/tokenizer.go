@@ -128,6 +128,12 @@ func (t *Tokenizer) NewDecoder() *Decoder {
 	return &Decoder{vocab: t.vocab}
 }
 
+// NewSpecialDecoder is NewDecoder for text that shows control tokens (such
+// as "<|im_end|>"), as vLLM's skip_special_tokens=false does.
+func (t *Tokenizer) NewSpecialDecoder() *Decoder {
+	return &Decoder{vocab: t.vocab, special: true}
+}
+
 // ApplyChatTemplate renders messages into the prompt text with the model's
 // chat template (or the fallback). The result still has to be encoded; its
 // special-token text (BOS, <|im_start|>, ...) becomes special tokens because

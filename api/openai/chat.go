@@ -67,6 +67,9 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Choices: make([]chatChoice, len(res)),
 		Usage:   g.usage(),
 	}
+	if k := g.params.promptLogprobs; k >= 0 {
+		resp.PromptLogprobs = promptLogprobsList(tokenNames{g.tok, g.params.tokensAsIDs}, g.prompts[0].tokens, g.promptLPs[0], k)
+	}
 	for i := range res {
 		resp.Choices[i] = chatChoice{
 			Index:        i,
@@ -109,6 +112,9 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 		top = *req.TopLogprobs
 	}
 	p.setLogprobs(logprobs, top)
+	if err := p.applyExtras(&req.extraFields, tok, m.MaxModelLen()); err != nil {
+		return nil, promptInput{}, err
+	}
 	if err := p.finish(nVocab); err != nil {
 		return nil, promptInput{}, err
 	}
@@ -127,7 +133,7 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 	if err != nil {
 		return nil, promptInput{}, err
 	}
-	return p, promptInput{tokens: toks}, nil
+	return p, promptInput{tokens: p.truncatePrompt(toks)}, nil
 }
 
 // renderChat renders messages with the model's chat template (ending with

@@ -36,6 +36,9 @@ type choice struct {
 	finish string
 	// echoed is set once the echoed prompt was sent (completions).
 	echoed bool
+	// topK is how many alternatives the client asked for per token; the
+	// engine may list more (for prompt_logprobs).
+	topK int
 }
 
 // delta is what one or more outputs added to a choice.
@@ -67,10 +70,11 @@ func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice
 	return &choice{
 		index:     index,
 		sched:     sched,
-		dec:       tok.NewDecoder(),
+		dec:       newDecoder(tok, p.keepSpecial),
 		stops:     tokenizer.NewStopMatcher(p.stops),
 		stopToks:  p.base.StopTokens,
 		minTokens: p.base.MinTokens,
+		topK:      p.topLogprobs,
 	}
 }
 
@@ -94,7 +98,7 @@ func (c *choice) add(out *scheduler.Output, wantLogprobs bool, d *delta) error {
 	for j, t := range toks {
 		c.tokens++
 		if wantLogprobs && j < len(out.Logprobs) {
-			d.lps = append(d.lps, tokenLogprob{lp: out.Logprobs[j], offset: c.runes})
+			d.lps = append(d.lps, tokenLogprob{lp: cutTop(out.Logprobs[j], c.topK), offset: c.runes})
 		}
 		piece := c.dec.Add(t)
 		c.runes += utf8.RuneCountInString(piece)
@@ -151,4 +155,21 @@ func (c *choice) push(piece string, d *delta) bool {
 
 func (c *choice) end(reason string, d *delta) {
 	c.done, c.finish, d.finish = true, reason, reason
+}
+
+// newDecoder is the choice's decoder: control tokens dropped, or shown
+// when the client set skip_special_tokens to false.
+func newDecoder(tok *tokenizer.Tokenizer, keepSpecial bool) *tokenizer.Decoder {
+	if keepSpecial {
+		return tok.NewSpecialDecoder()
+	}
+	return tok.NewDecoder()
+}
+
+// cutTop keeps the k most likely alternatives of l.
+func cutTop(l engine.Logprobs, k int) engine.Logprobs {
+	if len(l.Top) > k {
+		l.Top = l.Top[:k]
+	}
+	return l
 }

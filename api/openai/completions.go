@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -62,6 +63,10 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		c := g.choices[i]
 		d := delta{text: res[i].text.String(), lps: res[i].lps, finish: res[i].finish}
 		resp.Choices[i] = g.completionChoice(c, &d, echo)
+		if k := p.promptLogprobs; k >= 0 {
+			pi := i / p.base.N
+			resp.Choices[i].PromptLogprobs = promptLogprobsList(tokenNames{g.tok, p.tokensAsIDs}, g.prompts[pi].tokens, g.promptLPs[pi], k)
+		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 	h.logDone(r, meta, u)
@@ -100,16 +105,32 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 		// Echo with logprobs lists the prompt's tokens too.
 		p.base.PromptLogprobs = p.topLogprobs
 	}
+	maxLen := m.MaxModelLen()
+	if err := p.applyExtras(&req.extraFields, tok, maxLen); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := p.finish(nVocab); err != nil {
 		return nil, nil, nil, err
 	}
 	// Refuse text no context could hold before tokenizing it: tokenizing
-	// megabytes costs seconds of CPU.
-	maxLen := m.MaxModelLen()
+	// megabytes costs seconds of CPU. With truncation the text may be
+	// longer, within bounds.
 	maxBytes := tok.MaxTextBytes(maxLen)
+	if p.truncate > 0 {
+		maxBytes *= 4
+	}
 	for i, text := range pf.texts {
 		if len(text) > maxBytes {
 			return nil, nil, nil, tooMuchText(param(i), len(text), maxLen, maxBytes)
+		}
+	}
+	var fim *fimSuffix
+	if req.Suffix != nil {
+		if fim, err = newFIM(tok, *req.Suffix, maxBytes); err != nil {
+			return nil, nil, nil, err
+		}
+		if len(pf.tokens) > 0 {
+			return nil, nil, nil, invalid("suffix", "suffix needs the prompt as text, not token ids.")
 		}
 	}
 	var prompts []promptInput
@@ -117,14 +138,21 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 		if text == "" {
 			return nil, nil, nil, invalid(param(i), "A prompt must not be empty.")
 		}
-		toks, err := tok.Encode(text, true)
+		toks, err := tok.Encode(text, fim == nil)
 		if err != nil {
 			return nil, nil, nil, invalid(param(i), "The prompt could not be tokenized: %v", err)
+		}
+		if fim != nil {
+			toks = fim.wrap(toks)
 		}
 		if len(toks) == 0 {
 			return nil, nil, nil, invalid(param(i), "The prompt is empty after tokenization.")
 		}
-		prompts = append(prompts, promptInput{tokens: toks, text: text})
+		in := promptInput{tokens: p.truncatePrompt(toks), text: text}
+		if len(in.tokens) < len(toks) {
+			in.text = tok.Decode(in.tokens) // echo shows what the model saw
+		}
+		prompts = append(prompts, in)
 	}
 	for i, ids := range pf.tokens {
 		if len(ids) == 0 {
@@ -138,7 +166,7 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 			}
 			toks[j] = int32(id)
 		}
-		in := promptInput{tokens: toks}
+		in := promptInput{tokens: p.truncatePrompt(toks)}
 		if req.Echo != nil && *req.Echo {
 			in.text = tok.Decode(toks)
 		}
@@ -174,7 +202,11 @@ func (g *generation) completionChoice(c *choice, d *delta, echo bool) completion
 		c.echoed = true
 		out.Text = g.prompts[pi].text + d.text
 		if lb != nil {
-			lb.addPrompt(g.prompts[pi].tokens, g.promptLPs[pi])
+			lps := make([]engine.Logprobs, len(g.promptLPs[pi]))
+			for k, l := range g.promptLPs[pi] {
+				lps[k] = cutTop(l, g.params.topLogprobs)
+			}
+			lb.addPrompt(g.prompts[pi].tokens, lps)
 		}
 	}
 	if lb != nil {

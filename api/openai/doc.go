@@ -89,6 +89,20 @@
 //   - stream_options is only allowed with stream; continuous_usage_stats
 //     (vLLM) adds the usage so far to every chunk when include_usage is set.
 //   - user is accepted and logged only.
+//   - vLLM's extensions, chat and completions alike (extras.go):
+//     allowed_token_ids (only those tokens may be generated), bad_words
+//     (each word's tokens, as written and after a space: its last token
+//     is banned whenever the output ends with the rest),
+//     skip_special_tokens (false shows control tokens' text),
+//     truncate_prompt_tokens (keep the prompt's last k tokens; -1 the
+//     model's length), prompt_logprobs (0..20 alternatives per prompt
+//     token, non-streamed answers only: a list with null first, then
+//     {token id: {logprob, rank, decoded_token}}, per completion choice,
+//     at the top of a chat answer). best_of is refused unless it equals
+//     n (vLLM's V1 engine has no best_of either).
+//   - suffix (completions): fill-in-the-middle with the vocabulary's FIM
+//     tokens, [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID as llama.cpp's
+//     server builds infill prompts; a 400 for models without them.
 //
 // Chat prompts are rendered with the model's template and
 // add_generation_prompt. BOS rule: templates from Hugging Face write the BOS

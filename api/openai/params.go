@@ -54,6 +54,13 @@ type genParams struct {
 	topLogprobsParam string
 	// wire is the decoded request, for error messages.
 	wire *commonRequest
+	// keepSpecial shows control tokens in the text (skip_special_tokens
+	// false); truncate keeps a prompt's last tokens (truncate_prompt_tokens;
+	// 0: off); promptLogprobs lists that many alternatives per prompt token
+	// (prompt_logprobs; -1: off).
+	keepSpecial    bool
+	truncate       int
+	promptLogprobs int
 }
 
 // validateCommon decodes the shared fields into sampling and scheduling
@@ -64,7 +71,7 @@ type genParams struct {
 // end-of-generation tokens. randomSeed is used when the client sent no
 // seed.
 func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed uint32) (*genParams, error) {
-	p := &genParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling()}, wire: c}
+	p := &genParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling()}, wire: c, promptLogprobs: -1}
 	s := &p.base.Sampling
 	s.Temperature = 1 // OpenAI's and vLLM's default
 
@@ -227,6 +234,8 @@ func (p *genParams) rangeError(err error) error {
 		param, got = "frequency_penalty", sent(c.FrequencyPenalty)
 	case engine.FieldTopK:
 		param, got = "top_k", re.Value
+	case engine.FieldAllowedTokens:
+		param, got = "allowed_token_ids", re.Value
 	case engine.FieldLogitBiasToken:
 		return invalid("logit_bias", "logit_bias keys must be token ids %s; got %v.", re.Want, re.Value)
 	case engine.FieldLogitBiasValue:

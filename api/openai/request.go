@@ -68,17 +68,20 @@ type completionFields struct {
 	Prompt   promptField `json:"prompt"`
 	Logprobs *int        `json:"logprobs"`
 	Echo     *bool       `json:"echo"`
+	Suffix   *string     `json:"suffix"`
 }
 
 // chatRequest is a decoded chat request, not yet validated.
 type chatRequest struct {
 	commonRequest
+	extraFields
 	chatFields
 }
 
 // completionRequest is a decoded completion request, not yet validated.
 type completionRequest struct {
 	commonRequest
+	extraFields
 	completionFields
 }
 
@@ -90,6 +93,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 	}
 	var r chatRequest
 	if err := decodeJSON(body, &r.commonRequest); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.extraFields); err != nil {
 		return nil, err
 	}
 	if err := decodeJSON(body, &r.chatFields); err != nil {
@@ -106,6 +112,9 @@ func decodeCompletionRequest(body []byte) (*completionRequest, error) {
 	}
 	var r completionRequest
 	if err := decodeJSON(body, &r.commonRequest); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.extraFields); err != nil {
 		return nil, err
 	}
 	if err := decodeJSON(body, &r.completionFields); err != nil {

@@ -74,6 +74,8 @@ type chatCompletion struct {
 	Choices           []chatChoice `json:"choices"`
 	Usage             usage        `json:"usage"`
 	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
+	// PromptLogprobs is vLLM's, with prompt_logprobs.
+	PromptLogprobs []map[string]promptLogprobEntry `json:"prompt_logprobs,omitempty"`
 }
 
 type chatChoice struct {
@@ -152,6 +154,8 @@ type completionChoice struct {
 	Text         string              `json:"text"`
 	Logprobs     *completionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
+	// PromptLogprobs is vLLM's, with prompt_logprobs.
+	PromptLogprobs []map[string]promptLogprobEntry `json:"prompt_logprobs,omitempty"`
 }
 
 // completionLogprobs is the legacy logprobs form: parallel arrays. The first

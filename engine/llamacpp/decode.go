@@ -438,6 +438,9 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 			banned++
 		}
 	}
+	if s.allowed != nil {
+		banned = banOthers(lg, s.allowed)
+	}
 	if banned >= len(lg) {
 		return fmt.Errorf("%w: every token is banned", engine.ErrSampling)
 	}
@@ -458,6 +461,22 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 	}
 	o.sample = &engine.Sample{Seq: ch.Seq, Token: tok, Logprobs: lp}
 	return nil
+}
+
+// banOthers sets the logit of every token not allowed to -inf and returns
+// how many tokens are now at -inf.
+func banOthers(lg []float32, allowed []bool) int {
+	inf := float32(math.Inf(-1))
+	n := 0
+	for t := range lg {
+		if !allowed[t] {
+			lg[t] = inf
+		}
+		if lg[t] == inf {
+			n++
+		}
+	}
+	return n
 }
 
 // checkLogits refuses logits that are not finite or beyond bound.

@@ -60,6 +60,12 @@ func logprobsOf(x []float32, target int32, k int) engine.Logprobs {
 	lp.Chosen.Token = target
 	if target >= 0 && int(target) < len(x) {
 		lp.Chosen.Logprob = x[target] - lse
+		lp.Rank = 1
+		for _, v := range x {
+			if v > x[target] {
+				lp.Rank++
+			}
+		}
 	}
 	return lp
 }

@@ -269,6 +269,17 @@ func (m *Model) NumTokens() int { return m.info.NVocab }
 // BOS is the beginning-of-sequence token, -1 if none.
 func (m *Model) BOS() int32 { return m.bos }
 
+// FIMTokens returns the fill-in-the-middle prefix, suffix and middle
+// tokens, -1 for those the vocabulary lacks.
+func (m *Model) FIMTokens() (pre, suf, mid int32) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.c == nil {
+		return -1, -1, -1
+	}
+	return int32(C.llama_vocab_fim_pre(m.vocab)), int32(C.llama_vocab_fim_suf(m.vocab)), int32(C.llama_vocab_fim_mid(m.vocab))
+}
+
 // EOS is the end-of-sequence token, -1 if none.
 func (m *Model) EOS() int32 { return m.eos }
 

@@ -27,6 +27,9 @@ type sampler struct {
 	// bound is the largest logit magnitude the chain stays finite for
 	// (engine.Sampling.SafeLogitBound); collect refuses logits beyond it.
 	bound float32
+	// allowed, when not nil, is the only tokens that may be drawn
+	// (Sampling.AllowedTokens), indexed by token.
+	allowed []bool
 	// argmax is set when the chain is greedy with nothing before it (no
 	// bias, no penalties): the token is then the first largest logit, which
 	// collect finds without building llama.cpp's candidate array.
@@ -43,6 +46,12 @@ func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 	cp := C.llama_sampler_chain_default_params()
 	cp.no_perf = true
 	s := &sampler{chain: C.llama_sampler_chain_init(cp), logprobs: p.Logprobs, topLogprobs: p.TopLogprobs, bound: p.SafeLogitBound(window)}
+	if len(p.AllowedTokens) > 0 {
+		s.allowed = make([]bool, m.info.NVocab)
+		for _, t := range p.AllowedTokens {
+			s.allowed[t] = true
+		}
+	}
 	add := func(x *C.struct_llama_sampler) *C.struct_llama_sampler {
 		C.llama_sampler_chain_add(s.chain, x)
 		return x
