@@ -38,9 +38,11 @@
 //     while streaming) over the time since the request was sent, and the
 //     time to the first token.
 //
-// The conversation is kept in the page only (a reload starts a new one).
-// A turn that got no answer is dropped from it and its text put back in
-// the message box.
+// The conversation is kept in the page only (a reload starts a new one);
+// the transcript shows exactly the turns that the next request sends. A
+// message that got no answer at all (an error, or stopped before the first
+// token) leaves the transcript and its text goes back into the message box;
+// a partial answer (stopped, or ended by an error event) stays.
 //
 // # Stable hooks
 //

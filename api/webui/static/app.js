@@ -209,7 +209,8 @@
       let text = tokens + " tokens in " + secs.toFixed(2) + " s, " + rate.toFixed(1) + " tokens/s";
       if (this.first) text += ", first token after " + ((this.first - this.start) / 1000).toFixed(2) + " s";
       if (this.usage) text += " (prompt " + this.usage.prompt_tokens + " tokens)";
-      ui.tps.textContent = text;
+      // A request that failed before its first token has no rate to show.
+      ui.tps.textContent = final && tokens === 0 && !this.usage ? "" : text;
       ui.tps.dataset.tokens = String(tokens);
       ui.tps.dataset.rate = rate.toFixed(3);
       ui.tps.dataset.chunks = String(this.chunks);
@@ -296,10 +297,10 @@
     if (out.data !== "") {
       history.push({ role: "assistant", content: out.data });
     } else {
-      // Nothing came back: the turn is not part of the conversation, and
-      // its text goes back into the box to be sent again.
+      // Nothing came back: the turn leaves the conversation, and its text
+      // goes back into the box to be sent again.
       history.pop();
-      userMsg.parentElement.classList.add("unsent");
+      userMsg.parentElement.remove();
       answer.parentElement.remove();
       if (ui.prompt.value === "") ui.prompt.value = text;
     }
