@@ -1,7 +1,6 @@
 package webui
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -18,7 +17,14 @@ var notFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "router 404", http.StatusNotFound)
 })
 
-func serve(t *testing.T, path string, header ...string) *http.Response {
+// answer is what the handler answered.
+type answer struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+func serve(t *testing.T, path string, header ...string) answer {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	for i := 0; i+1 < len(header); i += 2 {
@@ -26,7 +32,7 @@ func serve(t *testing.T, path string, header ...string) *http.Response {
 	}
 	w := httptest.NewRecorder()
 	Handler(notFound).ServeHTTP(w, req)
-	return w.Result()
+	return answer{w.Code, w.Header(), w.Body.String()}
 }
 
 func TestFilesAreServedWithTheirContentTypes(t *testing.T) {
@@ -41,25 +47,24 @@ func TestFilesAreServedWithTheirContentTypes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
 			resp := serve(t, c.path)
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != c.contentType {
-				t.Fatalf("%d %q, want 200 %q", resp.StatusCode, resp.Header.Get("Content-Type"), c.contentType)
+			if resp.code != 200 || resp.header.Get("Content-Type") != c.contentType {
+				t.Fatalf("%d %q, want 200 %q", resp.code, resp.header.Get("Content-Type"), c.contentType)
 			}
-			if !strings.Contains(string(body), c.contains) {
+			if !strings.Contains(resp.body, c.contains) {
 				t.Errorf("body lacks %q", c.contains)
 			}
-			if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Cache-Control") != "no-cache" {
-				t.Errorf("headers %v", resp.Header)
+			if resp.header.Get("X-Content-Type-Options") != "nosniff" || resp.header.Get("Cache-Control") != "no-cache" {
+				t.Errorf("headers %v", resp.header)
 			}
-			if got := resp.Header.Get("Content-Security-Policy") != ""; got != c.csp {
+			if got := resp.header.Get("Content-Security-Policy") != ""; got != c.csp {
 				t.Errorf("Content-Security-Policy present: %v, want %v", got, c.csp)
 			}
-			etag := resp.Header.Get("ETag")
+			etag := resp.header.Get("ETag")
 			if etag == "" {
 				t.Fatal("no ETag")
 			}
-			if again := serve(t, c.path, "If-None-Match", etag); again.StatusCode != http.StatusNotModified {
-				t.Errorf("revalidation with the ETag: %d, want 304", again.StatusCode)
+			if again := serve(t, c.path, "If-None-Match", etag); again.code != http.StatusNotModified {
+				t.Errorf("revalidation with the ETag: %d, want 304", again.code)
 			}
 		})
 	}
@@ -68,9 +73,8 @@ func TestFilesAreServedWithTheirContentTypes(t *testing.T) {
 func TestOtherPathsGoToNotFound(t *testing.T) {
 	for _, path := range []string{"/ui/", "/ui/nope.js", "/ui/index.html", "/ui/static/app.js", "/ui/../ui/app.js/", "/index.html", "/app.js", "/nope"} {
 		resp := serve(t, path)
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 404 || strings.TrimSpace(string(body)) != "router 404" {
-			t.Errorf("GET %s: %d %q, want the notFound handler's 404", path, resp.StatusCode, body)
+		if resp.code != 404 || strings.TrimSpace(resp.body) != "router 404" {
+			t.Errorf("GET %s: %d %q, want the notFound handler's 404", path, resp.code, resp.body)
 		}
 	}
 }
@@ -78,8 +82,7 @@ func TestOtherPathsGoToNotFound(t *testing.T) {
 // The page refers only to files that are served, by paths relative to it,
 // and to nothing outside the server.
 func TestPageRefersToServedFilesOnly(t *testing.T) {
-	body, _ := io.ReadAll(serve(t, "/").Body)
-	refs := regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(string(body), -1)
+	refs := regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(serve(t, "/").body, -1)
 	if len(refs) < 2 {
 		t.Fatalf("found %d references in the page", len(refs))
 	}
@@ -92,8 +95,8 @@ func TestPageRefersToServedFilesOnly(t *testing.T) {
 			t.Errorf("%q is not relative to the page", u)
 			continue
 		}
-		if resp := serve(t, "/"+u); resp.StatusCode != 200 {
-			t.Errorf("%q: %d", u, resp.StatusCode)
+		if resp := serve(t, "/"+u); resp.code != 200 {
+			t.Errorf("%q: %d", u, resp.code)
 		}
 	}
 }

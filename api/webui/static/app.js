@@ -155,7 +155,7 @@
     body.model = model;
     body.messages = messages.concat(history);
     body.stream = true;
-    body.stream_options = { include_usage: true };
+    body.stream_options = Object.assign({}, body.stream_options, { include_usage: true });
     return body;
   }
 
@@ -268,6 +268,7 @@
         if (ev.error) throw new Error(typeof ev.error === "string" ? ev.error : ev.error.message || JSON.stringify(ev.error));
         if (ev.usage) rate.usage = ev.usage;
         for (const c of ev.choices || []) {
+          if (c.index) continue; // with "n" > 1 in the extra parameters, the first choice only
           const delta = c.delta && c.delta.content;
           if (delta) {
             out.appendData(delta);
