@@ -24,6 +24,9 @@
   function setState(state, message) {
     document.body.dataset.state = state;
     const streaming = state === "streaming";
+    // Screen readers announce the answer once it is complete, not at
+    // every token.
+    ui.transcript.setAttribute("aria-busy", String(streaming));
     ui.send.disabled = streaming;
     ui.stop.disabled = !streaming;
     ui.clear.disabled = streaming;
