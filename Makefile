@@ -1,7 +1,8 @@
 # llmserve — build, run and test.
 #
 # `make run` and `make test` work on a fresh Debian machine: they install the
-# C headers llama.cpp needs and download Go modules by themselves.
+# C headers llama.cpp needs (and, for `make test`, the headless Chromium the
+# chat page's browser test drives) and download Go modules by themselves.
 #
 # CGO_CPPFLAGS is one fixed value on every build and in every clone: Go keys
 # its cache of the compiled llama.cpp on it, and any change (a path inside the
@@ -59,7 +60,7 @@ CGO_PKGS   = $(shell $(PKG_DEPS) | grep -E '$(LINKS_CGO)' | cut -d' ' -f1)
 
 GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-.PHONY: all build run test test-pure test-cgo test-determinism fuzz deps debian-deps go-deps bench lint verify fmt clean env
+.PHONY: all build run test test-pure test-cgo test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env
 
 all: build
 
@@ -76,6 +77,16 @@ debian-deps:
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
 	  $$sudo apt-get install -y --no-install-recommends $$missing || \
 	  { $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
+## browser-deps: headless Chromium for the chat page's browser test
+## (tests/webui_test.go), which fails without it; `make test` runs this.
+browser-deps:
+	@if ! { command -v chromium || command -v chromium-browser || command -v google-chrome; } >/dev/null 2>&1; then \
+	  echo "installing Debian package: chromium"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  $$sudo apt-get install -y --no-install-recommends chromium || \
+	  { $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends chromium; }; \
 	fi
 
 go-deps:
@@ -95,7 +106,7 @@ run: build
 	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 ## test: every test, race detector on the pure-Go packages.
-test: deps test-pure test-cgo
+test: deps browser-deps test-pure test-cgo
 
 test-pure:
 	$(GO) test -race -count=1 $(PURE_PKGS)

@@ -1,8 +1,8 @@
 // Package api assembles the HTTP surface: one chi router that mounts every
 // protocol package (api/openai today; api/v2 and api/kservev1 as they land),
-// the health endpoints, /metrics, and the middleware every route shares:
-// request ids, optional bearer-token auth, panic recovery, access logs and
-// HTTP metrics.
+// the health endpoints, /metrics, the chat page (api/webui), and the
+// middleware every route shares: request ids, optional bearer-token auth,
+// panic recovery, access logs and HTTP metrics.
 //
 // It adapts the model registry (models) to what each protocol package
 // declares it needs, so protocol packages never import models. It owns no
@@ -15,5 +15,6 @@
 //	GET /v2/health/live     {"live": true} while the process serves (OIP)
 //	GET /v2/health/ready    {"ready": true|false}, 200 or 503 (OIP)
 //	GET /metrics            Prometheus text format
+//	GET /, GET /ui/...      the chat page, see api/webui (no API key needed)
 //	/v1/...                 OpenAI API, see api/openai
 package api

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/webui"
 	"github.com/llmserve/llmserve/models"
 )
 
@@ -83,6 +84,10 @@ func NewHandler(opts Options) (http.Handler, error) {
 		writeJSON(w, code, map[string]bool{"ready": ready})
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	// The chat page is public: its API calls carry the key the user types.
+	ui := webui.Handler(http.HandlerFunc(notFound))
+	r.Method(http.MethodGet, "/", ui)
+	r.Method(http.MethodGet, webui.Prefix+"*", ui)
 
 	r.Group(func(r chi.Router) {
 		if keys := nonEmpty(opts.APIKeys); len(keys) > 0 {

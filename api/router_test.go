@@ -114,6 +114,60 @@ func TestUnknownRoutesAnswerInTheProtocolsFormat(t *testing.T) {
 	}
 }
 
+// The chat page is mounted at "/" with its files under /ui/, outside the
+// API key check; unknown paths, under /ui/ or under the API prefixes,
+// still answer the router's 404 in their protocol's format.
+func TestChatPage(t *testing.T) {
+	srv := newTestServer(t, "sekret", false)
+	cases := []struct {
+		path        string
+		code        int
+		contentType string
+		format      string // of a 404: "openai" or "oip"
+	}{
+		{"/", 200, "text/html; charset=utf-8", ""},
+		{"/ui/app.js", 200, "text/javascript; charset=utf-8", ""},
+		{"/ui/style.css", 200, "text/css; charset=utf-8", ""},
+		{"/ui/nope.js", 404, "application/json", "oip"},
+		{"/ui/", 404, "application/json", "oip"},
+		{"/nope", 404, "application/json", "oip"},
+		{"/v1/nope", 404, "application/json", "openai"},
+		{"/v1/", 404, "application/json", "openai"},
+		{"/v2/nope", 404, "application/json", "oip"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != c.code || resp.Header.Get("Content-Type") != c.contentType {
+				t.Fatalf("%d %q, want %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), c.code, c.contentType, body)
+			}
+			switch c.format {
+			case "openai":
+				var e struct {
+					Error struct{ Message, Type string } `json:"error"`
+				}
+				if err := json.Unmarshal(body, &e); err != nil || e.Error.Type != "NotFoundError" {
+					t.Errorf("not an OpenAI 404: %s", body)
+				}
+			case "oip":
+				var e struct{ Error string }
+				if err := json.Unmarshal(body, &e); err != nil || !strings.HasPrefix(e.Error, "no route") {
+					t.Errorf("not the router's 404: %s", body)
+				}
+			}
+		})
+	}
+	// The page's API calls still need the key.
+	if code, _ := get(t, srv.URL+"/v1/models"); code != 401 {
+		t.Errorf("/v1/models without the key: %d", code)
+	}
+}
+
 func TestAPIKey(t *testing.T) {
 	srv := newTestServer(t, "sekret", true)
 	if code, _ := get(t, srv.URL+"/v1/models"); code != 401 {

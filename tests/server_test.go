@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -52,51 +53,52 @@ type server struct {
 	reg   *prometheus.Registry
 }
 
-// startServer serves cfg on loopback with the serve command's defaults for
-// what cfg leaves zero: up to 64 sequences, KV for 4 at first (growing with
-// the load), the prefix cache on (a negative PrefixCacheBytes turns it
-// off), one ggml thread.
-func startServer(t *testing.T, cfg models.GenerativeConfig) *server {
+// startServer serves cfg, and the models of more beside it, on loopback
+// with the serve command's defaults for what a config leaves zero: up to 64
+// sequences, KV for 4 at first (growing with the load), the prefix cache on
+// (a negative PrefixCacheBytes turns it off), one ggml thread. s.model is
+// cfg's model.
+func startServer(t *testing.T, cfg models.GenerativeConfig, more ...models.GenerativeConfig) *server {
 	t.Helper()
-	cfg.CacheDir = modelDir
-	if cfg.MaxNumSeqs == 0 {
-		cfg.MaxNumSeqs = 64
-	}
-	if cfg.InitialSeqs == 0 {
-		cfg.InitialSeqs = 4 // as `llmserve serve`: the KV grows with the load
-	}
-	if cfg.MaxWaiting == 0 {
-		cfg.MaxWaiting = 512
-	}
-	if cfg.Threads == 0 {
-		cfg.Threads = 1
-	}
-	switch {
-	case cfg.PrefixCacheBytes == 0:
-		cfg.PrefixCacheBytes = 256 << 20
-	case cfg.PrefixCacheBytes < 0:
-		cfg.PrefixCacheBytes = 0
-	}
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	g, err := models.LoadGenerative(cfg, log, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	registry := models.NewRegistry()
-	if err := registry.Add(g); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { registry.Close() })
+	for _, cfg := range append([]models.GenerativeConfig{cfg}, more...) {
+		cfg.CacheDir = modelDir
+		if cfg.MaxNumSeqs == 0 {
+			cfg.MaxNumSeqs = 64
+		}
+		if cfg.InitialSeqs == 0 {
+			cfg.InitialSeqs = 4 // as `llmserve serve`: the KV grows with the load
+		}
+		if cfg.MaxWaiting == 0 {
+			cfg.MaxWaiting = 512
+		}
+		if cfg.Threads == 0 {
+			cfg.Threads = 1
+		}
+		switch {
+		case cfg.PrefixCacheBytes == 0:
+			cfg.PrefixCacheBytes = 256 << 20
+		case cfg.PrefixCacheBytes < 0:
+			cfg.PrefixCacheBytes = 0
+		}
+		g, err := models.LoadGenerative(cfg, log, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := registry.Add(g); err != nil {
+			t.Fatal(errors.Join(err, g.Close()))
+		}
 	}
 	h, err := api.NewHandler(api.Options{Registry: registry, Logger: log, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		srv.Close()
-		registry.Close()
-	})
-	return &server{URL: srv.URL, model: g, reg: reg}
+	t.Cleanup(srv.Close) // before the registry closes: cleanups run last first
+	return &server{URL: srv.URL, model: registry.List()[0], reg: reg}
 }
 
 // metric returns the value of a counter or gauge (summed over labels).
