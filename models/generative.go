@@ -249,19 +249,28 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 // resolvePooling picks the embedding pooling: the setting, else the
 // GGUF's, else last.
 func resolvePooling(cfg GenerativeConfig, m *llamacpp.Model) (string, error) {
+	declared := ""
+	if v := m.Meta(m.Info().Architecture + ".pooling_type"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			declared = llamacpp.PoolingName(n)
+		}
+	}
 	switch cfg.Pooling {
-	case "mean", "cls", "last", "rank", "none":
+	case "mean", "cls", "last", "none":
 		return cfg.Pooling, nil
+	case "rank":
+		// Rank pooling runs the model's classifier head; llama.cpp aborts
+		// the process on a model without one.
+		if declared != "rank" {
+			return "", &ConfigError{"Pooling", "rank needs a reranker (cross-encoder) model whose GGUF declares rank pooling; this one does not"}
+		}
+		return "rank", nil
 	case "":
 	default:
 		return "", &ConfigError{"Pooling", fmt.Sprintf("%q is not a pooling (want mean, cls, last, rank or none)", cfg.Pooling)}
 	}
-	if v := m.Meta(m.Info().Architecture + ".pooling_type"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			if name := llamacpp.PoolingName(n); name != "" && name != "none" {
-				return name, nil
-			}
-		}
+	if declared != "" && declared != "none" {
+		return declared, nil
 	}
 	return "last", nil
 }

@@ -74,3 +74,16 @@ func TestRegistryDrain(t *testing.T) {
 		t.Fatal("a draining registry is ready, or stopped requests it never had")
 	}
 }
+
+// Rank pooling runs a classifier head that only rerankers have; llama.cpp
+// aborts on a model without one, so it is refused at load.
+func TestRankPoolingNeedsAReranker(t *testing.T) {
+	_, err := LoadGenerative(GenerativeConfig{CacheDir: t.TempDir(), Pooling: "rank"}, nil, nil)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Setting != "Pooling" {
+		t.Fatalf("err = %v, want a ConfigError for Pooling", err)
+	}
+	if _, err := LoadGenerative(GenerativeConfig{CacheDir: t.TempDir(), Pooling: "max"}, nil, nil); !errors.As(err, &ce) || ce.Setting != "Pooling" {
+		t.Fatalf("pooling max: err = %v", err)
+	}
+}

@@ -134,8 +134,13 @@ func (h *handler) embedModel(name, route string) (Embedder, error) {
 		return nil, err
 	}
 	em, ok := m.(Embedder)
-	if !ok || em.Pooling() == "none" {
+	switch {
+	case !ok || em.Pooling() == "none":
 		return nil, invalid("model", "The model `%s` does not serve %s: it has no pooling. Serve it with --pooling mean, cls or last.", m.Name(), route)
+	case em.Pooling() == "rank":
+		// A cross-encoder scores pairs through its classifier head; that
+		// path is not built yet, and its vectors are not embeddings.
+		return nil, invalid("model", "The model `%s` is a cross-encoder (rank pooling); scoring with its classifier head is not supported yet, and it has no embeddings. Use an embedding model.", m.Name())
 	}
 	return em, nil
 }

@@ -264,12 +264,8 @@ func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 
 // cosineScores embeds a (one text, or as many as b) and b in one call and
 // returns cosine(a[i or 0], b[i]) for every i, and the tokens embedded.
-// Rank-pooling models (cross-encoders) are refused: scoring a pair through
-// a classifier head is not implemented yet.
+// embedModel has refused rank-pooling models (cross-encoders) before.
 func (h *handler) cosineScores(r *http.Request, m Embedder, a []string, aField string, b []string, bField string, truncate *int) ([]float64, int, error) {
-	if m.Pooling() == "rank" {
-		return nil, 0, invalid("model", "The model `%s` is a cross-encoder (rank pooling); scoring with its classifier head is not supported yet. Use an embedding model.", m.Name())
-	}
 	pa := promptField{set: true, single: len(a) == 1 && aField == "query", texts: a}
 	pb := promptField{set: true, texts: b}
 	inA, err := embedInputs(m, &pa, aField, true, truncate)
