@@ -1,0 +1,44 @@
+package tokenizer_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// A client may send its own template: whatever it does, rendering ends
+// with an error, not a hang, an out-of-memory crash or a stack overflow.
+func TestChatTemplateLimits(t *testing.T) {
+	tests := []struct{ name, tmpl, want string }{
+		{"recursive macro", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper"},
+		{"nested loops", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop iterations"},
+		{"doubling string", "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}", "exceeds"},
+		{"doubling concat", "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "exceeds"},
+		{"repeat", "{{ 'x' * 100000000000 }}", "exceeds"},
+		{"center", "{{ 'x' | center(100000000000) }}", "too large"},
+		{"ljust", "{{ 'x'.ljust(100000000000) }}", "too large"},
+		{"big output", "{{ 'x' * 60000000 }}{{ 'x' * 60000000 }}", "exceeds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ct, err := tokenizer.NewChatTemplate(tt.tmpl, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ct.Render(nil, tokenizer.ChatOptions{})
+			if !errors.Is(err, tokenizer.ErrChatTemplate) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrChatTemplate containing %q", err, tt.want)
+			}
+		})
+	}
+	for _, src := range []string{
+		strings.Repeat("x", tokenizer.MaxChatTemplateBytes+1),
+		"{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}",
+	} {
+		if _, err := tokenizer.NewChatTemplate(src, "", ""); !errors.Is(err, tokenizer.ErrChatTemplate) {
+			t.Errorf("template %.40q: err = %v, want a parse error", src, err)
+		}
+	}
+}
