@@ -50,6 +50,12 @@ type ToolCall struct {
 type ChatOptions struct {
 	// AddGenerationPrompt ends the prompt with the assistant's turn opener.
 	AddGenerationPrompt bool
+	// ContinueFinalMessage leaves the final message open, so that the
+	// model continues it (a prefilled assistant answer): the rendered
+	// text is cut right after the final message's content, as
+	// transformers and vLLM do. It cannot be combined with
+	// AddGenerationPrompt.
+	ContinueFinalMessage bool
 	// Kwargs are extra template variables, as vLLM's chat_template_kwargs
 	// (for example {"enable_thinking": false} for Qwen3). Values are plain
 	// Go values: bool, numbers, string, []any, map[string]any. They cannot
@@ -138,6 +144,9 @@ func (c *ChatTemplate) IsFallback() bool { return c.fallback }
 // eos_token, tools and documents (both none), the functions
 // raise_exception(msg) and strftime_now(format), plus opts.Kwargs.
 func (c *ChatTemplate) Render(msgs []Message, opts ChatOptions) (out string, err error) {
+	if opts.AddGenerationPrompt && opts.ContinueFinalMessage {
+		return "", fmt.Errorf("%w: cannot be combined with add_generation_prompt", ErrContinueFinalMessage)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("%w: render: panic: %v", ErrChatTemplate, r)
@@ -196,7 +205,35 @@ func (c *ChatTemplate) Render(msgs []Message, opts ChatOptions) (out string, err
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrChatTemplate, err)
 	}
+	if opts.ContinueFinalMessage {
+		return cutAfterFinal(out, msgs)
+	}
 	return out, nil
+}
+
+// ErrContinueFinalMessage is wrapped by the errors of
+// ChatOptions.ContinueFinalMessage.
+var ErrContinueFinalMessage = errors.New("continue_final_message")
+
+// cutAfterFinal cuts the rendered text right after the final message's
+// content, as transformers' apply_chat_template does: at the last place the
+// content (without surrounding whitespace) appears, keeping its trailing
+// whitespace when the template kept it.
+func cutAfterFinal(out string, msgs []Message) (string, error) {
+	if len(msgs) == 0 {
+		return "", fmt.Errorf("%w: there is no final message to continue", ErrContinueFinalMessage)
+	}
+	final := msgs[len(msgs)-1].Content
+	trimmed := strings.TrimFunc(final, isPySpace)
+	loc := strings.LastIndex(out, trimmed)
+	if loc < 0 {
+		return "", fmt.Errorf("%w: the final message does not appear in the rendered prompt (the chat template changes it), so it cannot be continued", ErrContinueFinalMessage)
+	}
+	left := strings.TrimLeftFunc(final, isPySpace)
+	if strings.HasPrefix(out[loc:], left) {
+		return out[:loc+len(left)], nil
+	}
+	return out[:loc+len(trimmed)], nil
 }
 
 // templateMessages builds the messages as the template sees them: ordered

@@ -26,6 +26,7 @@ type chatCases struct {
 	Cases []struct {
 		Name                string            `json:"name"`
 		AddGenerationPrompt bool              `json:"add_generation_prompt"`
+		ContinueFinal       bool              `json:"continue_final_message"`
 		Messages            []caseMessage     `json:"messages"`
 		Tools               []json.RawMessage `json:"tools"`
 		Documents           []json.RawMessage `json:"documents"`
@@ -127,7 +128,7 @@ func TestChatTemplateGolden(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				msgs := toMessages(t, c.Messages)
 				got, err := ct.Render(msgs, tokenizer.ChatOptions{
-					AddGenerationPrompt: c.AddGenerationPrompt, Now: now,
+					AddGenerationPrompt: c.AddGenerationPrompt, ContinueFinalMessage: c.ContinueFinal, Now: now,
 					Tools: c.Tools, Documents: c.Documents, Kwargs: c.Kwargs,
 				})
 				golden := filepath.Join("testdata/chat/golden", name)

@@ -97,6 +97,19 @@ def vllm_messages(messages):
     return out
 
 
+def continue_final(text, final):
+    """Cut the rendered chat after the final message, as transformers'
+    apply_chat_template(continue_final_message=True) does: at the last
+    place the stripped content appears, keeping the message's trailing
+    whitespace only where the template kept it."""
+    if final.strip() not in text:
+        raise ValueError("continue_final_message: the final message does not appear in the rendered chat")
+    loc = text.rindex(final.strip())
+    if text[loc : loc + len(final.lstrip())] == final:
+        return text[: loc + len(final.lstrip())]
+    return text[: loc + len(final.strip())]
+
+
 def main():
     with open(os.path.join(HERE, "cases.json"), encoding="utf-8") as f:
         spec = json.load(f)
@@ -129,6 +142,8 @@ def main():
                     eos_token=spec["eos_token"],
                 )
                 text = template.render(**variables)
+                if case.get("continue_final_message"):
+                    text = continue_final(text, variables["messages"][-1]["content"])
             except Exception as e:  # noqa: BLE001 - any refusal is recorded
                 with open(out + ".err", "w", encoding="utf-8", newline="") as f:
                     f.write("%s: %s\n" % (type(e).__name__, e))
