@@ -55,8 +55,9 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.close()
 	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
+	parser := reasoningParserOf(m)
 	if p.stream {
-		h.streamChat(w, r, g, meta)
+		h.streamChat(w, r, g, meta, newReasoningStream(parser, cp.rendered))
 		return
 	}
 	res, err := g.collect(r.Context())
@@ -75,7 +76,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	for i := range res {
 		resp.Choices[i] = chatChoice{
 			Index:        i,
-			Message:      chatMessage{Role: "assistant", Content: res[i].text.String()},
+			Message:      chatMessageOf(parser, cp.rendered, res[i].text.String()),
 			FinishReason: res[i].finish,
 		}
 		if p.logprobs {
@@ -150,6 +151,7 @@ func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPromp
 	if err != nil {
 		return nil, err
 	}
+	cp.rendered = text
 	if len(text) > maxBytes {
 		return nil, &validationError{Param: "messages", Code: "context_length_exceeded", Message: fmt.Sprintf(
 			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
@@ -178,7 +180,7 @@ func startsWithBOS(tok *tokenizer.Tokenizer, text string) bool {
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, rs *reasoningStream) {
 	p := g.params
 	sse := startSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
@@ -203,14 +205,15 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 				continue
 			}
 			ch := chatChunkChoice{Index: cd.c.index}
-			if d.text != "" || len(d.lps) > 0 {
-				ch.Delta.Content = contentOf(d.text)
-			}
+			said := rs.setDelta(&ch.Delta, cd.c.index, d.text, d.finish != "", len(d.lps) > 0)
 			if p.logprobs && len(d.lps) > 0 {
 				ch.Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, d.lps)
+				said = true
 			}
 			if d.finish != "" {
 				ch.FinishReason = finishOf(d.finish)
+			} else if !said {
+				continue // all of it held back by the reasoning parser
 			}
 			if werr := sse.event(chunk([]chatChunkChoice{ch})); werr != nil {
 				return werr

@@ -32,6 +32,9 @@ type chatPromptFields struct {
 type chatPrompt struct {
 	opts     tokenizer.ChatOptions
 	template string // the client's template; "" for the model's
+	// rendered is the prompt text, once rendered (a reasoning parser
+	// looks at how it ends).
+	rendered string
 	// extra holds, per message, the fields beyond role, content and name.
 	extra []messageExtra
 	// size is the bytes of prompt text the fields add (tools, documents,
