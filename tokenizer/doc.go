@@ -147,4 +147,22 @@
 // <think> in the prompt; some close it to switch thinking off).
 // FuzzReasoningParser checks any cutting of the text against a one-shot
 // reference.
+//
+// # Tool calls
+//
+// A ToolCallParser turns a model's answer into OpenAI tool calls (ToolCall,
+// arguments as JSON text written as vLLM writes it), one syntax per model
+// family: hermes (<tool_call>{json}</tool_call>: Hermes, Qwen 2.5/3, QwQ),
+// llama3_json (the answer is {"name", "parameters"}, optionally after
+// <|python_tag|>), mistral ([TOOL_CALLS][...] and [TOOL_CALLS]name[ARGS]
+// {...}), qwen3_coder and seed_oss (<function=...><parameter=...>), glm45,
+// kimi_k2, deepseek_v3 (R1 too), deepseek_v31, minimax_m2, granite,
+// firefunction_v2 and functionary_v3_1. ToolCallParserFor picks one from
+// the markers a chat template writes calls with (every template in
+// testdata/chat with a call syntax gets the right one). For streaming,
+// Push passes content through as it comes and holds back a suffix that
+// may become the family's marker and everything after the marker, so call
+// text never reaches the content; Flush parses the calls (text that does
+// not parse is returned as content, as vLLM does). The API does not use
+// it yet.
 package tokenizer
