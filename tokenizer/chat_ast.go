@@ -400,12 +400,16 @@ func percentFormat(f string, vals []*exec.Value) (string, error) {
 			if !v.IsNumber() {
 				return "", fmt.Errorf("TypeError: %%%c format: a real number is required, not %s", verb, typeName(v))
 			}
-			b.WriteString(fmt.Sprint(int(v.Float())))
+			if v.IsInteger() {
+				fmt.Fprint(&b, v.Integer())
+			} else {
+				fmt.Fprint(&b, int(v.Float()))
+			}
 		case 'f':
 			if !v.IsNumber() {
 				return "", fmt.Errorf("TypeError: must be real number, not %s", typeName(v))
 			}
-			b.WriteString(fmt.Sprintf("%f", v.Float()))
+			fmt.Fprintf(&b, "%f", v.Float())
 		default:
 			return "", fmt.Errorf("ValueError: unsupported format character %q", verb)
 		}

@@ -297,7 +297,7 @@ func decodeJSONValues[T any](s, seps string) ([]T, error) {
 		dec := json.NewDecoder(strings.NewReader(s))
 		var v T
 		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrToolCall, err)
+			return nil, fmt.Errorf("%w: %w", ErrToolCall, err)
 		}
 		out = append(out, v)
 		s = s[dec.InputOffset():]
@@ -309,7 +309,7 @@ func decodeJSONValues[T any](s, seps string) ([]T, error) {
 func firstJSON(s string) (json.RawMessage, error) {
 	var v json.RawMessage
 	if err := json.NewDecoder(strings.NewReader(s)).Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrToolCall, err)
+		return nil, fmt.Errorf("%w: %w", ErrToolCall, err)
 	}
 	return v, nil
 }
@@ -340,7 +340,7 @@ func toolCalls(objs []callJSON) ([]ToolCall, error) {
 func parseJSONCallList(s string) ([]ToolCall, error) {
 	var objs []callJSON
 	if err := json.Unmarshal([]byte(strings.TrimSpace(s)), &objs); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrToolCall, err)
+		return nil, fmt.Errorf("%w: %w", ErrToolCall, err)
 	}
 	return toolCalls(objs)
 }
@@ -369,7 +369,7 @@ func parseHermes(region string) ([]ToolCall, error) {
 	for _, b := range blocks(region, "<tool_call>", "</tool_call>") {
 		var o callJSON
 		if err := json.Unmarshal([]byte(strings.TrimSpace(b)), &o); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrToolCall, err)
+			return nil, fmt.Errorf("%w: %w", ErrToolCall, err)
 		}
 		c, err := o.toolCall()
 		if err != nil {
