@@ -120,6 +120,9 @@ func NewChatTemplate(source, bosToken, eosToken string) (c *ChatTemplate, err er
 		}
 	}()
 	cfg := jinjaConfig()
+	if err := checkReservedTags(c.source, cfg); err != nil {
+		return nil, fmt.Errorf("%w: parse: %w", ErrChatTemplate, err)
+	}
 	c.tmpl, err = exec.NewTemplate(rootTemplate, cfg, sourceLoader(wrapRoot(desugarConditionals(c.source, cfg))), jinjaEnv)
 	if err != nil {
 		// The engine's message quotes the whole template; keep the cause.
@@ -166,7 +169,9 @@ func (c *ChatTemplate) Render(msgs []Message, opts ChatOptions) (out string, err
 	}
 	vars := make(map[string]any, len(opts.Kwargs)+8)
 	for k, v := range opts.Kwargs {
-		vars[k] = pyData(v)
+		if !strings.HasPrefix(k, "py:") { // our own names (see stateVar)
+			vars[k] = pyData(v)
+		}
 	}
 	vars["messages"] = messages
 	vars["add_generation_prompt"] = opts.AddGenerationPrompt

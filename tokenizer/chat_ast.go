@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
@@ -40,6 +41,22 @@ func wrapRoot(src string) string {
 		open += "\n"
 	}
 	return open + strings.TrimSuffix(src, "\n") + rootClose
+}
+
+// checkReservedTags refuses a template that writes {% pyroot %} or
+// {% endpyroot %} itself: it could end our statement early and leave part
+// of the template outside the rewrite (and its size limits).
+func checkReservedTags(src string, cfg *config.Config) error {
+	stream := tokens.LexAll(src, cfg)
+	prevBlock := false
+	for !stream.End() {
+		t := stream.Next()
+		if prevBlock && t.Type == tokens.Name && (t.Val == "pyroot" || t.Val == "endpyroot") {
+			return fmt.Errorf("{%% %s %%} is reserved", t.Val)
+		}
+		prevBlock = t.Type == tokens.BlockBegin
+	}
+	return nil
 }
 
 // pyRoot is the {% pyroot %} statement: it renders its body in place.
@@ -129,15 +146,15 @@ func rewriteNode(n any) (any, bool) {
 		if x.Operator != nil && x.Operator.Token != nil {
 			switch x.Operator.Token.Type {
 			case tokens.Addition:
-				return callNode(x.Operator.Token, "__py_add", x.Left, x.Right), true
+				return callNode(x.Operator.Token, "py:add", x.Left, x.Right), true
 			case tokens.Power:
-				return callNode(x.Operator.Token, "__py_pow", x.Left, x.Right), true
+				return callNode(x.Operator.Token, "py:pow", x.Left, x.Right), true
 			case tokens.Modulo:
-				return callNode(x.Operator.Token, "__py_mod", x.Left, x.Right), true
+				return callNode(x.Operator.Token, "py:mod", x.Left, x.Right), true
 			case tokens.Multiply:
-				return callNode(x.Operator.Token, "__py_mul", x.Left, x.Right), true
+				return callNode(x.Operator.Token, "py:mul", x.Left, x.Right), true
 			case tokens.Tilde:
-				return callNode(x.Operator.Token, "__py_concat", x.Left, x.Right), true
+				return callNode(x.Operator.Token, "py:concat", x.Left, x.Right), true
 			}
 		}
 	case *nodes.GetItem:
@@ -146,7 +163,7 @@ func rewriteNode(n any) (any, bool) {
 		key, isExpr := x.Arg.(nodes.Expression)
 		target, isTarget := x.Node.(nodes.Expression)
 		if !isString && isExpr && isTarget {
-			return callNode(x.Location, "__py_getitem", target, key), true
+			return callNode(x.Location, "py:getitem", target, key), true
 		}
 	}
 	return nil, false

@@ -32,12 +32,12 @@ func newJinjaEnv() *exec.Environment {
 	// none is Python's None (the parser reads None as none, see
 	// desugarConditionals), distinct from an undefined name.
 	globals.Set("none", pyNone)
-	globals.Set("__py_add", pyAdd)
-	globals.Set("__py_getitem", pyGetItem)
-	globals.Set("__py_pow", pyPow)
-	globals.Set("__py_mod", pyMod)
-	globals.Set("__py_mul", pyMul)
-	globals.Set("__py_concat", pyConcat)
+	globals.Set("py:add", pyAdd)
+	globals.Set("py:getitem", pyGetItem)
+	globals.Set("py:pow", pyPow)
+	globals.Set("py:mod", pyMod)
+	globals.Set("py:mul", pyMul)
+	globals.Set("py:concat", pyConcat)
 
 	return &exec.Environment{
 		Context:           globals,

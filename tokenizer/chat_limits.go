@@ -34,13 +34,15 @@ const (
 var errTooLarge = fmt.Errorf("rendering exceeds %d bytes", maxRenderBytes)
 
 // renderState is the per-render budget, reached through the template
-// variable stateVar.
+// variable stateVar. Its name, like those of the functions the syntax
+// rewrite calls (py:add, ...), is no identifier a template can write, so a
+// template can neither read nor replace it.
 type renderState struct {
 	iterations int
 	depth      int
 }
 
-const stateVar = "__py_render_state"
+const stateVar = "py:render-state"
 
 func stateOf(r *exec.Renderer) *renderState {
 	if v, ok := r.Environment.Context.Get(stateVar); ok {

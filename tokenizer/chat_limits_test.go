@@ -19,6 +19,7 @@ func TestChatTemplateLimits(t *testing.T) {
 		{"repeat", "{{ 'x' * 100000000000 }}", "exceeds"},
 		{"center", "{{ 'x' | center(100000000000) }}", "too large"},
 		{"ljust", "{{ 'x'.ljust(100000000000) }}", "too large"},
+		{"budget variable", "{% set __py_render_state = none %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop iterations"},
 		{"big output", "{{ 'x' * 60000000 }}{{ 'x' * 60000000 }}", "exceeds"},
 	}
 	for _, tt := range tests {
@@ -36,6 +37,8 @@ func TestChatTemplateLimits(t *testing.T) {
 	for _, src := range []string{
 		strings.Repeat("x", tokenizer.MaxChatTemplateBytes+1),
 		"{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}",
+		"{% endpyroot %}{{ 'x' * 100000000000 }}{% pyroot %}",
+		"{%- endpyroot -%}",
 	} {
 		if _, err := tokenizer.NewChatTemplate(src, "", ""); !errors.Is(err, tokenizer.ErrChatTemplate) {
 			t.Errorf("template %.40q: err = %v, want a parse error", src, err)
