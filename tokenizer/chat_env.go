@@ -113,6 +113,9 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			switch {
 			case v.IsNil():
 			case v.IsInteger():
+				if v.Integer() > maxIntArg {
+					return exec.AsValue(fmt.Errorf("tojson: indent %d is too large", v.Integer()))
+				}
 				o.indent, o.pretty = strings.Repeat(" ", max(v.Integer(), 0)), true
 			case v.IsString():
 				o.indent, o.pretty = v.String(), true
@@ -162,6 +165,9 @@ func (o *jsonOpts) newline(b *strings.Builder, depth int) {
 func (o *jsonOpts) write(b *strings.Builder, v *exec.Value, depth int) error {
 	if depth > 100 {
 		return errors.New("tojson: nesting too deep")
+	}
+	if b.Len() > maxRenderBytes {
+		return errTooLarge
 	}
 	switch {
 	case isPyNone(v):

@@ -27,8 +27,8 @@ const (
 	// maxMacroDepth bounds macro calls within macro calls.
 	maxMacroDepth = 100
 	// maxRenderBytes bounds the rendered prompt and every string a
-	// template builds.
-	maxRenderBytes = 64 << 20
+	// template builds (a million-token prompt is a few MiB of text).
+	maxRenderBytes = 16 << 20
 )
 
 var errTooLarge = fmt.Errorf("rendering exceeds %d bytes", maxRenderBytes)

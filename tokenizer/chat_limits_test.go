@@ -20,7 +20,15 @@ func TestChatTemplateLimits(t *testing.T) {
 		{"center", "{{ 'x' | center(100000000000) }}", "too large"},
 		{"ljust", "{{ 'x'.ljust(100000000000) }}", "too large"},
 		{"budget variable", "{% set __py_render_state = none %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop iterations"},
-		{"big output", "{{ 'x' * 60000000 }}{{ 'x' * 60000000 }}", "exceeds"},
+		{"big output", "{{ 'x' * 15000000 }}{{ 'x' * 15000000 }}", "exceeds"},
+		{"replace method", "{% set s = 'x' * 10000000 %}{{ s.replace('x', s) }}", "exceeds"},
+		{"replace filter", "{% set s = 'x' * 10000000 %}{{ s | replace('x', s) }}", "exceeds"},
+		{"join filter", "{% set s = 'x' * 10000000 %}{{ ([s] * 1000) | join(',') }}", "exceeds"},
+		{"join method", "{% set s = 'x' * 10000000 %}{{ ','.join([s] * 1000) }}", "exceeds"},
+		{"indent", "{% set s = '\n' * 10000000 %}{{ s | indent(60000) }}", "exceeds"},
+		{"format method", "{% set s = 'x' * 10000000 %}{{ ('{0}' * 100).format(s) }}", "exceeds"},
+		{"tojson", "{% set s = 'x' * 10000000 %}{{ ([s] * 1000) | tojson }}", "exceeds"},
+		{"expandtabs", "{{ ('\t' * 1000000).expandtabs(60000) }}", "exceeds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

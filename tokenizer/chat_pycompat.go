@@ -97,6 +97,9 @@ func delegate[T any](base *exec.MethodSet[T], names []string, overrides map[stri
 				if err := checkIntArgs(args); err != nil {
 					return nil, err
 				}
+				if selfValue.IsString() && methodGrowth(name, selfValue.String(), args) > maxRenderBytes {
+					return nil, errTooLarge
+				}
 				out, err := m(self, selfValue, args)
 				return pyResult(out), err
 			}
@@ -138,7 +141,7 @@ func newMethods() exec.Methods {
 // cannot fit in memory: '|center(10**12)' must be an error, not a crash.
 func checkIntArgs(args *exec.VarArgs) error {
 	check := func(v *exec.Value) error {
-		if v != nil && v.IsInteger() && (v.Integer() > maxRenderBytes || v.Integer() < -maxRenderBytes) {
+		if v != nil && v.IsInteger() && (v.Integer() > maxIntArg || v.Integer() < -maxIntArg) {
 			return fmt.Errorf("argument %d is too large", v.Integer())
 		}
 		return nil
@@ -353,6 +356,9 @@ func replaceMethod(self string, _ *exec.Value, args *exec.VarArgs) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	if replaceSize(self, a[0].String(), a[1].String(), n) > maxRenderBytes {
+		return nil, errTooLarge
+	}
 	return strings.Replace(self, a[0].String(), a[1].String(), n), nil
 }
 
@@ -467,6 +473,9 @@ func newFilters() *exec.FilterSet {
 			filters[name] = func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 				if err := checkIntArgs(params); err != nil {
 					return exec.AsValue(err)
+				}
+				if !in.IsError() && filterGrowth(name, in, params) > maxRenderBytes {
+					return exec.AsValue(errTooLarge)
 				}
 				return toPyList(f(e, in, params))
 			}

@@ -83,9 +83,13 @@
 // does, so the model continues it. A client's own template
 // (Tokenizer.ParseChatTemplate) renders under the same limits as the
 // model's: the source at most MaxChatTemplateBytes, and per render 2^18
-// loop iterations, macro calls 100 deep, strings and output 64 MiB, no
-// recursive loops; a template past them gets an error, never a hang, a
-// stack overflow or an allocation that kills the process.
+// loop iterations, macro calls 100 deep, strings and output 16 MiB, no
+// recursive loops, integer arguments of filters and methods at most 65536,
+// and the result of the filters and methods that multiply their input
+// (replace, join, indent, format, expandtabs, tojson) sized before they
+// run; a template past them gets an error, never a hang, a stack overflow
+// or an allocation that kills the process (chat_limits.go,
+// chat_growth.go).
 //
 // A model without a template (such as the default model, stories260K) gets
 // FallbackChatTemplate: ChatML, byte for byte what llama.cpp's server
