@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,9 @@ type GenerativeConfig struct {
 	CacheDir string
 	// ChatTemplate, when set, replaces the model's Jinja chat template.
 	ChatTemplate string
+	// ReasoningParser, when set (one of tokenizer.ReasoningParsers), splits
+	// chat answers into reasoning_content and content.
+	ReasoningParser string
 
 	// Engine placement and threads.
 	GPULayers      int
@@ -106,6 +110,8 @@ type Generative struct {
 	info    llamacpp.Info
 	pooling string
 	mrl     []int
+	// reasoning is the reasoning parser's name, "" for none.
+	reasoning string
 
 	model *llamacpp.Model
 	tok   *tokenizer.Tokenizer
@@ -135,6 +141,9 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	}
 	if name == "" {
 		name = baseName(path)
+	}
+	if cfg.ReasoningParser != "" && !slices.Contains(tokenizer.ReasoningParsers(), cfg.ReasoningParser) {
+		return nil, &ConfigError{"ReasoningParser", fmt.Sprintf("%q is not one of %s", cfg.ReasoningParser, strings.Join(tokenizer.ReasoningParsers(), ", "))}
 	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
@@ -178,7 +187,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		}
 	}
 	g := &Generative{
-		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info,
+		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
 		pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
 		model: m, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 	}
@@ -382,6 +391,10 @@ func (g *Generative) Created() int64 { return g.created }
 
 // MaxModelLen is the most tokens one sequence may hold.
 func (g *Generative) MaxModelLen() int { return g.maxLen }
+
+// ReasoningParser names the parser that splits chat answers into
+// reasoning and content ("" for none); the OpenAI API uses it.
+func (g *Generative) ReasoningParser() string { return g.reasoning }
 
 // RequestTimeout is the deadline the server gives every request, or 0.
 func (g *Generative) RequestTimeout() time.Duration { return g.timeout }

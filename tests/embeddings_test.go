@@ -353,3 +353,27 @@ func TestEmbeddingRoutesBadInput(t *testing.T) {
 		t.Errorf("truncate_prompt_tokens 100: %d %+v", code, ok)
 	}
 }
+
+// /tokenize renders messages with the chat request's template fields.
+func TestTokenizeChatTemplateFields(t *testing.T) {
+	s := startServer(t, models.GenerativeConfig{})
+	msgs := []map[string]string{{"role": "user", "content": "Hi"}}
+	var plain, custom, open struct{ Tokens []int32 }
+	s.post(t, "/tokenize", map[string]any{"model": "stories260K", "messages": msgs}, &plain)
+	if code, _ := s.post(t, "/tokenize", map[string]any{"model": "stories260K", "messages": msgs,
+		"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}!"}, &custom); code != 200 {
+		t.Fatal(code)
+	}
+	want, _ := s.model.Tokenizer().Encode("Hi!", false)
+	if !slices.Equal(custom.Tokens, want) || slices.Equal(custom.Tokens, plain.Tokens) {
+		t.Errorf("chat_template: %v, want %v", custom.Tokens, want)
+	}
+	s.post(t, "/tokenize", map[string]any{"model": "stories260K", "messages": msgs, "add_generation_prompt": false}, &open)
+	if len(open.Tokens) >= len(plain.Tokens) {
+		t.Errorf("add_generation_prompt false: %d tokens, with it %d", len(open.Tokens), len(plain.Tokens))
+	}
+	var e errBody
+	if code, _ := s.post(t, "/tokenize", map[string]any{"model": "stories260K", "messages": msgs, "chat_template": "{% for %}"}, &e); code != 400 || e.Error.Param != "chat_template" {
+		t.Errorf("bad chat_template: %d %+v", code, e)
+	}
+}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,19 +13,49 @@ import (
 	"github.com/nikolalohinski/gonja/v2/loaders"
 )
 
-// Message is one chat message as chat templates see it.
+// Message is one chat message as chat templates see it. The template
+// sees a dict with the keys role and content, then, when set, tool_calls,
+// reasoning_content, tool_call_id and name, in that order (vLLM's order).
 type Message struct {
-	Role    string
+	Role string
+	// Content is the message text. A client's list of text parts is
+	// joined with "\n" and a null content is "", as vLLM does for
+	// templates that take content as a string.
 	Content string
-	// Name is the optional participant name. Templates see it as
-	// message.name only when it is set, as with transformers.
+	// Name is the optional participant name (message.name).
 	Name string
+	// ToolCalls are the calls an assistant message made
+	// (message.tool_calls, when there is at least one).
+	ToolCalls []ToolCall
+	// ToolCallID is the call a tool message answers (message.tool_call_id).
+	ToolCallID string
+	// ReasoningContent is an assistant message's reasoning
+	// (message.reasoning_content), for templates that show or drop it.
+	ReasoningContent string
+}
+
+// ToolCall is one call in an assistant message. The template sees
+// {"id": ..., "type": ..., "function": {"name": ..., "arguments": ...}}
+// with arguments parsed from JSON text into a dict (an empty Arguments is
+// {}), as vLLM passes it: templates expect an object there, while the
+// OpenAI API carries a string.
+type ToolCall struct {
+	ID        string
+	Type      string // "function"
+	Name      string
+	Arguments string // JSON text, as the OpenAI API sends it
 }
 
 // ChatOptions control rendering.
 type ChatOptions struct {
 	// AddGenerationPrompt ends the prompt with the assistant's turn opener.
 	AddGenerationPrompt bool
+	// ContinueFinalMessage leaves the final message open, so that the
+	// model continues it (a prefilled assistant answer): the rendered
+	// text is cut right after the final message's content, as
+	// transformers and vLLM do. It cannot be combined with
+	// AddGenerationPrompt.
+	ContinueFinalMessage bool
 	// Kwargs are extra template variables, as vLLM's chat_template_kwargs
 	// (for example {"enable_thinking": false} for Qwen3). Values are plain
 	// Go values: bool, numbers, string, []any, map[string]any. They cannot
@@ -34,6 +65,13 @@ type ChatOptions struct {
 	// Now is the time the template's strftime_now formats (some templates
 	// print today's date). The zero value means time.Now().
 	Now time.Time
+	// Tools are the tool definitions (the OpenAI request's tools, each one
+	// JSON object as the client sent it, key order kept). nil renders as
+	// tools=None; an empty non-nil slice as an empty list.
+	Tools []json.RawMessage
+	// Documents are retrieval documents (JSON objects) for templates that
+	// take them (Command R, Granite); nil renders as documents=None.
+	Documents []json.RawMessage
 }
 
 // ErrChatTemplate is wrapped by every error from parsing or rendering a chat
@@ -68,6 +106,9 @@ const FallbackChatTemplate = "{%- for message in messages -%}" +
 // An empty source selects FallbackChatTemplate.
 func NewChatTemplate(source, bosToken, eosToken string) (c *ChatTemplate, err error) {
 	c = &ChatTemplate{source: source, bos: bosToken, eos: eosToken}
+	if len(source) > MaxChatTemplateBytes {
+		return nil, fmt.Errorf("%w: parse: the template has %d bytes, more than %d", ErrChatTemplate, len(source), MaxChatTemplateBytes)
+	}
 	if strings.TrimSpace(source) == "" {
 		c.source, c.fallback = FallbackChatTemplate, true
 	}
@@ -79,7 +120,10 @@ func NewChatTemplate(source, bosToken, eosToken string) (c *ChatTemplate, err er
 		}
 	}()
 	cfg := jinjaConfig()
-	c.tmpl, err = exec.NewTemplate(rootTemplate, cfg, sourceLoader(desugarConditionals(c.source, cfg)), jinjaEnv)
+	if err := checkReservedTags(c.source, cfg); err != nil {
+		return nil, fmt.Errorf("%w: parse: %w", ErrChatTemplate, err)
+	}
+	c.tmpl, err = exec.NewTemplate(rootTemplate, cfg, sourceLoader(wrapRoot(desugarConditionals(c.source, cfg))), jinjaEnv)
 	if err != nil {
 		// The engine's message quotes the whole template; keep the cause.
 		if cause := errors.Unwrap(err); cause != nil {
@@ -103,34 +147,38 @@ func (c *ChatTemplate) IsFallback() bool { return c.fallback }
 // eos_token, tools and documents (both none), the functions
 // raise_exception(msg) and strftime_now(format), plus opts.Kwargs.
 func (c *ChatTemplate) Render(msgs []Message, opts ChatOptions) (out string, err error) {
+	if opts.AddGenerationPrompt && opts.ContinueFinalMessage {
+		return "", fmt.Errorf("%w: cannot be combined with add_generation_prompt", ErrContinueFinalMessage)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("%w: render: panic: %v", ErrChatTemplate, r)
 		}
 	}()
-	// Messages are ordered dicts, as Python's are, so that |tojson and
-	// .items() list role, content, name in that order.
-	messages := make(pyList, len(msgs))
-	for i, m := range msgs {
-		d := exec.NewDict()
-		d.Pairs = append(d.Pairs,
-			&exec.Pair{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
-			&exec.Pair{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)})
-		if m.Name != "" {
-			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue("name"), Value: exec.AsValue(m.Name)})
-		}
-		messages[i] = d
+	messages, err := templateMessages(msgs)
+	if err != nil {
+		return "", err
+	}
+	tools, err := jsonList("tools", opts.Tools)
+	if err != nil {
+		return "", err
+	}
+	documents, err := jsonList("documents", opts.Documents)
+	if err != nil {
+		return "", err
 	}
 	vars := make(map[string]any, len(opts.Kwargs)+8)
 	for k, v := range opts.Kwargs {
-		vars[k] = pyData(v)
+		if !strings.HasPrefix(k, "py:") { // our own names (see stateVar)
+			vars[k] = pyData(v)
+		}
 	}
 	vars["messages"] = messages
 	vars["add_generation_prompt"] = opts.AddGenerationPrompt
 	vars["bos_token"] = c.bos
 	vars["eos_token"] = c.eos
-	vars["tools"] = nil
-	vars["documents"] = nil
+	vars["tools"] = tools
+	vars["documents"] = documents
 	// raise_exception is transformers': rendering stops, and the error is
 	// the template's message (without the engine's trace around it).
 	var raised error
@@ -152,12 +200,95 @@ func (c *ChatTemplate) Render(msgs []Message, opts ChatOptions) (out string, err
 		}
 		return strftime(now, args.Args[0].String()), nil
 	}
-	out, err = c.tmpl.ExecuteToString(exec.NewContext(vars))
+	vars[stateVar] = &renderState{}
+	w := &limitWriter{n: maxRenderBytes}
+	err = c.tmpl.Execute(w, exec.NewContext(vars))
+	out = w.b.String()
 	if raised != nil {
 		return "", fmt.Errorf("%w: %w", ErrChatTemplate, raised)
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrChatTemplate, err)
+	}
+	if opts.ContinueFinalMessage {
+		return cutAfterFinal(out, msgs)
+	}
+	return out, nil
+}
+
+// ErrContinueFinalMessage is wrapped by the errors of
+// ChatOptions.ContinueFinalMessage.
+var ErrContinueFinalMessage = errors.New("continue_final_message")
+
+// cutAfterFinal cuts the rendered text right after the final message's
+// content, as transformers' apply_chat_template does: at the last place the
+// content (without surrounding whitespace) appears, keeping its trailing
+// whitespace when the template kept it.
+func cutAfterFinal(out string, msgs []Message) (string, error) {
+	if len(msgs) == 0 {
+		return "", fmt.Errorf("%w: there is no final message to continue", ErrContinueFinalMessage)
+	}
+	final := msgs[len(msgs)-1].Content
+	trimmed := strings.TrimFunc(final, isPySpace)
+	loc := strings.LastIndex(out, trimmed)
+	if loc < 0 {
+		return "", fmt.Errorf("%w: the final message does not appear in the rendered prompt (the chat template changes it), so it cannot be continued", ErrContinueFinalMessage)
+	}
+	left := strings.TrimLeftFunc(final, isPySpace)
+	if strings.HasPrefix(out[loc:], left) {
+		return out[:loc+len(left)], nil
+	}
+	return out[:loc+len(trimmed)], nil
+}
+
+// templateMessages builds the messages as the template sees them: ordered
+// dicts, as Python's are, so that |tojson and .items() list the keys in
+// vLLM's order.
+func templateMessages(msgs []Message) (pyList, error) {
+	messages := make(pyList, len(msgs))
+	for i, m := range msgs {
+		d := newDict("role", m.Role, "content", m.Content)
+		if len(m.ToolCalls) > 0 {
+			calls := make(pyList, len(m.ToolCalls))
+			for j, c := range m.ToolCalls {
+				var args any = exec.NewDict()
+				if c.Arguments != "" {
+					a, err := decodeJSON([]byte(c.Arguments))
+					if err != nil {
+						return nil, fmt.Errorf("%w: messages[%d].tool_calls[%d].function.arguments: %w", ErrChatTemplate, i, j, err)
+					}
+					args = a
+				}
+				calls[j] = newDict("id", c.ID, "type", c.Type, "function", newDict("name", c.Name, "arguments", args))
+			}
+			setPair(d, "tool_calls", calls)
+		}
+		if m.ReasoningContent != "" {
+			setPair(d, "reasoning_content", m.ReasoningContent)
+		}
+		if m.ToolCallID != "" {
+			setPair(d, "tool_call_id", m.ToolCallID)
+		}
+		if m.Name != "" {
+			setPair(d, "name", m.Name)
+		}
+		messages[i] = d
+	}
+	return messages, nil
+}
+
+// jsonList decodes tools or documents: nil is None.
+func jsonList(field string, items []json.RawMessage) (any, error) {
+	if items == nil {
+		return pyNone, nil
+	}
+	out := make(pyList, len(items))
+	for i, raw := range items {
+		v, err := decodeJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s[%d]: %w", ErrChatTemplate, field, i, err)
+		}
+		out[i] = v
 	}
 	return out, nil
 }
@@ -196,6 +327,14 @@ func (s sourceLoader) Inherit(string) (loaders.Loader, error) { return s, nil }
 // index as in Python.
 func pyData(v any) any {
 	switch x := v.(type) {
+	case nil:
+		return pyNone
+	case json.RawMessage:
+		d, err := decodeJSON(x)
+		if err != nil {
+			return pyNone
+		}
+		return d
 	case []any:
 		l := make(pyList, len(x))
 		for i, e := range x {

@@ -29,12 +29,21 @@ func newJinjaEnv() *exec.Environment {
 	// gonja's range feeds a channel from a goroutine, which leaks when a
 	// loop breaks early; a list is what Python's range gives a template.
 	globals.Set("range", rangeList)
+	// none is Python's None (the parser reads None as none, see
+	// desugarConditionals), distinct from an undefined name.
+	globals.Set("none", pyNone)
+	globals.Set("py:add", pyAdd)
+	globals.Set("py:getitem", pyGetItem)
+	globals.Set("py:pow", pyPow)
+	globals.Set("py:mod", pyMod)
+	globals.Set("py:mul", pyMul)
+	globals.Set("py:concat", pyConcat)
 
 	return &exec.Environment{
 		Context:           globals,
 		Filters:           newFilters(),
 		Tests:             newTests(),
-		ControlStructures: builtins.ControlStructures,
+		ControlStructures: newControlStructures(),
 		Methods:           newMethods(),
 	}
 }
@@ -62,7 +71,7 @@ func rangeList(args *exec.VarArgs) (pyList, error) {
 	if step == 0 {
 		return nil, errors.New("range() arg 3 must not be zero")
 	}
-	const limit = 1 << 20 // a template has no business with more
+	const limit = maxLoopIterations // a template has no business with more
 	var out pyList
 	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
 		if len(out) == limit {
@@ -104,6 +113,9 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			switch {
 			case v.IsNil():
 			case v.IsInteger():
+				if v.Integer() > maxIntArg {
+					return exec.AsValue(fmt.Errorf("tojson: indent %d is too large", v.Integer()))
+				}
 				o.indent, o.pretty = strings.Repeat(" ", max(v.Integer(), 0)), true
 			case v.IsString():
 				o.indent, o.pretty = v.String(), true
@@ -128,7 +140,12 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err := o.write(&b, in, 0); err != nil {
 		return exec.AsValue(err)
 	}
-	return exec.AsSafeValue(b.String())
+	return exec.AsValue(b.String())
+}
+
+func isGenerator(v *exec.Value) bool {
+	_, ok := v.Interface().(pyIter)
+	return ok
 }
 
 type jsonOpts struct {
@@ -149,9 +166,17 @@ func (o *jsonOpts) write(b *strings.Builder, v *exec.Value, depth int) error {
 	if depth > 100 {
 		return errors.New("tojson: nesting too deep")
 	}
+	if b.Len() > maxRenderBytes {
+		return errTooLarge
+	}
 	switch {
-	case v.IsNil():
+	case isPyNone(v):
 		b.WriteString("null")
+	case isGenerator(v):
+		return errors.New("tojson: Object of type generator is not JSON serializable")
+	case v.IsNil():
+		// Python's json.dumps refuses Jinja's Undefined.
+		return errors.New("tojson: Object of type Undefined is not JSON serializable")
 	case v.IsBool():
 		b.WriteString(strconv.FormatBool(v.Bool()))
 	case v.IsInteger():

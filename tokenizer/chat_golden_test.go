@@ -24,14 +24,63 @@ type chatCases struct {
 	EOS   string `json:"eos_token"`
 	Now   string `json:"now"`
 	Cases []struct {
-		Name                string `json:"name"`
-		AddGenerationPrompt bool   `json:"add_generation_prompt"`
-		Messages            []struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-			Name    string `json:"name"`
-		} `json:"messages"`
+		Name                string            `json:"name"`
+		AddGenerationPrompt bool              `json:"add_generation_prompt"`
+		ContinueFinal       bool              `json:"continue_final_message"`
+		Messages            []caseMessage     `json:"messages"`
+		Tools               []json.RawMessage `json:"tools"`
+		Documents           []json.RawMessage `json:"documents"`
+		Kwargs              map[string]any    `json:"kwargs"`
 	} `json:"cases"`
+}
+
+// caseMessage is an OpenAI chat message as a client sends it.
+type caseMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"` // string, text parts or null
+	Name             string          `json:"name"`
+	ToolCallID       string          `json:"tool_call_id"`
+	ReasoningContent string          `json:"reasoning_content"`
+	ToolCalls        []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// toMessages shapes the messages as the API does (and vLLM): text parts
+// joined with "\n", null content as "".
+func toMessages(t *testing.T, in []caseMessage) []tokenizer.Message {
+	t.Helper()
+	var out []tokenizer.Message
+	for _, m := range in {
+		msg := tokenizer.Message{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		var s string
+		var parts []struct{ Type, Text string }
+		switch {
+		case len(m.Content) == 0 || string(m.Content) == "null":
+		case json.Unmarshal(m.Content, &s) == nil:
+			msg.Content = s
+		case json.Unmarshal(m.Content, &parts) == nil:
+			var texts []string
+			for _, p := range parts {
+				if p.Type == "text" {
+					texts = append(texts, p.Text)
+				}
+			}
+			msg.Content = strings.Join(texts, "\n")
+		default:
+			t.Fatalf("bad content %s", m.Content)
+		}
+		for _, c := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, tokenizer.ToolCall{ID: c.ID, Type: c.Type, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		out = append(out, msg)
+	}
+	return out
 }
 
 // knownDifferences lists template/case pairs where the Go engine is known
@@ -40,13 +89,7 @@ var knownDifferences = map[string]string{}
 
 // knownTemplateDifferences lists whole templates that differ, with the
 // reason; every case of such a template is skipped when it differs.
-var knownTemplateDifferences = map[string]string{
-	"ByteDance-Seed-OSS":                            "a dict literal with integer keys ({0: 0, 512: 128, ...}) cannot be indexed by the engine",
-	"CohereForAI-c4ai-command-r-plus-tool_use":      "tool-use variant: Python fails iterating tools=None, the engine iterates None as empty and renders an empty tool list",
-	"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": "tool-use variant: Python fails iterating tools=None, the engine iterates None as empty and renders an empty tool list",
-	"NousResearch-Hermes-3-Llama-3.1-8B-tool_use":   "tool-use variant: Python fails iterating tools=None, the engine iterates None as empty and renders an empty tool list",
-	"fireworks-ai-llama-3-firefunction-v2":          "function-calling variant: Python fails on the undefined 'functions', the engine treats it as empty",
-}
+var knownTemplateDifferences = map[string]string{}
 
 func TestChatTemplateGolden(t *testing.T) {
 	raw, err := os.ReadFile("testdata/chat/cases.json")
@@ -83,11 +126,11 @@ func TestChatTemplateGolden(t *testing.T) {
 		for _, c := range spec.Cases {
 			name := base + "." + c.Name
 			t.Run(name, func(t *testing.T) {
-				var msgs []tokenizer.Message
-				for _, m := range c.Messages {
-					msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, Name: m.Name})
-				}
-				got, err := ct.Render(msgs, tokenizer.ChatOptions{AddGenerationPrompt: c.AddGenerationPrompt, Now: now})
+				msgs := toMessages(t, c.Messages)
+				got, err := ct.Render(msgs, tokenizer.ChatOptions{
+					AddGenerationPrompt: c.AddGenerationPrompt, ContinueFinalMessage: c.ContinueFinal, Now: now,
+					Tools: c.Tools, Documents: c.Documents, Kwargs: c.Kwargs,
+				})
 				golden := filepath.Join("testdata/chat/golden", name)
 				var problem string
 				if want, rerr := os.ReadFile(golden + ".txt"); rerr == nil {
@@ -139,24 +182,8 @@ func TestChatTemplateGolden(t *testing.T) {
 }
 
 // knownSnippetDifferences are Python-isms the Go engine handles differently
-// from Python's Jinja2, with the reason they are left so.
-var knownSnippetDifferences = map[string]string{
-	// The engine has one nil for Python's None and Jinja's undefined.
-	"defined_none":  "a variable set to None is not 'defined', and an undefined one 'is none'",
-	"none_print":    "None prints as \"\" (Python prints \"None\")",
-	"concat":        "'a' ~ none gives \"a\" (Python \"aNone\")",
-	"list_print":    "None inside a printed list prints as \"\"",
-	"string_filter": "none|string is \"\" (Python \"None\")",
-	"iterate_none":  "iterating None yields nothing (Python raises TypeError)",
-	// Operators and literals the engine evaluates itself.
-	"arith":              "2 ** 3 is 8.0 (Python 8)",
-	"percent_format":     "'%s' % x is not string formatting; the engine fails (recovered as an error)",
-	"int_dict_keys":      "dict literals with integer keys cannot be indexed",
-	"string_index":       "strings index by byte, and 'x'[-1] is off by one",
-	"list_literal_index": "list literals (not lists from messages, methods or filters) are off by one for x[-len(x)]",
-	// A superset: Python's sandbox forbids mutating lists.
-	"list_append": "list.append works (Python's ImmutableSandboxedEnvironment refuses it)",
-}
+// from Python's Jinja2, with the reason they are left so. Keep it empty.
+var knownSnippetDifferences = map[string]string{}
 
 func TestChatTemplateSnippets(t *testing.T) {
 	var spec struct {

@@ -78,7 +78,8 @@ var (
 		lstrip partition removeprefix removesuffix replace rfind rjust rpartition rsplit
 		rstrip split splitlines startswith strip swapcase title upper zfill`)
 	dictMethodNames = strings.Fields(`keys values items get pop setdefault update copy clear`)
-	listMethodNames = strings.Fields(`append reverse copy`)
+	// No append: Python's sandbox refuses to mutate a list.
+	listMethodNames = strings.Fields(`reverse copy`)
 	filterNames     = strings.Fields(`abs attr batch capitalize center default d dictsort e
 		escape filesizeformat first float forceescape format groupby indent int join items
 		last length count list lower map max min pprint random rejectattr reject replace
@@ -93,6 +94,12 @@ func delegate[T any](base *exec.MethodSet[T], names []string, overrides map[stri
 	for _, name := range names {
 		if m, ok := base.Get(name); ok {
 			methods[name] = func(self T, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
+				if err := checkIntArgs(args); err != nil {
+					return nil, err
+				}
+				if selfValue.IsString() && methodGrowth(name, selfValue.String(), args) > maxRenderBytes {
+					return nil, errTooLarge
+				}
 				out, err := m(self, selfValue, args)
 				return pyResult(out), err
 			}
@@ -123,9 +130,33 @@ func newMethods() exec.Methods {
 			"items":  dictItemsMethod,
 			"keys":   dictKeysMethod,
 			"values": dictValuesMethod,
+			"get":    dictGetMethod,
 		}),
 		List: delegate(base.List, listMethodNames, nil),
 	}
+}
+
+// checkIntArgs refuses integer arguments (widths, counts) so large that
+// the engine's filters and methods would try to build a string that
+// cannot fit in memory: '|center(10**12)' must be an error, not a crash.
+func checkIntArgs(args *exec.VarArgs) error {
+	check := func(v *exec.Value) error {
+		if v != nil && v.IsInteger() && (v.Integer() > maxIntArg || v.Integer() < -maxIntArg) {
+			return fmt.Errorf("argument %d is too large", v.Integer())
+		}
+		return nil
+	}
+	for _, a := range args.Args {
+		if err := check(a); err != nil {
+			return err
+		}
+	}
+	for _, a := range args.KwArgs {
+		if err := check(a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pyArgs reads up to len(names) positional-or-keyword arguments.
@@ -156,7 +187,7 @@ func indexOf(names []string, s string) int {
 
 // optString is a string argument that may be missing or None.
 func optString(v *exec.Value) (s string, ok bool, err error) {
-	if v == nil || v.IsNil() {
+	if v == nil || v.IsNil() || isPyNone(v) {
 		return "", false, nil
 	}
 	if !v.IsString() {
@@ -166,7 +197,7 @@ func optString(v *exec.Value) (s string, ok bool, err error) {
 }
 
 func optInt(v *exec.Value, def int) (int, error) {
-	if v == nil || v.IsNil() {
+	if v == nil || v.IsNil() || isPyNone(v) {
 		return def, nil
 	}
 	if !v.IsInteger() {
@@ -325,6 +356,9 @@ func replaceMethod(self string, _ *exec.Value, args *exec.VarArgs) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	if replaceSize(self, a[0].String(), a[1].String(), n) > maxRenderBytes {
+		return nil, errTooLarge
+	}
 	return strings.Replace(self, a[0].String(), a[1].String(), n), nil
 }
 
@@ -388,6 +422,25 @@ func dictValuesMethod(_ map[string]any, self *exec.Value, args *exec.VarArgs) (a
 	return out, nil
 }
 
+// dictGetMethod is dict.get(key, default=None).
+func dictGetMethod(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
+	a, err := pyArgs("get", args, "key", "default")
+	if err != nil {
+		return nil, err
+	}
+	if a[0] == nil {
+		return nil, errors.New("get expected at least 1 argument, got 0")
+	}
+	// Plain values: a *exec.Value result would read as an error.
+	if v, ok := self.GetItem(a[0].Interface()); ok {
+		return v.Interface(), nil
+	}
+	if a[1] != nil {
+		return a[1].Interface(), nil
+	}
+	return pyNone, nil
+}
+
 func dictItemsMethod(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
 	if len(args.Args)+len(args.KwArgs) > 0 {
 		return nil, errors.New("items() takes no arguments")
@@ -398,6 +451,12 @@ func dictItemsMethod(_ map[string]any, self *exec.Value, args *exec.VarArgs) (an
 // orderedItems lists a dict's (key, value) pairs in the dict's order.
 func orderedItems(d *exec.Value) pyList {
 	out := pyList{}
+	if dict, ok := d.Interface().(*exec.Dict); ok {
+		for _, p := range dict.Pairs {
+			out = append(out, pyList{p.Key.Interface(), p.Value.Interface()})
+		}
+		return out
+	}
 	for _, k := range d.Keys() {
 		v, _ := d.GetItem(k.Interface())
 		out = append(out, pyList{k.Interface(), v.Interface()})
@@ -412,14 +471,53 @@ func newFilters() *exec.FilterSet {
 	for _, name := range filterNames {
 		if f, ok := builtins.Filters.Get(name); ok {
 			filters[name] = func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+				if err := checkIntArgs(params); err != nil {
+					return exec.AsValue(err)
+				}
+				if !in.IsError() && filterGrowth(name, in, params) > maxRenderBytes {
+					return exec.AsValue(errTooLarge)
+				}
 				return toPyList(f(e, in, params))
 			}
 		}
 	}
+	for _, name := range strings.Fields("map select reject selectattr rejectattr") {
+		filters[name] = generatorFilter(filters[name])
+	}
 	filters["tojson"] = filterToJSON
+	filters["safe"] = filterSafe
+	for _, name := range strings.Fields("trim upper lower capitalize title replace") {
+		filters[name] = softStr(filters[name])
+	}
 	filters["items"] = filterItems
 	filters["dictsort"] = filterDictSort
 	return exec.NewFilterSet(filters)
+}
+
+// pyIter is the generator that Jinja's map, select, reject, selectattr
+// and rejectattr return: it iterates like a list, |list makes it one, and
+// |tojson refuses it (json.dumps cannot serialise a generator).
+type pyIter []any
+
+func generatorFilter(f exec.FilterFunction) exec.FilterFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		out := f(e, in, params)
+		if l, ok := out.Interface().(pyList); ok {
+			return exec.AsValue(pyIter(l))
+		}
+		return out
+	}
+}
+
+// softStr makes a string filter take any value as Jinja's do, through
+// str(): undefined is "", None is "None".
+func softStr(f exec.FilterFunction) exec.FilterFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if !in.IsError() && !in.IsString() {
+			in = exec.AsValue(in.String())
+		}
+		return f(e, in, params)
+	}
 }
 
 // filterItems is Jinja's |items: a dict's pairs in order (the engine's
@@ -497,7 +595,9 @@ func newTests() *exec.TestSet {
 	sequence := func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
 		return in.IsString() || in.IsList() || in.IsDict(), nil
 	}
+	tests := pyTests()
+	tests["sequence"] = sequence
 	return exec.NewTestSet(map[string]exec.TestFunction{}).
 		Update(builtins.Tests).
-		Update(exec.NewTestSet(map[string]exec.TestFunction{"sequence": sequence}))
+		Update(exec.NewTestSet(tests))
 }

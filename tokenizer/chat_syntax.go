@@ -37,8 +37,18 @@ func desugarConditionals(src string, cfg *config.Config) string {
 	if stream.IsError() {
 		return src // the parser will report it
 	}
+	// The parser reads the literal None as its nil, which is also
+	// undefined; the name none is Python's None (see pyNone). Same length,
+	// so token positions still index src.
+	b := []byte(src)
+	for i, t := range toks {
+		if t.Type == tokens.Name && t.Val == "None" && (i == 0 || toks[i-1].Val != "is") {
+			copy(b[t.Pos:], "none")
+		}
+	}
+	src = string(b)
 	d := desugarer{src: src, toks: toks}
-	var b strings.Builder
+	var out strings.Builder
 	pos := 0
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
@@ -59,7 +69,7 @@ func desugarConditionals(src string, cfg *config.Config) string {
 			break
 		}
 		lo, start, end := i+1, t.Pos+len(t.Val), toks[j].Pos
-		b.WriteString(src[pos:start])
+		out.WriteString(src[pos:start])
 		var text string
 		switch {
 		case t.Type == tokens.VariableBegin:
@@ -79,12 +89,12 @@ func desugarConditionals(src string, cfg *config.Config) string {
 		default:
 			text = d.groups(lo, j, start, end)
 		}
-		b.WriteString(text)
+		out.WriteString(text)
 		pos = end
 		i = j
 	}
-	b.WriteString(src[pos:])
-	return b.String()
+	out.WriteString(src[pos:])
+	return out.String()
 }
 
 type desugarer struct {

@@ -142,6 +142,17 @@ func (t *Tokenizer) ApplyChatTemplate(msgs []Message, opts ChatOptions) (string,
 	return t.chat.Render(msgs, opts)
 }
 
+// ParseChatTemplate parses another chat template (a client's, sent with a
+// request) for this model: it sees the model's bos_token and eos_token and
+// renders under the same limits as the model's own (MaxChatTemplateBytes
+// and the per-render bounds). Errors wrap ErrChatTemplate.
+func (t *Tokenizer) ParseChatTemplate(source string) (*ChatTemplate, error) {
+	if strings.TrimSpace(source) == "" {
+		return nil, fmt.Errorf("%w: parse: the template is empty", ErrChatTemplate)
+	}
+	return NewChatTemplate(source, t.chat.bos, t.chat.eos)
+}
+
 // ChatTemplate returns the parsed chat template in use.
 func (t *Tokenizer) ChatTemplate() *ChatTemplate { return t.chat }
 

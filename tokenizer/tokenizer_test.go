@@ -1,6 +1,7 @@
 package tokenizer_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"slices"
@@ -204,7 +205,7 @@ func TestApplyChatTemplateErrors(t *testing.T) {
 		name, tmpl, want string
 	}{
 		{"raise_exception", "{% if messages[0].role != 'system' %}{{ raise_exception('System message required!') }}{% endif %}", "System message required!"},
-		{"engine panic", "{{ '%s' % 'x' }}", "chat template"},
+		{"format error", "{{ '%d' % 'x' }}", "a real number is required"},
 		{"include", "{% include 'other.jinja' %}", "chat template"},
 		{"bad call", "{{ strftime_now() }}", "strftime_now"},
 	}
@@ -290,4 +291,29 @@ func mustRead(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestApplyChatTemplateTools(t *testing.T) {
+	const tmpl = "{{ tools | tojson }}|{% for m in messages %}{{ m | tojson }};{% endfor %}|{{ documents is none }}|{{ x is none }}{{ y is defined }}"
+	tk, _ := newTokenizer(t, tmpl)
+	msgs := []tokenizer.Message{
+		{Role: "assistant", ToolCalls: []tokenizer.ToolCall{{ID: "c1", Type: "function", Name: "f", Arguments: `{"b": 1, "a": [1.5, null]}`}}, ReasoningContent: "r"},
+		{Role: "tool", Content: "ok", ToolCallID: "c1", Name: "f"},
+	}
+	got, err := tk.ApplyChatTemplate(msgs, tokenizer.ChatOptions{
+		Tools:  []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": 2}}}`)},
+		Kwargs: map[string]any{"x": nil},
+	})
+	want := `[{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": 2}}}]|` +
+		`{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"b": 1, "a": [1.5, null]}}}], "reasoning_content": "r"};` +
+		`{"role": "tool", "content": "ok", "tool_call_id": "c1", "name": "f"};|True|TrueFalse`
+	if err != nil || got != want {
+		t.Fatalf("got %q, %v\nwant %q", got, err, want)
+	}
+	for _, args := range []string{`{"a":`, `{} x`} {
+		_, err = tk.ApplyChatTemplate([]tokenizer.Message{{Role: "assistant", ToolCalls: []tokenizer.ToolCall{{Name: "f", Arguments: args}}}}, tokenizer.ChatOptions{})
+		if !errors.Is(err, tokenizer.ErrChatTemplate) || !strings.Contains(err.Error(), "arguments") {
+			t.Errorf("arguments %q: err = %v, want ErrChatTemplate naming arguments", args, err)
+		}
+	}
 }

@@ -33,12 +33,17 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
+	cp, err := decodeChatPrompt(body, req.Messages.msgs)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
 	m, err := h.model(req.Model)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
-	p, prompt, err := h.prepareChat(m, req)
+	p, prompt, err := h.prepareChat(m, req, cp)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -50,8 +55,9 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.close()
 	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
+	parser := reasoningParserOf(m)
 	if p.stream {
-		h.streamChat(w, r, g, meta)
+		h.streamChat(w, r, g, meta, newReasoningStream(parser, cp.rendered))
 		return
 	}
 	res, err := g.collect(r.Context())
@@ -73,7 +79,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	for i := range res {
 		resp.Choices[i] = chatChoice{
 			Index:        i,
-			Message:      chatMessage{Role: "assistant", Content: res[i].text.String()},
+			Message:      chatMessageOf(parser, cp.rendered, res[i].text.String()),
 			FinishReason: res[i].finish,
 		}
 		if p.logprobs {
@@ -85,7 +91,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // prepareChat validates a chat request for model m and renders its prompt.
-func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInput, error) {
+func (h *handler) prepareChat(m Model, req *chatRequest, cp *chatPrompt) (*genParams, promptInput, error) {
 	if !req.Messages.set || len(req.Messages.msgs) == 0 {
 		return nil, promptInput{}, invalid("messages", "messages must contain at least one message.")
 	}
@@ -122,22 +128,23 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 	// it: the rendered prompt holds every message's content.
 	maxLen := m.MaxModelLen()
 	maxBytes := tok.MaxTextBytes(maxLen)
-	total := 0
+	total := cp.size
 	for _, msg := range req.Messages.msgs {
 		total += len(msg.Content)
 	}
 	if total > maxBytes {
 		return nil, promptInput{}, tooMuchText("messages", total, maxLen, maxBytes)
 	}
-	toks, err := renderChat(tok, req.Messages.msgs, maxBytes)
+	toks, err := renderChat(tok, req.Messages.msgs, cp, maxBytes)
 	if err != nil {
 		return nil, promptInput{}, err
 	}
 	return p, promptInput{tokens: p.truncatePrompt(toks)}, nil
 }
 
-// renderChat renders messages with the model's chat template (ending with
-// the assistant's turn opener) and tokenizes the result.
+// renderChat renders messages with the chat template (the model's, or the
+// request's chat_template) as the request's prompt fields ask (by default
+// ending with the assistant's turn opener) and tokenizes the result.
 //
 // BOS rule: Hugging Face templates write the BOS token's text themselves
 // ("{{ bos_token }}..."). When the rendered text starts with the BOS text it
@@ -145,19 +152,12 @@ func (h *handler) prepareChat(m Model, req *chatRequest) (*genParams, promptInpu
 // the model is configured to. Either way the prompt starts with exactly one
 // BOS (or none, for models without one). Special-token text inside messages
 // becomes special tokens, as with Hugging Face and vLLM.
-func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, maxBytes int) ([]int32, error) {
-	tm := make([]tokenizer.Message, len(msgs))
-	for i, m := range msgs {
-		role := m.Role
-		if role == "developer" {
-			role = "system"
-		}
-		tm[i] = tokenizer.Message{Role: role, Content: m.Content, Name: m.Name}
-	}
-	text, err := tok.ApplyChatTemplate(tm, tokenizer.ChatOptions{AddGenerationPrompt: true})
+func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPrompt, maxBytes int) ([]int32, error) {
+	text, err := applyTemplate(tok, msgs, cp)
 	if err != nil {
-		return nil, invalid("messages", "The model's chat template could not render these messages: %v", err)
+		return nil, err
 	}
+	cp.rendered = text
 	if len(text) > maxBytes {
 		return nil, &validationError{Param: "messages", Code: "context_length_exceeded", Message: fmt.Sprintf(
 			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
@@ -186,7 +186,7 @@ func startsWithBOS(tok *tokenizer.Tokenizer, text string) bool {
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, rs *reasoningStream) {
 	p := g.params
 	sse := startSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
@@ -211,14 +211,15 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 				continue
 			}
 			ch := chatChunkChoice{Index: cd.c.index}
-			if d.text != "" || len(d.lps) > 0 {
-				ch.Delta.Content = contentOf(d.text)
-			}
+			said := rs.setDelta(&ch.Delta, cd.c.index, d.text, d.finish != "", len(d.lps) > 0)
 			if p.logprobs && len(d.lps) > 0 {
 				ch.Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, d.lps)
+				said = true
 			}
 			if d.finish != "" {
 				ch.FinishReason = finishOf(d.finish)
+			} else if !said {
+				continue // all of it held back by the reasoning parser
 			}
 			if werr := sse.event(chunk([]chatChunkChoice{ch})); werr != nil {
 				return werr

@@ -64,7 +64,23 @@
 //     otherwise); inside it, the engine's own range applies too.
 //   - messages: content is a string or an array of {"type":"text"} parts
 //     (joined with "\n"); other part types are a 400. Roles are system,
-//     developer (rendered as system), user, assistant and tool.
+//     developer (rendered as system), user, assistant and tool. An
+//     assistant message may carry tool_calls ({id, type, function: {name,
+//     arguments}}; arguments, a JSON string as OpenAI sends it or an
+//     object, reach the template as an object, as in vLLM) and
+//     reasoning_content (or reasoning); a tool message tool_call_id.
+//   - tools (function definitions, passed to the template as sent) and
+//     documents (objects) are checked for shape only; the answer is not
+//     parsed for tool calls.
+//   - chat_template: a Jinja template used instead of the model's for this
+//     request, parsed per request under the tokenizer's limits (size,
+//     loop iterations, macro depth, string sizes); chat_template_kwargs
+//     become template variables (enable_thinking, ...);
+//     add_generation_prompt (default true) and continue_final_message
+//     (leave the final message open; a 400 together with
+//     add_generation_prompt) as in vLLM. A template that fails to parse
+//     or refuses the messages is a 400 naming chat_template (or messages,
+//     for the model's own).
 //   - prompt: a string, an array of strings, an array of token ids or an
 //     array of arrays of token ids. Each prompt in an array is its own
 //     choice group: choice index = prompt_index*n + i. Token ids outside
@@ -104,8 +120,12 @@
 //     tokens, [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID as llama.cpp's
 //     server builds infill prompts; a 400 for models without them.
 //
-// Chat prompts are rendered with the model's template and
-// add_generation_prompt. BOS rule: templates from Hugging Face write the BOS
+// Chat prompts are rendered with the model's template (or the request's
+// chat_template) and, by default, add_generation_prompt (chat_template.go).
+// With serve --reasoning-parser, the text between <think> and </think> is
+// returned as message.reasoning_content (delta.reasoning_content when
+// streaming) and never as content (reasoning.go; the Model offers
+// ReasoningParser()). BOS rule: templates from Hugging Face write the BOS
 // text themselves, so when the rendered text starts with the BOS token's
 // text it is encoded without adding special tokens, otherwise with them.
 // Completion prompts are encoded with special tokens; token-id prompts are

@@ -19,6 +19,8 @@ var fuzzSeeds = []string{
 	`{"model":5}`, `[]`, `{`, ``, `null`, `{"prompt":null,"messages":null}`,
 	`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
 	`{"prompt":[1e400],"max_tokens":-1}`,
+	`{"model":"test-model","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"documents":[{"text":"d"}],"chat_template_kwargs":{"enable_thinking":false}}`,
+	`{"model":"test-model","messages":[{"role":"assistant","content":"Hel"}],"chat_template":"{% for m in messages %}{{ m.content }}{% endfor %}","add_generation_prompt":false,"continue_final_message":true}`,
 }
 
 // fuzzDecode checks the property both targets share: decoding and
@@ -50,11 +52,15 @@ func FuzzDecodeChatRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
+			cp, err := decodeChatPrompt(b, req.Messages.msgs)
+			if err != nil {
+				return err
+			}
 			model, err := h.model(req.Model)
 			if err != nil {
 				return err
 			}
-			_, _, err = h.prepareChat(model, req)
+			_, _, err = h.prepareChat(model, req, cp)
 			return err
 		})
 	})

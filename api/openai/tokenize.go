@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // This file serves vLLM's POST /tokenize and POST /detokenize.
@@ -60,7 +58,7 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	toks, err := tokenizeFor(m, &req)
+	toks, err := tokenizeFor(m, &req, body)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -80,9 +78,11 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // tokenizeFor tokenizes the prompt, or renders and tokenizes the
-// messages, as vLLM does: add_special_tokens defaults to true for a prompt
+// messages (with the chat request's template fields: tools, documents,
+// chat_template, chat_template_kwargs, add_generation_prompt,
+// continue_final_message), as vLLM does: add_special_tokens defaults to true for a prompt
 // and to false for messages (the chat template writes BOS itself).
-func tokenizeFor(m Model, req *tokenizeRequest) ([]int32, error) {
+func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 	tok := m.Tokenizer()
 	switch {
 	case req.Prompt != nil && req.Messages.set:
@@ -110,27 +110,14 @@ func tokenizeFor(m Model, req *tokenizeRequest) ([]int32, error) {
 		if len(req.Messages.msgs) == 0 {
 			return nil, invalid("messages", "messages must not be empty.")
 		}
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"continue_final_message", req.ContinueFinalMessage != nil && *req.ContinueFinalMessage},
-			{"chat_template", req.ChatTemplate != nil}, {"chat_template_kwargs", req.ChatTemplateKwargs != nil}, {"tools", req.Tools != nil}} {
-			if f.set {
-				return nil, invalid(f.name, "%s is not supported by /tokenize yet.", f.name)
-			}
-		}
-		msgs := make([]tokenizer.Message, len(req.Messages.msgs))
-		for i, msg := range req.Messages.msgs {
-			role := msg.Role
-			if role == "developer" {
-				role = "system"
-			}
-			msgs[i] = tokenizer.Message{Role: role, Content: msg.Content, Name: msg.Name}
-		}
-		gen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		text, err := tok.ApplyChatTemplate(msgs, tokenizer.ChatOptions{AddGenerationPrompt: gen})
+		// The chat request's prompt fields, checked as chat checks them.
+		cp, err := decodeChatPrompt(body, req.Messages.msgs)
 		if err != nil {
-			return nil, invalid("messages", "The model's chat template could not render these messages: %v", err)
+			return nil, err
+		}
+		text, err := applyTemplate(tok, req.Messages.msgs, cp)
+		if err != nil {
+			return nil, err
 		}
 		if max := tok.MaxTextBytes(m.MaxModelLen()); len(text) > 4*max {
 			return nil, invalid("messages", "The messages render to %d bytes, more than this server tokenizes at once (%d).", len(text), 4*max)

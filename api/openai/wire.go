@@ -91,6 +91,9 @@ type chatMessage struct {
 	Role    string  `json:"role"`
 	Content string  `json:"content"`
 	Refusal *string `json:"refusal"`
+	// ReasoningContent is the reasoning of a model served with a
+	// reasoning parser (vLLM's field); absent otherwise.
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // chatLogprobs is the chat form of logprobs. Refusal is always null: this
@@ -136,6 +139,8 @@ type chatChunkChoice struct {
 type chatDelta struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the next reasoning text (see chatMessage).
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // completion is CreateCompletionResponse; stream chunks have the same shape.

@@ -29,6 +29,7 @@ import (
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // serveFlags are the serve command's settings. Every flag can also come
@@ -42,6 +43,7 @@ type serveFlags struct {
 	modelName        string
 	modelDir         string
 	chatTemplate     string
+	reasoningParser  string
 	cacheDir         string
 	maxModelLen      int
 	maxNumSeqs       int
@@ -116,6 +118,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
+	fl.StringVar(&f.reasoningParser, "reasoning-parser", "", "return the text between <think> and </think> as reasoning_content: "+strings.Join(tokenizer.ReasoningParsers(), " or ")+" (vLLM's names)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
@@ -180,6 +183,9 @@ func (f *serveFlags) validate() (*settings, error) {
 		oneOf("kv-cache-dtype", f.kvType, "f16", "f32", "bf16", "q8_0", "q4_0"),
 		oneOf("split-mode", f.splitMode, "none", "layer", "row"),
 		oneOf("threads-sleep", f.threadsSleep, "step", "idle"),
+	}
+	if f.reasoningParser != "" {
+		checks = append(checks, oneOf("reasoning-parser", f.reasoningParser, tokenizer.ReasoningParsers()...))
 	}
 	switch {
 	case f.httpPort < 1 || f.httpPort > 65535:
@@ -275,6 +281,7 @@ var configFlags = map[string]string{
 	"PrefixCacheBytes":     "--prefix-cache-memory",
 	"Pooling":              "--pooling",
 	"MatryoshkaDimensions": "--matryoshka-dimensions",
+	"ReasoningParser":      "--reasoning-parser",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -425,7 +432,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 	}()
 	for _, s := range set.specs {
 		g, err := models.LoadGenerative(models.GenerativeConfig{
-			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: set.tmpl,
+			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: set.tmpl, ReasoningParser: f.reasoningParser,
 			GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
 			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
 			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,

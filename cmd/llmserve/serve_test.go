@@ -189,6 +189,7 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--grpc-port", "-1"}, "--grpc-port"},
 		{[]string{"--flash-attn", "maybe"}, "--flash-attn: \"maybe\" is not one of auto, on, off"},
 		{[]string{"--kv-cache-dtype", "int3"}, "--kv-cache-dtype"},
+		{[]string{"--reasoning-parser", "granite"}, "--reasoning-parser: \"granite\" is not one of deepseek_r1, qwen3"},
 		{[]string{"--kv-cache-memory", "lots"}, "--kv-cache-memory"},
 		{[]string{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: 1.0 KiB cannot hold one sequence"},
 		{[]string{"--prefix-cache-memory", "-5"}, "--prefix-cache-memory"},

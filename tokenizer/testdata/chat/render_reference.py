@@ -57,6 +57,59 @@ def make_env(now):
     return env
 
 
+def vllm_messages(messages):
+    """Shape OpenAI chat messages as vLLM hands them to the template.
+
+    vLLM's chat_utils (string content format): text parts are joined with
+    "\n" and a null content becomes ""; an assistant message keeps its
+    tool_calls (with function.arguments parsed from the JSON string into a
+    dict, {} when empty) and reasoning_content; a tool message keeps
+    tool_call_id; name is kept when it is a string. Key order: role,
+    content, tool_calls, reasoning_content, tool_call_id, name.
+    """
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if content is None:
+            content = ""
+        elif not isinstance(content, str):
+            content = "\n".join(p["text"] for p in content if p.get("type") == "text")
+        r = {"role": m["role"], "content": content}
+        if m["role"] == "assistant":
+            if m.get("tool_calls") is not None:
+                calls = json.loads(json.dumps(m["tool_calls"]))
+                for c in calls:
+                    args = c["function"].get("arguments")
+                    if args:
+                        if not isinstance(args, (dict, list)):
+                            c["function"]["arguments"] = json.loads(args)
+                    else:
+                        c["function"]["arguments"] = {}
+                r["tool_calls"] = calls
+            if m.get("reasoning_content") is not None:
+                r["reasoning_content"] = m["reasoning_content"]
+        elif m["role"] == "tool":
+            if "tool_call_id" in m:
+                r["tool_call_id"] = m["tool_call_id"]
+        if isinstance(m.get("name"), str):
+            r["name"] = m["name"]
+        out.append(r)
+    return out
+
+
+def continue_final(text, final):
+    """Cut the rendered chat after the final message, as transformers'
+    apply_chat_template(continue_final_message=True) does: at the last
+    place the stripped content appears, keeping the message's trailing
+    whitespace only where the template kept it."""
+    if final.strip() not in text:
+        raise ValueError("continue_final_message: the final message does not appear in the rendered chat")
+    loc = text.rindex(final.strip())
+    if text[loc : loc + len(final.lstrip())] == final:
+        return text[: loc + len(final.lstrip())]
+    return text[: loc + len(final.strip())]
+
+
 def main():
     with open(os.path.join(HERE, "cases.json"), encoding="utf-8") as f:
         spec = json.load(f)
@@ -79,14 +132,18 @@ def main():
         for case in spec["cases"]:
             out = os.path.join(GOLDEN, "%s.%s" % (base, case["name"]))
             try:
-                text = template.render(
-                    messages=case["messages"],
-                    tools=None,
-                    documents=None,
+                variables = dict(case.get("kwargs") or {})
+                variables.update(
+                    messages=vllm_messages(case["messages"]),
+                    tools=case.get("tools"),
+                    documents=case.get("documents"),
                     add_generation_prompt=case["add_generation_prompt"],
                     bos_token=spec["bos_token"],
                     eos_token=spec["eos_token"],
                 )
+                text = template.render(**variables)
+                if case.get("continue_final_message"):
+                    text = continue_final(text, variables["messages"][-1]["content"])
             except Exception as e:  # noqa: BLE001 - any refusal is recorded
                 with open(out + ".err", "w", encoding="utf-8", newline="") as f:
                     f.write("%s: %s\n" % (type(e).__name__, e))

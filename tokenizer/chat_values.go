@@ -1,0 +1,217 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/nodes"
+	"github.com/nikolalohinski/gonja/v2/parser"
+)
+
+// Python has two "nothing" values that chat templates tell apart: None
+// (tools=None, a JSON null, dict.get of a missing key) and Jinja's
+// Undefined (a missing variable, key or attribute). The engine has one,
+// nil, which is both. Here nil stays Jinja's undefined and None is pyNone,
+// a value of its own: it is defined, false, prints as "None", is "none",
+// and iterating it is an error, as in Python.
+
+// pyNoneType is the type of pyNone. Its kind is bool (false), so the
+// engine treats it as false in conditions and negates it to true; the
+// tests that look at booleans are overridden so it is not one.
+type pyNoneType bool
+
+// String implements fmt.Stringer: the engine prints values through it.
+func (pyNoneType) String() string { return "None" }
+
+// pyNone is Python's None as templates see it.
+const pyNone = pyNoneType(false)
+
+func isPyNone(v *exec.Value) bool {
+	if v == nil || v.IsNil() {
+		return false
+	}
+	_, ok := v.Interface().(pyNoneType)
+	return ok
+}
+
+// errNotIterable is Python's TypeError for a loop over None.
+var errNotIterable = errors.New("'NoneType' object is not iterable")
+
+// newControlStructures returns the engine's statements, with a for loop
+// that refuses to iterate None as Python does (the engine's iterates
+// anything that is not a sequence as empty).
+func newControlStructures() *exec.ControlStructureSet {
+	set := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{})
+	for _, name := range strings.Fields("autoescape block extends filter for from if import include macro raw set with do break continue trans call") {
+		if p, ok := builtins.ControlStructures.Get(name); ok {
+			_ = set.Register(name, p)
+		}
+	}
+	_ = set.Register("pyroot", pyRootParser)
+	_ = set.Replace("macro", limitedMacroParser)
+	forParser, _ := builtins.ControlStructures.Get("for")
+	_ = set.Replace("for", func(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
+		cs, err := forParser(p, args)
+		if err != nil {
+			return nil, err
+		}
+		f, ok := cs.(*controlStructures.ForControlStructure)
+		if !ok {
+			return cs, nil
+		}
+		if f.Recursive {
+			// loop(...) recurses outside any budget; no chat template
+			// uses it.
+			return nil, errors.New("recursive for loops are not supported in chat templates")
+		}
+		return &pyFor{f}, nil
+	})
+	return set
+}
+
+// pyFor is the engine's for loop, refusing None.
+type pyFor struct {
+	*controlStructures.ForControlStructure
+}
+
+// Execute implements exec.ControlStructure.
+func (f *pyFor) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) error {
+	// Evaluating the iterable twice is harmless: expressions have no
+	// side effects a template can observe, except list.append, which
+	// chat templates may not call (Python's sandbox refuses it).
+	obj := r.Eval(f.ObjectEvaluator)
+	if isPyNone(obj) {
+		return errNotIterable
+	}
+	if !obj.IsError() && !obj.IsNil() {
+		if err := stateOf(r).countIterations(obj.Len()); err != nil {
+			return err
+		}
+	}
+	return f.ForControlStructure.Execute(r, tag)
+}
+
+// Tests that differ for None and undefined.
+func pyTests() map[string]exec.TestFunction {
+	return map[string]exec.TestFunction{
+		"none": func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+			return isPyNone(in), nil
+		},
+		"defined": func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+			return !in.IsNil() && !in.IsError(), nil
+		},
+		"undefined": func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+			return in.IsNil() || in.IsError(), nil
+		},
+		"boolean": func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+			return in.IsBool() && !isPyNone(in), nil
+		},
+		"true": func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+			return in.IsBool() && !isPyNone(in) && in.Bool(), nil
+		},
+		"false": func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+			return in.IsBool() && !isPyNone(in) && !in.Bool(), nil
+		},
+	}
+}
+
+// decodeJSON decodes JSON text the way Python's json.loads does, as
+// template values: objects are dicts that keep their key order (a repeated
+// key keeps its first place and takes its last value), arrays are lists,
+// null is None, integers are ints and other numbers floats.
+func decodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := decodeJSONValue(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("invalid JSON: trailing data")
+	}
+	return v, nil
+}
+
+func decodeJSONValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > 100 {
+		return nil, errors.New("invalid JSON: nesting too deep")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	switch t := tok.(type) {
+	case nil:
+		return pyNone, nil
+	case bool, string:
+		return t, nil
+	case json.Number:
+		if i, err := strconv.Atoi(t.String()); err == nil {
+			return i, nil
+		}
+		f, err := t.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("invalid JSON number %s", t)
+		}
+		return f, nil
+	case json.Delim:
+		switch t {
+		case '[':
+			l := pyList{}
+			for dec.More() {
+				v, err := decodeJSONValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				l = append(l, v)
+			}
+			_, err := dec.Token()
+			return l, err
+		case '{':
+			d := exec.NewDict()
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, fmt.Errorf("invalid JSON: %w", err)
+				}
+				k, _ := kt.(string)
+				v, err := decodeJSONValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				setPair(d, k, v)
+			}
+			_, err := dec.Token()
+			return d, err
+		}
+	}
+	return nil, fmt.Errorf("invalid JSON token %v", tok)
+}
+
+// setPair sets d[k] = v, keeping the place of an existing key.
+func setPair(d *exec.Dict, k string, v any) {
+	for _, p := range d.Pairs {
+		if p.Key.String() == k {
+			p.Value = exec.AsValue(v)
+			return
+		}
+	}
+	d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(v)})
+}
+
+// newDict builds an ordered dict from key, value, key, value...
+func newDict(kv ...any) *exec.Dict {
+	d := exec.NewDict()
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(kv[i]), Value: exec.AsValue(kv[i+1])})
+	}
+	return d
+}
