@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmserve/llmserve/api"
+	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/models"
 )
@@ -111,7 +112,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	})
 	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or \"\" for every interface)")
 	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
-	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (grpc.health.v1 for now); 0 disables gRPC")
+	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (Open Inference Protocol V2, grpc.health.v1, reflection); 0 disables gRPC")
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
@@ -473,6 +474,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(grpcSrv, hs)
+		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log})
 		defer hs.Shutdown()
 	}
 
@@ -543,12 +545,24 @@ func (h *inflight) wait(ctx context.Context) {
 // were cut, so that the process exits non-zero.
 func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
 	registry.Drain()
-	if grpcSrv != nil {
-		// gRPC serves only health checks for now: nothing to let finish.
-		grpcSrv.Stop()
-	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
+	if grpcSrv != nil {
+		// Running calls finish like HTTP requests: within the grace
+		// period, after which the models' Stop ends them with UNAVAILABLE.
+		grpcDone := make(chan struct{})
+		go func() {
+			grpcSrv.GracefulStop()
+			close(grpcDone)
+		}()
+		defer func() {
+			select {
+			case <-grpcDone:
+			case <-graceCtx.Done():
+				grpcSrv.Stop()
+			}
+		}()
+	}
 	if err := srv.Shutdown(graceCtx); err == nil {
 		return nil
 	}

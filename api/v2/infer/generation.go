@@ -302,8 +302,9 @@ func (s *seq) add(out *scheduler.Output, details bool) (ds []Delta, stopped bool
 	for j, t := range out.Tokens {
 		s.tokens++
 		d := Delta{Index: s.index, Token: s.token(t, out, j, details)}
+		// The stop token that ended the answer counts, but is not text.
 		_, isStopTok := slices.BinarySearch(s.stopToks, t)
-		if !(isStopTok && j == last && out.Finish == scheduler.FinishStop) {
+		if endsAnswer := isStopTok && j == last && out.Finish == scheduler.FinishStop; !endsAnswer {
 			if s.push(s.dec.Add(t), &d) {
 				return append(ds, d), !s.final, nil
 			}
