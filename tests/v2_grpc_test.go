@@ -436,3 +436,40 @@ func TestV2GRPCCancel(t *testing.T) {
 	}
 	s.waitMetric(t, "vllm:num_requests_running", func(v float64) bool { return v == 0 })
 }
+
+// TestV2QueueFull: a full waiting queue is RESOURCE_EXHAUSTED on gRPC and
+// 429 with Retry-After on REST.
+func TestV2QueueFull(t *testing.T) {
+	s := startServer(t, models.GenerativeConfig{MaxNumSeqs: 1, MaxWaiting: 1, MaxModelLen: 512})
+	_, c := s.startGRPC(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := c.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"run", "wait"} {
+		r := greedyRequest(id, "Once upon a time", 400)
+		r.Parameters["ignore_eos"] = boolParam(true)
+		if err := st.Send(r); err != nil {
+			t.Fatal(err)
+		}
+		if id == "run" {
+			s.waitMetric(t, "vllm:num_requests_running", func(v float64) bool { return v == 1 })
+		}
+	}
+	s.waitMetric(t, "vllm:num_requests_waiting", func(v float64) bool { return v == 1 })
+
+	_, err = c.ModelInfer(context.Background(), greedyRequest("x", "hi", 2))
+	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "waiting") {
+		t.Fatalf("ModelInfer with a full queue: %v", err)
+	}
+	body, _ := json.Marshal(map[string]any{"inputs": []any{textInput("hi")}})
+	code, hdr, raw := s.v2Do(t, "POST", "/v2/models/stories260K/infer", body, nil)
+	if code != 429 || hdr.Get("Retry-After") == "" {
+		t.Fatalf("infer with a full queue: %d %v %s", code, hdr, raw)
+	}
+	v2Error(t, raw)
+	cancel()
+	s.waitMetric(t, "vllm:num_requests_running", func(v float64) bool { return v == 0 })
+}
