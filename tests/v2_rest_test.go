@@ -264,6 +264,24 @@ func TestV2InferText(t *testing.T) {
 	if got := resp.output(t, "text_output").Data.([]any)[0]; got != want {
 		t.Fatalf("text_output %q, want %q", got, want)
 	}
+
+	// Triton vLLM backend's return_* flags add outputs.
+	body, _ = json.Marshal(map[string]any{"parameters": map[string]any{"max_tokens": 12, "temperature": 0}, "inputs": []any{
+		textInput("Once upon a time"),
+		v2Tensor{Name: "return_finish_reason", Datatype: "BOOL", Shape: []int64{1}, Data: []bool{true}},
+		v2Tensor{Name: "return_cumulative_logprob", Datatype: "BOOL", Shape: []int64{1}, Data: []bool{true}},
+	}})
+	code, _, raw = s.v2Do(t, "POST", "/v2/models/stories260K/infer", body, nil)
+	resp = v2InferResponse{}
+	if code != 200 || json.Unmarshal(raw, &resp) != nil || len(resp.Outputs) != 3 {
+		t.Fatalf("return flags: %d %s", code, raw)
+	}
+	if fr := resp.output(t, "finish_reason").Data.([]any)[0]; fr != "length" {
+		t.Fatalf("finish_reason %v", fr)
+	}
+	if lp := resp.output(t, "cumulative_logprob"); lp.Datatype != "FP32" || lp.Data.([]any)[0].(float64) >= 0 {
+		t.Fatalf("cumulative_logprob %+v", lp)
+	}
 }
 
 // binaryBody builds a binary-extension body: the JSON header, then data.

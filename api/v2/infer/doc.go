@@ -28,13 +28,17 @@
 //	         exclude_input_in_output BOOL, max_tokens, min_tokens, top_k INT32,
 //	         temperature, top_p, min_p, repetition_penalty, presence_penalty,
 //	         frequency_penalty FP32, seed UINT64, ignore_eos BOOL,
-//	         stop BYTES [-1]                 (all optional, shape [1] unless noted)
+//	         stop BYTES [-1], return_finish_reason, return_num_input_tokens,
+//	         return_num_output_tokens, return_cumulative_logprob BOOL
+//	                                         (all optional, shape [1] unless noted)
 //	outputs: text_output BYTES [-1]          the generated text, one per prompt
-//	         finish_reason BYTES, num_input_tokens INT32, num_output_tokens INT32
+//	         finish_reason BYTES, num_input_tokens INT32, num_output_tokens INT32,
+//	         cumulative_logprob FP32         one per prompt
 //
 // The optional inputs take any datatype of their kind (an integer input
 // any integer type, a float input any numeric type). Without requested
-// outputs only text_output is returned; the others when asked for by name.
+// outputs only text_output is returned; the others when asked for by name
+// or, as in Triton's vLLM backend, with their return_* flag.
 // An unknown input or output name, a wrong datatype or a shape that does
 // not match the data is Invalid.
 //

@@ -50,6 +50,7 @@ type Result struct {
 	Tokens       []Token
 	PromptTokens int
 	OutputTokens int
+	CumLogprob   float64
 }
 
 // Generation is one request's work in the engine: one core.Stream per
@@ -72,7 +73,8 @@ type seq struct {
 	stopToks     []int32
 	minTokens    int
 	promptTokens int
-	tokens       int  // generated tokens up to the end of the answer
+	tokens       int // generated tokens up to the end of the answer
+	cumLogprob   float64
 	final        bool // the scheduler sent the last output
 	done         bool // the answer ended for the client
 }
@@ -147,6 +149,10 @@ func (g *Generation) Close() {
 	}
 }
 
+// CumLogprob is the sum of prompt i's generated tokens' logprobs so far
+// (0 unless logprobs were asked for: details or return_cumulative_logprob).
+func (g *Generation) CumLogprob(i int) float64 { return g.seqs[i].cumLogprob }
+
 // Usage returns prompt i's token counts.
 func (g *Generation) Usage(i int) (prompt, output int) {
 	return g.seqs[i].promptTokens, g.seqs[i].tokens
@@ -162,7 +168,7 @@ func (g *Generation) Run(ctx context.Context, fn func(Delta) error) error {
 		s := g.seqs[p]
 		for k := range outs {
 			wasDone := s.done
-			ds, stopped, err := s.add(&outs[k], g.params.Details)
+			ds, stopped, err := s.add(&outs[k], g.params.base.Sampling.Logprobs)
 			for _, d := range ds {
 				if ferr := fn(d); ferr != nil {
 					return ferr
@@ -281,6 +287,7 @@ func (g *Generation) Collect(ctx context.Context) ([]Result, error) {
 	for i := range res {
 		res[i].Text = texts[i].String()
 		res[i].PromptTokens, res[i].OutputTokens = g.Usage(i)
+		res[i].CumLogprob = g.CumLogprob(i)
 	}
 	return res, nil
 }
@@ -365,6 +372,7 @@ func (s *seq) token(t int32, out *scheduler.Output, j int, details bool) *Token 
 	tk := &Token{ID: t, Text: s.tok.TokenText(t), Special: s.tok.Vocab().IsControl(t)}
 	if j < len(out.Logprobs) {
 		tk.Logprob = out.Logprobs[j].Chosen.Logprob
+		s.cumLogprob += float64(tk.Logprob)
 	}
 	return tk
 }

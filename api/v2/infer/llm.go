@@ -10,15 +10,25 @@ import (
 // setting can also be a request parameter (or a key of the
 // sampling_parameters JSON); a tensor wins over a parameter.
 const (
-	InputText       = "text_input"
-	InputStream     = "stream"
-	InputSampling   = "sampling_parameters"
-	InputExclude    = "exclude_input_in_output"
-	OutputText      = "text_output"
-	OutputFinish    = "finish_reason"
-	OutputNumInput  = "num_input_tokens"
-	OutputNumOutput = "num_output_tokens"
+	InputText        = "text_input"
+	InputStream      = "stream"
+	InputSampling    = "sampling_parameters"
+	InputExclude     = "exclude_input_in_output"
+	OutputText       = "text_output"
+	OutputFinish     = "finish_reason"
+	OutputNumInput   = "num_input_tokens"
+	OutputNumOutput  = "num_output_tokens"
+	OutputCumLogprob = "cumulative_logprob"
 )
+
+// returnFlags are Triton's vLLM backend's BOOL inputs (or parameters) that
+// add an output, as asking for it by name does.
+var returnFlags = [][2]string{
+	{"return_finish_reason", OutputFinish},
+	{"return_num_input_tokens", OutputNumInput},
+	{"return_num_output_tokens", OutputNumOutput},
+	{"return_cumulative_logprob", OutputCumLogprob},
+}
 
 var llmInputs = []TensorMetadata{
 	{Name: InputText, Datatype: BYTES, Shape: []int64{-1}},
@@ -37,6 +47,10 @@ var llmInputs = []TensorMetadata{
 	{Name: "seed", Datatype: UINT64, Shape: []int64{1}, Optional: true},
 	{Name: "ignore_eos", Datatype: BOOL, Shape: []int64{1}, Optional: true},
 	{Name: "stop", Datatype: BYTES, Shape: []int64{-1}, Optional: true},
+	{Name: "return_finish_reason", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_num_input_tokens", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_num_output_tokens", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_cumulative_logprob", Datatype: BOOL, Shape: []int64{1}, Optional: true},
 }
 
 var llmOutputs = []TensorMetadata{
@@ -44,6 +58,7 @@ var llmOutputs = []TensorMetadata{
 	{Name: OutputFinish, Datatype: BYTES, Shape: []int64{-1}},
 	{Name: OutputNumInput, Datatype: INT32, Shape: []int64{-1}},
 	{Name: OutputNumOutput, Datatype: INT32, Shape: []int64{-1}},
+	{Name: OutputCumLogprob, Datatype: FP32, Shape: []int64{-1}},
 }
 
 // LLMRequest is an inference request for a generative model, decoded from
@@ -120,6 +135,19 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 			return nil, invalidf("unknown output %q: this model produces %s", truncate(o.Name), outputNames())
 		}
 		lr.Outputs = append(lr.Outputs, o.Name)
+	}
+	for _, f := range returnFlags {
+		flag, out := f[0], f[1]
+		on, _, err := lr.Params.Bool(flag)
+		if err != nil {
+			return nil, invalidf("%v", err)
+		}
+		if on && !slices.Contains(lr.Outputs, out) {
+			lr.Outputs = append(lr.Outputs, out)
+		}
+	}
+	if slices.Contains(lr.Outputs, OutputCumLogprob) {
+		lr.Params["return_cumulative_logprob"] = true
 	}
 	return lr, nil
 }
@@ -229,6 +257,12 @@ func (lr *LLMRequest) BuildOutputs(res []Result) []*Tensor {
 				}
 			}
 			t = NewInt32Tensor(name, shape, vals)
+		case OutputCumLogprob:
+			vals := make([]float32, len(res))
+			for i := range res {
+				vals[i] = float32(res[i].CumLogprob)
+			}
+			t = NewFP32Tensor(name, shape, vals)
 		}
 		out = append(out, t)
 	}

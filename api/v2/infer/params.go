@@ -122,9 +122,11 @@ func ParseParams(m Model, p Parameters, randomSeed uint32) (*GenParams, error) {
 	if g.Details, _, err = p.Bool("details"); err != nil {
 		return nil, bad(err)
 	}
-	if g.Details {
-		s.Logprobs = true
+	cum, _, err := p.Bool("return_cumulative_logprob")
+	if err != nil {
+		return nil, bad(err)
 	}
+	s.Logprobs = g.Details || cum
 	if g.Stream, g.StreamSet, err = p.Bool("stream"); err != nil {
 		return nil, bad(err)
 	}
