@@ -37,10 +37,10 @@ func (fakeVocab) Tokenize(text string, _, _ bool) ([]int32, error) {
 }
 
 func (fakeVocab) Piece(tok int32, special bool) []byte {
-	switch {
-	case tok == tokSpace:
+	switch tok {
+	case tokSpace:
 		return []byte(" ")
-	case tok == tokEOS:
+	case tokEOS:
 		if special {
 			return []byte("</s>")
 		}
