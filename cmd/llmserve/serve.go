@@ -541,30 +541,31 @@ func (h *inflight) wait(ctx context.Context) {
 // shutdown stops accepting requests and lets the running ones finish
 // within grace. Then it stops the models: every request still running ends
 // as the client sees it (a streamed answer with an error event and [DONE],
-// a plain one with a 503), and shutdown returns an error saying how many
-// were cut, so that the process exits non-zero.
+// a plain one with a 503; a gRPC call with UNAVAILABLE, a request on a
+// ModelStreamInfer stream with an in-band error), and shutdown returns an
+// error saying how many were cut, so that the process exits non-zero.
 func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
 	registry.Drain()
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
+	// gRPC calls finish like HTTP requests: within the grace period, after
+	// which the models' Stop ends them (UNAVAILABLE, or an in-band error
+	// on a stream) and they count as cut.
+	grpcDone := make(chan struct{})
 	if grpcSrv != nil {
-		// Running calls finish like HTTP requests: within the grace
-		// period, after which the models' Stop ends them with UNAVAILABLE.
-		grpcDone := make(chan struct{})
 		go func() {
 			grpcSrv.GracefulStop()
 			close(grpcDone)
 		}()
-		defer func() {
-			select {
-			case <-grpcDone:
-			case <-graceCtx.Done():
-				grpcSrv.Stop()
-			}
-		}()
+	} else {
+		close(grpcDone)
 	}
 	if err := srv.Shutdown(graceCtx); err == nil {
-		return nil
+		select {
+		case <-grpcDone:
+			return nil
+		case <-graceCtx.Done():
+		}
 	}
 	cut := registry.Stop()
 	log.Warn("grace period over: ending the requests still running", "cut", cut)
@@ -575,6 +576,11 @@ func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *g
 	endCtx, cancelEnd := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelEnd()
 	inflight.wait(endCtx)
+	select {
+	case <-grpcDone:
+	case <-endCtx.Done():
+		grpcSrv.Stop()
+	}
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancelFlush()
 	if srv.Shutdown(flushCtx) != nil {
