@@ -153,6 +153,10 @@ fuzz: deps
 	LLMSERVE_FUZZ_DURATION=$(FUZZ_TIME) $(if $(FUZZ_SEED),LLMSERVE_FUZZ_SEED=$(FUZZ_SEED)) \
 	  $(GO) test -count=1 -timeout 0 -run '^TestRequestFuzzer$$' -v ./tests/
 	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10s -parallel 1 ./tests/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime $(FUZZ_TIME) ./api/v2/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetJSONData$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBytes$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_TIME) ./api/v2/grpc/
 
 ## test-determinism: the determinism tests 20 times while two busy loops
 ## load the CPU; every run must pass.
