@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/llmserve/llmserve/api/v2/infer"
 )
 
@@ -81,7 +79,7 @@ type generateDetails struct {
 // start validates a generate request and submits it.
 func (h *handler) startGenerate(w http.ResponseWriter, r *http.Request) (infer.Model, *generateRequest, *infer.GenParams, *infer.Generation, bool) {
 	arrival := h.now()
-	m, err := infer.LookupReady(h.b, chi.URLParam(r, "model"), chi.URLParam(r, "version"))
+	m, err := infer.LookupReady(h.b, pathParam(r, "model"), pathParam(r, "version"))
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, nil, nil, nil, false

@@ -8,6 +8,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -71,7 +72,17 @@ func (h *handler) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *handler) lookup(r *http.Request) (infer.Model, error) {
-	return infer.Lookup(h.b, chi.URLParam(r, "model"), chi.URLParam(r, "version"))
+	return infer.Lookup(h.b, pathParam(r, "model"), pathParam(r, "version"))
+}
+
+// pathParam is a path parameter, unescaped: a model name with a slash
+// ("org/model") is addressed as org%2Fmodel.
+func pathParam(r *http.Request, name string) string {
+	v := chi.URLParam(r, name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }
 
 func (h *handler) modelMetadata(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +128,7 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 
 func (h *handler) infer(w http.ResponseWriter, r *http.Request) {
 	arrival := h.now()
-	m, err := infer.LookupReady(h.b, chi.URLParam(r, "model"), chi.URLParam(r, "version"))
+	m, err := infer.LookupReady(h.b, pathParam(r, "model"), pathParam(r, "version"))
 	if err != nil {
 		h.fail(w, r, err)
 		return

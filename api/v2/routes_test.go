@@ -44,12 +44,13 @@ func (letters) IsControl(tok int32) bool { return tok == 26 }
 
 // scripted answers every request with outs; ready says whether it is.
 type scripted struct {
+	name  string
 	tok   *tokenizer.Tokenizer
 	outs  []scheduler.Output
 	ready bool
 }
 
-func (m *scripted) Name() string                    { return "m" }
+func (m *scripted) Name() string                    { return m.name }
 func (m *scripted) Ready() bool                     { return m.ready }
 func (m *scripted) MaxModelLen() int                { return 64 }
 func (m *scripted) RequestTimeout() time.Duration   { return 0 }
@@ -64,7 +65,7 @@ func (m *scripted) Submit(_ context.Context, reqs []*scheduler.Request) ([]*core
 
 type oneModel struct{ m *scripted }
 
-func (b oneModel) Model(name string) (infer.Model, bool) { return b.m, name == "m" }
+func (b oneModel) Model(name string) (infer.Model, bool) { return b.m, name == b.m.name }
 func (b oneModel) Models() []infer.Model                 { return []infer.Model{b.m} }
 func (b oneModel) Ready() bool                           { return b.m.ready }
 
@@ -74,6 +75,9 @@ func serve(t *testing.T, m *scripted) *httptest.Server {
 		t.Fatal(err)
 	}
 	m.tok = tok
+	if m.name == "" {
+		m.name = "m"
+	}
 	r := chi.NewRouter()
 	Mount(r, oneModel{m}, Options{})
 	srv := httptest.NewServer(r)
@@ -129,5 +133,15 @@ func TestNotReady(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 503 || string(b) != `{"name":"m","ready":false}`+"\n" {
 		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
+
+// TestSlashInModelName: a model called org/model is addressed as
+// org%2Fmodel.
+func TestSlashInModelName(t *testing.T) {
+	srv := serve(t, &scripted{name: "org/model", ready: true, outs: []scheduler.Output{{Tokens: []int32{0}, Finish: scheduler.FinishLength}}})
+	code, _, body := post(t, srv.URL+"/v2/models/org%2Fmodel/versions/1/generate", `{"text_input":"hi"}`)
+	if code != 200 || body != `{"model_name":"org/model","model_version":"1","text_output":"a"}`+"\n" {
+		t.Fatalf("%d %s", code, body)
 	}
 }
