@@ -60,7 +60,18 @@ CGO_PKGS   = $(shell $(PKG_DEPS) | grep -E '$(LINKS_CGO)' | cut -d' ' -f1)
 
 GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-.PHONY: all build run test test-pure test-cgo test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env
+# Pinned tools, installed into the user cache dir. grpcurl drives the V2
+# gRPC tests through server reflection; the protoc plugins regenerate
+# api/v2/grpc/inferencepb (`make proto`, which also needs Debian's
+# protobuf-compiler; the generated code is committed, so building needs
+# none of them).
+TOOLS_DIR           := $(CACHE_DIR)/bin
+GRPCURL_VERSION     := v1.9.3
+GRPCURL             := $(TOOLS_DIR)/grpcurl-$(GRPCURL_VERSION)
+PROTOC_GEN_GO       := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+
+.PHONY: all build run test test-pure test-cgo grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env
 
 all: build
 
@@ -106,13 +117,30 @@ run: build
 	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 ## test: every test, race detector on the pure-Go packages.
-test: deps browser-deps test-pure test-cgo
+test: deps browser-deps grpcurl test-pure test-cgo
 
 test-pure:
 	$(GO) test -race -count=1 $(PURE_PKGS)
 
 test-cgo:
-	$(GO) test -count=1 -timeout 20m $(CGO_PKGS)
+	LLMSERVE_GRPCURL=$(GRPCURL) $(GO) test -count=1 -timeout 20m $(CGO_PKGS)
+
+## grpcurl: the pinned grpcurl the V2 gRPC tests run (tests/v2_grpcurl_test.go).
+grpcurl: $(GRPCURL)
+
+$(GRPCURL):
+	@mkdir -p $(TOOLS_DIR)/grpcurl.tmp
+	GOBIN=$(TOOLS_DIR)/grpcurl.tmp CGO_ENABLED=0 $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	mv $(TOOLS_DIR)/grpcurl.tmp/grpcurl $@ && rmdir $(TOOLS_DIR)/grpcurl.tmp
+
+## protoc-plugins: the pinned protoc-gen-go and protoc-gen-go-grpc.
+protoc-plugins:
+	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO_GRPC)
+
+## proto: regenerate the V2 gRPC code from Triton's protos (needs protoc).
+proto: protoc-plugins
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb
 
 ## bench: measure throughput at several concurrencies (see docs/BENCHMARKS.md).
 bench: build
@@ -125,6 +153,10 @@ fuzz: deps
 	LLMSERVE_FUZZ_DURATION=$(FUZZ_TIME) $(if $(FUZZ_SEED),LLMSERVE_FUZZ_SEED=$(FUZZ_SEED)) \
 	  $(GO) test -count=1 -timeout 0 -run '^TestRequestFuzzer$$' -v ./tests/
 	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10s -parallel 1 ./tests/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime $(FUZZ_TIME) ./api/v2/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetJSONData$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBytes$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_TIME) ./api/v2/grpc/
 
 ## test-determinism: the determinism tests 20 times while two busy loops
 ## load the CPU; every run must pass.

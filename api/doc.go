@@ -1,11 +1,12 @@
 // Package api assembles the HTTP surface: one chi router that mounts every
-// protocol package (api/openai today; api/v2 and api/kservev1 as they land),
+// protocol package (api/openai, api/v2; api/kservev1 as it lands),
 // the health endpoints, /metrics, the chat page (api/webui), and the
 // middleware every route shares: request ids, optional bearer-token auth,
 // panic recovery, access logs and HTTP metrics.
 //
 // It adapts the model registry (models) to what each protocol package
-// declares it needs, so protocol packages never import models. It owns no
+// declares it needs (V2Backend also serves the V2 gRPC service that
+// cmd/llmserve registers), so protocol packages never import models. It owns no
 // model state and maps no protocol errors itself: each protocol package
 // maps its own errors in one place.
 //
@@ -17,4 +18,5 @@
 //	GET /metrics            Prometheus text format
 //	GET /, GET /ui/...      the chat page, see api/webui (no API key needed)
 //	/v1/...                 OpenAI API, see api/openai
+//	/v2, /v2/models/...     Open Inference Protocol (V2) REST, see api/v2
 package api

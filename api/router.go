@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/llmserve/llmserve/api/openai"
+	v2 "github.com/llmserve/llmserve/api/v2"
 	"github.com/llmserve/llmserve/api/webui"
 	"github.com/llmserve/llmserve/models"
 )
@@ -97,6 +98,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 			Logger:       log,
 			MaxBodyBytes: opts.MaxBodyBytes,
 		})
+		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
 	})
 	return r, nil
 }

@@ -2,6 +2,10 @@
 // the real router on a loopback HTTP server, driven by HTTP, by the
 // go-openai client, and through the chat page in headless Chromium
 // (webui_test.go, which fails, not skips, without a chromium binary; `make
-// test` installs it). They assert what a user sees (exact greedy tokens,
+// test` installs it). The V2 tests (v2_*_test.go) drive the REST routes
+// with raw HTTP, the gRPC service with grpc-go against the generated
+// proto, and grpcurl through reflection (v2_grpcurl_test.go, which fails
+// without the pinned grpcurl; `make test` installs it with `make
+// grpcurl`). They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

@@ -48,9 +48,10 @@ func TestMain(m *testing.M) {
 
 // server is the real stack on loopback: model, scheduler loop, router.
 type server struct {
-	URL   string
-	model *models.Generative
-	reg   *prometheus.Registry
+	URL      string
+	model    *models.Generative
+	reg      *prometheus.Registry
+	registry *models.Registry
 }
 
 // startServer serves cfg, and the models of more beside it, on loopback
@@ -98,7 +99,7 @@ func startServer(t *testing.T, cfg models.GenerativeConfig, more ...models.Gener
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close) // before the registry closes: cleanups run last first
-	return &server{URL: srv.URL, model: registry.List()[0], reg: reg}
+	return &server{URL: srv.URL, model: registry.List()[0], reg: reg, registry: registry}
 }
 
 // metric returns the value of a counter or gauge (summed over labels).

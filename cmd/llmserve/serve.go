@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmserve/llmserve/api"
+	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -113,7 +114,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	})
 	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or \"\" for every interface)")
 	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
-	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (grpc.health.v1 for now); 0 disables gRPC")
+	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (Open Inference Protocol V2, grpc.health.v1, reflection); 0 disables gRPC")
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
@@ -480,6 +481,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(grpcSrv, hs)
+		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log})
 		defer hs.Shutdown()
 	}
 
@@ -546,18 +548,31 @@ func (h *inflight) wait(ctx context.Context) {
 // shutdown stops accepting requests and lets the running ones finish
 // within grace. Then it stops the models: every request still running ends
 // as the client sees it (a streamed answer with an error event and [DONE],
-// a plain one with a 503), and shutdown returns an error saying how many
-// were cut, so that the process exits non-zero.
+// a plain one with a 503; a gRPC call with UNAVAILABLE, a request on a
+// ModelStreamInfer stream with an in-band error), and shutdown returns an
+// error saying how many were cut, so that the process exits non-zero.
 func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
 	registry.Drain()
-	if grpcSrv != nil {
-		// gRPC serves only health checks for now: nothing to let finish.
-		grpcSrv.Stop()
-	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
+	// gRPC calls finish like HTTP requests: within the grace period, after
+	// which the models' Stop ends them (UNAVAILABLE, or an in-band error
+	// on a stream) and they count as cut.
+	grpcDone := make(chan struct{})
+	if grpcSrv != nil {
+		go func() {
+			grpcSrv.GracefulStop()
+			close(grpcDone)
+		}()
+	} else {
+		close(grpcDone)
+	}
 	if err := srv.Shutdown(graceCtx); err == nil {
-		return nil
+		select {
+		case <-grpcDone:
+			return nil
+		case <-graceCtx.Done():
+		}
 	}
 	cut := registry.Stop()
 	log.Warn("grace period over: ending the requests still running", "cut", cut)
@@ -568,6 +583,11 @@ func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *g
 	endCtx, cancelEnd := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelEnd()
 	inflight.wait(endCtx)
+	select {
+	case <-grpcDone:
+	case <-endCtx.Done():
+		grpcSrv.Stop()
+	}
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancelFlush()
 	if srv.Shutdown(flushCtx) != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,8 +15,12 @@ import (
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 )
 
 func freePort(t *testing.T) int {
@@ -97,9 +102,14 @@ func TestServeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
-	conn.Close()
 	if err != nil || hc.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("grpc health: %v %v", hc, err)
+	}
+	// The V2 inference service is registered beside it.
+	mr, err := inferencepb.NewGRPCInferenceServiceClient(conn).ModelReady(context.Background(), &inferencepb.ModelReadyRequest{Name: "tiny"})
+	conn.Close()
+	if err != nil || !mr.GetReady() {
+		t.Fatalf("grpc ModelReady: %v %v", mr, err)
 	}
 
 	cancel()
@@ -296,6 +306,100 @@ func TestShutdownCutsRequestsVisibly(t *testing.T) {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "2 request(s) were still running") {
 			t.Fatalf("serve returned %v, want an error counting the 2 cut requests", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+}
+
+// TestShutdownCutsGRPCVisibly: V2 gRPC calls still running after the
+// grace period end with UNAVAILABLE (a unary call) or an in-band error (a
+// request on a stream), and count as cut.
+func TestShutdownCutsGRPCVisibly(t *testing.T) {
+	httpPort, grpcPort := freePort(t), freePort(t)
+	root := newRootCommand()
+	root.SetArgs([]string{"serve", "--http-port", strconv.Itoa(httpPort), "--grpc-port", strconv.Itoa(grpcPort), "--cache-dir", t.TempDir(),
+		"--log-level", "error", "--shutdown-timeout", "200ms", "--max-model-len", "512"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	waitFor(t, func() bool {
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := inferencepb.NewGRPCInferenceServiceClient(conn)
+	long := func(id string) *inferencepb.ModelInferRequest {
+		return &inferencepb.ModelInferRequest{
+			ModelName: "stories260K", Id: id,
+			Parameters: map[string]*inferencepb.InferParameter{
+				"max_tokens": {ParameterChoice: &inferencepb.InferParameter_Int64Param{Int64Param: 500}},
+				"ignore_eos": {ParameterChoice: &inferencepb.InferParameter_BoolParam{BoolParam: true}},
+			},
+			Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{{Name: "text_input", Datatype: "BYTES", Shape: []int64{1},
+				Contents: &inferencepb.InferTensorContents{BytesContents: [][]byte{[]byte("Once upon a time")}}}},
+		}
+	}
+	st, err := c.ModelStreamInfer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(long("s")); err != nil {
+		t.Fatal(err)
+	}
+	st.CloseSend()
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	unary := make(chan error, 1)
+	go func() {
+		_, err := c.ModelInfer(context.Background(), long("u"))
+		unary <- err
+	}()
+	waitFor(t, func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(b), `vllm:num_requests_running{model_name="stories260K"} 2`)
+	})
+
+	cancel()
+	var inBand string
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("the cut stream ended with %v, not an in-band error and the end of the stream", err)
+			}
+			break
+		}
+		if r.GetErrorMessage() != "" {
+			inBand = r.GetErrorMessage()
+		}
+	}
+	if !strings.Contains(inBand, "shutting down") {
+		t.Errorf("the cut stream request's error: %q", inBand)
+	}
+	if err := <-unary; status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("the cut ModelInfer: %v, want UNAVAILABLE", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "2 request(s) were still running") {
+			t.Fatalf("serve returned %v, want an error counting the 2 cut calls", err)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not shut down")

@@ -1,0 +1,55 @@
+// Package v2 serves the Open Inference Protocol (KServe V2) over REST,
+// with Triton's binary tensor data and generate extensions:
+//
+//	GET  /v2                                          server metadata
+//	GET  /v2/models/{m}[/versions/{v}]                model metadata
+//	GET  /v2/models/{m}[/versions/{v}]/ready          model readiness
+//	POST /v2/models/{m}[/versions/{v}]/infer          inference (tensors)
+//	POST /v2/models/{m}[/versions/{v}]/generate       Triton's generate
+//	POST /v2/models/{m}[/versions/{v}]/generate_stream  the same as SSE
+//
+// The health probes (/v2/health/live, /v2/health/ready) stay with the
+// router in api. Every model is served as version "1"; another version,
+// like an unknown model, is a 404. The protocol-independent work (tensors,
+// the LLM's inputs and outputs, generation, error kinds) is api/v2/infer's,
+// shared with the gRPC service in api/v2/grpc; this package only decodes
+// and encodes the REST wire form.
+//
+// # infer
+//
+// The body is the V2 inference request as JSON. With the binary tensor
+// data extension, the header Inference-Header-Content-Length gives the
+// length of the JSON part and binary tensor data follows it: an input
+// with parameter binary_data_size takes that many bytes, in input order;
+// they must add up to the rest of the body exactly (a short or long body
+// is a 400 that says so). BYTES elements are a 4-byte little-endian length
+// and the bytes. An output with "binary_data": true, or every output when
+// the request has "binary_data_output": true (an output's own setting
+// wins), is returned the same way: the response is the JSON header with
+// binary_data_size on those outputs, then their bytes, with
+// Inference-Header-Content-Length set. A header length of 0 is the raw
+// binary request: the whole body is text_input (one element, with or
+// without the length prefix) and every output is binary. The request "id"
+// is echoed.
+//
+// # generate and generate_stream
+//
+// The body is Triton's {"id", "text_input", "parameters"}; other top-level
+// fields are parameters too (a key in "parameters" wins). The answer is
+// {"id", "model_name", "model_version", "text_output"}, plus the OIP
+// generate extension's "details" ({"finish_reason", "logprobs": [{"id",
+// "text", "logprob", "special"}]}) when the parameter details is true.
+// generate_stream answers text/event-stream: one "data: {...}" event per
+// generated token holding that token's text (with details, its
+// {"token"} and, on the last event, its "finish_reason"), and no [DONE].
+// An error before the first event is a JSON error with its status; after
+// it, a "data: {"error": "..."}" event ends the stream. A client that goes
+// away frees its sequence within one engine step.
+//
+// # Errors
+//
+// Every error is {"error": "<message>"}; status maps infer's error kinds
+// to 400 (bad input), 404 (unknown model or version), 503 (not ready,
+// shutting down), 429 (queue full, with Retry-After), 413 (body over
+// Options.MaxBodyBytes), 504 (deadline) and 500, in one place.
+package v2

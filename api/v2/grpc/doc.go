@@ -1,0 +1,53 @@
+// Package v2grpc serves the Open Inference Protocol (KServe V2) over gRPC:
+// Triton's inference.GRPCInferenceService (inferencepb, generated from
+// Triton's grpc_service.proto, a wire-compatible superset of the OIP
+// proto), on the same models and the same core (api/v2/infer) as the REST
+// routes in api/v2.
+//
+//	ServerLive, ServerReady, ServerMetadata
+//	ModelReady, ModelMetadata           NOT_FOUND for an unknown model or a version other than "1"
+//	ModelInfer                          one inference to the end
+//	ModelStreamInfer                    many requests on one bidirectional stream
+//	RepositoryIndex                     the served models (no model repository)
+//
+// The other RPCs of Triton's service (model config and statistics,
+// repository load and unload, shared memory, tracing, logging) answer
+// UNIMPLEMENTED. Register adds the service and server reflection, so
+// grpcurl and other tools work without the proto files.
+//
+// # Tensors
+//
+// Inputs come either in their typed contents field (bool_contents for
+// BOOL, int_contents for INT8-INT32, int64_contents, uint_contents for
+// UINT8-UINT32, uint64_contents, fp32_contents, fp64_contents,
+// bytes_contents) or, for every input at once, in raw_input_contents (the
+// binary tensor form: little-endian, BYTES elements with a 4-byte length
+// prefix; FP16 only this way). Data in the wrong field, a value that does
+// not fit its type, or a shape that does not match the data is
+// INVALID_ARGUMENT naming the input. The answer uses the same form as the
+// request: raw_output_contents for raw inputs, typed contents otherwise.
+// The LLM's inputs, outputs and parameters are infer's (see its doc);
+// sampling settings go in the request's parameters or as input tensors.
+//
+// # ModelStreamInfer
+//
+// Each request on a stream runs in its own goroutine; responses go out as
+// they are produced and carry the request's id. An LLM request streams by
+// default (parameter or input "stream" false asks for one response): one
+// response per generated token with that token's text in text_output, the
+// last with the parameter triton_final_response true (Triton's decoupled
+// final-response marker). A streamed request takes one prompt. A request
+// that fails (unknown model, bad input, an error while generating) gets
+// one response with error_message set and its id, also marked final; the
+// stream stays open for the others. The call returns once the client
+// closed its side and every request was answered. Cancelling a call
+// (ModelInfer or ModelStreamInfer) cancels its requests, which frees their
+// sequences within one engine step.
+//
+// # Status codes
+//
+// statusOf maps infer's error kinds, in one place: INVALID_ARGUMENT (bad
+// input), NOT_FOUND (unknown model or version), UNAVAILABLE (not ready,
+// shutting down), RESOURCE_EXHAUSTED (the waiting queue is full),
+// DEADLINE_EXCEEDED, CANCELLED and INTERNAL.
+package v2grpc

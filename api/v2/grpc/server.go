@@ -1,0 +1,178 @@
+package v2grpc
+
+import (
+	"context"
+	"log/slog"
+	mrand "math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	"github.com/llmserve/llmserve/api/v2/infer"
+)
+
+// Options configure the service. The zero value is usable.
+type Options struct {
+	// Logger receives failed calls (Error for INTERNAL, Debug otherwise);
+	// nil discards.
+	Logger *slog.Logger
+	// Version is the server version in server metadata; "" means the
+	// module version the binary was built as.
+	Version string
+}
+
+// Server implements inference.GRPCInferenceService over an infer.Backend.
+type Server struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	b       infer.Backend
+	log     *slog.Logger
+	version string
+	now     func() time.Time
+	seed    func() uint32
+}
+
+// New returns the service.
+func New(b infer.Backend, opts Options) *Server {
+	s := &Server{b: b, log: opts.Logger, version: opts.Version, now: time.Now, seed: mrand.Uint32}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.version == "" {
+		s.version = infer.ServerVersion()
+	}
+	return s
+}
+
+// Register adds the service to gs, and server reflection, so that grpcurl
+// and other tools work without the proto files.
+func Register(gs *grpc.Server, b infer.Backend, opts Options) *Server {
+	s := New(b, opts)
+	pb.RegisterGRPCInferenceServiceServer(gs, s)
+	reflection.Register(gs)
+	return s
+}
+
+// statusOf maps an error to its gRPC status. It is the one place that
+// does so for the V2 gRPC service.
+func statusOf(err error) error {
+	e := infer.AsError(err)
+	code := codes.Internal
+	switch e.Code {
+	case infer.Invalid:
+		code = codes.InvalidArgument
+	case infer.NotFound:
+		code = codes.NotFound
+	case infer.Unavailable:
+		code = codes.Unavailable
+	case infer.Exhausted:
+		code = codes.ResourceExhausted
+	case infer.Deadline:
+		code = codes.DeadlineExceeded
+	case infer.Canceled:
+		code = codes.Canceled
+	}
+	return status.Error(code, e.Msg)
+}
+
+func (s *Server) fail(ctx context.Context, method string, err error) error {
+	st := statusOf(err)
+	level := slog.LevelDebug
+	if status.Code(st) == codes.Internal {
+		level = slog.LevelError
+	}
+	s.log.Log(ctx, level, "v2 grpc call failed", "method", method, "code", status.Code(st).String(), "err", err)
+	return st
+}
+
+// ServerLive answers true while the process serves.
+func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
+	return &pb.ServerLiveResponse{Live: true}, nil
+}
+
+// ServerReady answers whether every model is ready and the server is not
+// draining.
+func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	return &pb.ServerReadyResponse{Ready: s.b.Ready()}, nil
+}
+
+// ModelReady answers whether the model is ready; an unknown model or
+// version is NOT_FOUND.
+func (s *Server) ModelReady(ctx context.Context, req *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	m, err := infer.Lookup(s.b, req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, s.fail(ctx, "ModelReady", err)
+	}
+	return &pb.ModelReadyResponse{Ready: m.Ready()}, nil
+}
+
+// ServerMetadata answers the server's name, version and extensions.
+func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	return &pb.ServerMetadataResponse{Name: infer.ServerName, Version: s.version, Extensions: infer.Extensions}, nil
+}
+
+// ModelMetadata answers the model's versions, platform, inputs and outputs.
+func (s *Server) ModelMetadata(ctx context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	m, err := infer.Lookup(s.b, req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, s.fail(ctx, "ModelMetadata", err)
+	}
+	md := infer.Metadata(m)
+	resp := &pb.ModelMetadataResponse{Name: md.Name, Versions: md.Versions, Platform: md.Platform}
+	conv := func(ts []infer.TensorMetadata) []*pb.ModelMetadataResponse_TensorMetadata {
+		out := make([]*pb.ModelMetadataResponse_TensorMetadata, len(ts))
+		for i, t := range ts {
+			out[i] = &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: string(t.Datatype), Shape: t.Shape}
+		}
+		return out
+	}
+	resp.Inputs, resp.Outputs = conv(md.Inputs), conv(md.Outputs)
+	return resp, nil
+}
+
+// ModelInfer runs one inference to the end. The outputs come back in
+// raw_output_contents when the inputs came in raw_input_contents, else in
+// typed contents.
+func (s *Server) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	arrival := s.now()
+	m, err := infer.LookupReady(s.b, req.GetModelName(), req.GetModelVersion())
+	if err != nil {
+		return nil, s.fail(ctx, "ModelInfer", err)
+	}
+	r, raw, err := decodeRequest(req)
+	if err != nil {
+		return nil, s.fail(ctx, "ModelInfer", err)
+	}
+	resp, err := infer.RunLLM(ctx, m, r, arrival, s.seed(), "v2-grpc-")
+	if err != nil {
+		return nil, s.fail(ctx, "ModelInfer", err)
+	}
+	return encodeResponse(resp, raw), nil
+}
+
+// RepositoryIndex lists the served models, each version 1, READY or
+// UNAVAILABLE (with ready set, only the ready ones). This server has no
+// model repository: the repository name is ignored.
+func (s *Server) RepositoryIndex(_ context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+	resp := &pb.RepositoryIndexResponse{}
+	for _, m := range s.b.Models() {
+		state := "READY"
+		if !m.Ready() {
+			if req.GetReady() {
+				continue
+			}
+			state = "UNAVAILABLE"
+		}
+		resp.Models = append(resp.Models, &pb.RepositoryIndexResponse_ModelIndex{Name: m.Name(), Version: infer.ModelVersion, State: state})
+	}
+	return resp, nil
+}
+
+// statusMessage is the message of a status error.
+func statusMessage(err error) string {
+	st, _ := status.FromError(err)
+	return st.Message()
+}

@@ -1,0 +1,136 @@
+package v2grpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	"github.com/llmserve/llmserve/api/v2/infer"
+)
+
+// finalParam is Triton's marker of the last response to a request on a
+// decoupled stream.
+const finalParam = "triton_final_response"
+
+// ModelStreamInfer serves many requests on one stream, each in its own
+// goroutine, answered as they finish and matched by id. An LLM request
+// streams its tokens as decoupled responses (one per generated token, the
+// last with triton_final_response true) unless it sets stream to false,
+// which gives one final response. A bad request gets an in-band error
+// (error_message, with its id) and the stream stays open. The call ends
+// when the client has closed its side and every request is answered;
+// cancelling it cancels every request on it, which frees their sequences.
+func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	ctx := stream.Context()
+	var (
+		mu      sync.Mutex // serializes Send
+		sendErr error      // guarded by mu
+		wg      sync.WaitGroup
+	)
+	send := func(r *pb.ModelStreamInferResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if sendErr != nil {
+			return sendErr
+		}
+		sendErr = stream.Send(r)
+		return sendErr
+	}
+	defer wg.Wait()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return sendErr
+		}
+		if err != nil {
+			return err // the context ended: the requests' generations end with it
+		}
+		wg.Go(func() { s.streamOne(ctx, req, send) })
+	}
+}
+
+// streamOne serves one request of a stream.
+func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send func(*pb.ModelStreamInferResponse) error) {
+	arrival := s.now()
+	fail := func(err error) {
+		st := s.fail(ctx, "ModelStreamInfer", err)
+		if infer.AsError(err).Code == infer.Canceled {
+			return
+		}
+		_ = send(&pb.ModelStreamInferResponse{
+			ErrorMessage: statusMessage(st),
+			InferResponse: &pb.ModelInferResponse{
+				ModelName: req.GetModelName(), ModelVersion: req.GetModelVersion(), Id: req.GetId(),
+				Parameters: encodeParams(infer.Parameters{finalParam: true}),
+			},
+		})
+	}
+	m, err := infer.LookupReady(s.b, req.GetModelName(), req.GetModelVersion())
+	if err != nil {
+		fail(err)
+		return
+	}
+	r, raw, err := decodeRequest(req)
+	if err != nil {
+		fail(err)
+		return
+	}
+	lr, err := infer.DecodeLLM(r)
+	if err != nil {
+		fail(err)
+		return
+	}
+	p, err := infer.ParseParams(m, lr.Params, s.seed())
+	if err != nil {
+		fail(err)
+		return
+	}
+	streaming := !p.StreamSet || p.Stream
+	if streaming && len(lr.Prompts) != 1 {
+		fail(infer.Errorf(infer.Invalid, "a streamed request takes one prompt (text_input has %d elements): send one request per prompt, or set stream to false", len(lr.Prompts)))
+		return
+	}
+	g, err := infer.Start(ctx, m, p, lr.Prompts, infer.NewRequestID("v2-grpc-stream-"), arrival)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer g.Close()
+	respond := func(outputs []*infer.Tensor, final bool) error {
+		resp := encodeResponse(&infer.Response{
+			ModelName: m.Name(), ModelVersion: infer.ModelVersion, ID: r.ID,
+			Parameters: infer.Parameters{finalParam: final}, Outputs: outputs,
+		}, raw)
+		return send(&pb.ModelStreamInferResponse{InferResponse: resp})
+	}
+	if !streaming {
+		res, err := g.Collect(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if err := respond(lr.BuildOutputs(res), true); err != nil {
+			fail(err)
+		}
+		return
+	}
+	err = g.Run(ctx, func(d infer.Delta) error {
+		if d.Text == "" && d.Finish == "" && !p.Details {
+			return nil
+		}
+		res := infer.Result{Text: d.Text, Finish: d.Finish}
+		res.PromptTokens, res.OutputTokens = g.Usage(0)
+		if err := respond(lr.BuildOutputs([]infer.Result{res}), d.Finish != ""); err != nil {
+			return infer.Errorf(infer.Canceled, "the stream is gone: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		fail(err)
+	}
+}

@@ -1,0 +1,315 @@
+package v2grpc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	"github.com/llmserve/llmserve/api/v2/infer"
+)
+
+// decodeRequest turns a ModelInferRequest into the protocol-independent
+// request. raw says whether the inputs came as raw_input_contents (then
+// the outputs go back as raw_output_contents). Errors are Invalid.
+func decodeRequest(req *pb.ModelInferRequest) (r *infer.Request, raw bool, err error) {
+	r = &infer.Request{ID: req.GetId()}
+	if r.Parameters, err = decodeParams(req.GetParameters()); err != nil {
+		return nil, false, infer.Errorf(infer.Invalid, "parameters: %v", err)
+	}
+	ins := req.GetInputs()
+	raws := req.GetRawInputContents()
+	raw = len(raws) > 0
+	if len(ins) == 0 {
+		return nil, false, infer.Errorf(infer.Invalid, "inputs must list at least one tensor")
+	}
+	if raw && len(raws) != len(ins) {
+		return nil, false, infer.Errorf(infer.Invalid, "raw_input_contents has %d entries for %d inputs; send one per input, in order, or use contents", len(raws), len(ins))
+	}
+	for i, in := range ins {
+		if in.GetName() == "" {
+			return nil, false, infer.Errorf(infer.Invalid, "inputs[%d].name is required", i)
+		}
+		where := fmt.Sprintf("input %q", trunc(in.GetName()))
+		dt, err := infer.ParseDatatype(in.GetDatatype())
+		if err != nil {
+			return nil, false, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+		}
+		t := &infer.Tensor{Name: in.GetName(), Datatype: dt, Shape: in.GetShape()}
+		if t.Shape == nil {
+			t.Shape = []int64{}
+		}
+		if t.Parameters, err = decodeParams(in.GetParameters()); err != nil {
+			return nil, false, infer.Errorf(infer.Invalid, "%s: parameters: %v", where, err)
+		}
+		if raw {
+			if hasContents(in.GetContents()) {
+				return nil, false, infer.Errorf(infer.Invalid, "%s has contents while the request uses raw_input_contents; use one or the other for every input", where)
+			}
+			if err := t.SetBinary(raws[i]); err != nil {
+				return nil, false, infer.Errorf(infer.Invalid, "%s: raw_input_contents[%d]: %v", where, i, err)
+			}
+		} else if err := setContents(t, in.GetContents()); err != nil {
+			return nil, false, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+		}
+		r.Inputs = append(r.Inputs, t)
+	}
+	for i, o := range req.GetOutputs() {
+		if o.GetName() == "" {
+			return nil, false, infer.Errorf(infer.Invalid, "outputs[%d].name is required", i)
+		}
+		p, err := decodeParams(o.GetParameters())
+		if err != nil {
+			return nil, false, infer.Errorf(infer.Invalid, "output %q: parameters: %v", trunc(o.GetName()), err)
+		}
+		r.Outputs = append(r.Outputs, infer.RequestedOutput{Name: o.GetName(), Parameters: p})
+	}
+	if err := r.CheckInputs(); err != nil {
+		return nil, false, err
+	}
+	return r, raw, nil
+}
+
+func hasContents(c *pb.InferTensorContents) bool {
+	return len(c.GetBoolContents())+len(c.GetIntContents())+len(c.GetInt64Contents())+len(c.GetUintContents())+
+		len(c.GetUint64Contents())+len(c.GetFp32Contents())+len(c.GetFp64Contents())+len(c.GetBytesContents()) > 0
+}
+
+// setContents fills t from the typed contents field of its datatype; data
+// in a field of another type is an error that names both.
+func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
+	fields := []struct {
+		name string
+		n    int
+		dts  []infer.Datatype
+	}{
+		{"bool_contents", len(c.GetBoolContents()), []infer.Datatype{infer.BOOL}},
+		{"int_contents", len(c.GetIntContents()), []infer.Datatype{infer.INT8, infer.INT16, infer.INT32}},
+		{"int64_contents", len(c.GetInt64Contents()), []infer.Datatype{infer.INT64}},
+		{"uint_contents", len(c.GetUintContents()), []infer.Datatype{infer.UINT8, infer.UINT16, infer.UINT32}},
+		{"uint64_contents", len(c.GetUint64Contents()), []infer.Datatype{infer.UINT64}},
+		{"fp32_contents", len(c.GetFp32Contents()), []infer.Datatype{infer.FP32}},
+		{"fp64_contents", len(c.GetFp64Contents()), []infer.Datatype{infer.FP64}},
+		{"bytes_contents", len(c.GetBytesContents()), []infer.Datatype{infer.BYTES}},
+	}
+	for _, f := range fields {
+		if f.n == 0 {
+			continue
+		}
+		ok := false
+		for _, d := range f.dts {
+			ok = ok || d == t.Datatype
+		}
+		if !ok {
+			if t.Datatype == infer.FP16 {
+				return fmt.Errorf("FP16 has no typed contents: send it in raw_input_contents")
+			}
+			return fmt.Errorf("datatype is %s but the data is in contents.%s; use %s", t.Datatype, f.name, contentsField(t.Datatype))
+		}
+	}
+	size := t.Datatype.Size()
+	put := func(v uint64) { t.Raw = putUint(t.Raw, v, size) }
+	switch t.Datatype {
+	case infer.BOOL:
+		for _, b := range c.GetBoolContents() {
+			v := uint64(0)
+			if b {
+				v = 1
+			}
+			put(v)
+		}
+	case infer.INT8, infer.INT16, infer.INT32:
+		lo, hi := int64(-1)<<(8*size-1), int64(1)<<(8*size-1)-1
+		for i, v := range c.GetIntContents() {
+			if int64(v) < lo || int64(v) > hi {
+				return fmt.Errorf("int_contents[%d] = %d does not fit %s", i, v, t.Datatype)
+			}
+			put(uint64(v))
+		}
+	case infer.INT64:
+		for _, v := range c.GetInt64Contents() {
+			put(uint64(v))
+		}
+	case infer.UINT8, infer.UINT16, infer.UINT32:
+		for i, v := range c.GetUintContents() {
+			if uint64(v) > uint64(1)<<(8*size)-1 {
+				return fmt.Errorf("uint_contents[%d] = %d does not fit %s", i, v, t.Datatype)
+			}
+			put(uint64(v))
+		}
+	case infer.UINT64:
+		for _, v := range c.GetUint64Contents() {
+			put(v)
+		}
+	case infer.FP32:
+		for _, v := range c.GetFp32Contents() {
+			put(uint64(math.Float32bits(v)))
+		}
+	case infer.FP64:
+		for _, v := range c.GetFp64Contents() {
+			put(math.Float64bits(v))
+		}
+	case infer.BYTES:
+		t.Bytes = c.GetBytesContents()
+	}
+	if t.Raw == nil && t.Bytes == nil {
+		n, err := infer.NumElements(t.Shape)
+		if err == nil && n > 0 {
+			if t.Datatype == infer.FP16 {
+				return fmt.Errorf("FP16 has no typed contents: send it in raw_input_contents")
+			}
+			return fmt.Errorf("has no data: send contents.%s or raw_input_contents", contentsField(t.Datatype))
+		}
+	}
+	return nil
+}
+
+func contentsField(d infer.Datatype) string {
+	switch d {
+	case infer.BOOL:
+		return "bool_contents"
+	case infer.INT8, infer.INT16, infer.INT32:
+		return "int_contents"
+	case infer.INT64:
+		return "int64_contents"
+	case infer.UINT8, infer.UINT16, infer.UINT32:
+		return "uint_contents"
+	case infer.UINT64:
+		return "uint64_contents"
+	case infer.FP32:
+		return "fp32_contents"
+	case infer.FP64:
+		return "fp64_contents"
+	case infer.BYTES:
+		return "bytes_contents"
+	}
+	return "raw_input_contents"
+}
+
+func putUint(dst []byte, v uint64, size int) []byte {
+	switch size {
+	case 1:
+		return append(dst, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(dst, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(dst, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(dst, v)
+}
+
+// encodeResponse builds a ModelInferResponse: outputs in raw_output_contents
+// when raw (or when one is FP16, which has no typed contents), else typed.
+func encodeResponse(resp *infer.Response, raw bool) *pb.ModelInferResponse {
+	out := &pb.ModelInferResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, Id: resp.ID, Parameters: encodeParams(resp.Parameters)}
+	for _, t := range resp.Outputs {
+		raw = raw || t.Datatype == infer.FP16
+	}
+	for _, t := range resp.Outputs {
+		o := &pb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: string(t.Datatype), Shape: t.Shape, Parameters: encodeParams(t.Parameters)}
+		if raw {
+			out.RawOutputContents = append(out.RawOutputContents, t.Binary())
+		} else {
+			o.Contents = typedContents(t)
+		}
+		out.Outputs = append(out.Outputs, o)
+	}
+	return out
+}
+
+func typedContents(t *infer.Tensor) *pb.InferTensorContents {
+	c := &pb.InferTensorContents{}
+	n := t.Len()
+	switch d := t.Datatype; {
+	case d == infer.BOOL:
+		for _, b := range t.Raw {
+			c.BoolContents = append(c.BoolContents, b != 0)
+		}
+	case d == infer.BYTES:
+		c.BytesContents = t.Bytes
+	case d == infer.INT64:
+		for i := range n {
+			v, _ := t.Int(i)
+			c.Int64Contents = append(c.Int64Contents, v)
+		}
+	case d.IsSigned():
+		for i := range n {
+			v, _ := t.Int(i)
+			c.IntContents = append(c.IntContents, int32(v))
+		}
+	case d == infer.UINT64:
+		for i := range n {
+			c.Uint64Contents = append(c.Uint64Contents, binary.LittleEndian.Uint64(t.Raw[8*i:]))
+		}
+	case d.IsUnsigned():
+		for i := range n {
+			v, _ := t.Int(i)
+			c.UintContents = append(c.UintContents, uint32(v))
+		}
+	case d == infer.FP32:
+		for i := range n {
+			v, _ := t.Float(i)
+			c.Fp32Contents = append(c.Fp32Contents, float32(v))
+		}
+	case d == infer.FP64:
+		for i := range n {
+			v, _ := t.Float(i)
+			c.Fp64Contents = append(c.Fp64Contents, v)
+		}
+	}
+	return c
+}
+
+func decodeParams(m map[string]*pb.InferParameter) (infer.Parameters, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	p := make(infer.Parameters, len(m))
+	for k, v := range m {
+		switch x := v.GetParameterChoice().(type) {
+		case *pb.InferParameter_BoolParam:
+			p[k] = x.BoolParam
+		case *pb.InferParameter_Int64Param:
+			p[k] = x.Int64Param
+		case *pb.InferParameter_StringParam:
+			p[k] = x.StringParam
+		case *pb.InferParameter_DoubleParam:
+			p[k] = x.DoubleParam
+		case *pb.InferParameter_Uint64Param:
+			p[k] = x.Uint64Param
+		case nil:
+			return nil, fmt.Errorf("parameter %q has no value", trunc(k))
+		}
+	}
+	return p, nil
+}
+
+func encodeParams(p infer.Parameters) map[string]*pb.InferParameter {
+	if len(p) == 0 {
+		return nil
+	}
+	m := make(map[string]*pb.InferParameter, len(p))
+	for k, v := range p {
+		switch x := v.(type) {
+		case bool:
+			m[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: x}}
+		case int64:
+			m[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: x}}
+		case uint64:
+			m[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: x}}
+		case float64:
+			m[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_DoubleParam{DoubleParam: x}}
+		case string:
+			m[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: x}}
+		}
+	}
+	return m
+}
+
+func trunc(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:64], "") + "…"
+}

@@ -1,0 +1,72 @@
+// Package infer is the protocol-independent core of the Open Inference
+// Protocol (V2) that api/v2 (REST) and api/v2/grpc (gRPC) share: tensors,
+// parameters, model lookup and metadata, the LLM's inputs and outputs,
+// generation, and the error kinds. The protocols only decode their wire
+// form into a Request (or a generate body into Parameters) and encode what
+// comes back; nothing here knows HTTP or gRPC.
+//
+// # Tensors
+//
+// A Tensor holds its elements in one canonical form: Raw (little-endian,
+// row-major, BOOL as one byte 0 or 1) for the fixed-size datatypes, Bytes
+// (one slice per element) for BYTES. That is the binary tensor data
+// extension's and gRPC raw_input_contents' form as it comes, so binary
+// input costs no conversion. SetJSONData reads REST's "data" (flat or
+// nested arrays, every value checked against the datatype: no fractions
+// for integers, no overflow, FP16 rounded to nearest even, magnitude at
+// most 65504), JSONData writes it back flat. Check verifies the shape
+// (non-negative dimensions, at most MaxElements) against the data.
+// Parameters holds V2 parameters (string, bool, int64, uint64, float64).
+//
+// # Models
+//
+// Every served model is a generative LLM, version "1" (ModelVersion),
+// platform "llama.cpp". Its V2 signature follows Triton's vLLM backend:
+//
+//	inputs:  text_input BYTES [-1]           one prompt per element (required)
+//	         stream BOOL, sampling_parameters BYTES (a JSON object),
+//	         exclude_input_in_output BOOL, max_tokens, min_tokens, top_k INT32,
+//	         temperature, top_p, min_p, repetition_penalty, presence_penalty,
+//	         frequency_penalty FP32, seed UINT64, ignore_eos BOOL,
+//	         stop BYTES [-1], return_finish_reason, return_num_input_tokens,
+//	         return_num_output_tokens, return_cumulative_logprob BOOL
+//	                                         (all optional, shape [1] unless noted)
+//	outputs: text_output BYTES [-1]          the generated text, one per prompt
+//	         finish_reason BYTES, num_input_tokens INT32, num_output_tokens INT32,
+//	         cumulative_logprob FP32         one per prompt
+//
+// The optional inputs take any datatype of their kind (an integer input
+// any integer type, a float input any numeric type). Without requested
+// outputs only text_output is returned; the others when asked for by name
+// or, as in Triton's vLLM backend, with their return_* flag.
+// An unknown input or output name, a wrong datatype or a shape that does
+// not match the data is Invalid.
+//
+// Generation settings come from, later winning: the request's parameters,
+// the keys of the sampling_parameters JSON, and the optional input
+// tensors. ParseParams reads them with vLLM's names; max_tokens defaults
+// to 16 (vLLM's default, which Triton's vLLM backend uses) and temperature
+// to 1. Ranges are the engine's: engine.Sampling.Validate is the one range
+// check, and its *engine.RangeError is mapped to the parameter's name.
+// Capacity (prompt plus max_tokens against the context, the waiting
+// queue) is the scheduler's, mapped in AsError.
+//
+// # Generation
+//
+// Start tokenizes the prompts (with BOS, as /v1/completions) and submits
+// them all or none; Run hands out one Delta per generated token, in order
+// per prompt, with the text it added after incremental detokenization and
+// stop strings; the last Delta has the finish reason in the generate
+// extension's names: "length", "eos_token", "stop_sequence". Collect runs
+// to the end. Close cancels what still runs, which frees the sequences
+// within one engine step: callers defer it, so a client that goes away
+// (its context ends) frees its sequence.
+//
+// # Errors
+//
+// Every error for a client is an *Error with a Code; AsError maps the
+// scheduler's, the core's and the context's errors to one. Each protocol
+// maps a Code to its status in one place (REST: 400, 404, 503, 429, 504,
+// 500; gRPC: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED,
+// DEADLINE_EXCEEDED, INTERNAL).
+package infer

@@ -1,0 +1,386 @@
+package infer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// Finish reasons, as the Open Inference Protocol's generate extension
+// names them.
+const (
+	FinishLength       = "length"
+	FinishEOS          = "eos_token"
+	FinishStopSequence = "stop_sequence"
+)
+
+// Token is one generated token, for generate's details.
+type Token struct {
+	ID      int32   `json:"id"`
+	Text    string  `json:"text"`
+	Logprob float32 `json:"logprob"`
+	Special bool    `json:"special"`
+}
+
+// Delta is what one generated token added to prompt Index's answer. The
+// last delta of a prompt has Finish set (and may carry no token: text
+// held back until the end).
+type Delta struct {
+	Index  int
+	Text   string
+	Token  *Token
+	Finish string
+}
+
+// Result is one prompt's complete answer.
+type Result struct {
+	Text         string
+	Finish       string
+	Tokens       []Token
+	PromptTokens int
+	OutputTokens int
+	CumLogprob   float64
+}
+
+// Generation is one request's work in the engine: one core.Stream per
+// prompt. It is used by one goroutine.
+type Generation struct {
+	params  *GenParams
+	prompts []string
+	seqs    []*seq
+	streams []*core.Stream
+	open    int
+}
+
+// seq turns one prompt's outputs into text: incremental detokenization,
+// stop strings, the stop token dropped from the text.
+type seq struct {
+	index        int
+	tok          *tokenizer.Tokenizer
+	dec          *tokenizer.Decoder
+	stops        *tokenizer.StopMatcher
+	stopToks     []int32
+	minTokens    int
+	promptTokens int
+	tokens       int // generated tokens up to the end of the answer
+	cumLogprob   float64
+	final        bool // the scheduler sent the last output
+	done         bool // the answer ended for the client
+}
+
+// Start tokenizes the prompts and submits them, all or none, with the
+// request defaults set once here: arrival, the deadline (the sooner of
+// ctx's and the model's request timeout). The caller must Close the
+// generation.
+func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id string, arrival time.Time) (*Generation, error) {
+	tok := m.Tokenizer()
+	maxLen := m.MaxModelLen()
+	maxBytes := tok.MaxTextBytes(maxLen)
+	deadline, _ := ctx.Deadline()
+	if t := m.RequestTimeout(); t > 0 && (deadline.IsZero() || arrival.Add(t).Before(deadline)) {
+		deadline = arrival.Add(t)
+	}
+	g := &Generation{params: p, prompts: prompts}
+	reqs := make([]*scheduler.Request, len(prompts))
+	for i, text := range prompts {
+		name := InputText
+		if len(prompts) > 1 {
+			name = fmt.Sprintf("%s[%d]", InputText, i)
+		}
+		if text == "" {
+			return nil, invalidf("%s must not be empty", name)
+		}
+		if len(text) > maxBytes {
+			return nil, invalidf("%s has %d bytes, more than the model's context of %d tokens can hold; shorten it", name, len(text), maxLen)
+		}
+		toks, err := tok.Encode(text, true)
+		if err != nil {
+			return nil, invalidf("%s could not be tokenized: %v", name, err)
+		}
+		if len(toks) == 0 {
+			return nil, invalidf("%s is empty after tokenization", name)
+		}
+		req := p.base // slices shared read-only
+		req.ID = id
+		if len(prompts) > 1 {
+			req.ID = fmt.Sprintf("%s-%d", id, i)
+		}
+		req.Prompt = toks
+		req.Arrival = arrival
+		req.Deadline = deadline
+		reqs[i] = &req
+		g.seqs = append(g.seqs, &seq{
+			index: i, tok: tok, dec: tok.NewDecoder(), stops: tokenizer.NewStopMatcher(p.stops),
+			stopToks: p.base.StopTokens, minTokens: p.base.MinTokens, promptTokens: len(toks),
+		})
+	}
+	streams, err := m.Submit(ctx, reqs)
+	if err != nil {
+		var ie *core.IndexError
+		if errors.As(err, &ie) && len(prompts) > 1 {
+			return nil, Errorf(AsError(err).Code, "%s[%d]: %s", InputText, ie.Index, AsError(err).Msg)
+		}
+		return nil, AsError(err)
+	}
+	g.streams = streams
+	g.open = len(prompts)
+	return g, nil
+}
+
+// Close cancels the streams of prompts still running (the client went
+// away, a stop string ended one, or the request failed), which frees
+// their sequences within one engine step.
+func (g *Generation) Close() {
+	for i, s := range g.seqs {
+		if !s.final {
+			g.streams[i].Cancel()
+		}
+	}
+}
+
+// CumLogprob is the sum of prompt i's generated tokens' logprobs so far
+// (0 unless logprobs were asked for: details or return_cumulative_logprob).
+func (g *Generation) CumLogprob(i int) float64 { return g.seqs[i].cumLogprob }
+
+// Usage returns prompt i's token counts.
+func (g *Generation) Usage(i int) (prompt, output int) {
+	return g.seqs[i].promptTokens, g.seqs[i].tokens
+}
+
+// Run hands every delta to fn, in order per prompt, until every prompt is
+// done, fn fails, a prompt fails (an *Error), or ctx ends.
+func (g *Generation) Run(ctx context.Context, fn func(Delta) error) error {
+	if g.open == 0 {
+		return nil
+	}
+	apply := func(p int, outs []scheduler.Output) error {
+		s := g.seqs[p]
+		for k := range outs {
+			wasDone := s.done
+			ds, stopped, err := s.add(&outs[k], g.params.base.Sampling.Logprobs)
+			for _, d := range ds {
+				if ferr := fn(d); ferr != nil {
+					return ferr
+				}
+			}
+			if s.done && !wasDone {
+				g.open--
+			}
+			if stopped {
+				g.streams[p].StopChoice(0)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(g.streams) == 1 {
+		for {
+			outs, err := g.streams[0].Recv(ctx)
+			if err != nil {
+				return g.recvError(0, err)
+			}
+			if err := apply(0, outs); err != nil {
+				return err
+			}
+			if g.open == 0 {
+				return nil
+			}
+		}
+	}
+	type batch struct {
+		p    int
+		outs []scheduler.Output
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan batch)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for p, st := range g.streams {
+		wg.Go(func() {
+			for {
+				outs, err := st.Recv(ctx)
+				select {
+				case ch <- batch{p, outs, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	for {
+		var b batch
+		select {
+		case b = <-ch:
+		case <-ctx.Done():
+			return AsError(ctx.Err())
+		}
+		if b.err != nil {
+			if err := g.recvError(b.p, b.err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := apply(b.p, b.outs); err != nil {
+			return err
+		}
+		if g.open == 0 {
+			return nil
+		}
+	}
+}
+
+// recvError interprets an error from a Stream.Recv: io.EOF is fine once
+// the prompt is done; anything else ends the request.
+func (g *Generation) recvError(p int, err error) error {
+	if errors.Is(err, io.EOF) {
+		if g.seqs[p].done {
+			return nil
+		}
+		return AsError(fmt.Errorf("%w: stream %s ended early", scheduler.ErrEngine, g.streams[p].ID()))
+	}
+	return AsError(err)
+}
+
+// Collect runs the generation to the end and returns every prompt's
+// answer (with the prompt in front when ExcludeInput is false).
+func (g *Generation) Collect(ctx context.Context) ([]Result, error) {
+	res := make([]Result, len(g.seqs))
+	texts := make([]strings.Builder, len(g.seqs))
+	if !g.params.ExcludeInput {
+		for i := range texts {
+			texts[i].WriteString(g.prompts[i])
+		}
+	}
+	err := g.Run(ctx, func(d Delta) error {
+		texts[d.Index].WriteString(d.Text)
+		if d.Token != nil && g.params.Details {
+			res[d.Index].Tokens = append(res[d.Index].Tokens, *d.Token)
+		}
+		if d.Finish != "" {
+			res[d.Index].Finish = d.Finish
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		res[i].Text = texts[i].String()
+		res[i].PromptTokens, res[i].OutputTokens = g.Usage(i)
+		res[i].CumLogprob = g.CumLogprob(i)
+	}
+	return res, nil
+}
+
+// errAborted ends a prompt the scheduler aborted without a reason.
+var errAborted = errors.New("generation aborted")
+
+// add applies one output and returns the deltas it made, whether a stop
+// string ended the answer (the caller must stop the choice), and the
+// error that ended it on the server's side.
+func (s *seq) add(out *scheduler.Output, details bool) (ds []Delta, stopped bool, err error) {
+	if out.Finish != scheduler.FinishNone {
+		s.final = true
+	}
+	if s.done {
+		return nil, false, nil
+	}
+	last := len(out.Tokens) - 1
+	for j, t := range out.Tokens {
+		s.tokens++
+		d := Delta{Index: s.index, Token: s.token(t, out, j, details)}
+		// The stop token that ended the answer counts, but is not text.
+		_, isStopTok := slices.BinarySearch(s.stopToks, t)
+		if endsAnswer := isStopTok && j == last && out.Finish == scheduler.FinishStop; !endsAnswer {
+			if s.push(s.dec.Add(t), &d) {
+				return append(ds, d), !s.final, nil
+			}
+		}
+		ds = append(ds, d)
+	}
+	switch out.Finish {
+	case scheduler.FinishNone:
+		return ds, false, nil
+	case scheduler.FinishStop, scheduler.FinishLength:
+		if len(ds) == 0 {
+			ds = append(ds, Delta{Index: s.index})
+		}
+		d := &ds[len(ds)-1]
+		if s.push(s.dec.Flush(), d) {
+			return ds, false, nil
+		}
+		d.Text += s.stops.Flush()
+		s.done = true
+		d.Finish = FinishLength
+		if out.Finish == scheduler.FinishStop {
+			d.Finish = FinishEOS
+		}
+		return ds, false, nil
+	default: // FinishAbort
+		s.done = true
+		if out.Err != nil {
+			return ds, false, AsError(out.Err)
+		}
+		return ds, false, AsError(errAborted)
+	}
+}
+
+// push feeds text through the stop matcher into d; it reports whether a
+// stop string ended the answer. The first minTokens tokens are not checked
+// for stop strings, as in vLLM.
+func (s *seq) push(piece string, d *Delta) bool {
+	if piece == "" {
+		return false
+	}
+	if s.tokens <= s.minTokens {
+		d.Text += piece
+		return false
+	}
+	emit, _, stopped := s.stops.Push(piece)
+	d.Text += emit
+	if stopped {
+		s.done = true
+		d.Finish = FinishStopSequence
+	}
+	return stopped
+}
+
+func (s *seq) token(t int32, out *scheduler.Output, j int, details bool) *Token {
+	if !details {
+		return nil
+	}
+	tk := &Token{ID: t, Text: s.tok.TokenText(t), Special: s.tok.Vocab().IsControl(t)}
+	if j < len(out.Logprobs) {
+		tk.Logprob = out.Logprobs[j].Chosen.Logprob
+		s.cumLogprob += float64(tk.Logprob)
+	}
+	return tk
+}
+
+// NewRequestID returns a scheduler request id unique among live requests
+// (the client's "id" is echoed, never used for this: clients reuse ids).
+func NewRequestID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,344 @@
+package infer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+)
+
+// SetJSONData sets the tensor's elements from the JSON value of "data": an
+// array, flat or nested in any way (row-major order is the order the
+// scalars appear in), of booleans for BOOL, integers for the integer
+// types, numbers for the float types and strings for BYTES. A value that
+// does not fit the datatype (a fraction for INT32, 300 for UINT8, a string
+// for FP32) is an error naming the element.
+func (t *Tensor) SetJSONData(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("data is not valid JSON: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("data must be a JSON array, got %s", describeToken(tok))
+	}
+	t.Raw, t.Bytes = nil, nil
+	size := t.Datatype.Size()
+	depth, i := 1, 0
+	for depth > 0 {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("data is not valid JSON: %w", err)
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '[':
+				depth++
+				if depth > 64 {
+					return errors.New("data nests arrays more than 64 deep")
+				}
+			case ']':
+				depth--
+			default:
+				return fmt.Errorf("data[%d]: an object is not a tensor element", i)
+			}
+			continue
+		}
+		if i >= MaxElements {
+			return fmt.Errorf("data has more than %d elements", MaxElements)
+		}
+		if err := t.appendJSON(tok, size); err != nil {
+			return fmt.Errorf("data[%d]: %w", i, err)
+		}
+		i++
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data has content after its array")
+	}
+	return nil
+}
+
+func describeToken(tok any) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' {
+			return "an object"
+		}
+		return string(v)
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", tok)
+}
+
+// appendJSON appends one scalar from the JSON decoder.
+func (t *Tensor) appendJSON(tok any, size int) error {
+	d := t.Datatype
+	switch d {
+	case BOOL:
+		b, ok := tok.(bool)
+		if !ok {
+			return fmt.Errorf("want true or false for BOOL, got %s", describeToken(tok))
+		}
+		v := byte(0)
+		if b {
+			v = 1
+		}
+		t.Raw = append(t.Raw, v)
+		return nil
+	case BYTES:
+		s, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("want a string for BYTES, got %s", describeToken(tok))
+		}
+		t.Bytes = append(t.Bytes, []byte(s))
+		return nil
+	}
+	num, ok := tok.(json.Number)
+	if !ok {
+		return fmt.Errorf("want a number for %s, got %s", d, describeToken(tok))
+	}
+	s := string(num)
+	bits := 8 * size
+	switch {
+	case d.IsSigned():
+		v, err := strconv.ParseInt(s, 10, bits)
+		if err != nil {
+			return fmt.Errorf("%s is not an %s (an integer in [%d, %d])", truncate(s), d, int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)
+		}
+		t.Raw = putUint(t.Raw, uint64(v), size)
+	case d.IsUnsigned():
+		v, err := strconv.ParseUint(s, 10, bits)
+		if err != nil {
+			return fmt.Errorf("%s is not a %s (an integer in [0, %d])", truncate(s), d, uint64(math.MaxUint64)>>(64-bits))
+		}
+		t.Raw = putUint(t.Raw, v, size)
+	case d == FP16:
+		v, err := strconv.ParseFloat(s, 32)
+		if err != nil || math.Abs(v) > 65504 {
+			return fmt.Errorf("%s is not an FP16 number (finite, magnitude at most 65504)", truncate(s))
+		}
+		t.Raw = putUint(t.Raw, uint64(FloatToHalf(float32(v))), 2)
+	case d == FP32:
+		v, err := strconv.ParseFloat(s, 32)
+		if err != nil {
+			return fmt.Errorf("%s is not an FP32 number (finite, magnitude at most %g)", truncate(s), math.MaxFloat32)
+		}
+		t.Raw = putUint(t.Raw, uint64(math.Float32bits(float32(v))), 4)
+	case d == FP64:
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%s is not an FP64 number", truncate(s))
+		}
+		t.Raw = putUint(t.Raw, math.Float64bits(v), 8)
+	default:
+		return fmt.Errorf("datatype %q has no JSON form", d)
+	}
+	return nil
+}
+
+func putUint(dst []byte, v uint64, size int) []byte {
+	switch size {
+	case 1:
+		return append(dst, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(dst, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(dst, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(dst, v)
+}
+
+// JSONData returns the elements as a flat slice that encoding/json writes
+// as the protocol's "data": []bool, []int64, []uint64, []float32,
+// []float64 or []string. BYTES elements that are not valid UTF-8 lose
+// their invalid bytes in JSON; ask for binary output to keep them.
+func (t *Tensor) JSONData() any {
+	n := t.Len()
+	switch d := t.Datatype; {
+	case d == BOOL:
+		out := make([]bool, n)
+		for i, b := range t.Raw {
+			out[i] = b != 0
+		}
+		return out
+	case d == BYTES:
+		out := make([]string, n)
+		for i, b := range t.Bytes {
+			out[i] = string(b)
+		}
+		return out
+	case d.IsSigned():
+		out := make([]int64, n)
+		for i := range out {
+			out[i], _ = t.Int(i)
+		}
+		return out
+	case d.IsUnsigned():
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = t.uint(i)
+		}
+		return out
+	case d == FP64:
+		out := make([]float64, n)
+		for i := range out {
+			out[i], _ = t.Float(i)
+		}
+		return out
+	default: // FP16, FP32
+		out := make([]float32, n)
+		for i := range out {
+			v, _ := t.Float(i)
+			out[i] = float32(v)
+		}
+		return out
+	}
+}
+
+// Parameters are V2 parameters: name to a string, bool, int64, uint64 or
+// float64 (and, from JSON, a list of strings for "stop").
+type Parameters map[string]any
+
+// DecodeParameters decodes a JSON "parameters" object. Numbers become
+// int64 when they are integers that fit, else float64. Values other than
+// strings, numbers and booleans are an error, except arrays of strings
+// (generate's "stop").
+func DecodeParameters(raw []byte) (Parameters, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, errors.New("parameters must be a JSON object of names to strings, numbers or booleans")
+	}
+	p := make(Parameters, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case string, bool:
+			p[k] = x
+		case json.Number:
+			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+				p[k] = i
+			} else if f, err := strconv.ParseFloat(string(x), 64); err == nil {
+				p[k] = f
+			} else {
+				return nil, fmt.Errorf("parameter %q: %s is not a number that fits a float64", truncate(k), truncate(string(x)))
+			}
+		case []any:
+			ss := make([]string, len(x))
+			for i, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					return nil, fmt.Errorf("parameter %q: a list parameter must hold strings only", truncate(k))
+				}
+				ss[i] = s
+			}
+			p[k] = ss
+		case nil:
+			// null is the same as absent.
+		default:
+			return nil, fmt.Errorf("parameter %q must be a string, number or boolean", truncate(k))
+		}
+	}
+	return p, nil
+}
+
+// Int64 returns the integer parameter name; ok is false when absent. A
+// value of another type is an error.
+func (p Parameters) Int64(name string) (v int64, ok bool, err error) {
+	x, ok := p[name]
+	if !ok {
+		return 0, false, nil
+	}
+	switch n := x.(type) {
+	case int64:
+		return n, true, nil
+	case uint64:
+		if n > math.MaxInt64 {
+			return math.MaxInt64, true, nil
+		}
+		return int64(n), true, nil
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < 1<<63 {
+			return int64(n), true, nil
+		}
+	}
+	return 0, true, fmt.Errorf("parameter %s must be an integer, got %s", name, describeValue(x))
+}
+
+// Float64 returns the numeric parameter name.
+func (p Parameters) Float64(name string) (v float64, ok bool, err error) {
+	x, ok := p[name]
+	if !ok {
+		return 0, false, nil
+	}
+	switch n := x.(type) {
+	case int64:
+		return float64(n), true, nil
+	case uint64:
+		return float64(n), true, nil
+	case float64:
+		return n, true, nil
+	}
+	return 0, true, fmt.Errorf("parameter %s must be a number, got %s", name, describeValue(x))
+}
+
+// Bool returns the boolean parameter name.
+func (p Parameters) Bool(name string) (v, ok bool, err error) {
+	x, ok := p[name]
+	if !ok {
+		return false, false, nil
+	}
+	if b, isBool := x.(bool); isBool {
+		return b, true, nil
+	}
+	return false, true, fmt.Errorf("parameter %s must be true or false, got %s", name, describeValue(x))
+}
+
+// Strings returns a parameter that is a string or a list of strings.
+func (p Parameters) Strings(name string) (v []string, ok bool, err error) {
+	x, ok := p[name]
+	if !ok {
+		return nil, false, nil
+	}
+	switch s := x.(type) {
+	case string:
+		return []string{s}, true, nil
+	case []string:
+		return s, true, nil
+	}
+	return nil, true, fmt.Errorf("parameter %s must be a string or a list of strings, got %s", name, describeValue(x))
+}
+
+func describeValue(x any) string {
+	switch v := x.(type) {
+	case string:
+		return "the string " + strconv.Quote(truncate(v))
+	case bool:
+		return strconv.FormatBool(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case []string:
+		return "a list of strings"
+	}
+	return fmt.Sprintf("a %T", x)
+}

@@ -1,0 +1,270 @@
+package infer
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// The LLM's tensors, with Triton's vLLM backend's names. Every sampling
+// setting can also be a request parameter (or a key of the
+// sampling_parameters JSON); a tensor wins over a parameter.
+const (
+	InputText        = "text_input"
+	InputStream      = "stream"
+	InputSampling    = "sampling_parameters"
+	InputExclude     = "exclude_input_in_output"
+	OutputText       = "text_output"
+	OutputFinish     = "finish_reason"
+	OutputNumInput   = "num_input_tokens"
+	OutputNumOutput  = "num_output_tokens"
+	OutputCumLogprob = "cumulative_logprob"
+)
+
+// returnFlags are Triton's vLLM backend's BOOL inputs (or parameters) that
+// add an output, as asking for it by name does.
+var returnFlags = [][2]string{
+	{"return_finish_reason", OutputFinish},
+	{"return_num_input_tokens", OutputNumInput},
+	{"return_num_output_tokens", OutputNumOutput},
+	{"return_cumulative_logprob", OutputCumLogprob},
+}
+
+var llmInputs = []TensorMetadata{
+	{Name: InputText, Datatype: BYTES, Shape: []int64{-1}},
+	{Name: InputStream, Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: InputSampling, Datatype: BYTES, Shape: []int64{1}, Optional: true},
+	{Name: InputExclude, Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "max_tokens", Datatype: INT32, Shape: []int64{1}, Optional: true},
+	{Name: "min_tokens", Datatype: INT32, Shape: []int64{1}, Optional: true},
+	{Name: "temperature", Datatype: FP32, Shape: []int64{1}, Optional: true},
+	{Name: "top_p", Datatype: FP32, Shape: []int64{1}, Optional: true},
+	{Name: "top_k", Datatype: INT32, Shape: []int64{1}, Optional: true},
+	{Name: "min_p", Datatype: FP32, Shape: []int64{1}, Optional: true},
+	{Name: "repetition_penalty", Datatype: FP32, Shape: []int64{1}, Optional: true},
+	{Name: "presence_penalty", Datatype: FP32, Shape: []int64{1}, Optional: true},
+	{Name: "frequency_penalty", Datatype: FP32, Shape: []int64{1}, Optional: true},
+	{Name: "seed", Datatype: UINT64, Shape: []int64{1}, Optional: true},
+	{Name: "ignore_eos", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "stop", Datatype: BYTES, Shape: []int64{-1}, Optional: true},
+	{Name: "return_finish_reason", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_num_input_tokens", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_num_output_tokens", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_cumulative_logprob", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+}
+
+var llmOutputs = []TensorMetadata{
+	{Name: OutputText, Datatype: BYTES, Shape: []int64{-1}},
+	{Name: OutputFinish, Datatype: BYTES, Shape: []int64{-1}},
+	{Name: OutputNumInput, Datatype: INT32, Shape: []int64{-1}},
+	{Name: OutputNumOutput, Datatype: INT32, Shape: []int64{-1}},
+	{Name: OutputCumLogprob, Datatype: FP32, Shape: []int64{-1}},
+}
+
+// LLMRequest is an inference request for a generative model, decoded from
+// its tensors.
+type LLMRequest struct {
+	ID string
+	// Prompts are text_input's elements; PromptShape is its shape, which
+	// text_output and the other outputs take.
+	Prompts     []string
+	PromptShape []int64
+	// Params are the request's parameters, the sampling_parameters JSON
+	// and the optional input tensors, merged in that order (later wins).
+	Params Parameters
+	// Outputs are the output names to return, in order.
+	Outputs []string
+}
+
+// DecodeLLM checks an inference request against the LLM's inputs and
+// outputs and decodes it.
+func DecodeLLM(r *Request) (*LLMRequest, error) {
+	if err := r.CheckInputs(); err != nil {
+		return nil, err
+	}
+	lr := &LLMRequest{ID: r.ID, Params: Parameters{}}
+	for k, v := range r.Parameters {
+		lr.Params[k] = v
+	}
+	for _, t := range r.Inputs {
+		i := slices.IndexFunc(llmInputs, func(m TensorMetadata) bool { return m.Name == t.Name })
+		if i < 0 {
+			return nil, invalidf("unknown input %q: this model takes %s", truncate(t.Name), inputNames())
+		}
+	}
+	text := r.input(InputText)
+	if text == nil {
+		return nil, invalidf("input %q (BYTES, one prompt per element) is required", InputText)
+	}
+	if text.Datatype != BYTES {
+		return nil, invalidf("input %q must have datatype BYTES, got %s", InputText, text.Datatype)
+	}
+	if len(text.Bytes) == 0 {
+		return nil, invalidf("input %q has no elements; send at least one prompt", InputText)
+	}
+	for i, b := range text.Bytes {
+		if !utf8.Valid(b) {
+			return nil, invalidf("input %q element %d is not valid UTF-8 text", InputText, i)
+		}
+		lr.Prompts = append(lr.Prompts, string(b))
+	}
+	lr.PromptShape = text.Shape
+	if t := r.input(InputSampling); t != nil {
+		if t.Datatype != BYTES || len(t.Bytes) != 1 {
+			return nil, invalidf("input %q must be one BYTES element holding a JSON object", InputSampling)
+		}
+		if err := mergeSamplingJSON(lr.Params, t.Bytes[0]); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range r.Inputs {
+		if t.Name == InputText || t.Name == InputSampling {
+			continue
+		}
+		v, err := scalarOf(t)
+		if err != nil {
+			return nil, err
+		}
+		lr.Params[t.Name] = v
+	}
+	if len(r.Outputs) == 0 {
+		lr.Outputs = []string{OutputText}
+	}
+	for _, o := range r.Outputs {
+		if !slices.ContainsFunc(llmOutputs, func(m TensorMetadata) bool { return m.Name == o.Name }) {
+			return nil, invalidf("unknown output %q: this model produces %s", truncate(o.Name), outputNames())
+		}
+		lr.Outputs = append(lr.Outputs, o.Name)
+	}
+	for _, f := range returnFlags {
+		flag, out := f[0], f[1]
+		on, _, err := lr.Params.Bool(flag)
+		if err != nil {
+			return nil, invalidf("%v", err)
+		}
+		if on && !slices.Contains(lr.Outputs, out) {
+			lr.Outputs = append(lr.Outputs, out)
+		}
+	}
+	if slices.Contains(lr.Outputs, OutputCumLogprob) {
+		lr.Params["return_cumulative_logprob"] = true
+	}
+	return lr, nil
+}
+
+// mergeSamplingJSON adds the keys of Triton's sampling_parameters JSON.
+func mergeSamplingJSON(p Parameters, raw []byte) error {
+	sp, err := DecodeParameters(raw)
+	if err != nil {
+		return invalidf("input %q must hold a JSON object of sampling parameters: %v", InputSampling, err)
+	}
+	for k, v := range sp {
+		p[k] = v
+	}
+	return nil
+}
+
+// scalarOf turns an optional input tensor into a parameter value, checking
+// its datatype against what the parameter takes.
+func scalarOf(t *Tensor) (any, error) {
+	i := slices.IndexFunc(llmInputs, func(m TensorMetadata) bool { return m.Name == t.Name })
+	want := llmInputs[i].Datatype
+	if t.Name == "stop" {
+		if t.Datatype != BYTES {
+			return nil, invalidf("input %q must have datatype BYTES (one stop string per element), got %s", t.Name, t.Datatype)
+		}
+		out := make([]string, len(t.Bytes))
+		for i, b := range t.Bytes {
+			out[i] = string(b)
+		}
+		return out, nil
+	}
+	if t.Len() != 1 {
+		return nil, invalidf("input %q must hold exactly one element, got %d", t.Name, t.Len())
+	}
+	switch {
+	case want == BOOL:
+		if t.Datatype != BOOL {
+			return nil, invalidf("input %q must have datatype BOOL, got %s", t.Name, t.Datatype)
+		}
+		return t.Raw[0] == 1, nil
+	case want.IsInt():
+		if !t.Datatype.IsInt() {
+			return nil, invalidf("input %q must have an integer datatype (such as %s), got %s", t.Name, want, t.Datatype)
+		}
+		if t.Datatype == UINT64 {
+			return t.uint(0), nil
+		}
+		v, _ := t.Int(0)
+		return v, nil
+	default: // floats
+		if !t.Datatype.IsFloat() && !t.Datatype.IsInt() {
+			return nil, invalidf("input %q must have a numeric datatype (such as %s), got %s", t.Name, want, t.Datatype)
+		}
+		v, _ := t.Float(0)
+		return v, nil
+	}
+}
+
+func inputNames() string {
+	var b strings.Builder
+	for i, m := range llmInputs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m.Name)
+	}
+	return b.String()
+}
+
+func outputNames() string {
+	var b strings.Builder
+	for i, m := range llmOutputs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m.Name)
+	}
+	return b.String()
+}
+
+// BuildOutputs builds the response tensors of a finished LLM request.
+func (lr *LLMRequest) BuildOutputs(res []Result) []*Tensor {
+	shape := slices.Clone(lr.PromptShape)
+	out := make([]*Tensor, 0, len(lr.Outputs))
+	for _, name := range lr.Outputs {
+		var t *Tensor
+		switch name {
+		case OutputText:
+			vals := make([][]byte, len(res))
+			for i := range res {
+				vals[i] = []byte(res[i].Text)
+			}
+			t = NewBytesTensor(name, shape, vals)
+		case OutputFinish:
+			vals := make([][]byte, len(res))
+			for i := range res {
+				vals[i] = []byte(res[i].Finish)
+			}
+			t = NewBytesTensor(name, shape, vals)
+		case OutputNumInput, OutputNumOutput:
+			vals := make([]int32, len(res))
+			for i := range res {
+				if name == OutputNumInput {
+					vals[i] = int32(res[i].PromptTokens)
+				} else {
+					vals[i] = int32(res[i].OutputTokens)
+				}
+			}
+			t = NewInt32Tensor(name, shape, vals)
+		case OutputCumLogprob:
+			vals := make([]float32, len(res))
+			for i := range res {
+				vals[i] = float32(res[i].CumLogprob)
+			}
+			t = NewFP32Tensor(name, shape, vals)
+		}
+		out = append(out, t)
+	}
+	return out
+}

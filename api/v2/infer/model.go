@@ -1,0 +1,115 @@
+package infer
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// Server metadata.
+const (
+	// ServerName is the name in server metadata.
+	ServerName = "llmserve"
+	// ModelVersion is the one version every model is served as.
+	ModelVersion = "1"
+	// Platform is the models' platform in model metadata.
+	Platform = "llama.cpp"
+)
+
+// ServerVersion is the server version for server metadata: the module
+// version the binary was built as, or "devel".
+func ServerVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// Extensions are the protocol extensions the server implements, as server
+// metadata lists them.
+var Extensions = []string{"binary_tensor_data", "generate"}
+
+// Backend is what the V2 protocols need from the model registry.
+type Backend interface {
+	// Model returns the served model called name.
+	Model(name string) (Model, bool)
+	// Models lists the served models in a stable order.
+	Models() []Model
+	// Ready reports whether every model is ready and the server is not
+	// draining.
+	Ready() bool
+}
+
+// Model is one served generative model (the same methods the OpenAI
+// routes use; *models.Generative has them).
+type Model interface {
+	Name() string
+	// Ready reports whether the model accepts requests.
+	Ready() bool
+	// MaxModelLen is the most tokens (prompt plus output) one sequence
+	// may hold.
+	MaxModelLen() int
+	// RequestTimeout is the deadline the server gives every request, or 0.
+	RequestTimeout() time.Duration
+	Tokenizer() *tokenizer.Tokenizer
+	// Submit starts generation of the requests, all or none, with one
+	// stream each.
+	Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error)
+}
+
+// Lookup finds a model by name and version ("" means the server's
+// choice, which is ModelVersion). Unknown names and versions are NotFound.
+func Lookup(b Backend, name, version string) (Model, error) {
+	m, ok := b.Model(name)
+	if !ok {
+		return nil, Errorf(NotFound, "model %q is not served here", truncate(name))
+	}
+	if version != "" && version != ModelVersion {
+		return nil, Errorf(NotFound, "model %q has no version %q; it is served as version %s", truncate(name), truncate(version), ModelVersion)
+	}
+	return m, nil
+}
+
+// LookupReady is Lookup for inference: a model that is not ready is
+// Unavailable.
+func LookupReady(b Backend, name, version string) (Model, error) {
+	m, err := Lookup(b, name, version)
+	if err != nil {
+		return nil, err
+	}
+	if !m.Ready() {
+		return nil, Errorf(Unavailable, "model %q is not ready; retry shortly", m.Name())
+	}
+	return m, nil
+}
+
+// TensorMetadata describes one input or output of a model; -1 in Shape is
+// a variable dimension.
+type TensorMetadata struct {
+	Name     string   `json:"name"`
+	Datatype Datatype `json:"datatype"`
+	Shape    []int64  `json:"shape"`
+	// Optional inputs may be left out of a request.
+	Optional bool `json:"-"`
+}
+
+// ModelMetadata is a model's V2 metadata.
+type ModelMetadata struct {
+	Name     string           `json:"name"`
+	Versions []string         `json:"versions"`
+	Platform string           `json:"platform"`
+	Inputs   []TensorMetadata `json:"inputs"`
+	Outputs  []TensorMetadata `json:"outputs"`
+}
+
+// Metadata returns the model's metadata: its LLM inputs and outputs.
+func Metadata(m Model) ModelMetadata {
+	return ModelMetadata{
+		Name: m.Name(), Versions: []string{ModelVersion}, Platform: Platform,
+		Inputs: llmInputs, Outputs: llmOutputs,
+	}
+}

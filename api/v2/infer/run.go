@@ -1,0 +1,33 @@
+package infer
+
+import (
+	"context"
+	"time"
+)
+
+// RunLLM serves a complete (non-streaming) inference request on a
+// generative model: it decodes the LLM inputs, generates, and builds the
+// outputs. "stream" true is refused: a unary call has one response.
+func RunLLM(ctx context.Context, m Model, r *Request, arrival time.Time, seed uint32, idPrefix string) (*Response, error) {
+	lr, err := DecodeLLM(r)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ParseParams(m, lr.Params, seed)
+	if err != nil {
+		return nil, err
+	}
+	if p.Stream {
+		return nil, invalidf("stream is true, but this call has a single response: use generate_stream (REST) or ModelStreamInfer (gRPC) to stream")
+	}
+	g, err := Start(ctx, m, p, lr.Prompts, NewRequestID(idPrefix), arrival)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	res, err := g.Collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{ModelName: m.Name(), ModelVersion: ModelVersion, ID: r.ID, Outputs: lr.BuildOutputs(res)}, nil
+}

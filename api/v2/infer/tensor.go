@@ -1,0 +1,364 @@
+package infer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Datatype is a V2 tensor element type, as the wire spells it.
+type Datatype string
+
+// The V2 datatypes. BF16 is not in the protocol's table and is refused.
+const (
+	BOOL   Datatype = "BOOL"
+	UINT8  Datatype = "UINT8"
+	UINT16 Datatype = "UINT16"
+	UINT32 Datatype = "UINT32"
+	UINT64 Datatype = "UINT64"
+	INT8   Datatype = "INT8"
+	INT16  Datatype = "INT16"
+	INT32  Datatype = "INT32"
+	INT64  Datatype = "INT64"
+	FP16   Datatype = "FP16"
+	FP32   Datatype = "FP32"
+	FP64   Datatype = "FP64"
+	BYTES  Datatype = "BYTES"
+)
+
+// Datatypes lists every datatype, in the protocol's order.
+var Datatypes = []Datatype{BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES}
+
+// Size is the size of one element in bytes; 0 for BYTES (variable) and
+// for an unknown datatype.
+func (d Datatype) Size() int {
+	switch d {
+	case BOOL, UINT8, INT8:
+		return 1
+	case UINT16, INT16, FP16:
+		return 2
+	case UINT32, INT32, FP32:
+		return 4
+	case UINT64, INT64, FP64:
+		return 8
+	}
+	return 0
+}
+
+// Valid reports whether d is one of Datatypes.
+func (d Datatype) Valid() bool { return d == BYTES || d.Size() > 0 }
+
+// IsInt reports whether d is a signed or unsigned integer type.
+func (d Datatype) IsInt() bool { return d.IsSigned() || d.IsUnsigned() }
+
+// IsSigned reports whether d is INT8..INT64.
+func (d Datatype) IsSigned() bool { return d == INT8 || d == INT16 || d == INT32 || d == INT64 }
+
+// IsUnsigned reports whether d is UINT8..UINT64.
+func (d Datatype) IsUnsigned() bool {
+	return d == UINT8 || d == UINT16 || d == UINT32 || d == UINT64
+}
+
+// IsFloat reports whether d is FP16, FP32 or FP64.
+func (d Datatype) IsFloat() bool { return d == FP16 || d == FP32 || d == FP64 }
+
+// ParseDatatype checks a datatype name from the wire.
+func ParseDatatype(s string) (Datatype, error) {
+	d := Datatype(s)
+	if !d.Valid() {
+		return "", fmt.Errorf("datatype %q is not a V2 datatype (want one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES)", truncate(s))
+	}
+	return d, nil
+}
+
+// MaxElements bounds the elements of one tensor, so that a shape cannot
+// make the server allocate more than a request body could ever fill.
+const MaxElements = 1 << 30
+
+// Tensor is one named tensor in the form both protocols convert to and
+// from. Exactly one of Raw and Bytes holds the elements: Raw for a
+// fixed-size datatype (little-endian, row-major, no padding; BOOL as one
+// byte 0 or 1), Bytes for BYTES (one slice per element).
+type Tensor struct {
+	Name       string
+	Datatype   Datatype
+	Shape      []int64
+	Parameters Parameters
+	Raw        []byte
+	Bytes      [][]byte
+}
+
+// NumElements is the product of the shape's dimensions. A negative
+// dimension, or a product beyond MaxElements, is an error.
+func NumElements(shape []int64) (int, error) {
+	n := int64(1)
+	for i, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape[%d] = %d is negative; every dimension must be 0 or more", i, d)
+		}
+		if d > MaxElements || (d > 0 && n > MaxElements/d) {
+			return 0, fmt.Errorf("shape %v has more than %d elements", shape, MaxElements)
+		}
+		n *= d
+	}
+	return int(n), nil
+}
+
+// Len is the number of elements the tensor holds (not its shape's).
+func (t *Tensor) Len() int {
+	if t.Datatype == BYTES {
+		return len(t.Bytes)
+	}
+	if s := t.Datatype.Size(); s > 0 {
+		return len(t.Raw) / s
+	}
+	return 0
+}
+
+// Check verifies that the data matches the datatype and the shape.
+func (t *Tensor) Check() error {
+	if !t.Datatype.Valid() {
+		_, err := ParseDatatype(string(t.Datatype))
+		return err
+	}
+	n, err := NumElements(t.Shape)
+	if err != nil {
+		return err
+	}
+	if t.Datatype == BYTES {
+		if len(t.Bytes) != n {
+			return fmt.Errorf("shape %v has %d elements but the data has %d", t.Shape, n, len(t.Bytes))
+		}
+		return nil
+	}
+	size := t.Datatype.Size()
+	if len(t.Raw) != n*size {
+		if len(t.Raw)%size == 0 {
+			return fmt.Errorf("shape %v has %d elements but the data has %d", t.Shape, n, len(t.Raw)/size)
+		}
+		return fmt.Errorf("shape %v of %s needs %d bytes but the data has %d", t.Shape, t.Datatype, n*size, len(t.Raw))
+	}
+	if t.Datatype == BOOL {
+		for i, b := range t.Raw {
+			if b > 1 {
+				return fmt.Errorf("element %d of a BOOL tensor is the byte %d; want 0 or 1", i, b)
+			}
+		}
+	}
+	return nil
+}
+
+// Int returns element i of an integer or BOOL tensor as an int64, and
+// false for any other datatype. UINT64 values above MaxInt64 are clamped.
+func (t *Tensor) Int(i int) (int64, bool) {
+	r := t.Raw
+	switch t.Datatype {
+	case BOOL, UINT8:
+		return int64(r[i]), true
+	case INT8:
+		return int64(int8(r[i])), true
+	case UINT16:
+		return int64(binary.LittleEndian.Uint16(r[2*i:])), true
+	case INT16:
+		return int64(int16(binary.LittleEndian.Uint16(r[2*i:]))), true
+	case UINT32:
+		return int64(binary.LittleEndian.Uint32(r[4*i:])), true
+	case INT32:
+		return int64(int32(binary.LittleEndian.Uint32(r[4*i:]))), true
+	case UINT64:
+		u := binary.LittleEndian.Uint64(r[8*i:])
+		if u > math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		return int64(u), true
+	case INT64:
+		return int64(binary.LittleEndian.Uint64(r[8*i:])), true
+	}
+	return 0, false
+}
+
+// Float returns element i of a numeric tensor as a float64, and false for
+// BYTES and BOOL.
+func (t *Tensor) Float(i int) (float64, bool) {
+	r := t.Raw
+	switch t.Datatype {
+	case FP16:
+		return float64(HalfToFloat(binary.LittleEndian.Uint16(r[2*i:]))), true
+	case FP32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(r[4*i:]))), true
+	case FP64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(r[8*i:])), true
+	case UINT64:
+		return float64(binary.LittleEndian.Uint64(r[8*i:])), true
+	case BOOL, BYTES:
+		return 0, false
+	}
+	v, ok := t.Int(i)
+	return float64(v), ok
+}
+
+// Uint returns element i of an unsigned tensor.
+func (t *Tensor) uint(i int) uint64 {
+	r := t.Raw
+	switch t.Datatype {
+	case UINT8:
+		return uint64(r[i])
+	case UINT16:
+		return uint64(binary.LittleEndian.Uint16(r[2*i:]))
+	case UINT32:
+		return uint64(binary.LittleEndian.Uint32(r[4*i:]))
+	}
+	return binary.LittleEndian.Uint64(r[8*i:])
+}
+
+// NewBytesTensor returns a BYTES tensor of the given shape.
+func NewBytesTensor(name string, shape []int64, vals [][]byte) *Tensor {
+	return &Tensor{Name: name, Datatype: BYTES, Shape: shape, Bytes: vals}
+}
+
+// NewInt32Tensor returns an INT32 tensor of the given shape.
+func NewInt32Tensor(name string, shape []int64, vals []int32) *Tensor {
+	raw := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+	}
+	return &Tensor{Name: name, Datatype: INT32, Shape: shape, Raw: raw}
+}
+
+// NewFP32Tensor returns an FP32 tensor of the given shape.
+func NewFP32Tensor(name string, shape []int64, vals []float32) *Tensor {
+	raw := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+	}
+	return &Tensor{Name: name, Datatype: FP32, Shape: shape, Raw: raw}
+}
+
+// EncodeBytes is the binary form of BYTES elements: each one as a 4-byte
+// little-endian length followed by its bytes (the binary tensor data
+// extension's and gRPC raw contents' encoding).
+func EncodeBytes(vals [][]byte) []byte {
+	n := 0
+	for _, v := range vals {
+		n += 4 + len(v)
+	}
+	out := make([]byte, 0, n)
+	for _, v := range vals {
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(v)))
+		out = append(out, v...)
+	}
+	return out
+}
+
+// DecodeBytes splits the binary form of BYTES elements. The elements
+// alias raw.
+func DecodeBytes(raw []byte) ([][]byte, error) {
+	var out [][]byte
+	for off := 0; off < len(raw); {
+		if len(raw)-off < 4 {
+			return nil, fmt.Errorf("BYTES data is cut inside the length of element %d (%d bytes left, a length takes 4)", len(out), len(raw)-off)
+		}
+		n := binary.LittleEndian.Uint32(raw[off:])
+		off += 4
+		if uint64(n) > uint64(len(raw)-off) {
+			return nil, fmt.Errorf("BYTES element %d says it has %d bytes but only %d are left", len(out), n, len(raw)-off)
+		}
+		out = append(out, raw[off:off+int(n):off+int(n)])
+		off += int(n)
+	}
+	return out, nil
+}
+
+// Binary is the tensor's data in the binary form (Raw, or EncodeBytes of
+// Bytes).
+func (t *Tensor) Binary() []byte {
+	if t.Datatype == BYTES {
+		return EncodeBytes(t.Bytes)
+	}
+	return t.Raw
+}
+
+// SetBinary sets the tensor's data from the binary form.
+func (t *Tensor) SetBinary(raw []byte) error {
+	if t.Datatype == BYTES {
+		b, err := DecodeBytes(raw)
+		if err != nil {
+			return err
+		}
+		t.Bytes, t.Raw = b, nil
+		return nil
+	}
+	t.Raw, t.Bytes = raw, nil
+	return nil
+}
+
+// HalfToFloat converts IEEE 754 half-precision bits to a float32.
+func HalfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && frac == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalize
+		e := int32(-14)
+		for frac&0x400 == 0 {
+			frac <<= 1
+			e--
+		}
+		frac &= 0x3ff
+		return math.Float32frombits(sign | uint32(e+127)<<23 | frac<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	}
+	return math.Float32frombits(sign | (exp-15+127)<<23 | frac<<13)
+}
+
+// FloatToHalf converts a float32 to IEEE 754 half-precision bits, rounding
+// to nearest even; values beyond the range become infinities.
+func FloatToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	frac := b & 0x7fffff
+	if exp == 0xff { // Inf or NaN
+		if frac != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		if e < -10 {
+			return sign
+		}
+		frac |= 0x800000
+		shift := uint32(14 - e)
+		half := frac >> shift
+		rem := frac & (1<<shift - 1)
+		mid := uint32(1) << (shift - 1)
+		if rem > mid || (rem == mid && half&1 == 1) {
+			half++
+		}
+		return sign | uint16(half)
+	}
+	half := uint32(e)<<10 | frac>>13
+	rem := frac & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
+		half++ // may carry into the exponent, which is right
+	}
+	return sign | uint16(half)
+}
+
+// truncate shortens client text quoted in an error message.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
+}

@@ -1,0 +1,227 @@
+package infer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestJSONDataEveryDatatype(t *testing.T) {
+	cases := []struct {
+		dt   Datatype
+		data string
+		want any // JSONData
+		raw  []byte
+	}{
+		{BOOL, `[[true, false], [false, true]]`, []bool{true, false, false, true}, []byte{1, 0, 0, 1}},
+		{UINT8, `[0, 255]`, []uint64{0, 255}, []byte{0, 255}},
+		{UINT16, `[1, 65535]`, []uint64{1, 65535}, []byte{1, 0, 255, 255}},
+		{UINT32, `[[4294967295]]`, []uint64{4294967295}, []byte{255, 255, 255, 255}},
+		{UINT64, `[18446744073709551615]`, []uint64{math.MaxUint64}, bytes.Repeat([]byte{255}, 8)},
+		{INT8, `[-128, 127]`, []int64{-128, 127}, []byte{0x80, 0x7f}},
+		{INT16, `[-2]`, []int64{-2}, []byte{0xfe, 0xff}},
+		{INT32, `[[1, 2], [3, -4]]`, []int64{1, 2, 3, -4}, []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff}},
+		{INT64, `[-9223372036854775808]`, []int64{math.MinInt64}, []byte{0, 0, 0, 0, 0, 0, 0, 0x80}},
+		{FP16, `[1, -2, 0.5]`, []float32{1, -2, 0.5}, []byte{0, 0x3c, 0, 0xc0, 0, 0x38}},
+		{FP32, `[1.5, -0.25]`, []float32{1.5, -0.25}, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0x80, 0xbe}},
+		{FP64, `[1e300]`, []float64{1e300}, nil},
+		{BYTES, `[["a", ""], ["héllo", "x"]]`, []string{"a", "", "héllo", "x"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(string(c.dt), func(t *testing.T) {
+			tt := &Tensor{Name: "x", Datatype: c.dt}
+			if err := tt.SetJSONData([]byte(c.data)); err != nil {
+				t.Fatal(err)
+			}
+			tt.Shape = []int64{int64(tt.Len())}
+			if err := tt.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.JSONData(); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("JSONData %#v, want %#v", got, c.want)
+			}
+			if c.raw != nil && !bytes.Equal(tt.Raw, c.raw) {
+				t.Fatalf("raw % x, want % x", tt.Raw, c.raw)
+			}
+			// The binary form round-trips.
+			back := &Tensor{Name: "x", Datatype: c.dt, Shape: tt.Shape}
+			if err := back.SetBinary(tt.Binary()); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back.JSONData(), c.want) {
+				t.Fatalf("binary round trip %#v", back.JSONData())
+			}
+		})
+	}
+}
+
+func TestJSONDataErrors(t *testing.T) {
+	cases := []struct {
+		dt         Datatype
+		data, want string
+	}{
+		{INT32, `[1.5]`, "INT32"},
+		{INT8, `[128]`, "INT8"},
+		{UINT8, `[-1]`, "UINT8"},
+		{UINT64, `[18446744073709551616]`, "UINT64"},
+		{FP32, `[1e39]`, "FP32"},
+		{FP16, `[70000]`, "FP16"},
+		{FP32, `["1"]`, "number"},
+		{BOOL, `[1]`, "true or false"},
+		{BYTES, `[1]`, "string"},
+		{INT32, `{"a":1}`, "array"},
+		{INT32, `[[1], {"a":1}]`, "object"},
+		{INT32, `[null]`, "null"},
+		{INT32, `[1] [2]`, "after"},
+		{INT32, `[1`, "JSON"},
+		{INT32, strings.Repeat("[", 100) + "1" + strings.Repeat("]", 100), "deep"},
+	}
+	for _, c := range cases {
+		tt := &Tensor{Datatype: c.dt}
+		err := tt.SetJSONData([]byte(c.data))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: error %v, want one mentioning %q", c.dt, c.data, err, c.want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		t    Tensor
+		want string
+	}{
+		{Tensor{Datatype: INT32, Shape: []int64{2}, Raw: make([]byte, 4)}, "2 elements but the data has 1"},
+		{Tensor{Datatype: INT32, Shape: []int64{1}, Raw: make([]byte, 5)}, "needs 4 bytes"},
+		{Tensor{Datatype: BOOL, Shape: []int64{1}, Raw: []byte{2}}, "0 or 1"},
+		{Tensor{Datatype: BYTES, Shape: []int64{3, 1}, Bytes: [][]byte{nil}}, "3 elements"},
+		{Tensor{Datatype: FP32, Shape: []int64{-1}}, "negative"},
+		{Tensor{Datatype: FP32, Shape: []int64{1 << 20, 1 << 20}}, "more than"},
+		{Tensor{Datatype: "BF16", Shape: []int64{1}}, "not a V2 datatype"},
+	}
+	for _, c := range cases {
+		if err := c.t.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.t, err, c.want)
+		}
+	}
+	ok := Tensor{Datatype: FP64, Shape: []int64{0, 3}}
+	if err := ok.Check(); err != nil {
+		t.Errorf("empty tensor: %v", err)
+	}
+}
+
+func TestDecodeBytes(t *testing.T) {
+	vals := [][]byte{[]byte("ab"), {}, []byte("\x00\xff")}
+	enc := EncodeBytes(vals)
+	got, err := DecodeBytes(enc)
+	if err != nil || len(got) != 3 || !bytes.Equal(got[0], vals[0]) || len(got[1]) != 0 || !bytes.Equal(got[2], vals[2]) {
+		t.Fatalf("%q %v", got, err)
+	}
+	for _, bad := range [][]byte{{1, 0}, {5, 0, 0, 0, 'a'}, {0xff, 0xff, 0xff, 0xff}} {
+		if _, err := DecodeBytes(bad); err == nil {
+			t.Errorf("% x decoded", bad)
+		}
+	}
+}
+
+func TestHalf(t *testing.T) {
+	for _, c := range []struct {
+		f float32
+		h uint16
+	}{{0, 0}, {1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {0.5, 0x3800}, {5.960464477539063e-08, 1}, {float32(math.Inf(1)), 0x7c00}, {1e6, 0x7c00}, {1e-9, 0}} {
+		if got := FloatToHalf(c.f); got != c.h {
+			t.Errorf("FloatToHalf(%g) = %#04x, want %#04x", c.f, got, c.h)
+		}
+	}
+	// Every half that is a number survives the round trip.
+	for h := range 1 << 16 {
+		f := HalfToFloat(uint16(h))
+		if math.IsNaN(float64(f)) {
+			continue
+		}
+		if got := FloatToHalf(f); got != uint16(h) {
+			t.Fatalf("half %#04x -> %g -> %#04x", h, f, got)
+		}
+	}
+}
+
+func TestDecodeParameters(t *testing.T) {
+	p, err := DecodeParameters([]byte(`{"a": 1, "b": 1.5, "c": "s", "d": true, "e": null, "stop": ["x", "y"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Parameters{"a": int64(1), "b": 1.5, "c": "s", "d": true, "stop": []string{"x", "y"}}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("%#v", p)
+	}
+	for _, bad := range []string{`[1]`, `{"a": {}}`, `{"a": [1]}`, `{"a": 1e999}`} {
+		if _, err := DecodeParameters([]byte(bad)); err == nil {
+			t.Errorf("%s decoded", bad)
+		}
+	}
+	if _, _, err := p.Int64("c"); err == nil {
+		t.Error("a string read as an integer")
+	}
+	if _, _, err := p.Bool("a"); err == nil {
+		t.Error("a number read as a bool")
+	}
+}
+
+func TestAsError(t *testing.T) {
+	if e := AsError(errors.New("secret internals")); e.Code != Internal || strings.Contains(e.Msg, "secret") {
+		t.Fatalf("%+v", e)
+	}
+}
+
+// FuzzSetJSONData: any bytes as any datatype's data either fail with an
+// error or give elements whose JSON form decodes back to the same bytes.
+func FuzzSetJSONData(f *testing.F) {
+	f.Add(uint8(0), []byte(`[true, [false]]`))
+	f.Add(uint8(7), []byte(`[[1, 2], [3, -4]]`))
+	f.Add(uint8(9), []byte(`[1.5, 65504]`))
+	f.Add(uint8(12), []byte(`["a", ["b"]]`))
+	f.Fuzz(func(t *testing.T, di uint8, data []byte) {
+		dt := Datatypes[int(di)%len(Datatypes)]
+		tt := &Tensor{Datatype: dt}
+		if err := tt.SetJSONData(data); err != nil {
+			return
+		}
+		js, err := json.Marshal(tt.JSONData())
+		if err != nil {
+			if dt == BYTES {
+				return
+			}
+			t.Fatalf("marshal %v: %v", tt.JSONData(), err)
+		}
+		back := &Tensor{Datatype: dt}
+		if err := back.SetJSONData(js); err != nil {
+			t.Fatalf("%s: %s does not decode back: %v", dt, js, err)
+		}
+		if dt != BYTES && !bytes.Equal(back.Raw, tt.Raw) {
+			t.Fatalf("%s: % x became % x", dt, tt.Raw, back.Raw)
+		}
+	})
+}
+
+// FuzzDecodeBytes: the BYTES binary form decodes or fails, and what
+// decodes encodes back to the same bytes.
+func FuzzDecodeBytes(f *testing.F) {
+	f.Add(EncodeBytes([][]byte{[]byte("ab"), nil}))
+	f.Add([]byte{1, 0, 0})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		vals, err := DecodeBytes(raw)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(EncodeBytes(vals), raw) {
+			t.Fatalf("% x round-trips to % x", raw, EncodeBytes(vals))
+		}
+	})
+}

@@ -1,0 +1,225 @@
+package v2
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/api/v2/infer"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
+// is zero.
+const DefaultMaxBodyBytes = 64 << 20
+
+// Options configure the routes. The zero value is usable.
+type Options struct {
+	// Logger receives failed requests (Error for 5xx, Debug otherwise);
+	// nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes limits request bodies (413 beyond); zero means
+	// DefaultMaxBodyBytes, negative no limit.
+	MaxBodyBytes int64
+	// Version is the server version in server metadata; "" means the
+	// module version the binary was built as.
+	Version string
+}
+
+type handler struct {
+	b       infer.Backend
+	log     *slog.Logger
+	maxBody int64
+	version string
+	now     func() time.Time
+	seed    func() uint32
+}
+
+// Mount adds the V2 routes to r: server metadata, and for every model,
+// with and without /versions/{version}: metadata, ready, infer, generate
+// and generate_stream. The health probes stay with the router.
+func Mount(r chi.Router, b infer.Backend, opts Options) {
+	h := &handler{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes, version: opts.Version, now: time.Now, seed: mrand.Uint32}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.version == "" {
+		h.version = infer.ServerVersion()
+	}
+	r.Get("/v2", h.serverMetadata)
+	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
+		r.Get(base, h.modelMetadata)
+		r.Get(base+"/ready", h.modelReady)
+		r.Post(base+"/infer", h.infer)
+		r.Post(base+"/generate", h.generate)
+		r.Post(base+"/generate_stream", h.generateStream)
+	}
+}
+
+func (h *handler) serverMetadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"name": infer.ServerName, "version": h.version, "extensions": infer.Extensions})
+}
+
+func (h *handler) lookup(r *http.Request) (infer.Model, error) {
+	return infer.Lookup(h.b, pathParam(r, "model"), pathParam(r, "version"))
+}
+
+// pathParam is a path parameter, unescaped: a model name with a slash
+// ("org/model") is addressed as org%2Fmodel.
+func pathParam(r *http.Request, name string) string {
+	v := chi.URLParam(r, name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+func (h *handler) modelMetadata(w http.ResponseWriter, r *http.Request) {
+	m, err := h.lookup(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, infer.Metadata(m))
+}
+
+// modelReady answers 200 with {"name","ready":true} or 503 with ready
+// false, so that it works as a probe.
+func (h *handler) modelReady(w http.ResponseWriter, r *http.Request) {
+	m, err := h.lookup(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	if !m.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"name": m.Name(), "ready": m.Ready()})
+}
+
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := r.Body
+	if h.maxBody > 0 {
+		body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	}
+	b, err := io.ReadAll(body)
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return nil, errTooLarge{mb.Limit}
+	}
+	if err != nil {
+		// The client went away or sent a broken body.
+		return nil, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err)
+	}
+	return b, nil
+}
+
+func (h *handler) infer(w http.ResponseWriter, r *http.Request) {
+	arrival := h.now()
+	m, err := infer.LookupReady(h.b, pathParam(r, "model"), pathParam(r, "version"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d, err := decodeInfer(body, r.Header.Get(headerLength))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp, err := infer.RunLLM(r.Context(), m, d.Request, arrival, h.seed(), "v2-infer-")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out, n, err := encodeInfer(d, resp)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if n >= 0 {
+		w.Header().Set(headerLength, strconv.Itoa(n))
+		w.Header().Set("Content-Type", "application/octet-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// errTooLarge is a body over the limit: 413.
+type errTooLarge struct{ limit int64 }
+
+func (e errTooLarge) Error() string {
+	return "the request body is larger than the limit of " + strconv.FormatInt(e.limit, 10) + " bytes"
+}
+
+// status maps an error to its HTTP status and message. It is the one place
+// that does so for the V2 REST routes.
+func status(err error) (int, string, time.Duration) {
+	var tl errTooLarge
+	if errors.As(err, &tl) {
+		return http.StatusRequestEntityTooLarge, tl.Error(), 0
+	}
+	e := infer.AsError(err)
+	switch e.Code {
+	case infer.Invalid:
+		return http.StatusBadRequest, e.Msg, 0
+	case infer.NotFound:
+		return http.StatusNotFound, e.Msg, 0
+	case infer.Unavailable:
+		return http.StatusServiceUnavailable, e.Msg, 0
+	case infer.Exhausted:
+		return http.StatusTooManyRequests, e.Msg, max(e.RetryAfter, time.Second)
+	case infer.Deadline:
+		return http.StatusGatewayTimeout, e.Msg, 0
+	case infer.Canceled:
+		return 499, e.Msg, 0 // nobody reads it
+	}
+	return http.StatusInternalServerError, e.Msg, 0
+}
+
+// fail writes err as {"error": "..."} with its status.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg, retry := status(err)
+	h.log.Log(r.Context(), levelFor(code), "v2 request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	}
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"the server failed to encode its response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func levelFor(code int) slog.Level {
+	if code >= 500 {
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}
