@@ -150,9 +150,9 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 
 // bearerAuth accepts a request whose Authorization header is "Bearer k"
 // for one of keys. Every key is compared, in constant time, so that the
-// time taken does not say which key came close. A refusal is a 401 in
-// OpenAI's error shape, whatever the path (the routes behind it answer
-// OpenAI clients).
+// time taken does not say which key came close. A refusal is a 401 in the
+// error shape of the protocol the path belongs to: the Open Inference
+// Protocol's under /v2 (but /v2/rerank, Cohere's), OpenAI's elsewhere.
 func bearerAuth(keys []string) func(http.Handler) http.Handler {
 	want := make([][]byte, len(keys))
 	for i, k := range keys {
@@ -167,10 +167,15 @@ func bearerAuth(keys []string) func(http.Handler) http.Handler {
 			}
 			if ok != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="llmserve"`)
-				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
-					"message": "Missing or invalid API key: send the header Authorization: Bearer <key>.",
-					"type":    "AuthenticationError", "param": nil, "code": "invalid_api_key",
-				}})
+				if strings.HasPrefix(r.URL.Path, "/v2/") && r.URL.Path != "/v2/rerank" {
+					// The Open Inference Protocol's error shape.
+					writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid API key: send the header Authorization: Bearer <key>"})
+				} else {
+					writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+						"message": "Missing or invalid API key: send the header Authorization: Bearer <key>.",
+						"type":    "AuthenticationError", "param": nil, "code": "invalid_api_key",
+					}})
+				}
 				return
 			}
 			next.ServeHTTP(w, r)

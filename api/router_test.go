@@ -202,6 +202,8 @@ func TestAPIKeysOnEveryInferenceRoute(t *testing.T) {
 		{"/v2/rerank", `{"model":"stories260K","query":"a","documents":["b"]}`},
 		{"/tokenize", `{"model":"stories260K","prompt":"a"}`},
 		{"/detokenize", `{"model":"stories260K","tokens":[1]}`},
+		{"/v2/models/stories260K/generate", `{"text_input":"a","parameters":{"max_tokens":1}}`},
+		{"/v2/models/stories260K/infer", `{"inputs":[{"name":"text_input","datatype":"BYTES","shape":[1],"data":["a"]}],"parameters":{"max_tokens":1}}`},
 	}
 	for _, rt := range routes {
 		for _, tc := range []struct {
@@ -222,8 +224,12 @@ func TestAPIKeysOnEveryInferenceRoute(t *testing.T) {
 			if resp.StatusCode != tc.want {
 				t.Errorf("%s with %q: %d %s, want %d", rt.path, tc.auth, resp.StatusCode, body, tc.want)
 			}
-			if tc.want == 401 && !strings.Contains(string(body), `"type":"AuthenticationError"`) {
+			oip := strings.HasPrefix(rt.path, "/v2/models/")
+			if tc.want == 401 && !oip && !strings.Contains(string(body), `"type":"AuthenticationError"`) {
 				t.Errorf("%s: 401 body %s is not an OpenAI error", rt.path, body)
+			}
+			if tc.want == 401 && oip && !strings.HasPrefix(string(body), `{"error":"`) {
+				t.Errorf("%s: 401 body %s is not an Open Inference Protocol error", rt.path, body)
 			}
 		}
 	}

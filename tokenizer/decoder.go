@@ -13,10 +13,10 @@ type Decoder struct {
 	vocab Vocab
 	// special renders control tokens' text instead of dropping it.
 	special bool
-	held  [4]byte // bytes of an incomplete character, held[:nheld]
-	nheld int
-	buf   []byte // scratch: held bytes followed by the new piece
-	out   []byte // scratch: the validated output
+	held    [4]byte // bytes of an incomplete character, held[:nheld]
+	nheld   int
+	buf     []byte // scratch: held bytes followed by the new piece
+	out     []byte // scratch: the validated output
 }
 
 // Add appends a token and returns the text that became final.

@@ -477,7 +477,9 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			httpLn.Close()
 			return fmt.Errorf("--grpc-port: %w", err)
 		}
-		grpcSrv = grpc.NewServer()
+		// --api-key covers the gRPC inference service too.
+		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys)
+		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryAuth), grpc.ChainStreamInterceptor(streamAuth))
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(grpcSrv, hs)
