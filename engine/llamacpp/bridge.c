@@ -48,3 +48,62 @@ int32_t llmserve_argmax(const float * x, int32_t n) {
     }
     return best;
 }
+
+// llmserve_draw applies chain to the n candidates in cur and returns the
+// selected token, or -1 when nothing usable was selected.
+static int32_t llmserve_draw(struct llama_sampler * chain, llama_token_data * cur, size_t n) {
+    llama_token_data_array a = { cur, n, -1, false };
+    llama_sampler_apply(chain, &a);
+    if (a.selected < 0 || (size_t) a.selected >= a.size) {
+        return -1;
+    }
+    if (isinf(a.data[a.selected].logit) && a.data[a.selected].logit < 0) {
+        return -1;
+    }
+    return a.data[a.selected].id;
+}
+
+int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar,
+                        const float * x, int32_t n, llama_token_data * cur) {
+    for (int32_t i = 0; i < n; i++) {
+        cur[i] = (llama_token_data){ i, x[i], 0.0f };
+    }
+    int32_t tok = llmserve_draw(chain, cur, (size_t) n);
+    if (grammar != NULL) {
+        int ok = 0;
+        if (tok >= 0) {
+            llama_token_data one = { tok, x[tok], 0.0f };
+            llama_token_data_array a = { &one, 1, -1, false };
+            llama_sampler_apply(grammar, &a);
+            ok = !(isinf(one.logit) && one.logit < 0);
+        }
+        if (!ok) {
+            for (int32_t i = 0; i < n; i++) {
+                cur[i] = (llama_token_data){ i, x[i], 0.0f };
+            }
+            llama_token_data_array a = { cur, (size_t) n, -1, false };
+            llama_sampler_apply(grammar, &a);
+            // Keep the allowed tokens only: the chain then works on fewer
+            // candidates and can never select a forbidden one.
+            size_t k = 0;
+            for (size_t i = 0; i < a.size; i++) {
+                if (!(isinf(a.data[i].logit) && a.data[i].logit < 0)) {
+                    a.data[k++] = a.data[i];
+                }
+            }
+            if (k == 0) {
+                return -1;
+            }
+            tok = llmserve_draw(chain, a.data, k);
+            if (tok < 0) {
+                return -1;
+            }
+        }
+        llama_sampler_accept(grammar, tok);
+    }
+    if (tok < 0) {
+        return -1;
+    }
+    llama_sampler_accept(chain, tok);
+    return tok;
+}

@@ -89,6 +89,9 @@ type Context struct {
 	slotTokens int
 
 	samplers map[engine.SeqID]*sampler
+	// cand is the candidate array llmserve_sample fills, one entry per
+	// vocabulary token.
+	cand []C.llama_token_data
 	stats    Stats
 	scratch  []byte // reused buffer for KV state import and export
 }

@@ -447,7 +447,13 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 		// nothing: the first largest logit is what it would pick.
 		tok = int32(C.llmserve_argmax((*C.float)(&lg[0]), C.int32_t(len(lg))))
 	} else {
-		tok = int32(C.llama_sampler_sample(s.chain, c.c, C.int32_t(idx)))
+		if len(c.cand) < len(lg) {
+			c.cand = make([]C.llama_token_data, len(lg))
+		}
+		tok = int32(C.llmserve_sample(s.chain, s.grammar, (*C.float)(&lg[0]), C.int32_t(len(lg)), &c.cand[0]))
+	}
+	if tok < 0 && s.grammar != nil {
+		return fmt.Errorf("%w: the grammar allows none of the tokens left (a banned stop token, or a grammar that cannot end)", engine.ErrSampling)
 	}
 	if tok < 0 || int(tok) >= c.nVocab {
 		return fmt.Errorf("%w: the sampler drew token %d", engine.ErrSampling, tok)

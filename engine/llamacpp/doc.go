@@ -39,6 +39,24 @@
 // restore the prefix cache uses, and frees the old one; the sampler chains
 // and thread pools carry over.
 //
+// # Grammars
+//
+// A sequence whose engine.Sampling has a Grammar gets a llama.cpp grammar
+// sampler beside its chain (sampler.go, llmserve_sample in bridge.c). The
+// chain draws first from the full distribution; when the grammar allows
+// that token it is kept, else the forbidden tokens are removed and the
+// chain draws again. For greedy sampling that is exactly the argmax over
+// the allowed tokens (the C argmax fast path is off with a grammar); for
+// random sampling it is a rejection sample of the allowed distribution
+// (top-k and top-p then see the allowed tokens only, as in llama.cpp's own
+// server). It saves matching every vocabulary token against the grammar on
+// each step, which costs milliseconds on a large vocabulary. The accepted
+// token advances the grammar; a stop token is allowed only once the
+// grammar is complete. When the grammar allows no token (complete, with the
+// stop tokens banned by min_tokens) the sequence fails with
+// engine.ErrSampling. A grammar llama.cpp cannot parse fails the sequence
+// with ErrGrammar; Model.CheckGrammar lets the API refuse it first.
+//
 // # Threads
 //
 // Without a thread pool of its own, ggml creates and joins its worker

@@ -9,7 +9,9 @@ package llamacpp
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine"
@@ -17,9 +19,14 @@ import (
 
 // sampler is one sequence's chain. The order follows vLLM's semantics:
 // logit bias, penalties, temperature, then top-k, top-p and min-p on the
-// tempered distribution, then the draw.
+// tempered distribution, then the draw. A grammar is not in the chain but
+// beside it (llmserve_sample): it restricts the candidates before the
+// chain sees them, and only when the chain's own draw is a token the
+// grammar forbids (see bridge.h).
 type sampler struct {
 	chain *C.struct_llama_sampler
+	// grammar is the llama.cpp grammar sampler, or nil; owned by sampler.
+	grammar *C.struct_llama_sampler
 	// repetition sees prompt and output tokens; it is owned by chain.
 	repetition  *C.struct_llama_sampler
 	logprobs    bool
@@ -28,8 +35,9 @@ type sampler struct {
 	// (engine.Sampling.SafeLogitBound); collect refuses logits beyond it.
 	bound float32
 	// argmax is set when the chain is greedy with nothing before it (no
-	// bias, no penalties): the token is then the first largest logit, which
-	// collect finds without building llama.cpp's candidate array.
+	// bias, no penalties) and there is no grammar: the token is then the
+	// first largest logit, which collect finds without building
+	// llama.cpp's candidate array.
 	argmax bool
 }
 
@@ -43,6 +51,14 @@ func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 	cp := C.llama_sampler_chain_default_params()
 	cp.no_perf = true
 	s := &sampler{chain: C.llama_sampler_chain_init(cp), logprobs: p.Logprobs, topLogprobs: p.TopLogprobs, bound: p.SafeLogitBound(window)}
+	if p.Grammar != "" {
+		g, err := m.newGrammar(p.Grammar)
+		if err != nil {
+			s.free()
+			return nil, err
+		}
+		s.grammar = g
+	}
 	add := func(x *C.struct_llama_sampler) *C.struct_llama_sampler {
 		C.llama_sampler_chain_add(s.chain, x)
 		return x
@@ -64,7 +80,7 @@ func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 		add(C.llama_sampler_init_penalties(C.int32_t(window), 1, C.float(p.FrequencyPenalty), C.float(p.PresencePenalty)))
 	}
 	if p.Greedy() {
-		s.argmax = C.llama_sampler_chain_n(s.chain) == 0
+		s.argmax = C.llama_sampler_chain_n(s.chain) == 0 && s.grammar == nil
 		add(C.llama_sampler_init_greedy())
 		return s, nil
 	}
@@ -97,9 +113,53 @@ func (s *sampler) acceptHistory(toks []int32) {
 }
 
 func (s *sampler) free() {
+	if s.grammar != nil {
+		C.llama_sampler_free(s.grammar)
+		s.grammar = nil
+	}
 	if s.chain != nil {
 		C.llama_sampler_free(s.chain)
 		s.chain = nil
 		s.repetition = nil
 	}
+}
+
+// ErrGrammar is returned for a grammar llama.cpp cannot parse or use (a
+// syntax error, an undefined rule, no root rule, left recursion).
+var ErrGrammar = errors.New("llamacpp: invalid grammar")
+
+// newGrammar builds a grammar sampler for the GBNF text g (start rule
+// "root").
+func (m *Model) newGrammar(g string) (*C.struct_llama_sampler, error) {
+	if strings.IndexByte(g, 0) >= 0 {
+		return nil, fmt.Errorf("%w: it contains a NUL byte", ErrGrammar)
+	}
+	cg := C.CString(g)
+	defer C.free(unsafe.Pointer(cg))
+	root := C.CString("root")
+	defer C.free(unsafe.Pointer(root))
+	x := C.llama_sampler_init_grammar(m.vocab, cg, root)
+	if x == nil {
+		return nil, fmt.Errorf("%w: llama.cpp rejected it (its log says why)", ErrGrammar)
+	}
+	return x, nil
+}
+
+// CheckGrammar reports whether llama.cpp accepts the GBNF text g (start
+// rule "root") by building a grammar sampler and freeing it. It is safe
+// for concurrent use: a grammar reads only the vocabulary. The API calls it
+// before submitting a request, so that a grammar the engine would refuse
+// is the client's 400 rather than a failed sequence.
+func (m *Model) CheckGrammar(g string) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.c == nil {
+		return ErrModelClosed
+	}
+	x, err := m.newGrammar(g)
+	if err != nil {
+		return err
+	}
+	C.llama_sampler_free(x)
+	return nil
 }

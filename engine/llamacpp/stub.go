@@ -61,6 +61,10 @@ func (*Model) EOS() int32                                     { return -1 }
 func (*Model) IsEOG(int32) bool                               { return false }
 func (*Model) IsControl(int32) bool                           { return false }
 func (*Model) Close() error                                   { return nil }
+func (*Model) CheckGrammar(string) error                      { return ErrNoCgo }
+
+// ErrGrammar is returned for a grammar llama.cpp cannot use.
+var ErrGrammar = errors.New("llamacpp: invalid grammar")
 
 // ContextParams says how to build a context.
 type ContextParams struct {
