@@ -91,9 +91,9 @@ type Context struct {
 	samplers map[engine.SeqID]*sampler
 	// cand is the candidate array llmserve_sample fills, one entry per
 	// vocabulary token.
-	cand []C.llama_token_data
-	stats    Stats
-	scratch  []byte // reused buffer for KV state import and export
+	cand    []C.llama_token_data
+	stats   Stats
+	scratch []byte // reused buffer for KV state import and export
 }
 
 // NewContext creates a context over m.
