@@ -7,9 +7,11 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/models/stories260k"
 )
 
@@ -218,4 +220,75 @@ func TestGrammarDeadEnd(t *testing.T) {
 	if err != nil || len(res.Failures) != 1 || !errors.Is(res.Failures[0].Err, engine.ErrSampling) {
 		t.Fatalf("%v %+v", err, res)
 	}
+}
+
+// grammar.Check agrees with llama.cpp's own parser, on hand-written
+// grammars and on what the converters write.
+func TestGrammarCheckAgrees(t *testing.T) {
+	m := loadModel(t)
+	gs := []string{
+		`root ::= "a"`, "root ::= \"a\" | [0-9]+ # c\n", "root ::= x y\nx ::= \"x\"*\ny ::= (\n  \"a\" |\n  \"b\"\n){2,3}\n",
+		`root ::= [^"\\\x00-\x1F] "\u00e9" "\U0001F600" "\t\r\n\"\[\]"`, `root ::= "a"{0,2000} "b"{3} "c"{1,} .? <[42]> !<[7]>`,
+		`root ::= "x"{ 2 , 4 }`, "root ::= a? b\na ::= \"a\"*\nb ::= \"b\"", "root ::= \"a\"\r\nb ::= \"b\"\r\n",
+		`start ::= "a"`, `root ::= "a`, `root ::= [a`, `root ::= x`, `root ::= root "a"`,
+		"root ::= a \"b\"\na ::= \"\" | root", "root ::= e root\ne ::= \"\"", `root ::= "a"{2001}`,
+		`root ::= *`, `root ::= ""*`, `root ::= "\q"`, `root ::= "\x4"`, `root = "a"`, `root ::= ("a"`, `root ::= "a" )`,
+		"root ::= \"a\"\n| \"b\"", `root ::= <abc`, `root ::= []`, `root ::= [^]`, `root ::= [] "a"`, `root ::= "a"??`,
+		`root ::= ("a"*)?`, `root ::= ("a"?){3}`, `root ::= "a" {2}`, "root ::= \"a\"\n  \n\nx ::= \"b\"",
+		`root ::= x | y` + "\nx ::= y \"a\"\ny ::= \"\" x",
+	}
+	for _, s := range []string{
+		`{"type":"object","properties":{"a":{"type":"string","maxLength":3},"b":{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3}},"required":["a"]}`,
+		`{"$defs":{"n":{"type":"object","properties":{"v":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"null"}]}},"required":["v","next"]}},"$ref":"#/$defs/n"}`,
+		`{"type":"array","prefixItems":[{"type":"string","format":"date"},{"enum":[1,"x",null]}],"items":{"type":"number"},"maxItems":4}`,
+		`{"type":"object","additionalProperties":{"type":"boolean"}}`, `{}`,
+	} {
+		g, err := grammar.FromJSONSchema([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	for _, p := range []string{`[a-z]+@[a-z]+\.com`, `(?i)hello|\d{2,4}`, `[^\x00-\x7f]+`, `(a|)b`} {
+		g, err := grammar.FromRegex(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	g, _ := grammar.Choices([]string{"a", "", `"\`})
+	gs = append(gs, grammar.AnyJSONObject(), g)
+	for _, g := range gs {
+		goErr := grammar.Check(g)
+		cErr := m.checkLlama(g)
+		if (goErr == nil) != (cErr == nil) {
+			t.Errorf("%q: grammar.Check: %v; llama.cpp: %v", g, goErr, cErr)
+		}
+	}
+	// What llama.cpp's parser does not refuse but cannot survive: an
+	// unbounded repetition of a group that can be empty (it recurses until
+	// the stack overflows), {m,n} with n < m (an endless expansion).
+	// Check refuses them, and so CheckGrammar and the sampler do.
+	for _, g := range []string{`root ::= ("a"?)*`, `root ::= ("a"?){2,}`, `root ::= ("a" | "")+ "b"`, `root ::= "a"{5,2}`, "root ::= x+\nx ::= \"\" | \"b\""} {
+		if err := m.CheckGrammar(g); !errors.Is(err, ErrGrammar) {
+			t.Errorf("CheckGrammar(%q) = %v", g, err)
+		}
+	}
+}
+
+// What grammar.Check accepts, llama.cpp parses without crashing and
+// accepts too (token references aside: they need the vocabulary).
+func FuzzGrammarAgrees(f *testing.F) {
+	for _, g := range []string{`root ::= "a"`, "root ::= x y\nx ::= \"x\"*\ny ::= (\"a\" | \"b\"){2,3}", `root ::= ("a"?){3} [^a-z]+ .`, "root ::= a? b\na ::= \"a\"*\nb ::= \"b\" | \"\""} {
+		f.Add(g)
+	}
+	m := loadModel(f)
+	f.Fuzz(func(t *testing.T, g string) {
+		if len(g) > 512 || grammar.Check(g) != nil {
+			return
+		}
+		if err := m.checkLlama(g); err != nil && !strings.Contains(g, "<") {
+			t.Fatalf("grammar.Check accepts %q; llama.cpp: %v", g, err)
+		}
+	})
 }

@@ -11,10 +11,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/grammar"
 )
 
 // sampler is one sequence's chain. The order follows vLLM's semantics:
@@ -129,11 +129,29 @@ func (s *sampler) free() {
 var ErrGrammar = errors.New("llamacpp: invalid grammar")
 
 // newGrammar builds a grammar sampler for the GBNF text g (start rule
-// "root").
+// "root"). grammar.Check runs first, always: llama.cpp's parser recurses
+// forever on some grammars it does not refuse (an unbounded repetition of
+// a group that can be empty, such as ("a"?)*, overflows its stack), and
+// expands {m,n} with n < m without end.
 func (m *Model) newGrammar(g string) (*C.struct_llama_sampler, error) {
-	if strings.IndexByte(g, 0) >= 0 {
-		return nil, fmt.Errorf("%w: it contains a NUL byte", ErrGrammar)
+	if err := grammar.Check(g); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrGrammar, err)
 	}
+	return m.cGrammar(g)
+}
+
+// checkLlama is CheckGrammar without grammar.Check, for tests that
+// compare the two parsers. g must not be one llama.cpp cannot survive.
+func (m *Model) checkLlama(g string) error {
+	x, err := m.cGrammar(g)
+	if x != nil {
+		C.llama_sampler_free(x)
+	}
+	return err
+}
+
+// cGrammar is llama.cpp's part of newGrammar.
+func (m *Model) cGrammar(g string) (*C.struct_llama_sampler, error) {
 	cg := C.CString(g)
 	defer C.free(unsafe.Pointer(cg))
 	root := C.CString("root")
@@ -145,8 +163,9 @@ func (m *Model) newGrammar(g string) (*C.struct_llama_sampler, error) {
 	return x, nil
 }
 
-// CheckGrammar reports whether llama.cpp accepts the GBNF text g (start
-// rule "root") by building a grammar sampler and freeing it. It is safe
+// CheckGrammar reports whether the GBNF text g (start rule "root") can be
+// used: grammar.Check, then llama.cpp's own parser, by building a grammar
+// sampler and freeing it. It is safe
 // for concurrent use: a grammar reads only the vocabulary. The API calls it
 // before submitting a request, so that a grammar the engine would refuse
 // is the client's 400 rather than a failed sequence.
