@@ -74,12 +74,14 @@ type completionFields struct {
 type chatRequest struct {
 	commonRequest
 	chatFields
+	structuredFields
 }
 
 // completionRequest is a decoded completion request, not yet validated.
 type completionRequest struct {
 	commonRequest
 	completionFields
+	structuredFields
 }
 
 // decodeChatRequest decodes a chat request body. Every error it returns is
@@ -93,6 +95,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		return nil, err
 	}
 	if err := decodeJSON(body, &r.chatFields); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -109,6 +114,9 @@ func decodeCompletionRequest(body []byte) (*completionRequest, error) {
 		return nil, err
 	}
 	if err := decodeJSON(body, &r.completionFields); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
