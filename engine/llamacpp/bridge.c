@@ -64,7 +64,8 @@ static int32_t llmserve_draw(struct llama_sampler * chain, llama_token_data * cu
 }
 
 int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar,
-                        const float * x, int32_t n, llama_token_data * cur) {
+                        const float * x, int32_t n, llama_token_data * cur, int * scanned) {
+    *scanned = 0;
     for (int32_t i = 0; i < n; i++) {
         cur[i] = (llama_token_data){ i, x[i], 0.0f };
     }
@@ -78,6 +79,7 @@ int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * gra
             ok = !(isinf(one.logit) && one.logit < 0);
         }
         if (!ok) {
+            *scanned = 1;
             for (int32_t i = 0; i < n; i++) {
                 cur[i] = (llama_token_data){ i, x[i], 0.0f };
             }

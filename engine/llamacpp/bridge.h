@@ -26,7 +26,8 @@ int32_t llmserve_argmax(const float * x, int32_t n);
 // allowed tokens gives for greedy, and a rejection sample of it
 // otherwise); else it removes the tokens the grammar forbids and draws
 // again. The token is then accepted into grammar too. cur is scratch room
-// for n entries. It returns -1, accepting nothing, when no token can be
+// for n entries; *scanned is set to 1 when the grammar was matched against
+// all n tokens. It returns -1, accepting nothing, when no token can be
 // drawn (the grammar allows none of the tokens left).
 int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar,
-                        const float * x, int32_t n, llama_token_data * cur);
+                        const float * x, int32_t n, llama_token_data * cur, int * scanned);

@@ -70,6 +70,10 @@ type Stats struct {
 	Restored, Exported uint64
 	// Resizes counts changes of the number of slots.
 	Resizes uint64
+	// GrammarTokens counts tokens sampled under a grammar; GrammarScans
+	// those for which the chain's first draw was forbidden and the grammar
+	// was matched against the whole vocabulary (bridge.h).
+	GrammarTokens, GrammarScans uint64
 }
 
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
