@@ -63,7 +63,45 @@ static int32_t llmserve_draw(struct llama_sampler * chain, llama_token_data * cu
     return a.data[a.selected].id;
 }
 
-int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar,
+int llmserve_grammar_topk = 64;
+
+#define LLMSERVE_MAX_TOPK 256
+
+// llmserve_greedy_grammar returns the first largest of the n logits in cur
+// that grammar allows, looking at the k largest only, or -1.
+static int32_t llmserve_greedy_grammar(struct llama_sampler * grammar, const llama_token_data * cur, int32_t n, int k) {
+    llama_token_data top[LLMSERVE_MAX_TOPK];
+    int m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float l = cur[i].logit;
+        if (isinf(l) && l < 0) {
+            continue;
+        }
+        // Ties keep the lower id first: ids ascend in cur.
+        if (m == k && !(l > top[k - 1].logit)) {
+            continue;
+        }
+        int j = m < k ? m++ : k - 1;
+        while (j > 0 && top[j - 1].logit < l) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = cur[i];
+    }
+    if (m == 0) {
+        return -1;
+    }
+    llama_token_data_array a = { top, (size_t) m, -1, true };
+    llama_sampler_apply(grammar, &a);
+    for (int i = 0; i < m; i++) {
+        if (!(isinf(top[i].logit) && top[i].logit < 0)) {
+            return top[i].id;
+        }
+    }
+    return -1;
+}
+
+int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar, int greedy,
                         const float * x, int32_t n, llama_token_data * cur, int * scanned) {
     *scanned = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -77,6 +115,15 @@ int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * gra
             llama_token_data_array a = { &one, 1, -1, false };
             llama_sampler_apply(grammar, &a);
             ok = !(isinf(one.logit) && one.logit < 0);
+        }
+        int k = llmserve_grammar_topk < LLMSERVE_MAX_TOPK ? llmserve_grammar_topk : LLMSERVE_MAX_TOPK;
+        if (!ok && greedy && tok >= 0 && k > 0) {
+            // cur holds every token's logit as the chain left it.
+            int32_t t = llmserve_greedy_grammar(grammar, cur, n, k);
+            if (t >= 0) {
+                tok = t;
+                ok = 1;
+            }
         }
         if (!ok) {
             *scanned = 1;

@@ -25,9 +25,18 @@ int32_t llmserve_argmax(const float * x, int32_t n);
 // token when the grammar allows it (which is what a draw restricted to the
 // allowed tokens gives for greedy, and a rejection sample of it
 // otherwise); else it removes the tokens the grammar forbids and draws
-// again. The token is then accepted into grammar too. cur is scratch room
-// for n entries; *scanned is set to 1 when the grammar was matched against
-// all n tokens. It returns -1, accepting nothing, when no token can be
-// drawn (the grammar allows none of the tokens left).
-int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar,
+// again. greedy says that the chain only transforms each token's logit
+// on its own (bias, penalties) and takes the first largest: then the
+// grammar is first matched against the llmserve_grammar_topk most likely
+// tokens only, and the first it allows is the answer, exactly as a full
+// match would give. The token is then accepted into grammar too. cur is
+// scratch room for n entries; *scanned is set to 1 when the grammar was
+// matched against all n tokens. It returns -1, accepting nothing, when no
+// token can be drawn (the grammar allows none of the tokens left).
+int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * grammar, int greedy,
                         const float * x, int32_t n, llama_token_data * cur, int * scanned);
+
+// llmserve_grammar_topk is how many of the most likely tokens a greedy
+// grammar draw matches before it matches them all; 0 turns that off
+// (tests compare both).
+extern int llmserve_grammar_topk;

@@ -482,7 +482,11 @@ func (c *Context) draw(s *sampler, lg []float32) int32 {
 		c.cand = make([]C.llama_token_data, len(lg))
 	}
 	var scanned C.int
-	tok := int32(C.llmserve_sample(s.chain, s.grammar, (*C.float)(&lg[0]), C.int32_t(len(lg)), &c.cand[0], &scanned))
+	greedy := C.int(0)
+	if s.greedy {
+		greedy = 1
+	}
+	tok := int32(C.llmserve_sample(s.chain, s.grammar, greedy, (*C.float)(&lg[0]), C.int32_t(len(lg)), &c.cand[0], &scanned))
 	if s.grammar != nil {
 		c.stats.GrammarTokens++
 		c.stats.GrammarScans += uint64(scanned)

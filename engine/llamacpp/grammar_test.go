@@ -292,3 +292,43 @@ func FuzzGrammarAgrees(f *testing.F) {
 		}
 	})
 }
+
+// The greedy fast path (match the grammar against the most likely tokens
+// first) gives exactly the tokens of matching the whole vocabulary, with
+// bias and penalties in the chain too.
+func TestGrammarGreedyTopK(t *testing.T) {
+	for _, load := range []func(testing.TB) *Model{loadModel, loadQ8} {
+		m := load(t)
+		c := newContext(t, m, ContextParams{})
+		prompt := stories260k.ReferenceGreedy().PromptTokens
+		g, err := grammar.FromJSONSchema([]byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":10},"n":{"type":"integer"},"tags":{"type":"array","items":{"enum":["x","yy"]},"maxItems":3}},"required":["name","n","tags"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := engine.DefaultSampling()
+		plain.Grammar = g
+		pen := plain
+		pen.RepetitionPenalty, pen.PresencePenalty = 1.3, 0.5
+		pen.LogitBias = []engine.TokenBias{{Token: 34, Bias: 5}, {Token: 100, Bias: -3}}
+		for _, s := range []engine.Sampling{plain, pen} {
+			for _, k := range []int{1, 8, 64} {
+				old := setGrammarTopK(k)
+				before := c.Stats()
+				fast, _ := grammarRun(t, c, prompt, s, 200)
+				mid := c.Stats()
+				setGrammarTopK(0)
+				full, _ := grammarRun(t, c, prompt, s, 200)
+				after := c.Stats()
+				setGrammarTopK(old)
+				if !slices.Equal(fast, full) {
+					t.Fatalf("top %d: %v\nfull: %v", k, fast, full)
+				}
+				fastScans, fullScans := mid.GrammarScans-before.GrammarScans, after.GrammarScans-mid.GrammarScans
+				t.Logf("top %d: %d tokens, %d full scans, %d without the fast path", k, len(fast), fastScans, fullScans)
+				if fastScans > fullScans {
+					t.Errorf("top %d: %d full scans, %d without the fast path", k, fastScans, fullScans)
+				}
+			}
+		}
+	}
+}

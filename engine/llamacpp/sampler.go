@@ -5,6 +5,7 @@ package llamacpp
 /*
 #include <stdlib.h>
 #include "llama.h"
+#include "bridge.h"
 */
 import "C"
 
@@ -39,6 +40,9 @@ type sampler struct {
 	// first largest logit, which collect finds without building
 	// llama.cpp's candidate array.
 	argmax bool
+	// greedy is set when the chain transforms each logit on its own and
+	// takes the largest (llmserve_sample's fast path for grammars).
+	greedy bool
 }
 
 // newSampler builds the chain for p, which must pass p.Validate: nothing
@@ -81,6 +85,7 @@ func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 	}
 	if p.Greedy() {
 		s.argmax = C.llama_sampler_chain_n(s.chain) == 0 && s.grammar == nil
+		s.greedy = true
 		add(C.llama_sampler_init_greedy())
 		return s, nil
 	}
@@ -181,4 +186,12 @@ func (m *Model) CheckGrammar(g string) error {
 	}
 	C.llama_sampler_free(x)
 	return nil
+}
+
+// setGrammarTopK sets llmserve_grammar_topk (tests compare the greedy
+// fast path with full matching) and returns the old value.
+func setGrammarTopK(k int) int {
+	old := int(C.llmserve_grammar_topk)
+	C.llmserve_grammar_topk = C.int(k)
+	return old
 }

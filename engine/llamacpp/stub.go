@@ -77,7 +77,7 @@ type ContextParams struct {
 // Stats are counters of a context's work.
 type Stats struct {
 	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
-	Resizes, GrammarTokens, GrammarScans                                uint64
+	Resizes, GrammarTokens, GrammarScans                                 uint64
 }
 
 // Context is unavailable without cgo.
