@@ -25,10 +25,13 @@
 // The runtime parses the grammar again (llamacpp.Model.CheckGrammar, which
 // the API calls before submitting): that parse is the authority, since
 // <token> references need the vocabulary. Check comes first because
-// llama.cpp's parser trusts its input more than a server can: {5,2}
-// underflows into an endless expansion, deeply nested groups or long
-// chains of rules overflow its C stack, a large literal repeated 2000
-// times expands to gigabytes, and a parse error prints the whole grammar
+// llama.cpp's parser trusts its input more than a server can: an
+// unbounded repetition of a group that can be empty, such as ("a"?)*, is
+// not caught by its left-recursion check and recurses until the process
+// dies (found by the cross-check in engine/llamacpp's tests); {5,2}
+// underflows into an endless expansion; deeply nested groups or long
+// chains of rules overflow its C stack; a large literal repeated 2000
+// times expands to gigabytes; and a parse error prints the whole grammar
 // to stderr. Check mirrors llama.cpp's syntax (parse_sequence in
 // llama-grammar.cpp at the vendored commit) and its semantic checks
 // (undefined rules, root, left recursion including through rules that can
