@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,7 +15,8 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, g string) {
 		if err := Check(g); err != nil {
-			if _, ok := err.(*GBNFError); !ok {
+			var ge *GBNFError
+			if !errors.As(err, &ge) {
 				t.Fatalf("%T %v", err, err)
 			}
 		}
@@ -34,7 +36,8 @@ func FuzzRegex(f *testing.F) {
 		}
 		g, err := FromRegex(pattern)
 		if err != nil {
-			if _, ok := err.(*RegexError); !ok {
+			var re *RegexError
+			if !errors.As(err, &re) {
 				t.Fatalf("%T %v", err, err)
 			}
 			return
@@ -67,7 +70,8 @@ func FuzzJSONSchema(f *testing.F) {
 	f.Fuzz(func(t *testing.T, schema []byte) {
 		g, err := FromJSONSchema(schema)
 		if err != nil {
-			if _, ok := err.(*SchemaError); !ok {
+			var se *SchemaError
+			if !errors.As(err, &se) {
 				t.Fatalf("%T %v", err, err)
 			}
 			return

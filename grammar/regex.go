@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"fmt"
 	"regexp/syntax"
 	"strings"
@@ -30,7 +31,8 @@ func FromRegex(pattern string) (string, error) {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		msg := err.Error()
-		if se, ok := err.(*syntax.Error); ok && se.Code == syntax.ErrInvalidPerlOp {
+		var se *syntax.Error
+		if errors.As(err, &se) && se.Code == syntax.ErrInvalidPerlOp {
 			msg += " (lookaround, backreferences and other non-regular constructs are not supported)"
 		}
 		return "", &RegexError{Msg: msg}
