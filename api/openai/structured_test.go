@@ -147,3 +147,41 @@ func TestStructuredModelCheck(t *testing.T) {
 		t.Error("the request was submitted")
 	}
 }
+
+// Structured-output fields, whatever their bytes, decode and validate to
+// a grammar or a 4xx, never a panic.
+func FuzzStructuredFields(f *testing.F) {
+	for _, s := range []string{
+		`{"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + objSchema + `}}}`,
+		`{"response_format":{"type":"json_object"},"guided_regex":"a"}`,
+		`{"guided_json":"{\"type\":\"array\",\"items\":{\"enum\":[1,\"a\"]},\"maxItems\":2}"}`,
+		`{"guided_regex":"(cat|dog)s?\\d{2}"}`, `{"guided_choice":["a","b"]}`,
+		`{"guided_grammar":"root ::= \"a\" [0-9]*"}`,
+		`{"structured_outputs":{"json":{"anyOf":[{"type":"null"},{"$ref":"#"}]}}}`,
+		`{"structured_outputs":{"regex":"x","choice":[],"grammar":"","json_object":true}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	m := newFakeModel(f)
+	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	f.Fuzz(func(t *testing.T, fields []byte) {
+		body := []byte(`{"model":"test-model","prompt":"a",` + strings.TrimPrefix(string(fields), "{"))
+		fuzzDecode(t, body, func(b []byte) error {
+			req, err := decodeCompletionRequest(b)
+			if err != nil {
+				return err
+			}
+			model, err := h.model(req.Model)
+			if err != nil {
+				return err
+			}
+			p, _, _, err := h.prepareCompletion(model, req)
+			if err == nil && p.base.Sampling.Grammar != "" {
+				if err := grammar.Check(p.base.Sampling.Grammar); err != nil {
+					t.Fatalf("accepted a grammar Check refuses: %v", err)
+				}
+			}
+			return err
+		})
+	})
+}
