@@ -47,7 +47,8 @@
 // so this package has its own. Supported: type (one or a list), properties
 // (written in the schema's order), required, additionalProperties,
 // enum, const, anyOf, oneOf, items, prefixItems, minItems, maxItems,
-// minLength, maxLength, format (date, time, date-time, uuid), and $ref to
+// minLength, maxLength, format (date, time, date-time, uuid; dates never
+// February 29, which depends on the year), and $ref to
 // any local JSON pointer ("#/$defs/name", "#/definitions/name", "#"),
 // recursion included. Annotations (title, description, default, examples,
 // $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored.

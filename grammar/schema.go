@@ -87,11 +87,18 @@ var primitiveDeps = map[string][]string{
 	"object": {"ws", "string", "value"}, "array": {"ws", "value"},
 }
 
-// Formats and the grammar of their string's content.
+// The grammar of a format's content. Dates are valid calendar dates
+// except February 29 (which depends on the year): a subset of RFC 3339's,
+// so that a validator that checks formats accepts every one.
+const (
+	dateGrammar = `[0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02" "-" ("0" [1-9] | "1" [0-9] | "2" [0-8]))`
+	timeGrammar = `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`
+)
+
 var formats = map[string]string{
-	"date":      `[0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])`,
-	"time":      `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
-	"date-time": `[0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) "T" ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
+	"date":      dateGrammar,
+	"time":      timeGrammar,
+	"date-time": dateGrammar + ` "T" ` + timeGrammar,
 	"uuid":      `[0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12}`,
 }
 
