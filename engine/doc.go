@@ -26,7 +26,11 @@
 // *RangeError naming the parameter in the engine's terms; protocol packages
 // map it to their wire field. SafeLogitBound covers what validation cannot
 // foresee: a model producing huge or non-finite logits fails the sequence
-// with ErrSampling instead of reaching an assertion in C.
+// with ErrSampling instead of reaching an assertion in C. Sampling.Grammar
+// is not checked here: it is text in llama.cpp's GBNF that package grammar
+// writes and checks, and the runtime parses again before the request is
+// submitted; a sequence whose grammar allows no token fails with
+// ErrSampling.
 //
 // # KV in host memory
 //

@@ -36,6 +36,14 @@ type Sampling struct {
 	// alternatives as well.
 	Logprobs    bool
 	TopLogprobs int
+	// Grammar, when not empty, is a GBNF grammar (llama.cpp's syntax, start
+	// rule "root") that every sampled token must follow: a token the
+	// grammar forbids is never drawn (greedy included), and a stop token
+	// only once the grammar is complete. Logprobs stay the model's raw
+	// ones. The caller checks the grammar before it submits the request
+	// (package grammar, and the runtime's own parser); a grammar the
+	// engine cannot build fails the sequence with ErrInvalidBatch.
+	Grammar string
 }
 
 // TokenBias is one logit bias entry.

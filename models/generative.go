@@ -405,6 +405,10 @@ func (g *Generative) Info() llamacpp.Info { return g.info }
 // Tokenizer returns the model's tokenizer.
 func (g *Generative) Tokenizer() *tokenizer.Tokenizer { return g.tok }
 
+// CheckGrammar reports whether the engine can use the GBNF grammar g
+// (api/openai.GrammarChecker): llamacpp.Model.CheckGrammar.
+func (g *Generative) CheckGrammar(gbnf string) error { return g.model.CheckGrammar(gbnf) }
+
 // Stats returns the engine core's latest snapshot.
 func (g *Generative) Stats() scheduler.Stats { return g.core.Stats() }
 

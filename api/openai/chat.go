@@ -124,6 +124,9 @@ func (h *handler) prepareChat(m Model, req *chatRequest, cp *chatPrompt) (*genPa
 	if err := p.finish(nVocab); err != nil {
 		return nil, promptInput{}, err
 	}
+	if err := p.setStructured(&req.structuredFields, m); err != nil {
+		return nil, promptInput{}, err
+	}
 	// Refuse text no context could hold before rendering and tokenizing
 	// it: the rendered prompt holds every message's content.
 	maxLen := m.MaxModelLen()

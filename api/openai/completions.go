@@ -112,6 +112,9 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 	if err := p.finish(nVocab); err != nil {
 		return nil, nil, nil, err
 	}
+	if err := p.setStructured(&req.structuredFields, m); err != nil {
+		return nil, nil, nil, err
+	}
 	// Refuse text no context could hold before tokenizing it: tokenizing
 	// megabytes costs seconds of CPU. With truncation the text may be
 	// longer, within bounds.

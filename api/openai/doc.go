@@ -119,6 +119,9 @@
 //   - suffix (completions): fill-in-the-middle with the vocabulary's FIM
 //     tokens, [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID as llama.cpp's
 //     server builds infill prompts; a 400 for models without them.
+//   - structured output: response_format, guided_json, guided_regex,
+//     guided_choice, guided_grammar and structured_outputs, at most one
+//     per request (see below).
 //
 // Chat prompts are rendered with the model's template (or the request's
 // chat_template) and, by default, add_generation_prompt (chat_template.go).
@@ -130,6 +133,38 @@
 // text it is encoded without adding special tokens, otherwise with them.
 // Completion prompts are encoded with special tokens; token-id prompts are
 // used as given.
+//
+// # Structured output
+//
+// These fields constrain what the model writes; each becomes a GBNF
+// grammar (package grammar) that the engine enforces token by token
+// (engine.Sampling.Grammar), streamed or not:
+//
+//	response_format {"type":"text"}                      no constraint (the default)
+//	response_format {"type":"json_object"}               any JSON object
+//	response_format {"type":"json_schema","json_schema":{"name","schema","strict","description"}}
+//	                                                     JSON that the schema accepts
+//	guided_json (object, or a string holding one)        the same, vLLM's name
+//	guided_regex                                         a full match of the regex (Go's RE2 syntax)
+//	guided_choice (array of strings)                     exactly one of them
+//	guided_grammar                                       a client's GBNF grammar (llama.cpp syntax, rule root)
+//	structured_outputs {"json"|"regex"|"choice"|"grammar"|"json_object"}  vLLM's newer names
+//
+// A request may use at most one of them (a 400 naming the second and
+// listing all). Everything is checked before the request is submitted, in
+// setStructured (structured.go): the conversion, whose errors are a 400
+// naming the field and, for a schema, the keyword and its JSON pointer
+// ("The JSON schema keyword "minimum" at #/properties/n is not
+// supported"); then the model's own parser when the Model implements
+// GrammarChecker (the llama.cpp runtime does), so that a grammar the engine
+// would refuse is a 400 rather than a failed request. strict is accepted
+// and changes nothing: the grammar is always enforced. The schema subset,
+// and why unsupported keywords are errors rather than ignored, is in the
+// grammar package's doc. min_tokens with structured output is a 400 (the
+// grammar decides where the output ends); with ignore_eos the answer goes
+// on with stop tokens after the grammar is complete, up to max_tokens.
+// The model writes until the grammar is complete: give max_tokens room
+// enough, or the answer ends with finish_reason "length" and is cut.
 //
 // # Generation and usage
 //

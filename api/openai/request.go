@@ -76,6 +76,7 @@ type chatRequest struct {
 	commonRequest
 	extraFields
 	chatFields
+	structuredFields
 }
 
 // completionRequest is a decoded completion request, not yet validated.
@@ -83,6 +84,7 @@ type completionRequest struct {
 	commonRequest
 	extraFields
 	completionFields
+	structuredFields
 }
 
 // decodeChatRequest decodes a chat request body. Every error it returns is
@@ -99,6 +101,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		return nil, err
 	}
 	if err := decodeJSON(body, &r.chatFields); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -118,6 +123,9 @@ func decodeCompletionRequest(body []byte) (*completionRequest, error) {
 		return nil, err
 	}
 	if err := decodeJSON(body, &r.completionFields); err != nil {
+		return nil, err
+	}
+	if err := decodeJSON(body, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -82,6 +82,10 @@ type Stats struct {
 	Resizes uint64
 	// EmbeddedTokens counts tokens evaluated for embeddings.
 	EmbeddedTokens uint64
+	// GrammarTokens counts tokens sampled under a grammar; GrammarScans
+	// those for which the chain's first draw was forbidden and the grammar
+	// was matched against the whole vocabulary (bridge.h).
+	GrammarTokens, GrammarScans uint64
 }
 
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
@@ -102,8 +106,11 @@ type Context struct {
 
 	samplers map[engine.SeqID]*sampler
 	embed    *embedContext // nil until a step embeds
-	stats    Stats
-	scratch  []byte // reused buffer for KV state import and export
+	// cand is the candidate array llmserve_sample fills, one entry per
+	// vocabulary token.
+	cand    []C.llama_token_data
+	stats   Stats
+	scratch []byte // reused buffer for KV state import and export
 }
 
 // NewContext creates a context over m.

@@ -450,7 +450,10 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 		// nothing: the first largest logit is what it would pick.
 		tok = int32(C.llmserve_argmax((*C.float)(&lg[0]), C.int32_t(len(lg))))
 	} else {
-		tok = int32(C.llama_sampler_sample(s.chain, c.c, C.int32_t(idx)))
+		tok = c.draw(s, lg)
+	}
+	if tok < 0 && s.grammar != nil {
+		return fmt.Errorf("%w: the grammar allows none of the tokens left (a banned stop token, or a grammar that cannot end)", engine.ErrSampling)
 	}
 	if tok < 0 || int(tok) >= c.nVocab {
 		return fmt.Errorf("%w: the sampler drew token %d", engine.ErrSampling, tok)
@@ -489,4 +492,23 @@ func checkLogits(lg []float32, bound float32) error {
 	default:
 		return fmt.Errorf("%w: logits beyond %g, where the sampler chain would overflow", engine.ErrSampling, bound)
 	}
+}
+
+// draw samples a token from the logits lg with s's chain and grammar
+// (llmserve_sample), or returns -1.
+func (c *Context) draw(s *sampler, lg []float32) int32 {
+	if len(c.cand) < len(lg) {
+		c.cand = make([]C.llama_token_data, len(lg))
+	}
+	var scanned C.int
+	greedy := C.int(0)
+	if s.greedy {
+		greedy = 1
+	}
+	tok := int32(C.llmserve_sample(s.chain, s.grammar, greedy, (*C.float)(&lg[0]), C.int32_t(len(lg)), &c.cand[0], &scanned))
+	if s.grammar != nil {
+		c.stats.GrammarTokens++
+		c.stats.GrammarScans += uint64(scanned)
+	}
+	return tok
 }

@@ -39,6 +39,32 @@
 // restore the prefix cache uses, and frees the old one; the sampler chains
 // and thread pools carry over.
 //
+// # Grammars
+//
+// A sequence whose engine.Sampling has a Grammar gets a llama.cpp grammar
+// sampler beside its chain (sampler.go, llmserve_sample in bridge.c). The
+// chain draws first from the full distribution; when the grammar allows
+// that token it is kept. Else, for greedy sampling, the grammar is matched
+// against the 64 most likely tokens (after bias and penalties) and the
+// first it allows is taken; failing that, or for random sampling, the
+// forbidden tokens of the whole vocabulary are removed and the chain draws
+// again. For greedy sampling every path gives exactly the argmax over the
+// allowed tokens (the C argmax fast path is off with a grammar); for random
+// sampling it is a rejection sample of the allowed distribution (top-k and
+// top-p then see the allowed tokens only, as in llama.cpp's own server).
+// Matching the whole vocabulary costs milliseconds on a 50k vocabulary
+// and runs on the engine goroutine, so it delays the whole batch
+// (docs/BENCHMARKS.md, "Structured output"); Stats counts how often it
+// happens. The accepted
+// token advances the grammar; a stop token is allowed only once the
+// grammar is complete. When the grammar allows no token (complete, with the
+// stop tokens banned by min_tokens) the sequence fails with
+// engine.ErrSampling. A grammar llama.cpp cannot parse fails the sequence
+// with ErrGrammar; Model.CheckGrammar lets the API refuse it first. Every
+// grammar passes grammar.Check before llama.cpp parses it: llama.cpp's
+// parser overflows its stack on some grammars it does not refuse, such as
+// ("a"?)*.
+//
 // # Threads
 //
 // Without a thread pool of its own, ggml creates and joins its worker

@@ -62,6 +62,10 @@ func (*Model) EOS() int32                                     { return -1 }
 func (*Model) IsEOG(int32) bool                               { return false }
 func (*Model) IsControl(int32) bool                           { return false }
 func (*Model) Close() error                                   { return nil }
+func (*Model) CheckGrammar(string) error                      { return ErrNoCgo }
+
+// ErrGrammar is returned for a grammar llama.cpp cannot use.
+var ErrGrammar = errors.New("llamacpp: invalid grammar")
 
 // ContextParams says how to build a context.
 type ContextParams struct {
@@ -74,7 +78,8 @@ type ContextParams struct {
 
 // Stats are counters of a context's work.
 type Stats struct {
-	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported, Resizes, EmbeddedTokens uint64
+	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
+	Resizes, GrammarTokens, GrammarScans, EmbeddedTokens                 uint64
 }
 
 // ErrNoPooling says that the model cannot embed.
