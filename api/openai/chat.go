@@ -43,7 +43,15 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
+	tp, err := decodeToolPlan(body, cp.opts.Tools, toolTemplate(m, cp))
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
 	p, prompt, err := h.prepareChat(m, req, cp)
+	if err == nil {
+		err = p.setTools(tp, m, req.SkipSpecialTokens != nil)
+	}
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -57,7 +65,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
 	parser := reasoningParserOf(m)
 	if p.stream {
-		h.streamChat(w, r, g, meta, newReasoningStream(parser, cp.rendered))
+		h.streamChat(w, r, g, meta, newReasoningStream(parser, cp.rendered), tp)
 		return
 	}
 	res, err := g.collect(r.Context())
@@ -77,11 +85,21 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		resp.PromptLogprobs = promptLogprobsList(tokenNames{g.tok, g.params.tokensAsIDs}, g.prompts[0].tokens, g.promptLPs[0], k)
 	}
 	for i := range res {
-		resp.Choices[i] = chatChoice{
-			Index:        i,
-			Message:      chatMessageOf(parser, cp.rendered, res[i].text.String()),
-			FinishReason: res[i].finish,
+		msg := chatMessageOf(parser, cp.rendered, res[i].text.String())
+		finish := res[i].finish
+		if ts := newToolStream(tp); ts.active() {
+			c1, _ := ts.push(*msg.Content)
+			c2, _ := ts.flush()
+			msg.Content = contentOf(c1 + c2)
+			if len(ts.calls) > 0 {
+				msg.ToolCalls = wireToolCalls(ts.calls)
+				if c1+c2 == "" {
+					msg.Content = nil
+				}
+			}
+			finish = toolFinish(finish, len(ts.calls))
 		}
+		resp.Choices[i] = chatChoice{Index: i, Message: msg, FinishReason: finish}
 		if p.logprobs {
 			resp.Choices[i].Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, res[i].lps)
 		}
@@ -189,7 +207,7 @@ func startsWithBOS(tok *tokenizer.Tokenizer, text string) bool {
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, rs *reasoningStream) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, rs *reasoningStream, tp *toolPlan) {
 	p := g.params
 	sse := startSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
@@ -206,6 +224,14 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 			return
 		}
 	}
+	// Each choice's text goes through its tool stream when the tool plan
+	// changes the answer.
+	tools := map[int]*toolStream{}
+	for _, c := range g.choices {
+		if ts := newToolStream(tp); ts.active() {
+			tools[c.index] = ts
+		}
+	}
 	err := g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
 		ds, err := g.apply(pi, outs)
 		for _, cd := range ds {
@@ -215,12 +241,33 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 			}
 			ch := chatChunkChoice{Index: cd.c.index}
 			said := rs.setDelta(&ch.Delta, cd.c.index, d.text, d.finish != "", len(d.lps) > 0)
+			finish := d.finish
+			if ts := tools[cd.c.index]; ts != nil {
+				var text string
+				if ch.Delta.Content != nil {
+					text = *ch.Delta.Content
+				}
+				content, calls := ts.push(text)
+				if d.finish != "" {
+					c2, calls2 := ts.flush()
+					content, calls = content+c2, append(calls, calls2...)
+					finish = toolFinish(d.finish, len(ts.calls))
+				}
+				ch.Delta.Content = nil
+				if content != "" {
+					ch.Delta.Content = contentOf(content)
+				}
+				if len(calls) > 0 {
+					ch.Delta.ToolCalls = wireToolDeltas(calls)
+				}
+				said = ch.Delta.Content != nil || ch.Delta.ReasoningContent != nil || len(calls) > 0
+			}
 			if p.logprobs && len(d.lps) > 0 {
 				ch.Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, d.lps)
 				said = true
 			}
-			if d.finish != "" {
-				ch.FinishReason = finishOf(d.finish)
+			if finish != "" {
+				ch.FinishReason = finishOf(finish)
 			} else if !said {
 				continue // all of it held back by the reasoning parser
 			}

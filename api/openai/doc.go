@@ -166,6 +166,26 @@
 // The model writes until the grammar is complete: give max_tokens room
 // enough, or the answer ends with finish_reason "length" and is cut.
 //
+// # Tool calling
+//
+// tools are rendered by the chat template; tool_choice decides how the
+// answer becomes calls (tools.go): "none" leaves it content; "auto" (the
+// default with tools) splits it with the tool-call parser of the
+// template's family (tokenizer.ToolCallParserFor; decoded with control
+// tokens shown, since several families write their markers as control
+// tokens), calls arriving whole when the answer ends and their text never
+// in content; "required" holds the answer, by a grammar, to a JSON array
+// of calls [{"name", "parameters"}] (at most one when parallel_tool_calls
+// is false), each call's parameters by its function's schema; a named
+// function holds it to that function's parameters. Constrained calls
+// stream as tool_calls deltas: the call's index, id, type and name first,
+// then its arguments as they are generated. A choice that made calls and
+// ended on its own has finish_reason "tool_calls"; its content is null
+// when it said nothing else. tool_choice naming a function that is not in
+// tools, tool_choice without tools, a parameters schema the grammar
+// cannot express (named as tools[i].function.parameters), and tool_choice
+// required or named together with structured output are 400s.
+//
 // # Generation and usage
 //
 // Every prompt becomes one scheduler.Request with n choices; the prompts of

@@ -194,7 +194,7 @@ func TestStopStrings(t *testing.T) {
 					if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 						t.Fatal(err)
 					}
-					text, finish, u = resp.Choices[0].Message.Content, resp.Choices[0].FinishReason, resp.Usage
+					text, finish, u = *resp.Choices[0].Message.Content, resp.Choices[0].FinishReason, resp.Usage
 				}
 				if text != tt.text || finish != tt.finish {
 					t.Errorf("text %q finish %q, want %q %q", text, finish, tt.text, tt.finish)

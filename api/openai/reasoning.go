@@ -29,7 +29,7 @@ func reasoningParserOf(m Model) string {
 // chatMessageOf is the answer message for generated text: with a
 // reasoning parser, split into reasoning_content and content.
 func chatMessageOf(parser, prompt, text string) chatMessage {
-	msg := chatMessage{Role: "assistant", Content: text}
+	msg := chatMessage{Role: "assistant", Content: contentOf(text)}
 	if parser == "" {
 		return msg
 	}
@@ -37,7 +37,7 @@ func chatMessageOf(parser, prompt, text string) chatMessage {
 	if err != nil {
 		return msg // the name was checked at start-up
 	}
-	msg.Content = content
+	msg.Content = contentOf(content)
 	if reasoning != "" {
 		msg.ReasoningContent = &reasoning
 	}

@@ -88,12 +88,30 @@ type chatChoice struct {
 // chatMessage is ChatCompletionResponseMessage. Refusal is always null (the
 // schema requires the member).
 type chatMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
+	Role string `json:"role"`
+	// Content is null when the answer is only tool calls.
+	Content *string `json:"content"`
 	Refusal *string `json:"refusal"`
 	// ReasoningContent is the reasoning of a model served with a
 	// reasoning parser (vLLM's field); absent otherwise.
 	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	// ToolCalls are the calls the answer makes (tools.go).
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+// chatToolCall is a tool call in a message, or (with Index) a piece of
+// one in a stream chunk: the first piece has the id, type and name, the
+// following ones more arguments text.
+type chatToolCall struct {
+	Index    *int             `json:"index,omitempty"`
+	ID       string           `json:"id,omitempty"`
+	Type     string           `json:"type,omitempty"`
+	Function chatToolFunction `json:"function"`
+}
+
+type chatToolFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 // chatLogprobs is the chat form of logprobs. Refusal is always null: this
@@ -141,6 +159,8 @@ type chatDelta struct {
 	Content *string `json:"content,omitempty"`
 	// ReasoningContent is the next reasoning text (see chatMessage).
 	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	// ToolCalls are pieces of tool calls (see chatToolCall).
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
 }
 
 // completion is CreateCompletionResponse; stream chunks have the same shape.

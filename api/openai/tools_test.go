@@ -1,0 +1,86 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The scanner finds every call's name and arguments in the required
+// mode's JSON, however the text is cut into pushes.
+func TestCallArrayScanner(t *testing.T) {
+	text := `[{"name": "get_weather", "parameters": {"city": "Paris \"}]", "days": [1, {"x": 2}]}},
+  {"name":"add","parameters":{}}]`
+	want := []struct{ name, args string }{
+		{"get_weather", `{"city": "Paris \"}]", "days": [1, {"x": 2}]}`},
+		{"add", `{}`},
+	}
+	for _, size := range []int{1, 2, 3, 7, 1000} {
+		var sc callArrayScanner
+		var got []struct{ name, args string }
+		for i := 0; i < len(text); i += size {
+			for _, ev := range sc.push(text[i:min(i+size, len(text))]) {
+				if ev.start {
+					got = append(got, struct{ name, args string }{name: ev.name})
+				}
+				if ev.arguments != "" {
+					got[len(got)-1].args += ev.arguments
+				}
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("pushes of %d: %+v", size, got)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("pushes of %d, call %d: %+v, want %+v", size, i, got[i], want[i])
+			}
+			if !json.Valid([]byte(got[i].args)) {
+				t.Errorf("call %d arguments are not JSON: %s", i, got[i].args)
+			}
+		}
+	}
+}
+
+func TestDecodeToolPlan(t *testing.T) {
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`),
+		json.RawMessage(`{"type":"function","function":{"name":"now"}}`),
+	}
+	tests := []struct {
+		body  string
+		tools []json.RawMessage
+		mode  toolChoiceMode
+		param string // "" when valid
+	}{
+		{`{}`, tools, toolsAuto, ""},
+		{`{}`, nil, toolsOff, ""},
+		{`{"tool_choice":"none"}`, tools, toolsOff, ""},
+		{`{"tool_choice":"required"}`, tools, toolsRequired, ""},
+		{`{"tool_choice":{"type":"function","function":{"name":"now"}}}`, tools, toolsNamed, ""},
+		{`{"tool_choice":{"type":"function","function":{"name":"later"}}}`, tools, 0, "tool_choice.function.name"},
+		{`{"tool_choice":{"type":"function"}}`, tools, 0, "tool_choice.function.name"},
+		{`{"tool_choice":"sometimes"}`, tools, 0, "tool_choice"},
+		{`{"tool_choice":"required"}`, nil, 0, "tool_choice"},
+		{`{"tool_choice":5}`, tools, 0, "tool_choice"},
+		{`{"parallel_tool_calls":"yes"}`, tools, 0, "parallel_tool_calls"},
+	}
+	for _, tt := range tests {
+		tp, err := decodeToolPlan([]byte(tt.body), tt.tools, "")
+		if tt.param != "" {
+			var ve *validationError
+			if !errors.As(err, &ve) || ve.Param != tt.param {
+				t.Errorf("%s: err %v, want a 400 naming %s", tt.body, err, tt.param)
+			}
+			continue
+		}
+		if err != nil || tp.mode != tt.mode {
+			t.Errorf("%s: %+v %v", tt.body, tp, err)
+		}
+	}
+	tp, _ := decodeToolPlan([]byte(`{"tool_choice":"required","parallel_tool_calls":false}`), tools, "")
+	if s := string(tp.schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.schema()) {
+		t.Errorf("schema %s", s)
+	}
+}
