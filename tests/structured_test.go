@@ -100,6 +100,9 @@ func TestStructuredOutputConcurrent(t *testing.T) {
 // finish_reason, reading the SSE stream when body asks for one.
 func (s *server) structured(t *testing.T, path string, body map[string]any) (text, finish string) {
 	t.Helper()
+	if _, ok := body["model"]; !ok {
+		body["model"] = s.model.Name()
+	}
 	type choice struct {
 		Text    string `json:"text"`
 		Message *struct {
@@ -181,20 +184,20 @@ func TestStructuredOutputGuided(t *testing.T) {
 // server keeps serving.
 func TestStructuredOutputBadInput(t *testing.T) {
 	s := startServer(t, models.GenerativeConfig{})
-	chat := `"messages":[{"role":"user","content":"hi"}]`
+	chat := `"model":"stories260K","messages":[{"role":"user","content":"hi"}]`
 	cases := []struct {
 		name, path, body, param, contains string
 	}{
 		{"invalid schema", "/v1/chat/completions", `{` + chat + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"objekt"}}}}`,
 			"response_format.json_schema.schema", `"objekt"`},
-		{"schema not JSON", "/v1/completions", `{"prompt":"a","guided_json":"{\"type\":"}`, "guided_json", "not valid JSON"},
+		{"schema not JSON", "/v1/completions", `{"model":"stories260K","prompt":"a","guided_json":"{\"type\":"}`, "guided_json", "not valid JSON"},
 		{"unsupported keyword", "/v1/chat/completions", `{` + chat + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"n":{"type":"string","pattern":"^a"}}}}}}`,
 			"response_format.json_schema.schema", `"pattern"`},
-		{"bad GBNF", "/v1/completions", `{"prompt":"a","guided_grammar":"root ::= (\"a\""}`, "guided_grammar", "expecting ')'"},
-		{"GBNF that crashes llama.cpp", "/v1/completions", `{"prompt":"a","guided_grammar":"root ::= (\"a\"?)*"}`, "guided_grammar", "empty"},
-		{"GBNF with an unknown token", "/v1/completions", `{"prompt":"a","guided_grammar":"root ::= <|no-such-token|>"}`, "guided_grammar", "runtime"},
-		{"bad regex", "/v1/completions", `{"prompt":"a","guided_regex":"[a-"}`, "guided_regex", "missing closing ]"},
-		{"two kinds", "/v1/completions", `{"prompt":"a","guided_regex":"a","guided_choice":["a"]}`, "guided_choice", "at most one"},
+		{"bad GBNF", "/v1/completions", `{"model":"stories260K","prompt":"a","guided_grammar":"root ::= (\"a\""}`, "guided_grammar", "expecting ')'"},
+		{"GBNF that crashes llama.cpp", "/v1/completions", `{"model":"stories260K","prompt":"a","guided_grammar":"root ::= (\"a\"?)*"}`, "guided_grammar", "empty"},
+		{"GBNF with an unknown token", "/v1/completions", `{"model":"stories260K","prompt":"a","guided_grammar":"root ::= <|no-such-token|>"}`, "guided_grammar", "runtime"},
+		{"bad regex", "/v1/completions", `{"model":"stories260K","prompt":"a","guided_regex":"[a-"}`, "guided_regex", "missing closing ]"},
+		{"two kinds", "/v1/completions", `{"model":"stories260K","prompt":"a","guided_regex":"a","guided_choice":["a"]}`, "guided_choice", "at most one"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
