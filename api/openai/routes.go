@@ -114,6 +114,20 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	return b, err
 }
 
+// readJSON reads the body within the size limit, checks that its text is
+// valid Unicode and decodes it into v. It returns the body, for decoders
+// of further fields.
+func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkText(body); err != nil {
+		return nil, err
+	}
+	return body, decodeJSON(body, v)
+}
+
 // model finds the model a request names. "model" is required, as OpenAI
 // and its SDKs require it (vLLM serves the first model instead; a client
 // that forgot the field should hear so, not get some model's answer).

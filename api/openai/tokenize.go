@@ -41,14 +41,8 @@ type detokenizeResponse struct {
 
 func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	id := "tokenize-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err == nil {
-		err = checkText(body)
-	}
 	var req tokenizeRequest
-	if err == nil {
-		err = decodeJSON(body, &req)
-	}
+	body, err := h.readJSON(w, r, &req)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -135,12 +129,8 @@ func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 
 func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 	id := "detokenize-" + h.id(r)
-	body, err := h.readBody(w, r)
 	var req detokenizeRequest
-	if err == nil {
-		err = decodeJSON(body, &req)
-	}
-	if err != nil {
+	if _, err := h.readJSON(w, r, &req); err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
