@@ -255,6 +255,23 @@ func testCrossEncoder(t *testing.T, path, template string) {
 		t.Errorf("rerank without query: %d %+v", code, e)
 	}
 
+	// A pair longer than the model's length is a 400 naming the document,
+	// unless truncate_prompt_tokens keeps its last tokens.
+	long := strings.Repeat("the cat sat on the mat and ", g.MaxEmbedTokens())
+	if code, _ := s.post(t, "/v1/rerank", map[string]any{"model": "rr", "query": query, "documents": []string{"a", long}}, &e); code != 400 || e.Error.Param != "documents[1]" {
+		t.Errorf("rerank with a too long pair: %d %+v", code, e)
+	}
+	if code, _ := s.post(t, "/score", map[string]any{"model": "rr", "text_1": query, "text_2": []string{long}}, &e); code != 400 || e.Error.Param != "text_2[0]" {
+		t.Errorf("score with a too long pair: %d %+v", code, e)
+	}
+	var cut scoreResp
+	if code, _ := s.post(t, "/score", map[string]any{"model": "rr", "text_1": query, "text_2": []string{long}, "truncate_prompt_tokens": 32}, &cut); code != 200 || len(cut.Data) != 1 || cut.Usage.PromptTokens != 32 {
+		t.Errorf("score with truncate_prompt_tokens 32: %d %+v", code, cut)
+	}
+	if code, _ := s.post(t, "/score", map[string]any{"model": "rr", "text_1": query, "text_2": "a", "truncate_prompt_tokens": 0}, &e); code != 400 || e.Error.Param != "truncate_prompt_tokens" {
+		t.Errorf("truncate_prompt_tokens 0: %d %+v", code, e)
+	}
+
 	// A reranker has no embeddings.
 	if code, _ := s.post(t, "/v1/embeddings", map[string]any{"model": "rr", "input": "hello"}, &e); code != 400 || e.Error.Param != "model" || !strings.Contains(e.Error.Message, "reranker") {
 		t.Errorf("embeddings on a reranker: %d %+v", code, e)

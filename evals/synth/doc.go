@@ -11,9 +11,8 @@
 //
 // The table of shapes, the weights (deterministic, seeded), their binary
 // layout in each dtype, the GGUF metadata llama.cpp's "llama" and "qwen3"
-// loaders need,
-// and a small GGUF codec (gguf*.go). It is pure Go: it neither links nor
-// imports llama.cpp. The codec is ours rather than
+// loaders need, and a small GGUF codec (gguf*.go). It is pure Go: it
+// neither links nor imports llama.cpp. The codec is ours rather than
 // github.com/ollama/ollama/fs/ggml's WriteGGUF because that package needs
 // golang.org/x/sync, which is not in go.mod, and because its writer
 // rejects GGUF types a tokenizer may carry (8-, 16- and 64-bit scalars,
