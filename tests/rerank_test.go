@@ -72,7 +72,7 @@ func TestRankPoolingNeedsDeclaredRank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close() //nolint:errcheck // test
+	defer g.Close()
 	if g.Pooling() != "rank" {
 		t.Errorf("pooling %q", g.Pooling())
 	}
