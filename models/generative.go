@@ -428,6 +428,20 @@ func (g *Generative) MatryoshkaDimensions() []int { return g.mrl }
 // MaxEmbedTokens is the longest input Embed takes.
 func (g *Generative) MaxEmbedTokens() int { return g.maxLen }
 
+// RerankTokens formats the pair (query, document) for a reranker (rank
+// pooling) as llama.cpp's server does: through the GGUF's rerank template
+// if it has one, else [BOS] query [EOS] [SEP] document [EOS] with the
+// special tokens the vocabulary adds. Embed on the result returns the
+// classifier's outputs for the pair.
+func (g *Generative) RerankTokens(query, document string) ([]int32, error) {
+	f := rerankFormat{
+		template: g.info.RerankTemplate,
+		addBOS:   g.info.AddBOS, addEOS: g.info.AddEOS, addSEP: g.info.AddSEP,
+		bos: g.model.BOS(), eos: g.model.EOS(), sep: g.model.SEP(),
+	}
+	return f.tokens(g.model, query, document)
+}
+
 // Embed returns one pooled, unnormalized vector per input; see
 // core.EngineCore.Embed.
 func (g *Generative) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error) {

@@ -225,13 +225,22 @@
 //
 // POST /v1/score and /score (vLLM) score text_1 against text_2: one text_1
 // against each text_2 (string or list), or a list against a list of the
-// same length, pairwise; data[i].score is the cosine similarity of the two
-// embeddings. POST /v1/rerank, /rerank and /v2/rerank (Jina and Cohere)
-// take query, documents (strings or {"text"} objects), top_n (0 or absent:
-// all) and return_documents (default true), and answer results sorted by
-// relevance_score (the cosine similarity), with Cohere's meta on
-// /v2/rerank. Cross-encoder rerankers (rank pooling) are refused with a
-// 400 for now: scoring a pair through the classifier head is not built.
+// same length, pairwise. POST /v1/rerank, /rerank and /v2/rerank (Jina and
+// Cohere) take query, documents (strings or {"text"} objects), top_n (0 or
+// absent: all) and return_documents (default true), and answer results
+// sorted by relevance_score, with Cohere's meta on /v2/rerank. For an
+// embedding model a score is the cosine similarity of the two texts'
+// embeddings. For a reranker (a cross-encoder: rank pooling, which the
+// GGUF must declare) each pair is one input, formatted as llama.cpp's
+// server formats a rerank prompt (Embedder.RerankTokens: the GGUF's
+// rerank template with {query} and {document} replaced, else [BOS] query
+// [EOS] [SEP] document [EOS] with the special tokens the vocabulary
+// adds), and the score is the classifier's first output (for a Qwen3
+// reranker the softmaxed "yes"). All pairs of a request go through one
+// Embed call; a pair scores the same batched as alone. A pair longer than
+// the model's length is a 400 naming the text_2 or document, unless
+// truncate_prompt_tokens (score only) keeps its last tokens. A reranker
+// has no embeddings: /v1/embeddings refuses it with a 400.
 //
 // POST /tokenize (vLLM) takes a prompt (add_special_tokens default true)
 // or messages (rendered with the chat template, add_generation_prompt

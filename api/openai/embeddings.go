@@ -23,8 +23,13 @@ type Embedder interface {
 	MatryoshkaDimensions() []int
 	// MaxEmbedTokens is the longest input Embed takes.
 	MaxEmbedTokens() int
-	// Embed returns one pooled, unnormalized vector per input.
+	// Embed returns one pooled, unnormalized vector per input; with rank
+	// pooling, the classifier's outputs (the first is the relevance score).
 	Embed(ctx context.Context, inputs [][]int32) ([][]float32, error)
+	// RerankTokens formats a (query, document) pair as a reranker's input
+	// (the model's rerank template, or query and document joined with the
+	// vocabulary's special tokens). Only meaningful with rank pooling.
+	RerankTokens(query, document string) ([]int32, error)
 }
 
 // embeddingRequest is POST /v1/embeddings: OpenAI's fields and vLLM's
@@ -79,6 +84,11 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := h.embedModel(req.Model, "/v1/embeddings")
+	if err == nil && m.Pooling() == "rank" {
+		// A reranker's pooled vector is its classifier's outputs, not an
+		// embedding.
+		err = invalid("model", "The model `%s` is a reranker (cross-encoder, rank pooling): it scores pairs and has no embeddings. Use it with /v1/score or /v1/rerank, or use an embedding model here.", m.Name())
+	}
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -127,22 +137,34 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// embedModel finds the model a request names and checks that it embeds.
+// embedModel finds the model a request names and checks that it pools
+// (embeds, or with rank pooling scores pairs).
 func (h *handler) embedModel(name, route string) (Embedder, error) {
 	m, err := h.model(name)
 	if err != nil {
 		return nil, err
 	}
 	em, ok := m.(Embedder)
-	switch {
-	case !ok || em.Pooling() == "none":
+	if !ok || em.Pooling() == "none" {
 		return nil, invalid("model", "The model `%s` does not serve %s: it has no pooling. Serve it with --pooling mean, cls or last.", m.Name(), route)
-	case em.Pooling() == "rank":
-		// A cross-encoder scores pairs through its classifier head; that
-		// path is not built yet, and its vectors are not embeddings.
-		return nil, invalid("model", "The model `%s` is a cross-encoder (rank pooling); scoring with its classifier head is not supported yet, and it has no embeddings. Use an embedding model.", m.Name())
 	}
 	return em, nil
+}
+
+// truncateKeep validates truncate_prompt_tokens (-1 means maxLen) and
+// returns how many last tokens of an input to keep, 0 for all.
+func truncateKeep(maxLen int, truncate *int) (int, error) {
+	if truncate == nil {
+		return 0, nil
+	}
+	switch t := *truncate; {
+	case t == -1:
+		return maxLen, nil
+	case t >= 1 && t <= maxLen:
+		return t, nil
+	default:
+		return 0, invalid("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's length) or in [1, %d], got %d.", maxLen, t)
+	}
 }
 
 // checkDimensions validates "dimensions" and returns the size to cut
@@ -180,16 +202,9 @@ func embedInputs(m Embedder, pf *promptField, field string, addSpecial bool, tru
 		return nil, invalid(field, "%s must not be empty.", field)
 	}
 	maxLen := m.MaxEmbedTokens()
-	keep := 0
-	if truncate != nil {
-		switch t := *truncate; {
-		case t == -1:
-			keep = maxLen
-		case t >= 1 && t <= maxLen:
-			keep = t
-		default:
-			return nil, invalid("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's length) or in [1, %d], got %d.", maxLen, t)
-		}
+	keep, err := truncateKeep(maxLen, truncate)
+	if err != nil {
+		return nil, err
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()

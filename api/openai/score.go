@@ -12,7 +12,10 @@ import (
 // This file serves vLLM's POST /score (text_1 against text_2) and the
 // rerank routes in the Jina and Cohere shapes (query against documents).
 // For an embedding model a score is the cosine similarity of the two
-// texts' embeddings, as vLLM scores with embedding models.
+// texts' embeddings, as vLLM scores with embedding models. For a reranker
+// (rank pooling: a cross-encoder) each pair runs through the model as one
+// input, formatted as llama.cpp's server formats a rerank prompt, and the
+// score is its classifier's first output.
 
 // textsField is a string or an array of strings.
 type textsField struct {
@@ -194,7 +197,7 @@ func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, invalid("text_2", "text_1 has %d texts and text_2 %d: a list of text_1 is paired with a list of text_2 of the same length (or give one text_1 to score against every text_2).", len(t1), len(t2)))
 		return
 	}
-	scores, tokens, err := h.cosineScores(r, m, t1, "text_1", t2, "text_2", req.TruncatePromptTokens)
+	scores, tokens, err := h.scores(r, m, t1, "text_1", t2, "text_2", req.TruncatePromptTokens)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -238,7 +241,7 @@ func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	docs := req.Documents.texts
-	scores, tokens, err := h.cosineScores(r, m, []string{*req.Query}, "query", docs, "documents", nil)
+	scores, tokens, err := h.scores(r, m, []string{*req.Query}, "query", docs, "documents", nil)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -262,9 +265,83 @@ func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// scores scores a[i or 0] (one text, or as many as b) against b[i] for
+// every i, and returns the tokens run through the model.
+func (h *handler) scores(r *http.Request, m Embedder, a []string, aField string, b []string, bField string, truncate *int) ([]float64, int, error) {
+	if m.Pooling() == "rank" {
+		return h.crossScores(r, m, a, aField, b, bField, truncate)
+	}
+	return h.cosineScores(r, m, a, aField, b, bField, truncate)
+}
+
+// crossScores runs every pair (a[i or 0], b[i]) through a reranker in one
+// Embed call and returns each pair's first class output. A pair longer
+// than the model's length is refused, or cut to its last tokens when
+// truncate says so.
+func (h *handler) crossScores(r *http.Request, m Embedder, a []string, aField string, b []string, bField string, truncate *int) ([]float64, int, error) {
+	param := func(field string, i int) string {
+		if field == "query" {
+			return field
+		}
+		return fmt.Sprintf("%s[%d]", field, i)
+	}
+	maxLen := m.MaxEmbedTokens()
+	keep, err := truncateKeep(maxLen, truncate)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, t := range a {
+		if t == "" {
+			return nil, 0, invalid(param(aField, i), "An input must not be empty.")
+		}
+	}
+	maxBytes := m.Tokenizer().MaxTextBytes(maxLen)
+	inputs := make([][]int32, len(b))
+	tokens := 0
+	for i, doc := range b {
+		if doc == "" {
+			return nil, 0, invalid(param(bField, i), "An input must not be empty.")
+		}
+		ai := 0
+		if len(a) > 1 {
+			ai = i
+		}
+		if keep == 0 && len(a[ai])+len(doc) > maxBytes {
+			return nil, 0, tooMuchText(param(bField, i), len(a[ai])+len(doc), maxLen, maxBytes)
+		}
+		toks, err := m.RerankTokens(a[ai], doc)
+		if err != nil {
+			return nil, 0, invalid(param(bField, i), "The pair could not be tokenized: %v", err)
+		}
+		switch {
+		case len(toks) == 0:
+			return nil, 0, invalid(param(bField, i), "The pair is empty after tokenization.")
+		case keep > 0 && len(toks) > keep:
+			toks = toks[len(toks)-keep:]
+		case len(toks) > maxLen:
+			return nil, 0, &validationError{Param: param(bField, i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+				"This model's maximum context length is %d tokens; the pair of %s and %s has %d. Shorten them, or set truncate_prompt_tokens to keep its last tokens.",
+				maxLen, param(aField, ai), param(bField, i), len(toks))}
+		}
+		inputs[i] = toks
+		tokens += len(toks)
+	}
+	outs, err := m.Embed(r.Context(), inputs)
+	if err != nil {
+		return nil, 0, err
+	}
+	scores := make([]float64, len(outs))
+	for i, o := range outs {
+		if len(o) == 0 {
+			return nil, 0, fmt.Errorf("the reranker returned no score for pair %d", i)
+		}
+		scores[i] = float64(o[0])
+	}
+	return scores, tokens, nil
+}
+
 // cosineScores embeds a (one text, or as many as b) and b in one call and
 // returns cosine(a[i or 0], b[i]) for every i, and the tokens embedded.
-// embedModel has refused rank-pooling models (cross-encoders) before.
 func (h *handler) cosineScores(r *http.Request, m Embedder, a []string, aField string, b []string, bField string, truncate *int) ([]float64, int, error) {
 	pa := promptField{set: true, single: len(a) == 1 && aField == "query", texts: a}
 	pb := promptField{set: true, texts: b}

@@ -49,6 +49,13 @@ type Info struct {
 	ChatTemplate string
 	// AddBOS says whether the vocabulary adds BOS when tokenizing.
 	AddBOS bool
+	// AddEOS and AddSEP say whether the vocabulary adds EOS and SEP when
+	// tokenizing (encoders such as BERT do); a reranker's pair is joined
+	// with them.
+	AddEOS, AddSEP bool
+	// RerankTemplate is tokenizer.chat_template.rerank, or "": the prompt
+	// a reranker scores a pair with, {query} and {document} replaced.
+	RerankTemplate string
 	// KVBytesPerToken estimates the F16 KV memory one token takes in every
 	// layer (keys and values).
 	KVBytesPerToken int
@@ -66,7 +73,7 @@ type Model struct {
 	specialPieces [][]byte // token -> text, control tokens rendered
 	eog           []bool
 	control       []bool
-	bos, eos      int32
+	bos, eos, sep int32
 }
 
 // ErrModelClosed is returned by methods called after Close.
@@ -116,6 +123,8 @@ func (m *Model) readInfo(vocabOnly bool) {
 		Architecture: m.Meta("general.architecture"),
 		NVocab:       int(C.llama_vocab_n_tokens(m.vocab)),
 		AddBOS:       bool(C.llama_vocab_get_add_bos(m.vocab)),
+		AddEOS:       bool(C.llama_vocab_get_add_eos(m.vocab)),
+		AddSEP:       bool(C.llama_vocab_get_add_sep(m.vocab)),
 	}
 	if vocabOnly {
 		m.info.Description = "vocabulary of " + m.info.Architecture
@@ -137,6 +146,11 @@ func (m *Model) readInfo(vocabOnly bool) {
 	m.info.KVBytesPerToken = kv
 	if t := C.llama_model_chat_template(c, nil); t != nil {
 		m.info.ChatTemplate = C.GoString(t)
+	}
+	rerank := C.CString("rerank")
+	defer C.free(unsafe.Pointer(rerank))
+	if t := C.llama_model_chat_template(c, rerank); t != nil {
+		m.info.RerankTemplate = C.GoString(t)
 	}
 }
 
@@ -175,6 +189,7 @@ func (m *Model) readVocab() {
 	}
 	m.bos = int32(C.llama_vocab_bos(m.vocab))
 	m.eos = int32(C.llama_vocab_eos(m.vocab))
+	m.sep = int32(C.llama_vocab_sep(m.vocab))
 }
 
 // Info returns the model's description.
@@ -282,6 +297,9 @@ func (m *Model) FIMTokens() (pre, suf, mid int32) {
 
 // EOS is the end-of-sequence token, -1 if none.
 func (m *Model) EOS() int32 { return m.eos }
+
+// SEP is the sentence separator token, -1 if none.
+func (m *Model) SEP() int32 { return m.sep }
 
 // IsEOG reports whether tok ends generation.
 func (m *Model) IsEOG(tok int32) bool {

@@ -59,6 +59,7 @@ func (*Model) NumTokens() int                                 { return 0 }
 func (*Model) BOS() int32                                     { return -1 }
 func (*Model) FIMTokens() (int32, int32, int32)               { return -1, -1, -1 }
 func (*Model) EOS() int32                                     { return -1 }
+func (*Model) SEP() int32                                     { return -1 }
 func (*Model) IsEOG(int32) bool                               { return false }
 func (*Model) IsControl(int32) bool                           { return false }
 func (*Model) Close() error                                   { return nil }

@@ -10,9 +10,9 @@
 // # What it owns
 //
 // The table of shapes, the weights (deterministic, seeded), their binary
-// layout in each dtype, the GGUF metadata llama.cpp's "llama" loader needs,
-// and a small GGUF codec (gguf*.go). It is pure Go: it neither links nor
-// imports llama.cpp. The codec is ours rather than
+// layout in each dtype, the GGUF metadata llama.cpp's "llama" and "qwen3"
+// loaders need, and a small GGUF codec (gguf*.go). It is pure Go: it
+// neither links nor imports llama.cpp. The codec is ours rather than
 // github.com/ollama/ollama/fs/ggml's WriteGGUF because that package needs
 // golang.org/x/sync, which is not in go.mod, and because its writer
 // rejects GGUF types a tokenizer may carry (8-, 16- and 64-bit scalars,
@@ -39,8 +39,8 @@
 //
 // # Shapes
 //
-// All are llama.cpp's "llama" architecture (RMSNorm, RoPE, grouped-query
-// attention, SwiGLU feed-forward):
+// All in the table are llama.cpp's "llama" architecture (RMSNorm, RoPE,
+// grouped-query attention, SwiGLU feed-forward):
 //
 //	name          embd  layers  heads  kv heads  ff    context  rope theta  tied   real vocab  shape of
 //	stories260k   64    5       8      4         172   512      10000       false  512         karpathy/tinyllamas stories260K
@@ -51,6 +51,22 @@
 // counts are exactly the real models' (134,515,008 for SmolLM2-135M,
 // 1,235,814,400 for Llama-3.2-1B, 292,800 for stories260K's GGUF); a test
 // checks it. SmolLM2-135M in Q8_0 is the standard benchmark model.
+//
+// # Qwen3 and rerankers (from Go only)
+//
+// A Shape with Arch "qwen3" is llama.cpp's Qwen3 architecture: the llama
+// tensors plus, in each block, blk.N.attn_q_norm.weight and
+// attn_k_norm.weight (RMSNorm weights of one head's size, all 1), and
+// qwen3.* hyperparameter keys instead of llama.*. Options.RerankLabels
+// makes it a reranker (a cross-encoder): qwen3.pooling_type = 4 (rank),
+// qwen3.classifier.output_labels = the labels (e.g. ["yes", "no"]) and a
+// classifier head cls.output.weight of [embd, labels], so that llama.cpp's
+// rank pooling returns one softmaxed score per label for a sequence's last
+// token. Options.RerankTemplate writes tokenizer.chat_template.rerank, the
+// prompt llama.cpp's server (and llmserve's /v1/rerank) formats a pair
+// with. Its scores are meaningless (dummy weights); the tests use it to
+// check the rerank path against itself. The command offers the table's
+// llama shapes only.
 //
 // # The vocabulary
 //
@@ -84,16 +100,20 @@
 //
 // # The file
 //
-// GGUF version 3, alignment 32. Metadata: general.architecture=llama,
+// GGUF version 3, alignment 32. Metadata: general.architecture=llama (or
+// qwen3, whose keys below are qwen3.* instead),
 // general.type, general.name, general.description (says the weights are
 // dummy), general.file_type (0, 1 or 7), general.quantization_version=2 for
 // Q8_0, then llama.vocab_size, context_length, embedding_length,
 // block_count, feed_forward_length, rope.dimension_count,
 // attention.head_count, attention.head_count_kv (uint32), rope.freq_base and
-// attention.layer_norm_rms_epsilon (float32), then the tokenizer. Tensors:
-// token_embd.weight; for each block blk.N.attn_norm, attn_q, attn_k, attn_v,
-// attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down; output_norm.weight;
-// output.weight unless the shape ties it to token_embd. Write writes to a
+// attention.layer_norm_rms_epsilon (float32), for a reranker
+// pooling_type (uint32) and classifier.output_labels (strings), then the
+// tokenizer (and the rerank template). Tensors: token_embd.weight; for each
+// block blk.N.attn_norm, attn_q, attn_k, attn_v, attn_output, (qwen3:
+// attn_k_norm, attn_q_norm,) ffn_norm, ffn_gate, ffn_up, ffn_down;
+// output_norm.weight; output.weight unless the shape ties it to
+// token_embd; cls.output.weight for a reranker. Write writes to a
 // temporary file beside the target and renames it into place.
 //
 // # What the caller must guarantee

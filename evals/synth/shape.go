@@ -8,9 +8,12 @@ import (
 
 // Shape is the architecture of a model, everything that decides its compute
 // except the vocabulary (which comes from the vocabulary file). All shapes
-// are llama.cpp's "llama" architecture: RMSNorm, rotary embeddings,
-// grouped-query attention and a SwiGLU feed-forward network.
+// are llama.cpp's "llama" architecture (or, with Arch "qwen3", its Qwen3:
+// the same plus RMSNorms of the per-head queries and keys): RMSNorm, rotary
+// embeddings, grouped-query attention and a SwiGLU feed-forward network.
 type Shape struct {
+	// Arch is llama.cpp's architecture: "" or "llama", or "qwen3".
+	Arch string
 	// Name is what --shape takes.
 	Name string
 	// Of names the real model whose shape this is.
@@ -44,8 +47,20 @@ type Shape struct {
 // headDim is the size of one attention head.
 func (s Shape) headDim() int { return s.Embd / s.Heads }
 
+// arch is the general.architecture written, and the prefix of the
+// hyperparameter keys.
+func (s Shape) arch() string {
+	if s.Arch == "" {
+		return "llama"
+	}
+	return s.Arch
+}
+
 // Validate reports whether the shape is one llama.cpp can build.
 func (s Shape) Validate() error {
+	if s.Arch != "" && s.Arch != "llama" && s.Arch != "qwen3" {
+		return fmt.Errorf("shape %q: unknown architecture %q (known: llama, qwen3)", s.Name, s.Arch)
+	}
 	if s.Embd <= 0 || s.Layers <= 0 || s.Heads <= 0 || s.HeadsKV <= 0 || s.FF <= 0 || s.Context <= 0 {
 		return fmt.Errorf("shape %q: sizes must be positive: %+v", s.Name, s)
 	}

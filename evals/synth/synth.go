@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,16 @@ type Options struct {
 	// Seed picks the pseudo-random weights; the same seed, shape and
 	// vocabulary give the same file, byte for byte.
 	Seed uint64
+	// RerankLabels, when set, makes the model a reranker (cross-encoder):
+	// {arch}.pooling_type = 4 (rank), {arch}.classifier.output_labels =
+	// RerankLabels, and a classifier head cls.output.weight of
+	// [Embd, len(RerankLabels)]. Only the qwen3 architecture takes it
+	// (llama.cpp's llama loader has no classifier head).
+	RerankLabels []string
+	// RerankTemplate, when set, is written as tokenizer.chat_template.rerank
+	// (replacing the vocabulary's): the prompt llama.cpp's server formats a
+	// rerank pair with, {query} and {document} replaced.
+	RerankTemplate string
 }
 
 // Summary describes a written model.
@@ -59,6 +70,9 @@ func Write(path string, opts Options) (sum Summary, err error) {
 	if _, err := ParseDType(string(opts.DType)); err != nil {
 		return sum, err
 	}
+	if len(opts.RerankLabels) > 0 && opts.Shape.arch() != "qwen3" {
+		return sum, fmt.Errorf("a reranker head needs the qwen3 architecture, not %s", opts.Shape.arch())
+	}
 	if opts.Context < 0 {
 		return sum, fmt.Errorf("context length %d is negative", opts.Context)
 	}
@@ -67,7 +81,7 @@ func Write(path string, opts Options) (sum Summary, err error) {
 		return sum, err
 	}
 	kvs := metadata(opts, vocab)
-	tensors, fallback := plan(opts.Shape, opts.DType, vocab.size)
+	tensors, fallback := plan(opts.Shape, opts.DType, vocab.size, len(opts.RerankLabels))
 	data := make([]tensorData, len(tensors))
 	for i, t := range tensors {
 		data[i] = tensorData{tensorInfo: t, write: weights(t, opts.Seed)}
@@ -163,10 +177,11 @@ func readVocab(path string) (vocab, error) {
 	return v, nil
 }
 
-// metadata returns the key-values of the model: general.*, the llama.*
-// hyperparameters llama.cpp's llama loader reads, then the vocabulary's
-// tokenizer.* entries. Types are the ones llama.cpp requires (uint32
-// counts, float32 constants).
+// metadata returns the key-values of the model: general.*, the {arch}.*
+// hyperparameters llama.cpp's loader reads (with a reranker's pooling and
+// labels), then the vocabulary's tokenizer.* entries (and the rerank
+// template). Types are the ones llama.cpp requires (uint32 counts, float32
+// constants).
 func metadata(o Options, v vocab) []kv {
 	s := o.Shape
 	ctx := s.Context
@@ -174,8 +189,9 @@ func metadata(o Options, v vocab) []kv {
 		ctx = o.Context
 	}
 	u := func(n int) uint32 { return uint32(n) }
+	a := s.arch()
 	kvs := []kv{
-		{"general.architecture", "llama"},
+		{"general.architecture", s.arch()},
 		{"general.type", "model"},
 		{"general.name", "synth " + s.Name + " " + string(o.DType)},
 		{"general.description", fmt.Sprintf("dummy weights (llmserve synth, seed %d) with the shape of %s: for speed measurements only", o.Seed, s.Of)},
@@ -185,30 +201,48 @@ func metadata(o Options, v vocab) []kv {
 		kvs = append(kvs, kv{"general.quantization_version", uint32(2)}) // GGML_QNT_VERSION
 	}
 	kvs = append(kvs,
-		kv{"llama.vocab_size", u(v.size)},
-		kv{"llama.context_length", u(ctx)},
-		kv{"llama.embedding_length", u(s.Embd)},
-		kv{"llama.block_count", u(s.Layers)},
-		kv{"llama.feed_forward_length", u(s.FF)},
-		kv{"llama.rope.dimension_count", u(s.headDim())},
-		kv{"llama.attention.head_count", u(s.Heads)},
-		kv{"llama.attention.head_count_kv", u(s.HeadsKV)},
-		kv{"llama.rope.freq_base", s.RopeTheta},
-		kv{"llama.attention.layer_norm_rms_epsilon", s.RMSEps},
+		kv{a + ".vocab_size", u(v.size)},
+		kv{a + ".context_length", u(ctx)},
+		kv{a + ".embedding_length", u(s.Embd)},
+		kv{a + ".block_count", u(s.Layers)},
+		kv{a + ".feed_forward_length", u(s.FF)},
+		kv{a + ".rope.dimension_count", u(s.headDim())},
+		kv{a + ".attention.head_count", u(s.Heads)},
+		kv{a + ".attention.head_count_kv", u(s.HeadsKV)},
+		kv{a + ".rope.freq_base", s.RopeTheta},
+		kv{a + ".attention.layer_norm_rms_epsilon", s.RMSEps},
 	)
-	return append(kvs, v.kvs...)
+	if len(o.RerankLabels) > 0 {
+		kvs = append(kvs,
+			kv{a + ".pooling_type", uint32(4)}, // LLAMA_POOLING_TYPE_RANK
+			kv{a + ".classifier.output_labels", slices.Clone(o.RerankLabels)},
+		)
+	}
+	for _, e := range v.kvs {
+		if o.RerankTemplate != "" && e.key == "tokenizer.chat_template.rerank" {
+			continue
+		}
+		kvs = append(kvs, e)
+	}
+	if o.RerankTemplate != "" {
+		kvs = append(kvs, kv{"tokenizer.chat_template.rerank", o.RerankTemplate})
+	}
+	return kvs
 }
 
-// plan returns the tensors of a llama model of shape s with nVocab tokens,
-// with the dimensions llama.cpp's loader checks (ggml order: row length
-// first), and the matrices that fall back to F16 because dt is Q8_0 and
-// their rows are not whole blocks.
-func plan(s Shape, dt DType, nVocab int) (ts []tensorInfo, fallback []string) {
+// plan returns the tensors of a model of shape s with nVocab tokens and a
+// classifier head of nLabels outputs (none when 0), with the dimensions
+// llama.cpp's loader checks (ggml order: row length first), and the
+// matrices that fall back to F16 because dt is Q8_0 and their rows are not
+// whole blocks.
+func plan(s Shape, dt DType, nVocab, nLabels int) (ts []tensorInfo, fallback []string) {
 	embd, ff, kvDim := uint64(s.Embd), uint64(s.FF), uint64(s.headDim()*s.HeadsKV)
+	qwen3 := s.arch() == "qwen3"
 	vocab := uint64(nVocab)
-	norm := func(name string) {
-		ts = append(ts, tensorInfo{name: name, shape: []uint64{embd}, typ: tensorF32})
+	vector := func(name string, n uint64) {
+		ts = append(ts, tensorInfo{name: name, shape: []uint64{n}, typ: tensorF32})
 	}
+	norm := func(name string) { vector(name, embd) }
 	matrix := func(name string, rowLen, rows uint64) {
 		typ := dt.tensorType()
 		if be, _ := typ.blockSize(); rowLen%be != 0 {
@@ -225,6 +259,10 @@ func plan(s Shape, dt DType, nVocab int) (ts []tensorInfo, fallback []string) {
 		matrix(p+"attn_k.weight", embd, kvDim)
 		matrix(p+"attn_v.weight", embd, kvDim)
 		matrix(p+"attn_output.weight", embd, embd)
+		if qwen3 {
+			vector(p+"attn_k_norm.weight", uint64(s.headDim()))
+			vector(p+"attn_q_norm.weight", uint64(s.headDim()))
+		}
 		norm(p + "ffn_norm.weight")
 		matrix(p+"ffn_gate.weight", embd, ff)
 		matrix(p+"ffn_up.weight", embd, ff)
@@ -233,6 +271,9 @@ func plan(s Shape, dt DType, nVocab int) (ts []tensorInfo, fallback []string) {
 	norm("output_norm.weight")
 	if !s.Tied {
 		matrix("output.weight", embd, vocab)
+	}
+	if nLabels > 0 {
+		matrix("cls.output.weight", embd, uint64(nLabels))
 	}
 	return ts, fallback
 }

@@ -297,7 +297,7 @@ func TestShapesMatchRealModels(t *testing.T) {
 		if err := s.Validate(); err != nil {
 			t.Error(err)
 		}
-		ts, _ := plan(s, F32, s.Vocab)
+		ts, _ := plan(s, F32, s.Vocab, 0)
 		var n uint64
 		for _, ti := range ts {
 			n += ti.elements()
