@@ -69,17 +69,8 @@ type embedUsage struct {
 func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 	arrival := h.now()
 	id := "embd-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	if err := checkText(body); err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
 	var req embeddingRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if _, err := h.readJSON(w, r, &req); err != nil {
 		h.fail(w, r, id, renameParam(err, "prompt", "input"))
 		return
 	}

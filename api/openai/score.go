@@ -164,15 +164,8 @@ type rerankDocOut struct {
 func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 	arrival := h.now()
 	id := "score-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err == nil {
-		err = checkText(body)
-	}
 	var req scoreRequest
-	if err == nil {
-		err = decodeJSON(body, &req)
-	}
-	if err != nil {
+	if _, err := h.readJSON(w, r, &req); err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
@@ -211,15 +204,8 @@ func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 	id := "rerank-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err == nil {
-		err = checkText(body)
-	}
 	var req rerankRequest
-	if err == nil {
-		err = decodeJSON(body, &req)
-	}
-	if err != nil {
+	if _, err := h.readJSON(w, r, &req); err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
