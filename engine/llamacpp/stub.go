@@ -31,11 +31,11 @@ type ModelParams struct {
 
 // Info describes a loaded model.
 type Info struct {
-	Architecture, Description, ChatTemplate  string
-	NCtxTrain, NEmbd, NLayer, NHead, NHeadKV int
-	NVocab, KVBytesPerToken                  int
-	Size, NParams                            uint64
-	AddBOS                                   bool
+	Architecture, Description, ChatTemplate, RerankTemplate string
+	NCtxTrain, NEmbd, NLayer, NHead, NHeadKV                int
+	NVocab, KVBytesPerToken                                 int
+	Size, NParams                                           uint64
+	AddBOS, AddEOS, AddSEP                                  bool
 }
 
 // Model is unavailable without cgo.
