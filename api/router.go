@@ -42,6 +42,9 @@ type Options struct {
 	CORS CORSOptions
 	// MaxBodyBytes limits request bodies (0: the protocol default).
 	MaxBodyBytes int64
+	// Repository, when set, is the model repository that the V2
+	// repository routes load models from and unload them to.
+	Repository *models.Repository
 }
 
 // NewHandler returns the server's HTTP handler.
@@ -84,6 +87,13 @@ func NewHandler(opts Options) (http.Handler, error) {
 		}
 		writeJSON(w, code, map[string]bool{"ready": ready})
 	})
+	// Triton's legacy health routes: no body, 200 or 503.
+	r.Get("/api/health/live", func(http.ResponseWriter, *http.Request) {})
+	r.Get("/api/health/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !reg.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	// The chat page is public: its API calls carry the key the user types.
 	ui := webui.Handler(http.HandlerFunc(notFound))
@@ -99,6 +109,9 @@ func NewHandler(opts Options) (http.Handler, error) {
 			MaxBodyBytes: opts.MaxBodyBytes,
 		})
 		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		if opts.Repository != nil {
+			v2.MountRepository(r, V2Repository(opts.Repository), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		}
 	})
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,9 @@ type Registry struct {
 	byName   map[string]*Generative // guarded by mu
 	order    []*Generative          // guarded by mu
 	draining atomic.Bool
+	// readiness, when set (by a Repository), decides Ready instead of
+	// "at least one model and every model ready".
+	readiness atomic.Pointer[func() bool]
 }
 
 // NewRegistry returns an empty registry.
@@ -40,6 +44,23 @@ func (r *Registry) Get(name string) (*Generative, bool) {
 	return g, ok
 }
 
+// Remove takes the model called name out of the registry, so that new
+// requests do not find it, and returns it; the caller drains and closes
+// it.
+func (r *Registry) Remove(name string) (*Generative, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.byName[name]
+	if !ok {
+		return nil, false
+	}
+	delete(r.byName, name)
+	r.order = slices.DeleteFunc(r.order, func(x *Generative) bool { return x == g })
+	return g, true
+}
+
+func (r *Registry) setReadiness(f func() bool) { r.readiness.Store(&f) }
+
 // List returns the models in the order they were added.
 func (r *Registry) List() []*Generative {
 	r.mu.RLock()
@@ -64,11 +85,15 @@ func (r *Registry) Stop() int64 {
 	return cut
 }
 
-// Ready reports whether there is at least one model, every model is ready
-// and the server is not draining.
+// Ready reports whether the server is not draining and there is at least
+// one model and every model is ready; with a Repository, what its
+// readiness says instead.
 func (r *Registry) Ready() bool {
 	if r.draining.Load() {
 		return false
+	}
+	if f := r.readiness.Load(); f != nil {
+		return (*f)()
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -29,5 +29,5 @@ func RunLLM(ctx context.Context, m Model, r *Request, arrival time.Time, seed ui
 	if err != nil {
 		return nil, err
 	}
-	return &Response{ModelName: m.Name(), ModelVersion: ModelVersion, ID: r.ID, Outputs: lr.BuildOutputs(res)}, nil
+	return &Response{ModelName: m.Name(), ModelVersion: VersionOf(m), ID: r.ID, Outputs: lr.BuildOutputs(res)}, nil
 }
