@@ -118,8 +118,12 @@ type ModelMetadata struct {
 
 // Metadata returns the model's metadata: its LLM inputs and outputs.
 func Metadata(m Model) ModelMetadata {
-	return ModelMetadata{
+	md := ModelMetadata{
 		Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: Platform,
 		Inputs: llmInputs, Outputs: llmOutputs,
 	}
+	if IsEmbedding(m) {
+		md.Inputs, md.Outputs = embedInputs, embedOutputs
+	}
+	return md
 }
