@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmserve/llmserve/api/kservev1"
 	"github.com/llmserve/llmserve/api/openai"
 	v2 "github.com/llmserve/llmserve/api/v2"
 	"github.com/llmserve/llmserve/api/webui"
@@ -109,6 +110,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 			MaxBodyBytes: opts.MaxBodyBytes,
 		})
 		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		kservev1.Mount(r, V2Backend(reg), kservev1.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
 		if opts.Repository != nil {
 			v2.MountRepository(r, V2Repository(opts.Repository), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
 		}
