@@ -135,4 +135,3 @@ func RunEmbed(ctx context.Context, m Model, r *Request) (*Response, error) {
 	out := NewFP32Tensor(OutputEmbedding, []int64{int64(len(vecs)), int64(dim)}, flat)
 	return &Response{ModelName: m.Name(), ModelVersion: VersionOf(m), ID: r.ID, Outputs: []*Tensor{out}}, nil
 }
-
