@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmserve/llmserve/api/dataplane"
 	"github.com/llmserve/llmserve/api/kservev1"
 	"github.com/llmserve/llmserve/api/openai"
 	v2 "github.com/llmserve/llmserve/api/v2"
@@ -100,6 +101,8 @@ func NewHandler(opts Options) (http.Handler, error) {
 	ui := webui.Handler(http.HandlerFunc(notFound))
 	r.Method(http.MethodGet, "/", ui)
 	r.Method(http.MethodGet, webui.Prefix+"*", ui)
+	// The data plane's OpenAPI document and Swagger UI are public too.
+	dataplane.Mount(r)
 
 	r.Group(func(r chi.Router) {
 		if keys := nonEmpty(opts.APIKeys); len(keys) > 0 {
