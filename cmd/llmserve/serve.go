@@ -224,6 +224,9 @@ func (f *serveFlags) validate() (*settings, error) {
 	case f.gpuLayers < -1:
 		checks = append(checks, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers))
 	}
+	if f.strictReadiness && f.modelRepository == "" {
+		checks = append(checks, bad("strict-readiness", "needs --model-repository (without a repository the server is ready only when every model is)"))
+	}
 	if err := errors.Join(checks...); err != nil {
 		return nil, err
 	}
