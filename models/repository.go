@@ -3,9 +3,11 @@ package models
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -419,12 +421,42 @@ func (r *Repository) config(name, dir string) (GenerativeConfig, string, error) 
 		}
 		path = m[0]
 	}
+	if err := checkGGUF(path, r.cfg.Dir); err != nil {
+		return GenerativeConfig{}, "", err
+	}
 	cfg, err := s.apply(r.cfg.Base, dir)
 	if err != nil {
 		return GenerativeConfig{}, "", fmt.Errorf("%s: %w", SettingsFile, err)
 	}
 	cfg.Name, cfg.Path, cfg.Version = name, path, version
 	return cfg, version, nil
+}
+
+// checkGGUF says clearly what is wrong with a file that is not a GGUF
+// model (llama.cpp only says that it failed); a truncated or corrupt GGUF
+// is left for llama.cpp to refuse.
+func checkGGUF(path, root string) error {
+	name := path
+	if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
+		name = rel
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var head [8]byte
+	n, _ := io.ReadFull(f, head[:])
+	switch {
+	case n < 8:
+		return fmt.Errorf("%s is not a GGUF file: it has only %d bytes (truncated?)", name, n)
+	case string(head[:4]) != "GGUF":
+		return fmt.Errorf("%s is not a GGUF file: it does not start with \"GGUF\" (truncated or corrupt?)", name)
+	}
+	if v := binary.LittleEndian.Uint32(head[4:]); v < 2 || v > 3 {
+		return fmt.Errorf("%s has GGUF version %d; llama.cpp reads versions 2 and 3", name, v)
+	}
+	return nil
 }
 
 // highestVersion is the highest numbered folder in dir, "" if none.

@@ -278,7 +278,7 @@ func TestRepositoryBrokenModel(t *testing.T) {
 			t.Fatalf("good: %v", idx["good"])
 		}
 		for name, want := range map[string]string{
-			"truncated": "load model", "garbage": "load model", "corrupt": "load model",
+			"truncated": "load model", "garbage": `garbage/1/model.gguf is not a GGUF file`, "corrupt": "load model",
 			"badsettings": `unknown field "colour"`, "toolong": "max_model_len",
 		} {
 			e := idx[name]
