@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"net/http"
+
+	"google.golang.org/grpc"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/models"
@@ -54,3 +57,40 @@ func repoError(err error) error {
 	}
 	return infer.Errorf(infer.Internal, "%v", err)
 }
+
+// track records every HTTP request with the registry (models.Registry.Enter)
+// so that unloading a model frees it only after the requests that may hold
+// it have ended.
+func track(reg *models.Registry) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, exit := reg.Enter(r.Context())
+			defer exit()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// GRPCTracking returns interceptors that record every gRPC call with the
+// registry, as the HTTP routes are (see track); cmd/llmserve chains them
+// on the gRPC server.
+func GRPCTracking(reg *models.Registry) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		ctx, exit := reg.Enter(ctx)
+		defer exit()
+		return h(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ctx, exit := reg.Enter(ss.Context())
+		defer exit()
+		return h(srv, &trackedStream{ss, ctx})
+	}
+	return unary, stream
+}
+
+type trackedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *trackedStream) Context() context.Context { return s.ctx }

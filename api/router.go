@@ -64,7 +64,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, recoverer(log), accessLog(log, hm))
+	r.Use(track(opts.Registry), middleware.RequestID, recoverer(log), accessLog(log, hm))
 	if len(opts.CORS.AllowedOrigins) > 0 {
 		// Before auth: a browser's preflight carries no credentials.
 		r.Use(opts.CORS.handler())

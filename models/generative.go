@@ -445,6 +445,9 @@ func (g *Generative) Restarts() uint64 { return g.core.Restarts() }
 // Ready reports whether the model accepts requests.
 func (g *Generative) Ready() bool { return g.core.Ready() }
 
+// Idle reports whether the model has no request running or waiting.
+func (g *Generative) Idle() bool { return g.core.Stats().Requests == 0 && g.core.Queued() == 0 }
+
 // Pooling is how embeddings pool a sequence ("none": the model does not
 // embed).
 func (g *Generative) Pooling() string { return g.pooling }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -19,6 +20,55 @@ type Registry struct {
 	// readiness, when set (by a Repository), decides Ready instead of
 	// "at least one model and every model ready".
 	readiness atomic.Pointer[func() bool]
+
+	// The requests being handled, by the order they began (see Enter).
+	reqMu  sync.Mutex
+	reqSeq uint64              // guarded by reqMu
+	active map[uint64]struct{} // guarded by reqMu
+}
+
+// Enter records that a request began; the API layer calls it for every
+// HTTP request and gRPC call, serves the request with the context it
+// returns and calls exit when the request has ended, its response written. Unloading a model waits for the
+// requests that began before the model left the registry (any of them may
+// still hold it) before it frees the model's memory.
+func (r *Registry) Enter(ctx context.Context) (_ context.Context, exit func()) {
+	r.reqMu.Lock()
+	r.reqSeq++
+	id := r.reqSeq
+	if r.active == nil {
+		r.active = map[uint64]struct{}{}
+	}
+	r.active[id] = struct{}{}
+	r.reqMu.Unlock()
+	return context.WithValue(ctx, requestKey{}, id), func() {
+		r.reqMu.Lock()
+		delete(r.active, id)
+		r.reqMu.Unlock()
+	}
+}
+
+type requestKey struct{}
+
+// mark is the order of the latest request that began.
+func (r *Registry) mark() uint64 {
+	r.reqMu.Lock()
+	defer r.reqMu.Unlock()
+	return r.reqSeq
+}
+
+// endedBefore reports whether every request that began at or before mark
+// has ended, but the one ctx belongs to (an unload waits for the others).
+func (r *Registry) endedBefore(ctx context.Context, mark uint64) bool {
+	self, _ := ctx.Value(requestKey{}).(uint64)
+	r.reqMu.Lock()
+	defer r.reqMu.Unlock()
+	for id := range r.active {
+		if id <= mark && id != self {
+			return false
+		}
+	}
+	return true
 }
 
 // NewRegistry returns an empty registry.

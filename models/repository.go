@@ -478,7 +478,7 @@ func highestVersion(dir string) string {
 // at once, the running ones finish (up to DrainTimeout, after which they
 // are cut), then its memory is freed. Unloading a model that is not
 // loaded does nothing.
-func (r *Repository) Unload(_ context.Context, name string) error {
+func (r *Repository) Unload(ctx context.Context, name string) error {
 	g, ok := r.reg.Get(name)
 	if !ok {
 		r.mu.Lock()
@@ -494,13 +494,8 @@ func (r *Repository) Unload(_ context.Context, name string) error {
 		return err
 	}
 	r.reg.Remove(name)
-	deadline := time.Now().Add(r.cfg.DrainTimeout)
-	for g.Stats().Requests > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if cut := g.Stop(); cut > 0 {
-		r.log.Warn("unload cut running requests after the drain timeout", "model", name, "cut", cut)
-	}
+	mark := r.reg.mark()
+	r.drain(ctx, g, mark)
 	err = g.Close()
 	if e.metrics != nil {
 		e.metrics.unregisterAll()
@@ -509,6 +504,38 @@ func (r *Repository) Unload(_ context.Context, name string) error {
 	r.finish(e, StateUnavailable, "unloaded")
 	r.log.Info("model unloaded", "model", name)
 	return err
+}
+
+// linger is how long Unload waits, once the model has no request left,
+// for the handlers of requests that began before it left the registry to
+// end (they may be writing its last tokens), before it frees it anyway.
+const linger = 10 * time.Second
+
+// drain waits for the model's requests to finish and for the requests
+// that began before mark (but ctx's own) to end, up to DrainTimeout, and stops the
+// model's engine (cutting what still runs).
+func (r *Repository) drain(ctx context.Context, g *Generative, mark uint64) {
+	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	var idleSince time.Time
+	for !r.reg.endedBefore(ctx, mark) && time.Now().Before(deadline) {
+		switch {
+		case !g.Idle():
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) > linger:
+			// Only requests on other models are left.
+			deadline = time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cut := g.Stop(); cut > 0 {
+		r.log.Warn("unload cut running requests after the drain timeout", "model", g.Name(), "cut", cut)
+		// Their handlers answer at once; let them.
+		for end := time.Now().Add(linger); !r.reg.endedBefore(ctx, mark) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // ready is the registry's readiness with a repository: strict, every

@@ -96,7 +96,8 @@ func startRepoServer(t *testing.T, dir string, strict bool) *repoServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	unary, stream := api.GRPCTracking(registry)
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	v2grpc.Register(gs, api.V2Backend(registry), v2grpc.Options{Repository: api.V2Repository(repo)})
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
@@ -178,7 +179,7 @@ func TestRepositoryLoadUnloadWhileStreaming(t *testing.T) {
 	// A stream that outlives the unload.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b, _ := json.Marshal(map[string]any{"text_input": "Once upon a time", "parameters": map[string]any{"max_tokens": 60, "temperature": 0, "ignore_eos": true}})
+	b, _ := json.Marshal(map[string]any{"text_input": "Once upon a time", "parameters": map[string]any{"max_tokens": 200, "temperature": 0, "ignore_eos": true}})
 	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL+"/v2/models/tiny/generate_stream", bytes.NewReader(b))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -216,8 +217,8 @@ func TestRepositoryLoadUnloadWhileStreaming(t *testing.T) {
 			events = append(events, d)
 		}
 	}
-	if len(events) != 60 {
-		t.Fatalf("the stream got %d events, want 60 (it must complete)", len(events))
+	if len(events) != 200 {
+		t.Fatalf("the stream got %d events, want 200 (it must complete)", len(events))
 	}
 	if err := <-unloaded; err != nil {
 		t.Fatalf("RepositoryModelUnload: %v", err)

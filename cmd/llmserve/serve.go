@@ -498,7 +498,9 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		}
 		// --api-key covers the gRPC inference service too.
 		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys)
-		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryAuth), grpc.ChainStreamInterceptor(streamAuth))
+		// Calls are tracked so that unloading a model waits for them.
+		unaryTrack, streamTrack := api.GRPCTracking(registry)
+		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(grpcSrv, hs)
