@@ -90,7 +90,7 @@ func GRPCTracking(reg *models.Registry) (grpc.UnaryServerInterceptor, grpc.Strea
 
 type trackedStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx context.Context //nolint:containedctx // the call's, with its tracking id, as grpc.ServerStream.Context returns it
 }
 
 func (s *trackedStream) Context() context.Context { return s.ctx }

@@ -206,6 +206,9 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
+	if task == TaskEmbed && (pooling == "none" || pooling == "rank") {
+		return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"Task", fmt.Sprintf("embed needs embedding pooling (mean, cls or last), but the pooling is %s", pooling)})
+	}
 	for _, d := range cfg.MatryoshkaDimensions {
 		if d < 1 || d > info.NEmbd {
 			return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"MatryoshkaDimensions", fmt.Sprintf("%d is outside [1, %d] (the model's embedding size)", d, info.NEmbd)})

@@ -72,8 +72,8 @@ type ModelSettings struct {
 		URI string `json:"uri"`
 		// Version picks the version folder; default: the highest number.
 		Version string `json:"version"`
-		// Task is the model's V2 task: "generate" (the default) or
-		// "embed" (V2 infer answers embeddings).
+		// Task is the model's V2 task: "generate" or "embed" (V2 infer
+		// answers embeddings); default: the base configuration's.
 		Task string `json:"task"`
 	} `json:"parameters"`
 
@@ -134,7 +134,7 @@ func ReadSettings(path string) (*ModelSettings, error) {
 var settingsKeys = map[string]string{
 	"MaxModelLen": "max_model_len", "MaxNumSeqs": "max_num_seqs", "KVMemoryBytes": "kv_cache_memory_bytes",
 	"PrefixCacheBytes": "prefix_cache_memory_bytes", "Pooling": "pooling", "MatryoshkaDimensions": "matryoshka_dimensions",
-	"ReasoningParser": "reasoning_parser",
+	"ReasoningParser": "reasoning_parser", "Task": "parameters.task",
 }
 
 // apply lays the settings over base.
@@ -179,9 +179,8 @@ func (s *ModelSettings) apply(base GenerativeConfig, modelDir string) (Generativ
 		}
 		c.ChatTemplate = string(b)
 	}
-	c.Task = s.Parameters.Task
-	if c.Task == "" {
-		c.Task = TaskGenerate
+	if s.Parameters.Task != "" {
+		c.Task = s.Parameters.Task
 	}
 	return c, nil
 }
@@ -444,7 +443,7 @@ func checkGGUF(path, root string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	var head [8]byte
 	n, _ := io.ReadFull(f, head[:])
 	switch {

@@ -155,7 +155,7 @@ func TestRepositoryLoadUnloadWhileStreaming(t *testing.T) {
 		t.Fatalf("index after start: %v", idx)
 	}
 	var meta map[string]any
-	if code, _ := s.server.post(t, "/v2/repository/models/tiny/unload", nil, nil); code != 200 {
+	if code, _ := s.post(t, "/v2/repository/models/tiny/unload", nil, nil); code != 200 {
 		t.Fatalf("unload idle: %d", code)
 	}
 	if code, _ := s.get(t, "/v2/models/tiny"); code != 404 {

@@ -44,6 +44,7 @@ type serveFlags struct {
 	modelName        string
 	modelDir         string
 	modelRepository  string
+	task             string
 	strictReadiness  bool
 	chatTemplate     string
 	reasoningParser  string
@@ -121,6 +122,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
 	fl.StringVar(&f.modelRepository, "model-repository", "", "model repository: one folder per model, numbered version folders with a .gguf, and an optional model-settings.json (Triton's layout, MLServer's settings); every model is loaded at start and can be loaded and unloaded through /v2/repository")
+	fl.StringVar(&f.task, "task", "generate", "what the models do over V2 infer (vLLM's --task): generate (text_input → text_output) or embed (text_input → embedding FP32 [n, dim]); a repository model's parameters.task overrides it")
 	fl.BoolVar(&f.strictReadiness, "strict-readiness", false, "with --model-repository: the server is ready only when every model in the repository is (Triton's); without it, ready when the server is up")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
 	fl.StringVar(&f.reasoningParser, "reasoning-parser", "", "return the text between <think> and </think> as reasoning_content: "+strings.Join(tokenizer.ReasoningParsers(), " or ")+" (vLLM's names)")
@@ -188,6 +190,7 @@ func (f *serveFlags) validate() (*settings, error) {
 		oneOf("kv-cache-dtype", f.kvType, "f16", "f32", "bf16", "q8_0", "q4_0"),
 		oneOf("split-mode", f.splitMode, "none", "layer", "row"),
 		oneOf("threads-sleep", f.threadsSleep, "step", "idle"),
+		oneOf("task", f.task, models.TaskGenerate, models.TaskEmbed),
 	}
 	if f.reasoningParser != "" {
 		checks = append(checks, oneOf("reasoning-parser", f.reasoningParser, tokenizer.ReasoningParsers()...))
@@ -290,6 +293,7 @@ var configFlags = map[string]string{
 	"Pooling":              "--pooling",
 	"MatryoshkaDimensions": "--matryoshka-dimensions",
 	"ReasoningParser":      "--reasoning-parser",
+	"Task":                 "--task",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -444,7 +448,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
 		MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
 		MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
-		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka,
+		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
 	}
 	for _, s := range set.specs {
 		cfg := base

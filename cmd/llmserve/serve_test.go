@@ -212,6 +212,8 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--model", "/x/m.gguf", "--model", "/y/m.gguf"}, `--model: two models are named "m"`},
 		{[]string{"--model-repository", "/nonexistent/repo"}, "--model-repository: stat /nonexistent/repo"},
 		{[]string{"--strict-readiness"}, "--strict-readiness: needs --model-repository"},
+		{[]string{"--task", "embed", "--pooling", "none"}, "--task: embed needs embedding pooling (mean, cls or last), but the pooling is none"},
+		{[]string{"--task", "classify"}, `--task: "classify" is not one of generate, embed`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -477,8 +479,13 @@ func TestServeModelRepository(t *testing.T) {
 		idx[1]["name"] != "tiny" || idx[1]["state"] != "READY" || idx[1]["version"] != "2" {
 		t.Fatalf("index: %v", idx)
 	}
-	if resp, err := http.Get(base + "/api/health/ready"); err != nil || resp.StatusCode != 503 {
-		t.Fatalf("strict readiness with a broken model: %v %v", resp, err)
+	resp, err = http.Get(base + "/api/health/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("strict readiness with a broken model: %d", resp.StatusCode)
 	}
 	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
