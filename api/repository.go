@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -71,16 +72,27 @@ func track(reg *models.Registry) func(http.Handler) http.Handler {
 	}
 }
 
-// GRPCTracking returns interceptors that record every gRPC call with the
-// registry, as the HTTP routes are (see track); cmd/llmserve chains them
-// on the gRPC server.
+// inferenceService prefixes the V2 service's methods: only its calls can
+// hold a model (reflection and health streams, which a client such as
+// grpcurl keeps open around its calls, are not tracked).
+const inferenceService = "/inference.GRPCInferenceService/"
+
+// GRPCTracking returns interceptors that record every call of the V2
+// inference service with the registry, as the HTTP routes are (see
+// track); cmd/llmserve chains them on the gRPC server.
 func GRPCTracking(reg *models.Registry) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
-	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if !strings.HasPrefix(info.FullMethod, inferenceService) {
+			return h(ctx, req)
+		}
 		ctx, exit := reg.Enter(ctx)
 		defer exit()
 		return h(ctx, req)
 	}
-	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if !strings.HasPrefix(info.FullMethod, inferenceService) {
+			return h(srv, ss)
+		}
 		ctx, exit := reg.Enter(ss.Context())
 		defer exit()
 		return h(srv, &trackedStream{ss, ctx})

@@ -113,7 +113,9 @@ func NewHandler(opts Options) (http.Handler, error) {
 			MaxBodyBytes: opts.MaxBodyBytes,
 		})
 		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
-		kservev1.Mount(r, V2Backend(reg), kservev1.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		kservev1.Mount(r, V2Backend(reg), kservev1.Options{
+			Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Other: http.HandlerFunc(methodNotAllowed),
+		})
 		if opts.Repository != nil {
 			v2.MountRepository(r, V2Repository(opts.Repository), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
 		}

@@ -76,12 +76,17 @@ func TestKServeV1ModelAndPredict(t *testing.T) {
 		{"not json", "/v1/models/stories260K:predict", `{`, 400, "not a JSON object"},
 		{"unknown model", "/v1/models/nosuch:predict", `{"instances":["a"]}`, 404, "nosuch"},
 		{"generator", "/v1/models/gen:predict", `{"instances":["a"]}`, 400, "does not embed"},
-		{"explain", "/v1/models/stories260K:explain", `{"instances":["a"]}`, 404, ":predict"},
+		{"explain", "/v1/models/stories260K:explain", `{"instances":["a"]}`, 405, "not allowed"},
+		{"no verb", "/v1/models/stories260K", `{"instances":["a"]}`, 405, "not allowed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out map[string]any
 			code, _ := s.postRaw(t, tt.path, []byte(tt.body), &out)
 			msg, _ := out["error"].(string)
+			if code == 405 { // the path is OpenAI's: its error object
+				e, _ := out["error"].(map[string]any)
+				msg, _ = e["message"].(string)
+			}
 			if code != tt.code || !strings.Contains(msg, tt.want) {
 				t.Fatalf("%d %v, want %d with an error naming %q", code, out, tt.code, tt.want)
 			}

@@ -36,6 +36,8 @@ type repoServer struct {
 	dir  string
 	repo *models.Repository
 	grpc pb.GRPCInferenceServiceClient
+	// grpcAddr is the gRPC service's address.
+	grpcAddr string
 }
 
 // writeRepoModel puts stories260K in dir/name/version/model.gguf with the
@@ -106,7 +108,7 @@ func startRepoServer(t *testing.T, dir string, strict bool) *repoServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &repoServer{server: &server{URL: srv.URL, reg: reg, registry: registry}, dir: dir, repo: repo, grpc: pb.NewGRPCInferenceServiceClient(conn)}
+	return &repoServer{server: &server{URL: srv.URL, reg: reg, registry: registry}, dir: dir, repo: repo, grpc: pb.NewGRPCInferenceServiceClient(conn), grpcAddr: ln.Addr().String()}
 }
 
 func (s *repoServer) get(t *testing.T, path string) (int, string) {
@@ -353,5 +355,43 @@ func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for !cond() {
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRepositoryGrpcurl drives the repository RPCs with grpcurl through
+// reflection: index, unload, load, and a corrupt model's load error.
+func TestRepositoryGrpcurl(t *testing.T) {
+	bin := grpcurlPath(t)
+	dir := t.TempDir()
+	writeRepoModel(t, dir, "tiny", "2", nil)
+	writeRepoFile(t, dir, "corrupt", "1", []byte("GGUF\x03\x00\x00\x00 and nothing else"), nil)
+	s := startRepoServer(t, dir, false)
+	const svc = "inference.GRPCInferenceService/"
+	out, errOut, ok := grpcurl(t, bin, s.grpcAddr, `{}`, svc+"RepositoryIndex")
+	if !ok {
+		t.Fatalf("RepositoryIndex: %s", errOut)
+	}
+	var idx struct {
+		Models []map[string]string `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(out), &idx); err != nil || len(idx.Models) != 2 ||
+		idx.Models[0]["name"] != "corrupt" || idx.Models[0]["state"] != "UNAVAILABLE" || idx.Models[0]["reason"] == "" ||
+		idx.Models[1]["name"] != "tiny" || idx.Models[1]["state"] != "READY" || idx.Models[1]["version"] != "2" {
+		t.Fatalf("RepositoryIndex: %s %v", out, err)
+	}
+	if _, errOut, ok := grpcurl(t, bin, s.grpcAddr, `{"model_name":"tiny"}`, svc+"RepositoryModelUnload"); !ok {
+		t.Fatalf("RepositoryModelUnload: %s", errOut)
+	}
+	if _, errOut, ok := grpcurl(t, bin, s.grpcAddr, `{"name":"tiny"}`, svc+"ModelReady"); ok || !strings.Contains(errOut, "NotFound") {
+		t.Fatalf("ModelReady after unload: %s", errOut)
+	}
+	if _, errOut, ok := grpcurl(t, bin, s.grpcAddr, `{"model_name":"tiny"}`, svc+"RepositoryModelLoad"); !ok {
+		t.Fatalf("RepositoryModelLoad: %s", errOut)
+	}
+	if out, errOut, ok := grpcurl(t, bin, s.grpcAddr, `{"name":"tiny"}`, svc+"ModelReady"); !ok || !strings.Contains(out, `"ready": true`) {
+		t.Fatalf("ModelReady after load: %s %s", out, errOut)
+	}
+	if _, errOut, ok := grpcurl(t, bin, s.grpcAddr, `{"model_name":"corrupt"}`, svc+"RepositoryModelLoad"); ok || !strings.Contains(errOut, "InvalidArgument") || !strings.Contains(errOut, "corrupt") {
+		t.Fatalf("RepositoryModelLoad of a corrupt model: %s", errOut)
 	}
 }

@@ -15,5 +15,6 @@
 //
 // Errors are KServe V1's {"error": "<message>"} with 400 (bad input), 404
 // (unknown model), 503 (not ready), 429, 413 and 500, mapped from
-// api/v2/infer's error kinds. :explain is not served (404).
+// api/v2/infer's error kinds. Any other POST under /v1/models/ (:explain
+// included) goes to Options.Other, the router's 405 in OpenAI's shape.
 package kservev1

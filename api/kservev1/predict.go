@@ -25,12 +25,16 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Other answers a POST to /v1/models/... that is not :predict (the
+	// router's 405 in OpenAI's shape, as that path is OpenAI's); nil: a
+	// KServe 404.
+	Other http.Handler
 }
 
 // Mount adds POST /v1/models/{m}:predict to r. Model names may hold
 // slashes (org/model:predict, or org%2Fmodel:predict).
 func Mount(r chi.Router, b infer.Backend, opts Options) {
-	h := &handler{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes}
+	h := &handler{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes, other: opts.Other}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -44,6 +48,7 @@ type handler struct {
 	b       infer.Backend
 	log     *slog.Logger
 	maxBody int64
+	other   http.Handler
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +59,10 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name, verb, ok := cutLast(rest, ":")
+	if (!ok || verb != "predict") && h.other != nil {
+		h.other.ServeHTTP(w, r)
+		return
+	}
 	if !ok || verb != "predict" {
 		h.fail(w, r, infer.Errorf(infer.NotFound, "no route for POST %s: KServe V1 serves POST /v1/models/{model}:predict", r.URL.Path))
 		return
