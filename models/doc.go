@@ -23,8 +23,11 @@
 // time per model (ErrBusy otherwise): Load reloads a loaded model, and a
 // model that fails is a *LoadError whose message the index shows as the
 // reason, the others untouched; Unload removes the model from the
-// Registry, waits for its running requests to finish (up to DrainTimeout,
-// then cuts them), closes it and unregisters its metrics. Index lists the
+// Registry, waits for its running requests to finish and for the requests
+// that began before (Registry.Enter, which the API layer calls for every
+// HTTP request and V2 gRPC call) to end, as any may still hold the model
+// (up to DrainTimeout, then it cuts them; once the model is idle, at most
+// 10 s more), closes it and unregisters its metrics. Index lists the
 // folders with Triton's states. With a Repository the Registry's
 // readiness is the repository's: strict (every model READY) or, by
 // default, up.
