@@ -15,6 +15,8 @@ GO ?= go
 
 OLLAMA_VERSION := v0.17.4
 MALGO_VERSION  := v0.11.24
+# The Swagger UI served at /v2/docs (api/dataplane/swaggerui, committed).
+SWAGGER_UI_VERSION := 5.32.0
 
 GOMODCACHE   := $(shell $(GO) env GOMODCACHE)
 OLLAMA_DIR   := $(GOMODCACHE)/github.com/ollama/ollama@$(OLLAMA_VERSION)
@@ -71,7 +73,7 @@ GRPCURL             := $(TOOLS_DIR)/grpcurl-$(GRPCURL_VERSION)
 PROTOC_GEN_GO       := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
-.PHONY: all build run test test-pure test-cgo grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env
+.PHONY: all build run test test-pure test-cgo grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env swagger-ui
 
 all: build
 
@@ -141,6 +143,22 @@ protoc-plugins:
 ## proto: regenerate the V2 gRPC code from Triton's protos (needs protoc).
 proto: protoc-plugins
 	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb
+
+## swagger-ui: re-vendor the pinned swagger-ui-dist (npm) into
+## api/dataplane/swaggerui: only the files /v2/docs loads, their licenses
+## and a PROVENANCE file. The copy is committed; builds do not need npm.
+swagger-ui:
+	@rm -rf $(TOOLS_DIR)/swagger-ui.tmp && mkdir -p $(TOOLS_DIR)/swagger-ui.tmp
+	cd $(TOOLS_DIR)/swagger-ui.tmp && npm pack --silent swagger-ui-dist@$(SWAGGER_UI_VERSION) && tar xzf swagger-ui-dist-$(SWAGGER_UI_VERSION).tgz
+	@d=api/dataplane/swaggerui; p=$(TOOLS_DIR)/swagger-ui.tmp/package; \
+	rm -rf $$d && mkdir -p $$d && \
+	cp $$p/swagger-ui-bundle.js $$p/swagger-ui-bundle.js.LICENSE.txt $$p/swagger-ui.css $$p/favicon-32x32.png $$p/LICENSE $$p/NOTICE $$d/ && \
+	{ echo "swagger-ui-dist $(SWAGGER_UI_VERSION) from the npm registry (https://www.npmjs.com/package/swagger-ui-dist),"; \
+	  echo "fetched by 'make swagger-ui'. Files copied unchanged from the package: swagger-ui-bundle.js,"; \
+	  echo "swagger-ui-bundle.js.LICENSE.txt, swagger-ui.css, favicon-32x32.png, LICENSE (Apache-2.0), NOTICE."; \
+	  echo "Package tarball sha512 (npm's integrity): $$(cd $(TOOLS_DIR)/swagger-ui.tmp && npm view --silent swagger-ui-dist@$(SWAGGER_UI_VERSION) dist.integrity)"; \
+	  echo "sha256 of the copied files:"; (cd $$d && sha256sum swagger-ui-bundle.js swagger-ui-bundle.js.LICENSE.txt swagger-ui.css favicon-32x32.png LICENSE NOTICE); } > $$d/PROVENANCE
+	rm -rf $(TOOLS_DIR)/swagger-ui.tmp
 
 ## bench: measure throughput at several concurrencies (see docs/BENCHMARKS.md).
 bench: build

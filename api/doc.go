@@ -1,12 +1,13 @@
 // Package api assembles the HTTP surface: one chi router that mounts every
-// protocol package (api/openai, api/v2; api/kservev1 as it lands),
+// protocol package (api/openai, api/v2, api/kservev1, api/dataplane),
 // the health endpoints, /metrics, the chat page (api/webui), and the
 // middleware every route shares: request ids, optional bearer-token auth,
 // panic recovery, access logs and HTTP metrics.
 //
 // It adapts the model registry (models) to what each protocol package
-// declares it needs (V2Backend also serves the V2 gRPC service that
-// cmd/llmserve registers), so protocol packages never import models. It owns no
+// declares it needs (V2Backend and V2Repository also serve the V2 gRPC
+// service that cmd/llmserve registers), so protocol packages never import
+// models. It owns no
 // model state and maps no protocol errors itself: each protocol package
 // maps its own errors in one place.
 //
@@ -15,8 +16,17 @@
 //	GET /health             200 when every model is ready, else 503 (vLLM)
 //	GET /v2/health/live     {"live": true} while the process serves (OIP)
 //	GET /v2/health/ready    {"ready": true|false}, 200 or 503 (OIP)
+//	GET /api/health/live    Triton's legacy probes: no body, 200
+//	GET /api/health/ready   ... or 503 when not ready
 //	GET /metrics            Prometheus text format
 //	GET /, GET /ui/...      the chat page, see api/webui (no API key needed)
 //	/v1/...                 OpenAI API, see api/openai
 //	/v2, /v2/models/...     Open Inference Protocol (V2) REST, see api/v2
+//	/v2/repository/...      the model repository (Options.Repository), see api/v2
+//	POST /v1/models/{m}:predict  KServe V1, see api/kservev1
+//	GET /v2/docs[...]       the OpenAPI document and Swagger UI, see api/dataplane (public)
+//
+// Readiness (/health, /v2/health/ready, /api/health/ready) is the
+// registry's: with a model repository, as --strict-readiness says (see
+// models.Repository).
 package api

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmserve/llmserve/api/dataplane"
+	"github.com/llmserve/llmserve/api/kservev1"
 	"github.com/llmserve/llmserve/api/openai"
 	v2 "github.com/llmserve/llmserve/api/v2"
 	"github.com/llmserve/llmserve/api/webui"
@@ -42,6 +44,9 @@ type Options struct {
 	CORS CORSOptions
 	// MaxBodyBytes limits request bodies (0: the protocol default).
 	MaxBodyBytes int64
+	// Repository, when set, is the model repository that the V2
+	// repository routes load models from and unload them to.
+	Repository *models.Repository
 }
 
 // NewHandler returns the server's HTTP handler.
@@ -59,7 +64,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, recoverer(log), accessLog(log, hm))
+	r.Use(track(opts.Registry), middleware.RequestID, recoverer(log), accessLog(log, hm))
 	if len(opts.CORS.AllowedOrigins) > 0 {
 		// Before auth: a browser's preflight carries no credentials.
 		r.Use(opts.CORS.handler())
@@ -84,11 +89,20 @@ func NewHandler(opts Options) (http.Handler, error) {
 		}
 		writeJSON(w, code, map[string]bool{"ready": ready})
 	})
+	// Triton's legacy health routes: no body, 200 or 503.
+	r.Get("/api/health/live", func(http.ResponseWriter, *http.Request) {})
+	r.Get("/api/health/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !reg.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	// The chat page is public: its API calls carry the key the user types.
 	ui := webui.Handler(http.HandlerFunc(notFound))
 	r.Method(http.MethodGet, "/", ui)
 	r.Method(http.MethodGet, webui.Prefix+"*", ui)
+	// The data plane's OpenAPI document and Swagger UI are public too.
+	dataplane.Mount(r)
 
 	r.Group(func(r chi.Router) {
 		if keys := nonEmpty(opts.APIKeys); len(keys) > 0 {
@@ -99,6 +113,12 @@ func NewHandler(opts Options) (http.Handler, error) {
 			MaxBodyBytes: opts.MaxBodyBytes,
 		})
 		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		kservev1.Mount(r, V2Backend(reg), kservev1.Options{
+			Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Other: http.HandlerFunc(methodNotAllowed),
+		})
+		if opts.Repository != nil {
+			v2.MountRepository(r, V2Repository(opts.Repository), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		}
 	})
 	return r, nil
 }

@@ -12,7 +12,25 @@
 // runs. Stop ends the requests still running; Close also frees the model.
 //
 // The Registry answers readiness for the health routes: ready when every
-// model's engine core is, and not draining (shutdown).
+// model's engine core is, and not draining (shutdown). Remove takes a
+// model out at run time (new lookups miss it at once).
+//
+// A Repository (repository.go) is a model repository on disk in Triton's
+// layout (DIR/<name>/<version>/*.gguf, the highest version served) with
+// MLServer's model-settings.json (ReadSettings: MLServer's names plus the
+// LLM settings, unknown keys an error naming them), laid over a base
+// GenerativeConfig. Load and Unload work by name at run time, one at a
+// time per model (ErrBusy otherwise): Load reloads a loaded model, and a
+// model that fails is a *LoadError whose message the index shows as the
+// reason, the others untouched; Unload removes the model from the
+// Registry, waits for its running requests to finish and for the requests
+// that began before (Registry.Enter, which the API layer calls for every
+// HTTP request and V2 gRPC call) to end, as any may still hold the model
+// (up to DrainTimeout, then it cuts them; once the model is idle, at most
+// 10 s more), closes it and unregisters its metrics. Index lists the
+// folders with Triton's states. With a Repository the Registry's
+// readiness is the repository's: strict (every model READY) or, by
+// default, up.
 //
 // The default model, stories260K, is embedded (models/stories260k) so that
 // `llmserve serve` works with no arguments.

@@ -35,6 +35,12 @@ type GenerativeConfig struct {
 	Name string
 	// Path is the GGUF file; "" serves the embedded stories260K.
 	Path string
+	// Version is the version the V2 protocol serves the model as; ""
+	// means "1". The model repository sets it from the version folder.
+	Version string
+	// Task is the model's V2 task: TaskGenerate ("" too) or TaskEmbed,
+	// whose V2 infer answers embeddings.
+	Task string
 	// CacheDir is where the embedded model is written for llama.cpp to
 	// map; "" means the user cache dir.
 	CacheDir string
@@ -92,6 +98,12 @@ type GenerativeConfig struct {
 	MatryoshkaDimensions []int
 }
 
+// The V2 tasks of GenerativeConfig.Task.
+const (
+	TaskGenerate = "generate"
+	TaskEmbed    = "embed"
+)
+
 // ConfigError is a setting that cannot work with the model. Setting is the
 // GenerativeConfig field.
 type ConfigError struct {
@@ -112,6 +124,8 @@ type Generative struct {
 	mrl     []int
 	// reasoning is the reasoning parser's name, "" for none.
 	reasoning string
+	version   string
+	task      string
 
 	model *llamacpp.Model
 	tok   *tokenizer.Tokenizer
@@ -141,6 +155,17 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	}
 	if name == "" {
 		name = baseName(path)
+	}
+	version, task := cfg.Version, cfg.Task
+	if version == "" {
+		version = "1"
+	}
+	switch task {
+	case "":
+		task = TaskGenerate
+	case TaskGenerate, TaskEmbed:
+	default:
+		return nil, &ConfigError{"Task", fmt.Sprintf("%q is not %s or %s", task, TaskGenerate, TaskEmbed)}
 	}
 	if cfg.ReasoningParser != "" && !slices.Contains(tokenizer.ReasoningParsers(), cfg.ReasoningParser) {
 		return nil, &ConfigError{"ReasoningParser", fmt.Sprintf("%q is not one of %s", cfg.ReasoningParser, strings.Join(tokenizer.ReasoningParsers(), ", "))}
@@ -181,6 +206,9 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
+	if task == TaskEmbed && (pooling == "none" || pooling == "rank") {
+		return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"Task", fmt.Sprintf("embed needs embedding pooling (mean, cls or last), but the pooling is %s", pooling)})
+	}
 	for _, d := range cfg.MatryoshkaDimensions {
 		if d < 1 || d > info.NEmbd {
 			return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"MatryoshkaDimensions", fmt.Sprintf("%d is outside [1, %d] (the model's embedding size)", d, info.NEmbd)})
@@ -188,7 +216,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	}
 	g := &Generative{
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
-		pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
+		version: version, task: task, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
 		model: m, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 	}
 	ctxParams := llamacpp.ContextParams{
@@ -386,6 +414,12 @@ func size(cfg GenerativeConfig, info llamacpp.Info) (sizing, error) {
 // Name is the id clients use.
 func (g *Generative) Name() string { return g.name }
 
+// Version is the version the V2 protocol serves the model as.
+func (g *Generative) Version() string { return g.version }
+
+// Task is the model's V2 task, TaskGenerate or TaskEmbed.
+func (g *Generative) Task() string { return g.task }
+
 // Created is the Unix time the model was loaded.
 func (g *Generative) Created() int64 { return g.created }
 
@@ -417,6 +451,9 @@ func (g *Generative) Restarts() uint64 { return g.core.Restarts() }
 
 // Ready reports whether the model accepts requests.
 func (g *Generative) Ready() bool { return g.core.Ready() }
+
+// Idle reports whether the model has no request running or waiting.
+func (g *Generative) Idle() bool { return g.core.Stats().Requests == 0 && g.core.Queued() == 0 }
 
 // Pooling is how embeddings pool a sequence ("none": the model does not
 // embed).

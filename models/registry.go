@@ -1,9 +1,11 @@
 package models
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,58 @@ type Registry struct {
 	byName   map[string]*Generative // guarded by mu
 	order    []*Generative          // guarded by mu
 	draining atomic.Bool
+	// readiness, when set (by a Repository), decides Ready instead of
+	// "at least one model and every model ready".
+	readiness atomic.Pointer[func() bool]
+
+	// The requests being handled, by the order they began (see Enter).
+	reqMu  sync.Mutex
+	reqSeq uint64              // guarded by reqMu
+	active map[uint64]struct{} // guarded by reqMu
+}
+
+// Enter records that a request began; the API layer calls it for every
+// HTTP request and gRPC call, serves the request with the context it
+// returns and calls exit when the request has ended, its response written. Unloading a model waits for the
+// requests that began before the model left the registry (any of them may
+// still hold it) before it frees the model's memory.
+func (r *Registry) Enter(ctx context.Context) (_ context.Context, exit func()) {
+	r.reqMu.Lock()
+	r.reqSeq++
+	id := r.reqSeq
+	if r.active == nil {
+		r.active = map[uint64]struct{}{}
+	}
+	r.active[id] = struct{}{}
+	r.reqMu.Unlock()
+	return context.WithValue(ctx, requestKey{}, id), func() {
+		r.reqMu.Lock()
+		delete(r.active, id)
+		r.reqMu.Unlock()
+	}
+}
+
+type requestKey struct{}
+
+// mark is the order of the latest request that began.
+func (r *Registry) mark() uint64 {
+	r.reqMu.Lock()
+	defer r.reqMu.Unlock()
+	return r.reqSeq
+}
+
+// endedBefore reports whether every request that began at or before mark
+// has ended, but the one ctx belongs to (an unload waits for the others).
+func (r *Registry) endedBefore(ctx context.Context, mark uint64) bool {
+	self, _ := ctx.Value(requestKey{}).(uint64)
+	r.reqMu.Lock()
+	defer r.reqMu.Unlock()
+	for id := range r.active {
+		if id <= mark && id != self {
+			return false
+		}
+	}
+	return true
 }
 
 // NewRegistry returns an empty registry.
@@ -40,6 +94,23 @@ func (r *Registry) Get(name string) (*Generative, bool) {
 	return g, ok
 }
 
+// Remove takes the model called name out of the registry, so that new
+// requests do not find it, and returns it; the caller drains and closes
+// it.
+func (r *Registry) Remove(name string) (*Generative, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.byName[name]
+	if !ok {
+		return nil, false
+	}
+	delete(r.byName, name)
+	r.order = slices.DeleteFunc(r.order, func(x *Generative) bool { return x == g })
+	return g, true
+}
+
+func (r *Registry) setReadiness(f func() bool) { r.readiness.Store(&f) }
+
 // List returns the models in the order they were added.
 func (r *Registry) List() []*Generative {
 	r.mu.RLock()
@@ -64,11 +135,15 @@ func (r *Registry) Stop() int64 {
 	return cut
 }
 
-// Ready reports whether there is at least one model, every model is ready
-// and the server is not draining.
+// Ready reports whether the server is not draining and there is at least
+// one model and every model is ready; with a Repository, what its
+// readiness says instead.
 func (r *Registry) Ready() bool {
 	if r.draining.Load() {
 		return false
+	}
+	if f := r.readiness.Load(); f != nil {
+		return (*f)()
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

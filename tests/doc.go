@@ -6,6 +6,9 @@
 // with raw HTTP, the gRPC service with grpc-go against the generated
 // proto, and grpcurl through reflection (v2_grpcurl_test.go, which fails
 // without the pinned grpcurl; `make test` installs it with `make
-// grpcurl`). They assert what a user sees (exact greedy tokens,
+// grpcurl`). v2_repository_test.go serves a model repository (load,
+// unload while a stream runs, reload, corrupt GGUFs, strict readiness over
+// REST and gRPC); kservev1_test.go drives KServe V1, the V2 embed task and
+// infer_stream. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

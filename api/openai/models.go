@@ -30,9 +30,17 @@ func (h *handler) listModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
+// kserveModel is GET /v1/models/{id}'s answer: OpenAI's model object and
+// KServe V1's model status ({"name", "ready"}) in one document.
+type kserveModel struct {
+	modelObject
+	Name  string `json:"name"`
+	Ready bool   `json:"ready"`
+}
+
 // getModel serves GET /v1/models/{id}. Model ids such as
 // "org/name" contain slashes, so the route is a wildcard; an escaped
-// slash (%2F) works too.
+// slash (%2F) works too. The answer is also KServe V1's model status.
 func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "*")
 	if r.URL.RawPath != "" {
@@ -46,5 +54,9 @@ func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(&modelNotFoundError{name: name}))
 		return
 	}
-	writeJSON(w, http.StatusOK, modelObjectOf(m))
+	ready := true
+	if r, ok := m.(interface{ Ready() bool }); ok {
+		ready = r.Ready()
+	}
+	writeJSON(w, http.StatusOK, kserveModel{modelObject: modelObjectOf(m), Name: m.Name(), Ready: ready})
 }

@@ -7,10 +7,14 @@
 //	POST /v2/models/{m}[/versions/{v}]/infer          inference (tensors)
 //	POST /v2/models/{m}[/versions/{v}]/generate       Triton's generate
 //	POST /v2/models/{m}[/versions/{v}]/generate_stream  the same as SSE
+//	POST /v2/models/{m}[/versions/{v}]/infer_stream     MLServer's streamed infer
 //
-// The health probes (/v2/health/live, /v2/health/ready) stay with the
-// router in api. Every model is served as version "1"; another version,
-// like an unknown model, is a 404. The protocol-independent work (tensors,
+// MountRepository adds Triton's model repository extension
+// (/v2/repository/index, /v2/repository/models/{m}/load and /unload) over
+// an infer.Repository. The health probes (/v2/health/live,
+// /v2/health/ready) stay with the router in api. A model is served as
+// version "1", or as its model repository version (infer.VersionOf);
+// another version, like an unknown model, is a 404. The protocol-independent work (tensors,
 // the LLM's inputs and outputs, generation, error kinds) is api/v2/infer's,
 // shared with the gRPC service in api/v2/grpc; this package only decodes
 // and encodes the REST wire form.
@@ -45,6 +49,13 @@
 // An error before the first event is a JSON error with its status; after
 // it, a "data: {"error": "..."}" event ends the stream. A client that goes
 // away frees its sequence within one engine step.
+//
+// # infer_stream
+//
+// MLServer's: a JSON inference request (no binary data) on a generative
+// model, answered as SSE with one inference response per generated token
+// (text_output [1] with the token's text; parameters "index", and
+// "finish_reason" on a prompt's last event); errors as generate_stream's.
 //
 // # Errors
 //

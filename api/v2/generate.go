@@ -119,7 +119,7 @@ func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	resp := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.ModelVersion, TextOutput: res[0].Text}
+	resp := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.VersionOf(m), TextOutput: res[0].Text}
 	if p.Details {
 		lps := res[0].Tokens
 		if lps == nil {
@@ -164,7 +164,7 @@ func (h *handler) generateStream(w http.ResponseWriter, r *http.Request) {
 		if d.Text == "" && d.Finish == "" && !p.Details {
 			return nil
 		}
-		ev := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.ModelVersion, TextOutput: d.Text}
+		ev := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.VersionOf(m), TextOutput: d.Text}
 		if p.Details {
 			ev.Details = &generateDetails{FinishReason: d.Finish, Token: d.Token}
 		}

@@ -45,7 +45,7 @@ type handler struct {
 
 // Mount adds the V2 routes to r: server metadata, and for every model,
 // with and without /versions/{version}: metadata, ready, infer, generate
-// and generate_stream. The health probes stay with the router.
+// generate_stream and infer_stream. The health probes stay with the router.
 func Mount(r chi.Router, b infer.Backend, opts Options) {
 	h := &handler{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes, version: opts.Version, now: time.Now, seed: mrand.Uint32}
 	if h.log == nil {
@@ -64,6 +64,7 @@ func Mount(r chi.Router, b infer.Backend, opts Options) {
 		r.Post(base+"/infer", h.infer)
 		r.Post(base+"/generate", h.generate)
 		r.Post(base+"/generate_stream", h.generateStream)
+		r.Post(base+"/infer_stream", h.inferStream)
 	}
 }
 

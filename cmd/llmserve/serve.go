@@ -43,6 +43,9 @@ type serveFlags struct {
 	models           []string
 	modelName        string
 	modelDir         string
+	modelRepository  string
+	task             string
+	strictReadiness  bool
 	chatTemplate     string
 	reasoningParser  string
 	cacheDir         string
@@ -118,6 +121,9 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
+	fl.StringVar(&f.modelRepository, "model-repository", "", "model repository: one folder per model, numbered version folders with a .gguf, and an optional model-settings.json (Triton's layout, MLServer's settings); every model is loaded at start and can be loaded and unloaded through /v2/repository")
+	fl.StringVar(&f.task, "task", "generate", "what the models do over V2 infer (vLLM's --task): generate (text_input → text_output) or embed (text_input → embedding FP32 [n, dim]); a repository model's parameters.task overrides it")
+	fl.BoolVar(&f.strictReadiness, "strict-readiness", false, "with --model-repository: the server is ready only when every model in the repository is (Triton's); without it, ready when the server is up")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
 	fl.StringVar(&f.reasoningParser, "reasoning-parser", "", "return the text between <think> and </think> as reasoning_content: "+strings.Join(tokenizer.ReasoningParsers(), " or ")+" (vLLM's names)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
@@ -184,6 +190,7 @@ func (f *serveFlags) validate() (*settings, error) {
 		oneOf("kv-cache-dtype", f.kvType, "f16", "f32", "bf16", "q8_0", "q4_0"),
 		oneOf("split-mode", f.splitMode, "none", "layer", "row"),
 		oneOf("threads-sleep", f.threadsSleep, "step", "idle"),
+		oneOf("task", f.task, models.TaskGenerate, models.TaskEmbed),
 	}
 	if f.reasoningParser != "" {
 		checks = append(checks, oneOf("reasoning-parser", f.reasoningParser, tokenizer.ReasoningParsers()...))
@@ -219,6 +226,9 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("max-body-bytes", "%d is negative (0 means 16 MiB)", f.maxBodyBytes))
 	case f.gpuLayers < -1:
 		checks = append(checks, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers))
+	}
+	if f.strictReadiness && f.modelRepository == "" {
+		checks = append(checks, bad("strict-readiness", "needs --model-repository (without a repository the server is ready only when every model is)"))
 	}
 	if err := errors.Join(checks...); err != nil {
 		return nil, err
@@ -283,6 +293,7 @@ var configFlags = map[string]string{
 	"Pooling":              "--pooling",
 	"MatryoshkaDimensions": "--matryoshka-dimensions",
 	"ReasoningParser":      "--reasoning-parser",
+	"Task":                 "--task",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -368,7 +379,7 @@ func modelSpecs(f *serveFlags) ([][2]string, error) {
 		}
 		specs = append(specs, [2]string{"", path})
 	}
-	if len(specs) == 0 {
+	if len(specs) == 0 && f.modelRepository == "" {
 		specs = append(specs, [2]string{"", ""})
 	}
 	if f.modelName != "" {
@@ -431,15 +442,18 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			log.Error("closing models", "err", cerr)
 		}
 	}()
+	base := models.GenerativeConfig{
+		CacheDir: f.cacheDir, ChatTemplate: set.tmpl, ReasoningParser: f.reasoningParser,
+		GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
+		Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
+		MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
+		MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
+		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
+	}
 	for _, s := range set.specs {
-		g, err := models.LoadGenerative(models.GenerativeConfig{
-			Name: s[0], Path: s[1], CacheDir: f.cacheDir, ChatTemplate: set.tmpl, ReasoningParser: f.reasoningParser,
-			GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
-			Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
-			MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
-			MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
-			RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka,
-		}, log, reg)
+		cfg := base
+		cfg.Name, cfg.Path = s[0], s[1]
+		g, err := models.LoadGenerative(cfg, log, reg)
 		var ce *models.ConfigError
 		if errors.As(err, &ce) && configFlags[ce.Setting] != "" {
 			return fmt.Errorf("%s: %s", configFlags[ce.Setting], ce.Msg)
@@ -452,8 +466,17 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		}
 	}
 
+	var repo *models.Repository
+	if f.modelRepository != "" {
+		if repo, err = models.NewRepository(models.RepositoryConfig{
+			Dir: f.modelRepository, Base: base, Strict: f.strictReadiness, Logger: log, Registerer: reg,
+		}, registry); err != nil {
+			return fmt.Errorf("--model-repository: %w", err)
+		}
+		repo.LoadAll(ctx)
+	}
 	handler, err := api.NewHandler(api.Options{
-		Registry: registry, Logger: log, Registerer: reg, Gatherer: reg,
+		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
 		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
 		CORS: api.CORSOptions{
 			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
@@ -479,11 +502,13 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		}
 		// --api-key covers the gRPC inference service too.
 		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys)
-		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryAuth), grpc.ChainStreamInterceptor(streamAuth))
+		// Calls are tracked so that unloading a model waits for them.
+		unaryTrack, streamTrack := api.GRPCTracking(registry)
+		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(grpcSrv, hs)
-		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log})
+		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo)})
 		defer hs.Shutdown()
 	}
 

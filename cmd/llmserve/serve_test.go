@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	"github.com/llmserve/llmserve/models/stories260k"
 )
 
 func freePort(t *testing.T) int {
@@ -207,6 +210,10 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout"},
 		{[]string{"--model", "a=/x/a.gguf", "--model", "a=/y/b.gguf"}, `--model: two models are named "a"`},
 		{[]string{"--model", "/x/m.gguf", "--model", "/y/m.gguf"}, `--model: two models are named "m"`},
+		{[]string{"--model-repository", "/nonexistent/repo"}, "--model-repository: stat /nonexistent/repo"},
+		{[]string{"--strict-readiness"}, "--strict-readiness: needs --model-repository"},
+		{[]string{"--task", "embed", "--pooling", "none"}, "--task: embed needs embedding pooling (mean, cls or last), but the pooling is none"},
+		{[]string{"--task", "classify"}, `--task: "classify" is not one of generate, embed`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -415,5 +422,87 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 60 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestServeModelRepository: serve --model-repository loads the repository's
+// models at start (a broken one fails alone), lists them in the index over
+// REST and gRPC, and --strict-readiness keeps the server unready while one
+// is not loaded.
+func TestServeModelRepository(t *testing.T) {
+	cache := t.TempDir()
+	src, err := stories260k.File(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gguf, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"tiny": gguf, "broken": gguf[:1000]} {
+		if err := os.MkdirAll(filepath.Join(dir, name, "2"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "2", "model.gguf"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httpPort, grpcPort := freePort(t), freePort(t)
+	root := newRootCommand()
+	root.SetArgs([]string{"serve", "--host", "127.0.0.1", "--http-port", strconv.Itoa(httpPort), "--grpc-port", strconv.Itoa(grpcPort),
+		"--model-repository", dir, "--strict-readiness", "--max-num-seqs", "4", "--cache-dir", cache, "--log-level", "error", "--llama-log-level", "error"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/api/health/live")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not live: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Post(base+"/v2/repository/index", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []map[string]string
+	json.NewDecoder(resp.Body).Decode(&idx)
+	resp.Body.Close()
+	if len(idx) != 2 || idx[0]["name"] != "broken" || idx[0]["state"] != "UNAVAILABLE" || idx[0]["reason"] == "" ||
+		idx[1]["name"] != "tiny" || idx[1]["state"] != "READY" || idx[1]["version"] != "2" {
+		t.Fatalf("index: %v", idx)
+	}
+	resp, err = http.Get(base + "/api/health/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("strict readiness with a broken model: %d", resp.StatusCode)
+	}
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gi, err := inferencepb.NewGRPCInferenceServiceClient(conn).RepositoryIndex(context.Background(), &inferencepb.RepositoryIndexRequest{Ready: true})
+	conn.Close()
+	if err != nil || len(gi.GetModels()) != 1 || gi.GetModels()[0].GetName() != "tiny" {
+		t.Fatalf("gRPC RepositoryIndex: %v %v", gi, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not shut down")
 	}
 }

@@ -5,14 +5,17 @@
 // routes in api/v2.
 //
 //	ServerLive, ServerReady, ServerMetadata
-//	ModelReady, ModelMetadata           NOT_FOUND for an unknown model or a version other than "1"
+//	ModelReady, ModelMetadata           NOT_FOUND for an unknown model or a version it is not served as
 //	ModelInfer                          one inference to the end
 //	ModelStreamInfer                    many requests on one bidirectional stream
-//	RepositoryIndex                     the served models (no model repository)
+//	RepositoryIndex                     the model repository's models with state and reason
+//	                                    (without Options.Repository: the served models)
+//	RepositoryModelLoad, ...Unload      with Options.Repository: load (INVALID_ARGUMENT
+//	                                    with the load error) and drain-then-unload
 //
-// The other RPCs of Triton's service (model config and statistics,
-// repository load and unload, shared memory, tracing, logging) answer
-// UNIMPLEMENTED. Register adds the service and server reflection, so
+// The other RPCs of Triton's service (model config and statistics, shared
+// memory, tracing, logging), and load and unload without a repository,
+// answer UNIMPLEMENTED. Register adds the service and server reflection, so
 // grpcurl and other tools work without the proto files.
 //
 // # Tensors

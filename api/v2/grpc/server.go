@@ -23,12 +23,17 @@ type Options struct {
 	// Version is the server version in server metadata; "" means the
 	// module version the binary was built as.
 	Version string
+	// Repository, when set, answers RepositoryIndex and serves
+	// RepositoryModelLoad and RepositoryModelUnload; without it the index
+	// lists the served models and load and unload are UNIMPLEMENTED.
+	Repository infer.Repository
 }
 
 // Server implements inference.GRPCInferenceService over an infer.Backend.
 type Server struct {
 	pb.UnimplementedGRPCInferenceServiceServer
 	b       infer.Backend
+	repo    infer.Repository
 	log     *slog.Logger
 	version string
 	now     func() time.Time
@@ -37,7 +42,7 @@ type Server struct {
 
 // New returns the service.
 func New(b infer.Backend, opts Options) *Server {
-	s := &Server{b: b, log: opts.Logger, version: opts.Version, now: time.Now, seed: mrand.Uint32}
+	s := &Server{b: b, repo: opts.Repository, log: opts.Logger, version: opts.Version, now: time.Now, seed: mrand.Uint32}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -153,11 +158,18 @@ func (s *Server) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb
 	return encodeResponse(resp, raw), nil
 }
 
-// RepositoryIndex lists the served models, each version 1, READY or
-// UNAVAILABLE (with ready set, only the ready ones). This server has no
-// model repository: the repository name is ignored.
+// RepositoryIndex lists the repository's models with their state and
+// reason, or without a repository the served models, READY or UNAVAILABLE
+// (with ready set, only the ready ones). The repository name is ignored:
+// there is one.
 func (s *Server) RepositoryIndex(_ context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
 	resp := &pb.RepositoryIndexResponse{}
+	if s.repo != nil {
+		for _, e := range s.repo.Index(req.GetReady()) {
+			resp.Models = append(resp.Models, &pb.RepositoryIndexResponse_ModelIndex{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
+		}
+		return resp, nil
+	}
 	for _, m := range s.b.Models() {
 		state := "READY"
 		if !m.Ready() {
@@ -169,6 +181,32 @@ func (s *Server) RepositoryIndex(_ context.Context, req *pb.RepositoryIndexReque
 		resp.Models = append(resp.Models, &pb.RepositoryIndexResponse_ModelIndex{Name: m.Name(), Version: infer.ModelVersion, State: state})
 	}
 	return resp, nil
+}
+
+// RepositoryModelLoad loads or reloads a model from the repository; a
+// model that fails to load is INVALID_ARGUMENT with the load error.
+func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
+	if s.repo == nil {
+		return nil, status.Error(codes.Unimplemented, "this server has no model repository (start it with --model-repository)")
+	}
+	if len(req.GetParameters()) > 0 {
+		return nil, s.fail(ctx, "RepositoryModelLoad", infer.Errorf(infer.Invalid, "load parameters are not supported: put the model's settings in its model-settings.json"))
+	}
+	if err := s.repo.Load(ctx, req.GetModelName()); err != nil {
+		return nil, s.fail(ctx, "RepositoryModelLoad", err)
+	}
+	return &pb.RepositoryModelLoadResponse{}, nil
+}
+
+// RepositoryModelUnload drains and unloads a model.
+func (s *Server) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
+	if s.repo == nil {
+		return nil, status.Error(codes.Unimplemented, "this server has no model repository (start it with --model-repository)")
+	}
+	if err := s.repo.Unload(ctx, req.GetModelName()); err != nil {
+		return nil, s.fail(ctx, "RepositoryModelUnload", err)
+	}
+	return &pb.RepositoryModelUnloadResponse{}, nil
 }
 
 // statusMessage is the message of a status error.

@@ -103,7 +103,7 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 	defer g.Close()
 	respond := func(outputs []*infer.Tensor, final bool) error {
 		resp := encodeResponse(&infer.Response{
-			ModelName: m.Name(), ModelVersion: infer.ModelVersion, ID: r.ID,
+			ModelName: m.Name(), ModelVersion: infer.VersionOf(m), ID: r.ID,
 			Parameters: infer.Parameters{finalParam: final}, Outputs: outputs,
 		}, raw)
 		return send(&pb.ModelStreamInferResponse{InferResponse: resp})

@@ -20,8 +20,14 @@
 //
 // # Models
 //
-// Every served model is a generative LLM, version "1" (ModelVersion),
-// platform "llama.cpp". Its V2 signature follows Triton's vLLM backend:
+// Every served model is a generative LLM, platform "llama.cpp", served as
+// version "1" (ModelVersion) or as its Version method says (VersionOf; the
+// model repository's version folder). A model whose Task method says
+// "embed" is an embedding model instead (embed.go): infer takes text_input
+// (BYTES [n]) and returns embedding (FP32 [n, dim], rows L2-normalized),
+// RunLLM hands it to RunEmbed, and Start (generate) refuses it. EmbedTexts
+// is shared with KServe V1's predict (api/kservev1). Repository is the
+// model repository extension's view of the server's repository. Its V2 signature follows Triton's vLLM backend:
 //
 //	inputs:  text_input BYTES [-1]           one prompt per element (required)
 //	         stream BOOL, sampling_parameters BYTES (a JSON object),

@@ -84,6 +84,9 @@ type seq struct {
 // ctx's and the model's request timeout). The caller must Close the
 // generation.
 func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id string, arrival time.Time) (*Generation, error) {
+	if IsEmbedding(m) {
+		return nil, invalidf("model %q is an embedding model (task embed): it does not generate; send its texts to infer", m.Name())
+	}
 	tok := m.Tokenizer()
 	maxLen := m.MaxModelLen()
 	maxBytes := tok.MaxTextBytes(maxLen)

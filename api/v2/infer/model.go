@@ -14,7 +14,8 @@ import (
 const (
 	// ServerName is the name in server metadata.
 	ServerName = "llmserve"
-	// ModelVersion is the one version every model is served as.
+	// ModelVersion is the version a model is served as unless it says
+	// otherwise (a Version method; the model repository's version folder).
 	ModelVersion = "1"
 	// Platform is the models' platform in model metadata.
 	Platform = "llama.cpp"
@@ -61,15 +62,24 @@ type Model interface {
 	Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error)
 }
 
+// VersionOf is the version m is served as: its Version method's answer,
+// else ModelVersion.
+func VersionOf(m Model) string {
+	if v, ok := m.(interface{ Version() string }); ok && v.Version() != "" {
+		return v.Version()
+	}
+	return ModelVersion
+}
+
 // Lookup finds a model by name and version ("" means the server's
-// choice, which is ModelVersion). Unknown names and versions are NotFound.
+// choice, which is VersionOf the model). Unknown names and versions are NotFound.
 func Lookup(b Backend, name, version string) (Model, error) {
 	m, ok := b.Model(name)
 	if !ok {
 		return nil, Errorf(NotFound, "model %q is not served here", truncate(name))
 	}
-	if version != "" && version != ModelVersion {
-		return nil, Errorf(NotFound, "model %q has no version %q; it is served as version %s", truncate(name), truncate(version), ModelVersion)
+	if v := VersionOf(m); version != "" && version != v {
+		return nil, Errorf(NotFound, "model %q has no version %q; it is served as version %s", truncate(name), truncate(version), v)
 	}
 	return m, nil
 }
@@ -108,8 +118,12 @@ type ModelMetadata struct {
 
 // Metadata returns the model's metadata: its LLM inputs and outputs.
 func Metadata(m Model) ModelMetadata {
-	return ModelMetadata{
-		Name: m.Name(), Versions: []string{ModelVersion}, Platform: Platform,
+	md := ModelMetadata{
+		Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: Platform,
 		Inputs: llmInputs, Outputs: llmOutputs,
 	}
+	if IsEmbedding(m) {
+		md.Inputs, md.Outputs = embedInputs, embedOutputs
+	}
+	return md
 }

@@ -7,8 +7,12 @@ import (
 
 // RunLLM serves a complete (non-streaming) inference request on a
 // generative model: it decodes the LLM inputs, generates, and builds the
-// outputs. "stream" true is refused: a unary call has one response.
+// outputs. "stream" true is refused: a unary call has one response. A
+// model whose task is "embed" is served by RunEmbed instead.
 func RunLLM(ctx context.Context, m Model, r *Request, arrival time.Time, seed uint32, idPrefix string) (*Response, error) {
+	if IsEmbedding(m) {
+		return RunEmbed(ctx, m, r)
+	}
 	lr, err := DecodeLLM(r)
 	if err != nil {
 		return nil, err
@@ -29,5 +33,5 @@ func RunLLM(ctx context.Context, m Model, r *Request, arrival time.Time, seed ui
 	if err != nil {
 		return nil, err
 	}
-	return &Response{ModelName: m.Name(), ModelVersion: ModelVersion, ID: r.ID, Outputs: lr.BuildOutputs(res)}, nil
+	return &Response{ModelName: m.Name(), ModelVersion: VersionOf(m), ID: r.ID, Outputs: lr.BuildOutputs(res)}, nil
 }

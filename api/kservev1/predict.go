@@ -1,0 +1,184 @@
+package kservev1
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/api/v2/infer"
+)
+
+// DefaultMaxBodyBytes is the request body limit when MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 16 << 20
+
+// Options configure the route.
+type Options struct {
+	// Logger receives failed requests; nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Other answers a POST to /v1/models/... that is not :predict (the
+	// router's 405 in OpenAI's shape, as that path is OpenAI's); nil: a
+	// KServe 404.
+	Other http.Handler
+}
+
+// Mount adds POST /v1/models/{m}:predict to r. Model names may hold
+// slashes (org/model:predict, or org%2Fmodel:predict).
+func Mount(r chi.Router, b infer.Backend, opts Options) {
+	h := &handler{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes, other: opts.Other}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	r.Post("/v1/models/*", h.post)
+}
+
+type handler struct {
+	b       infer.Backend
+	log     *slog.Logger
+	maxBody int64
+	other   http.Handler
+}
+
+func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+	rest := chi.URLParam(r, "*")
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(rest); err == nil {
+			rest = u
+		}
+	}
+	name, verb, ok := cutLast(rest, ":")
+	if (!ok || verb != "predict") && h.other != nil {
+		h.other.ServeHTTP(w, r)
+		return
+	}
+	if !ok || verb != "predict" {
+		h.fail(w, r, infer.Errorf(infer.NotFound, "no route for POST %s: KServe V1 serves POST /v1/models/{model}:predict", r.URL.Path))
+		return
+	}
+	h.predict(w, r, name)
+}
+
+func cutLast(s, sep string) (string, string, bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
+	m, err := infer.LookupReady(h.b, name, "")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	e, err := infer.AsEmbedder(m)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("the request body is larger than the limit of %d bytes", mb.Limit)})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err))
+		return
+	}
+	texts, err := decodeInstances(body)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	vecs, err := infer.EmbedTexts(r.Context(), e, texts, func(i int) string { return "instances[" + strconv.Itoa(i) + "]" })
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"predictions": vecs})
+}
+
+// decodeInstances reads {"instances": [text | {"text": text}, ...]}.
+func decodeInstances(body []byte) ([]string, error) {
+	var req struct {
+		Instances *[]json.RawMessage `json:"instances"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, infer.Errorf(infer.Invalid, "the body is not a JSON object {\"instances\": [...]}: %v", err)
+	}
+	if req.Instances == nil {
+		return nil, infer.Errorf(infer.Invalid, "instances is required: a list of texts or {\"text\": ...} objects")
+	}
+	if len(*req.Instances) == 0 {
+		return nil, infer.Errorf(infer.Invalid, "instances is empty; send at least one text")
+	}
+	texts := make([]string, len(*req.Instances))
+	for i, raw := range *req.Instances {
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			texts[i] = s
+			continue
+		}
+		var o struct {
+			Text *string `json:"text"`
+		}
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil || o.Text == nil {
+			return nil, infer.Errorf(infer.Invalid, "instances[%d] must be a text or an object {\"text\": \"...\"}; tensor instances are not served yet", i)
+		}
+		texts[i] = *o.Text
+	}
+	return texts, nil
+}
+
+// fail writes err in KServe V1's shape, {"error": "..."}.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := infer.AsError(err)
+	code := http.StatusInternalServerError
+	switch e.Code {
+	case infer.Invalid:
+		code = http.StatusBadRequest
+	case infer.NotFound:
+		code = http.StatusNotFound
+	case infer.Unavailable:
+		code = http.StatusServiceUnavailable
+	case infer.Exhausted:
+		code = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", "1")
+	case infer.Deadline:
+		code = http.StatusGatewayTimeout
+	case infer.Canceled:
+		code = 499
+	}
+	level := slog.LevelDebug
+	if code >= 500 {
+		level = slog.LevelError
+	}
+	h.log.Log(r.Context(), level, "kserve v1 request failed", "path", r.URL.Path, "status", code, "err", err)
+	writeJSON(w, code, map[string]string{"error": e.Msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"the server failed to encode its response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,598 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// SettingsFile is the name of a model's settings file in its repository
+// folder (MLServer's).
+const SettingsFile = "model-settings.json"
+
+// Model states in the repository index (Triton's names).
+const (
+	StateReady       = "READY"
+	StateUnavailable = "UNAVAILABLE"
+	StateLoading     = "LOADING"
+	StateUnloading   = "UNLOADING"
+)
+
+// ErrNotInRepository is returned for a name that has no folder in the
+// model repository.
+var ErrNotInRepository = errors.New("models: no such model in the repository")
+
+// ErrBusy is returned when a model is already being loaded or unloaded.
+var ErrBusy = errors.New("models: the model is being loaded or unloaded")
+
+// LoadError is a model that failed to load; Reason is what the index
+// shows.
+type LoadError struct {
+	Name string
+	Err  error
+}
+
+func (e *LoadError) Error() string { return fmt.Sprintf("failed to load model %q: %v", e.Name, e.Err) }
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// ModelSettings is a model-settings.json: MLServer's names where they
+// exist, and the LLM settings as GenerativeConfig has them. Every field is
+// optional; an unknown key is an error naming it.
+type ModelSettings struct {
+	// Name is the model's name; it must be the folder's name when set.
+	Name string `json:"name"`
+	// Implementation is MLServer's runtime class; only "", "llmserve" and
+	// "llama.cpp" are accepted.
+	Implementation string `json:"implementation"`
+	// MaxBatchSize is MLServer's adaptive batch size; here it is
+	// max_num_seqs when that is not set.
+	MaxBatchSize int `json:"max_batch_size"`
+	// MaxBatchTime is MLServer's batching window in seconds; batching is
+	// continuous here, so it is accepted and has no effect.
+	MaxBatchTime float64 `json:"max_batch_time"`
+	Parameters   struct {
+		// URI is the GGUF file, relative to the version folder (or
+		// absolute); default: the one .gguf file in it.
+		URI string `json:"uri"`
+		// Version picks the version folder; default: the highest number.
+		Version string `json:"version"`
+		// Task is the model's V2 task: "generate" or "embed" (V2 infer
+		// answers embeddings); default: the base configuration's.
+		Task string `json:"task"`
+	} `json:"parameters"`
+
+	MaxModelLen          int    `json:"max_model_len"`
+	MaxNumSeqs           int    `json:"max_num_seqs"`
+	KVInitialSeqs        int    `json:"kv_initial_seqs"`
+	KVCacheMemoryBytes   int64  `json:"kv_cache_memory_bytes"`
+	MaxNumBatchedTokens  int    `json:"max_num_batched_tokens"`
+	MaxWaiting           int    `json:"max_waiting"`
+	PrefixCacheBytes     *int64 `json:"prefix_cache_memory_bytes"`
+	Pooling              string `json:"pooling"`
+	MatryoshkaDimensions []int  `json:"matryoshka_dimensions"`
+	// ChatTemplate is a file with a Jinja template, relative to the model
+	// folder.
+	ChatTemplate    string `json:"chat_template"`
+	ReasoningParser string `json:"reasoning_parser"`
+	KVCacheDtype    string `json:"kv_cache_dtype"`
+	// RequestTimeout is a Go duration ("10m").
+	RequestTimeout string `json:"request_timeout"`
+}
+
+// ReadSettings reads a model-settings.json; a missing file is the zero
+// settings. Unknown keys and bad values are errors that name them.
+func ReadSettings(path string) (*ModelSettings, error) {
+	var s ModelSettings
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	switch s.Implementation {
+	case "", "llmserve", "llama.cpp":
+	default:
+		return nil, fmt.Errorf("%s: implementation %q is not served here (want llmserve or llama.cpp)", filepath.Base(path), s.Implementation)
+	}
+	switch s.Parameters.Task {
+	case "", "generate", "embed":
+	default:
+		return nil, fmt.Errorf("%s: parameters.task %q is not generate or embed", filepath.Base(path), s.Parameters.Task)
+	}
+	if s.RequestTimeout != "" {
+		if d, err := time.ParseDuration(s.RequestTimeout); err != nil || d < 0 {
+			return nil, fmt.Errorf("%s: request_timeout %q is not a duration such as 10m", filepath.Base(path), s.RequestTimeout)
+		}
+	}
+	return &s, nil
+}
+
+// settingsKeys names the settings key behind each GenerativeConfig field,
+// for errors found at load.
+var settingsKeys = map[string]string{
+	"MaxModelLen": "max_model_len", "MaxNumSeqs": "max_num_seqs", "KVMemoryBytes": "kv_cache_memory_bytes",
+	"PrefixCacheBytes": "prefix_cache_memory_bytes", "Pooling": "pooling", "MatryoshkaDimensions": "matryoshka_dimensions",
+	"ReasoningParser": "reasoning_parser", "Task": "parameters.task",
+}
+
+// apply lays the settings over base.
+func (s *ModelSettings) apply(base GenerativeConfig, modelDir string) (GenerativeConfig, error) {
+	c := base
+	set := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&c.MaxNumSeqs, s.MaxBatchSize)
+	set(&c.MaxNumSeqs, s.MaxNumSeqs)
+	set(&c.MaxModelLen, s.MaxModelLen)
+	set(&c.InitialSeqs, s.KVInitialSeqs)
+	set(&c.MaxNumBatchedTokens, s.MaxNumBatchedTokens)
+	set(&c.MaxWaiting, s.MaxWaiting)
+	if s.KVCacheMemoryBytes != 0 {
+		c.KVMemoryBytes = s.KVCacheMemoryBytes
+	}
+	if s.PrefixCacheBytes != nil {
+		c.PrefixCacheBytes = *s.PrefixCacheBytes
+	}
+	if s.Pooling != "" {
+		c.Pooling = s.Pooling
+	}
+	if s.MatryoshkaDimensions != nil {
+		c.MatryoshkaDimensions = s.MatryoshkaDimensions
+	}
+	if s.ReasoningParser != "" {
+		c.ReasoningParser = s.ReasoningParser
+	}
+	if s.KVCacheDtype != "" {
+		c.KVType = s.KVCacheDtype
+	}
+	if s.RequestTimeout != "" {
+		c.RequestTimeout, _ = time.ParseDuration(s.RequestTimeout)
+	}
+	if s.ChatTemplate != "" {
+		b, err := os.ReadFile(filepath.Join(modelDir, s.ChatTemplate))
+		if err != nil {
+			return c, fmt.Errorf("chat_template: %w", err)
+		}
+		c.ChatTemplate = string(b)
+	}
+	if s.Parameters.Task != "" {
+		c.Task = s.Parameters.Task
+	}
+	return c, nil
+}
+
+// RepositoryConfig configures a Repository.
+type RepositoryConfig struct {
+	// Dir holds one folder per model.
+	Dir string
+	// Base is every model's configuration before its settings file.
+	Base GenerativeConfig
+	// Strict makes the server ready only when every model in the
+	// repository is (Triton's --strict-readiness).
+	Strict bool
+	// DrainTimeout bounds how long Unload waits for running requests
+	// before it cuts them (default 5 minutes).
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+	// Registerer receives each loaded model's metrics, which unloading
+	// removes; nil: none.
+	Registerer prometheus.Registerer
+}
+
+// Repository is a model repository on disk (Triton's layout, MLServer's
+// settings) whose models it loads into and unloads from a Registry at run
+// time. It is safe for concurrent use.
+type Repository struct {
+	cfg RepositoryConfig
+	reg *Registry
+	log *slog.Logger
+
+	mu      sync.Mutex
+	entries map[string]*repoEntry // guarded by mu
+}
+
+type repoEntry struct {
+	version, state, reason string
+	metrics                *trackingRegisterer
+}
+
+// IndexEntry is one model of the repository index.
+type IndexEntry struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	State   string `json:"state,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// NewRepository opens the repository in cfg.Dir for reg and makes reg's
+// readiness the repository's (see Ready). It loads nothing; LoadAll does.
+func NewRepository(cfg RepositoryConfig, reg *Registry) (*Repository, error) {
+	st, err := os.Stat(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", cfg.Dir)
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 5 * time.Minute
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Repository{cfg: cfg, reg: reg, log: log, entries: map[string]*repoEntry{}}
+	reg.setReadiness(r.ready)
+	return r, nil
+}
+
+// names lists the model folders.
+func (r *Repository) names() []string {
+	des, err := os.ReadDir(r.cfg.Dir)
+	if err != nil {
+		r.log.Error("reading the model repository", "dir", r.cfg.Dir, "err", err)
+		return nil
+	}
+	var out []string
+	for _, de := range des {
+		if de.IsDir() && !strings.HasPrefix(de.Name(), ".") {
+			out = append(out, de.Name())
+		}
+	}
+	return out
+}
+
+// LoadAll loads every model in the repository; failures are logged and
+// shown in the index, and the others load.
+func (r *Repository) LoadAll(ctx context.Context) {
+	for _, name := range r.names() {
+		if err := r.Load(ctx, name); err != nil {
+			r.log.Error("model failed to load", "model", name, "err", err)
+		}
+	}
+}
+
+// Index lists every model in the repository and every model it loaded,
+// by name, with its state (READY, UNAVAILABLE, LOADING, UNLOADING) and,
+// for one that failed or was unloaded, the reason. With readyOnly, only
+// the ready ones.
+func (r *Repository) Index(readyOnly bool) []IndexEntry {
+	names := r.names()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for n := range r.entries {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	out := make([]IndexEntry, 0, len(names))
+	for _, n := range names {
+		e := IndexEntry{Name: n}
+		if en, ok := r.entries[n]; ok {
+			e.Version, e.State, e.Reason = en.version, en.state, en.reason
+			if e.State == StateReady {
+				if g, ok := r.reg.Get(n); ok && !g.Ready() {
+					e.State, e.Reason = StateUnavailable, "the engine is restarting"
+				}
+			}
+		}
+		if readyOnly && e.State != StateReady {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// validName reports whether name can be a folder of the repository.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, `/\`) && !strings.HasPrefix(name, ".")
+}
+
+// begin marks name busy with state, or fails if it is.
+func (r *Repository) begin(name, state string) (*repoEntry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[name]
+	if !ok {
+		e = &repoEntry{}
+		r.entries[name] = e
+	}
+	if e.state == StateLoading || e.state == StateUnloading {
+		return nil, fmt.Errorf("%w: %q is %s", ErrBusy, name, strings.ToLower(e.state))
+	}
+	e.state, e.reason = state, ""
+	return e, nil
+}
+
+func (r *Repository) finish(e *repoEntry, state, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.state, e.reason = state, reason
+}
+
+// Load loads (or reloads, after unloading it) the model in the folder
+// name. A model that fails to load is a *LoadError, and the index shows
+// it UNAVAILABLE with the reason; the other models keep serving.
+func (r *Repository) Load(ctx context.Context, name string) error {
+	dir := filepath.Join(r.cfg.Dir, name)
+	if st, err := os.Stat(dir); !validName(name) || err != nil || !st.IsDir() {
+		return fmt.Errorf("%w: %q (no folder %s)", ErrNotInRepository, name, dir)
+	}
+	if _, loaded := r.reg.Get(name); loaded {
+		if err := r.Unload(ctx, name); err != nil {
+			return err
+		}
+	}
+	e, err := r.begin(name, StateLoading)
+	if err != nil {
+		return err
+	}
+	cfg, version, err := r.config(name, dir)
+	if err == nil {
+		tr := &trackingRegisterer{reg: r.cfg.Registerer}
+		var reg prometheus.Registerer
+		if r.cfg.Registerer != nil {
+			reg = tr
+		}
+		var g *Generative
+		g, err = LoadGenerative(cfg, r.log, reg)
+		var ce *ConfigError
+		if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
+			err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		}
+		if err == nil {
+			if err = r.reg.Add(g); err != nil {
+				err = errors.Join(err, g.Close())
+			}
+		}
+		if err != nil {
+			tr.unregisterAll()
+		} else {
+			e.metrics = tr
+		}
+	}
+	if err != nil {
+		r.finish(e, StateUnavailable, err.Error())
+		return &LoadError{Name: name, Err: err}
+	}
+	e.version = version
+	r.finish(e, StateReady, "")
+	r.log.Info("model loaded from the repository", "model", name, "version", version)
+	return nil
+}
+
+// config reads the settings of the model in dir and finds its file.
+func (r *Repository) config(name, dir string) (GenerativeConfig, string, error) {
+	s, err := ReadSettings(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return GenerativeConfig{}, "", err
+	}
+	if s.Name != "" && s.Name != name {
+		return GenerativeConfig{}, "", fmt.Errorf("%s: name %q differs from the folder's name %q", SettingsFile, s.Name, name)
+	}
+	version := s.Parameters.Version
+	if version == "" {
+		version = highestVersion(dir)
+	}
+	vdir := dir
+	if version != "" {
+		vdir = filepath.Join(dir, version)
+		if st, err := os.Stat(vdir); err != nil || !st.IsDir() {
+			return GenerativeConfig{}, "", fmt.Errorf("version %q has no folder %s", version, vdir)
+		}
+	} else {
+		version = "1" // the GGUF is in the model folder itself
+	}
+	path := s.Parameters.URI
+	switch {
+	case path != "" && !filepath.IsAbs(path):
+		path = filepath.Join(vdir, path)
+	case path == "":
+		m, _ := filepath.Glob(filepath.Join(vdir, "*.gguf"))
+		if len(m) != 1 {
+			return GenerativeConfig{}, "", fmt.Errorf("%s holds %d .gguf files; want one, or name it in parameters.uri", vdir, len(m))
+		}
+		path = m[0]
+	}
+	if err := checkGGUF(path, r.cfg.Dir); err != nil {
+		return GenerativeConfig{}, "", err
+	}
+	cfg, err := s.apply(r.cfg.Base, dir)
+	if err != nil {
+		return GenerativeConfig{}, "", fmt.Errorf("%s: %w", SettingsFile, err)
+	}
+	cfg.Name, cfg.Path, cfg.Version = name, path, version
+	return cfg, version, nil
+}
+
+// checkGGUF says clearly what is wrong with a file that is not a GGUF
+// model (llama.cpp only says that it failed); a truncated or corrupt GGUF
+// is left for llama.cpp to refuse.
+func checkGGUF(path, root string) error {
+	name := path
+	if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
+		name = rel
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close() //nolint:errcheck // read only
+	var head [8]byte
+	n, _ := io.ReadFull(f, head[:])
+	switch {
+	case n < 8:
+		return fmt.Errorf("%s is not a GGUF file: it has only %d bytes (truncated?)", name, n)
+	case string(head[:4]) != "GGUF":
+		return fmt.Errorf("%s is not a GGUF file: it does not start with \"GGUF\" (truncated or corrupt?)", name)
+	}
+	if v := binary.LittleEndian.Uint32(head[4:]); v < 2 || v > 3 {
+		return fmt.Errorf("%s has GGUF version %d; llama.cpp reads versions 2 and 3", name, v)
+	}
+	return nil
+}
+
+// highestVersion is the highest numbered folder in dir, "" if none.
+func highestVersion(dir string) string {
+	des, _ := os.ReadDir(dir)
+	best := int64(-1)
+	for _, de := range des {
+		if n, err := strconv.ParseInt(de.Name(), 10, 64); err == nil && n >= 0 && de.IsDir() && n > best {
+			best = n
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return strconv.FormatInt(best, 10)
+}
+
+// Unload takes the model out of service: new requests find no model (404)
+// at once, the running ones finish (up to DrainTimeout, after which they
+// are cut), then its memory is freed. Unloading a model that is not
+// loaded does nothing.
+func (r *Repository) Unload(ctx context.Context, name string) error {
+	g, ok := r.reg.Get(name)
+	if !ok {
+		r.mu.Lock()
+		_, known := r.entries[name]
+		r.mu.Unlock()
+		if !known && !slices.Contains(r.names(), name) {
+			return fmt.Errorf("%w: %q", ErrNotInRepository, name)
+		}
+		return nil
+	}
+	e, err := r.begin(name, StateUnloading)
+	if err != nil {
+		return err
+	}
+	r.reg.Remove(name)
+	mark := r.reg.mark()
+	r.drain(ctx, g, mark)
+	err = g.Close()
+	if e.metrics != nil {
+		e.metrics.unregisterAll()
+		e.metrics = nil
+	}
+	r.finish(e, StateUnavailable, "unloaded")
+	r.log.Info("model unloaded", "model", name)
+	return err
+}
+
+// linger is how long Unload waits, once the model has no request left,
+// for the handlers of requests that began before it left the registry to
+// end (they may be writing its last tokens), before it frees it anyway.
+const linger = 10 * time.Second
+
+// drain waits for the model's requests to finish and for the requests
+// that began before mark (but ctx's own) to end, up to DrainTimeout, and stops the
+// model's engine (cutting what still runs).
+func (r *Repository) drain(ctx context.Context, g *Generative, mark uint64) {
+	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	var idleSince time.Time
+	for !r.reg.endedBefore(ctx, mark) && time.Now().Before(deadline) {
+		switch {
+		case !g.Idle():
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) > linger:
+			// Only requests on other models are left.
+			deadline = time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cut := g.Stop(); cut > 0 {
+		r.log.Warn("unload cut running requests after the drain timeout", "model", g.Name(), "cut", cut)
+		// Their handlers answer at once; let them.
+		for end := time.Now().Add(linger); !r.reg.endedBefore(ctx, mark) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// ready is the registry's readiness with a repository: strict, every
+// model in the repository (and every other registered model) is ready;
+// otherwise the server is up.
+func (r *Repository) ready() bool {
+	if !r.cfg.Strict {
+		return true
+	}
+	for _, e := range r.Index(false) {
+		if e.State != StateReady {
+			return false
+		}
+	}
+	for _, g := range r.reg.List() {
+		if !g.Ready() {
+			return false
+		}
+	}
+	return true
+}
+
+// trackingRegisterer remembers what it registered so that unloading a
+// model removes its metrics (a reload registers them again).
+type trackingRegisterer struct {
+	reg prometheus.Registerer
+	mu  sync.Mutex
+	cs  []prometheus.Collector
+}
+
+func (t *trackingRegisterer) Register(c prometheus.Collector) error {
+	if err := t.reg.Register(c); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.cs = append(t.cs, c)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *trackingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t *trackingRegisterer) Unregister(c prometheus.Collector) bool { return t.reg.Unregister(c) }
+
+func (t *trackingRegisterer) unregisterAll() {
+	if t.reg == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.cs {
+		t.reg.Unregister(c)
+	}
+	t.cs = nil
+}

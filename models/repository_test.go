@@ -1,0 +1,146 @@
+package models
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeFiles creates files (path → content) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const ggufHead = "GGUF\x03\x00\x00\x00 the rest"
+
+func TestRepositoryConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		version string // want
+		path    string // want, relative to the model folder
+		check   func(GenerativeConfig) bool
+		err     string
+	}{
+		{"highest version", map[string]string{"1/a.gguf": ggufHead, "10/b.gguf": ggufHead, "9/c.gguf": ggufHead, "x/d.gguf": ggufHead}, "10", "10/b.gguf", nil, ""},
+		{"settings pick the version and file", map[string]string{"1/a.gguf": ggufHead, "1/b.gguf": ggufHead, "2/c.gguf": ggufHead,
+			SettingsFile: `{"name":"m","parameters":{"version":"1","uri":"b.gguf"}}`}, "1", "1/b.gguf", nil, ""},
+		{"no version folder", map[string]string{"m.gguf": ggufHead}, "1", "m.gguf", nil, ""},
+		{"LLM settings", map[string]string{"1/a.gguf": ggufHead, "tmpl.jinja": "{{ x }}",
+			SettingsFile: `{"max_batch_size":3,"max_model_len":128,"pooling":"mean","chat_template":"tmpl.jinja","reasoning_parser":"qwen3","kv_cache_memory_bytes":1048576,"request_timeout":"2m","max_batch_time":0.5,"implementation":"llmserve","parameters":{"task":"embed"}}`},
+			"1", "1/a.gguf", func(c GenerativeConfig) bool {
+				return c.MaxNumSeqs == 3 && c.MaxModelLen == 128 && c.Pooling == "mean" && c.ChatTemplate == "{{ x }}" && c.ReasoningParser == "qwen3" &&
+					c.KVMemoryBytes == 1<<20 && c.RequestTimeout.Minutes() == 2 && c.Task == TaskEmbed && c.Threads == 2
+			}, ""},
+		{"max_num_seqs beats max_batch_size", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"max_batch_size":3,"max_num_seqs":5}`}, "1", "1/a.gguf",
+			func(c GenerativeConfig) bool { return c.MaxNumSeqs == 5 }, ""},
+		{"unknown key", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"max_model_len":1,"colour":"blue"}`}, "", "", nil, `unknown field "colour"`},
+		{"unknown nested key", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"shape":1}}`}, "", "", nil, `unknown field "shape"`},
+		{"bad task", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"task":"classify"}}`}, "", "", nil, "parameters.task"},
+		{"bad implementation", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"implementation":"mlserver_sklearn.SKLearnModel"}`}, "", "", nil, "implementation"},
+		{"bad timeout", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"request_timeout":"soon"}`}, "", "", nil, "request_timeout"},
+		{"name differs", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"name":"other"}`}, "", "", nil, `name "other" differs`},
+		{"missing version", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"version":"7"}}`}, "", "", nil, `version "7" has no folder`},
+		{"two files", map[string]string{"1/a.gguf": ggufHead, "1/b.gguf": ggufHead}, "", "", nil, "holds 2 .gguf files"},
+		{"no file", map[string]string{"1/readme": "x"}, "", "", nil, "holds 0 .gguf files"},
+		{"not a gguf", map[string]string{"1/a.gguf": "PK\x03\x04zip"}, "", "", nil, `m/1/a.gguf is not a GGUF file`},
+		{"empty file", map[string]string{"1/a.gguf": ""}, "", "", nil, "only 0 bytes"},
+		{"missing template", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"chat_template":"nope.jinja"}`}, "", "", nil, "chat_template"},
+		{"settings not JSON", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{`}, "", "", nil, SettingsFile},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeFiles(t, filepath.Join(root, "m"), tt.files)
+			repo, err := NewRepository(RepositoryConfig{Dir: root, Base: GenerativeConfig{Threads: 2}}, NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, version, err := repo.config("m", filepath.Join(root, "m"))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if version != tt.version || cfg.Version != tt.version || cfg.Path != filepath.Join(root, "m", tt.path) || cfg.Name != "m" {
+				t.Fatalf("version %q path %q name %q, want %q %q", version, cfg.Path, cfg.Name, tt.version, tt.path)
+			}
+			if tt.check != nil && !tt.check(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestRepositoryNames(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a/1/x.gguf": "", ".hidden/1/x.gguf": "", "file.txt": ""})
+	reg := NewRegistry()
+	repo, err := NewRepository(RepositoryConfig{Dir: root}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := repo.Index(false)
+	if len(idx) != 1 || idx[0].Name != "a" || idx[0].State != "" {
+		t.Fatalf("index %+v", idx)
+	}
+	if len(repo.Index(true)) != 0 {
+		t.Fatal("a model never loaded is listed as ready")
+	}
+	for _, name := range []string{"nosuch", "..", ".hidden", "a/1", ""} {
+		if err := repo.Load(context.Background(), name); err == nil || !strings.Contains(err.Error(), "no such model") {
+			t.Errorf("Load(%q) = %v, want ErrNotInRepository", name, err)
+		}
+	}
+	if err := repo.Unload(context.Background(), "nosuch"); err == nil {
+		t.Error("Unload of an unknown model succeeded")
+	}
+	if err := repo.Unload(context.Background(), "a"); err != nil {
+		t.Errorf("Unload of a model not loaded: %v", err)
+	}
+	if !reg.Ready() {
+		t.Error("not strict: the server is ready when up")
+	}
+	strict, _ := NewRepository(RepositoryConfig{Dir: root, Strict: true}, reg)
+	if reg.Ready() || strict == nil {
+		t.Error("strict: ready with a model not loaded")
+	}
+}
+
+func TestRegistryRequestsEndedBefore(t *testing.T) {
+	reg := NewRegistry()
+	ctx1, exit1 := reg.Enter(context.Background())
+	_, exit2 := reg.Enter(context.Background())
+	mark := reg.mark()
+	_, exit3 := reg.Enter(context.Background())
+	defer exit3()
+	if reg.endedBefore(context.Background(), mark) {
+		t.Fatal("requests 1 and 2 are running")
+	}
+	exit2()
+	if !reg.endedBefore(ctx1, mark) {
+		t.Fatal("only the caller's own request (1) and a later one (3) run")
+	}
+	if reg.endedBefore(context.Background(), mark) {
+		t.Fatal("request 1 runs")
+	}
+	exit1()
+	if !reg.endedBefore(context.Background(), mark) {
+		t.Fatal("every request before the mark ended")
+	}
+}
