@@ -65,8 +65,8 @@ func (c *EngineCore) queueEmbed(job *embedJob) {
 }
 
 // takeEmbeds moves queued inputs into step, in order, within the
-// executor's capacity. An input too large for any step goes alone so that
-// the engine says why.
+// executor's capacity and what the step's token budget leaves. An input
+// too large for any step goes alone so that the engine says why.
 func (c *EngineCore) takeEmbeds(step *engine.Step) {
 	if len(c.embeds) == 0 {
 		return
@@ -80,6 +80,13 @@ func (c *EngineCore) takeEmbeds(step *engine.Step) {
 		return
 	}
 	capacity := em.EmbedCapacity()
+	// Embedding tokens share the step's token budget with the scheduled
+	// batch, so that a burst of embeddings does not lengthen the steps of
+	// the generating sequences beyond what max_num_batched_tokens allows.
+	// The first input of the queue is always taken (up to the engine's
+	// capacity), so that embeddings progress under any load: a step
+	// exceeds the budget by at most one input.
+	budget := min(capacity.Tokens, max(c.cfg.Scheduler.MaxNumBatchedTokens-step.NumTokens(), 0))
 	tokens, n := 0, 0
 	for n < len(c.embeds) {
 		it := c.embeds[n]
@@ -89,7 +96,7 @@ func (c *EngineCore) takeEmbeds(step *engine.Step) {
 			continue
 		}
 		l := len(it.job.inputs[it.index])
-		if len(step.Embeds) > 0 && (tokens+l > capacity.Tokens || len(step.Embeds) >= capacity.Inputs) {
+		if len(step.Embeds) > 0 && (tokens+l > budget || len(step.Embeds) >= capacity.Inputs) {
 			break
 		}
 		c.embedSeq++

@@ -89,3 +89,44 @@ func TestEmbedRefusals(t *testing.T) {
 		t.Errorf("cancelled call: err = %v", err)
 	}
 }
+
+// Embedding inputs fill what the step's token budget leaves beside the
+// generation (max_num_batched_tokens is 64 here): a step exceeds it by at
+// most the one input that is always taken.
+func TestEmbedSharesTheStepBudget(t *testing.T) {
+	var mu sync.Mutex
+	var fake *enginetest.Fake
+	c := testCore(t, func() *enginetest.Fake {
+		mu.Lock()
+		defer mu.Unlock()
+		fake = &enginetest.Fake{EmbedTokens: 128, EmbedInputs: 8}
+		return fake
+	}, nil)
+	prompt := make([]int32, 100)
+	for i := range prompt {
+		prompt[i] = int32(1 + i%50)
+	}
+	streams, err := c.Submit(context.Background(), []*scheduler.Request{request("long", prompt, 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs [][]int32
+	for i := range 6 {
+		inputs = append(inputs, slices.Repeat([]int32{int32(i + 1)}, 20))
+	}
+	vecs, err := c.Embed(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range inputs {
+		if !slices.Equal(vecs[i], enginetest.FakeEmbedding(in)) {
+			t.Errorf("input %d: %v", i, vecs[i])
+		}
+	}
+	drain(t, streams[0])
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fake.Stats().MaxStepTokens; got > 64+20 {
+		t.Errorf("a step carried %d tokens; the budget is 64 plus one 20-token input", got)
+	}
+}

@@ -62,8 +62,9 @@ type FakeStats struct {
 	// MaxBatchSeqs is the most chunks one step decoded.
 	MaxBatchSeqs int
 	// Embedded counts embedded tokens; MaxEmbedInputs is the most inputs
-	// one step embedded.
-	Embedded, MaxEmbedInputs int
+	// one step embedded; MaxStepTokens the most tokens (batch and
+	// embeddings) of one step.
+	Embedded, MaxEmbedInputs, MaxStepTokens int
 }
 
 type fakeSampler struct {
@@ -186,6 +187,11 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 	for _, id := range step.Removed {
 		delete(f.samplers, id)
 	}
+	stepTokens := step.NumTokens()
+	for _, in := range step.Embeds {
+		stepTokens += len(in.Tokens)
+	}
+	f.stats.MaxStepTokens = max(f.stats.MaxStepTokens, stepTokens)
 	cap := f.EmbedCapacity()
 	if len(step.Embeds) > cap.Inputs {
 		return res, fmt.Errorf("enginetest: %d embedding inputs in one step, capacity %d", len(step.Embeds), cap.Inputs)
