@@ -22,6 +22,17 @@
 // its slot within one step. The inbox keeps submissions and aborts in
 // order, so an abort never overtakes its request.
 //
+// # Embeddings
+//
+// Embed posts a job of embedding inputs to the same inbox. The core adds
+// queued inputs to its steps (engine.Step.Embeds) beside the scheduled
+// batch, in order, as many as the executor's engine.EmbedCapacity and what
+// the scheduler's token budget leaves allow (the queue's first input is
+// always taken, so embeddings progress under any load), and hands each
+// job its vectors when all its inputs are done. Inputs of a caller that
+// went away are dropped when their turn comes. The scheduler never sees
+// them: an embedding holds no KV between steps.
+//
 // # Order of effects
 //
 // After each step the core publishes the scheduler's stats (Stats, read by
