@@ -328,6 +328,8 @@ func TestEmbeddingRoutesBadInput(t *testing.T) {
 		{"missing model", "/v1/embeddings", map[string]any{"input": "a"}, "model"},
 		{"bad truncate", "/v1/embeddings", map[string]any{"model": "stories260K", "input": "a", "truncate_prompt_tokens": 0}, "truncate_prompt_tokens"},
 		{"score without text_2", "/v1/score", map[string]any{"model": "stories260K", "text_1": "a"}, "text_2"},
+		{"score with a number in text_1", "/v1/score", map[string]any{"model": "stories260K", "text_1": []any{"a", 5}, "text_2": "b"}, "text_1[1]"},
+		{"score with text_2 an object", "/score", map[string]any{"model": "stories260K", "text_1": "a", "text_2": map[string]int{}}, "text_2"},
 		{"rerank without query", "/v1/rerank", map[string]any{"model": "stories260K", "documents": []string{"a"}}, "query"},
 		{"rerank with empty documents", "/rerank", map[string]any{"model": "stories260K", "query": "a", "documents": []string{}}, "documents"},
 		{"rerank document without text", "/rerank", map[string]any{"model": "stories260K", "query": "a", "documents": []any{map[string]int{"x": 1}}}, "documents[0].text"},

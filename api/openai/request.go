@@ -237,36 +237,42 @@ type stopField struct {
 }
 
 func (s *stopField) UnmarshalJSON(raw []byte) error {
+	list, err := parseStringList(raw, "stop")
+	s.list = list
+	return err
+}
+
+// parseStringList parses a field that is a string or an array of strings
+// (null: nil); errors name param, or param[i] for an element.
+func parseStringList(raw []byte, param string) ([]string, error) {
 	switch jsonKind(raw) {
-	case "null":
-		s.list = nil
-		return nil
+	case "null", "nothing":
+		return nil, nil
 	case "string":
 		var str string
 		if err := json.Unmarshal(raw, &str); err != nil {
-			return typeError("stop", "a string or an array of strings", "string")
+			return nil, typeError(param, "a string or an array of strings", "string")
 		}
-		s.list = []string{str}
-		return nil
+		return []string{str}, nil
 	case "array":
 		var elems []json.RawMessage
 		if err := json.Unmarshal(raw, &elems); err != nil {
-			return typeError("stop", "a string or an array of strings", "array")
+			return nil, typeError(param, "a string or an array of strings", "array")
 		}
-		s.list = make([]string, 0, len(elems))
+		list := make([]string, 0, len(elems))
 		for i, e := range elems {
 			if jsonKind(e) != "string" {
-				return typeError(fmt.Sprintf("stop[%d]", i), "a string", jsonKind(e))
+				return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "a string", jsonKind(e))
 			}
 			var str string
 			if err := json.Unmarshal(e, &str); err != nil {
-				return typeError(fmt.Sprintf("stop[%d]", i), "a string", "string")
+				return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "a string", "string")
 			}
-			s.list = append(s.list, str)
+			list = append(list, str)
 		}
-		return nil
+		return list, nil
 	default:
-		return typeError("stop", "a string or an array of strings", jsonKind(raw))
+		return nil, typeError(param, "a string or an array of strings", jsonKind(raw))
 	}
 }
 

@@ -17,53 +17,12 @@ import (
 // input, formatted as llama.cpp's server formats a rerank prompt, and the
 // score is its classifier's first output.
 
-// textsField is a string or an array of strings.
-type textsField struct {
-	set    bool
-	single bool
-	texts  []string
-}
-
-func (t *textsField) UnmarshalJSON(raw []byte) error {
-	*t = textsField{}
-	switch jsonKind(raw) {
-	case "null":
-		return nil
-	case "string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return typeError("", "a string or an array of strings", "string")
-		}
-		*t = textsField{set: true, single: true, texts: []string{s}}
-		return nil
-	case "array":
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return typeError("", "a string or an array of strings", "array")
-		}
-		t.set = true
-		for i, e := range elems {
-			if jsonKind(e) != "string" {
-				return typeError(fmt.Sprintf("[%d]", i), "a string", jsonKind(e))
-			}
-			var s string
-			if err := json.Unmarshal(e, &s); err != nil {
-				return typeError(fmt.Sprintf("[%d]", i), "a string", "string")
-			}
-			t.texts = append(t.texts, s)
-		}
-		return nil
-	default:
-		return typeError("", "a string or an array of strings", jsonKind(raw))
-	}
-}
-
 type scoreRequest struct {
-	Model                string     `json:"model"`
-	Text1                textsField `json:"text_1"`
-	Text2                textsField `json:"text_2"`
-	TruncatePromptTokens *int       `json:"truncate_prompt_tokens"`
-	User                 *string    `json:"user"`
+	Model                string          `json:"model"`
+	Text1                json.RawMessage `json:"text_1"` // a string or strings
+	Text2                json.RawMessage `json:"text_2"`
+	TruncatePromptTokens *int            `json:"truncate_prompt_tokens"`
+	User                 *string         `json:"user"`
 }
 
 type scoreResponse struct {
@@ -174,16 +133,20 @@ func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	for _, f := range []struct {
+	var texts [2][]string
+	for i, f := range []struct {
 		name string
-		t    *textsField
-	}{{"text_1", &req.Text1}, {"text_2", &req.Text2}} {
-		if !f.t.set || len(f.t.texts) == 0 {
-			h.fail(w, r, id, invalid(f.name, "%s is required: a string or a non-empty array of strings.", f.name))
+		raw  json.RawMessage
+	}{{"text_1", req.Text1}, {"text_2", req.Text2}} {
+		if texts[i], err = parseStringList(f.raw, f.name); err == nil && len(texts[i]) == 0 {
+			err = invalid(f.name, "%s is required: a string or a non-empty array of strings.", f.name)
+		}
+		if err != nil {
+			h.fail(w, r, id, err)
 			return
 		}
 	}
-	t1, t2 := req.Text1.texts, req.Text2.texts
+	t1, t2 := texts[0], texts[1]
 	switch {
 	case len(t1) == 1:
 	case len(t1) != len(t2):
