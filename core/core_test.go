@@ -351,3 +351,36 @@ func TestSlotsFollowTheLoad(t *testing.T) {
 		t.Fatalf("after idling: %d slots (stats %d), want 1", n, c.Stats().KV.ActiveSlots)
 	}
 }
+
+// Receive hands every stream's batches to one goroutine and stops when fn
+// says so or ctx ends.
+func TestReceive(t *testing.T) {
+	streams := []*Stream{NewStream("a", 1, func(int, bool) {}), NewStream("b", 1, func(int, bool) {})}
+	streams[1].Push([]scheduler.Output{{Choice: 0, Tokens: []int32{2}}}, scheduler.Usage{})
+	streams[0].Push([]scheduler.Output{{Choice: 0, Tokens: []int32{1}, Finish: scheduler.FinishStop}}, scheduler.Usage{})
+	streams[1].Push([]scheduler.Output{{Choice: 0, Tokens: []int32{3}, Finish: scheduler.FinishLength}}, scheduler.Usage{})
+	got := map[int][]int32{}
+	ended := 0
+	err := Receive(context.Background(), streams, func(i int, outs []scheduler.Output, err error) (bool, error) {
+		if errors.Is(err, io.EOF) {
+			ended++
+			return ended == 2, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, o := range outs {
+			got[i] = append(got[i], o.Tokens...)
+		}
+		return false, nil
+	})
+	if err != nil || !slices.Equal(got[0], []int32{1}) || !slices.Equal(got[1], []int32{2, 3}) {
+		t.Fatalf("err %v, got %v", err, got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	open := []*Stream{NewStream("c", 1, func(int, bool) {}), NewStream("d", 1, func(int, bool) {})}
+	if err := Receive(ctx, open, func(int, []scheduler.Output, error) (bool, error) { return false, nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}

@@ -101,3 +101,61 @@ func (s *Stream) Push(outs []scheduler.Output, usage scheduler.Usage) {
 	default:
 	}
 }
+
+// Receive reads the streams of one HTTP or gRPC request and calls fn, on
+// the caller's goroutine, with each batch of outputs in the order the
+// batches arrive, or with the error that ended a stream (io.EOF at its
+// end), until fn returns done or an error, or ctx ends (ctx.Err()). Several
+// streams are read concurrently, so a slow one does not hold back the
+// others; a single stream is read on the caller's goroutine.
+func Receive(ctx context.Context, streams []*Stream, fn func(i int, outs []scheduler.Output, err error) (done bool, ferr error)) error {
+	if len(streams) == 1 {
+		for {
+			outs, err := streams[0].Recv(ctx)
+			if done, ferr := fn(0, outs, err); done || ferr != nil {
+				return ferr
+			}
+			if err != nil {
+				// The stream ended and fn did not stop: nothing more comes.
+				return nil
+			}
+		}
+	}
+	type batch struct {
+		i    int
+		outs []scheduler.Output
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan batch)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for i, s := range streams {
+		wg.Go(func() {
+			for {
+				outs, err := s.Recv(ctx)
+				select {
+				case ch <- batch{i, outs, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	for {
+		select {
+		case b := <-ch:
+			if done, ferr := fn(b.i, b.outs, b.err); done || ferr != nil {
+				return ferr
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmserve/llmserve/core"
@@ -164,68 +163,15 @@ func (g *generation) receive(ctx context.Context, fn func(p int, outs []schedule
 	if g.open == 0 {
 		return nil
 	}
-	if len(g.streams) == 1 {
-		for {
-			outs, err := g.streams[0].Recv(ctx)
-			if err != nil {
-				return g.recvError(0, err)
-			}
-			if err := fn(0, outs); err != nil {
-				return err
-			}
-			if g.open == 0 {
-				return nil
-			}
+	return core.Receive(ctx, g.streams, func(p int, outs []scheduler.Output, err error) (bool, error) {
+		if err != nil {
+			return false, g.recvError(p, err)
 		}
-	}
-
-	type batch struct {
-		p    int
-		outs []scheduler.Output
-		err  error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan batch)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	for p, s := range g.streams {
-		wg.Go(func() {
-			for {
-				outs, err := s.Recv(ctx)
-				select {
-				case ch <- batch{p, outs, err}:
-				case <-ctx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	for {
-		var b batch
-		select {
-		case b = <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := fn(p, outs); err != nil {
+			return false, err
 		}
-		if b.err != nil {
-			if err := g.recvError(b.p, b.err); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := fn(b.p, b.outs); err != nil {
-			return err
-		}
-		if g.open == 0 {
-			return nil
-		}
-	}
+		return g.open == 0, nil
+	})
 }
 
 // recvError interprets an error from prompt p's Stream.Recv. io.EOF means

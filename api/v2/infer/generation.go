@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmserve/llmserve/core"
@@ -189,67 +188,19 @@ func (g *Generation) Run(ctx context.Context, fn func(Delta) error) error {
 		}
 		return nil
 	}
-	if len(g.streams) == 1 {
-		for {
-			outs, err := g.streams[0].Recv(ctx)
-			if err != nil {
-				return g.recvError(0, err)
-			}
-			if err := apply(0, outs); err != nil {
-				return err
-			}
-			if g.open == 0 {
-				return nil
-			}
+	err := core.Receive(ctx, g.streams, func(p int, outs []scheduler.Output, err error) (bool, error) {
+		if err != nil {
+			return false, g.recvError(p, err)
 		}
+		if err := apply(p, outs); err != nil {
+			return false, err
+		}
+		return g.open == 0, nil
+	})
+	if err != nil {
+		return AsError(err)
 	}
-	type batch struct {
-		p    int
-		outs []scheduler.Output
-		err  error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan batch)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	for p, st := range g.streams {
-		wg.Go(func() {
-			for {
-				outs, err := st.Recv(ctx)
-				select {
-				case ch <- batch{p, outs, err}:
-				case <-ctx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	for {
-		var b batch
-		select {
-		case b = <-ch:
-		case <-ctx.Done():
-			return AsError(ctx.Err())
-		}
-		if b.err != nil {
-			if err := g.recvError(b.p, b.err); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := apply(b.p, b.outs); err != nil {
-			return err
-		}
-		if g.open == 0 {
-			return nil
-		}
-	}
+	return nil
 }
 
 // recvError interprets an error from a Stream.Recv: io.EOF is fine once
