@@ -139,27 +139,7 @@ func (h *handler) generateStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.Close()
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if flusher != nil {
-		flusher.Flush()
-	}
-	send := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(append(append([]byte("data: "), b...), '\n', '\n')); err != nil {
-			return infer.Errorf(infer.Canceled, "the client went away: %v", err)
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
+	send := startSSE(w)
 	err := g.Run(r.Context(), func(d infer.Delta) error {
 		if d.Text == "" && d.Finish == "" && !p.Details {
 			return nil
@@ -177,5 +157,32 @@ func (h *handler) generateStream(w http.ResponseWriter, r *http.Request) {
 		}
 		h.log.Log(r.Context(), levelFor(code), "v2 stream failed", "path", r.URL.Path, "status", code, "err", err)
 		_ = send(map[string]string{"error": msg})
+	}
+}
+
+// startSSE writes the headers of a server-sent events answer and returns
+// the function that sends one event ("data: <json>" and a blank line),
+// flushed at once. A failed write means the client went away.
+func startSSE(w http.ResponseWriter) func(v any) error {
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	return func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(append([]byte("data: "), b...), '\n', '\n')); err != nil {
+			return infer.Errorf(infer.Canceled, "the client went away: %v", err)
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
 	}
 }

@@ -1,7 +1,6 @@
 package v2
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
@@ -50,24 +49,7 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.Close()
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(append(append([]byte("data: "), b...), '\n', '\n')); err != nil {
-			return infer.Errorf(infer.Canceled, "the client went away: %v", err)
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
+	send := startSSE(w)
 	err = g.Run(r.Context(), func(dl infer.Delta) error {
 		if dl.Text == "" && dl.Finish == "" {
 			return nil

@@ -126,10 +126,8 @@ func (c *Context) checkChunk(ch *engine.Chunk, seen map[engine.Slot]bool) error 
 		return fmt.Errorf("%w: %d targets for %d tokens", engine.ErrInvalidBatch, len(ch.Targets), len(ch.Tokens))
 	}
 	seen[ch.Slot] = true
-	for _, t := range ch.Tokens {
-		if t < 0 || int(t) >= c.nVocab {
-			return fmt.Errorf("%w: token %d outside the vocabulary", engine.ErrInvalidBatch, t)
-		}
+	if err := c.checkTokens(ch.Tokens); err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrInvalidBatch, err)
 	}
 	if next := c.slotLen(ch.Slot); ch.Pos != next {
 		return fmt.Errorf("%w: sequence %d continues at position %d but slot %d holds %d positions", engine.ErrInvalidBatch, ch.Seq, ch.Pos, ch.Slot, next)
