@@ -73,7 +73,7 @@ GRPCURL             := $(TOOLS_DIR)/grpcurl-$(GRPCURL_VERSION)
 PROTOC_GEN_GO       := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
-.PHONY: all build run test test-pure test-cgo grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env swagger-ui
+.PHONY: all build cuda run test test-pure test-cgo test-deploy grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env swagger-ui
 
 all: build
 
@@ -114,12 +114,45 @@ $(INCLUDE_DIR)/miniaudio/miniaudio.h: | go-deps
 build: deps
 	$(GO) build -o $(BIN) ./cmd/llmserve
 
+## cuda: build ggml's CUDA backend from the ollama module's sources (CMake,
+## nvcc, ninja when present) into lib/ollama, where bin/llmserve loads GPU
+## backends from (<exe>/../lib/ollama): libggml-cuda.so and the
+## libggml-base.so it links, with an rpath of $ORIGIN and the toolkit's
+## lib64 (cuBLAS, cudart). Then serve with --n-gpu-layers -1.
+## CUDA_ARCHITECTURES: CMake's list ("native": the GPUs of this machine;
+## "80;90" for A100 and H100). NVCC: the compiler (default: on PATH, else
+## /usr/local/cuda/bin/nvcc). The CPU build needs none of this.
+CUDA_ARCHITECTURES ?= native
+CUDA_BUILD_DIR     := $(CACHE_DIR)/cuda-build-$(OLLAMA_VERSION)
+CUDA_LIB_DIR       := lib/ollama
+NVCC               ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CMAKE_GENERATOR     = $(if $(shell command -v ninja 2>/dev/null),-G Ninja)
+CUDA_CMAKE_ARGS     = -S $(OLLAMA_DIR) -B $(CUDA_BUILD_DIR) $(CMAKE_GENERATOR) \
+	-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=$(NVCC) \
+	-DCMAKE_CUDA_ARCHITECTURES='$(CUDA_ARCHITECTURES)' \
+	-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
+	-DCMAKE_INSTALL_RPATH='$$ORIGIN;$(abspath $(dir $(NVCC))../lib64)'
+
+cuda: go-deps
+	@[ -n "$(NVCC)" ] && [ -x "$(NVCC)" ] || { echo "make cuda: nvcc not found (not on PATH, not /usr/local/cuda/bin/nvcc): install the CUDA toolkit (NVIDIA's cuda-toolkit-12-x, or Debian's nvidia-cuda-toolkit) or set NVCC=/path/to/nvcc" >&2; exit 1; }
+	@command -v cmake >/dev/null || { echo "make cuda: cmake not found: apt-get install cmake (3.21 or newer; ninja-build makes it faster)" >&2; exit 1; }
+	cmake $(CUDA_CMAKE_ARGS)
+	cmake --build $(CUDA_BUILD_DIR) --target ggml-base ggml-cuda --parallel
+	@mkdir -p $(CUDA_LIB_DIR)
+	cp -a $(CUDA_BUILD_DIR)/lib/ollama/libggml-cuda.so $(CUDA_BUILD_DIR)/lib/ollama/libggml-base.so* $(CUDA_LIB_DIR)/
+	@echo "ggml CUDA backend in $(CUDA_LIB_DIR)/: bin/llmserve serve --n-gpu-layers -1 ... uses it"
+
 ## run: serve the embedded default model (or MODEL=path.gguf) on :8080 (HTTP) and :8081 (gRPC).
 run: build
 	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 ## test: every test, race detector on the pure-Go packages.
-test: deps browser-deps grpcurl test-pure test-cgo
+test: deps browser-deps grpcurl test-pure test-cgo test-deploy
+
+## test-deploy: the deployment files (deploy/, its own Go module): Dockerfiles,
+## Kubernetes manifests and the Helm chart, decoded into the upstream types.
+test-deploy:
+	cd deploy && CGO_ENABLED=0 $(GO) test -count=1 ./...
 
 test-pure:
 	$(GO) test -race -count=1 $(PURE_PKGS)
@@ -187,10 +220,12 @@ lint: deps
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	$(GO) run $(GOLANGCI_LINT) run ./...
+	cd deploy && CGO_ENABLED=0 $(GO) vet ./...
 
-## verify: lint, and go.mod/go.sum tidy.
+## verify: lint, and go.mod/go.sum tidy (the server's module and deploy/'s).
 verify: lint
 	$(GO) mod tidy -diff
+	cd deploy && $(GO) mod tidy -diff
 
 fmt:
 	gofmt -w .
@@ -203,4 +238,4 @@ env:
 	@echo "export CGO_CXXFLAGS='$(CGO_CXXFLAGS)'"
 
 clean:
-	rm -rf bin
+	rm -rf bin lib
