@@ -26,6 +26,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository $tag -}}
 {{- end -}}
 
+{{/* The head loads no model: the CPU image always. */}}
+{{- define "llmserve.headImage" -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- end -}}
+
 {{- define "llmserve.grace" -}}
 {{- add .Values.drain.preStopSleepSeconds .Values.drain.shutdownTimeoutSeconds .Values.drain.marginSeconds -}}
 {{- end -}}
@@ -178,7 +183,7 @@ terminationGracePeriodSeconds: {{ include "llmserve.grace" $ }}
 {{ include "llmserve.podSecurity" $ }}
 containers:
   - name: head
-    image: {{ include "llmserve.image" $ }}
+    image: {{ include "llmserve.headImage" $ }}
     imagePullPolicy: {{ $.Values.image.pullPolicy }}
     args:
       - head
