@@ -214,13 +214,15 @@ fuzz: deps
 test-determinism: deps
 	./scripts/test-determinism.sh
 
-## lint: gofmt, go vet (with and without cgo), golangci-lint (.golangci.yml).
+## lint: gofmt, go vet (with and without cgo), golangci-lint (.golangci.yml);
+## deploy/ (its own module) too.
 lint: deps
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	$(GO) run $(GOLANGCI_LINT) run ./...
 	cd deploy && CGO_ENABLED=0 $(GO) vet ./...
+	cd deploy && CGO_ENABLED=0 $(GO) run $(GOLANGCI_LINT) run ./...
 
 ## verify: lint, and go.mod/go.sum tidy (the server's module and deploy/'s).
 verify: lint

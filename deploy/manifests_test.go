@@ -159,3 +159,22 @@ func TestCheckCatches(t *testing.T) {
 		})
 	}
 }
+
+// TestDeployDocCoversFiles: docs/DEPLOY.md names every manifest, both
+// Dockerfiles and every chart mode.
+func TestDeployDocCoversFiles(t *testing.T) {
+	doc, err := os.ReadFile("../docs/DEPLOY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for f := range manifestKinds {
+		want = append(want, f)
+	}
+	want = append(want, "Dockerfile.cpu", "Dockerfile.cuda", "make cuda", "mode=single", "mode=kserve", "mode=lws", "mode=pd", "pd.discovery=dns")
+	for _, w := range want {
+		if !strings.Contains(string(doc), w) {
+			t.Errorf("docs/DEPLOY.md does not mention %s", w)
+		}
+	}
+}
