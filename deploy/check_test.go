@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -264,6 +265,27 @@ func check(objs []object, fs flagSets) []error {
 	}
 
 	for _, o := range objs {
+		errs = append(errs, checkNames(o)...)
+	}
+	for _, p := range pods {
+		for k, v := range p.labels {
+			for _, e := range append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...) {
+				add("%s: label %s=%s: %s", p.where, k, v, e)
+			}
+		}
+		for _, c := range p.spec.Containers {
+			for _, e := range validation.IsDNS1123Label(c.Name) {
+				add("%s: container name %q: %s", p.where, c.Name, e)
+			}
+			for _, cp := range c.Ports {
+				for _, e := range validation.IsValidPortName(cp.Name) {
+					add("%s container %s: port name %q: %s", p.where, c.Name, cp.Name, e)
+				}
+			}
+		}
+	}
+
+	for _, o := range objs {
 		switch v := o.obj.(type) {
 		case *corev1.Service:
 			errs = append(errs, checkService(v, pods)...)
@@ -406,6 +428,27 @@ func checkContainer(p pod, c corev1.Container, fs flagSets, headless map[string]
 		if need := shutdown + sleep; g <= need || g > need+time.Minute {
 			add("terminationGracePeriodSeconds %d: want a little more than the preStop pause and --shutdown-timeout (%v)", *p.grace, need)
 		}
+	}
+	return errs
+}
+
+// checkNames: object names as the API server requires them (a Service's
+// name is a DNS label; the others' DNS subdomains, and short enough for
+// the pods' host names the controllers derive from them).
+func checkNames(o object) []error {
+	var errs []error
+	var problems []string
+	switch o.obj.(type) {
+	case *corev1.Service:
+		problems = validation.IsDNS1035Label(o.name)
+	default:
+		problems = validation.IsDNS1123Label(o.name)
+		if len(o.name) > 40 {
+			problems = append(problems, "longer than 40 characters: the pods' names and host names add to it")
+		}
+	}
+	for _, p := range problems {
+		errs = append(errs, fmt.Errorf("%s %q: name: %s", o.kind, o.name, p))
 	}
 	return errs
 }

@@ -105,6 +105,8 @@ func TestCheckCatches(t *testing.T) {
 		{"service selects nothing", "    app.kubernetes.io/component: server\n  ports:", "    app.kubernetes.io/component: head\n  ports:", "matches no pod", false, nil},
 		{"service target port", "targetPort: grpc", "targetPort: grpcs", "target port grpcs", false, nil},
 		{"root", "runAsNonRoot: true", "runAsNonRoot: false", "runAsNonRoot", false, nil},
+		{"port name", "- name: grpc\n              containerPort", "- name: grpc_port\n              containerPort", "port name", false, nil},
+		{"object name", "name: llmserve\n  labels:", "name: LLMServe\n  labels:", "name:", false, nil},
 		{"lws leader ready", "startupPolicy: LeaderCreated", "startupPolicy: LeaderReady", "LeaderCreated", false, []string{"lws-head-workers.yaml"}},
 		{"lws group restarts", "restartPolicy: None", "restartPolicy: RecreateGroupOnPodRestart", "must not restart its group", false, []string{"lws-head-workers.yaml"}},
 		{"lws leader runs a worker", "              - head\n", "              - worker\n", "want llmserve head", false, []string{"lws-head-workers.yaml"}},
