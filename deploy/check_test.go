@@ -14,6 +14,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -38,6 +39,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &appsv1.Deployment{}, nil
 	case "v1 Service":
 		return &corev1.Service{}, nil
+	case "autoscaling/v2 HorizontalPodAutoscaler":
+		return &autoscalingv2.HorizontalPodAutoscaler{}, nil
 	case "leaderworkerset.x-k8s.io/v1 LeaderWorkerSet":
 		return &LeaderWorkerSet{}, nil
 	case "serving.kserve.io/v1alpha1 ServingRuntime":
@@ -293,6 +296,8 @@ func check(objs []object, fs flagSets) []error {
 			errs = append(errs, checkLWS(v)...)
 		case *ServingRuntime:
 			errs = append(errs, checkRuntime(v)...)
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			errs = append(errs, checkHPA(v, objs)...)
 		}
 	}
 	return errs
@@ -528,6 +533,35 @@ func checkLWS(l *LeaderWorkerSet) []error {
 	}
 	return errs
 }
+
+// checkHPA: the target is a scalable object of the set, the bounds are
+// ordered, and a pods metric is one llmserve exports.
+func checkHPA(h *autoscalingv2.HorizontalPodAutoscaler, objs []object) []error {
+	var errs []error
+	ref := h.Spec.ScaleTargetRef
+	if !slices.ContainsFunc(objs, func(o object) bool {
+		_, scalable := o.obj.(*appsv1.Deployment)
+		if _, ok := o.obj.(*LeaderWorkerSet); ok {
+			scalable = true
+		}
+		return scalable && o.kind == ref.Kind && o.name == ref.Name
+	}) {
+		errs = append(errs, fmt.Errorf("HorizontalPodAutoscaler %s: target %s %s is not a Deployment or LeaderWorkerSet of these manifests", h.Name, ref.Kind, ref.Name))
+	}
+	if h.Spec.MinReplicas != nil && *h.Spec.MinReplicas > h.Spec.MaxReplicas {
+		errs = append(errs, fmt.Errorf("HorizontalPodAutoscaler %s: minReplicas %d > maxReplicas %d", h.Name, *h.Spec.MinReplicas, h.Spec.MaxReplicas))
+	}
+	for _, m := range h.Spec.Metrics {
+		if m.Pods != nil && !slices.Contains(exportedGauges, m.Pods.Metric.Name) {
+			errs = append(errs, fmt.Errorf("HorizontalPodAutoscaler %s: metric %s: llmserve exports %v", h.Name, m.Pods.Metric.Name, exportedGauges))
+		}
+	}
+	return errs
+}
+
+// exportedGauges: the per-process gauges an autoscaler may use (vLLM's
+// names; metrics/).
+var exportedGauges = []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"}
 
 func checkRuntime(sr *ServingRuntime) []error {
 	var errs []error

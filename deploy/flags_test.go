@@ -127,3 +127,25 @@ func TestServeFlagsFound(t *testing.T) {
 		t.Errorf("found %d serve flags in serve.go, want 30 or more: %s", n, fs.list("serve"))
 	}
 }
+
+// TestExportedGauges: the gauges the autoscaling manifests may use are
+// exported by llmserve (metrics/).
+func TestExportedGauges(t *testing.T) {
+	files, _ := filepath.Glob("../metrics/*.go")
+	var src strings.Builder
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	for _, g := range exportedGauges {
+		if !strings.Contains(src.String(), `"`+g+`"`) {
+			t.Errorf("%s: not defined in metrics/", g)
+		}
+	}
+}

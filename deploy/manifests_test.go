@@ -16,6 +16,7 @@ var manifestKinds = map[string][]string{
 	"lws-head-workers.yaml":        {"LeaderWorkerSet", "Service"},
 	"lws-pd.yaml":                  {"LeaderWorkerSet", "Service"},
 	"workers-dns.yaml":             {"Deployment", "Deployment", "Deployment", "Service", "Service"},
+	"hpa-decode.yaml":              {"HorizontalPodAutoscaler"},
 }
 
 // manifestSets: the files deployed together (checked as one set).
@@ -24,7 +25,7 @@ var manifestSets = [][]string{
 	{"kserve-servingruntime.yaml", "kserve-inferenceservice.yaml"},
 	{"lws-head-workers.yaml"},
 	{"lws-pd.yaml"},
-	{"workers-dns.yaml"},
+	{"workers-dns.yaml", "hpa-decode.yaml"},
 }
 
 func readManifests(t *testing.T, files ...string) []object {
@@ -123,6 +124,8 @@ func TestCheckCatches(t *testing.T) {
 		{"kserve format", "name: gguf\n      runtime", "name: pmml\n      runtime", "not one of runtime", false, []string{"kserve-inferenceservice.yaml", "kserve-servingruntime.yaml"}},
 		{"kserve protocol", "- grpc-v2", "- grpc-v3", "protocolVersion \"grpc-v3\"", false, []string{"kserve-servingruntime.yaml", "kserve-inferenceservice.yaml"}},
 		{"kserve grace", "terminationGracePeriodSeconds: 45", "terminationGracePeriodSeconds: 10", "terminationGracePeriodSeconds 10", false, []string{"kserve-inferenceservice.yaml", "kserve-servingruntime.yaml"}},
+		{"hpa target", "name: llmserve-decode\n  minReplicas", "name: llmserve-decoder\n  minReplicas", "is not a Deployment", false, []string{"hpa-decode.yaml", "workers-dns.yaml"}},
+		{"hpa metric", "name: vllm:num_requests_waiting", "name: vllm:requests_waiting", "llmserve exports", false, []string{"hpa-decode.yaml", "workers-dns.yaml"}},
 		{"kserve unknown field", "storageUri:", "storageURI:", "unknown field", true, []string{"kserve-inferenceservice.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
