@@ -126,8 +126,8 @@ CUDA_ARCHITECTURES ?= native
 CUDA_BUILD_DIR     := $(CACHE_DIR)/cuda-build-$(OLLAMA_VERSION)
 CUDA_LIB_DIR       := lib/ollama
 NVCC               ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
-CMAKE_GENERATOR     = $(if $(shell command -v ninja 2>/dev/null),-G Ninja)
-CUDA_CMAKE_ARGS     = -S $(OLLAMA_DIR) -B $(CUDA_BUILD_DIR) $(CMAKE_GENERATOR) \
+CUDA_GENERATOR      = $(if $(shell command -v ninja 2>/dev/null),-G Ninja)
+CUDA_CMAKE_ARGS     = -S $(OLLAMA_DIR) -B $(CUDA_BUILD_DIR) $(CUDA_GENERATOR) \
 	-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=$(NVCC) \
 	-DCMAKE_CUDA_ARCHITECTURES='$(CUDA_ARCHITECTURES)' \
 	-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
