@@ -8,6 +8,42 @@
 // into an Executor that runs them through ggml, and serving them with
 // adaptive batching and parallel workers.
 //
+// # Loading and executing
+//
+// Open (or Load, on bytes) reads a model file, chosen by content: a file
+// starting with "GGUF" is a GGUF graph (layout below), anything else is
+// read as an ONNX ModelProto. Both become an engine/graph Graph, which
+// graph.Check validates (operators, attributes with ONNX defaults,
+// shapes); engine/llamacpp then executes it with ggml's CPU backend. A
+// model the runtime cannot execute fails with a *ModelError, which
+// matches ErrInvalidModel (and ErrUnsupported for an operator outside
+// graph.Ops; the message names the operator and the node); an I/O error
+// does not.
+//
+// ONNX is parsed with google.golang.org/protobuf into the generated types
+// of onnxpb (our own subset of onnx.proto, with ONNX's field numbers): no
+// Go ONNX library we could use exposes the generated ModelProto types
+// (onnx-go's and onnx-gomlx's are internal packages), and the protobuf
+// runtime is already a dependency. Initializers are read from raw_data
+// (little-endian) or float_data/int64_data; the first dimension of every
+// input and output is the batch, whatever the file declares there.
+//
+// Execution is ggml through the project's own binding (engine/llamacpp),
+// not ollama's ml package: ml is built around its model architectures'
+// KV caches and backend scheduler, while a tensor graph needs a handful of
+// plain ggml operators, the batch-invariance padding below, and
+// concurrent Runs over one set of read-only weights, which a few hundred
+// lines of our binding do directly.
+//
+// Batch invariance: Executor.Run promises bit-identical rows whatever the
+// batch size. ggml's CPU mul_mat takes llamafile's sgemm for two rows or
+// more and vec_dot for one, which sum in different orders, so a one-row
+// batch runs padded to two rows; from two rows on the arithmetic of every
+// element is fixed by the weights' shapes (TestBatchInvariance).
+//
+// MLP writes simple multilayer perceptrons as ONNX (and GGUF) for tests,
+// examples and `llmserve synth mlp`; Forward is its pure-Go reference.
+//
 // What it must not do: speak a wire protocol (api/ converts V2 and KServe
 // V1 tensors to and from Tensor) or call cgo itself (engine/llamacpp is
 // the one cgo package and executes the graphs).
