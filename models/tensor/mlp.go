@@ -226,3 +226,12 @@ func RandomMLP(sizes []int, seed uint64, softmax, argmax bool) (*MLP, error) {
 	}
 	return m, nil
 }
+
+// GGUF is the MLP as a GGUF graph file.
+func (m *MLP) GGUF() ([]byte, error) {
+	g, err := m.Graph()
+	if err != nil {
+		return nil, err
+	}
+	return EncodeGGUF(g, onnxOpset)
+}
