@@ -13,6 +13,11 @@ const Batch = -1
 // MaxRank is the most dimensions a value may have (ggml's limit).
 const MaxRank = 4
 
+// MaxRowElements bounds the elements of one row (one batch entry) of any
+// value, so that shapes in a damaged or hostile file cannot overflow
+// sizes or ask for unbounded memory per request.
+const MaxRowElements = 1 << 28
+
 // DType is an element type.
 type DType uint8
 
@@ -198,10 +203,12 @@ func Check(g *Graph, opset int64) (*Checked, error) {
 		if len(k.Shape) > MaxRank {
 			return nil, &Error{Err: fmt.Errorf("constant %q: %d dimensions, at most %d", k.Name, len(k.Shape), MaxRank)}
 		}
+		total := int64(1)
 		for _, d := range k.Shape {
-			if d < 0 || d > 1<<31 {
+			if d < 0 || (d > 0 && total > (1<<31)/d) {
 				return nil, &Error{Err: fmt.Errorf("constant %q: bad shape %v", k.Name, k.Shape)}
 			}
+			total *= d
 		}
 		n := k.Elements()
 		switch k.DType {
@@ -292,9 +299,13 @@ func checkIO(v Value) error {
 	if v.Shape[0] != Batch {
 		return &Error{Err: fmt.Errorf("%q: first dimension %d must be the batch (-1)", v.Name, v.Shape[0])}
 	}
+	n := int64(1)
 	for _, d := range v.Shape[1:] {
-		if d < 1 || d > 1<<31 {
+		if d < 1 || d > MaxRowElements {
 			return &Error{Err: fmt.Errorf("%q: dimension %d in %v must be fixed and positive", v.Name, d, v.Shape)}
+		}
+		if n *= d; n > MaxRowElements {
+			return &Error{Err: fmt.Errorf("%q: shape %v has more than %d elements per row", v.Name, v.Shape, MaxRowElements)}
 		}
 	}
 	return nil

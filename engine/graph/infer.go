@@ -75,6 +75,9 @@ func (c *Checked) inferNode(n *Node) error {
 	if len(out.Shape) == 0 || out.Shape[0] != Batch {
 		return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
 	}
+	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+		return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
+	}
 	if _, dup := c.Values[n.Outputs[0]]; dup {
 		return fmt.Errorf("output %q is defined twice", n.Outputs[0])
 	}

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -60,7 +59,7 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 	C.ggml_cpu_init()
 	threads := opts.Threads
 	if threads <= 0 {
-		threads = min(4, runtime.GOMAXPROCS(0))
+		threads = 1
 	}
 	type prepared struct {
 		key   string

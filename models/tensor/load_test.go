@@ -259,5 +259,35 @@ func FuzzDecode(f *testing.F) {
 		if len(c.Inputs) == 0 || len(c.Outputs) == 0 {
 			t.Fatal("checked graph without inputs or outputs")
 		}
+		// A graph that passes Check must also build and run in ggml
+		// (a failed ggml assertion would abort the process).
+		var rowElems int64
+		for _, info := range c.Values {
+			if info.Batched {
+				n := int64(1)
+				for _, d := range info.Shape[1:] {
+					n *= d
+				}
+				rowElems += n
+			}
+		}
+		if rowElems > 1<<16 {
+			return
+		}
+		e, err := Load("fuzz", data, Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		var in []Tensor
+		for _, s := range e.Inputs() {
+			shape := append([]int64{2}, s.Shape[1:]...)
+			x := Tensor{Name: s.Name, DType: FP32, Shape: shape}
+			x.F32 = make([]float32, x.Elements())
+			in = append(in, x)
+		}
+		if _, err := e.Run(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

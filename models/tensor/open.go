@@ -14,8 +14,9 @@ import (
 
 // Options says how to execute a loaded model.
 type Options struct {
-	// Threads is the number of CPU threads one Run computes with; 0 picks
-	// min(4, GOMAXPROCS).
+	// Threads is the number of CPU threads one Run computes with; 0 means
+	// 1, best for small models (see llamacpp.GraphOptions): use parallel
+	// workers (concurrent Runs) to use more cores.
 	Threads int
 }
 
