@@ -41,6 +41,33 @@
 // batch runs padded to two rows; from two rows on the arithmetic of every
 // element is fixed by the weights' shapes (TestBatchInvariance).
 //
+// # The GGUF layout of a graph
+//
+// A GGUF file (version 3, little-endian, tensor data aligned to 32 bytes)
+// holds the same graph as an ONNX file:
+//
+//	general.architecture            string   "llmserve.graph"
+//	llmserve.graph.opset            int64    ONNX default-domain opset (0: latest)
+//	llmserve.graph.inputs           [string] input names, in order (all FP32)
+//	llmserve.graph.input.<name>.shape  [int64] numpy order, -1 for the batch first
+//	llmserve.graph.outputs          [string] output names, in order
+//	llmserve.graph.output.<name>.dtype string "F32" or "I64" (optional)
+//	llmserve.graph.node_count       uint32
+//	llmserve.graph.node.<i>.name    string   nodes in topological order, i from 0
+//	llmserve.graph.node.<i>.op      string   ONNX operator type (graph.Ops)
+//	llmserve.graph.node.<i>.inputs  [string] value names; "" for an omitted optional input
+//	llmserve.graph.node.<i>.outputs [string]
+//	llmserve.graph.node.<i>.attr.<attr>  int64, float32, string, [int64] or [float32]:
+//	                                 an ONNX INT, FLOAT, STRING, INTS or FLOATS attribute
+//	llmserve.graph.scalars          [string] constants of rank 0 (stored as [1])
+//
+// Every constant (initializer) is a tensor named as the value it defines:
+// ggml type F32 (0) or I64 (27), dimensions in ggml order (the numpy shape
+// reversed). Attributes absent from the file take their ONNX defaults, as
+// in ONNX files. Open reads the whole file into memory and checks every
+// length against what is left, so a damaged or hostile file fails with an
+// error (FuzzDecode).
+//
 // MLP writes simple multilayer perceptrons as ONNX (and GGUF) for tests,
 // examples and `llmserve synth mlp`; Forward is its pure-Go reference.
 //
