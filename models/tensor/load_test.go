@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -290,4 +291,85 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestONNXEncodings: initializers in float_data/int64_data instead of
+// raw_data, and a first dimension that is fixed, symbolic or missing, all
+// load as the same model.
+func TestONNXEncodings(t *testing.T) {
+	m := knownMLP()
+	g, err := m.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Reshape to [0, 3] before the argmax exercises int64 data.
+	n := len(g.Nodes)
+	g.Nodes[n-2].Outputs = []string{"pre"} // softmax
+	g.Consts = append(g.Consts, graph.Const{Name: "shape", DType: graph.I64, Shape: []int64{2}, I64: []int64{0, 3}})
+	g.Nodes = slices.Insert(g.Nodes, n-1, graph.Node{Name: "reshape", Op: "Reshape", Inputs: []string{"pre", "shape"}, Outputs: []string{"output"}})
+	base, err := EncodeONNX(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := []float32{0.5, -1, 2, 0.25, 1, 1, -1, 3}
+	want, labels := m.Forward(x, 2)
+	variant := func(f func(*onnxpb.ModelProto)) []byte {
+		var p onnxpb.ModelProto
+		if err := proto.Unmarshal(base, &p); err != nil {
+			t.Fatal(err)
+		}
+		f(&p)
+		b, err := proto.Marshal(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	firstDim := func(p *onnxpb.ModelProto) *onnxpb.TensorShapeProto_Dimension {
+		return p.Graph.Input[0].Type.GetTensorType().Shape.Dim[0]
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"raw-data", base},
+		{"typed-data", variant(func(p *onnxpb.ModelProto) {
+			for _, init := range p.Graph.Initializer {
+				k, err := onnxConst(init)
+				if err != nil {
+					t.Fatal(err)
+				}
+				init.RawData, init.FloatData, init.Int64Data = nil, k.F32, k.I64
+			}
+		})},
+		{"fixed-first-dim", variant(func(p *onnxpb.ModelProto) {
+			firstDim(p).Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: 1}
+		})},
+		{"missing-first-dim", variant(func(p *onnxpb.ModelProto) { firstDim(p).Value = nil })},
+		{"opset-11", variant(func(p *onnxpb.ModelProto) { p.OpsetImport[0].Version = 11 })},
+		{"initializers-as-inputs", variant(func(p *onnxpb.ModelProto) {
+			for _, init := range p.Graph.Initializer {
+				p.Graph.Input = append(p.Graph.Input, &onnxpb.ValueInfoProto{Name: init.Name})
+			}
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Load(tc.name, tc.data, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			out := run(t, e, x, 2)
+			for i := range want {
+				if !closeTo(out[0].F32[i], want[i]) {
+					t.Fatalf("output[%d] = %v, reference %v", i, out[0].F32[i], want[i])
+				}
+			}
+			for i := range labels {
+				if out[1].I64[i] != labels[i] {
+					t.Fatalf("label[%d] = %d, reference %d", i, out[1].I64[i], labels[i])
+				}
+			}
+		})
+	}
 }
