@@ -82,8 +82,9 @@
 // they are only read after. Each concurrent Run takes a runner from a
 // pool: a ggml graph per batch size, built in a no_alloc context and
 // allocated by ggml_gallocr, inputs copied in, ggml_graph_compute with
-// the runner's work buffer, outputs copied out. Runs share nothing they
-// write. Operators map to ggml ones (ggml_gelu_erf for Gelu; the tanh
+// the runner's work buffer (and, with more than one thread, the runner's
+// persistent thread pool, paused between Runs), outputs copied out. Runs
+// share nothing they write. Operators map to ggml ones (ggml_gelu_erf for Gelu; the tanh
 // form is built from ggml_tanh and arithmetic because ggml_gelu reads an
 // FP16 table); an axis other than the last is moved to ggml's dimension 0
 // with a permute. Close waits for running Runs.

@@ -225,6 +225,9 @@ type graphRunner struct {
 	graphs   map[int]*builtGraph // by padded row count
 	work     unsafe.Pointer      // C memory for ggml_graph_compute
 	workSize C.size_t
+	// pool is the runner's persistent ggml thread pool when threads > 1,
+	// paused between Runs (its workers sleep instead of spinning).
+	pool *C.struct_ggml_threadpool
 }
 
 // maxCachedGraphs bounds the graphs a runner keeps; past it the cache is
@@ -254,6 +257,10 @@ func (r *graphRunner) free() {
 		b.free()
 	}
 	r.graphs = nil
+	if r.pool != nil {
+		C.ggml_threadpool_free(r.pool)
+		r.pool = nil
+	}
 	if r.work != nil {
 		C.free(r.work)
 		r.work = nil
@@ -285,7 +292,12 @@ func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, 
 			C.memset(unsafe.Add(t.data, given), 0, nbytes-given)
 		}
 	}
-	plan := C.ggml_graph_plan(b.gf, C.int(r.m.threads), nil)
+	if r.m.threads > 1 && r.pool == nil {
+		if r.pool = newThreadPool(r.m.threads, 0); r.pool == nil {
+			return nil, errors.New("llamacpp: creating the ggml thread pool failed")
+		}
+	}
+	plan := C.ggml_graph_plan(b.gf, C.int(r.m.threads), r.pool)
 	if plan.work_size > r.workSize {
 		if r.work != nil {
 			C.free(r.work)
@@ -298,7 +310,11 @@ func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, 
 		r.workSize = plan.work_size
 	}
 	plan.work_data = (*C.uint8_t)(r.work)
-	if st := C.ggml_graph_compute(b.gf, &plan); st != C.GGML_STATUS_SUCCESS {
+	st := C.ggml_graph_compute(b.gf, &plan)
+	if r.pool != nil {
+		C.ggml_threadpool_pause(r.pool)
+	}
+	if st != C.GGML_STATUS_SUCCESS {
 		return nil, fmt.Errorf("llamacpp: ggml_graph_compute failed with status %d", int(st))
 	}
 	outs := make([]GraphOutput, len(b.outputs))
