@@ -96,6 +96,10 @@ func TestCheck(t *testing.T) {
 		{"bad-attribute", func(g *Graph) {
 			g.Nodes[0] = Node{Name: "g", Op: "Gelu", Inputs: []string{"x"}, Outputs: []string{"y"}, Attrs: map[string]Attr{"approximate": {Kind: AttrString, String: "fast"}}}
 		}, `attribute approximate="fast"`},
+		{"computed-weights", func(g *Graph) {
+			g.Inputs = append(g.Inputs, Value{Name: "w2", DType: F32, Shape: []int64{Batch, 3}})
+			g.Nodes[0].Inputs[1] = "w2"
+		}, `node "mm" (MatMul): the second input must be a 2-D initializer (weights), got shape [-1 3]: not supported`},
 		{"duplicate-output", func(g *Graph) { g.Nodes[0].Outputs = []string{"x"} }, "defined twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
