@@ -119,7 +119,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	switch {
-	case e.Err == ErrUnsupported && e.Op != "": // the operator itself
+	case e.Err == ErrUnsupported && e.Op != "": //nolint:errorlint // the operator itself, not a wrapped cause
 		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s)", e.Node, e.Op, strings.Join(Ops, ", "))
 	case e.Node != "":
 		return fmt.Sprintf("node %q (%s): %v", e.Node, e.Op, e.Err)

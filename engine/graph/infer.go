@@ -161,7 +161,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 			k, nOut = nOut, k
 		}
 		if a.Shape[1] != k {
-			return nil, fmt.Errorf("A %v and B %v (transB=%d) do not multiply", a.Shape, b.Shape, n.Int("transB", 0))
+			return nil, fmt.Errorf("inputs A %v and B %v (transB=%d) do not multiply", a.Shape, b.Shape, n.Int("transB", 0))
 		}
 		shape := []int64{a.Shape[0], nOut}
 		if optional(n, 2) {

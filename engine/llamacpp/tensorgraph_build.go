@@ -64,7 +64,7 @@ func (m *GraphModel) build(rows int) (*builtGraph, error) {
 	for _, out := range m.g.Outputs {
 		v := bl.vals[out.Name]
 		t := v.t
-		if C.ggml_is_contiguous(t) == false || t.op == C.GGML_OP_NONE {
+		if !C.ggml_is_contiguous(t) || t.op == C.GGML_OP_NONE {
 			t = C.ggml_cont(ctx, t)
 		}
 		C.ggml_set_output(t)

@@ -4,6 +4,7 @@ package llamacpp
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -256,7 +257,7 @@ func TestGraphRunAfterCloseAndCanceled(t *testing.T) {
 	data, _ := randomInputs(rng, c, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.Run(ctx, 2, data); err != context.Canceled {
+	if _, err := m.Run(ctx, 2, data); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: err = %v", err)
 	}
 	if _, err := m.Run(context.Background(), 3, data); err == nil {
@@ -265,7 +266,7 @@ func TestGraphRunAfterCloseAndCanceled(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Run(context.Background(), 2, data); err != ErrModelClosed {
+	if _, err := m.Run(context.Background(), 2, data); !errors.Is(err, ErrModelClosed) {
 		t.Errorf("after Close: err = %v", err)
 	}
 	if err := m.Close(); err != nil {
