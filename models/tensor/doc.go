@@ -52,6 +52,7 @@
 //	llmserve.graph.input.<name>.shape  [int64] numpy order, -1 for the batch first
 //	llmserve.graph.outputs          [string] output names, in order
 //	llmserve.graph.output.<name>.dtype string "F32" or "I64" (optional)
+//	llmserve.graph.output.<name>.shape [int64] (optional; checked against the inferred one)
 //	llmserve.graph.node_count       uint32
 //	llmserve.graph.node.<i>.name    string   nodes in topological order, i from 0
 //	llmserve.graph.node.<i>.op      string   ONNX operator type (graph.Ops)

@@ -65,6 +65,9 @@ func EncodeGGUF(g *graph.Graph, opset int64) ([]byte, error) {
 		if out.DType != 0 {
 			kvs = append(kvs, kv{ggufPrefix + "output." + out.Name + ".dtype", out.DType.String()})
 		}
+		if out.Shape != nil {
+			kvs = append(kvs, kv{ggufPrefix + "output." + out.Name + ".shape", slices.Clone(out.Shape)})
+		}
 	}
 	kvs = append(kvs, kv{ggufPrefix + "outputs", names})
 	kvs = append(kvs, kv{ggufPrefix + "node_count", uint32(len(g.Nodes))})
@@ -413,6 +416,9 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 		case "I64":
 			v.DType = graph.I64
 		}
+		if shape, ok := kv[ggufPrefix+"output."+name+".shape"].([]int64); ok {
+			v.Shape = shape
+		}
 		g.Outputs = append(g.Outputs, v)
 	}
 	count, ok := kv[ggufPrefix+"node_count"].(uint32)
@@ -456,6 +462,9 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 	for i := range int(count) {
 		p := fmt.Sprintf("%snode.%d.", ggufPrefix, i)
 		n := graph.Node{Attrs: attrs[i]}
+		if n.Attrs == nil {
+			n.Attrs = map[string]graph.Attr{}
+		}
 		if n.Name, err = str(p + "name"); err != nil {
 			return nil, 0, err
 		}
