@@ -346,6 +346,26 @@ func TestONNXEncodings(t *testing.T) {
 			firstDim(p).Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: 1}
 		})},
 		{"missing-first-dim", variant(func(p *onnxpb.ModelProto) { firstDim(p).Value = nil })},
+		{"constant-node", variant(func(p *onnxpb.ModelProto) {
+			for i, init := range p.Graph.Initializer {
+				if init.Name == "shape" {
+					p.Graph.Initializer = slices.Delete(p.Graph.Initializer, i, i+1)
+					p.Graph.Node = slices.Insert(p.Graph.Node, 0, &onnxpb.NodeProto{Name: "const", OpType: "Constant", Output: []string{"shape"},
+						Attribute: []*onnxpb.AttributeProto{{Name: "value", Type: onnxpb.AttributeProto_TENSOR, T: init}}})
+					return
+				}
+			}
+		})},
+		{"constant-node-ints", variant(func(p *onnxpb.ModelProto) {
+			for i, init := range p.Graph.Initializer {
+				if init.Name == "shape" {
+					p.Graph.Initializer = slices.Delete(p.Graph.Initializer, i, i+1)
+					p.Graph.Node = slices.Insert(p.Graph.Node, 0, &onnxpb.NodeProto{Name: "const", OpType: "Constant", Output: []string{"shape"},
+						Attribute: []*onnxpb.AttributeProto{{Name: "value_ints", Type: onnxpb.AttributeProto_INTS, Ints: []int64{0, 3}}}})
+					return
+				}
+			}
+		})},
 		{"opset-11", variant(func(p *onnxpb.ModelProto) { p.OpsetImport[0].Version = 11 })},
 		{"initializers-as-inputs", variant(func(p *onnxpb.ModelProto) {
 			for _, init := range p.Graph.Initializer {

@@ -74,6 +74,16 @@ func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
 		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
 			return nil, 0, &graph.Error{Node: n.Name, Op: d + ":" + n.Op, Err: graph.ErrUnsupported}
 		}
+		if n.Op == "Constant" {
+			// Exporters (PyTorch's for Reshape's shape) put constants in
+			// Constant nodes as well as in initializers.
+			c, err := onnxConstantNode(np)
+			if err != nil {
+				return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
+			}
+			g.Consts = append(g.Consts, c)
+			continue
+		}
 		if !slices.Contains(graph.Ops, n.Op) {
 			return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: graph.ErrUnsupported}
 		}
@@ -88,6 +98,33 @@ func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
 		g.Nodes = append(g.Nodes, n)
 	}
 	return g, opset, nil
+}
+
+// onnxConstantNode is the constant a Constant node defines, from its value
+// (a tensor), value_float(s) or value_int(s) attribute.
+func onnxConstantNode(np *onnxpb.NodeProto) (graph.Const, error) {
+	if len(np.GetOutput()) != 1 || len(np.GetAttribute()) != 1 {
+		return graph.Const{}, errors.New("a Constant node needs one output and one attribute")
+	}
+	name, a := np.GetOutput()[0], np.GetAttribute()[0]
+	switch a.GetName() {
+	case "value":
+		if a.GetT() == nil {
+			return graph.Const{}, errors.New("attribute value holds no tensor")
+		}
+		c, err := onnxConst(a.GetT())
+		c.Name = name
+		return c, err
+	case "value_float":
+		return graph.Const{Name: name, DType: graph.F32, Shape: []int64{}, F32: []float32{a.GetF()}}, nil
+	case "value_floats":
+		return graph.Const{Name: name, DType: graph.F32, Shape: []int64{int64(len(a.GetFloats()))}, F32: a.GetFloats()}, nil
+	case "value_int":
+		return graph.Const{Name: name, DType: graph.I64, Shape: []int64{}, I64: []int64{a.GetI()}}, nil
+	case "value_ints":
+		return graph.Const{Name: name, DType: graph.I64, Shape: []int64{int64(len(a.GetInts()))}, I64: a.GetInts()}, nil
+	}
+	return graph.Const{}, fmt.Errorf("attribute %s: %w", a.GetName(), graph.ErrUnsupported)
 }
 
 func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
