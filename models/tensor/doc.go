@@ -26,9 +26,9 @@
 // (onnx-go's and onnx-gomlx's are internal packages), and the protobuf
 // runtime is already a dependency. Initializers are read from raw_data
 // (little-endian) or float_data/int64_data, and Constant nodes (as
-// PyTorch exports Reshape's shape) become constants too; the first
-// dimension of every
-// input and output is the batch, whatever the file declares there.
+// PyTorch exports Reshape's shape) become constants too. The first
+// dimension of every input and output is the batch, whatever the file
+// declares there.
 //
 // Execution is ggml through the project's own binding (engine/llamacpp),
 // not ollama's ml package: ml is built around its model architectures'
