@@ -21,10 +21,11 @@
 // does not.
 //
 // ONNX is parsed with google.golang.org/protobuf into the generated types
-// of onnxpb (our own subset of onnx.proto, with ONNX's field numbers): no
-// Go ONNX library we could use exposes the generated ModelProto types
-// (onnx-go's and onnx-gomlx's are internal packages), and the protobuf
-// runtime is already a dependency. Initializers are read from raw_data
+// of onnxpb (our own subset of onnx.proto, with ONNX's field numbers): of
+// the Go modules with generated ModelProto types, onnx-gomlx keeps them in
+// an internal package and the module proxy serves neither onnx-go, gonnx
+// nor onnx/onnx's Go binding; the protobuf runtime is already a
+// dependency. Initializers are read from raw_data
 // (little-endian) or float_data/int64_data, and Constant nodes (as
 // PyTorch exports Reshape's shape) become constants too. The first
 // dimension of every input and output is the batch, whatever the file
