@@ -185,8 +185,9 @@ type Checked struct {
 
 // Check validates g (names defined before use, shapes compatible,
 // operators and attributes supported, constants' data matching their
-// shapes) and infers every value's shape. opset is the ONNX default-domain
-// opset version, 0 for the latest.
+// shapes) and infers every value's shape, filling in the DType and Shape
+// of g.Outputs. opset is the ONNX default-domain opset version, 0 for the
+// latest.
 func Check(g *Graph, opset int64) (*Checked, error) {
 	c := &Checked{Graph: g, Values: map[string]*Info{}, Opset: opset}
 	if len(g.Inputs) == 0 {
