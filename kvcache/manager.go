@@ -582,6 +582,18 @@ func appendChainKey(buf []byte, parent Hash, first bool, salt string) []byte {
 	return append(buf, parent[:]...)
 }
 
+// BlockHashes returns the hashes of the full blocks of tokens (blockSize
+// tokens each; a partial last block has none) in the cache namespace salt:
+// the keys the Manager gives those blocks, and that its BlockStored events
+// carry. A router that sees a Manager's events only (another process)
+// computes a prompt's hashes with it to find the longest cached prefix.
+func BlockHashes(tokens []int32, salt string, blockSize int) []Hash {
+	if blockSize <= 0 {
+		return nil
+	}
+	return hashBlocks(nil, tokens, salt, blockSize, len(tokens)/blockSize)
+}
+
 // hashBlocks extends hashes to cover the first n full blocks of tokens.
 func hashBlocks(hashes []Hash, tokens []int32, salt string, bs, n int) []Hash {
 	n = min(n, len(tokens)/bs)
