@@ -2,6 +2,7 @@
 // Open Inference Protocol), and benchmarks OpenAI-compatible servers.
 //
 //	llmserve serve        serve models (the embedded stories260K by default)
+//	llmserve worker       serve one model plus the internal worker service a head routes to
 //	llmserve bench        load-test any OpenAI-compatible server
 //	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
 //	llmserve version      print the version
@@ -31,7 +32,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("llmserve {{.Version}}\n")
-	root.AddCommand(newServeCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newWorkerCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
 	return root
 }
 
