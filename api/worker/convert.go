@@ -47,6 +47,17 @@ func ErrorDetail(err error) *workerpb.Error {
 	return nil
 }
 
+// prefixParam prefixes the param of err's detail (a nested message's
+// fields).
+func prefixParam(err error, prefix string) error {
+	e := ErrorDetail(err)
+	if e == nil || e.Param == "" {
+		return err
+	}
+	e.Param = prefix + e.Param
+	return statusError(status.Code(err), e)
+}
+
 // schedulerParams are the wire names of scheduler.Request's fields.
 var schedulerParams = map[scheduler.Field]string{
 	scheduler.FieldPrompt: "prompt", scheduler.FieldN: "n", scheduler.FieldMaxTokens: "max_tokens",

@@ -318,7 +318,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 	wire.MaxTokens = max(wire.MaxTokens, 1)
 	r, err := s.request(g, wire)
 	if err != nil {
-		return nil, err
+		return nil, prefixParam(err, "request.")
 	}
 	r.MaxTokens, r.MinTokens = 1, min(r.MinTokens, 1)
 	st, l, err := g.Core().Prefill(ctx, r, lease)

@@ -1,0 +1,509 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/engine/llamacpp"
+	"github.com/llmserve/llmserve/kvcache"
+	"github.com/llmserve/llmserve/models"
+)
+
+// node is a model behind the worker service on loopback.
+type node struct {
+	g      *models.Generative
+	srv    *Server
+	gs     *grpc.Server
+	addr   string
+	client workerpb.WorkerClient
+	reg    *prometheus.Registry
+}
+
+func startNode(t *testing.T, role workerpb.Role) *node {
+	t.Helper()
+	g, err := models.LoadGenerative(models.GenerativeConfig{
+		CacheDir: t.TempDir(), MaxNumSeqs: 4, Threads: 1, MaxModelLen: 256, PrefixCacheBytes: 64 << 20,
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	srv, err := New(Options{Model: func() (*models.Generative, error) { return g, nil }, Role: role, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	go gs.Serve(ln)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{g: g, srv: srv, gs: gs, addr: ln.Addr().String(), client: workerpb.NewWorkerClient(conn), reg: reg}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.Close()
+		gs.Stop()
+		g.Close()
+	})
+	return n
+}
+
+func tokens(t *testing.T, g *models.Generative, text string) []int32 {
+	t.Helper()
+	toks, err := g.Tokenizer().Encode(text, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
+const story = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day, she saw a big red ball"
+
+// generate runs a request to its end: choice 0's tokens and the final
+// message.
+func generate(t *testing.T, c workerpb.WorkerClient, req *workerpb.Request) ([]int32, *workerpb.Final) {
+	t.Helper()
+	s, err := c.Generate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: req}}); err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for {
+		msg, err := s.Recv()
+		if err != nil {
+			t.Fatalf("generate: %v", err)
+		}
+		if f := msg.GetFinal(); f != nil {
+			if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("after the final message: %v", err)
+			}
+			return out, f
+		}
+		o := msg.GetOutput()
+		if o.Error != nil {
+			t.Fatalf("output error %v", o.Error)
+		}
+		if o.Choice == 0 {
+			out = append(out, o.Tokens...)
+		}
+	}
+}
+
+func TestInfoAndVocabulary(t *testing.T) {
+	n := startNode(t, workerpb.Role_ROLE_PREFILL)
+	ctx := context.Background()
+	info, err := n.client.Info(ctx, &workerpb.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ModelName != n.g.Name() || info.MaxModelLen != 256 || info.Role != workerpb.Role_ROLE_PREFILL ||
+		info.KvBlockSize != models.BlockSize || len(info.EosTokens) == 0 || info.KvBytesPerPosition <= 0 || !info.PrefixCaching {
+		t.Fatalf("info %v", info)
+	}
+	s, err := n.client.Vocabulary(ctx, &workerpb.VocabularyRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for {
+		c, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Offset != int64(buf.Len()) || c.Total != info.VocabularySize {
+			t.Fatalf("chunk at %d of %d, have %d of %d", c.Offset, c.Total, buf.Len(), info.VocabularySize)
+		}
+		buf.Write(c.Data)
+	}
+	if sum := sha256.Sum256(buf.Bytes()); int64(buf.Len()) != info.VocabularySize || !bytes.Equal(sum[:], info.VocabularySha256) {
+		t.Fatal("the vocabulary does not match Info's size and hash")
+	}
+	if st, _ := os.Stat(n.g.Path()); int64(buf.Len()) >= st.Size() {
+		t.Fatalf("the vocabulary (%d bytes) is not smaller than the model (%d)", buf.Len(), st.Size())
+	}
+	path := filepath.Join(t.TempDir(), "vocab.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := llamacpp.Load(path, llamacpp.ModelParams{VocabOnly: true})
+	if err != nil {
+		t.Fatalf("load the vocabulary-only GGUF: %v", err)
+	}
+	defer m.Close()
+	got, err := m.Tokenize(story, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tokens(t, n.g, story); !slices.Equal(got, want) {
+		t.Fatalf("the head tokenizes %v, the worker %v", got, want)
+	}
+	if m.Info().ChatTemplate != n.g.Info().ChatTemplate {
+		t.Fatal("the chat template differs")
+	}
+}
+
+// TestTransferExact: a prefill on one node, the decode on another pulling
+// its KV, give the same greedy tokens as one node computing everything;
+// the bytes moved are the sequence's KV size; the prefill's KV is released
+// by the pull.
+func TestTransferExact(t *testing.T) {
+	p := startNode(t, workerpb.Role_ROLE_PREFILL)
+	d := startNode(t, workerpb.Role_ROLE_DECODE)
+	ctx := context.Background()
+	prompt := tokens(t, p.g, story)
+	want, _ := generate(t, p.client, &workerpb.Request{Prompt: prompt, MaxTokens: 24})
+
+	pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := p.client.Info(ctx, &workerpb.InfoRequest{})
+	if pre.FirstToken != want[0] || pre.Positions != int32(len(prompt)) || pre.KvBytes != int64(len(prompt))*info.KvBytesPerPosition {
+		t.Fatalf("prefill %v; want first token %d, %d positions of %d bytes", pre, want[0], len(prompt), info.KvBytesPerPosition)
+	}
+	if len(pre.BlockHashes) != len(prompt)/models.BlockSize {
+		t.Fatalf("%d block hashes for %d tokens", len(pre.BlockHashes), len(prompt))
+	}
+	for i, h := range kvcache.BlockHashes(prompt, "", models.BlockSize) {
+		if !bytes.Equal(pre.BlockHashes[i], h[:]) {
+			t.Fatalf("block hash %d differs from kvcache.BlockHashes", i)
+		}
+	}
+	got, final := generate(t, d.client, &workerpb.Request{
+		Prompt: prompt, MaxTokens: 24, KvSource: &workerpb.KVSource{Address: p.addr, TransferId: pre.TransferId},
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the transfer %v, want %v", got, want)
+	}
+	rep := final.KvTransfer
+	if rep == nil || rep.Recomputed || rep.BytesReceived != pre.KvBytes || rep.Positions != pre.Positions {
+		t.Fatalf("transfer report %v, want %d bytes", rep, pre.KvBytes)
+	}
+	if final.Usage.CachedTokens != int32(len(prompt)-1) {
+		t.Fatalf("cached %d tokens, want %d (all but the last)", final.Usage.CachedTokens, len(prompt)-1)
+	}
+	if v := testutil.ToFloat64(p.srv.m.bytes.WithLabelValues("sent")); v != float64(pre.KvBytes) {
+		t.Fatalf("sent %v bytes, want %d", v, pre.KvBytes)
+	}
+	if v := testutil.ToFloat64(d.srv.m.bytes.WithLabelValues("received")); v != float64(pre.KvBytes) {
+		t.Fatalf("received %v bytes, want %d", v, pre.KvBytes)
+	}
+	// The pull released the lease.
+	if st, _ := p.client.Stats(ctx, &workerpb.StatsRequest{}); st.Leases != 0 || st.LeaseBytes != 0 {
+		t.Fatalf("after the pull: %d leases, %d bytes", st.Leases, st.LeaseBytes)
+	}
+	if _, err := p.client.ReleaseKV(ctx, &workerpb.ReleaseKVRequest{TransferId: pre.TransferId}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.client.PullKV(ctx, &workerpb.PullKVRequest{TransferId: pre.TransferId})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("a second pull: %v, want NOT_FOUND", err)
+	}
+}
+
+// TestTransferPeerDead: the prefill node is gone before the decode pulls:
+// the decode computes the prompt itself, completes with the same output,
+// and counts it.
+func TestTransferPeerDead(t *testing.T) {
+	p := startNode(t, workerpb.Role_ROLE_BOTH)
+	d := startNode(t, workerpb.Role_ROLE_DECODE)
+	ctx := context.Background()
+	prompt := tokens(t, p.g, story)
+	want, _ := generate(t, d.client, &workerpb.Request{Prompt: prompt, MaxTokens: 16, CacheSalt: "ref"})
+	pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.gs.Stop()
+	for _, src := range []*workerpb.KVSource{
+		{Address: p.addr, TransferId: pre.TransferId, TimeoutMs: 5000},
+		{Address: d.addr, TransferId: "kvx-unknown"}, // a live peer without the lease
+	} {
+		got, final := generate(t, d.client, &workerpb.Request{Prompt: prompt, MaxTokens: 16, KvSource: src})
+		if !slices.Equal(got, want) {
+			t.Fatalf("recomputed %v, want %v", got, want)
+		}
+		if rep := final.KvTransfer; rep == nil || !rep.Recomputed || rep.Error == "" || rep.BytesReceived != 0 {
+			t.Fatalf("report %v, want recomputed", rep)
+		}
+	}
+	if v := testutil.ToFloat64(d.srv.m.recomputed); v != 2 {
+		t.Fatalf("recomputed counter %v, want 2", v)
+	}
+	if v := testutil.ToFloat64(d.srv.m.failures); v != 2 {
+		t.Fatalf("failure counter %v, want 2", v)
+	}
+}
+
+// TestLeaseExpiresUnpulled: KV nobody pulls is freed when its lease ends.
+func TestLeaseExpiresUnpulled(t *testing.T) {
+	p := startNode(t, workerpb.Role_ROLE_PREFILL)
+	ctx := context.Background()
+	prompt := tokens(t, p.g, story)
+	pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 8}, LeaseMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := p.client.Stats(ctx, &workerpb.StatsRequest{})
+	if st.Leases != 1 || st.LeaseBytes != pre.KvBytes {
+		t.Fatalf("holding %d leases, %d bytes; want 1, %d", st.Leases, st.LeaseBytes, pre.KvBytes)
+	}
+	for {
+		st, _ = p.client.Stats(ctx, &workerpb.StatsRequest{})
+		if st.Leases == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.LeaseBytes != 0 || p.g.Core().LeasesExpired() != 1 {
+		t.Fatalf("after the lease: %d bytes held, %d expired", st.LeaseBytes, p.g.Core().LeasesExpired())
+	}
+	if got, err := testutil.GatherAndCount(p.reg, "llmserve_kv_leases_expired_total"); err != nil || got != 1 {
+		t.Fatalf("lease metric: %d %v", got, err)
+	}
+}
+
+func TestGenerateControls(t *testing.T) {
+	n := startNode(t, workerpb.Role_ROLE_BOTH)
+	prompt := tokens(t, n.g, story)
+	ctx := context.Background()
+
+	// stop_choice ends choice 1 early with STOP; choice 0 runs to its length.
+	s, err := n.client.Generate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: &workerpb.Request{
+		Prompt: prompt, MaxTokens: 200, N: 2, IgnoreEos: true, Sampling: &workerpb.Sampling{Temperature: 1, Seed: 7},
+	}}})
+	finish := map[int32]workerpb.FinishReason{}
+	stopped := false
+	for {
+		msg, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.GetFinal() != nil {
+			break
+		}
+		o := msg.GetOutput()
+		if o.FinishReason != workerpb.FinishReason_FINISH_REASON_NONE {
+			finish[o.Choice] = o.FinishReason
+		}
+		if !stopped && o.Choice == 1 {
+			stopped = true
+			s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_StopChoice{StopChoice: &workerpb.StopChoice{Choice: 1}}})
+		}
+	}
+	if finish[1] != workerpb.FinishReason_FINISH_REASON_STOP || finish[0] != workerpb.FinishReason_FINISH_REASON_LENGTH {
+		t.Fatalf("finish reasons %v", finish)
+	}
+
+	// Cancelling the call ends the request and frees its slot.
+	cctx, cancel := context.WithCancel(ctx)
+	s, err = n.client.Generate(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 200, IgnoreEos: true}}})
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for {
+		st, err := n.client.Stats(ctx, &workerpb.StatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Running == 0 && st.Waiting == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWatchKVEvents(t *testing.T) {
+	n := startNode(t, workerpb.Role_ROLE_BOTH)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prompt := tokens(t, n.g, story)
+	generate(t, n.client, &workerpb.Request{Prompt: prompt, MaxTokens: 4})
+	for n.g.Stats().KV.CachedBlocks == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	w, err := n.client.WatchKVEvents(ctx, &workerpb.WatchKVEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	var seq uint64
+	recv := func() *workerpb.KVEvent {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq++; ev.Sequence != seq {
+			t.Fatalf("sequence %d, want %d", ev.Sequence, seq)
+		}
+		return ev
+	}
+	for ev := recv(); ev.Kind != workerpb.KVEventKind_KV_EVENT_KIND_SNAPSHOT_END; ev = recv() {
+		if ev.Kind != workerpb.KVEventKind_KV_EVENT_KIND_STORED {
+			t.Fatalf("snapshot event %v", ev)
+		}
+		if ev.Depth > 0 && !known[string(ev.Parent)] {
+			t.Fatal("a snapshot block before its parent")
+		}
+		known[string(ev.Hash)] = true
+	}
+	first := kvcache.BlockHashes(prompt, "", models.BlockSize)[0]
+	if !known[string(first[:])] {
+		t.Fatal("the snapshot lacks the prompt's first block")
+	}
+	other := tokens(t, n.g, "The sun was hot and the dog ran to the big tree to find some shade and a bone")
+	generate(t, n.client, &workerpb.Request{Prompt: other, MaxTokens: 4})
+	want := kvcache.BlockHashes(other, "", models.BlockSize)[0]
+	for !known[string(want[:])] {
+		if ev := recv(); ev.Kind == workerpb.KVEventKind_KV_EVENT_KIND_STORED {
+			known[string(ev.Hash)] = true
+		}
+	}
+}
+
+// TestBadInput: bad input to every RPC is INVALID_ARGUMENT naming the
+// field, never a crash.
+func TestBadInput(t *testing.T) {
+	n := startNode(t, workerpb.Role_ROLE_BOTH)
+	d := startNode(t, workerpb.Role_ROLE_DECODE)
+	ctx := context.Background()
+	ok := []int32{1, 2, 3}
+	bad := func(r *workerpb.Request) *workerpb.Request { return r }
+	one := float32(1)
+	lp := int32(2)
+	neg := int32(-1)
+	cases := []struct {
+		name  string
+		req   *workerpb.Request
+		param string
+	}{
+		{"no request", nil, "request"},
+		{"empty prompt", bad(&workerpb.Request{MaxTokens: 1}), "prompt"},
+		{"token out of vocabulary", bad(&workerpb.Request{Prompt: []int32{1, 1 << 30}, MaxTokens: 1}), "prompt[1]"},
+		{"negative token", bad(&workerpb.Request{Prompt: []int32{-5}, MaxTokens: 1}), "prompt[0]"},
+		{"no max_tokens", bad(&workerpb.Request{Prompt: ok}), "max_tokens"},
+		{"min over max", bad(&workerpb.Request{Prompt: ok, MaxTokens: 2, MinTokens: 3}), "min_tokens"},
+		{"negative n", bad(&workerpb.Request{Prompt: ok, MaxTokens: 2, N: -1}), "n"},
+		{"too long", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1000}), "max_tokens"},
+		{"stop token out of vocabulary", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, StopTokens: []int32{-1}}), "stop_tokens[0]"},
+		{"empty bad word", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, BadWords: []*workerpb.TokenSequence{{}}}), "bad_words[0]"},
+		{"temperature", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, Sampling: &workerpb.Sampling{Temperature: -1}}), "sampling.temperature"},
+		{"top_p", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, Sampling: &workerpb.Sampling{TopP: &one, Temperature: 1, TopK: -3}}), "sampling.top_k"},
+		{"grammar", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, Sampling: &workerpb.Sampling{Grammar: "root ::= ("}}), "sampling.grammar"},
+		{"prompt logprobs", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, PromptLogprobs: &neg}), "prompt_logprobs"},
+		{"kv source without address", bad(&workerpb.Request{Prompt: ok, MaxTokens: 1, KvSource: &workerpb.KVSource{TransferId: "x"}}), "kv_source"},
+	}
+	for _, tc := range cases {
+		t.Run("Generate/"+tc.name, func(t *testing.T) {
+			s, err := n.client.Generate(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := &workerpb.GenerateRequest{}
+			if tc.req != nil {
+				msg.Msg = &workerpb.GenerateRequest_Request{Request: tc.req}
+			} else {
+				msg.Msg = &workerpb.GenerateRequest_StopChoice{StopChoice: &workerpb.StopChoice{}}
+			}
+			s.Send(msg)
+			_, err = s.Recv()
+			checkInvalid(t, err, tc.param)
+		})
+		t.Run("Prefill/"+tc.name, func(t *testing.T) {
+			if tc.req != nil {
+				tc.param = "request." + tc.param
+			}
+			_, err := n.client.Prefill(ctx, &workerpb.PrefillRequest{Request: tc.req})
+			if tc.param == "request.max_tokens" || tc.param == "request.min_tokens" {
+				// A prefill generates one token whatever max_tokens says.
+				if err != nil && status.Code(err) != codes.InvalidArgument {
+					t.Fatal(err)
+				}
+				return
+			}
+			checkInvalid(t, err, tc.param)
+		})
+	}
+	_, err := n.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: ok, MaxTokens: 1, N: 2}})
+	checkInvalid(t, err, "request.n")
+	_, err = n.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: ok, MaxTokens: 1, PromptLogprobs: &lp}})
+	checkInvalid(t, err, "request.prompt_logprobs")
+	_, err = n.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: ok, MaxTokens: 1}, LeaseMs: -1})
+	checkInvalid(t, err, "lease_ms")
+	if _, err = d.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: ok, MaxTokens: 1}}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("prefill on a decode worker: %v", err)
+	}
+	_, err = n.client.ReleaseKV(ctx, &workerpb.ReleaseKVRequest{})
+	checkInvalid(t, err, "transfer_id")
+	for _, req := range []*workerpb.PullKVRequest{{}, {TransferId: "x", ChunkBytes: -1}, {TransferId: "x", ChunkBytes: 1 << 30}} {
+		s, err := n.client.PullKV(ctx, req)
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("PullKV(%v): %v", req, err)
+		}
+	}
+	// A Generate whose first message is a control, and one with no message.
+	s, _ := n.client.Generate(ctx)
+	s.CloseSend()
+	if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("empty Generate: %v", err)
+	}
+	// The worker still serves.
+	if got, _ := generate(t, n.client, &workerpb.Request{Prompt: ok, MaxTokens: 2}); len(got) == 0 {
+		t.Fatal("no output after bad input")
+	}
+}
+
+func checkInvalid(t *testing.T, err error, param string) {
+	t.Helper()
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("got %v, want INVALID_ARGUMENT", err)
+	}
+	e := ErrorDetail(err)
+	if e == nil || !strings.HasPrefix(e.Param, param) {
+		t.Fatalf("error detail %v, want param %q", e, param)
+	}
+}
