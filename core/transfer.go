@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ var ErrNoLease = errors.New("core: no such KV transfer (unknown, expired or rele
 type Lease struct {
 	name string
 	dur  time.Duration
+	// tokens and salt are the prompt the KV covers and its cache salt.
+	tokens []int32
+	salt   string
 	// ready closes when the KV was kept or could not be; kv and err are set
 	// before.
 	ready chan struct{}
@@ -73,7 +77,7 @@ func (c *EngineCore) Prefill(ctx context.Context, r *scheduler.Request, lease ti
 	if lease <= 0 {
 		return nil, nil, errors.New("core: a lease must be positive")
 	}
-	l := &Lease{name: newTransferID(), dur: lease, ready: make(chan struct{})}
+	l := &Lease{name: newTransferID(), dur: lease, ready: make(chan struct{}), tokens: slices.Clone(r.Prompt), salt: r.CacheSalt}
 	r.KeepKV = l.name
 	streams, err := c.submit(ctx, []*scheduler.Request{r}, func(s *submission) { s.lease = l })
 	if err != nil {
@@ -122,19 +126,19 @@ func (c *EngineCore) importKV(r *scheduler.Request, imp *kvImport) {
 // KVLayout() *engine.KVLayout, as engine/llamacpp's Context does).
 func (c *EngineCore) KVLayout() *engine.KVLayout { return c.layout.Load() }
 
-// LeaseKV returns the KV kept for a transfer, or ErrNoLease. The lease
-// stays held; the caller releases it with ReleaseLease when done.
-func (c *EngineCore) LeaseKV(ctx context.Context, name string) (*engine.KV, error) {
-	var kv *engine.KV
-	err := c.call(ctx, func() {
+// LeaseKV returns the KV kept for a transfer, the prompt tokens it covers
+// and their cache salt, or ErrNoLease. The lease stays held; the caller
+// releases it with ReleaseLease when done.
+func (c *EngineCore) LeaseKV(ctx context.Context, name string) (kv *engine.KV, tokens []int32, salt string, err error) {
+	err = c.call(ctx, func() {
 		if l := c.leases[name]; l != nil && l.settled {
-			kv = l.kv
+			kv, tokens, salt = l.kv, l.tokens, l.salt
 		}
 	})
 	if err == nil && kv == nil {
 		err = ErrNoLease
 	}
-	return kv, err
+	return kv, tokens, salt, err
 }
 
 // ReleaseLease frees the KV kept for a transfer; false when none was held.

@@ -42,8 +42,8 @@ func TestPrefillTransfer(t *testing.T) {
 	if !slices.Equal(first, want[:1]) {
 		t.Fatalf("prefill's first token %v, want %v", first, want[:1])
 	}
-	got, err := p.LeaseKV(ctx, lease.Name())
-	if err != nil || got != kv {
+	got, toks, _, err := p.LeaseKV(ctx, lease.Name())
+	if err != nil || got != kv || !slices.Equal(toks, prompt) {
 		t.Fatalf("LeaseKV: %v", err)
 	}
 	if st := p.Stats(); st.KV.Leases != 1 || st.KV.LeaseBytes != int64(kv.Size()) {
@@ -69,7 +69,7 @@ func TestPrefillTransfer(t *testing.T) {
 	if ok, err := p.ReleaseLease(ctx, lease.Name()); !ok || err != nil {
 		t.Fatalf("release: %v %v", ok, err)
 	}
-	if _, err := p.LeaseKV(ctx, lease.Name()); !errors.Is(err, ErrNoLease) {
+	if _, _, _, err := p.LeaseKV(ctx, lease.Name()); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("after release: %v", err)
 	}
 	if st := p.Stats(); st.KV.Leases != 0 || st.KV.LeaseBytes != 0 {
@@ -93,7 +93,7 @@ func TestLeaseExpires(t *testing.T) {
 	for c.LeasesExpired() == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := c.LeaseKV(ctx, lease.Name()); !errors.Is(err, ErrNoLease) {
+	if _, _, _, err := c.LeaseKV(ctx, lease.Name()); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("after expiry: %v", err)
 	}
 	if st := c.Stats(); st.KV.Leases != 0 || st.KV.LeaseBytes != 0 {

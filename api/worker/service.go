@@ -55,6 +55,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the KV transfer metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// GRPCPort is the port of the gRPC server the service is registered
+	// on that vLLM-style routers reach (serve's --grpc-port): the
+	// remote_port of kv_transfer_params.
+	GRPCPort int
 }
 
 // Server implements workerpb.WorkerServer over a model's engine core.
@@ -64,6 +68,8 @@ type Server struct {
 	log  *slog.Logger
 	m    *metricSet
 
+	// engineID names this process in kv_transfer_params.
+	engineID string
 	// closed ends the event watches (shutdown).
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -82,7 +88,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Role == workerpb.Role_ROLE_UNSPECIFIED {
 		opts.Role = workerpb.Role_ROLE_BOTH
 	}
-	s := &Server{opts: opts, log: opts.Logger, closed: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, closed: make(chan struct{}), engineID: newID("llmserve-")}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/api/openai"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
 	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/engine/llamacpp"
@@ -483,8 +484,17 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		}
 		repo.LoadAll(ctx)
 	}
+	workerSrv, err := newWorkerService(wf, f, registry, set.apiKeys, log, reg)
+	if err != nil {
+		return err
+	}
+	var kvTransfer openai.KVTransfer
+	if f.grpcPort > 0 && repo == nil && len(set.specs) == 1 {
+		kvTransfer = workerSrv
+	}
 	handler, err := api.NewHandler(api.Options{
-		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
+		KVTransfer: kvTransfer,
+		Registry:   registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
 		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
 		CORS: api.CORSOptions{
 			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
@@ -522,11 +532,6 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	// The internal worker service: on serve's gRPC server (so that a peer
 	// pulls KV through vLLM's kv_transfer_params), and on --worker-port for
 	// `llmserve worker`.
-	workerSrv, err := newWorkerService(wf, registry, set.apiKeys, log, reg)
-	if err != nil {
-		httpLn.Close()
-		return err
-	}
 	if grpcSrv != nil {
 		workerSrv.Register(grpcSrv)
 	}

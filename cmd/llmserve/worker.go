@@ -73,7 +73,7 @@ func (wf *workerFlags) validate(f *serveFlags) error {
 
 // newWorkerService builds the worker service over the registry's one
 // generative model (serve with several models answers UNAVAILABLE).
-func newWorkerService(wf *workerFlags, registry *models.Registry, apiKeys []string, log *slog.Logger, reg prometheus.Registerer) (*worker.Server, error) {
+func newWorkerService(wf *workerFlags, f *serveFlags, registry *models.Registry, apiKeys []string, log *slog.Logger, reg prometheus.Registerer) (*worker.Server, error) {
 	role := "both"
 	if wf != nil {
 		role = wf.role
@@ -94,6 +94,6 @@ func newWorkerService(wf *workerFlags, registry *models.Registry, apiKeys []stri
 			}
 			return ms[0], nil
 		},
-		Role: r, Version: versionString(), APIKey: key, Logger: log, Registerer: reg,
+		Role: r, Version: versionString(), APIKey: key, Logger: log, Registerer: reg, GRPCPort: f.grpcPort,
 	})
 }
