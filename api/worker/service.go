@@ -59,6 +59,9 @@ type Options struct {
 	// on that vLLM-style routers reach (serve's --grpc-port): the
 	// remote_port of kv_transfer_params.
 	GRPCPort int
+	// Lease is how long a prefill's KV is kept when the request does not
+	// say (0: DefaultLease).
+	Lease time.Duration
 }
 
 // Server implements workerpb.WorkerServer over a model's engine core.
@@ -84,6 +87,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if opts.Model == nil {
 		return nil, errors.New("worker: no model")
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
 	}
 	if opts.Role == workerpb.Role_ROLE_UNSPECIFIED {
 		opts.Role = workerpb.Role_ROLE_BOTH
@@ -309,7 +315,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 	if in.Request.N > 1 {
 		return nil, invalid("request.n", "a prefill has one choice, got n=%d.", in.Request.N)
 	}
-	lease := DefaultLease
+	lease := s.opts.Lease
 	switch {
 	case in.LeaseMs < 0 || time.Duration(in.LeaseMs)*time.Millisecond > MaxLease:
 		return nil, invalid("lease_ms", "lease_ms must be in [0, %d], got %d.", MaxLease.Milliseconds(), in.LeaseMs)

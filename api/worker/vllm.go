@@ -40,7 +40,7 @@ func (s *Server) SubmitPrefill(ctx context.Context, model string, r *scheduler.R
 	if s.opts.GRPCPort == 0 {
 		return nil, nil, errors.New("worker: no gRPC port to pull KV from")
 	}
-	st, l, err := g.Core().Prefill(ctx, r, DefaultLease)
+	st, l, err := g.Core().Prefill(ctx, r, s.opts.Lease)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -84,6 +84,7 @@ type serveFlags struct {
 	logFormat        string
 	logLevel         string
 	llamaLogLevel    string
+	kvLease          time.Duration
 }
 
 // defaultThreads gives ggml every core. Measured on two cores, one thread
@@ -167,6 +168,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
+	fl.DurationVar(&f.kvLease, "kv-transfer-lease", 30*time.Second, "how long a prefill's KV waits for a remote decode to pull it (kv_transfer_params do_remote_decode, the worker service's Prefill) before it is freed")
 }
 
 // settings are the flags, checked and converted, ready to load models with.
@@ -224,6 +226,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads))
 	case f.poll < 0 || f.poll > 100:
 		checks = append(checks, bad("poll", "%d is outside 0 to 100", f.poll))
+	case f.kvLease <= 0 || f.kvLease > 10*time.Minute:
+		checks = append(checks, bad("kv-transfer-lease", "%s is outside (0, 10m]", f.kvLease))
 	case f.requestTimeout < 0:
 		checks = append(checks, bad("request-timeout", "%s is negative", f.requestTimeout))
 	case f.shutdownTimeout < 0:

@@ -94,6 +94,6 @@ func newWorkerService(wf *workerFlags, f *serveFlags, registry *models.Registry,
 			}
 			return ms[0], nil
 		},
-		Role: r, Version: versionString(), APIKey: key, Logger: log, Registerer: reg, GRPCPort: f.grpcPort,
+		Role: r, Version: versionString(), APIKey: key, Logger: log, Registerer: reg, GRPCPort: f.grpcPort, Lease: f.kvLease,
 	})
 }
