@@ -20,7 +20,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/llmserve/llmserve/api/worker/workerpb"
 )
@@ -82,13 +85,19 @@ func freeTCPPort(t *testing.T) int {
 
 func startServeProc(t *testing.T, extra ...string) *pdProc {
 	t.Helper()
+	return startProc(t, "serve", extra...)
+}
+
+// startProc starts `llmserve <command>` with serve's flags on free ports.
+func startProc(t *testing.T, command string, extra ...string) *pdProc {
+	t.Helper()
 	bin := pdBinary(t)
 	httpPort, grpcPort := freeTCPPort(t), freeTCPPort(t)
 	p := &pdProc{
 		url: "http://127.0.0.1:" + strconv.Itoa(httpPort), grpcAddr: "127.0.0.1:" + strconv.Itoa(grpcPort),
 		out: &fuzzTail{max: 256 << 10}, done: make(chan struct{}),
 	}
-	args := append([]string{"serve", "--host", "127.0.0.1", "--http-port", strconv.Itoa(httpPort), "--grpc-port", strconv.Itoa(grpcPort),
+	args := append([]string{command, "--host", "127.0.0.1", "--http-port", strconv.Itoa(httpPort), "--grpc-port", strconv.Itoa(grpcPort),
 		"--log-level", "warn", "--cache-dir", modelDir, "--threads", "1", "--max-num-seqs", "4"}, extra...)
 	p.cmd = exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
@@ -427,6 +436,60 @@ func TestKVTransferParamsBadInput(t *testing.T) {
 		json.Unmarshal(body, &e)
 		if code != http.StatusBadRequest || e.Error.Param != tc.param {
 			t.Errorf("case %d: %d %s, want 400 naming %s", i, code, body, tc.param)
+		}
+	}
+}
+
+// TestWorkerCommand: `llmserve worker` serves the worker service on
+// --worker-port with its role, behind the API key; a decode worker
+// refuses to prefill for others.
+func TestWorkerCommand(t *testing.T) {
+	port := freeTCPPort(t)
+	w := startProc(t, "worker", "--role", "decode", "--worker-port", strconv.Itoa(port), "--api-key", "k1")
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := workerpb.NewWorkerClient(conn)
+	ctx := context.Background()
+	if _, err := c.Info(ctx, &workerpb.InfoRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Info without the key: %v", err)
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer k1")
+	info, err := c.Info(ctx, &workerpb.InfoRequest{})
+	if err != nil || info.Role != workerpb.Role_ROLE_DECODE || info.ModelName != "stories260K" {
+		t.Fatalf("Info: %v %v", info, err)
+	}
+	if _, err := c.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: []int32{1, 2, 3}, MaxTokens: 1}}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Prefill on a decode worker: %v", err)
+	}
+	// The same service on serve's gRPC port, behind the same key.
+	if _, err := w.worker.Stats(context.Background(), &workerpb.StatsRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Stats without the key on the gRPC port: %v", err)
+	}
+	if st, err := w.worker.Stats(ctx, &workerpb.StatsRequest{}); err != nil || st.Role != workerpb.Role_ROLE_DECODE {
+		t.Fatalf("Stats: %v %v", st, err)
+	}
+	// HTTP as serve: health, and generation behind the key.
+	req, _ := http.NewRequest(http.MethodGet, w.url+"/v2/health/ready", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("ready: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+func TestWorkerFlags(t *testing.T) {
+	bin := pdBinary(t)
+	for _, args := range [][]string{
+		{"--role", "leader"},
+		{"--worker-port", "0"},
+		{"--worker-port", "8080"},
+	} {
+		out, err := exec.Command(bin, append([]string{"worker", "--cache-dir", modelDir}, args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--"+strings.TrimPrefix(args[0], "--")) {
+			t.Errorf("worker %v: %v %s", args, err, out)
 		}
 	}
 }
