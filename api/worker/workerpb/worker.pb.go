@@ -172,7 +172,7 @@ const (
 	ErrorCode_ERROR_CODE_INVALID ErrorCode = 4
 	// scheduler.ErrClosed (shutting down): 503.
 	ErrorCode_ERROR_CODE_CLOSED ErrorCode = 5
-	// scheduler.ErrDeadline: 504 / a deadline error event.
+	// scheduler.ErrDeadline: 408 / a deadline error event.
 	ErrorCode_ERROR_CODE_DEADLINE ErrorCode = 6
 	// scheduler.ErrEngine (and anything else the engine failed with): 500.
 	ErrorCode_ERROR_CODE_ENGINE ErrorCode = 7
@@ -1750,7 +1750,7 @@ type PrefillRequest struct {
 	// prompt_logprobs unset, kv_source unset.
 	Request *Request `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
 	// lease_ms is how long the KV is kept if nobody pulls it; 0 means the
-	// default (30 s). At most 10 minutes.
+	// worker's --kv-transfer-lease (default 30 s). At most 10 minutes.
 	LeaseMs       int64 `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1803,14 +1803,16 @@ func (x *PrefillRequest) GetLeaseMs() int64 {
 // PrefillResponse is the prefill's result.
 type PrefillResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// transfer_id names the kept KV (for PullKV, ReleaseKV, KVSource).
+	// transfer_id names the kept KV (for PullKV, ReleaseKV, KVSource). The
+	// call returns once the KV is kept (a step after the first token).
 	TransferId string `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
 	// first_token is the token sampled after the prompt; first_logprobs its
 	// logprobs when sampling.logprobs was set.
 	FirstToken    int32     `protobuf:"varint,2,opt,name=first_token,json=firstToken,proto3" json:"first_token,omitempty"`
 	FirstLogprobs *Logprobs `protobuf:"bytes,3,opt,name=first_logprobs,json=firstLogprobs,proto3" json:"first_logprobs,omitempty"`
 	// finish_reason is STOP when first_token is a stop token, LENGTH when the
-	// context is full; the head may then skip the decode.
+	// context is full after it (the head may then skip the decode), else
+	// NONE.
 	FinishReason FinishReason `protobuf:"varint,4,opt,name=finish_reason,json=finishReason,proto3,enum=llmserve.worker.v1.FinishReason" json:"finish_reason,omitempty"`
 	// positions is how many positions the kept KV covers (the prompt's), and
 	// kv_bytes its size (positions * kv_bytes_per_position).

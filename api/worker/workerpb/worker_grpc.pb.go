@@ -82,7 +82,7 @@ type WorkerClient interface {
 	//	ERROR_CODE_LIMIT       -> INVALID_ARGUMENT   (HTTP 400)
 	//	ERROR_CODE_INVALID     -> INVALID_ARGUMENT   (HTTP 400)
 	//	ERROR_CODE_CLOSED      -> UNAVAILABLE        (HTTP 503; the head may retry elsewhere)
-	//	ERROR_CODE_DEADLINE    -> DEADLINE_EXCEEDED  (HTTP 504)
+	//	ERROR_CODE_DEADLINE    -> DEADLINE_EXCEEDED  (HTTP 408, as the OpenAI layer answers a deadline)
 	//	ERROR_CODE_ROLE        -> FAILED_PRECONDITION (the worker's role does not serve this call)
 	//
 	// Errors after the request started (engine failure, deadline, shutdown)
@@ -269,7 +269,7 @@ type WorkerServer interface {
 	//	ERROR_CODE_LIMIT       -> INVALID_ARGUMENT   (HTTP 400)
 	//	ERROR_CODE_INVALID     -> INVALID_ARGUMENT   (HTTP 400)
 	//	ERROR_CODE_CLOSED      -> UNAVAILABLE        (HTTP 503; the head may retry elsewhere)
-	//	ERROR_CODE_DEADLINE    -> DEADLINE_EXCEEDED  (HTTP 504)
+	//	ERROR_CODE_DEADLINE    -> DEADLINE_EXCEEDED  (HTTP 408, as the OpenAI layer answers a deadline)
 	//	ERROR_CODE_ROLE        -> FAILED_PRECONDITION (the worker's role does not serve this call)
 	//
 	// Errors after the request started (engine failure, deadline, shutdown)
