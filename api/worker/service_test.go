@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -505,5 +508,71 @@ func checkInvalid(t *testing.T, err error, param string) {
 	e := ErrorDetail(err)
 	if e == nil || !strings.HasPrefix(e.Param, param) {
 		t.Fatalf("error detail %v, want param %q", e, param)
+	}
+}
+
+// TestTransferConcurrent: 16 requests prefilled on one node and decoded on
+// another at once each give the output one node gives, with every KV byte
+// accounted for and no lease left behind.
+func TestTransferConcurrent(t *testing.T) {
+	p := startNode(t, workerpb.Role_ROLE_PREFILL)
+	d := startNode(t, workerpb.Role_ROLE_DECODE)
+	ctx := context.Background()
+	const n = 16
+	prompts := make([][]int32, n)
+	want := make([][]int32, n)
+	for i := range n {
+		prompts[i] = tokens(t, p.g, fmt.Sprintf("%s number %d went to the", story, i))
+		want[i], _ = generate(t, p.client, &workerpb.Request{Prompt: prompts[i], MaxTokens: 12, CacheSalt: "ref"})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	var total atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompts[i], MaxTokens: 12}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			s, err := d.client.Generate(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: &workerpb.Request{
+				Prompt: prompts[i], MaxTokens: 12, KvSource: &workerpb.KVSource{Address: p.addr, TransferId: pre.TransferId},
+			}}})
+			var got []int32
+			for {
+				msg, err := s.Recv()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if f := msg.GetFinal(); f != nil {
+					if f.KvTransfer.Recomputed || f.KvTransfer.BytesReceived != pre.KvBytes {
+						errs <- fmt.Errorf("request %d: report %v, prefill kept %d bytes", i, f.KvTransfer, pre.KvBytes)
+					}
+					total.Add(pre.KvBytes)
+					break
+				}
+				got = append(got, msg.GetOutput().GetTokens()...)
+			}
+			if !slices.Equal(got, want[i]) {
+				errs <- fmt.Errorf("request %d: %v, want %v", i, got, want[i])
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if v := testutil.ToFloat64(d.srv.m.bytes.WithLabelValues("received")); v != float64(total.Load()) {
+		t.Fatalf("received %v bytes, the prefills kept %d", v, total.Load())
+	}
+	if st, _ := p.client.Stats(ctx, &workerpb.StatsRequest{}); st.Leases != 0 || st.LeaseBytes != 0 {
+		t.Fatalf("leases left: %v", st)
 	}
 }
