@@ -135,7 +135,7 @@ func Pull(ctx context.Context, addr, transferID string, opt PullOptions) (*Pulle
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	if opt.APIKey != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+opt.APIKey)
 	}

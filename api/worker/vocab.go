@@ -39,7 +39,7 @@ func vocabGGUF(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	r := &countingReader{r: bufio.NewReaderSize(f, 1<<20)}
 	var hdr struct {
 		Magic   [4]byte
