@@ -176,3 +176,38 @@ func TestWatchKV(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchKVResync: when the KV manager's outbox overflows between
+// drains, a watch gets a fresh snapshot instead of a gap.
+func TestWatchKVResync(t *testing.T) {
+	ctx := context.Background()
+	c := testCore(t, nil, func(cfg *Config) { cfg.KV.MaxEvents = 2 })
+	w, err := c.WatchKV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if bs, err := w.Recv(ctx); err != nil || !bs[0].Snapshot || len(bs[0].Events) != 0 {
+		t.Fatalf("first batch %v %v, want an empty snapshot", bs, err)
+	}
+	// Five blocks and a tail stored in one step: more than the outbox holds.
+	prompt := make([]int32, 22)
+	for i := range prompt {
+		prompt[i] = int32(100 + i)
+	}
+	s, err := c.Submit(ctx, []*scheduler.Request{request("a", prompt, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, s[0])
+	for {
+		bs, err := w.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := bs[len(bs)-1]
+		if last.Snapshot && len(last.Events) >= 5 {
+			break
+		}
+	}
+}

@@ -902,6 +902,12 @@ func (x *KVSource) GetTimeoutMs() int64 {
 
 // Request is one generation request: scheduler.Request plus what the
 // worker needs to run it.
+//
+// Migration (a worker died mid-stream): the head resends the request to
+// another worker with prompt = the original prompt plus the tokens the
+// client already got, max_tokens = what is left and min_tokens reduced by
+// the tokens already generated; the new worker serves it as any request
+// (its prefix cache may hold the prompt).
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// request_id is unique among the worker's live requests (the head's id;
@@ -2605,7 +2611,12 @@ func (*WatchKVEventsRequest) Descriptor() ([]byte, []int) {
 	return file_worker_proto_rawDescGZIP(), []int{31}
 }
 
-// KVEvent is kvcache.Event with a sequence number.
+// KVEvent is kvcache.Event with a sequence number. Besides full blocks,
+// the cache stores tails (the positions after a sequence's last full
+// block, fewer than a block): they come as STORED events too, with the
+// last full block as parent and depth = the number of full blocks before
+// them. A router that matches full blocks (kvcache.BlockHashes) never looks
+// their hashes up and may ignore them.
 type KVEvent struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Sequence uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
