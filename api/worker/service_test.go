@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
@@ -574,5 +575,92 @@ func TestTransferConcurrent(t *testing.T) {
 	}
 	if st, _ := p.client.Stats(ctx, &workerpb.StatsRequest{}); st.Leases != 0 || st.LeaseBytes != 0 {
 		t.Fatalf("leases left: %v", st)
+	}
+}
+
+// badPeer serves PullKV from a real transfer's KV, spoiled as told.
+type badPeer struct {
+	workerpb.UnimplementedWorkerServer
+	data   []byte
+	layout *workerpb.KVLayout
+	tokens []int32
+	salt   string
+	spoil  string
+}
+
+func (b *badPeer) PullKV(in *workerpb.PullKVRequest, s grpc.ServerStreamingServer[workerpb.PullKVResponse]) error {
+	data := bytes.Clone(b.data)
+	crc := crc32.Checksum(data, castagnoli)
+	total, tokens, layout := int64(len(data)), b.tokens, b.layout
+	switch b.spoil {
+	case "checksum":
+		data[len(data)/2] ^= 1 // the chunk's CRC is of the good bytes
+	case "total":
+		total++
+	case "tokens":
+		tokens = slices.Clone(tokens)
+		tokens[1]++
+	case "layout":
+		layout = &workerpb.KVLayout{Sections: []*workerpb.KVSection{{Groups: 1, Unit: int32(len(data) / len(tokens))}}}
+	case "salt":
+		b.salt += "x"
+	case "stall":
+		<-s.Context().Done()
+		return s.Context().Err()
+	case "no trailer":
+		return s.Send(&workerpb.PullKVResponse{Msg: &workerpb.PullKVResponse_Chunk{Chunk: &workerpb.KVChunk{Data: data, Crc32C: crc}}})
+	}
+	if err := s.Send(&workerpb.PullKVResponse{Msg: &workerpb.PullKVResponse_Chunk{Chunk: &workerpb.KVChunk{Data: data, Crc32C: crc32.Checksum(b.data, castagnoli)}}}); err != nil {
+		return err
+	}
+	return s.Send(&workerpb.PullKVResponse{Msg: &workerpb.PullKVResponse_Trailer{Trailer: &workerpb.KVTrailer{
+		TotalBytes: total, Positions: int32(len(tokens)), Layout: layout, Tokens: tokens, CacheSalt: b.salt, Crc32C: crc,
+	}}})
+}
+
+// TestTransferBadPeer: KV that fails a check (a chunk's checksum, the
+// total, tokens that are not the prompt's, another layout, no trailer, a
+// peer that never answers within the timeout) is never used: the decode
+// computes the prompt itself and answers as one node does.
+func TestTransferBadPeer(t *testing.T) {
+	p := startNode(t, workerpb.Role_ROLE_PREFILL)
+	d := startNode(t, workerpb.Role_ROLE_DECODE)
+	ctx := context.Background()
+	prompt := tokens(t, p.g, story)
+	want, _ := generate(t, d.client, &workerpb.Request{Prompt: prompt, MaxTokens: 10, CacheSalt: "ref"})
+	pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := Pull(ctx, p.addr, pre.TransferId, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := &workerpb.KVLayout{}
+	for _, s := range pulled.KV.Layout.Sections {
+		layout.Sections = append(layout.Sections, &workerpb.KVSection{Groups: int32(s.Groups), Unit: int32(s.Unit)})
+	}
+	for i, spoil := range []string{"checksum", "total", "tokens", "layout", "stall", "no trailer", "salt"} {
+		t.Run(spoil, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs := grpc.NewServer()
+			workerpb.RegisterWorkerServer(gs, &badPeer{data: pulled.KV.Data, layout: layout, tokens: pulled.Tokens, salt: fmt.Sprint(i), spoil: spoil})
+			go gs.Serve(ln)
+			defer gs.Stop()
+			got, final := generate(t, d.client, &workerpb.Request{
+				Prompt: prompt, MaxTokens: 10, CacheSalt: fmt.Sprint(i), // no help from the cache
+				KvSource: &workerpb.KVSource{Address: ln.Addr().String(), TransferId: "x", TimeoutMs: 300},
+			})
+			if !slices.Equal(got, want) {
+				t.Fatalf("%v, want %v", got, want)
+			}
+			if rep := final.KvTransfer; !rep.Recomputed || rep.BytesReceived != 0 {
+				t.Fatalf("report %v", rep)
+			}
+			t.Log(final.KvTransfer.Error)
+		})
 	}
 }
