@@ -170,7 +170,9 @@ func TestInfoAndVocabulary(t *testing.T) {
 	if want := tokens(t, n.g, story); !slices.Equal(got, want) {
 		t.Fatalf("the head tokenizes %v, the worker %v", got, want)
 	}
-	if m.Info().ChatTemplate != n.g.Info().ChatTemplate {
+	// A vocabulary-only model has no Info().ChatTemplate: the head reads
+	// the key itself.
+	if m.Meta(chatTemplateKey) != n.g.Info().ChatTemplate {
 		t.Fatal("the chat template differs")
 	}
 }
@@ -662,5 +664,44 @@ func TestTransferBadPeer(t *testing.T) {
 			}
 			t.Log(final.KvTransfer.Error)
 		})
+	}
+}
+
+// TestVocabularyChatTemplate: a worker's --chat-template travels in the
+// vocabulary, so the head renders chats as the worker does.
+func TestVocabularyChatTemplate(t *testing.T) {
+	tmpl := "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+	g, err := models.LoadGenerative(models.GenerativeConfig{CacheDir: t.TempDir(), Threads: 1, MaxModelLen: 64, ChatTemplate: tmpl}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv, err := New(Options{Model: func() (*models.Generative, error) { return g, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := srv.vocabulary(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "vocab.gguf")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := llamacpp.Load(path, llamacpp.ModelParams{VocabOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.Meta(chatTemplateKey); got != tmpl {
+		t.Fatalf("the vocabulary's chat template is %q, want the worker's %q", got, tmpl)
+	}
+	if _, err := vocabGGUF(filepath.Join(t.TempDir(), "missing.gguf"), ""); err == nil {
+		t.Fatal("a missing file gave a vocabulary")
+	}
+	notGGUF := filepath.Join(t.TempDir(), "x.gguf")
+	os.WriteFile(notGGUF, []byte("GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\xff"), 0o600)
+	if _, err := vocabGGUF(notGGUF, ""); err == nil {
+		t.Fatal("a truncated GGUF gave a vocabulary")
 	}
 }
