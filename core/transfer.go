@@ -366,6 +366,11 @@ func (c *EngineCore) fanout(events []kvcache.Event, reset bool) {
 			ok = w.push(KVBatch{Snapshot: true, Events: snapshot()})
 		case len(events) > 0:
 			ok = w.push(KVBatch{Events: events})
+			if ok && w.needsSnapshot() {
+				// It fell behind just now: resync at once, not at the
+				// next step (there may be none for a while).
+				ok = w.push(KVBatch{Snapshot: true, Events: snapshot()})
+			}
 		default:
 			w.mu.Lock()
 			ok = !w.closed
