@@ -183,8 +183,15 @@ func (c *EngineCore) call(ctx context.Context, fn func()) error {
 func (c *EngineCore) collectKept(now time.Time) {
 	for _, k := range c.kv.TakeKept() {
 		l := c.leases[k.Name]
-		if l == nil || l.settled {
+		if l == nil {
+			// Released or expired meanwhile: nobody will pull it.
 			c.kv.Release(k.Name)
+			continue
+		}
+		if l.settled {
+			// A second keep of the same prompt (the sequence was
+			// preempted after its prompt and kept it then): the same
+			// positions, the same bytes; the lease stays as it is.
 			continue
 		}
 		if k.KV == nil {
