@@ -148,6 +148,7 @@ func (c *EngineCore) ReleaseLease(ctx context.Context, name string) (bool, error
 		if l := c.leases[name]; l != nil && l.settled {
 			released = c.kv.Release(name)
 			delete(c.leases, name)
+			c.publish() // the caller sees the KV gone in Stats
 		}
 	})
 	return released, err
@@ -219,7 +220,10 @@ func (c *EngineCore) leaseEnded(r *scheduler.Request, last scheduler.Output, now
 }
 
 // expireLeases frees the leases that ended; it returns the next expiry.
+// Stats are published before the expiries are counted, so that whoever
+// sees the count sees the KV gone.
 func (c *EngineCore) expireLeases(now time.Time) (next time.Time) {
+	expired := 0
 	for name, l := range c.leases {
 		if !l.settled {
 			continue
@@ -227,12 +231,16 @@ func (c *EngineCore) expireLeases(now time.Time) (next time.Time) {
 		if !now.Before(l.expires) {
 			c.kv.Release(name)
 			delete(c.leases, name)
-			c.leasesExpired.Add(1)
+			expired++
 			continue
 		}
 		if next.IsZero() || l.expires.Before(next) {
 			next = l.expires
 		}
+	}
+	if expired > 0 {
+		c.publish()
+		c.leasesExpired.Add(uint64(expired))
 	}
 	return next
 }
