@@ -344,7 +344,7 @@ func mustPort(t *testing.T, addr string) int {
 // counted); a decode whose prefill server was killed computes the prompt
 // itself and answers what one process answers.
 func TestPDLeaseAndDeadPeer(t *testing.T) {
-	prefill := startServeProc(t, "--kv-transfer-lease", "1s")
+	prefill := startServeProc(t, "--kv-transfer-lease", "2s")
 	decode := startServeProc(t)
 	ctx := context.Background()
 	info, err := prefill.worker.Info(ctx, &workerpb.InfoRequest{})

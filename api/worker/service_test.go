@@ -278,7 +278,7 @@ func TestLeaseExpiresUnpulled(t *testing.T) {
 	p := startNode(t, workerpb.Role_ROLE_PREFILL)
 	ctx := context.Background()
 	prompt := tokens(t, p.g, story)
-	pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 8}, LeaseMs: 200})
+	pre, err := p.client.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 8}, LeaseMs: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,40 +306,53 @@ func TestGenerateControls(t *testing.T) {
 	prompt := tokens(t, n.g, story)
 	ctx := context.Background()
 
-	// stop_choice ends choice 1 early with STOP; choice 0 runs to its length.
-	s, err := n.client.Generate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: &workerpb.Request{
-		Prompt: prompt, MaxTokens: 200, N: 2, IgnoreEos: true, Sampling: &workerpb.Sampling{Temperature: 1, Seed: 7},
-	}}})
-	finish := map[int32]workerpb.FinishReason{}
-	stopped := false
-	for {
-		msg, err := s.Recv()
+	// stop_choice ends choice 1 early with STOP; choice 0 runs to its
+	// length. The model is fast: on a loaded machine choice 1 may reach its
+	// length before the control arrives, so a few tries are allowed.
+	stopChoice := func() map[int32]workerpb.FinishReason {
+		s, err := n.client.Generate(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if msg.GetFinal() != nil {
-			break
-		}
-		o := msg.GetOutput()
-		if o.FinishReason != workerpb.FinishReason_FINISH_REASON_NONE {
-			finish[o.Choice] = o.FinishReason
-		}
-		if !stopped && o.Choice == 1 {
-			stopped = true
-			s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_StopChoice{StopChoice: &workerpb.StopChoice{Choice: 1}}})
+		s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: &workerpb.Request{
+			Prompt: prompt, MaxTokens: 200, N: 2, IgnoreEos: true, Sampling: &workerpb.Sampling{Temperature: 1, Seed: 7},
+		}}})
+		finish := map[int32]workerpb.FinishReason{}
+		stopped := false
+		for {
+			msg, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.GetFinal() != nil {
+				return finish
+			}
+			o := msg.GetOutput()
+			if o.FinishReason != workerpb.FinishReason_FINISH_REASON_NONE {
+				finish[o.Choice] = o.FinishReason
+			}
+			if !stopped && o.Choice == 1 {
+				stopped = true
+				s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_StopChoice{StopChoice: &workerpb.StopChoice{Choice: 1}}})
+			}
 		}
 	}
-	if finish[1] != workerpb.FinishReason_FINISH_REASON_STOP || finish[0] != workerpb.FinishReason_FINISH_REASON_LENGTH {
-		t.Fatalf("finish reasons %v", finish)
+	for try := 1; ; try++ {
+		finish := stopChoice()
+		if finish[0] != workerpb.FinishReason_FINISH_REASON_LENGTH {
+			t.Fatalf("choice 0 finished %v", finish[0])
+		}
+		if finish[1] == workerpb.FinishReason_FINISH_REASON_STOP {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("choice 1 finished %v five times, never stopped", finish[1])
+		}
 	}
 
 	// Cancelling the call ends the request and frees its slot.
 	cctx, cancel := context.WithCancel(ctx)
-	s, err = n.client.Generate(cctx)
+	s, err := n.client.Generate(cctx)
 	if err != nil {
 		t.Fatal(err)
 	}
