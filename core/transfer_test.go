@@ -101,26 +101,31 @@ func TestLeaseExpires(t *testing.T) {
 	}
 }
 
-// TestPrefillAborted: a prefill cancelled before it ran reports that no KV
-// was kept, and holds nothing.
+// TestPrefillAborted: a prefill that ends before its prompt is in its slot
+// (its deadline passed before it ran; the engine failed it) reports that
+// no KV was kept, and holds nothing.
 func TestPrefillAborted(t *testing.T) {
 	ctx := context.Background()
-	c := testCore(t, nil, func(cfg *Config) { cfg.Scheduler.MaxNumSeqs = 1; cfg.KV.Slots = 1 })
-	busy, err := c.Submit(ctx, []*scheduler.Request{request("busy", []int32{1, 2, 3}, 100)})
-	if err != nil {
-		t.Fatal(err)
+	c := testCore(t, func() *enginetest.Fake { return &enginetest.Fake{PoisonToken: 999} }, nil)
+	late := request("late", []int32{1, 2, 3, 4, 5}, 1)
+	late.Deadline = time.Now().Add(-time.Second)
+	poisoned := request("poisoned", []int32{1, 2, 999, 4, 5}, 1)
+	for _, r := range []*scheduler.Request{late, poisoned} {
+		s, lease, err := c.Prefill(ctx, r, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lease.Wait(ctx); err == nil {
+			t.Fatalf("%s: a prefill that did not run kept KV", r.ID)
+		}
+		drain(t, s)
+		if _, _, _, err := c.LeaseKV(ctx, lease.Name()); !errors.Is(err, ErrNoLease) {
+			t.Fatalf("%s: %v", r.ID, err)
+		}
 	}
-	s, lease, err := c.Prefill(ctx, request("p", []int32{1, 2, 3, 4, 5}, 1), time.Hour)
-	if err != nil {
-		t.Fatal(err)
+	if st := c.Stats(); st.KV.Leases != 0 || st.KV.LeaseBytes != 0 {
+		t.Fatalf("%d leases, %d bytes", st.KV.Leases, st.KV.LeaseBytes)
 	}
-	s.Cancel()
-	if _, err := lease.Wait(ctx); err == nil {
-		t.Fatal("a cancelled prefill kept KV")
-	}
-	busy[0].Cancel()
-	drain(t, s)
-	drain(t, busy[0])
 }
 
 // TestWatchKV: a watch starts with a snapshot of the cache, then gets the
