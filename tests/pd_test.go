@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,5 +492,60 @@ func TestWorkerFlags(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), "--"+strings.TrimPrefix(args[0], "--")) {
 			t.Errorf("worker %v: %v %s", args, err, out)
 		}
+	}
+}
+
+// TestWorkerProcessesPD: a prefill worker and a decode worker (processes,
+// --worker-port, an API key) split a request as a head does: Prefill on
+// one, Generate with kv_source on the other, which pulls the KV from the
+// first itself; the tokens are the one-process tokens.
+func TestWorkerProcessesPD(t *testing.T) {
+	pPort, dPort := freeTCPPort(t), freeTCPPort(t)
+	startProc(t, "worker", "--role", "prefill", "--worker-port", strconv.Itoa(pPort), "--api-key", "k1")
+	startProc(t, "worker", "--role", "decode", "--worker-port", strconv.Itoa(dPort), "--api-key", "k1")
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer k1")
+	dial := func(port int) workerpb.WorkerClient {
+		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return workerpb.NewWorkerClient(conn)
+	}
+	p, d := dial(pPort), dial(dPort)
+	run := func(c workerpb.WorkerClient, req *workerpb.Request) ([]int32, *workerpb.Final) {
+		s, err := c.Generate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: req}})
+		var out []int32
+		for {
+			msg, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := msg.GetFinal(); f != nil {
+				return out, f
+			}
+			out = append(out, msg.GetOutput().GetTokens()...)
+		}
+	}
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(30 + i*7%200)
+	}
+	want, _ := run(p, &workerpb.Request{Prompt: prompt, MaxTokens: 20})
+	pre, err := p.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, final := run(d, &workerpb.Request{Prompt: prompt, MaxTokens: 20,
+		KvSource: &workerpb.KVSource{Address: "127.0.0.1:" + strconv.Itoa(pPort), TransferId: pre.TransferId}})
+	if !slices.Equal(got, want) {
+		t.Fatalf("P/D %v, one worker %v", got, want)
+	}
+	if r := final.KvTransfer; r.Recomputed || r.BytesReceived != pre.KvBytes || pre.Positions != int32(len(prompt)) {
+		t.Fatalf("report %v, prefill %v", r, pre)
 	}
 }
