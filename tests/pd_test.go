@@ -549,3 +549,37 @@ func TestWorkerProcessesPD(t *testing.T) {
 		t.Fatalf("report %v, prefill %v", r, pre)
 	}
 }
+
+// TestWorkerShutdownWithWatch: a head's open WatchKVEvents stream does not
+// hold a worker's shutdown for the whole grace period; the stream ends
+// UNAVAILABLE and the worker exits 0.
+func TestWorkerShutdownWithWatch(t *testing.T) {
+	port := freeTCPPort(t)
+	// A grace far longer than the test may wait: exiting within it shows
+	// the watch did not hold the graceful stop.
+	w := startProc(t, "worker", "--worker-port", strconv.Itoa(port), "--shutdown-timeout", "5m")
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := workerpb.NewWorkerClient(conn).WatchKVEvents(context.Background(), &workerpb.WatchKVEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := s.Recv(); err != nil || ev.Kind != workerpb.KVEventKind_KV_EVENT_KIND_SNAPSHOT_END {
+		t.Fatalf("first event %v %v, want the (empty) snapshot's end", ev, err)
+	}
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the watch ended with %v, want UNAVAILABLE", err)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not exit: the watch holds its graceful stop")
+	}
+	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, w.out.String())
+	}
+}
