@@ -43,9 +43,18 @@ type node struct {
 
 func startNode(t *testing.T, role workerpb.Role) *node {
 	t.Helper()
-	g, err := models.LoadGenerative(models.GenerativeConfig{
+	return startNodeWith(t, role, nil)
+}
+
+func startNodeWith(t *testing.T, role workerpb.Role, mutate func(*models.GenerativeConfig)) *node {
+	t.Helper()
+	cfg := models.GenerativeConfig{
 		CacheDir: t.TempDir(), MaxNumSeqs: 4, Threads: 1, MaxModelLen: 256, PrefixCacheBytes: 64 << 20,
-	}, nil, nil)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	g, err := models.LoadGenerative(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -716,5 +725,58 @@ func TestVocabularyChatTemplate(t *testing.T) {
 	os.WriteFile(notGGUF, []byte("GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\xff"), 0o600)
 	if _, err := vocabGGUF(notGGUF, ""); err == nil {
 		t.Fatal("a truncated GGUF gave a vocabulary")
+	}
+}
+
+// TestQueueFull: a worker whose queue is full answers RESOURCE_EXHAUSTED
+// with ERROR_CODE_QUEUE_FULL and a retry hint, as the OpenAI layer answers
+// 429 with Retry-After.
+func TestQueueFull(t *testing.T) {
+	n := startNodeWith(t, workerpb.Role_ROLE_BOTH, func(c *models.GenerativeConfig) {
+		c.MaxNumSeqs, c.MaxWaiting, c.MaxModelLen = 1, 1, 512
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long := &workerpb.Request{Prompt: []int32{1, 2, 3}, MaxTokens: 500, IgnoreEos: true}
+	open := func() workerpb.Worker_GenerateClient {
+		s, err := n.client.Generate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: long}})
+		return s
+	}
+	// One runs, one waits (Stats shows it), the next finds the queue
+	// full; the model is fast, so the running one may end first: a few
+	// tries.
+	for try := 1; ; try++ {
+		running := open()
+		if _, err := running.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		waiting := open()
+		for {
+			st, err := n.client.Stats(ctx, &workerpb.StatsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Waiting == 1 || st.Running == 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_, err := open().Recv()
+		if e := ErrorDetail(err); status.Code(err) == codes.ResourceExhausted && e != nil &&
+			e.Code == workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL && e.RetryAfterMs > 0 {
+			break
+		}
+		if err == nil && try == 5 {
+			t.Fatal("the queue was never full")
+		}
+		if err != nil && status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("got %v, want RESOURCE_EXHAUSTED", err)
+		}
+		running.CloseSend()
+		waiting.CloseSend()
 	}
 }

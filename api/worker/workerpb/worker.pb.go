@@ -1330,7 +1330,10 @@ type Error struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// param names the offending request field (e.g. "prompt",
 	// "max_tokens", "sampling.grammar") when the error is about one.
-	Param         string `protobuf:"bytes,3,opt,name=param,proto3" json:"param,omitempty"`
+	Param string `protobuf:"bytes,3,opt,name=param,proto3" json:"param,omitempty"`
+	// retry_after_ms, for ERROR_CODE_QUEUE_FULL, is when the worker expects
+	// room in its queue (the Retry-After the OpenAI layer would send).
+	RetryAfterMs  int64 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1384,6 +1387,13 @@ func (x *Error) GetParam() string {
 		return x.Param
 	}
 	return ""
+}
+
+func (x *Error) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // Output is scheduler.Output: what one choice produced since its previous
@@ -2790,11 +2800,12 @@ const file_worker_proto_rawDesc = "" +
 	"\bLogprobs\x128\n" +
 	"\x06chosen\x18\x01 \x01(\v2 .llmserve.worker.v1.TokenLogprobR\x06chosen\x122\n" +
 	"\x03top\x18\x02 \x03(\v2 .llmserve.worker.v1.TokenLogprobR\x03top\x12\x12\n" +
-	"\x04rank\x18\x03 \x01(\x05R\x04rank\"j\n" +
+	"\x04rank\x18\x03 \x01(\x05R\x04rank\"\x90\x01\n" +
 	"\x05Error\x121\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1d.llmserve.worker.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
-	"\x05param\x18\x03 \x01(\tR\x05param\"\xb1\x02\n" +
+	"\x05param\x18\x03 \x01(\tR\x05param\x12$\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"\xb1\x02\n" +
 	"\x06Output\x12\x16\n" +
 	"\x06choice\x18\x01 \x01(\x05R\x06choice\x12\x16\n" +
 	"\x06tokens\x18\x02 \x03(\x05R\x06tokens\x128\n" +
