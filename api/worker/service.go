@@ -424,7 +424,7 @@ func (s *Server) Stats(ctx context.Context, _ *workerpb.StatsRequest) (*workerpb
 	}
 	st := g.Core().Stats()
 	return &workerpb.StatsResponse{
-		Waiting: int32(st.Waiting + g.Core().Queued()), Running: int32(st.Running), KvUsage: st.KV.Usage(),
+		Waiting: int32(max(st.Waiting, g.Core().Queued())), Running: int32(st.Running), KvUsage: st.KV.Usage(),
 		PrefixCacheQueries: st.KV.QueryTokens, PrefixCacheHits: st.KV.HitTokens, Role: s.opts.Role,
 		CachedBlocks: int64(st.KV.CachedBlocks), CachedBytes: st.KV.CachedBytes,
 		Leases: int32(st.KV.Leases), LeaseBytes: st.KV.LeaseBytes, MaxRunning: int32(g.Core().Config().Scheduler.MaxNumSeqs),

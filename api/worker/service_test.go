@@ -735,26 +735,28 @@ func TestQueueFull(t *testing.T) {
 	n := startNodeWith(t, workerpb.Role_ROLE_BOTH, func(c *models.GenerativeConfig) {
 		c.MaxNumSeqs, c.MaxWaiting, c.MaxModelLen = 1, 1, 512
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	long := &workerpb.Request{Prompt: []int32{1, 2, 3}, MaxTokens: 500, IgnoreEos: true}
-	open := func() workerpb.Worker_GenerateClient {
-		s, err := n.client.Generate(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: long}})
-		return s
-	}
 	// One runs, one waits (Stats shows it), the next finds the queue
-	// full; the model is fast, so the running one may end first: a few
-	// tries.
+	// full. The model is fast: when the running one ends before the third
+	// is sent, try again.
 	for try := 1; ; try++ {
+		if try > 20 {
+			t.Fatal("the queue was never full")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		open := func() workerpb.Worker_GenerateClient {
+			s, err := n.client.Generate(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: long}})
+			return s
+		}
 		running := open()
 		if _, err := running.Recv(); err != nil {
 			t.Fatal(err)
 		}
-		waiting := open()
+		open()
 		for {
 			st, err := n.client.Stats(ctx, &workerpb.StatsRequest{})
 			if err != nil {
@@ -766,17 +768,14 @@ func TestQueueFull(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		_, err := open().Recv()
-		if e := ErrorDetail(err); status.Code(err) == codes.ResourceExhausted && e != nil &&
-			e.Code == workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL && e.RetryAfterMs > 0 {
-			break
+		cancel()
+		if err == nil {
+			continue // the running one ended first
 		}
-		if err == nil && try == 5 {
-			t.Fatal("the queue was never full")
+		e := ErrorDetail(err)
+		if status.Code(err) != codes.ResourceExhausted || e == nil || e.Code != workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL || e.RetryAfterMs <= 0 {
+			t.Fatalf("got %v (%v), want RESOURCE_EXHAUSTED with QUEUE_FULL and a retry hint", err, e)
 		}
-		if err != nil && status.Code(err) != codes.ResourceExhausted {
-			t.Fatalf("got %v, want RESOURCE_EXHAUSTED", err)
-		}
-		running.CloseSend()
-		waiting.CloseSend()
+		return
 	}
 }

@@ -2455,9 +2455,12 @@ func (*StatsRequest) Descriptor() ([]byte, []int) {
 
 // StatsResponse is the worker's load and cache state.
 type StatsResponse struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Waiting int32                  `protobuf:"varint,1,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	Running int32                  `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// waiting counts sequences (choices) that wait to run, including
+	// requests submitted but not yet taken in by the engine core; running
+	// the sequences running.
+	Waiting int32 `protobuf:"varint,1,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Running int32 `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
 	// kv_usage is the fraction of KV capacity held by running sequences.
 	KvUsage float64 `protobuf:"fixed64,3,opt,name=kv_usage,json=kvUsage,proto3" json:"kv_usage,omitempty"`
 	// prefix_cache_queries and prefix_cache_hits count prompt tokens looked
