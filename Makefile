@@ -64,9 +64,9 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 # Pinned tools, installed into the user cache dir. grpcurl drives the V2
 # gRPC tests through server reflection; the protoc plugins regenerate
-# api/v2/grpc/inferencepb (`make proto`, which also needs Debian's
-# protobuf-compiler; the generated code is committed, so building needs
-# none of them).
+# api/v2/grpc/inferencepb and api/worker/workerpb (`make proto`, which also
+# needs Debian's protobuf-compiler; the generated code is committed, so
+# building needs none of them).
 TOOLS_DIR           := $(CACHE_DIR)/bin
 GRPCURL_VERSION     := v1.9.3
 GRPCURL             := $(TOOLS_DIR)/grpcurl-$(GRPCURL_VERSION)
@@ -173,10 +173,11 @@ protoc-plugins:
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO_GRPC)
 
-## proto: regenerate the V2 gRPC code from Triton's protos and the ONNX
-## types (models/tensor/onnxpb) (needs protoc).
+## proto: regenerate the V2 gRPC code from Triton's protos, the ONNX
+## types (models/tensor/onnxpb) and the internal worker service's
+## (api/worker/workerpb) from ours (needs protoc).
 proto: protoc-plugins
-	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb ./models/tensor/onnxpb
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb ./models/tensor/onnxpb ./api/worker/workerpb
 
 ## swagger-ui: re-vendor the pinned swagger-ui-dist (npm) into
 ## api/dataplane/swaggerui: only the files /v2/docs loads, their licenses

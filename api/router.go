@@ -47,6 +47,9 @@ type Options struct {
 	// Repository, when set, is the model repository that the V2
 	// repository routes load models from and unload them to.
 	Repository *models.Repository
+	// KVTransfer, when set, serves vLLM's kv_transfer_params on the
+	// OpenAI routes (api/worker's Server).
+	KVTransfer openai.KVTransfer
 }
 
 // NewHandler returns the server's HTTP handler.
@@ -111,6 +114,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		openai.Mount(r, openaiBackend{reg}, openai.Options{
 			Logger:       log,
 			MaxBodyBytes: opts.MaxBodyBytes,
+			KVTransfer:   opts.KVTransfer,
 		})
 		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
 		kservev1.Mount(r, V2Backend(reg), kservev1.Options{

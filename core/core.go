@@ -65,6 +65,9 @@ type EngineCore struct {
 	restarts atomic.Uint64
 	cut      atomic.Int64  // requests ended by shutdown
 	doneRate atomic.Uint64 // float64 bits: EWMA of finished requests per second
+	// layout is the executor's KV layout (nil when it does not say).
+	layout        atomic.Pointer[engine.KVLayout]
+	leasesExpired atomic.Uint64
 
 	// Owned by the core's goroutine.
 	exec     engine.Executor
@@ -82,6 +85,12 @@ type EngineCore struct {
 	embeds   []embedItem
 	inFlight map[uint64]embedItem
 	embedSeq uint64
+	// leases are the prefills whose KV is kept for a transfer, by id;
+	// watches the readers of the prefix cache's events (transfer.go).
+	leases  map[string]*Lease
+	watches []*KVWatch
+	// eventsDropped is the KV manager's count the watches last saw.
+	eventsDropped uint64
 }
 
 type liveRequest struct {
@@ -89,16 +98,22 @@ type liveRequest struct {
 	stream *Stream
 }
 
-// command is a batch of submissions, an embedding job or an abort.
+// command is a batch of submissions, an embedding job, a function to run
+// on the core's goroutine, or an abort.
 type command struct {
 	subs  []submission
 	embed *embedJob
+	fn    func()
 	abort abortMsg
 }
 
 type submission struct {
 	req    *scheduler.Request
 	stream *Stream
+	// lease keeps the request's prompt KV (Prefill); imp is KV to import
+	// before it is added (SubmitWithKV).
+	lease *Lease
+	imp   *kvImport
 }
 
 type abortMsg struct {
@@ -138,6 +153,7 @@ func New(cfg Config) (*EngineCore, error) {
 		done:     make(chan struct{}),
 		live:     make(map[string]*liveRequest),
 		inFlight: make(map[uint64]embedItem),
+		leases:   make(map[string]*Lease),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -193,6 +209,11 @@ func (e *IndexError) Unwrap() error { return e.Err }
 // queue has no room now, and with scheduler.ErrClosed after the core
 // stopped.
 func (c *EngineCore) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*Stream, error) {
+	return c.submit(ctx, reqs, nil)
+}
+
+// submit is Submit; attach, when not nil, completes each submission.
+func (c *EngineCore) submit(ctx context.Context, reqs []*scheduler.Request, attach func(*submission)) ([]*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -217,6 +238,9 @@ func (c *EngineCore) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*
 			c.post(command{abort: abortMsg{id: id, choice: choice, stopped: stopped}})
 		})
 		subs[i] = submission{req: r, stream: streams[i]}
+		if attach != nil {
+			attach(&subs[i])
+		}
 	}
 	if !c.post(command{subs: subs}) {
 		c.queued.Add(-k)
@@ -281,6 +305,7 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		// Every pass starts with the inbox, so a wake-up is never consumed
 		// without looking at what was posted.
 		c.intake()
+		c.expireLeases(time.Now())
 		c.resize(time.Now())
 		generating := c.sched.HasWork()
 		if !generating && len(c.embeds) == 0 {
@@ -324,8 +349,11 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 			c.sched.Update(step, res)
 		}
 		end := time.Now()
+		events := c.drainEvents()
 		st := c.publish()
-		c.observeStep(step, res, st, end.Sub(start))
+		// After publish: a caller woken by its lease sees it in Stats.
+		c.collectKept(end)
+		c.observeStep(step, res, st, events, end.Sub(start))
 		c.deliver(end)
 	}
 }
@@ -349,6 +377,12 @@ func (c *EngineCore) start() error {
 		return errors.Join(err, exec.Close())
 	}
 	c.exec, c.kv, c.sched = exec, kv, sched
+	if lr, ok := exec.(interface{ KVLayout() *engine.KVLayout }); ok {
+		c.layout.Store(lr.KVLayout())
+	}
+	// A new KV manager has an empty cache: the watches start over.
+	c.eventsDropped = 0
+	c.fanout(nil, true)
 	c.publish()
 	c.ready.Store(true)
 	return nil
@@ -364,6 +398,7 @@ func (c *EngineCore) restart(cause error) error {
 	c.sched.AbortAll(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
 	c.failEmbeds(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
 	c.deliver(now)
+	c.dropLeases(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause), now)
 	if err := c.exec.Close(); err != nil {
 		c.log.Error("closing the failed executor", "err", err)
 	}
@@ -399,6 +434,12 @@ func (c *EngineCore) stop() {
 		for _, s := range cmd.subs {
 			c.queued.Add(-1)
 			s.stream.Push(failAll(s.req, scheduler.ErrClosed), scheduler.Usage{})
+			if s.lease != nil {
+				s.lease.settle(nil, scheduler.ErrClosed, now)
+			}
+			if s.imp != nil {
+				s.imp.done <- 0
+			}
 		}
 		if cmd.embed != nil {
 			c.queueEmbed(cmd.embed)
@@ -411,6 +452,11 @@ func (c *EngineCore) stop() {
 		c.publish()
 		c.deliver(now)
 	}
+	c.dropLeases(scheduler.ErrClosed, now)
+	for _, w := range c.watches {
+		w.Close()
+	}
+	c.watches = nil
 	if c.exec != nil {
 		if err := c.exec.Close(); err != nil {
 			c.log.Error("closing the executor", "err", err)
@@ -470,6 +516,9 @@ func (c *EngineCore) sleep(ctx context.Context) bool {
 			deadline = d
 		}
 	}
+	if at := c.expireLeases(time.Now()); !at.IsZero() && (deadline.IsZero() || at.Before(deadline)) {
+		deadline = at
+	}
 	if initial := c.cfg.KV.InitialSlots; initial > 0 && c.kv.ActiveSlots() > initial && c.cfg.IdleShrink > 0 && !c.lastWork.IsZero() {
 		if at := c.lastWork.Add(c.cfg.IdleShrink); deadline.IsZero() || at.Before(deadline) {
 			deadline = at
@@ -500,7 +549,10 @@ func (c *EngineCore) intake() {
 		if cmd.embed != nil {
 			c.queueEmbed(cmd.embed)
 		}
-		if cmd.subs == nil && cmd.embed == nil {
+		if cmd.fn != nil {
+			cmd.fn()
+		}
+		if cmd.subs == nil && cmd.embed == nil && cmd.fn == nil {
 			c.sched.Abort(cmd.abort.id, cmd.abort.choice, cmd.abort.stopped, nil)
 		}
 	}
@@ -511,7 +563,19 @@ func (c *EngineCore) add(s submission) {
 	if c.sched.Has(r.ID) {
 		c.queued.Add(-1)
 		s.stream.Push(failAll(r, fmt.Errorf("request id %q is already running", r.ID)), scheduler.Usage{})
+		if s.lease != nil {
+			s.lease.settle(nil, fmt.Errorf("request id %q is already running", r.ID), time.Now())
+		}
+		if s.imp != nil {
+			s.imp.done <- 0
+		}
 		return
+	}
+	if s.imp != nil {
+		c.importKV(r, s.imp)
+	}
+	if s.lease != nil {
+		c.leases[s.lease.name] = s.lease
 	}
 	c.live[r.ID] = &liveRequest{req: r, stream: s.stream}
 	c.sched.Add(r)
@@ -552,6 +616,9 @@ func (c *EngineCore) deliver(now time.Time) {
 		if last.Last {
 			delete(c.live, id)
 			c.finished(lr.req, last, now)
+			if lr.req.KeepKV != "" {
+				c.leaseEnded(lr.req, last.Output, now)
+			}
 		}
 	}
 }
@@ -580,8 +647,17 @@ func (c *EngineCore) publish() scheduler.Stats {
 	return st
 }
 
-func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, d time.Duration) {
+// drainEvents takes the KV manager's events of the step and hands them to
+// the watches (a snapshot instead when the manager dropped some).
+func (c *EngineCore) drainEvents() []kvcache.Event {
 	events := c.kv.DrainEvents()
+	dropped := c.kv.Stats().EventsDropped
+	c.fanout(events, dropped != c.eventsDropped)
+	c.eventsDropped = dropped
+	return events
+}
+
+func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, events []kvcache.Event, d time.Duration) {
 	if c.obs == nil {
 		return
 	}

@@ -33,6 +33,23 @@
 // went away are dropped when their turn comes. The scheduler never sees
 // them: an embedding holds no KV between steps.
 //
+// # KV transfer and cache events (transfer.go)
+//
+// Prefill submits a request whose prompt KV the KV manager keeps after it
+// finishes (kvcache's keep) under a new transfer id: a Lease, settled a
+// step after the last output when the export comes back, freed by
+// ReleaseLease or when it expires (LeasesExpired counts those; the core
+// wakes for the earliest expiry). LeaseKV reads the kept KV (immutable, so
+// any goroutine may stream it). SubmitWithKV imports KV received from
+// another node into the prefix cache on the core's goroutine right before
+// the request is added, when its layout equals the executor's (KVLayout),
+// so the request restores it instead of computing it. WatchKV streams the
+// cache's events after each step, starting with a snapshot, and sends a
+// new snapshot when events were lost (the manager's outbox overflowed, the
+// reader fell behind, or the engine restarted with an empty cache). All of
+// it goes through the inbox like Submit: the core's goroutine owns every
+// piece of KV state.
+//
 // # Order of effects
 //
 // After each step the core publishes the scheduler's stats (Stats, read by

@@ -97,6 +97,20 @@
 // the block it follows and its Depth that block's plus one (0 for a root
 // tail). The engine core drains it every step.
 //
+// # KV transfer (transfer.go)
+//
+// For disaggregated prefill, a sequence admitted with Keep names a
+// transfer: when it is freed with offer holding its KeepPositions prompt
+// positions, they are exported (beside the cache's own export) and kept
+// under that name, outside the cache's budget, until Release; TakeKept
+// reports each keep that came back, Lease reads it. On the receiving node,
+// Import files KV from elsewhere into the prefix cache as the blocks and
+// tail a local sequence with those tokens would have stored (with their
+// BlockStored events), so the request restores it at admission like any
+// cache hit. Snapshot lists every cached entry, parents first, for a router
+// that starts watching the events. BlockHashes computes a prompt's block
+// keys for a router in another process.
+//
 // # What the caller must guarantee
 //
 // One goroutine owns a Manager. The caller hands the engine StepOps before

@@ -70,6 +70,10 @@ type Stats struct {
 	// drained the outbox in time.
 	EventsPending int
 	EventsDropped uint64
+	// Leases and LeaseBytes are the kept KV of finished sequences waiting
+	// for a transfer (Kept), outside the prefix cache's budget.
+	Leases     int
+	LeaseBytes int64
 }
 
 // Usage is the fraction of the KV capacity (every slot, allocated or not)
@@ -97,6 +101,12 @@ type AdmitOptions struct {
 	// Count adds the lookup to the query and hit counters; false for a
 	// sequence resuming after preemption.
 	Count bool
+	// Keep, when not empty, names a transfer: when the sequence is freed
+	// with offer and holds at least KeepPositions positions, positions
+	// [0, KeepPositions) are exported too and kept under that name (see
+	// transfer.go). Used for a prefill whose KV another node pulls.
+	Keep          string
+	KeepPositions int
 }
 
 const none = -1
@@ -125,6 +135,9 @@ type sequence struct {
 	tokens []int32
 	// tailOffered is the position up to which a tail was offered.
 	tailOffered int
+	// keep and keepN are AdmitOptions.Keep and KeepPositions.
+	keep  string
+	keepN int
 }
 
 // pendingExport is an export the engine has not answered yet.
@@ -161,6 +174,13 @@ type Manager struct {
 	nextTag  uint64
 	events   eventRing
 	stats    Stats
+
+	// Kept KV of finished sequences (transfer.go): exports on their way
+	// by tag, what came back by name, and results not yet taken.
+	keeping  map[uint64]keepExport
+	kept     map[string]*engine.KV
+	keptOut  []Kept
+	keptSize int64
 }
 
 // New returns a manager with every slot free and an empty cache.
@@ -184,6 +204,8 @@ func New(cfg Config) (*Manager, error) {
 		lruTail:  none,
 		pending:  make(map[uint64]pendingExport),
 		events:   eventRing{buf: make([]Event, cfg.MaxEvents)},
+		keeping:  make(map[uint64]keepExport),
+		kept:     make(map[string]*engine.KV),
 	}, nil
 }
 
@@ -234,6 +256,7 @@ func (m *Manager) Stats() Stats {
 	}
 	s.CachedBlocks, s.CachedBytes, s.CacheBytesLimit = len(m.index), m.bytes, m.cfg.CacheBytes
 	s.EventsPending, s.EventsDropped = m.events.n, m.events.dropped
+	s.Leases, s.LeaseBytes = len(m.kept), m.keptSize
 	return s
 }
 
@@ -264,7 +287,7 @@ func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool)
 		return 0, false
 	}
 	m.slotUsed[slot] = true
-	s := &sequence{slot: engine.Slot(slot), salt: opt.Salt}
+	s := &sequence{slot: engine.Slot(slot), salt: opt.Salt, keep: opt.Keep, keepN: opt.KeepPositions}
 	m.seqs[id] = s
 	if m.Caching() && !opt.NoCache {
 		cached = m.lookup(id, s, opt.Tokens)
@@ -419,6 +442,7 @@ func (m *Manager) Free(id engine.SeqID, offer bool) {
 	if offer {
 		m.Offer(id)
 	}
+	m.keepOnFree(id, s, offer)
 	delete(m.seqs, id)
 	// A restore not yet applied would refill the slot after its clear.
 	m.restores = slices.DeleteFunc(m.restores, func(r engine.Restore) bool { return r.Seq == id })
@@ -431,6 +455,9 @@ func (m *Manager) Free(id engine.SeqID, offer bool) {
 func (m *Manager) Store(exported []engine.Exported) {
 	bs := m.cfg.BlockSize
 	for _, x := range exported {
+		if m.storeKept(x) {
+			continue
+		}
 		p, ok := m.pending[x.Tag]
 		if !ok {
 			continue
@@ -580,6 +607,18 @@ func appendChainKey(buf []byte, parent Hash, first bool, salt string) []byte {
 		return append(buf, salt...)
 	}
 	return append(buf, parent[:]...)
+}
+
+// BlockHashes returns the hashes of the full blocks of tokens (blockSize
+// tokens each; a partial last block has none) in the cache namespace salt:
+// the keys the Manager gives those blocks, and that its BlockStored events
+// carry. A router that sees a Manager's events only (another process)
+// computes a prompt's hashes with it to find the longest cached prefix.
+func BlockHashes(tokens []int32, salt string, blockSize int) []Hash {
+	if blockSize <= 0 {
+		return nil
+	}
+	return hashBlocks(nil, tokens, salt, blockSize, len(tokens)/blockSize)
 }
 
 // hashBlocks extends hashes to cover the first n full blocks of tokens.

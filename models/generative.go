@@ -128,6 +128,7 @@ type Generative struct {
 	task      string
 
 	model *llamacpp.Model
+	path  string
 	tok   *tokenizer.Tokenizer
 	core  *core.EngineCore
 
@@ -217,7 +218,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	g := &Generative{
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
 		version: version, task: task, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
-		model: m, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
+		model: m, path: path, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 	}
 	ctxParams := llamacpp.ContextParams{
 		Slots:          sz.maxSeqs,
@@ -442,6 +443,13 @@ func (g *Generative) Tokenizer() *tokenizer.Tokenizer { return g.tok }
 // CheckGrammar reports whether the engine can use the GBNF grammar g
 // (api/openai.GrammarChecker): llamacpp.Model.CheckGrammar.
 func (g *Generative) CheckGrammar(gbnf string) error { return g.model.CheckGrammar(gbnf) }
+
+// Path is the GGUF file the model was loaded from.
+func (g *Generative) Path() string { return g.path }
+
+// Core is the model's engine core, for what goes beyond Submit (KV
+// transfer, cache events: api/worker).
+func (g *Generative) Core() *core.EngineCore { return g.core }
 
 // Stats returns the engine core's latest snapshot.
 func (g *Generative) Stats() scheduler.Stats { return g.core.Stats() }

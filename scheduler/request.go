@@ -48,6 +48,11 @@ type Request struct {
 	// after the first, with that many alternatives. It disables the prefix
 	// cache for this request, since cached tokens have no logits.
 	PromptLogprobs int
+	// KeepKV, when not empty, names a transfer (a prefill whose KV another
+	// node pulls): when choice 0 is freed holding its whole prompt, the KV
+	// manager exports the prompt's KV and keeps it under that name
+	// (kvcache.AdmitOptions.Keep). Only with N == 1.
+	KeepKV string
 }
 
 // FinishReason says why a choice ended.

@@ -161,6 +161,8 @@ func (c *Config) CheckRequest(r *Request) error {
 		return errors.New("scheduler: request without an arrival time")
 	case r.N < 1:
 		return reqErr(FieldN, ErrInvalid, r.N, 1)
+	case r.KeepKV != "" && r.N != 1:
+		return reqErr(FieldN, ErrInvalid, r.N, 1)
 	case r.N > c.MaxNumSeqs:
 		return reqErr(FieldN, ErrLimit, r.N, c.MaxNumSeqs)
 	case len(r.Prompt) == 0:
@@ -411,10 +413,12 @@ func (s *Scheduler) Schedule() *engine.Step {
 			continue
 		}
 		cached, ok := s.kv.Admit(sq.id, kvcache.AdmitOptions{
-			Tokens:  sq.tokens,
-			Salt:    sq.req.req.CacheSalt,
-			NoCache: sq.wantsPromptLogprobs(),
-			Count:   !sq.admitted,
+			Tokens:        sq.tokens,
+			Salt:          sq.req.req.CacheSalt,
+			NoCache:       sq.wantsPromptLogprobs(),
+			Count:         !sq.admitted,
+			Keep:          sq.keepKV(),
+			KeepPositions: len(sq.req.req.Prompt),
 		})
 		if !ok {
 			break // strict order: nothing jumps the head of the queue
@@ -615,6 +619,15 @@ func (s *Scheduler) Update(step *engine.Step, res engine.StepResult) {
 }
 
 func (s *Scheduler) find(id engine.SeqID) *sequence { return s.byID[id] }
+
+// keepKV is the name the KV manager keeps the sequence's prompt KV under:
+// the request's KeepKV, for choice 0.
+func (sq *sequence) keepKV() string {
+	if sq.choice != 0 {
+		return ""
+	}
+	return sq.req.req.KeepKV
+}
 
 func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
 	rq := sq.req

@@ -56,6 +56,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
+	p.transfer = h.transfer
 	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
 	if err != nil {
 		h.fail(w, r, id, err)
@@ -80,6 +81,8 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Model:   meta.model,
 		Choices: make([]chatChoice, len(res)),
 		Usage:   g.usage(),
+
+		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
 	if k := g.params.promptLogprobs; k >= 0 {
 		resp.PromptLogprobs = promptLogprobsList(tokenNames{g.tok, g.params.tokensAsIDs}, g.prompts[0].tokens, g.promptLPs[0], k)

@@ -34,6 +34,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	echo := req.Echo != nil && *req.Echo
+	p.transfer = h.transfer
 	g, err := submit(r.Context(), m, p, prompts, id, arrival, param)
 	if err != nil {
 		h.fail(w, r, id, err)
@@ -58,6 +59,8 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		Model:   meta.model,
 		Choices: make([]completionChoice, len(res)),
 		Usage:   usageOf(u),
+
+		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
 	for i := range res {
 		c := g.choices[i]

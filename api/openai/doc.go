@@ -205,6 +205,13 @@
 // for any other reason while choices still run, Stream.Cancel is called
 // right away, so the scheduler frees their KV memory within a step.
 //
+// vLLM's kv_transfer_params (kvtransfer.go) go through Options.KVTransfer
+// instead of Model.Submit: do_remote_decode submits a prefill whose prompt
+// KV is kept for a remote decode and answers (not streamed, one choice)
+// with the params that say where to pull it; do_remote_prefill pulls that
+// KV and continues, computing the prompt itself when the pull fails. The
+// transfer itself is api/worker's; docs/API.md has the contract.
+//
 // # Embeddings, score, rerank, tokenize
 //
 // POST /v1/embeddings takes input as a string, an array of strings, an

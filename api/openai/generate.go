@@ -38,6 +38,9 @@ type generation struct {
 	promptLPs     [][]engine.Logprobs
 	promptLPKnown []bool
 	open          int // choices not done
+	// kvParams, for a prefill whose KV a remote decode pulls, returns the
+	// response's kv_transfer_params once the generation ended.
+	kvParams func(context.Context) (map[string]any, error)
 }
 
 // choiceDelta pairs a choice with what one batch added to it.
@@ -79,7 +82,7 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 		req.Deadline = deadline
 		reqs[i] = &req
 	}
-	streams, err := m.Submit(ctx, reqs)
+	streams, err := g.submitTo(ctx, m, p, reqs)
 	if err != nil {
 		return nil, p.requestError(err, promptParam)
 	}
@@ -90,6 +93,52 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 		}
 	}
 	return g, nil
+}
+
+// submitTo submits the requests: to the model, or through the KV transfer
+// for kv_transfer_params.
+func (g *generation) submitTo(ctx context.Context, m Model, p *genParams, reqs []*scheduler.Request) ([]*core.Stream, error) {
+	kv := p.wire.KVTransferParams
+	if !kv.active() {
+		return m.Submit(ctx, reqs)
+	}
+	if p.transfer == nil {
+		return nil, invalid("kv_transfer_params", "This server does not transfer KV (it serves several models, or has no gRPC port).")
+	}
+	if len(reqs) != 1 {
+		return nil, invalid("kv_transfer_params", "kv_transfer_params needs exactly one prompt.")
+	}
+	if err := kv.check(p.stream, p.base.N); err != nil {
+		return nil, err
+	}
+	var (
+		st  *core.Stream
+		err error
+	)
+	if kv.DoRemoteDecode {
+		st, g.kvParams, err = p.transfer.SubmitPrefill(ctx, m.Name(), reqs[0])
+	} else {
+		st, err = p.transfer.SubmitRemote(ctx, m.Name(), reqs[0], kv.addr(), *kv.TransferID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*core.Stream{st}, nil
+}
+
+// transferParams returns the response's kv_transfer_params of a prefill
+// for a remote decode (nil otherwise, or when its KV could not be kept:
+// the router's decode then computes the prompt itself).
+func (g *generation) transferParams(ctx context.Context, log func(error)) map[string]any {
+	if g.kvParams == nil {
+		return nil
+	}
+	params, err := g.kvParams(ctx)
+	if err != nil {
+		log(err)
+		return nil
+	}
+	return params
 }
 
 // close cancels every stream that still has running choices: the client

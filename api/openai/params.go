@@ -54,6 +54,8 @@ type genParams struct {
 	topLogprobsParam string
 	// wire is the decoded request, for error messages.
 	wire *commonRequest
+	// transfer serves kv_transfer_params (nil: refused).
+	transfer KVTransfer
 	// keepSpecial shows control tokens in the text (skip_special_tokens
 	// false); truncate keeps a prompt's last tokens (truncate_prompt_tokens;
 	// 0: off); promptLogprobs lists that many alternatives per prompt token

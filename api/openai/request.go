@@ -47,6 +47,9 @@ type commonRequest struct {
 	// ReturnTokensAsTokenIDs (vLLM) names tokens in logprobs as
 	// "token_id:<id>", for clients that need the exact ids.
 	ReturnTokensAsTokenIDs *bool `json:"return_tokens_as_token_ids"`
+	// KVTransferParams (vLLM) asks for a prefill whose KV a remote decode
+	// pulls, or a decode that pulls a remote prefill's KV (kvtransfer.go).
+	KVTransferParams *kvTransferParams `json:"kv_transfer_params"`
 }
 
 type streamOptions struct {

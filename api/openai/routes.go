@@ -31,6 +31,8 @@ type Options struct {
 	// must be unique among live requests: do not pass a client's header
 	// through unchecked. Nil, or an empty result, means a random id.
 	RequestID func(*http.Request) string
+	// KVTransfer serves kv_transfer_params; nil refuses them (400).
+	KVTransfer KVTransfer
 }
 
 // Mount adds the OpenAI routes to r:
@@ -65,6 +67,7 @@ type handler struct {
 	log       *slog.Logger
 	maxBody   int64
 	requestID func(*http.Request) string
+	transfer  KVTransfer
 	now       func() time.Time
 	seed      func() uint32
 }
@@ -75,6 +78,7 @@ func newHandler(b Backend, opts Options) *handler {
 		log:       opts.Logger,
 		maxBody:   opts.MaxBodyBytes,
 		requestID: opts.RequestID,
+		transfer:  opts.KVTransfer,
 		now:       time.Now,
 		seed:      mrand.Uint32,
 	}

@@ -76,6 +76,8 @@ type chatCompletion struct {
 	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
 	// PromptLogprobs is vLLM's, with prompt_logprobs.
 	PromptLogprobs []map[string]promptLogprobEntry `json:"prompt_logprobs,omitempty"`
+	// KVTransferParams (vLLM) tells a router where a prefill's KV is.
+	KVTransferParams map[string]any `json:"kv_transfer_params,omitempty"`
 }
 
 type chatChoice struct {
@@ -172,6 +174,8 @@ type completion struct {
 	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
 	Choices           []completionChoice `json:"choices"`
 	Usage             usageField         `json:"usage,omitzero"`
+	// KVTransferParams (vLLM) tells a router where a prefill's KV is.
+	KVTransferParams map[string]any `json:"kv_transfer_params,omitempty"`
 }
 
 type completionChoice struct {

@@ -27,7 +27,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/api/openai"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
+	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -82,6 +84,7 @@ type serveFlags struct {
 	logFormat        string
 	logLevel         string
 	llamaLogLevel    string
+	kvLease          time.Duration
 }
 
 // defaultThreads gives ggml every core. Measured on two cores, one thread
@@ -108,10 +111,15 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			return serve(cmd.Context(), f)
+			return serve(cmd.Context(), f, nil)
 		},
 	}
-	fl := cmd.Flags()
+	addServeFlags(cmd.Flags(), f)
+	return cmd
+}
+
+// addServeFlags defines serve's flags on fl (serve and worker share them).
+func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
 	})
@@ -148,6 +156,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.BoolVar(&f.mlock, "mlock", false, "lock the model in RAM")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "deadline for every request (e.g. 10m); 0: none")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let running requests finish on SIGTERM")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-grace", 30*time.Second, "the same as --shutdown-timeout (the drain time the Kubernetes manifests set)")
 	fl.StringArrayVar(&f.apiKeys, "api-key", nil, "require this key as a Bearer token on every inference route (repeatable; health and metrics stay open)")
 	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file with API keys, one per line (blank lines and lines starting with # ignored)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "origins browsers may call the API from (comma-separated or repeated; \"*\" for any); default: none")
@@ -160,7 +169,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
-	return cmd
+	fl.DurationVar(&f.kvLease, "kv-transfer-lease", 30*time.Second, "how long a prefill's KV waits for a remote decode to pull it (kv_transfer_params do_remote_decode, the worker service's Prefill) before it is freed")
 }
 
 // settings are the flags, checked and converted, ready to load models with.
@@ -218,6 +227,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads))
 	case f.poll < 0 || f.poll > 100:
 		checks = append(checks, bad("poll", "%d is outside 0 to 100", f.poll))
+	case f.kvLease <= 0 || f.kvLease > 10*time.Minute:
+		checks = append(checks, bad("kv-transfer-lease", "%s is outside (0, 10m]", f.kvLease))
 	case f.requestTimeout < 0:
 		checks = append(checks, bad("request-timeout", "%s is negative", f.requestTimeout))
 	case f.shutdownTimeout < 0:
@@ -298,10 +309,14 @@ var configFlags = map[string]string{
 
 // applyEnv sets every flag not given on the command line from
 // LLMSERVE_<NAME>.
+// flagAliases pairs flags that set the same value: the environment never
+// overrides one given on the command line through the other.
+var flagAliases = map[string]string{"shutdown-grace": "shutdown-timeout", "shutdown-timeout": "shutdown-grace"}
+
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(fl *pflag.Flag) {
-		if err != nil || fl.Changed {
+		if err != nil || fl.Changed || (flagAliases[fl.Name] != "" && fs.Changed(flagAliases[fl.Name])) {
 			return
 		}
 		key := "LLMSERVE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
@@ -421,9 +436,12 @@ func findGGUF(dir string) (string, error) {
 	return "", fmt.Errorf("--model-dir %s: %d .gguf files (%s); pass one with --model", dir, len(matches), strings.Join(matches, ", "))
 }
 
-func serve(ctx context.Context, f *serveFlags) (err error) {
+func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	set, err := f.validate()
 	if err != nil {
+		return err
+	}
+	if err := wf.validate(f); err != nil {
 		return err
 	}
 	log, err := newLogger(f.logFormat, f.logLevel)
@@ -475,8 +493,17 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		}
 		repo.LoadAll(ctx)
 	}
+	workerSrv, err := newWorkerService(wf, f, registry, set.apiKeys, log, reg)
+	if err != nil {
+		return err
+	}
+	var kvTransfer openai.KVTransfer
+	if f.grpcPort > 0 && repo == nil && len(set.specs) == 1 {
+		kvTransfer = workerSrv
+	}
 	handler, err := api.NewHandler(api.Options{
-		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
+		KVTransfer: kvTransfer,
+		Registry:   registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
 		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
 		CORS: api.CORSOptions{
 			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
@@ -500,8 +527,8 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			httpLn.Close()
 			return fmt.Errorf("--grpc-port: %w", err)
 		}
-		// --api-key covers the gRPC inference service too.
-		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys)
+		// --api-key covers the gRPC inference and worker services too.
+		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
 		// Calls are tracked so that unloading a model waits for them.
 		unaryTrack, streamTrack := api.GRPCTracking(registry)
 		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
@@ -511,17 +538,48 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo)})
 		defer hs.Shutdown()
 	}
+	// The internal worker service: on serve's gRPC server (so that a peer
+	// pulls KV through vLLM's kv_transfer_params), and on --worker-port for
+	// `llmserve worker`.
+	if grpcSrv != nil {
+		workerSrv.Register(grpcSrv)
+	}
+	grpcSrvs := []*grpc.Server{grpcSrv}
+	var workerLn net.Listener
+	if wf != nil {
+		if workerLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(wf.port))); err != nil {
+			httpLn.Close()
+			if grpcLn != nil {
+				grpcLn.Close()
+			}
+			return fmt.Errorf("--worker-port: %w", err)
+		}
+		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
+		ws := grpc.NewServer(grpc.ChainUnaryInterceptor(unaryAuth), grpc.ChainStreamInterceptor(streamAuth))
+		hs := health.NewServer()
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		healthpb.RegisterHealthServer(ws, hs)
+		workerSrv.Register(ws)
+		defer hs.Shutdown()
+		grpcSrvs = append(grpcSrvs, ws)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(httpLn) }()
 	if grpcSrv != nil {
 		go func() { errc <- grpcSrv.Serve(grpcLn) }()
 	}
+	if workerLn != nil {
+		go func() { errc <- grpcSrvs[len(grpcSrvs)-1].Serve(workerLn) }()
+	}
 	attrs := []any{"http", httpLn.Addr().String()}
 	if grpcLn != nil {
 		attrs = append(attrs, "grpc", grpcLn.Addr().String())
+	}
+	if workerLn != nil {
+		attrs = append(attrs, "worker", workerLn.Addr().String(), "role", wf.role)
 	}
 	log.Info("serving", attrs...)
 
@@ -533,7 +591,9 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 			return err
 		}
 	}
-	return shutdown(log, srv, inflight, grpcSrv, registry, f.shutdownTimeout)
+	// Event watches (a head's) would hold GracefulStop for the whole grace.
+	workerSrv.Close()
+	return shutdown(log, srv, inflight, grpcSrvs, registry, f.shutdownTimeout)
 }
 
 // inflight counts the requests being handled, so that shutdown can wait
@@ -578,22 +638,21 @@ func (h *inflight) wait(ctx context.Context) {
 // a plain one with a 503; a gRPC call with UNAVAILABLE, a request on a
 // ModelStreamInfer stream with an in-band error), and shutdown returns an
 // error saying how many were cut, so that the process exits non-zero.
-func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *grpc.Server, registry *models.Registry, grace time.Duration) error {
+func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrvs []*grpc.Server, registry *models.Registry, grace time.Duration) error {
 	registry.Drain()
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	// gRPC calls finish like HTTP requests: within the grace period, after
 	// which the models' Stop ends them (UNAVAILABLE, or an in-band error
 	// on a stream) and they count as cut.
+	grpcSrvs = slices.DeleteFunc(slices.Clone(grpcSrvs), func(g *grpc.Server) bool { return g == nil })
 	grpcDone := make(chan struct{})
-	if grpcSrv != nil {
-		go func() {
-			grpcSrv.GracefulStop()
-			close(grpcDone)
-		}()
-	} else {
+	go func() {
+		for _, g := range grpcSrvs {
+			g.GracefulStop()
+		}
 		close(grpcDone)
-	}
+	}()
 	if err := srv.Shutdown(graceCtx); err == nil {
 		select {
 		case <-grpcDone:
@@ -613,7 +672,9 @@ func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrv *g
 	select {
 	case <-grpcDone:
 	case <-endCtx.Done():
-		grpcSrv.Stop()
+		for _, g := range grpcSrvs {
+			g.Stop()
+		}
 	}
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancelFlush()

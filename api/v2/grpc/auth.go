@@ -3,6 +3,7 @@ package v2grpc
 import (
 	"context"
 	"crypto/subtle"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -17,9 +18,14 @@ const inferencePrefix = "/inference.GRPCInferenceService/"
 
 // AuthInterceptors require "authorization: Bearer <key>" metadata with one
 // of keys on every call of the inference service (the gRPC side of
-// --api-key); a missing or wrong key is UNAUTHENTICATED. With no keys they
-// let everything through.
-func AuthInterceptors(keys []string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+// --api-key), and of the services named in services (full names, such as
+// "llmserve.worker.v1.Worker"); a missing or wrong key is UNAUTHENTICATED.
+// With no keys they let everything through.
+func AuthInterceptors(keys []string, services ...string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	prefixes := []string{inferencePrefix}
+	for _, s := range services {
+		prefixes = append(prefixes, "/"+s+"/")
+	}
 	want := make([][]byte, 0, len(keys))
 	for _, k := range keys {
 		if k = strings.TrimSpace(k); k != "" {
@@ -27,7 +33,7 @@ func AuthInterceptors(keys []string) (grpc.UnaryServerInterceptor, grpc.StreamSe
 		}
 	}
 	check := func(ctx context.Context, method string) error {
-		if len(want) == 0 || !strings.HasPrefix(method, inferencePrefix) {
+		if len(want) == 0 || !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(method, p) }) {
 			return nil
 		}
 		var got []byte

@@ -1,0 +1,58 @@
+// Package worker is the internal gRPC service llmserve.worker.v1.Worker
+// (workerpb, generated from workerpb/worker.proto, which documents every
+// message) over one model's engine core. `llmserve worker` serves it on
+// --worker-port for a head; every serve process also registers it on its
+// --grpc-port, so that vLLM-style routers can move KV between plain serve
+// processes (kv_transfer_params, vllm.go). --api-key applies to it as to
+// the V2 gRPC service.
+//
+//	Info, Vocabulary           the model, the role, and a vocabulary-only GGUF (vocab.go)
+//	                           from which a head builds the same tokenizer
+//	Generate                   one request by token ids; stop_choice; cancel = abort
+//	Prefill                    prompt plus first token; the prompt's KV kept under a lease
+//	PullKV, ReleaseKV          the kept KV in CRC-32C-checked chunks, then a trailer
+//	Stats, WatchKVEvents       load, and the prefix cache's block events (snapshot first)
+//
+// # Roles
+//
+// both serves everything. prefill is meant for Prefill but still serves
+// Generate (a head with only prefill workers left can still answer). decode
+// serves Generate, pulling a remote prefill's KV, and refuses Prefill
+// (FAILED_PRECONDITION, ERROR_CODE_ROLE).
+//
+// # KV transfer (transfer.go)
+//
+// A Prefill runs as a one-token request whose prompt KV the engine core
+// keeps (core.EngineCore.Prefill, kvcache's keep) under a transfer id, in
+// the engine's own KV snapshot format (engine.KV: the bytes of N positions
+// as engine.KVLayout lays them out; the prefix cache stores the same). It
+// is freed when a PullKV sent its trailer, on ReleaseKV, or when the lease
+// ends (llmserve_kv_leases_expired_total). The decode worker pulls it
+// itself, straight from the prefill worker (KVSource.address), not through
+// the head: Pull checks every chunk's CRC-32C, the whole's, the size
+// against positions × bytes per position and the layout against its own;
+// SubmitWithTransfer then checks the KV covers a prefix of the request's
+// prompt in its cache salt and imports it into the prefix cache right
+// before the request is added (core.EngineCore.SubmitWithKV), so the
+// request restores all but the prompt's last token and computes from there:
+// the greedy output is the one a single process gives. On ANY failure
+// (peer gone, checksum, timeout, lease ended, mismatch, prefix caching
+// off) the request is submitted alone and computes its prompt
+// (vLLM's kv_load_failure_policy "recompute"), counted in
+// llmserve_kv_transfer_failures_total and _recomputed_total, and reported
+// in the Final message's KVTransferReport. llmserve_kv_transfer_bytes_total
+// counts the bytes by direction.
+//
+// # Errors
+//
+// Bad input is INVALID_ARGUMENT with a workerpb.Error detail whose param
+// names the field (ErrorDetail reads it); scheduler errors at submission
+// map to gRPC codes and ErrorCodes as worker.proto's Generate documents
+// (queue full → RESOURCE_EXHAUSTED, too long/limit/invalid →
+// INVALID_ARGUMENT, closed → UNAVAILABLE, deadline → DEADLINE_EXCEEDED);
+// errors after the start come in-band, in the aborted Output's error.
+//
+// What this package must not do: decide which worker serves a request (the
+// head does), or touch KV state outside the engine core's goroutine (it
+// talks to it through core's commands).
+package worker
