@@ -32,7 +32,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("llmserve {{.Version}}\n")
-	root.AddCommand(newServeCommand(), newWorkerCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newWorkerCommand(), newHeadCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
 	return root
 }
 
