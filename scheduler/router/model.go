@@ -107,14 +107,14 @@ type run struct {
 	cancel context.CancelFunc
 
 	mu         sync.Mutex
-	toks       [][]int32     // per choice: tokens delivered; guarded by mu
-	done       []bool        // per choice; guarded by mu
-	stopped    []bool        // per choice: StopChoice asked; guarded by mu
-	legOf      []*leg        // per choice: the leg running it; guarded by mu
+	toks       [][]int32       // per choice: tokens delivered; guarded by mu
+	done       []bool          // per choice; guarded by mu
+	stopped    []bool          // per choice: StopChoice asked; guarded by mu
+	legOf      []*leg          // per choice: the leg running it; guarded by mu
 	usage      scheduler.Usage // guarded by mu
-	migrations int           // guarded by mu
-	legs       int           // wire requests built; guarded by mu
-	exclude    []string      // workers that broke under this request; guarded by mu
+	migrations int             // guarded by mu
+	legs       int             // wire requests built; guarded by mu
+	exclude    []string        // workers that broke under this request; guarded by mu
 }
 
 // leg is one Generate call running some of a run's choices.
