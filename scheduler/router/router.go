@@ -169,6 +169,7 @@ func (r *Router) dropLocked(w *worker) {
 	delete(r.workers, w.addr)
 	w.removed = true
 	w.cancel()
+	r.m.blocks.DeleteLabelValues(w.addr)
 	r.log.Info("worker removed", "worker", w.addr)
 	r.notifyLocked()
 }
@@ -246,8 +247,9 @@ func (r *Router) setHealthLocked(w *worker, healthy bool, err error) {
 	if healthy {
 		r.log.Info("worker healthy", "worker", w.addr, "role", w.info.GetRole().String())
 	} else {
+		// Its blocks are forgotten when its event stream breaks (a
+		// reconnect starts with a snapshot); unhealthy, it is not picked.
 		r.log.Warn("worker unhealthy", "worker", w.addr, "err", err)
-		clear(w.blocks)
 	}
 	r.updateGaugesLocked()
 	r.notifyLocked()
@@ -286,6 +288,9 @@ func (r *Router) watchEvents(ctx context.Context, w *worker) {
 		err := r.followEvents(ctx, w)
 		r.mu.Lock()
 		clear(w.blocks)
+		if !w.removed {
+			r.m.blocks.WithLabelValues(w.addr).Set(0)
+		}
 		r.mu.Unlock()
 		if ctx.Err() == nil {
 			r.log.Debug("worker: KV event stream ended; reconnecting", "worker", w.addr, "err", err)
@@ -311,6 +316,9 @@ func (r *Router) followEvents(ctx context.Context, w *worker) error {
 		}
 		r.mu.Lock()
 		applyEvent(w.blocks, ev)
+		if !w.removed {
+			r.m.blocks.WithLabelValues(w.addr).Set(float64(len(w.blocks)))
+		}
 		r.mu.Unlock()
 	}
 }
@@ -558,6 +566,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	migrations prometheus.Counter
 	workers    *prometheus.GaugeVec
+	blocks     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -571,9 +580,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		workers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "llmserve_router_workers", Help: "Workers known to the head, by health.",
 		}, []string{"state"}),
+		blocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmserve_router_cached_blocks", Help: "Prefix-cache blocks the head knows each worker holds (from its KV events).",
+		}, []string{"worker"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.migrations, m.workers} {
+		for _, c := range []prometheus.Collector{m.requests, m.migrations, m.workers, m.blocks} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
