@@ -292,11 +292,18 @@ func retryable(err error) bool {
 	if e := errorDetail(err); e != nil {
 		return e.Code == workerpb.ErrorCode_ERROR_CODE_CLOSED || e.Code == workerpb.ErrorCode_ERROR_CODE_ROLE
 	}
-	switch status.Code(err) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false // a typed refusal already mapped (toError) or the caller's context
+	}
+	switch st.Code() {
 	case codes.Unavailable, codes.Unknown, codes.Internal, codes.FailedPrecondition, codes.Aborted:
 		return true
 	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return false
 }
 
 // prefill runs the prompt on a prefill worker (P/D). On success the first
