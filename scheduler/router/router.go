@@ -340,13 +340,13 @@ func applyEvent(blocks map[kvcache.Hash]struct{}, ev *workerpb.KVEvent) {
 	}
 }
 
-// Ready reports whether at least one healthy worker serves whole requests
-// (role both or decode; a prefill worker also does when no other is).
+// Ready reports whether at least one healthy worker decodes (role both
+// or decode).
 func (r *Router) Ready() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.workers {
-		if w.healthy {
+		if w.healthy && w.info != nil && slices.Contains(rolesOf(poolDecode), w.info.Role) {
 			return true
 		}
 	}
@@ -388,12 +388,16 @@ type candidate struct {
 	// load is its waiting plus running requests (the larger of its last
 	// Stats and the router's own count).
 	load int
+	// kvUsage is the fraction of its KV capacity in use (last Stats).
+	kvUsage float64
 }
 
 // cost is Dynamo's KV router cost: the prompt blocks the worker would
-// compute (weighted) plus its load. Lower is better.
+// compute, weighted, plus its load (requests waiting and running, the
+// decode work ahead; KV usage, between 0 and 1, parts workers whose
+// request counts are equal). Lower is better.
 func cost(c candidate, blocks int, weight float64) float64 {
-	return weight*float64(blocks-c.cached) + float64(c.load)
+	return weight*float64(blocks-c.cached) + float64(c.load) + c.kvUsage
 }
 
 // best returns the index of the lowest-cost candidate; ties go to the
@@ -468,6 +472,7 @@ func (r *Router) choose(p pool, prompt []int32, salt string, exclude []string) (
 		c := candidate{addr: w.addr, load: w.inflight}
 		if st := w.stats; st != nil {
 			c.load = max(c.load, int(st.Waiting+st.Running))
+			c.kvUsage = min(max(st.KvUsage, 0), 1)
 		}
 		if bs > 0 {
 			hs, ok := hashes[bs]

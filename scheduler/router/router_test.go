@@ -37,6 +37,7 @@ func TestBest(t *testing.T) {
 		{"a long prefix outweighs load", []candidate{{cached: 8, load: 3}, {cached: 0, load: 0}}, 8, 1, 0, 0},
 		{"the weight scales the prefix", []candidate{{cached: 2, load: 3}, {cached: 0, load: 0}}, 8, 2, 0, 0},
 		{"equal cost: lower load", []candidate{{cached: 0, load: 2}, {cached: 2, load: 4}}, 8, 1, 0, 0},
+		{"equal requests: lower KV usage", []candidate{{load: 1, kvUsage: 0.9}, {load: 1, kvUsage: 0.2}}, 8, 1, 0, 1},
 		{"full tie: round robin 0", []candidate{{}, {}, {}}, 4, 1, 0, 0},
 		{"full tie: round robin 1", []candidate{{}, {}, {}}, 4, 1, 1, 1},
 		{"full tie: round robin wraps", []candidate{{}, {}, {}}, 4, 1, 5, 2},
@@ -287,6 +288,55 @@ func waitHealthy(t *testing.T, r *Router, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestWatchDNS: the worker set follows the name's addresses; a failed
+// lookup keeps it.
+func TestWatchDNS(t *testing.T) {
+	fakes := map[string]*fakeWorker{}
+	for _, a := range []string{"10.0.0.1:8090", "10.0.0.2:8090", "[fd00::3]:8090"} {
+		fakes[a] = newFake(workerpb.Role_ROLE_BOTH)
+	}
+	r, _ := newTestRouter(t, Options{}, nil)
+	r.opts.Dial = func(addr string) (Client, error) { return fakes[addr], nil }
+	var answer atomic.Pointer[[]string]
+	set := func(ips ...string) { answer.Store(&ips) }
+	set("10.0.0.2", "10.0.0.1")
+	resolve := func(_ context.Context, host string) ([]string, error) {
+		if host != "llm-workers.ns.svc" {
+			return nil, errors.New("unknown host")
+		}
+		if ips := *answer.Load(); ips != nil {
+			return ips, nil
+		}
+		return nil, errors.New("SERVFAIL")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := r.WatchDNS(ctx, "llm-workers", time.Millisecond, resolve); err == nil {
+		t.Fatal("a name without a port was taken")
+	}
+	if err := r.WatchDNS(ctx, "llm-workers.ns.svc:8090", time.Millisecond, resolve); err != nil {
+		t.Fatal(err)
+	}
+	addrs := func() []string {
+		var out []string
+		for _, w := range r.Workers() {
+			out = append(out, w.Addr)
+		}
+		return out
+	}
+	waitFor := func(want ...string) {
+		for !slices.Equal(addrs(), want) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor("10.0.0.1:8090", "10.0.0.2:8090")
+	set("fd00::3", "10.0.0.2")
+	waitFor("10.0.0.2:8090", "[fd00::3]:8090")
+	set() // a failed lookup: the set stays
+	time.Sleep(5 * time.Millisecond)
+	waitFor("10.0.0.2:8090", "[fd00::3]:8090")
 }
 
 // TestHealth: a worker failing its checks turns unhealthy, is not
