@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,5 +393,80 @@ func TestHeadWorkerDeadAndBack(t *testing.T) {
 	}
 	if n := h.metric(t, "llmserve_router_requests_total", `worker="`+w1.addr+`"`); n == before {
 		t.Error("the worker that came back got no request")
+	}
+}
+
+// TestHeadFlags: bad discovery and routing flags stop the head at start
+// with a message naming what to fix.
+func TestHeadFlags(t *testing.T) {
+	bin := pdBinary(t)
+	tests := []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{nil, nil, "no workers: give --workers"},
+		{[]string{"--workers", "worker-1"}, nil, `--workers: "worker-1" is not host:port`},
+		{[]string{"--workers", "a:1", "--workers-dns", "b:2"}, nil, "give one of them"},
+		{[]string{"--workers-dns", "llm-workers"}, nil, "--workers-dns"},
+		{[]string{"--workers", "a:1", "--max-migrations", "-1"}, nil, "--max-migrations"},
+		{[]string{"--workers", "a:1", "--pd-min-prefill-tokens", "-5"}, nil, "--pd-min-prefill-tokens"},
+		{[]string{"--workers", "a:1", "--model", "a.gguf", "--model", "b.gguf"}, nil, "at most one model"},
+		{nil, []string{"LWS_LEADER_ADDRESS=llm-0.llm", "LWS_GROUP_SIZE=1"}, "LWS_GROUP_SIZE"},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bin, append([]string{"head", "--http-port", strconv.Itoa(freeTCPPort(t)), "--grpc-port", "0"}, tt.args...)...)
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "LLMSERVE_") && !strings.HasPrefix(kv, "LWS_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, tt.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("head %v %v: %v %s; want an error saying %q", tt.args, tt.env, err, out, tt.want)
+		}
+	}
+}
+
+// TestHeadNotReady: a head whose workers do not answer is live but not
+// ready, and serves no model.
+func TestHeadNotReady(t *testing.T) {
+	t.Parallel()
+	bin := pdBinary(t)
+	httpPort := freeTCPPort(t)
+	url := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	cmd := exec.Command(bin, "head", "--http-port", strconv.Itoa(httpPort), "--grpc-port", "0", "--workers", "127.0.0.1:"+strconv.Itoa(freeTCPPort(t)), "--log-level", "error")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the head did not stop cleanly on SIGTERM: %v", err)
+		}
+	})
+	get := func(path string) (int, string) {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	headWait(t, "the head listens", func() bool {
+		code, _ := get("/v2/health/live")
+		return code == http.StatusOK
+	})
+	if code, body := get("/v2/health/ready"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"ready":false`) {
+		t.Errorf("ready: %d %s", code, body)
+	}
+	if code, _ := get("/health"); code != http.StatusServiceUnavailable {
+		t.Errorf("/health: %d", code)
+	}
+	if code, body := get("/v1/models"); code != http.StatusOK || strings.Contains(body, `"id"`) {
+		t.Errorf("models: %d %s", code, body)
 	}
 }
