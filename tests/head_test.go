@@ -470,3 +470,29 @@ func TestHeadNotReady(t *testing.T) {
 		t.Errorf("models: %d %s", code, body)
 	}
 }
+
+// TestHeadAPIKey: with --api-key the head asks for the key and sends it
+// to workers started with the same key.
+func TestHeadAPIKey(t *testing.T) {
+	t.Parallel()
+	w := startWorkerProc(t, "both", "--api-key", "s3cret")
+	h := startHeadProc(t, []*headWorker{w}, "--api-key", "s3cret")
+	for _, tt := range []struct {
+		key  string
+		want int
+	}{{"", http.StatusUnauthorized}, {"s3cret", http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/completions", strings.NewReader(`{"model":"stories260K","prompt":"Once","max_tokens":4}`))
+		if tt.key != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("key %q: %d %s, want %d", tt.key, resp.StatusCode, b, tt.want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/metadata"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmserve/llmserve/api"
@@ -132,9 +133,26 @@ func (b headV2) Ready() bool {
 	return m != nil && !b.h.draining.Load() && m.Ready()
 }
 
-func dialWorker(addr string) (router.Client, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+// workerDialer dials workers; with key, every call carries it as a
+// Bearer token (workers started with the same --api-key require it).
+func workerDialer(key string) router.Dialer {
+	return func(addr string) (router.Client, error) { return dialWorker(addr, key) }
+}
+
+func dialWorker(addr, key string) (router.Client, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	if key != "" {
+		md := metadata.Pairs("authorization", "Bearer "+key)
+		opts = append(opts,
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+				return invoker(metadata.NewOutgoingContext(ctx, md), method, req, reply, cc, o...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(metadata.NewOutgoingContext(ctx, md), desc, cc, method, o...)
+			}))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +208,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ropts := router.Options{
-		Dial: dialWorker, CheckInterval: hf.checkInterval, RPCTimeout: hf.rpcTimeout,
+		Dial: workerDialer(firstKey(set.apiKeys)), CheckInterval: hf.checkInterval, RPCTimeout: hf.rpcTimeout,
 		PDMinPrefillTokens: hf.pdMinPrefill, MaxMigrations: hf.maxMigrations, Logger: log, Registerer: reg,
 	}
 	if hf.pdMinPrefill == 0 {
@@ -286,6 +304,13 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	}
 	hm.draining.Store(true)
 	return shutdown(log, srv, inflight, []*grpc.Server{grpcSrv}, registry, f.shutdownTimeout)
+}
+
+func firstKey(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
 }
 
 // loadHeadModel waits for a healthy worker, then builds the tokenizer from
