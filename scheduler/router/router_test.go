@@ -134,15 +134,18 @@ func TestParseWorkers(t *testing.T) {
 // script(request) and then the script's error (nil: a Final and EOF).
 type fakeWorker struct {
 	workerpb.WorkerClient
-	role   workerpb.Role
-	down   atomic.Bool
-	events chan *workerpb.KVEvent
-	script func(req *workerpb.Request) ([]*workerpb.GenerateResponse, error)
+	role workerpb.Role
+	down atomic.Bool
+	// prefillFails makes Prefill fail while the checks pass.
+	prefillFails atomic.Bool
+	events       chan *workerpb.KVEvent
+	script       func(req *workerpb.Request) ([]*workerpb.GenerateResponse, error)
 	// gate, when set, holds the script's final error until it is closed.
 	gate chan struct{}
 
-	mu   sync.Mutex
-	reqs []*workerpb.Request
+	mu       sync.Mutex
+	reqs     []*workerpb.Request
+	prefills []*workerpb.Request
 }
 
 func newFake(role workerpb.Role) *fakeWorker {
@@ -605,5 +608,85 @@ func TestCancel(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.m.migrations); n != 0 {
 		t.Fatalf("a cancelled request migrated")
+	}
+}
+
+func (f *fakeWorker) Prefill(_ context.Context, in *workerpb.PrefillRequest, _ ...grpc.CallOption) (*workerpb.PrefillResponse, error) {
+	f.mu.Lock()
+	f.prefills = append(f.prefills, in.Request)
+	f.mu.Unlock()
+	if f.down.Load() || f.prefillFails.Load() || f.role == workerpb.Role_ROLE_DECODE {
+		return nil, errDown
+	}
+	return &workerpb.PrefillResponse{TransferId: "t1", FirstToken: 50, Positions: int32(len(in.Request.Prompt))}, nil
+}
+
+func (f *fakeWorker) ReleaseKV(context.Context, *workerpb.ReleaseKVRequest, ...grpc.CallOption) (*workerpb.ReleaseKVResponse, error) {
+	return &workerpb.ReleaseKVResponse{Released: true}, nil
+}
+
+// TestPrefillDecode: the decode worker is chosen first; a remote prefill
+// runs only when the prompt's uncached part reaches the threshold, its
+// first token goes to the client and the decode worker continues from it
+// with kv_source; a failed prefill leaves the whole request to the decode
+// worker.
+func TestPrefillDecode(t *testing.T) {
+	tests := []struct {
+		name        string
+		threshold   int
+		prompt      []int32
+		prefillDown bool
+		wantPrefill bool
+	}{
+		{"long prompt: remote prefill", 4, []int32{1, 2, 3, 4, 5, 6}, false, true},
+		{"short prompt: decode alone", 8, []int32{1, 2, 3, 4, 5, 6}, false, false},
+		{"P/D disabled", -1, []int32{1, 2, 3, 4, 5, 6}, false, false},
+		{"prefill worker fails: decode alone", 4, []int32{1, 2, 3, 4, 5, 6}, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, d := newFake(workerpb.Role_ROLE_PREFILL), newFake(workerpb.Role_ROLE_DECODE)
+			d.script = func(req *workerpb.Request) ([]*workerpb.GenerateResponse, error) {
+				toks := make([]int32, req.MaxTokens)
+				for i := range toks {
+					toks[i] = 60 + int32(i)
+				}
+				return []*workerpb.GenerateResponse{out(0, workerpb.FinishReason_FINISH_REASON_LENGTH, toks...)}, nil
+			}
+			r, _ := newTestRouter(t, Options{PDMinPrefillTokens: tt.threshold}, map[string]*fakeWorker{"p:1": p, "d:1": d})
+			p.prefillFails.Store(tt.prefillDown)
+			m := NewModel(r, ModelOptions{Name: "m", MaxModelLen: 100})
+			req := &scheduler.Request{ID: "r", Prompt: tt.prompt, N: 1, MaxTokens: 4, Arrival: time.Now(), PromptLogprobs: -1}
+			streams, err := m.Submit(context.Background(), []*scheduler.Request{req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks, fins, _ := collect(t, streams[0], 1)
+			got := d.requests()
+			if len(got) != 1 {
+				t.Fatalf("decode worker got %d requests", len(got))
+			}
+			g := got[0]
+			if tt.wantPrefill {
+				want := []int32{50, 60, 61, 62}
+				if !slices.Equal(toks[0], want) || fins[0] != scheduler.FinishLength {
+					t.Fatalf("tokens %v %s, want %v", toks[0], fins[0], want)
+				}
+				if !slices.Equal(g.Prompt, append(slices.Clone(tt.prompt), 50)) || g.MaxTokens != 3 ||
+					g.KvSource.GetAddress() != "p:1" || g.KvSource.GetTransferId() != "t1" {
+					t.Fatalf("decode request: prompt %v max %d kv_source %v", g.Prompt, g.MaxTokens, g.KvSource)
+				}
+				return
+			}
+			if !slices.Equal(toks[0], []int32{60, 61, 62, 63}) || !slices.Equal(g.Prompt, tt.prompt) || g.KvSource != nil {
+				t.Fatalf("tokens %v; decode request prompt %v kv_source %v", toks[0], g.Prompt, g.KvSource)
+			}
+			p.mu.Lock()
+			n := len(p.prefills)
+			p.mu.Unlock()
+			if tt.prefillDown != (n == 1) {
+				t.Fatalf("%d prefill calls", n)
+			}
+		})
 	}
 }
