@@ -187,6 +187,16 @@ func TestHeadPrefillDecode(t *testing.T) {
 	if n := h.metric(t, "llmserve_router_requests_total", `worker="`+p.addr+`"`); n != 16 {
 		t.Errorf("the prefill worker got %v requests, want 16", n)
 	}
+	// With the prefill worker gone, the decode worker computes everything.
+	p.kill()
+	more := headPrompts(20)[16:]
+	for _, prompt := range more {
+		got, _ := completion(t, h, prompt, 24)
+		want, _ := completion(t, ref, prompt, 24)
+		if got != want {
+			t.Errorf("without the prefill worker: %q, one serve process %q", got, want)
+		}
+	}
 }
 
 // synthModel writes a heavier model (smollm2-135m's shape, the stories
