@@ -82,7 +82,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 	r.MethodNotAllowed(methodNotAllowed)
 
 	reg := opts.Registry
-	var v2b infer.Backend = V2Backend(reg)
+	v2b := V2Backend(reg)
 	var oab openai.Backend = openaiBackend{reg}
 	if opts.V2 != nil && opts.OpenAI != nil {
 		v2b, oab = opts.V2, opts.OpenAI

@@ -331,7 +331,7 @@ func loadHeadModel(ctx context.Context, rt *router.Router, f *serveFlags, set *s
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		path = filepath.Join(dir, "vocab.gguf")
 		if err := fetchVocabulary(ctx, client, path); err != nil {
 			return nil, fmt.Errorf("vocabulary from a worker: %w", err)
@@ -378,15 +378,15 @@ func fetchVocabulary(ctx context.Context, c workerpb.WorkerClient, path string) 
 			break
 		}
 		if err != nil {
-			out.Close()
+			_ = out.Close()
 			return err
 		}
 		if ch.Offset != n {
-			out.Close()
+			_ = out.Close()
 			return fmt.Errorf("chunk at offset %d, want %d", ch.Offset, n)
 		}
 		if _, err := out.Write(ch.Data); err != nil {
-			out.Close()
+			_ = out.Close()
 			return err
 		}
 		n += int64(len(ch.Data))

@@ -100,7 +100,7 @@ func LWSWorkers(getenv func(string) string, port int) (addrs []string, ok bool, 
 	}
 	name, rest, _ := strings.Cut(leader, ".")
 	if name == "" {
-		return nil, true, fmt.Errorf("LWS_LEADER_ADDRESS=%q: want <lws>-<group>.<service>...", leader)
+		return nil, true, fmt.Errorf("LWS_LEADER_ADDRESS=%q: want <lws>-<group>.<service> and the rest of the pod's DNS name", leader)
 	}
 	for i := 1; i < n; i++ {
 		host := fmt.Sprintf("%s-%d", name, i)

@@ -231,7 +231,7 @@ func (g *fakeGen) Recv() (*workerpb.GenerateResponse, error) {
 		return nil, status.FromContextError(err).Err()
 	}
 	if len(g.msgs) == 0 {
-		if g.f.gate != nil && g.err != io.EOF {
+		if g.f.gate != nil && !errors.Is(g.err, io.EOF) {
 			select {
 			case <-g.f.gate:
 			case <-g.ctx.Done():
