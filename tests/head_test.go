@@ -18,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/models/stories260k"
 )
@@ -146,6 +150,27 @@ func TestHeadTwoWorkers(t *testing.T) {
 		if n := h.metric(t, "llmserve_router_requests_total", `worker="`+w.addr+`"`); n == 0 {
 			t.Errorf("worker %s got no request", w.addr)
 		}
+	}
+	// The V2 protocols run over the head too: REST generate and gRPC
+	// ModelInfer give the OpenAI route's text.
+	want0, _ := completion(t, ref, prompts[0], 16)
+	code, body := h.post(t, "/v2/models/stories260K/generate", map[string]any{"text_input": prompts[0], "parameters": map[string]any{"max_tokens": 16, "temperature": 0, "ignore_eos": true}})
+	var gen struct {
+		TextOutput string `json:"text_output"`
+	}
+	if err := json.Unmarshal(body, &gen); code != http.StatusOK || err != nil || gen.TextOutput != want0 {
+		t.Errorf("V2 generate through the head: %d %s; want %q", code, body, want0)
+	}
+	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := greedyRequest("g", prompts[0], 16)
+	req.Parameters["ignore_eos"] = boolParam(true)
+	resp, err := pb.NewGRPCInferenceServiceClient(conn).ModelInfer(context.Background(), req)
+	if err != nil || deltaText(t, resp) != want0 {
+		t.Errorf("gRPC ModelInfer through the head: %v %v; want %q", resp, err, want0)
 	}
 }
 
