@@ -302,8 +302,19 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 			return err
 		}
 	}
-	hm.draining.Store(true)
-	return shutdown(log, srv, inflight, []*grpc.Server{grpcSrv}, registry, f.shutdownTimeout)
+	return shutdown(log, srv, inflight, []*grpc.Server{grpcSrv}, hm, f.shutdownTimeout)
+}
+
+// Drain turns the head's readiness off (shutdown's stopper).
+func (h *headModel) Drain() { h.draining.Store(true) }
+
+// Stop ends the requests still running on workers (shutdown's stopper).
+func (h *headModel) Stop() int64 {
+	h.Drain()
+	if m := h.m.Load(); m != nil {
+		return m.Stop()
+	}
+	return 0
 }
 
 func firstKey(keys []string) string {

@@ -32,6 +32,10 @@ type Model struct {
 	maxLen  int
 	timeout time.Duration
 	tok     *tokenizer.Tokenizer
+
+	mu      sync.Mutex
+	runs    map[*run]struct{} // requests not finished; guarded by mu
+	stopped bool              // guarded by mu
 }
 
 // ModelOptions describe the remote model.
@@ -44,7 +48,42 @@ type ModelOptions struct {
 
 // NewModel returns the model the router's workers serve.
 func NewModel(r *Router, o ModelOptions) *Model {
-	return &Model{r: r, name: o.Name, created: time.Now().Unix(), maxLen: o.MaxModelLen, timeout: o.RequestTimeout, tok: o.Tokenizer}
+	return &Model{r: r, name: o.Name, created: time.Now().Unix(), maxLen: o.MaxModelLen, timeout: o.RequestTimeout, tok: o.Tokenizer, runs: map[*run]struct{}{}}
+}
+
+// errStopped ends the requests Stop cuts.
+var errStopped = fmt.Errorf("%w: the head is shutting down", scheduler.ErrClosed)
+
+// Stop ends every request still running (scheduler.ErrClosed, which the
+// client sees as an error event or a 503) and refuses new ones; it
+// returns how many it ended.
+func (m *Model) Stop() int64 {
+	m.mu.Lock()
+	m.stopped = true
+	runs := make([]*run, 0, len(m.runs))
+	for r := range m.runs {
+		runs = append(runs, r)
+	}
+	m.mu.Unlock()
+	for _, r := range runs {
+		r.stop(errStopped)
+	}
+	return int64(len(runs))
+}
+
+// track adds or removes a run from the live set; false when stopped.
+func (m *Model) track(r *run, live bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !live {
+		delete(m.runs, r)
+		return true
+	}
+	if m.stopped {
+		return false
+	}
+	m.runs[r] = struct{}{}
+	return true
 }
 
 // Name is the served model name.
@@ -77,12 +116,19 @@ func (m *Model) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.
 	var wg sync.WaitGroup
 	for i, req := range reqs {
 		runs[i] = newRun(m, req)
+		if !m.track(runs[i], true) {
+			for _, r := range runs[:i] {
+				r.cancel()
+			}
+			return nil, errStopped
+		}
 		wg.Go(func() { errs[i] = runs[i].start(ctx) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		for _, r := range runs {
 			r.cancel()
+			m.track(r, false)
 		}
 		for _, e := range errs {
 			if e != nil {
@@ -113,6 +159,7 @@ type run struct {
 	legOf      []*leg          // per choice: the leg running it; guarded by mu
 	usage      scheduler.Usage // guarded by mu
 	migrations int             // guarded by mu
+	stopErr    error           // why the run was stopped (nil: the client cancelled); guarded by mu
 	legs       int             // wire requests built; guarded by mu
 	exclude    []string        // workers that broke under this request; guarded by mu
 }
@@ -140,6 +187,22 @@ func newRun(m *Model, req *scheduler.Request) *run {
 	r.usage.PromptTokens = len(req.Prompt)
 	r.stream = core.NewStream(req.ID, n, r.abort)
 	return r
+}
+
+// stop ends the run with err.
+func (r *run) stop(err error) {
+	r.mu.Lock()
+	r.stopErr = err
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// cancelled is the error of choices ended by a cancel: nil when the
+// client cancelled, the Stop error otherwise.
+func (r *run) cancelled() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopErr
 }
 
 // abort is the stream's Cancel and StopChoice.
@@ -441,7 +504,7 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 		return
 	}
 	if r.ctx.Err() != nil {
-		r.finishRest(l.choices, nil)
+		r.finishRest(l.choices, r.cancelled())
 		return
 	}
 	r.m.r.markBroken(l.addr, err)
@@ -477,6 +540,9 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 		}
 		nl, first, err := r.open(r.ctx, []int{c}, false)
 		if err != nil {
+			if r.ctx.Err() != nil {
+				err = r.cancelled()
+			}
 			r.finishRest([]int{c}, err)
 			continue
 		}
@@ -494,11 +560,16 @@ func (r *run) deliver(o scheduler.Output) {
 	}
 	r.toks[o.Choice] = append(r.toks[o.Choice], o.Tokens...)
 	r.usage.CompletionTokens += len(o.Tokens)
+	all := false
 	if o.Finish != scheduler.FinishNone {
 		r.done[o.Choice] = true
+		all = !slices.Contains(r.done, false)
 	}
 	u := r.usage
 	r.mu.Unlock()
+	if all {
+		r.m.track(r, false)
+	}
 	r.stream.Push([]scheduler.Output{o}, u)
 }
 

@@ -690,3 +690,32 @@ func TestPrefillDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestStop: Stop ends the running requests with scheduler.ErrClosed
+// (what a client sees of a shutdown) and refuses new ones.
+func TestStop(t *testing.T) {
+	a := newFake(workerpb.Role_ROLE_BOTH)
+	a.gate = make(chan struct{}) // the call runs until Stop
+	a.script = func(*workerpb.Request) ([]*workerpb.GenerateResponse, error) {
+		return []*workerpb.GenerateResponse{out(0, 0, 1)}, errDown
+	}
+	r, _ := newTestRouter(t, Options{}, map[string]*fakeWorker{"a:1": a})
+	m := NewModel(r, ModelOptions{Name: "m", MaxModelLen: 100})
+	req := func() []*scheduler.Request {
+		return []*scheduler.Request{{ID: "r", Prompt: []int32{1}, N: 1, MaxTokens: 5, PromptLogprobs: -1}}
+	}
+	streams, err := m.Submit(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Stop(); n != 1 {
+		t.Fatalf("Stop ended %d requests, want 1", n)
+	}
+	_, fins, errs := collect(t, streams[0], 1)
+	if fins[0] != scheduler.FinishAbort || !errors.Is(errs[0], scheduler.ErrClosed) {
+		t.Fatalf("finish %s %v; want abort with ErrClosed", fins[0], errs[0])
+	}
+	if _, err := m.Submit(context.Background(), req()); !errors.Is(err, scheduler.ErrClosed) {
+		t.Fatalf("Submit after Stop: %v", err)
+	}
+}
