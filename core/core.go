@@ -349,9 +349,10 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 			c.sched.Update(step, res)
 		}
 		end := time.Now()
-		c.collectKept(end)
 		events := c.drainEvents()
 		st := c.publish()
+		// After publish: a caller woken by its lease sees it in Stats.
+		c.collectKept(end)
 		c.observeStep(step, res, st, events, end.Sub(start))
 		c.deliver(end)
 	}

@@ -148,6 +148,7 @@ func (c *EngineCore) ReleaseLease(ctx context.Context, name string) (bool, error
 		if l := c.leases[name]; l != nil && l.settled {
 			released = c.kv.Release(name)
 			delete(c.leases, name)
+			c.publish() // the caller sees the KV gone in Stats
 		}
 	})
 	return released, err
@@ -183,8 +184,15 @@ func (c *EngineCore) call(ctx context.Context, fn func()) error {
 func (c *EngineCore) collectKept(now time.Time) {
 	for _, k := range c.kv.TakeKept() {
 		l := c.leases[k.Name]
-		if l == nil || l.settled {
+		if l == nil {
+			// Released or expired meanwhile: nobody will pull it.
 			c.kv.Release(k.Name)
+			continue
+		}
+		if l.settled {
+			// A second keep of the same prompt (the sequence was
+			// preempted after its prompt and kept it then): the same
+			// positions, the same bytes; the lease stays as it is.
 			continue
 		}
 		if k.KV == nil {
@@ -212,7 +220,10 @@ func (c *EngineCore) leaseEnded(r *scheduler.Request, last scheduler.Output, now
 }
 
 // expireLeases frees the leases that ended; it returns the next expiry.
+// Stats are published before the expiries are counted, so that whoever
+// sees the count sees the KV gone.
 func (c *EngineCore) expireLeases(now time.Time) (next time.Time) {
+	expired := 0
 	for name, l := range c.leases {
 		if !l.settled {
 			continue
@@ -220,12 +231,16 @@ func (c *EngineCore) expireLeases(now time.Time) (next time.Time) {
 		if !now.Before(l.expires) {
 			c.kv.Release(name)
 			delete(c.leases, name)
-			c.leasesExpired.Add(1)
+			expired++
 			continue
 		}
 		if next.IsZero() || l.expires.Before(next) {
 			next = l.expires
 		}
+	}
+	if expired > 0 {
+		c.publish()
+		c.leasesExpired.Add(uint64(expired))
 	}
 	return next
 }
@@ -366,6 +381,11 @@ func (c *EngineCore) fanout(events []kvcache.Event, reset bool) {
 			ok = w.push(KVBatch{Snapshot: true, Events: snapshot()})
 		case len(events) > 0:
 			ok = w.push(KVBatch{Events: events})
+			if ok && w.needsSnapshot() {
+				// It fell behind just now: resync at once, not at the
+				// next step (there may be none for a while).
+				ok = w.push(KVBatch{Snapshot: true, Events: snapshot()})
+			}
 		default:
 			w.mu.Lock()
 			ok = !w.closed

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,7 +345,7 @@ func mustPort(t *testing.T, addr string) int {
 // counted); a decode whose prefill server was killed computes the prompt
 // itself and answers what one process answers.
 func TestPDLeaseAndDeadPeer(t *testing.T) {
-	prefill := startServeProc(t, "--kv-transfer-lease", "1s")
+	prefill := startServeProc(t, "--kv-transfer-lease", "2s")
 	decode := startServeProc(t)
 	ctx := context.Background()
 	info, err := prefill.worker.Info(ctx, &workerpb.InfoRequest{})
@@ -491,5 +492,94 @@ func TestWorkerFlags(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), "--"+strings.TrimPrefix(args[0], "--")) {
 			t.Errorf("worker %v: %v %s", args, err, out)
 		}
+	}
+}
+
+// TestWorkerProcessesPD: a prefill worker and a decode worker (processes,
+// --worker-port, an API key) split a request as a head does: Prefill on
+// one, Generate with kv_source on the other, which pulls the KV from the
+// first itself; the tokens are the one-process tokens.
+func TestWorkerProcessesPD(t *testing.T) {
+	pPort, dPort := freeTCPPort(t), freeTCPPort(t)
+	startProc(t, "worker", "--role", "prefill", "--worker-port", strconv.Itoa(pPort), "--api-key", "k1")
+	startProc(t, "worker", "--role", "decode", "--worker-port", strconv.Itoa(dPort), "--api-key", "k1")
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer k1")
+	dial := func(port int) workerpb.WorkerClient {
+		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return workerpb.NewWorkerClient(conn)
+	}
+	p, d := dial(pPort), dial(dPort)
+	run := func(c workerpb.WorkerClient, req *workerpb.Request) ([]int32, *workerpb.Final) {
+		s, err := c.Generate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: req}})
+		var out []int32
+		for {
+			msg, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := msg.GetFinal(); f != nil {
+				return out, f
+			}
+			out = append(out, msg.GetOutput().GetTokens()...)
+		}
+	}
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(30 + i*7%200)
+	}
+	want, _ := run(p, &workerpb.Request{Prompt: prompt, MaxTokens: 20})
+	pre, err := p.Prefill(ctx, &workerpb.PrefillRequest{Request: &workerpb.Request{Prompt: prompt, MaxTokens: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, final := run(d, &workerpb.Request{Prompt: prompt, MaxTokens: 20,
+		KvSource: &workerpb.KVSource{Address: "127.0.0.1:" + strconv.Itoa(pPort), TransferId: pre.TransferId}})
+	if !slices.Equal(got, want) {
+		t.Fatalf("P/D %v, one worker %v", got, want)
+	}
+	if r := final.KvTransfer; r.Recomputed || r.BytesReceived != pre.KvBytes || pre.Positions != int32(len(prompt)) {
+		t.Fatalf("report %v, prefill %v", r, pre)
+	}
+}
+
+// TestWorkerShutdownWithWatch: a head's open WatchKVEvents stream does not
+// hold a worker's shutdown for the whole grace period; the stream ends
+// UNAVAILABLE and the worker exits 0.
+func TestWorkerShutdownWithWatch(t *testing.T) {
+	port := freeTCPPort(t)
+	// A grace far longer than the test may wait: exiting within it shows
+	// the watch did not hold the graceful stop.
+	w := startProc(t, "worker", "--worker-port", strconv.Itoa(port), "--shutdown-timeout", "5m")
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := workerpb.NewWorkerClient(conn).WatchKVEvents(context.Background(), &workerpb.WatchKVEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := s.Recv(); err != nil || ev.Kind != workerpb.KVEventKind_KV_EVENT_KIND_SNAPSHOT_END {
+		t.Fatalf("first event %v %v, want the (empty) snapshot's end", ev, err)
+	}
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the watch ended with %v, want UNAVAILABLE", err)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not exit: the watch holds its graceful stop")
+	}
+	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, w.out.String())
 	}
 }

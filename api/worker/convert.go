@@ -72,6 +72,10 @@ func typedError(err error) *workerpb.Error {
 	if errors.As(err, &re) {
 		e.Param = schedulerParams[re.Field]
 	}
+	var qf *scheduler.QueueFullError
+	if errors.As(err, &qf) {
+		e.RetryAfterMs = qf.RetryAfter.Milliseconds()
+	}
 	switch {
 	case errors.Is(err, scheduler.ErrQueueFull):
 		e.Code = workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL

@@ -142,7 +142,13 @@ func (s *Server) model() (*models.Generative, error) {
 
 func (s *Server) vocabulary(g *models.Generative) ([]byte, [32]byte, error) {
 	s.vocabOnce.Do(func() {
-		s.vocab, s.vocabErr = vocabGGUF(g.Path())
+		// The worker's chat template, when it is not the model file's
+		// (--chat-template), travels in the vocabulary.
+		tmpl := ""
+		if ct := g.Tokenizer().ChatTemplate(); ct != nil && !ct.IsFallback() && ct.Source() != g.Info().ChatTemplate {
+			tmpl = ct.Source()
+		}
+		s.vocab, s.vocabErr = vocabGGUF(g.Path(), tmpl)
 		s.vocabSum = sha256.Sum256(s.vocab)
 	})
 	return s.vocab, s.vocabSum, s.vocabErr

@@ -135,7 +135,7 @@ func Pull(ctx context.Context, addr, transferID string, opt PullOptions) (*Pulle
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	if opt.APIKey != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+opt.APIKey)
 	}
@@ -184,6 +184,9 @@ func Pull(ctx context.Context, addr, transferID string, opt PullOptions) (*Pulle
 		}
 		layout := &engine.KVLayout{}
 		for _, sec := range t.GetLayout().GetSections() {
+			if sec.Groups < 1 || sec.Unit < 1 {
+				return nil, fmt.Errorf("a KV layout section of %d groups of %d bytes", sec.Groups, sec.Unit)
+			}
 			layout.Sections = append(layout.Sections, engine.KVSection{Groups: int(sec.Groups), Unit: int(sec.Unit)})
 		}
 		switch {

@@ -22,7 +22,7 @@ import (
 func (s *Server) modelNamed(name string) (*models.Generative, error) {
 	g, err := s.opts.Model()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", scheduler.ErrClosed, err)
+		return nil, fmt.Errorf("%w: %w", scheduler.ErrClosed, err)
 	}
 	if g.Name() != name {
 		return nil, fmt.Errorf("worker: kv_transfer_params serves model %q, not %q", g.Name(), name)

@@ -30,16 +30,21 @@ const (
 // of a few hundred thousand tokens take tens of MiB.
 const maxGGUFHeader = 512 << 20
 
+// chatTemplateKey is the GGUF key of the Jinja chat template.
+const chatTemplateKey = "tokenizer.chat_template"
+
 // vocabGGUF returns a vocabulary-only GGUF of the model file at path: its
 // header and every metadata key/value, byte for byte, with no tensors, as
 // llama.cpp's ggml-vocab-*.gguf files are. llama.cpp loads it with
 // vocab_only, which is all a head needs to tokenize as the worker does.
-func vocabGGUF(path string) ([]byte, error) {
+// template, when not empty, replaces the file's chat template (the
+// worker's --chat-template), so the head renders chats as the worker would.
+func vocabGGUF(path, template string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	r := &countingReader{r: bufio.NewReaderSize(f, 1<<20)}
 	var hdr struct {
 		Magic   [4]byte
@@ -57,10 +62,21 @@ func vocabGGUF(path string) ([]byte, error) {
 	out = append(out, hdr.Magic[:]...)
 	out = binary.LittleEndian.AppendUint32(out, hdr.Version)
 	out = binary.LittleEndian.AppendUint64(out, 0) // no tensors
+	countAt := len(out)
 	out = binary.LittleEndian.AppendUint64(out, hdr.KVs)
-	r.keep = &out
+	kvs := hdr.KVs
 	for i := uint64(0); i < hdr.KVs; i++ {
-		if err := skipString(r); err != nil {
+		start := len(out)
+		r.keep = &out
+		n, err := readU64(r)
+		if err != nil {
+			return nil, fmt.Errorf("metadata key %d: %w", i, err)
+		}
+		if n > 1<<16 {
+			return nil, fmt.Errorf("metadata key %d of %d bytes", i, n)
+		}
+		key := make([]byte, n)
+		if _, err := io.ReadFull(r, key); err != nil {
 			return nil, fmt.Errorf("metadata key %d: %w", i, err)
 		}
 		t, err := readU32(r)
@@ -70,11 +86,28 @@ func vocabGGUF(path string) ([]byte, error) {
 		if err := skipValue(r, t, 0); err != nil {
 			return nil, fmt.Errorf("metadata value %d: %w", i, err)
 		}
+		if template != "" && string(key) == chatTemplateKey {
+			out = out[:start] // replaced below
+			kvs--
+		}
 		if len(out) > maxGGUFHeader {
 			return nil, fmt.Errorf("GGUF metadata larger than %d bytes", maxGGUFHeader)
 		}
 	}
+	r.keep = nil
+	if template != "" {
+		out = appendString(out, chatTemplateKey)
+		out = binary.LittleEndian.AppendUint32(out, ggufString)
+		out = appendString(out, template)
+		kvs++
+	}
+	binary.LittleEndian.PutUint64(out[countAt:], kvs)
 	return out, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // countingReader copies what it reads into *keep.

@@ -156,6 +156,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.BoolVar(&f.mlock, "mlock", false, "lock the model in RAM")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "deadline for every request (e.g. 10m); 0: none")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let running requests finish on SIGTERM")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-grace", 30*time.Second, "the same as --shutdown-timeout (the drain time the Kubernetes manifests set)")
 	fl.StringArrayVar(&f.apiKeys, "api-key", nil, "require this key as a Bearer token on every inference route (repeatable; health and metrics stay open)")
 	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file with API keys, one per line (blank lines and lines starting with # ignored)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "origins browsers may call the API from (comma-separated or repeated; \"*\" for any); default: none")
@@ -308,10 +309,14 @@ var configFlags = map[string]string{
 
 // applyEnv sets every flag not given on the command line from
 // LLMSERVE_<NAME>.
+// flagAliases pairs flags that set the same value: the environment never
+// overrides one given on the command line through the other.
+var flagAliases = map[string]string{"shutdown-grace": "shutdown-timeout", "shutdown-timeout": "shutdown-grace"}
+
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(fl *pflag.Flag) {
-		if err != nil || fl.Changed {
+		if err != nil || fl.Changed || (flagAliases[fl.Name] != "" && fs.Changed(flagAliases[fl.Name])) {
 			return
 		}
 		key := "LLMSERVE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))

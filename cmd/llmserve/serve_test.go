@@ -149,6 +149,36 @@ func TestApplyEnv(t *testing.T) {
 	}
 }
 
+// --shutdown-grace is --shutdown-timeout; the environment does not
+// override one given on the command line through the other name.
+func TestShutdownGraceAlias(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want time.Duration
+	}{
+		{[]string{"--shutdown-grace", "45s"}, "", 45 * time.Second},
+		{[]string{"--shutdown-timeout", "10s"}, "LLMSERVE_SHUTDOWN_GRACE=1m", 10 * time.Second},
+		{nil, "LLMSERVE_SHUTDOWN_GRACE=1m", time.Minute},
+	} {
+		f := &serveFlags{}
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		addServeFlags(fs, f)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if k, v, ok := strings.Cut(tc.env, "="); ok {
+			t.Setenv(k, v)
+		}
+		if err := applyEnv(fs); err != nil {
+			t.Fatal(err)
+		}
+		if f.shutdownTimeout != tc.want {
+			t.Errorf("%v %s: %s, want %s", tc.args, tc.env, f.shutdownTimeout, tc.want)
+		}
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	cases := map[string]int64{"512MiB": 512 << 20, "2GiB": 2 << 30, "1GB": 1e9, "1000": 1000, "1.5 KiB": 1536}
 	for in, want := range cases {

@@ -56,7 +56,7 @@ func (wf *workerFlags) validate(f *serveFlags) error {
 		return nil
 	}
 	if _, err := worker.ParseRole(wf.role); err != nil {
-		return fmt.Errorf("--role: %q: %v", wf.role, err)
+		return fmt.Errorf("--role: %q: %w", wf.role, err)
 	}
 	switch {
 	case wf.port < 1 || wf.port > 65535:

@@ -902,6 +902,12 @@ func (x *KVSource) GetTimeoutMs() int64 {
 
 // Request is one generation request: scheduler.Request plus what the
 // worker needs to run it.
+//
+// Migration (a worker died mid-stream): the head resends the request to
+// another worker with prompt = the original prompt plus the tokens the
+// client already got, max_tokens = what is left and min_tokens reduced by
+// the tokens already generated; the new worker serves it as any request
+// (its prefix cache may hold the prompt).
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// request_id is unique among the worker's live requests (the head's id;
@@ -1324,7 +1330,10 @@ type Error struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// param names the offending request field (e.g. "prompt",
 	// "max_tokens", "sampling.grammar") when the error is about one.
-	Param         string `protobuf:"bytes,3,opt,name=param,proto3" json:"param,omitempty"`
+	Param string `protobuf:"bytes,3,opt,name=param,proto3" json:"param,omitempty"`
+	// retry_after_ms, for ERROR_CODE_QUEUE_FULL, is when the worker expects
+	// room in its queue (the Retry-After the OpenAI layer would send).
+	RetryAfterMs  int64 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1378,6 +1387,13 @@ func (x *Error) GetParam() string {
 		return x.Param
 	}
 	return ""
+}
+
+func (x *Error) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // Output is scheduler.Output: what one choice produced since its previous
@@ -2605,7 +2621,12 @@ func (*WatchKVEventsRequest) Descriptor() ([]byte, []int) {
 	return file_worker_proto_rawDescGZIP(), []int{31}
 }
 
-// KVEvent is kvcache.Event with a sequence number.
+// KVEvent is kvcache.Event with a sequence number. Besides full blocks,
+// the cache stores tails (the positions after a sequence's last full
+// block, fewer than a block): they come as STORED events too, with the
+// last full block as parent and depth = the number of full blocks before
+// them. A router that matches full blocks (kvcache.BlockHashes) never looks
+// their hashes up and may ignore them.
 type KVEvent struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Sequence uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
@@ -2779,11 +2800,12 @@ const file_worker_proto_rawDesc = "" +
 	"\bLogprobs\x128\n" +
 	"\x06chosen\x18\x01 \x01(\v2 .llmserve.worker.v1.TokenLogprobR\x06chosen\x122\n" +
 	"\x03top\x18\x02 \x03(\v2 .llmserve.worker.v1.TokenLogprobR\x03top\x12\x12\n" +
-	"\x04rank\x18\x03 \x01(\x05R\x04rank\"j\n" +
+	"\x04rank\x18\x03 \x01(\x05R\x04rank\"\x90\x01\n" +
 	"\x05Error\x121\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1d.llmserve.worker.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
-	"\x05param\x18\x03 \x01(\tR\x05param\"\xb1\x02\n" +
+	"\x05param\x18\x03 \x01(\tR\x05param\x12$\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"\xb1\x02\n" +
 	"\x06Output\x12\x16\n" +
 	"\x06choice\x18\x01 \x01(\x05R\x06choice\x12\x16\n" +
 	"\x06tokens\x18\x02 \x03(\x05R\x06tokens\x128\n" +

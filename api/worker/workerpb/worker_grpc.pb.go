@@ -64,8 +64,11 @@ type WorkerClient interface {
 	// byte for byte, with no tensors (tensor count 0), like llama.cpp's
 	// ggml-vocab-*.gguf files. The head writes the concatenation to a file
 	// and loads it with llamacpp.ModelParams{VocabOnly: true} to build the
-	// same tokenizer.Tokenizer the worker uses (chat template, special
-	// tokens and EOS included).
+	// same tokenizer.Tokenizer the worker uses (special tokens and EOS
+	// included): tokenizer.New(model, model.Meta("tokenizer.chat_template"))
+	// (a vocabulary-only model's Info() has no ChatTemplate). That key holds
+	// the template the worker renders with: its --chat-template when it has
+	// one, else the model file's; absent, both use the ChatML fallback.
 	Vocabulary(ctx context.Context, in *VocabularyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[VocabularyChunk], error)
 	// Generate runs one request. The first client message must be a
 	// GenerateRequest with `request` set; later messages may only carry
@@ -251,8 +254,11 @@ type WorkerServer interface {
 	// byte for byte, with no tensors (tensor count 0), like llama.cpp's
 	// ggml-vocab-*.gguf files. The head writes the concatenation to a file
 	// and loads it with llamacpp.ModelParams{VocabOnly: true} to build the
-	// same tokenizer.Tokenizer the worker uses (chat template, special
-	// tokens and EOS included).
+	// same tokenizer.Tokenizer the worker uses (special tokens and EOS
+	// included): tokenizer.New(model, model.Meta("tokenizer.chat_template"))
+	// (a vocabulary-only model's Info() has no ChatTemplate). That key holds
+	// the template the worker renders with: its --chat-template when it has
+	// one, else the model file's; absent, both use the ChatML fallback.
 	Vocabulary(*VocabularyRequest, grpc.ServerStreamingServer[VocabularyChunk]) error
 	// Generate runs one request. The first client message must be a
 	// GenerateRequest with `request` set; later messages may only carry
