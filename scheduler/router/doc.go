@@ -44,7 +44,9 @@
 // came back; a refusal is mapped to the scheduler error the API layer
 // maps locally. The run then follows the Generate stream and keeps each
 // choice's delivered tokens. When the stream breaks (UNAVAILABLE, EOF
-// without a Final: the worker died), every unfinished choice is sent again,
+// without a Final: the worker died), every unfinished choice is sent again
+// (and so is a choice the worker ended with ERROR_CODE_CLOSED, shutting
+// down),
 // alone (n = 1, its own seed), to another healthy worker: the prompt plus
 // the tokens already delivered, max_tokens and min_tokens reduced by them.
 // The client's stream continues with no token lost or repeated. Greedy

@@ -477,11 +477,13 @@ func (r *run) call(ctx context.Context, p pick, wreq *workerpb.Request, choices 
 }
 
 // follow reads a leg to its end; when its stream breaks, its unfinished
-// choices move to other workers.
+// choices move to other workers, and so do choices the worker ended
+// because it is shutting down (ERROR_CODE_CLOSED).
 func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 	defer r.m.r.release(l.addr)
 	defer l.cancel()
 	final := false
+	var closed []int // choices the worker aborted with ERROR_CODE_CLOSED
 	var err error
 	for msg != nil {
 		switch m := msg.Msg.(type) {
@@ -490,7 +492,14 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 			if int(o.Choice) >= len(l.choices) {
 				break
 			}
-			r.deliver(fromOutput(o, l.choices[o.Choice]))
+			out := fromOutput(o, l.choices[o.Choice])
+			if out.Finish == scheduler.FinishAbort && o.GetError().GetCode() == workerpb.ErrorCode_ERROR_CODE_CLOSED {
+				out.Finish, out.Err = scheduler.FinishNone, nil
+				closed = append(closed, out.Choice)
+			}
+			if len(out.Tokens) > 0 || out.Finish != scheduler.FinishNone || len(out.PromptLogprobs) > 0 {
+				r.deliver(out)
+			}
 		case *workerpb.GenerateResponse_Final:
 			final = true
 			r.mu.Lock()
@@ -499,23 +508,31 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 		}
 		msg, err = l.call.Recv()
 	}
-	if final && errors.Is(err, io.EOF) {
-		r.finishRest(l.choices, nil) // a worker that ended a choice without saying so
-		return
-	}
 	if r.ctx.Err() != nil {
 		r.finishRest(l.choices, r.cancelled())
 		return
 	}
-	r.m.r.markBroken(l.addr, err)
-	r.mu.Lock()
-	r.exclude = append(r.exclude, l.addr)
 	var rest []int
+	broke := !final || !errors.Is(err, io.EOF)
+	r.mu.Lock()
 	for _, c := range l.choices {
-		if !r.done[c] {
+		if !r.done[c] && (broke || slices.Contains(closed, c)) {
 			rest = append(rest, c)
 		}
 	}
+	r.mu.Unlock()
+	if !broke {
+		// A worker that ended a choice without saying so: it ends here.
+		r.finishRest(slices.DeleteFunc(slices.Clone(l.choices), func(c int) bool { return slices.Contains(rest, c) }), nil)
+		if len(rest) == 0 {
+			return
+		}
+		err = fmt.Errorf("worker %s is shutting down", l.addr)
+	} else {
+		r.m.r.markBroken(l.addr, err)
+	}
+	r.mu.Lock()
+	r.exclude = append(r.exclude, l.addr)
 	over := r.migrations >= r.m.r.opts.MaxMigrations
 	if len(rest) > 0 && !over {
 		r.migrations++
@@ -525,7 +542,7 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 		return
 	}
 	if over {
-		r.finishRest(rest, fmt.Errorf("%w: worker %s failed mid-stream and the request already moved %d times (--max-migrations)", scheduler.ErrEngine, l.addr, r.m.r.opts.MaxMigrations))
+		r.finishRest(rest, fmt.Errorf("%w: worker %s failed mid-stream and the request already moved %d times (--max-migrations)", scheduler.ErrEngine, l.addr, max(r.m.r.opts.MaxMigrations, 0)))
 		return
 	}
 	r.m.r.m.migrations.Inc()
@@ -636,7 +653,8 @@ func toError(e *workerpb.Error) error {
 	var base error
 	switch e.Code {
 	case workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL:
-		return fmt.Errorf("%w: %s", &scheduler.QueueFullError{RetryAfter: time.Second}, e.Message)
+		ra := time.Duration(e.GetRetryAfterMs()) * time.Millisecond
+		return fmt.Errorf("%w: %s", &scheduler.QueueFullError{RetryAfter: max(ra, time.Second)}, e.Message)
 	case workerpb.ErrorCode_ERROR_CODE_TOO_LONG:
 		base = scheduler.ErrTooLong
 	case workerpb.ErrorCode_ERROR_CODE_LIMIT:

@@ -231,7 +231,7 @@ func (g *fakeGen) Recv() (*workerpb.GenerateResponse, error) {
 		return nil, status.FromContextError(err).Err()
 	}
 	if len(g.msgs) == 0 {
-		if g.f.gate != nil && !errors.Is(g.err, io.EOF) {
+		if g.f.gate != nil {
 			select {
 			case <-g.f.gate:
 			case <-g.ctx.Done():
@@ -717,5 +717,42 @@ func TestStop(t *testing.T) {
 	}
 	if _, err := m.Submit(context.Background(), req()); !errors.Is(err, scheduler.ErrClosed) {
 		t.Fatalf("Submit after Stop: %v", err)
+	}
+}
+
+// TestMigrateFromDrainingWorker: a choice a worker ended because it is
+// shutting down (ERROR_CODE_CLOSED) goes on on another worker; a choice it
+// finished stays finished.
+func TestMigrateFromDrainingWorker(t *testing.T) {
+	a, b := newFake(workerpb.Role_ROLE_BOTH), newFake(workerpb.Role_ROLE_BOTH)
+	a.gate = make(chan struct{})
+	a.script = func(*workerpb.Request) ([]*workerpb.GenerateResponse, error) {
+		closed := out(1, workerpb.FinishReason_FINISH_REASON_ABORT, 21)
+		closed.GetOutput().Error = &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_CLOSED, Message: "shutting down"}
+		return []*workerpb.GenerateResponse{out(0, workerpb.FinishReason_FINISH_REASON_STOP, 10, 2), out(1, 0, 20), closed}, nil
+	}
+	b.script = func(req *workerpb.Request) ([]*workerpb.GenerateResponse, error) {
+		return []*workerpb.GenerateResponse{out(0, workerpb.FinishReason_FINISH_REASON_LENGTH, make([]int32, req.MaxTokens)...)}, nil
+	}
+	r, _ := newTestRouter(t, Options{}, map[string]*fakeWorker{"a:1": a, "b:1": b})
+	b.down.Store(true)
+	waitHealthy(t, r, 1)
+	m := NewModel(r, ModelOptions{Name: "m", MaxModelLen: 100})
+	streams, err := m.Submit(context.Background(), []*scheduler.Request{{ID: "r", Prompt: []int32{1}, N: 2, MaxTokens: 4, PromptLogprobs: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.down.Store(false)
+	waitHealthy(t, r, 2)
+	close(a.gate)
+	toks, fins, errs := collect(t, streams[0], 2)
+	if !slices.Equal(toks[0], []int32{10, 2}) || fins[0] != scheduler.FinishStop {
+		t.Errorf("choice 0: %v %s", toks[0], fins[0])
+	}
+	if !slices.Equal(toks[1], []int32{20, 21, 0, 0}) || fins[1] != scheduler.FinishLength || errs[1] != nil {
+		t.Errorf("choice 1: %v %s %v; want [20 21 0 0] length", toks[1], fins[1], errs[1])
+	}
+	if got := b.requests(); len(got) != 1 || !slices.Equal(got[0].Prompt, []int32{1, 20, 21}) || got[0].MaxTokens != 2 {
+		t.Errorf("b got %v", got)
 	}
 }
