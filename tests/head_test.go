@@ -286,51 +286,63 @@ func (s *sseStream) next(t *testing.T) bool {
 // TestHeadMigration: SIGKILL a worker while 8 streams run through the
 // head: every stream completes with exactly one serve process's text
 // (its tokens moved to the other worker, none lost or repeated), and the
-// head counts the migrations.
+// head counts the migrations. The same when the worker is shut down
+// (SIGTERM with no grace: it ends its requests with ERROR_CODE_CLOSED).
 func TestHeadMigration(t *testing.T) {
 	t.Parallel()
 	model := synthModel(t)
 	const maxTokens = 120
 	args := []string{"--model", model, "--max-model-len", "256"}
 	ref := startServeProc(t, args...)
-	w1, w2 := startWorkerProc(t, "both", args...), startWorkerProc(t, "both", args...)
-	h := startHeadProc(t, []*headWorker{w1, w2})
 	prompts := headPrompts(8)
-	streams := make([]*sseStream, 8)
-	concurrently(8, func(i int) {
-		if s := openStream(t, h, prompts[i], maxTokens); s != nil && s.next(t) {
-			streams[i] = s
-		}
-	})
-	if t.Failed() {
-		t.FailNow()
+	want := make([]string, 8)
+	for i := range want {
+		want[i], _ = completion(t, ref, prompts[i], maxTokens)
 	}
-	// Every stream has its first tokens: kill the worker with the most
-	// requests now.
-	victim := w1
-	if h.metric(t, "llmserve_router_requests_total", `worker="`+w2.addr+`"`) > h.metric(t, "llmserve_router_requests_total", `worker="`+w1.addr+`"`) {
-		victim = w2
-	}
-	victim.kill()
-	got := make([]string, 8)
-	concurrently(8, func(i int) {
-		s := streams[i]
-		defer s.resp.Body.Close()
-		for s.next(t) {
-		}
-		if len(s.errs) > 0 {
-			t.Errorf("stream %d: error events %v", i, s.errs)
-		}
-		got[i] = s.text.String()
-	})
-	for i := range got {
-		want, _ := completion(t, ref, prompts[i], maxTokens)
-		if got[i] != want {
-			t.Errorf("stream %d: through the head %q, one serve process %q", i, got[i], want)
-		}
-	}
-	if n := h.metric(t, "llmserve_router_migrations_total", ""); n < 1 {
-		t.Errorf("llmserve_router_migrations_total = %v, want at least 1", n)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			wargs := append([]string{"--shutdown-timeout", "0s"}, args...)
+			w1, w2 := startWorkerProc(t, "both", wargs...), startWorkerProc(t, "both", wargs...)
+			h := startHeadProc(t, []*headWorker{w1, w2})
+			streams := make([]*sseStream, 8)
+			concurrently(8, func(i int) {
+				if s := openStream(t, h, prompts[i], maxTokens); s != nil && s.next(t) {
+					streams[i] = s
+				}
+			})
+			if t.Failed() {
+				t.FailNow()
+			}
+			// Every stream has its first tokens: stop the worker with the
+			// most requests now.
+			victim := w1
+			if h.metric(t, "llmserve_router_requests_total", `worker="`+w2.addr+`"`) > h.metric(t, "llmserve_router_requests_total", `worker="`+w1.addr+`"`) {
+				victim = w2
+			}
+			if err := victim.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			<-victim.done
+			got := make([]string, 8)
+			concurrently(8, func(i int) {
+				s := streams[i]
+				defer s.resp.Body.Close()
+				for s.next(t) {
+				}
+				if len(s.errs) > 0 {
+					t.Errorf("stream %d: error events %v", i, s.errs)
+				}
+				got[i] = s.text.String()
+			})
+			for i := range got {
+				if got[i] != want[i] {
+					t.Errorf("stream %d: through the head %q, one serve process %q", i, got[i], want[i])
+				}
+			}
+			if n := h.metric(t, "llmserve_router_migrations_total", ""); n < 1 {
+				t.Errorf("llmserve_router_migrations_total = %v, want at least 1", n)
+			}
+		})
 	}
 }
 
