@@ -278,11 +278,24 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	loadCtx, cancelLoad := context.WithCancel(ctx)
 	defer cancelLoad()
 	go func() {
-		m, err := loadHeadModel(loadCtx, rt, f, set, log)
-		if err != nil {
-			if loadCtx.Err() == nil {
-				errc <- err
+		var m *router.Model
+		var err error
+		for {
+			m, err = loadHeadModel(loadCtx, rt, f, set, log)
+			if err == nil || loadCtx.Err() != nil {
+				break
 			}
+			if len(f.models) == 1 {
+				errc <- err // the head's own --model: retrying will not help
+				return
+			}
+			log.Warn("loading the vocabulary from a worker failed; retrying", "err", err)
+			select {
+			case <-loadCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		if err != nil {
 			return
 		}
 		hm.m.Store(m)
