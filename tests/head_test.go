@@ -519,11 +519,16 @@ func TestHeadNotReady(t *testing.T) {
 }
 
 // TestHeadAPIKey: with --api-key the head asks for the key and sends it
-// to workers started with the same key.
+// to workers started with the same key. The head loads its vocabulary
+// from its own --model here.
 func TestHeadAPIKey(t *testing.T) {
 	t.Parallel()
+	vocab, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := startWorkerProc(t, "both", "--api-key", "s3cret")
-	h := startHeadProc(t, []*headWorker{w}, "--api-key", "s3cret")
+	h := startHeadProc(t, []*headWorker{w}, "--api-key", "s3cret", "--model", vocab)
 	for _, tt := range []struct {
 		key  string
 		want int
