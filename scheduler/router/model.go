@@ -322,7 +322,7 @@ func (r *run) open(ctx context.Context, choices []int, pd bool) (*leg, *workerpb
 		}
 		if pd && len(choices) == 1 && wreq.PromptLogprobs == nil && r.m.r.opts.PDMinPrefillTokens > 0 &&
 			len(wreq.Prompt)-p.cached >= r.m.r.opts.PDMinPrefillTokens && r.m.r.hasPrefillPool() {
-			done, err := r.prefill(ctx, wreq, choices[0], p)
+			next, done, err := r.prefill(ctx, wreq, choices[0], p)
 			if err != nil {
 				r.m.r.release(p.addr)
 				return nil, nil, err
@@ -332,7 +332,9 @@ func (r *run) open(ctx context.Context, choices []int, pd bool) (*leg, *workerpb
 				return nil, nil, nil
 			}
 			pd = false
-			// wreq now continues from the prefill's first token with its KV.
+			if next != nil {
+				wreq = next // continues from the prefill's first token, with its KV
+			}
 		}
 		l, first, err := r.call(ctx, p, wreq, choices)
 		if err == nil {
@@ -370,14 +372,15 @@ func retryable(err error) bool {
 }
 
 // prefill runs the prompt on a prefill worker (P/D). On success the first
-// token is delivered and wreq is changed to continue from it, pulling the
-// KV from the prefill worker; done is true when that token ended the
-// request. When the prefill fails, wreq is unchanged and the decode worker
-// does everything.
-func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, decode pick) (done bool, err error) {
+// token is delivered and next is the decode worker's request: continuing
+// from that token, pulling the KV from the prefill worker; done is true
+// when that token ended the request. When the prefill fails (but for a
+// request the decode worker would refuse as well), next is nil and the
+// decode worker does everything.
+func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, decode pick) (next *workerpb.Request, done bool, err error) {
 	pp, ok := r.m.r.choose(poolPrefill, wreq.Prompt, wreq.CacheSalt, []string{decode.addr})
 	if !ok {
-		return false, nil
+		return nil, false, nil
 	}
 	defer r.m.r.release(pp.addr)
 	r.m.r.m.requests.WithLabelValues(pp.addr).Inc()
@@ -388,16 +391,17 @@ func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, d
 	cancel()
 	if err != nil {
 		if r.ctx.Err() != nil {
-			return false, r.ctx.Err()
+			return nil, false, r.ctx.Err()
 		}
-		if e := errorDetail(err); e != nil && !retryable(err) && e.Code != workerpb.ErrorCode_ERROR_CODE_ENGINE {
-			return false, toError(e) // the request itself is bad: the decode worker would refuse it too
+		switch e := errorDetail(err); e.GetCode() {
+		case workerpb.ErrorCode_ERROR_CODE_INVALID, workerpb.ErrorCode_ERROR_CODE_TOO_LONG, workerpb.ErrorCode_ERROR_CODE_LIMIT, workerpb.ErrorCode_ERROR_CODE_DEADLINE:
+			return nil, false, toError(e) // the request itself: the decode worker would refuse it too
 		}
 		r.m.r.log.Warn("remote prefill failed; the decode worker computes the prompt", "prefill", pp.addr, "err", err)
 		if retryable(err) {
 			r.m.r.markBroken(pp.addr, err)
 		}
-		return false, nil
+		return nil, false, nil
 	}
 	out := scheduler.Output{Choice: choice, Tokens: []int32{res.FirstToken}, Finish: fromFinish(res.FinishReason)}
 	if res.FirstLogprobs != nil {
@@ -414,11 +418,11 @@ func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, d
 		rctx, rcancel := context.WithTimeout(context.Background(), r.m.r.opts.RPCTimeout)
 		_, _ = pp.client.ReleaseKV(rctx, &workerpb.ReleaseKVRequest{TransferId: res.TransferId})
 		rcancel()
-		return true, nil
+		return nil, true, nil
 	}
-	*wreq = *r.wireRequest([]int{choice})
-	wreq.KvSource = &workerpb.KVSource{Address: pp.addr, TransferId: res.TransferId, TimeoutMs: r.m.r.opts.TransferTimeout.Milliseconds()}
-	return false, nil
+	next = r.wireRequest([]int{choice})
+	next.KvSource = &workerpb.KVSource{Address: pp.addr, TransferId: res.TransferId, TimeoutMs: r.m.r.opts.TransferTimeout.Milliseconds()}
+	return next, false, nil
 }
 
 // PrefillTimeout bounds a remote prefill call.
