@@ -3,6 +3,7 @@
 //
 //	llmserve serve        serve models (the embedded stories260K by default)
 //	llmserve worker       serve one model plus the internal worker service a head routes to
+//	llmserve head         serve the public API over workers: KV-aware routing, P/D, migration (docs/ROUTING.md)
 //	llmserve bench        load-test any OpenAI-compatible server
 //	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
 //	llmserve version      print the version
