@@ -548,3 +548,29 @@ func TestHeadAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadChatTemplate: a worker's --chat-template reaches the head with
+// the vocabulary, so chats through the head are rendered as the worker
+// (and a serve process with the same template) renders them.
+func TestHeadChatTemplate(t *testing.T) {
+	t.Parallel()
+	tmpl := filepath.Join(t.TempDir(), "t.jinja")
+	src := "{% for m in messages %}Once upon a time, {{ m['content'] }} went to the park.{% endfor %}"
+	if err := os.WriteFile(tmpl, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := startServeProc(t, "--chat-template", tmpl)
+	w := startWorkerProc(t, "both", "--chat-template", tmpl)
+	h := startHeadProc(t, []*headWorker{w})
+	req := map[string]any{"model": "stories260K", "messages": []map[string]any{{"role": "user", "content": "Lily"}}, "max_tokens": 16, "temperature": 0}
+	_, gb := h.post(t, "/v1/chat/completions", req)
+	_, wb := ref.post(t, "/v1/chat/completions", req)
+	var gu, wu struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(gb, &gu) != nil || json.Unmarshal(wb, &wu) != nil || gu.Usage.PromptTokens != wu.Usage.PromptTokens || answerText(t, gb) != answerText(t, wb) {
+		t.Errorf("through the head %s; one serve process with the template %s", gb, wb)
+	}
+}

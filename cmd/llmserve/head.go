@@ -365,9 +365,12 @@ func loadHeadModel(ctx context.Context, rt *router.Router, f *serveFlags, set *s
 	if err != nil {
 		return nil, fmt.Errorf("load the vocabulary: %w", err)
 	}
+	// The template the worker renders with travels in its vocabulary (its
+	// --chat-template, else the model file's); a vocabulary-only model's
+	// Info has none, its metadata does.
 	tmpl := set.tmpl
 	if tmpl == "" {
-		tmpl = vm.Info().ChatTemplate
+		tmpl = vm.Meta("tokenizer.chat_template")
 	}
 	tok, err := tokenizer.New(vm, tmpl)
 	if err != nil {
