@@ -29,4 +29,9 @@
 // Readiness (/health, /v2/health/ready, /api/health/ready) is the
 // registry's: with a model repository, as --strict-readiness says (see
 // models.Repository).
+//
+// Options.OpenAI and Options.V2, when set, replace the registry's models
+// on the inference routes and decide readiness: llmserve head serves its
+// workers' model (scheduler/router.Model) through them, with an empty
+// registry that only tracks requests.
 package api

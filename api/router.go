@@ -22,6 +22,7 @@ import (
 	"github.com/llmserve/llmserve/api/kservev1"
 	"github.com/llmserve/llmserve/api/openai"
 	v2 "github.com/llmserve/llmserve/api/v2"
+	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/api/webui"
 	"github.com/llmserve/llmserve/models"
 )
@@ -50,6 +51,11 @@ type Options struct {
 	// KVTransfer, when set, serves vLLM's kv_transfer_params on the
 	// OpenAI routes (api/worker's Server).
 	KVTransfer openai.KVTransfer
+	// OpenAI and V2, when set, serve the inference routes instead of the
+	// registry's models, and V2.Ready decides readiness: llmserve head's
+	// remote models (scheduler/router). Registry still tracks requests.
+	OpenAI openai.Backend
+	V2     infer.Backend
 }
 
 // NewHandler returns the server's HTTP handler.
@@ -76,8 +82,14 @@ func NewHandler(opts Options) (http.Handler, error) {
 	r.MethodNotAllowed(methodNotAllowed)
 
 	reg := opts.Registry
+	v2b := V2Backend(reg)
+	var oab openai.Backend = openaiBackend{reg}
+	if opts.V2 != nil && opts.OpenAI != nil {
+		v2b, oab = opts.V2, opts.OpenAI
+	}
+	ready := v2b.Ready
 	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) {
-		if !reg.Ready() {
+		if !ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
@@ -85,17 +97,17 @@ func NewHandler(opts Options) (http.Handler, error) {
 		writeJSON(w, http.StatusOK, map[string]bool{"live": true})
 	})
 	r.Get("/v2/health/ready", func(w http.ResponseWriter, _ *http.Request) {
-		ready := reg.Ready()
+		ok := ready()
 		code := http.StatusOK
-		if !ready {
+		if !ok {
 			code = http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, map[string]bool{"ready": ready})
+		writeJSON(w, code, map[string]bool{"ready": ok})
 	})
 	// Triton's legacy health routes: no body, 200 or 503.
 	r.Get("/api/health/live", func(http.ResponseWriter, *http.Request) {})
 	r.Get("/api/health/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !reg.Ready() {
+		if !ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
@@ -111,13 +123,13 @@ func NewHandler(opts Options) (http.Handler, error) {
 		if keys := nonEmpty(opts.APIKeys); len(keys) > 0 {
 			r.Use(bearerAuth(keys))
 		}
-		openai.Mount(r, openaiBackend{reg}, openai.Options{
+		openai.Mount(r, oab, openai.Options{
 			Logger:       log,
 			MaxBodyBytes: opts.MaxBodyBytes,
 			KVTransfer:   opts.KVTransfer,
 		})
-		v2.Mount(r, V2Backend(reg), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
-		kservev1.Mount(r, V2Backend(reg), kservev1.Options{
+		v2.Mount(r, v2b, v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
+		kservev1.Mount(r, v2b, kservev1.Options{
 			Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Other: http.HandlerFunc(methodNotAllowed),
 		})
 		if opts.Repository != nil {

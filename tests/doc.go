@@ -9,6 +9,10 @@
 // grpcurl`). v2_repository_test.go serves a model repository (load,
 // unload while a stream runs, reload, corrupt GGUFs, strict readiness over
 // REST and gRPC); kservev1_test.go drives KServe V1, the V2 embed task and
-// infer_stream. They assert what a user sees (exact greedy tokens,
+// infer_stream. head_test.go runs `llmserve head` with `llmserve worker`
+// processes on loopback (built once, as pd_test.go does): two workers, a
+// prefill and a decode worker, a worker killed or shut down mid-stream,
+// prefix-aware routing, a worker that dies and comes back, compared with
+// one `serve` process. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

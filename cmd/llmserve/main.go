@@ -3,6 +3,7 @@
 //
 //	llmserve serve        serve models (the embedded stories260K by default)
 //	llmserve worker       serve one model plus the internal worker service a head routes to
+//	llmserve head         serve the public API over workers: KV-aware routing, P/D, migration (docs/ROUTING.md)
 //	llmserve bench        load-test any OpenAI-compatible server
 //	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
 //	llmserve synth mlp    write an MLP tensor model (ONNX, GGUF) from JSON or random weights
@@ -35,7 +36,7 @@ func newRootCommand() *cobra.Command {
 	root.SetVersionTemplate("llmserve {{.Version}}\n")
 	synthCmd := synth.NewCommand()
 	synthCmd.AddCommand(newSynthMLPCommand())
-	root.AddCommand(newServeCommand(), newWorkerCommand(), bench.NewCommand(), synthCmd, newVersionCommand())
+	root.AddCommand(newServeCommand(), newWorkerCommand(), newHeadCommand(), bench.NewCommand(), synthCmd, newVersionCommand())
 	return root
 }
 

@@ -596,6 +596,16 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	return shutdown(log, srv, inflight, grpcSrvs, registry, f.shutdownTimeout)
 }
 
+// stopper is what shutdown drains and then stops: serve's registry of
+// models, or the head's remote model.
+type stopper interface {
+	// Drain turns readiness off; running requests go on.
+	Drain()
+	// Stop ends the requests still running, with an error the client
+	// sees, and returns how many.
+	Stop() int64
+}
+
 // inflight counts the requests being handled, so that shutdown can wait
 // for the handlers of cut requests to write their endings.
 type inflight struct {
@@ -638,7 +648,7 @@ func (h *inflight) wait(ctx context.Context) {
 // a plain one with a 503; a gRPC call with UNAVAILABLE, a request on a
 // ModelStreamInfer stream with an in-band error), and shutdown returns an
 // error saying how many were cut, so that the process exits non-zero.
-func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrvs []*grpc.Server, registry *models.Registry, grace time.Duration) error {
+func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrvs []*grpc.Server, registry stopper, grace time.Duration) error {
 	registry.Drain()
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

@@ -1,0 +1,422 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/api/openai"
+	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
+	"github.com/llmserve/llmserve/api/v2/infer"
+	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/engine/llamacpp"
+	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/scheduler/router"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// headFlags are what `llmserve head` adds to serve's flags.
+type headFlags struct {
+	workers       string
+	workersDNS    string
+	dnsInterval   time.Duration
+	workerPort    int
+	maxMigrations int
+	pdMinPrefill  int
+	checkInterval time.Duration
+	rpcTimeout    time.Duration
+}
+
+func newHeadCommand() *cobra.Command {
+	f := &serveFlags{}
+	hf := &headFlags{}
+	cmd := &cobra.Command{
+		Use:   "head",
+		Short: "Serve the public API over workers (llmserve worker), routing each request to one",
+		Long: `Serve the public routes of serve (OpenAI API, V2 REST and gRPC, health,
+metrics) with no model weights: every request goes to a worker (llmserve
+worker) over its internal service, chosen by the prefix its KV cache holds
+balanced against its load; with prefill and decode pools the prompt is
+prefilled on a prefill worker and its KV pulled by the decode worker. A
+worker that dies mid-stream is replaced: the request moves to another
+worker with the tokens already sent (docs/ROUTING.md).
+
+Workers come from --workers, --workers-dns or, with neither, a
+LeaderWorkerSet's LWS_LEADER_ADDRESS and LWS_GROUP_SIZE (port --worker-port).
+--model, when given, is loaded vocabulary-only for tokenizing; otherwise the
+vocabulary comes from a worker. Flags of serve about loading and running a
+model are accepted and ignored. Every flag can also be set with
+LLMSERVE_<FLAG>.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return head(cmd.Context(), f, hf)
+		},
+	}
+	fl := cmd.Flags()
+	addServeFlags(fl, f)
+	fl.StringVar(&hf.workers, "workers", "", "workers' internal service addresses, host:port,...")
+	fl.StringVar(&hf.workersDNS, "workers-dns", "", "name:port whose every A/AAAA record is a worker (a Kubernetes headless service), re-resolved every --workers-dns-interval")
+	fl.DurationVar(&hf.dnsInterval, "workers-dns-interval", 10*time.Second, "how often --workers-dns is resolved again")
+	fl.IntVar(&hf.workerPort, "worker-port", 8090, "the workers' internal service port (with LeaderWorkerSet discovery)")
+	fl.IntVar(&hf.maxMigrations, "max-migrations", 3, "most times one request moves to another worker after its worker failed mid-stream (0: never)")
+	fl.IntVar(&hf.pdMinPrefill, "pd-min-prefill-tokens", 256, "with prefill workers: prefill remotely only when at least this many prompt tokens are not cached on the decode worker (0: never)")
+	fl.DurationVar(&hf.checkInterval, "worker-check-interval", time.Second, "how often each worker's health and load are polled")
+	fl.DurationVar(&hf.rpcTimeout, "worker-timeout", 5*time.Second, "timeout of the head's unary calls to workers (health, load)")
+	return cmd
+}
+
+// headModel holds the remote model once the vocabulary is known.
+type headModel struct {
+	m        atomic.Pointer[router.Model]
+	draining atomic.Bool
+}
+
+type headOpenAI struct{ h *headModel }
+
+func (b headOpenAI) Model(name string) (openai.Model, bool) {
+	if m := b.h.m.Load(); m != nil && m.Name() == name {
+		return m, true
+	}
+	return nil, false
+}
+
+func (b headOpenAI) Models() []openai.Model {
+	if m := b.h.m.Load(); m != nil {
+		return []openai.Model{m}
+	}
+	return nil
+}
+
+type headV2 struct{ h *headModel }
+
+func (b headV2) Model(name string) (infer.Model, bool) {
+	if m := b.h.m.Load(); m != nil && m.Name() == name {
+		return m, true
+	}
+	return nil, false
+}
+
+func (b headV2) Models() []infer.Model {
+	if m := b.h.m.Load(); m != nil {
+		return []infer.Model{m}
+	}
+	return nil
+}
+
+func (b headV2) Ready() bool {
+	m := b.h.m.Load()
+	return m != nil && !b.h.draining.Load() && m.Ready()
+}
+
+// workerDialer dials workers; with key, every call carries it as a
+// Bearer token (workers started with the same --api-key require it).
+func workerDialer(key string) router.Dialer {
+	return func(addr string) (router.Client, error) { return dialWorker(addr, key) }
+}
+
+func dialWorker(addr, key string) (router.Client, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	if key != "" {
+		md := metadata.Pairs("authorization", "Bearer "+key)
+		opts = append(opts,
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+				return invoker(metadata.NewOutgoingContext(ctx, md), method, req, reply, cc, o...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(metadata.NewOutgoingContext(ctx, md), desc, cc, method, o...)
+			}))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return workerClient{workerpb.NewWorkerClient(cc), cc}, nil
+}
+
+type workerClient struct {
+	workerpb.WorkerClient
+	io.Closer
+}
+
+func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
+	set, err := f.validate()
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(f.models) > 1:
+		return errors.New("--model: the head takes at most one model (its vocabulary)")
+	case hf.workers != "" && hf.workersDNS != "":
+		return errors.New("--workers and --workers-dns: give one of them")
+	case hf.maxMigrations < 0:
+		return fmt.Errorf("--max-migrations: %d is negative", hf.maxMigrations)
+	case hf.pdMinPrefill < 0:
+		return fmt.Errorf("--pd-min-prefill-tokens: %d is negative", hf.pdMinPrefill)
+	case hf.workerPort < 1 || hf.workerPort > 65535:
+		return fmt.Errorf("--worker-port: %d is not a TCP port", hf.workerPort)
+	}
+	var static []string
+	switch {
+	case hf.workers != "":
+		if static, err = router.ParseWorkers(hf.workers); err != nil {
+			return err
+		}
+	case hf.workersDNS == "":
+		addrs, ok, err := router.LWSWorkers(os.Getenv, hf.workerPort)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("no workers: give --workers host:port,..., --workers-dns name:port, or run in a LeaderWorkerSet (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE)")
+		}
+		static = addrs
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	llamacpp.SetLogger(log, set.llamaLog)
+	log.Info("llmserve head", "version", versionString(), "commit", vcsRevision())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ropts := router.Options{
+		Dial: workerDialer(firstKey(set.apiKeys)), CheckInterval: hf.checkInterval, RPCTimeout: hf.rpcTimeout,
+		PDMinPrefillTokens: hf.pdMinPrefill, MaxMigrations: hf.maxMigrations, Logger: log, Registerer: reg,
+	}
+	if hf.pdMinPrefill == 0 {
+		ropts.PDMinPrefillTokens = -1
+	}
+	if hf.maxMigrations == 0 {
+		ropts.MaxMigrations = -1
+	}
+	rt, err := router.New(ropts)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if hf.workersDNS != "" {
+		if err := rt.WatchDNS(ctx, hf.workersDNS, hf.dnsInterval, nil); err != nil {
+			return err
+		}
+	} else {
+		rt.SetWorkers(static)
+	}
+
+	hm := &headModel{}
+	registry := models.NewRegistry() // no models: it tracks requests for the shutdown
+	handler, err := api.NewHandler(api.Options{
+		Registry: registry, Logger: log, Registerer: reg, Gatherer: reg,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
+		CORS: api.CORSOptions{
+			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
+			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
+		},
+		OpenAI: headOpenAI{hm}, V2: headV2{hm},
+	})
+	if err != nil {
+		return err
+	}
+	httpLn, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.httpPort)))
+	if err != nil {
+		return fmt.Errorf("--http-port: %w", err)
+	}
+	inflight := newInflight(handler)
+	srv := &http.Server{Handler: inflight, ReadHeaderTimeout: 30 * time.Second}
+	var grpcSrv *grpc.Server
+	var grpcLn net.Listener
+	if f.grpcPort > 0 {
+		if grpcLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.grpcPort))); err != nil {
+			httpLn.Close()
+			return fmt.Errorf("--grpc-port: %w", err)
+		}
+		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys)
+		unaryTrack, streamTrack := api.GRPCTracking(registry)
+		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
+		hs := health.NewServer()
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		healthpb.RegisterHealthServer(grpcSrv, hs)
+		v2grpc.Register(grpcSrv, headV2{hm}, v2grpc.Options{Logger: log})
+		defer hs.Shutdown()
+	}
+	errc := make(chan error, 3)
+	go func() { errc <- srv.Serve(httpLn) }()
+	if grpcSrv != nil {
+		go func() { errc <- grpcSrv.Serve(grpcLn) }()
+	}
+	// The model appears once a worker answered (and the vocabulary is
+	// loaded): until then the head is not ready.
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	go func() {
+		var m *router.Model
+		var err error
+		for {
+			m, err = loadHeadModel(loadCtx, rt, f, set, log)
+			if err == nil || loadCtx.Err() != nil {
+				break
+			}
+			if len(f.models) == 1 {
+				errc <- err // the head's own --model: retrying will not help
+				return
+			}
+			log.Warn("loading the vocabulary from a worker failed; retrying", "err", err)
+			select {
+			case <-loadCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		if err != nil {
+			return
+		}
+		hm.m.Store(m)
+		log.Info("head ready to route", "model", m.Name(), "max_model_len", m.MaxModelLen())
+	}()
+	attrs := []any{"http", httpLn.Addr().String()}
+	if grpcLn != nil {
+		attrs = append(attrs, "grpc", grpcLn.Addr().String())
+	}
+	log.Info("serving", attrs...)
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new requests; letting running ones finish", "grace", f.shutdownTimeout)
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	return shutdown(log, srv, inflight, []*grpc.Server{grpcSrv}, hm, f.shutdownTimeout)
+}
+
+// Drain turns the head's readiness off (shutdown's stopper).
+func (h *headModel) Drain() { h.draining.Store(true) }
+
+// Stop ends the requests still running on workers (shutdown's stopper).
+func (h *headModel) Stop() int64 {
+	h.Drain()
+	if m := h.m.Load(); m != nil {
+		return m.Stop()
+	}
+	return 0
+}
+
+func firstKey(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
+}
+
+// loadHeadModel waits for a healthy worker, then builds the tokenizer from
+// --model (vocabulary only) or from the worker's Vocabulary.
+func loadHeadModel(ctx context.Context, rt *router.Router, f *serveFlags, set *settings, log *slog.Logger) (*router.Model, error) {
+	info, client, err := rt.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	path := ""
+	if len(f.models) == 1 {
+		path = f.models[0]
+		if _, p, ok := strings.Cut(path, "="); ok {
+			path = p
+		}
+	} else {
+		dir, err := os.MkdirTemp("", "llmserve-head-")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		path = filepath.Join(dir, "vocab.gguf")
+		if err := fetchVocabulary(ctx, client, path); err != nil {
+			return nil, fmt.Errorf("vocabulary from a worker: %w", err)
+		}
+	}
+	vm, err := llamacpp.Load(path, llamacpp.ModelParams{VocabOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("load the vocabulary: %w", err)
+	}
+	// The template the worker renders with travels in its vocabulary (its
+	// --chat-template, else the model file's); a vocabulary-only model's
+	// Info has none, its metadata does.
+	tmpl := set.tmpl
+	if tmpl == "" {
+		tmpl = vm.Meta("tokenizer.chat_template")
+	}
+	tok, err := tokenizer.New(vm, tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
+	}
+	name := f.modelName
+	if name == "" {
+		name = info.ModelName
+	}
+	log.Info("vocabulary loaded", "from", path, "tokens", vm.NumTokens())
+	return router.NewModel(rt, router.ModelOptions{
+		Name: name, MaxModelLen: int(info.MaxModelLen), RequestTimeout: f.requestTimeout, Tokenizer: tok,
+	}), nil
+}
+
+// fetchVocabulary writes a worker's vocabulary-only GGUF to path.
+func fetchVocabulary(ctx context.Context, c workerpb.WorkerClient, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	st, err := c.Vocabulary(ctx, &workerpb.VocabularyRequest{})
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var n int64
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			_ = out.Close()
+			return err
+		}
+		if ch.Offset != n {
+			_ = out.Close()
+			return fmt.Errorf("chunk at offset %d, want %d", ch.Offset, n)
+		}
+		if _, err := out.Write(ch.Data); err != nil {
+			_ = out.Close()
+			return err
+		}
+		n += int64(len(ch.Data))
+	}
+	return out.Close()
+}

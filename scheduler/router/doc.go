@@ -1,0 +1,58 @@
+// Package router is the scheduler of `llmserve head`: it keeps the set of
+// workers (`llmserve worker`, service api/worker/workerpb), picks one for
+// each request, and runs the request there through a Model that the
+// public API layer (api/openai, api/v2) serves as it serves a local model.
+//
+// # Workers
+//
+// Router.SetWorkers, WatchDNS (a Kubernetes headless service, re-resolved
+// periodically) and LWSWorkers (a LeaderWorkerSet group) give the
+// addresses. For each worker two goroutines run: a monitor that polls Info
+// and Stats every Options.CheckInterval, each call under
+// Options.RPCTimeout (a worker is unhealthy after FailThreshold failed
+// checks in a row, or at once when a Generate stream to it breaks, and
+// healthy again on its next good check), and a follower of WatchKVEvents
+// that keeps the set of block hashes the worker's prefix cache holds (a
+// broken stream forgets them; the reconnect starts with a snapshot).
+// Nothing waits on the network while holding the router's lock.
+//
+// # Scoring
+//
+// For a prompt, each healthy candidate's cached prefix is the number of
+// the prompt's leading full blocks (kvcache.BlockHashes with the worker's
+// block size and the request's cache salt) in its set. The cost is
+// Dynamo's: OverlapWeight × the blocks the worker would compute, plus its
+// load (waiting + running requests, the larger of its last Stats and the
+// head's own count of requests on it), plus its KV usage (0..1). The
+// lowest cost wins; ties go to the lower load, then round robin.
+//
+// # Prefill/decode
+//
+// Whole requests go to workers of role both or decode (prefill workers
+// only when no other is healthy). When a healthy prefill worker exists,
+// the decode worker is chosen first; if the prompt's part not cached there
+// is at least Options.PDMinPrefillTokens (llm-d's threshold, default 256),
+// the best prefill worker runs Prefill (n = 1 and no prompt logprobs
+// only), its first token is delivered, and the decode worker gets the
+// prompt plus that token with kv_source naming the prefill worker and
+// transfer: it pulls the KV itself (a failed pull is recomputed there). If
+// the prefill fails, the decode worker does everything.
+//
+// # Migration
+//
+// Model.Submit returns once each request's first output (or refusal)
+// came back; a refusal is mapped to the scheduler error the API layer
+// maps locally. The run then follows the Generate stream and keeps each
+// choice's delivered tokens. When the stream breaks (UNAVAILABLE, EOF
+// without a Final: the worker died), every unfinished choice is sent again
+// (and so is a choice the worker ended with ERROR_CODE_CLOSED, shutting
+// down),
+// alone (n = 1, its own seed), to another healthy worker: the prompt plus
+// the tokens already delivered, max_tokens and min_tokens reduced by them.
+// The client's stream continues with no token lost or repeated. Greedy
+// output is the same as without the migration; seeded sampling is not (the
+// sampler's state is not carried over). Each request migrates at most
+// Options.MaxMigrations times; then its unfinished choices end with an
+// error (an SSE error event). llmserve_router_migrations_total counts
+// migrations.
+package router

@@ -1,0 +1,679 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// Model is a model served by the router's workers: it implements
+// api/openai.Model and api/v2/infer.Model, so the public API layer runs
+// over it as over a local model. Each request's token ids and sampling go
+// to a worker's Generate; the outputs come back into a core.Stream.
+type Model struct {
+	r       *Router
+	name    string
+	created int64
+	maxLen  int
+	timeout time.Duration
+	tok     *tokenizer.Tokenizer
+
+	mu      sync.Mutex
+	runs    map[*run]struct{} // requests not finished; guarded by mu
+	stopped bool              // guarded by mu
+}
+
+// ModelOptions describe the remote model.
+type ModelOptions struct {
+	Name           string
+	MaxModelLen    int
+	RequestTimeout time.Duration
+	Tokenizer      *tokenizer.Tokenizer
+}
+
+// NewModel returns the model the router's workers serve.
+func NewModel(r *Router, o ModelOptions) *Model {
+	return &Model{r: r, name: o.Name, created: time.Now().Unix(), maxLen: o.MaxModelLen, timeout: o.RequestTimeout, tok: o.Tokenizer, runs: map[*run]struct{}{}}
+}
+
+// errStopped ends the requests Stop cuts.
+var errStopped = fmt.Errorf("%w: the head is shutting down", scheduler.ErrClosed)
+
+// Stop ends every request still running (scheduler.ErrClosed, which the
+// client sees as an error event or a 503) and refuses new ones; it
+// returns how many it ended.
+func (m *Model) Stop() int64 {
+	m.mu.Lock()
+	m.stopped = true
+	runs := make([]*run, 0, len(m.runs))
+	for r := range m.runs {
+		runs = append(runs, r)
+	}
+	m.mu.Unlock()
+	for _, r := range runs {
+		r.stop(errStopped)
+	}
+	return int64(len(runs))
+}
+
+// track adds or removes a run from the live set; false when stopped.
+func (m *Model) track(r *run, live bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !live {
+		delete(m.runs, r)
+		return true
+	}
+	if m.stopped {
+		return false
+	}
+	m.runs[r] = struct{}{}
+	return true
+}
+
+// Name is the served model name.
+func (m *Model) Name() string { return m.name }
+
+// Created is when the head started.
+func (m *Model) Created() int64 { return m.created }
+
+// MaxModelLen is the workers' context length.
+func (m *Model) MaxModelLen() int { return m.maxLen }
+
+// RequestTimeout is the head's --request-timeout.
+func (m *Model) RequestTimeout() time.Duration { return m.timeout }
+
+// Tokenizer is the head's tokenizer (the workers' vocabulary).
+func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
+// Ready reports whether a healthy worker serves requests.
+func (m *Model) Ready() bool { return m.r.Ready() }
+
+// errNoWorker: every worker is down or was tried.
+var errNoWorker = fmt.Errorf("%w: no healthy worker can take the request", scheduler.ErrClosed)
+
+// Submit sends each request to a worker and returns its stream once every
+// request started (its first output arrived) or one failed to start (then
+// the others are cancelled and the error is returned).
+func (m *Model) Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error) {
+	runs := make([]*run, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		runs[i] = newRun(m, req)
+		if !m.track(runs[i], true) {
+			for _, r := range runs[:i] {
+				r.cancel()
+			}
+			return nil, errStopped
+		}
+		wg.Go(func() { errs[i] = runs[i].start(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, r := range runs {
+			r.cancel()
+			m.track(r, false)
+		}
+		for _, e := range errs {
+			if e != nil {
+				return nil, e
+			}
+		}
+	}
+	streams := make([]*core.Stream, len(runs))
+	for i, r := range runs {
+		streams[i] = r.stream
+	}
+	return streams, nil
+}
+
+// run is one request through the head: one or more legs (Generate calls)
+// that together produce its choices.
+type run struct {
+	m      *Model
+	req    *scheduler.Request
+	stream *core.Stream
+	ctx    context.Context //nolint:containedctx // the request's life: Cancel ends it
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	toks       [][]int32       // per choice: tokens delivered; guarded by mu
+	done       []bool          // per choice; guarded by mu
+	stopped    []bool          // per choice: StopChoice asked; guarded by mu
+	legOf      []*leg          // per choice: the leg running it; guarded by mu
+	usage      scheduler.Usage // guarded by mu
+	migrations int             // guarded by mu
+	stopErr    error           // why the run was stopped (nil: the client cancelled); guarded by mu
+	legs       int             // wire requests built; guarded by mu
+	exclude    []string        // workers that broke under this request; guarded by mu
+}
+
+// leg is one Generate call running some of a run's choices.
+type leg struct {
+	addr    string
+	choices []int // leg choice j is the run's choice choices[j]
+	call    workerpb.Worker_GenerateClient
+	cancel  context.CancelFunc
+	sendMu  sync.Mutex
+}
+
+func (l *leg) stopChoice(j int) {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	_ = l.call.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_StopChoice{StopChoice: &workerpb.StopChoice{Choice: int32(j)}}})
+}
+
+func newRun(m *Model, req *scheduler.Request) *run {
+	n := max(req.N, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{m: m, req: req, ctx: ctx, cancel: cancel,
+		toks: make([][]int32, n), done: make([]bool, n), stopped: make([]bool, n), legOf: make([]*leg, n)}
+	r.usage.PromptTokens = len(req.Prompt)
+	r.stream = core.NewStream(req.ID, n, r.abort)
+	return r
+}
+
+// stop ends the run with err.
+func (r *run) stop(err error) {
+	r.mu.Lock()
+	r.stopErr = err
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// cancelled is the error of choices ended by a cancel: nil when the
+// client cancelled, the Stop error otherwise.
+func (r *run) cancelled() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopErr
+}
+
+// abort is the stream's Cancel and StopChoice.
+func (r *run) abort(choice int, stopped bool) {
+	if !stopped {
+		r.cancel()
+		return
+	}
+	r.mu.Lock()
+	r.stopped[choice] = true
+	l := r.legOf[choice]
+	r.mu.Unlock()
+	if l != nil {
+		if j := slices.Index(l.choices, choice); j >= 0 {
+			l.stopChoice(j)
+		}
+	}
+}
+
+// start opens the first leg (with a remote prefill when it pays) and
+// starts following it.
+func (r *run) start(ctx context.Context) error {
+	choices := make([]int, len(r.toks))
+	for i := range choices {
+		choices[i] = i
+	}
+	l, first, err := r.open(ctx, choices, true)
+	if err != nil {
+		r.cancel()
+		return err
+	}
+	if l == nil { // finished by the prefill alone
+		return nil
+	}
+	go r.follow(l, first)
+	return nil
+}
+
+// wireRequest is the request a leg sends for choices: the whole request
+// when nothing was delivered yet, else one choice continued from its
+// delivered tokens (prompt + them, max_tokens and min_tokens reduced, the
+// choice's own seed).
+func (r *run) wireRequest(choices []int) *workerpb.Request {
+	q := r.req
+	w := &workerpb.Request{
+		RequestId: q.ID, Prompt: q.Prompt, N: int32(len(choices)), MaxTokens: int32(q.MaxTokens), MinTokens: int32(q.MinTokens),
+		StopTokens: q.StopTokens, IgnoreEos: q.IgnoreEOS, Priority: int32(q.Priority), CacheSalt: q.CacheSalt,
+		Sampling: wireSampling(&q.Sampling),
+	}
+	for _, bw := range q.BadWords {
+		w.BadWords = append(w.BadWords, &workerpb.TokenSequence{Tokens: bw})
+	}
+	if !q.Deadline.IsZero() {
+		w.Deadline = timestamppb.New(q.Deadline)
+	}
+	if q.PromptLogprobs >= 0 {
+		pl := int32(q.PromptLogprobs)
+		w.PromptLogprobs = &pl
+	}
+	r.mu.Lock()
+	r.legs++
+	if r.legs > 1 {
+		w.RequestId = fmt.Sprintf("%s-%d", q.ID, r.legs) // unique on a worker that gets two legs
+	}
+	r.mu.Unlock()
+	if len(choices) == 1 {
+		c := choices[0]
+		r.mu.Lock()
+		got := slices.Clone(r.toks[c])
+		r.mu.Unlock()
+		w.Sampling.Seed += uint32(c)
+		if len(got) > 0 {
+			w.Prompt = append(slices.Clone(q.Prompt), got...)
+			w.MaxTokens -= int32(len(got))
+			w.MinTokens = max(0, w.MinTokens-int32(len(got)))
+			w.PromptLogprobs = nil
+		}
+	}
+	return w
+}
+
+func wireSampling(s *engine.Sampling) *workerpb.Sampling {
+	w := &workerpb.Sampling{
+		Temperature: s.Temperature, TopK: s.TopK, MinP: s.MinP, PresencePenalty: s.PresencePenalty,
+		FrequencyPenalty: s.FrequencyPenalty, Seed: s.Seed, AllowedTokens: s.AllowedTokens,
+		Logprobs: s.Logprobs, TopLogprobs: int32(s.TopLogprobs), Grammar: s.Grammar,
+	}
+	if s.TopP != 1 {
+		w.TopP = proto.Float32(s.TopP)
+	}
+	if s.RepetitionPenalty != 1 {
+		w.RepetitionPenalty = proto.Float32(s.RepetitionPenalty)
+	}
+	for _, b := range s.LogitBias {
+		w.LogitBias = append(w.LogitBias, &workerpb.TokenBias{Token: b.Token, Bias: b.Bias})
+	}
+	return w
+}
+
+// open starts a leg for choices on the best worker that takes it, and
+// waits for its first message. A worker that is unavailable is marked
+// broken and the next is tried; a request the worker refuses is the
+// error. With pd, a remote prefill runs first when it pays; a nil leg then
+// means the prefill finished the request.
+func (r *run) open(ctx context.Context, choices []int, pd bool) (*leg, *workerpb.GenerateResponse, error) {
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		wreq := r.wireRequest(choices)
+		r.mu.Lock()
+		exclude := slices.Clone(r.exclude)
+		r.mu.Unlock()
+		p, ok := r.m.r.choose(poolDecode, wreq.Prompt, wreq.CacheSalt, exclude)
+		if !ok {
+			return nil, nil, errNoWorker
+		}
+		if pd && len(choices) == 1 && wreq.PromptLogprobs == nil && r.m.r.opts.PDMinPrefillTokens > 0 &&
+			len(wreq.Prompt)-p.cached >= r.m.r.opts.PDMinPrefillTokens && r.m.r.hasPrefillPool() {
+			next, done, err := r.prefill(ctx, wreq, choices[0], p)
+			if err != nil {
+				r.m.r.release(p.addr)
+				return nil, nil, err
+			}
+			if done {
+				r.m.r.release(p.addr)
+				return nil, nil, nil
+			}
+			pd = false
+			if next != nil {
+				wreq = next // continues from the prefill's first token, with its KV
+			}
+		}
+		l, first, err := r.call(ctx, p, wreq, choices)
+		if err == nil {
+			return l, first, nil
+		}
+		r.m.r.release(p.addr)
+		if !retryable(err) || r.ctx.Err() != nil {
+			return nil, nil, err
+		}
+		r.m.r.markBroken(p.addr, err)
+		r.mu.Lock()
+		r.exclude = append(r.exclude, p.addr)
+		r.mu.Unlock()
+	}
+}
+
+// retryable reports whether a failed call may go to another worker: the
+// worker is gone, shutting down, or does not serve the call.
+func retryable(err error) bool {
+	if e := errorDetail(err); e != nil {
+		return e.Code == workerpb.ErrorCode_ERROR_CODE_CLOSED || e.Code == workerpb.ErrorCode_ERROR_CODE_ROLE
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false // a typed refusal already mapped (toError) or the caller's context
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.Unknown, codes.Internal, codes.FailedPrecondition, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// prefill runs the prompt on a prefill worker (P/D). On success the first
+// token is delivered and next is the decode worker's request: continuing
+// from that token, pulling the KV from the prefill worker; done is true
+// when that token ended the request. When the prefill fails (but for a
+// request the decode worker would refuse as well), next is nil and the
+// decode worker does everything.
+func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, decode pick) (next *workerpb.Request, done bool, err error) {
+	pp, ok := r.m.r.choose(poolPrefill, wreq.Prompt, wreq.CacheSalt, []string{decode.addr})
+	if !ok {
+		return nil, false, nil
+	}
+	defer r.m.r.release(pp.addr)
+	r.m.r.m.requests.WithLabelValues(pp.addr).Inc()
+	cctx, cancel := context.WithTimeout(ctx, r.m.r.opts.PrefillTimeout())
+	stop := context.AfterFunc(r.ctx, cancel)
+	defer stop()
+	res, err := pp.client.Prefill(cctx, &workerpb.PrefillRequest{Request: wreq, LeaseMs: r.m.r.opts.PrefillLease.Milliseconds()})
+	cancel()
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return nil, false, r.ctx.Err()
+		}
+		switch e := errorDetail(err); e.GetCode() {
+		case workerpb.ErrorCode_ERROR_CODE_INVALID, workerpb.ErrorCode_ERROR_CODE_TOO_LONG, workerpb.ErrorCode_ERROR_CODE_LIMIT, workerpb.ErrorCode_ERROR_CODE_DEADLINE:
+			return nil, false, toError(e) // the request itself: the decode worker would refuse it too
+		}
+		r.m.r.log.Warn("remote prefill failed; the decode worker computes the prompt", "prefill", pp.addr, "err", err)
+		if retryable(err) {
+			r.m.r.markBroken(pp.addr, err)
+		}
+		return nil, false, nil
+	}
+	out := scheduler.Output{Choice: choice, Tokens: []int32{res.FirstToken}, Finish: fromFinish(res.FinishReason)}
+	if res.FirstLogprobs != nil {
+		out.Logprobs = []engine.Logprobs{fromLogprob(res.FirstLogprobs)}
+	}
+	if out.Finish == scheduler.FinishNone && wreq.MaxTokens <= 1 {
+		out.Finish = scheduler.FinishLength
+	}
+	r.mu.Lock()
+	r.usage.CachedTokens = max(r.usage.CachedTokens, int(res.GetUsage().GetCachedTokens()))
+	r.mu.Unlock()
+	r.deliver(out)
+	if out.Finish != scheduler.FinishNone {
+		rctx, rcancel := context.WithTimeout(context.Background(), r.m.r.opts.RPCTimeout)
+		_, _ = pp.client.ReleaseKV(rctx, &workerpb.ReleaseKVRequest{TransferId: res.TransferId})
+		rcancel()
+		return nil, true, nil
+	}
+	next = r.wireRequest([]int{choice})
+	next.KvSource = &workerpb.KVSource{Address: pp.addr, TransferId: res.TransferId, TimeoutMs: r.m.r.opts.TransferTimeout.Milliseconds()}
+	return next, false, nil
+}
+
+// PrefillTimeout bounds a remote prefill call.
+func (o *Options) PrefillTimeout() time.Duration { return max(2*time.Minute, o.RPCTimeout) }
+
+// call opens Generate on p and waits for the first message.
+func (r *run) call(ctx context.Context, p pick, wreq *workerpb.Request, choices []int) (*leg, *workerpb.GenerateResponse, error) {
+	r.m.r.m.requests.WithLabelValues(p.addr).Inc()
+	cctx, cancel := context.WithCancel(r.ctx)
+	call, err := p.client.Generate(cctx)
+	if err == nil {
+		err = call.Send(&workerpb.GenerateRequest{Msg: &workerpb.GenerateRequest_Request{Request: wreq}})
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	type recv struct {
+		msg *workerpb.GenerateResponse
+		err error
+	}
+	ch := make(chan recv, 1)
+	go func() {
+		msg, err := call.Recv()
+		ch <- recv{msg, err}
+	}()
+	var got recv
+	select {
+	case got = <-ch:
+	case <-ctx.Done():
+		cancel()
+		<-ch
+		return nil, nil, ctx.Err()
+	}
+	if got.err != nil {
+		cancel()
+		if e := errorDetail(got.err); e != nil && !retryable(got.err) {
+			return nil, nil, toError(e)
+		}
+		return nil, nil, got.err
+	}
+	l := &leg{addr: p.addr, choices: choices, call: call, cancel: cancel}
+	r.mu.Lock()
+	var stopped []int
+	for j, c := range choices {
+		r.legOf[c] = l
+		if r.stopped[c] {
+			stopped = append(stopped, j)
+		}
+	}
+	r.mu.Unlock()
+	for _, j := range stopped {
+		l.stopChoice(j)
+	}
+	return l, got.msg, nil
+}
+
+// follow reads a leg to its end; when its stream breaks, its unfinished
+// choices move to other workers, and so do choices the worker ended
+// because it is shutting down (ERROR_CODE_CLOSED).
+func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
+	defer r.m.r.release(l.addr)
+	defer l.cancel()
+	final := false
+	var closed []int // choices the worker aborted with ERROR_CODE_CLOSED
+	var err error
+	for msg != nil {
+		switch m := msg.Msg.(type) {
+		case *workerpb.GenerateResponse_Output:
+			o := m.Output
+			if int(o.Choice) >= len(l.choices) {
+				break
+			}
+			out := fromOutput(o, l.choices[o.Choice])
+			if out.Finish == scheduler.FinishAbort && o.GetError().GetCode() == workerpb.ErrorCode_ERROR_CODE_CLOSED {
+				out.Finish, out.Err = scheduler.FinishNone, nil
+				closed = append(closed, out.Choice)
+			}
+			if len(out.Tokens) > 0 || out.Finish != scheduler.FinishNone || len(out.PromptLogprobs) > 0 {
+				r.deliver(out)
+			}
+		case *workerpb.GenerateResponse_Final:
+			final = true
+			r.mu.Lock()
+			r.usage.CachedTokens = max(r.usage.CachedTokens, min(int(m.Final.GetUsage().GetCachedTokens()), len(r.req.Prompt)))
+			r.mu.Unlock()
+		}
+		msg, err = l.call.Recv()
+	}
+	if r.ctx.Err() != nil {
+		r.finishRest(l.choices, r.cancelled())
+		return
+	}
+	var rest []int
+	broke := !final || !errors.Is(err, io.EOF)
+	r.mu.Lock()
+	for _, c := range l.choices {
+		if !r.done[c] && (broke || slices.Contains(closed, c)) {
+			rest = append(rest, c)
+		}
+	}
+	r.mu.Unlock()
+	if !broke {
+		// A worker that ended a choice without saying so: it ends here.
+		r.finishRest(slices.DeleteFunc(slices.Clone(l.choices), func(c int) bool { return slices.Contains(rest, c) }), nil)
+		if len(rest) == 0 {
+			return
+		}
+		err = fmt.Errorf("worker %s is shutting down", l.addr)
+	} else {
+		r.m.r.markBroken(l.addr, err)
+	}
+	r.mu.Lock()
+	r.exclude = append(r.exclude, l.addr)
+	over := r.migrations >= r.m.r.opts.MaxMigrations
+	if len(rest) > 0 && !over {
+		r.migrations++
+	}
+	r.mu.Unlock()
+	if len(rest) == 0 {
+		return
+	}
+	if over {
+		r.finishRest(rest, fmt.Errorf("%w: worker %s failed mid-stream and the request already moved %d times (--max-migrations)", scheduler.ErrEngine, l.addr, max(r.m.r.opts.MaxMigrations, 0)))
+		return
+	}
+	r.m.r.m.migrations.Inc()
+	r.m.r.log.Warn("worker stream broke; migrating the request", "worker", l.addr, "request", r.req.ID, "choices", rest, "err", err)
+	for _, c := range rest {
+		r.mu.Lock()
+		stopped := r.stopped[c]
+		r.mu.Unlock()
+		if stopped {
+			r.deliver(scheduler.Output{Choice: c, Finish: scheduler.FinishStop})
+			continue
+		}
+		nl, first, err := r.open(r.ctx, []int{c}, false)
+		if err != nil {
+			if r.ctx.Err() != nil {
+				err = r.cancelled()
+			}
+			r.finishRest([]int{c}, err)
+			continue
+		}
+		go r.follow(nl, first)
+	}
+}
+
+// deliver pushes one output to the client's stream, keeping the choice's
+// delivered tokens; outputs of a finished choice are dropped.
+func (r *run) deliver(o scheduler.Output) {
+	r.mu.Lock()
+	if r.done[o.Choice] {
+		r.mu.Unlock()
+		return
+	}
+	r.toks[o.Choice] = append(r.toks[o.Choice], o.Tokens...)
+	r.usage.CompletionTokens += len(o.Tokens)
+	all := false
+	if o.Finish != scheduler.FinishNone {
+		r.done[o.Choice] = true
+		all = !slices.Contains(r.done, false)
+	}
+	u := r.usage
+	r.mu.Unlock()
+	if all {
+		r.m.track(r, false)
+	}
+	r.stream.Push([]scheduler.Output{o}, u)
+}
+
+// finishRest ends the choices that are not done: aborted with err, or
+// (err nil) aborted silently (cancelled).
+func (r *run) finishRest(choices []int, err error) {
+	for _, c := range choices {
+		r.deliver(scheduler.Output{Choice: c, Finish: scheduler.FinishAbort, Err: err})
+	}
+}
+
+func fromOutput(o *workerpb.Output, choice int) scheduler.Output {
+	out := scheduler.Output{Choice: choice, Tokens: o.Tokens, Finish: fromFinish(o.FinishReason)}
+	for _, lp := range o.Logprobs {
+		out.Logprobs = append(out.Logprobs, fromLogprob(lp))
+	}
+	for _, lp := range o.PromptLogprobs {
+		out.PromptLogprobs = append(out.PromptLogprobs, fromLogprob(lp))
+	}
+	if o.Error != nil {
+		out.Err = toError(o.Error)
+	}
+	return out
+}
+
+func fromLogprob(lp *workerpb.Logprobs) engine.Logprobs {
+	o := engine.Logprobs{Chosen: engine.TokenLogprob{Token: lp.GetChosen().GetToken(), Logprob: lp.GetChosen().GetLogprob()}, Rank: int(lp.Rank)}
+	for _, t := range lp.Top {
+		o.Top = append(o.Top, engine.TokenLogprob{Token: t.Token, Logprob: t.Logprob})
+	}
+	return o
+}
+
+func fromFinish(f workerpb.FinishReason) scheduler.FinishReason {
+	switch f {
+	case workerpb.FinishReason_FINISH_REASON_STOP:
+		return scheduler.FinishStop
+	case workerpb.FinishReason_FINISH_REASON_LENGTH:
+		return scheduler.FinishLength
+	case workerpb.FinishReason_FINISH_REASON_ABORT:
+		return scheduler.FinishAbort
+	}
+	return scheduler.FinishNone
+}
+
+// errorDetail is the typed error a worker attached to a status (as
+// api/worker.ErrorDetail, without importing the cgo-linked server).
+func errorDetail(err error) *workerpb.Error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if e, ok := d.(*workerpb.Error); ok {
+			return e
+		}
+	}
+	return nil
+}
+
+// toError maps a worker's typed error to the scheduler error the API
+// layer maps to HTTP, as it would for the same failure locally.
+func toError(e *workerpb.Error) error {
+	var base error
+	switch e.Code {
+	case workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL:
+		ra := time.Duration(e.GetRetryAfterMs()) * time.Millisecond
+		return fmt.Errorf("%w: %s", &scheduler.QueueFullError{RetryAfter: max(ra, time.Second)}, e.Message)
+	case workerpb.ErrorCode_ERROR_CODE_TOO_LONG:
+		base = scheduler.ErrTooLong
+	case workerpb.ErrorCode_ERROR_CODE_LIMIT:
+		base = scheduler.ErrLimit
+	case workerpb.ErrorCode_ERROR_CODE_INVALID:
+		base = scheduler.ErrInvalid
+	case workerpb.ErrorCode_ERROR_CODE_CLOSED:
+		base = scheduler.ErrClosed
+	case workerpb.ErrorCode_ERROR_CODE_DEADLINE:
+		base = scheduler.ErrDeadline
+	default:
+		base = scheduler.ErrEngine
+	}
+	if e.Param != "" {
+		return fmt.Errorf("%w: %s (%s)", base, e.Message, e.Param)
+	}
+	return fmt.Errorf("%w: %s", base, e.Message)
+}
