@@ -409,8 +409,15 @@ func checkContainer(p pod, c corev1.Container, fs flagSets, headless map[string]
 		}
 	}
 	probe("readiness", c.ReadinessProbe, "/v2/health/ready", true)
-	probe("liveness", c.LivenessProbe, "/health", true)
-	probe("startup", c.StartupProbe, "/health", false)
+	// A model server is alive while its engine is (/health); the head's
+	// /health is its readiness (a healthy worker exists), and restarting a
+	// head brings no worker back, so it is alive while it answers.
+	live := "/health"
+	if cmd.sub == "head" {
+		live = "/v2/health/live"
+	}
+	probe("liveness", c.LivenessProbe, live, true)
+	probe("startup", c.StartupProbe, live, false)
 
 	// Drain: the grace period covers the preStop pause and the shutdown
 	// timeout, with a margin of at most a minute.

@@ -77,12 +77,24 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
-{{/* Probes: started once /health answers (model loaded; up to 10 minutes),
-ready on /v2/health/ready, alive on /health. */}}
+{{/* Probes of a model server (serve, worker): started once /health answers
+(model loaded; up to 10 minutes), ready on /v2/health/ready, alive on
+/health (503 when its engine is down, so a dead engine restarts the pod). */}}
 {{- define "llmserve.probes" -}}
+{{ include "llmserve.probesAt" "/health" }}
+{{- end -}}
+
+{{/* Probes of the head: alive and started on /v2/health/live, since its
+/health is its readiness (a healthy worker exists) and restarting a head
+does not bring workers back. */}}
+{{- define "llmserve.headProbes" -}}
+{{ include "llmserve.probesAt" "/v2/health/live" }}
+{{- end -}}
+
+{{- define "llmserve.probesAt" -}}
 startupProbe:
   httpGet:
-    path: /health
+    path: {{ . }}
     port: http
   periodSeconds: 5
   failureThreshold: 120
@@ -94,7 +106,7 @@ readinessProbe:
   failureThreshold: 2
 livenessProbe:
   httpGet:
-    path: /health
+    path: {{ . }}
     port: http
   periodSeconds: 10
   timeoutSeconds: 5
@@ -199,7 +211,7 @@ containers:
 {{- end }}
     ports:
 {{ include "llmserve.ports" (dict "worker" false) | indent 6 }}
-{{ include "llmserve.probes" $ | indent 4 }}
+{{ include "llmserve.headProbes" $ | indent 4 }}
 {{ include "llmserve.lifecycle" $ | indent 4 }}
     resources:
 {{ toYaml $.Values.resources.head | indent 6 }}
