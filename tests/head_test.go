@@ -161,6 +161,10 @@ func TestHeadTwoWorkers(t *testing.T) {
 	if err := json.Unmarshal(body, &gen); code != http.StatusOK || err != nil || gen.TextOutput != want0 {
 		t.Errorf("V2 generate through the head: %d %s; want %q", code, body, want0)
 	}
+	// Embeddings are not routed (yet): a 400 that says where to send them.
+	if code, body := h.post(t, "/v1/embeddings", map[string]any{"model": servedModel(t, h), "input": "hi"}); code != http.StatusBadRequest || !strings.Contains(string(body), "through llmserve head") {
+		t.Errorf("embeddings through the head: %d %s, want a 400 saying the head routes generation only", code, body)
+	}
 	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
