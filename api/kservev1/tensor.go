@@ -168,4 +168,3 @@ func nest[E any](flat []E, shape []int64) any {
 	}
 	return out
 }
-
