@@ -206,6 +206,10 @@ type RepositoryConfig struct {
 	Dir string
 	// Base is every model's configuration before its settings file.
 	Base GenerativeConfig
+	// TensorThreads is the CPU threads each tensor model computes with in
+	// all, split between its parallel workers (TensorConfig.Threads; 0:
+	// the default there).
+	TensorThreads int
 	// Strict makes the server ready only when every model in the
 	// repository is (Triton's --strict-readiness).
 	Strict bool
@@ -467,7 +471,7 @@ func (r *Repository) config(name, dir string) (loadConfig, error) {
 			MaxBatchSize:    s.MaxBatchSize,
 			MaxBatchTime:    time.Duration(s.MaxBatchTime * float64(time.Second)),
 			ParallelWorkers: s.ParallelWorkers,
-			Threads:         r.cfg.Base.Threads,
+			Threads:         r.cfg.TensorThreads,
 		}}, nil
 	}
 	cfg, err := s.apply(r.cfg.Base, dir)

@@ -81,7 +81,7 @@ func TestRepositoryTensorConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			writeFiles(t, filepath.Join(root, "m"), tc.files)
-			repo, err := NewRepository(RepositoryConfig{Dir: root, Base: GenerativeConfig{Threads: 3}}, NewRegistry())
+			repo, err := NewRepository(RepositoryConfig{Dir: root, TensorThreads: 3}, NewRegistry())
 			if err != nil {
 				t.Fatal(err)
 			}

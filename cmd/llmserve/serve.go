@@ -62,6 +62,7 @@ type serveFlags struct {
 	maxBatchSize     int
 	maxBatchTime     float64
 	parallelWorkers  int
+	tensorThreads    int
 	batchThreads     int
 	poll             int
 	threadsSleep     string
@@ -132,6 +133,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.IntVar(&f.maxBatchSize, "max-batch-size", 0, "tensor models given with --model (.onnx, graph GGUF): adaptive batching merges concurrent requests up to this many rows per run (MLServer's max_batch_size); 0 or 1: off")
 	fl.Float64Var(&f.maxBatchTime, "max-batch-time", 0, "tensor models given with --model: seconds a batch waits for more requests after its first (MLServer's max_batch_time)")
 	fl.IntVar(&f.parallelWorkers, "parallel-workers", 1, "tensor models given with --model: batches run at once, --threads split between them (MLServer's parallel_workers)")
+	fl.IntVar(&f.tensorThreads, "tensor-threads", 0, "CPU threads each tensor model computes with, split between its parallel workers; 0: min(4, cores)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
@@ -224,6 +226,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("max-batch-size", "%d is negative (0 or 1: no adaptive batching)", f.maxBatchSize))
 	case f.maxBatchTime < 0 || f.maxBatchTime > 3600:
 		checks = append(checks, bad("max-batch-time", "%g is outside 0 to 3600 seconds", f.maxBatchTime))
+	case f.tensorThreads < 0:
+		checks = append(checks, bad("tensor-threads", "%d is negative (0: the default)", f.tensorThreads))
 	case f.parallelWorkers < 1:
 		checks = append(checks, bad("parallel-workers", "%d: at least 1", f.parallelWorkers))
 	case f.batchThreads < 0:
@@ -465,7 +469,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 	for _, s := range set.specs {
 		if s[1] != "" && models.IsTensorFile(s[1]) {
 			t, err := models.LoadTensor(models.TensorConfig{
-				Name: s[0], Path: s[1], MaxBatchSize: f.maxBatchSize, ParallelWorkers: f.parallelWorkers, Threads: f.threads,
+				Name: s[0], Path: s[1], MaxBatchSize: f.maxBatchSize, ParallelWorkers: f.parallelWorkers, Threads: f.tensorThreads,
 				MaxBatchTime: time.Duration(f.maxBatchTime * float64(time.Second)),
 			}, log, reg)
 			if err != nil {
@@ -494,7 +498,7 @@ func serve(ctx context.Context, f *serveFlags) (err error) {
 	var repo *models.Repository
 	if f.modelRepository != "" {
 		if repo, err = models.NewRepository(models.RepositoryConfig{
-			Dir: f.modelRepository, Base: base, Strict: f.strictReadiness, Logger: log, Registerer: reg,
+			Dir: f.modelRepository, Base: base, TensorThreads: f.tensorThreads, Strict: f.strictReadiness, Logger: log, Registerer: reg,
 		}, registry); err != nil {
 			return fmt.Errorf("--model-repository: %w", err)
 		}
