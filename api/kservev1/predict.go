@@ -168,7 +168,7 @@ func decodeInstances(body []byte) ([]string, error) {
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&o); err != nil || o.Text == nil {
-			return nil, infer.Errorf(infer.Invalid, "instances[%d] must be a text or an object {\"text\": \"...\"}; tensor instances are not served yet", i)
+			return nil, infer.Errorf(infer.Invalid, "instances[%d] must be a text or an object {\"text\": \"...\"}; this model embeds texts (arrays are for tensor models)", i)
 		}
 		texts[i] = *o.Text
 	}
