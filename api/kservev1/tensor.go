@@ -96,7 +96,7 @@ func jsonShape(raw json.RawMessage) ([]int64, error) {
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, fmt.Errorf("not a number or an array of numbers: %v", err)
+		return nil, fmt.Errorf("not a number or an array of numbers: %w", err)
 	}
 	var inner []int64
 	for i, e := range elems {

@@ -218,7 +218,7 @@ func v2Input(ctx context.Context, client *http.Client, modelURL string, cfg *V2C
 	if err != nil {
 		return fmt.Errorf("bench: model metadata: %w", err)
 	}
-	defer resp.Body.Close() //nolint:errcheck // read only
+	defer func() { _ = resp.Body.Close() }()
 	var md struct {
 		Inputs []struct {
 			Name     string  `json:"name"`
@@ -230,8 +230,11 @@ func v2Input(ctx context.Context, client *http.Client, modelURL string, cfg *V2C
 		b, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("bench: model metadata: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil || len(md.Inputs) == 0 {
-		return fmt.Errorf("bench: model metadata has no inputs (%v)", err)
+	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil {
+		return fmt.Errorf("bench: model metadata: %w", err)
+	}
+	if len(md.Inputs) == 0 {
+		return errors.New("bench: the model's metadata lists no inputs")
 	}
 	in := md.Inputs[0]
 	if cfg.InputName == "" {

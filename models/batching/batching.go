@@ -55,7 +55,7 @@ type Batcher struct {
 
 // call is one request: its inputs, where it came from, and its answer.
 type call struct {
-	ctx     context.Context
+	ctx     context.Context //nolint:containedctx // the queued request's own context, which the worker checks before the run
 	in      []tensor.Tensor
 	rows    int
 	arrived time.Time
