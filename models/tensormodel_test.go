@@ -190,3 +190,39 @@ func TestRepositoryServesTensorModels(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRegistryTensorModels: names are unique across kinds, readiness
+// counts tensor models, Stop fails their new requests.
+func TestRegistryTensorModels(t *testing.T) {
+	fakeRuntime(t, "")
+	reg := NewRegistry()
+	if reg.Ready() {
+		t.Fatal("an empty registry is ready")
+	}
+	m, err := LoadTensor(TensorConfig{Path: filepath.Join(t.TempDir(), "clf.onnx"), MaxBatchSize: 4, MaxBatchTime: time.Millisecond}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name() != "clf" || m.Version() != "1" || m.MaxRequestRows() != DefaultMaxRequestRows {
+		t.Fatalf("model %s version %s rows %d", m.Name(), m.Version(), m.MaxRequestRows())
+	}
+	if err := reg.AddTensor(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.AddTensor(m); err == nil || !strings.Contains(err.Error(), "already served") {
+		t.Fatalf("second add: %v", err)
+	}
+	if !reg.Ready() || len(reg.ListTensors()) != 1 || len(reg.List()) != 0 {
+		t.Fatal("the tensor model does not count")
+	}
+	if cut := reg.Stop(); cut != 0 || reg.Ready() || m.Ready() {
+		t.Fatalf("after Stop: cut %d, ready %v %v", cut, reg.Ready(), m.Ready())
+	}
+	x := tensor.Tensor{Name: "x", DType: tensor.FP32, Shape: []int64{1, 2}, F32: []float32{1, 2}}
+	if _, err := m.Infer(context.Background(), []tensor.Tensor{x}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("infer after Stop: %v", err)
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
