@@ -140,9 +140,10 @@ protoc-plugins:
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO_GRPC)
 
-## proto: regenerate the V2 gRPC code from Triton's protos (needs protoc).
+## proto: regenerate the V2 gRPC code from Triton's protos and the ONNX
+## types (models/tensor/onnxpb) (needs protoc).
 proto: protoc-plugins
-	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb ./models/tensor/onnxpb
 
 ## swagger-ui: re-vendor the pinned swagger-ui-dist (npm) into
 ## api/dataplane/swaggerui: only the files /v2/docs loads, their licenses
@@ -175,6 +176,7 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz '^FuzzSetJSONData$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBytes$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_TIME) ./api/v2/grpc/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_TIME) -parallel 1 ./models/tensor/
 
 ## test-determinism: the determinism tests 20 times while two busy loops
 ## load the CPU; every run must pass.

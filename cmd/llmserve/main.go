@@ -4,6 +4,7 @@
 //	llmserve serve        serve models (the embedded stories260K by default)
 //	llmserve bench        load-test any OpenAI-compatible server
 //	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
+//	llmserve synth mlp    write an MLP tensor model (ONNX, GGUF) from JSON or random weights
 //	llmserve version      print the version
 package main
 
@@ -31,7 +32,9 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("llmserve {{.Version}}\n")
-	root.AddCommand(newServeCommand(), bench.NewCommand(), synth.NewCommand(), newVersionCommand())
+	synthCmd := synth.NewCommand()
+	synthCmd.AddCommand(newSynthMLPCommand())
+	root.AddCommand(newServeCommand(), bench.NewCommand(), synthCmd, newVersionCommand())
 	return root
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/engine/graph"
 )
 
 // ErrNoCgo is returned when the binary was built without cgo.
@@ -106,3 +107,17 @@ func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error
 func (*Context) EmbedCapacity() engine.EmbedCapacity { return engine.EmbedCapacity{} }
 func (*Context) Close() error                        { return nil }
 func (*Context) Idle()                               {}
+
+// GraphModel is a tensor graph; without cgo it cannot be loaded.
+type GraphModel struct{}
+
+// LoadGraph returns ErrNoCgo.
+func LoadGraph(*graph.Checked, GraphOptions) (*GraphModel, error) { return nil, ErrNoCgo }
+
+// Run returns ErrNoCgo.
+func (*GraphModel) Run(context.Context, int, [][]float32) ([]GraphOutput, error) {
+	return nil, ErrNoCgo
+}
+
+// Close does nothing.
+func (*GraphModel) Close() error { return nil }

@@ -1,0 +1,409 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// input returns the Info of node input i, which must be present.
+func (c *Checked) input(n *Node, i int) (*Info, error) {
+	if i >= len(n.Inputs) || n.Inputs[i] == "" {
+		return nil, fmt.Errorf("input %d is missing", i)
+	}
+	info, ok := c.Values[n.Inputs[i]]
+	if !ok {
+		return nil, fmt.Errorf("input %q is not defined before the node (missing initializer?)", n.Inputs[i])
+	}
+	return info, nil
+}
+
+// floatInput is input i, which must be F32.
+func (c *Checked) floatInput(n *Node, i int) (*Info, error) {
+	info, err := c.input(n, i)
+	if err != nil {
+		return nil, err
+	}
+	if info.DType != F32 {
+		return nil, fmt.Errorf("input %q is %v, want F32", n.Inputs[i], info.DType)
+	}
+	return info, nil
+}
+
+// optional reports whether optional input i is given.
+func optional(n *Node, i int) bool { return i < len(n.Inputs) && n.Inputs[i] != "" }
+
+// Axis normalizes a possibly negative axis for a value of rank r.
+func Axis(axis int64, r int) (int, error) {
+	if axis < 0 {
+		axis += int64(r)
+	}
+	if axis < 0 || axis >= int64(r) {
+		return 0, fmt.Errorf("axis %d is out of range for rank %d", axis, r)
+	}
+	return int(axis), nil
+}
+
+var errBatchAxis = errors.New("axis 0 is the batch dimension: rows would depend on each other")
+
+func unsupportedAttr(format string, args ...any) error {
+	return fmt.Errorf("attribute "+format+": %w", append(args, ErrUnsupported)...)
+}
+
+func (c *Checked) inferNode(n *Node) error {
+	if !slices.Contains(Ops, n.Op) {
+		return &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
+	}
+	if len(n.Outputs) == 0 || n.Outputs[0] == "" {
+		return errors.New("node has no output")
+	}
+	for _, extra := range n.Outputs[1:] {
+		if extra != "" {
+			return fmt.Errorf("output %q: only one output is supported", extra)
+		}
+	}
+	out, err := c.infer(n)
+	if err != nil {
+		return err
+	}
+	if !out.Batched {
+		return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
+	}
+	if len(out.Shape) > MaxRank {
+		return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+	}
+	if len(out.Shape) == 0 || out.Shape[0] != Batch {
+		return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
+	}
+	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+		return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
+	}
+	if _, dup := c.Values[n.Outputs[0]]; dup {
+		return fmt.Errorf("output %q is defined twice", n.Outputs[0])
+	}
+	c.Values[n.Outputs[0]] = out
+	return nil
+}
+
+func (c *Checked) infer(n *Node) (*Info, error) {
+	switch n.Op {
+	case "Identity":
+		x, err := c.input(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &Info{DType: x.DType, Shape: x.Shape, Batched: x.Batched}, nil
+	case "Relu", "Tanh", "Sigmoid", "Gelu":
+		x, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		if n.Op == "Gelu" {
+			if a := n.Str("approximate", "none"); a != "none" && a != "tanh" {
+				return nil, unsupportedAttr("approximate=%q", a)
+			}
+		}
+		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
+	case "Add", "Sub", "Mul", "Div":
+		a, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.floatInput(n, 1)
+		if err != nil {
+			return nil, err
+		}
+		shape, err := Broadcast(a.Shape, b.Shape)
+		if err != nil {
+			return nil, err
+		}
+		return &Info{DType: F32, Shape: shape, Batched: a.Batched || b.Batched}, nil
+	case "MatMul":
+		a, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.floatInput(n, 1)
+		if err != nil {
+			return nil, err
+		}
+		if b.Batched || len(b.Shape) != 2 {
+			return nil, fmt.Errorf("the second input must be a 2-D initializer (weights), got shape %v: %w", b.Shape, ErrUnsupported)
+		}
+		if len(a.Shape) < 2 {
+			return nil, fmt.Errorf("the first input has shape %v, want at least 2 dimensions", a.Shape)
+		}
+		if a.Shape[len(a.Shape)-1] != b.Shape[0] {
+			return nil, fmt.Errorf("shapes %v and %v do not multiply", a.Shape, b.Shape)
+		}
+		shape := append(slices.Clone(a.Shape[:len(a.Shape)-1]), b.Shape[1])
+		return &Info{DType: F32, Shape: shape, Batched: a.Batched}, nil
+	case "Gemm":
+		a, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.floatInput(n, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(a.Shape) != 2 {
+			return nil, fmt.Errorf("input A has shape %v, want 2 dimensions", a.Shape)
+		}
+		if n.Int("transA", 0) != 0 && a.Batched {
+			return nil, fmt.Errorf("transA=1 on a batched input would transpose the batch: %w", ErrUnsupported)
+		}
+		if b.Batched || len(b.Shape) != 2 {
+			return nil, fmt.Errorf("input B must be a 2-D initializer (weights), got shape %v: %w", b.Shape, ErrUnsupported)
+		}
+		k, nOut := b.Shape[0], b.Shape[1]
+		if n.Int("transB", 0) != 0 {
+			k, nOut = nOut, k
+		}
+		if a.Shape[1] != k {
+			return nil, fmt.Errorf("inputs A %v and B %v (transB=%d) do not multiply", a.Shape, b.Shape, n.Int("transB", 0))
+		}
+		shape := []int64{a.Shape[0], nOut}
+		if optional(n, 2) {
+			cc, err := c.floatInput(n, 2)
+			if err != nil {
+				return nil, err
+			}
+			if cc.Batched {
+				return nil, fmt.Errorf("input C must be an initializer (bias): %w", ErrUnsupported)
+			}
+			s, err := Broadcast(shape, cc.Shape)
+			if err != nil || !slices.Equal(s, shape) {
+				return nil, fmt.Errorf("bias C %v does not broadcast to %v", cc.Shape, shape)
+			}
+		}
+		return &Info{DType: F32, Shape: shape, Batched: a.Batched}, nil
+	case "Softmax":
+		x, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		def := int64(-1)
+		if c.Opset != 0 && c.Opset < 13 {
+			def = 1
+		}
+		ax, err := Axis(n.Int("axis", def), len(x.Shape))
+		if err != nil {
+			return nil, err
+		}
+		if ax == 0 && x.Batched {
+			return nil, errBatchAxis
+		}
+		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
+	case "LayerNormalization":
+		x, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		ax, err := Axis(n.Int("axis", -1), len(x.Shape))
+		if err != nil {
+			return nil, err
+		}
+		if ax == 0 && x.Batched {
+			return nil, errBatchAxis
+		}
+		norm := x.Shape[ax:]
+		for i := 1; i <= 2; i++ {
+			if !optional(n, i) {
+				if i == 1 {
+					return nil, errors.New("input Scale is missing")
+				}
+				continue
+			}
+			p, err := c.floatInput(n, i)
+			if err != nil {
+				return nil, err
+			}
+			if p.Batched || elements(p.Shape) != elements(norm) {
+				return nil, fmt.Errorf("input %q has shape %v, want the normalized shape %v", n.Inputs[i], p.Shape, norm)
+			}
+		}
+		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
+	case "Flatten":
+		x, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		ax := n.Int("axis", 1)
+		if ax < 0 {
+			ax += int64(len(x.Shape))
+		}
+		if ax != 1 {
+			return nil, fmt.Errorf("axis=%d mixes the batch with other dimensions (only axis 1): %w", n.Int("axis", 1), ErrUnsupported)
+		}
+		return &Info{DType: F32, Shape: []int64{Batch, elements(x.Shape[1:])}, Batched: x.Batched}, nil
+	case "Reshape":
+		x, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		s, err := c.input(n, 1)
+		if err != nil {
+			return nil, err
+		}
+		if s.Const == nil || s.DType != I64 || len(s.Shape) != 1 {
+			return nil, fmt.Errorf("the shape input must be a 1-D INT64 initializer: %w", ErrUnsupported)
+		}
+		shape, err := ReshapeTarget(x.Shape, s.Const.I64, n.Int("allowzero", 0) != 0)
+		if err != nil {
+			return nil, err
+		}
+		return &Info{DType: F32, Shape: shape, Batched: x.Batched}, nil
+	case "Concat":
+		if _, ok := n.Attrs["axis"]; !ok {
+			return nil, errors.New("attribute axis is required")
+		}
+		var shape []int64
+		for i := range n.Inputs {
+			x, err := c.floatInput(n, i)
+			if err != nil {
+				return nil, err
+			}
+			if !x.Batched {
+				return nil, fmt.Errorf("input %q is an initializer, which has no batch dimension: %w", n.Inputs[i], ErrUnsupported)
+			}
+			if i == 0 {
+				shape = slices.Clone(x.Shape)
+				continue
+			}
+			ax, err := Axis(n.Int("axis", 0), len(shape))
+			if err != nil {
+				return nil, err
+			}
+			if ax == 0 {
+				return nil, errBatchAxis
+			}
+			if len(x.Shape) != len(shape) {
+				return nil, fmt.Errorf("inputs have ranks %d and %d", len(shape), len(x.Shape))
+			}
+			for d := range shape {
+				if d != ax && shape[d] != x.Shape[d] {
+					return nil, fmt.Errorf("input %q has shape %v, which differs from %v outside axis %d", n.Inputs[i], x.Shape, shape, ax)
+				}
+			}
+			shape[ax] += x.Shape[ax]
+		}
+		if len(n.Inputs) == 1 {
+			if _, err := Axis(n.Int("axis", 0), len(shape)); err != nil {
+				return nil, err
+			}
+		}
+		return &Info{DType: F32, Shape: shape, Batched: true}, nil
+	case "ArgMax":
+		x, err := c.floatInput(n, 0)
+		if err != nil {
+			return nil, err
+		}
+		ax, err := Axis(n.Int("axis", 0), len(x.Shape))
+		if err != nil {
+			return nil, err
+		}
+		if ax == 0 && x.Batched {
+			return nil, errBatchAxis
+		}
+		if n.Int("select_last_index", 0) != 0 {
+			return nil, unsupportedAttr("select_last_index=1")
+		}
+		shape := slices.Clone(x.Shape)
+		if n.Int("keepdims", 1) != 0 {
+			shape[ax] = 1
+		} else {
+			shape = slices.Delete(shape, ax, ax+1)
+		}
+		return &Info{DType: I64, Shape: shape, Batched: x.Batched}, nil
+	}
+	return nil, &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
+}
+
+// Broadcast is the numpy broadcast of shapes a and b, where Batch (dimension
+// 0 of a batched value) matches Batch or 1. A batched operand must have the
+// result's rank, so that the batch stays dimension 0.
+func Broadcast(a, b []int64) ([]int64, error) {
+	r := max(len(a), len(b))
+	out := make([]int64, r)
+	for i := range r {
+		da, db := int64(1), int64(1)
+		if j := i - (r - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := i - (r - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		case db == 1:
+			out[i] = da
+		default:
+			return nil, fmt.Errorf("shapes %v and %v do not broadcast", a, b)
+		}
+	}
+	if (len(a) > 0 && a[0] == Batch && len(a) != r) || (len(b) > 0 && b[0] == Batch && len(b) != r) {
+		return nil, fmt.Errorf("shapes %v and %v: broadcasting would move the batch dimension", a, b)
+	}
+	for i := 1; i < r; i++ {
+		if out[i] == Batch {
+			return nil, fmt.Errorf("shapes %v and %v: the batch dimension would not be first", a, b)
+		}
+	}
+	return out, nil
+}
+
+// ReshapeTarget resolves Reshape's shape for an input of shape in (in[0]
+// the batch): the first entry must be 0 or -1 (keep the batch), 0 elsewhere
+// copies the input's dimension, and one other -1 is inferred.
+func ReshapeTarget(in, target []int64, allowZero bool) ([]int64, error) {
+	if len(target) == 0 || len(target) > MaxRank {
+		return nil, fmt.Errorf("target shape %v must have 1 to %d dimensions", target, MaxRank)
+	}
+	if allowZero && slices.Contains(target, 0) {
+		return nil, unsupportedAttr("allowzero=1 with a 0 in the shape")
+	}
+	if target[0] != 0 && target[0] != -1 {
+		return nil, fmt.Errorf("target shape %v must keep the batch first (0 or -1 as its first entry): %w", target, ErrUnsupported)
+	}
+	rest := elements(in[1:])
+	out := []int64{Batch}
+	infer := -1
+	known := int64(1)
+	for i, d := range target[1:] {
+		i++
+		switch {
+		case d == 0:
+			if i >= len(in) {
+				return nil, fmt.Errorf("target shape %v copies dimension %d, which the input %v lacks", target, i, in)
+			}
+			d = in[i]
+		case d == -1:
+			if infer >= 0 || target[0] == -1 {
+				return nil, fmt.Errorf("target shape %v has more than one -1", target)
+			}
+			infer = i
+		case d < -1:
+			return nil, fmt.Errorf("target shape %v has a negative dimension", target)
+		}
+		if d > 0 {
+			known *= d
+			if known > rest {
+				return nil, fmt.Errorf("cannot reshape %v to %v", in, target)
+			}
+		}
+		out = append(out, d)
+	}
+	if infer >= 0 {
+		if known == 0 || rest%known != 0 {
+			return nil, fmt.Errorf("cannot reshape %v to %v", in, target)
+		}
+		out[infer] = rest / known
+	} else if known != rest {
+		return nil, fmt.Errorf("cannot reshape %v to %v: element counts differ", in, target)
+	}
+	return out, nil
+}

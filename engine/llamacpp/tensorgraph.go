@@ -1,0 +1,340 @@
+//go:build cgo
+
+package llamacpp
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "ggml.h"
+#include "ggml-cpu.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/engine/graph"
+)
+
+// GraphModel is a tensor graph ready to run on ggml's CPU backend: its
+// constants live in one ggml context, uploaded once and only read after;
+// every concurrent Run takes a runner of its own (a ggml graph per batch
+// size, with its compute buffer), so Runs share nothing they write.
+type GraphModel struct {
+	g       *graph.Checked
+	threads int
+	wctx    *C.struct_ggml_context
+	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
+
+	mu      sync.RWMutex // Run holds it shared, Close exclusively
+	closed  bool         // guarded by mu
+	poolMu  sync.Mutex
+	runners []*graphRunner // idle runners, guarded by poolMu
+	all     []*graphRunner // every runner, guarded by poolMu
+}
+
+// minRows is the fewest rows a Run computes: a single-row batch is padded
+// to two. ggml's CPU mul_mat multiplies one row with vec_dot (several
+// partial sums per dot product) and two or more with llamafile's sgemm
+// (one FMA chain per 8 lanes); the two round differently, so without the
+// padding row 0 of a one-row batch would differ in the last bits from the
+// same row in a larger batch. From two rows on, the kernel and the order
+// of every sum depend only on the weights' shape, never on the batch
+// size (the tile sizes change, not the per-element arithmetic).
+const minRows = 2
+
+// weightKey names a constant in the form an operator wants it.
+func weightKey(name, form string) string { return name + "\x00" + form }
+
+// LoadGraph uploads a checked graph's constants into ggml memory.
+func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
+	ensureInit()
+	C.ggml_cpu_init()
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = 1
+	}
+	type prepared struct {
+		key   string
+		shape []int64 // numpy order
+		data  []float32
+	}
+	var preps []prepared
+	seen := map[string]bool{}
+	add := func(name, form string, shape []int64, data []float32) {
+		k := weightKey(name, form)
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		preps = append(preps, prepared{k, shape, data})
+	}
+	consts := map[string]*graph.Const{}
+	for i := range g.Consts {
+		consts[g.Consts[i].Name] = &g.Consts[i]
+	}
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		for j, in := range n.Inputs {
+			k, ok := consts[in]
+			if !ok || k.DType != graph.F32 {
+				continue
+			}
+			switch {
+			case n.Op == "MatMul" && j == 1, n.Op == "Gemm" && j == 1 && n.Int("transB", 0) == 0:
+				// ggml_mul_mat wants the weights as [N][K] rows.
+				add(in, "T", []int64{k.Shape[1], k.Shape[0]}, transpose(k.F32, int(k.Shape[0]), int(k.Shape[1])))
+			case n.Op == "Gemm" && j == 2:
+				beta := n.Float("beta", 1)
+				scaled := make([]float32, len(k.F32))
+				for e, v := range k.F32 {
+					scaled[e] = beta * v
+				}
+				add(in, fmt.Sprintf("beta%08x", math.Float32bits(beta)), k.Shape, scaled)
+			default:
+				add(in, "", k.Shape, k.F32)
+			}
+		}
+	}
+	size := C.size_t(len(preps)+1) * C.ggml_tensor_overhead()
+	for _, p := range preps {
+		size += C.size_t(len(p.data))*4 + 64
+	}
+	m := &GraphModel{g: g, threads: threads, weights: map[string]*C.struct_ggml_tensor{}}
+	m.wctx = C.ggml_init(C.struct_ggml_init_params{mem_size: size, mem_buffer: nil, no_alloc: false})
+	if m.wctx == nil {
+		return nil, errors.New("llamacpp: ggml_init for the weights failed")
+	}
+	for _, p := range preps {
+		t := newTensor(m.wctx, C.GGML_TYPE_F32, p.shape)
+		if len(p.data) > 0 {
+			C.memcpy(t.data, unsafe.Pointer(&p.data[0]), C.size_t(len(p.data)*4))
+		}
+		m.weights[p.key] = t
+	}
+	return m, nil
+}
+
+func transpose(a []float32, rows, cols int) []float32 {
+	t := make([]float32, len(a))
+	for r := range rows {
+		for c := range cols {
+			t[c*rows+r] = a[r*cols+c]
+		}
+	}
+	return t
+}
+
+// newTensor creates a tensor of the numpy-order shape (ggml's ne reversed).
+func newTensor(ctx *C.struct_ggml_context, typ C.enum_ggml_type, shape []int64) *C.struct_ggml_tensor {
+	var ne [4]C.int64_t
+	r := len(shape)
+	for i := range 4 {
+		ne[i] = 1
+		if i < r {
+			ne[i] = C.int64_t(shape[r-1-i])
+		}
+	}
+	return C.ggml_new_tensor(ctx, typ, C.int(max(r, 1)), &ne[0])
+}
+
+// Run computes one batch of rows. inputs has one slice per graph input, in
+// order, each holding rows times the input's row size elements.
+func (m *GraphModel) Run(ctx context.Context, rows int, inputs [][]float32) ([]GraphOutput, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, ErrModelClosed
+	}
+	if rows < 1 {
+		return nil, fmt.Errorf("llamacpp: batch of %d rows", rows)
+	}
+	if len(inputs) != len(m.g.Inputs) {
+		return nil, fmt.Errorf("llamacpp: %d inputs, the graph takes %d", len(inputs), len(m.g.Inputs))
+	}
+	for i, in := range m.g.Inputs {
+		if want := int64(rows) * rowSize(in.Shape); int64(len(inputs[i])) != want {
+			return nil, fmt.Errorf("llamacpp: input %q has %d elements, want %d", in.Name, len(inputs[i]), want)
+		}
+	}
+	r := m.runner()
+	defer m.release(r)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.run(max(rows, minRows), rows, inputs)
+}
+
+func rowSize(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+func (m *GraphModel) runner() *graphRunner {
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	if n := len(m.runners); n > 0 {
+		r := m.runners[n-1]
+		m.runners = m.runners[:n-1]
+		return r
+	}
+	r := &graphRunner{m: m, graphs: map[int]*builtGraph{}}
+	m.all = append(m.all, r)
+	return r
+}
+
+func (m *GraphModel) release(r *graphRunner) {
+	m.poolMu.Lock()
+	m.runners = append(m.runners, r)
+	m.poolMu.Unlock()
+}
+
+// Close frees the weights and every runner; it waits for running Runs.
+// Calling it again does nothing.
+func (m *GraphModel) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.poolMu.Lock()
+	for _, r := range m.all {
+		r.free()
+	}
+	m.all, m.runners = nil, nil
+	m.poolMu.Unlock()
+	C.ggml_free(m.wctx)
+	m.wctx = nil
+	return nil
+}
+
+// graphRunner is used by one Run at a time.
+type graphRunner struct {
+	m        *GraphModel
+	graphs   map[int]*builtGraph // by padded row count
+	work     unsafe.Pointer      // C memory for ggml_graph_compute
+	workSize C.size_t
+	// pool is the runner's persistent ggml thread pool when threads > 1,
+	// paused between Runs (its workers sleep instead of spinning).
+	pool *C.struct_ggml_threadpool
+}
+
+// maxCachedGraphs bounds the graphs a runner keeps; past it the cache is
+// emptied (batch sizes vary within max_batch_size, so it rarely is).
+const maxCachedGraphs = 64
+
+// builtGraph is the ggml graph for one batch size.
+type builtGraph struct {
+	ctx     *C.struct_ggml_context
+	galloc  C.ggml_gallocr_t
+	gf      *C.struct_ggml_cgraph
+	inputs  []*C.struct_ggml_tensor
+	outputs []*C.struct_ggml_tensor
+}
+
+func (b *builtGraph) free() {
+	if b.galloc != nil {
+		C.ggml_gallocr_free(b.galloc)
+	}
+	if b.ctx != nil {
+		C.ggml_free(b.ctx)
+	}
+}
+
+func (r *graphRunner) free() {
+	for _, b := range r.graphs {
+		b.free()
+	}
+	r.graphs = nil
+	if r.pool != nil {
+		C.ggml_threadpool_free(r.pool)
+		r.pool = nil
+	}
+	if r.work != nil {
+		C.free(r.work)
+		r.work = nil
+	}
+}
+
+func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, error) {
+	b, ok := r.graphs[padded]
+	if !ok {
+		var err error
+		if b, err = r.m.build(padded); err != nil {
+			return nil, err
+		}
+		if len(r.graphs) >= maxCachedGraphs {
+			for k, old := range r.graphs {
+				old.free()
+				delete(r.graphs, k)
+			}
+		}
+		r.graphs[padded] = b
+	}
+	for i, t := range b.inputs {
+		nbytes := C.size_t(C.ggml_nbytes(t))
+		given := C.size_t(len(inputs[i]) * 4)
+		if given > 0 {
+			C.memcpy(t.data, unsafe.Pointer(&inputs[i][0]), given)
+		}
+		if nbytes > given {
+			C.memset(unsafe.Add(t.data, given), 0, nbytes-given)
+		}
+	}
+	if r.m.threads > 1 && r.pool == nil {
+		if r.pool = newThreadPool(r.m.threads, 0); r.pool == nil {
+			return nil, errors.New("llamacpp: creating the ggml thread pool failed")
+		}
+	}
+	plan := C.ggml_graph_plan(b.gf, C.int(r.m.threads), r.pool)
+	if plan.work_size > r.workSize {
+		if r.work != nil {
+			C.free(r.work)
+		}
+		r.work = C.malloc(plan.work_size)
+		if r.work == nil {
+			r.workSize = 0
+			return nil, errors.New("llamacpp: out of memory for the compute buffer")
+		}
+		r.workSize = plan.work_size
+	}
+	plan.work_data = (*C.uint8_t)(r.work)
+	st := C.ggml_graph_compute(b.gf, &plan)
+	if r.pool != nil {
+		C.ggml_threadpool_pause(r.pool)
+	}
+	if st != C.GGML_STATUS_SUCCESS {
+		return nil, fmt.Errorf("llamacpp: ggml_graph_compute failed with status %d", int(st))
+	}
+	outs := make([]GraphOutput, len(b.outputs))
+	for i, t := range b.outputs {
+		n := int(int64(rows) * rowSize(r.m.g.Outputs[i].Shape))
+		switch t._type {
+		case C.GGML_TYPE_F32:
+			outs[i].F32 = make([]float32, n)
+			if n > 0 {
+				C.memcpy(unsafe.Pointer(&outs[i].F32[0]), t.data, C.size_t(n*4))
+			}
+		case C.GGML_TYPE_I32:
+			src := unsafe.Slice((*int32)(t.data), n)
+			outs[i].I64 = make([]int64, n)
+			for e, v := range src {
+				outs[i].I64[e] = int64(v)
+			}
+		default:
+			return nil, fmt.Errorf("llamacpp: output %q has ggml type %d", r.m.g.Outputs[i].Name, int(t._type))
+		}
+	}
+	return outs, nil
+}

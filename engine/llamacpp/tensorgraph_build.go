@@ -1,0 +1,401 @@
+//go:build cgo
+
+package llamacpp
+
+/*
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/llmserve/llmserve/engine/graph"
+)
+
+// gval is a value during graph building: its ggml tensor and numpy shape.
+type gval struct {
+	t     *C.struct_ggml_tensor
+	shape []int64
+}
+
+// builder turns a checked graph into a ggml graph for one batch size.
+type builder struct {
+	m    *GraphModel
+	ctx  *C.struct_ggml_context
+	rows int64
+	vals map[string]gval
+}
+
+// graphNodes bounds the ggml tensors and graph nodes one IR node may make.
+const graphNodesPerOp = 16
+
+func (m *GraphModel) build(rows int) (*builtGraph, error) {
+	nodes := C.size_t(graphNodesPerOp*(len(m.g.Nodes)+len(m.g.Inputs)+len(m.g.Outputs)) + 64)
+	size := nodes*C.ggml_tensor_overhead() + C.ggml_graph_overhead_custom(nodes, false)
+	ctx := C.ggml_init(C.struct_ggml_init_params{mem_size: size, mem_buffer: nil, no_alloc: true})
+	if ctx == nil {
+		return nil, errors.New("llamacpp: ggml_init failed")
+	}
+	b := &builtGraph{ctx: ctx}
+	bl := &builder{m: m, ctx: ctx, rows: int64(rows), vals: map[string]gval{}}
+	for _, in := range m.g.Inputs {
+		shape := bl.actual(in.Shape)
+		t := newTensor(ctx, C.GGML_TYPE_F32, shape)
+		C.ggml_set_input(t)
+		bl.vals[in.Name] = gval{t, shape}
+		b.inputs = append(b.inputs, t)
+	}
+	for i := range m.g.Nodes {
+		n := &m.g.Nodes[i]
+		v, err := bl.node(n)
+		if err != nil {
+			b.free()
+			return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
+		}
+		bl.vals[n.Outputs[0]] = v
+	}
+	b.gf = C.ggml_new_graph_custom(ctx, nodes, false)
+	for _, out := range m.g.Outputs {
+		v := bl.vals[out.Name]
+		t := v.t
+		if !C.ggml_is_contiguous(t) || t.op == C.GGML_OP_NONE {
+			t = C.ggml_cont(ctx, t)
+		}
+		C.ggml_set_output(t)
+		C.ggml_build_forward_expand(b.gf, t)
+		b.outputs = append(b.outputs, t)
+	}
+	b.galloc = C.ggml_gallocr_new(C.ggml_backend_cpu_buffer_type())
+	if b.galloc == nil || !C.ggml_gallocr_alloc_graph(b.galloc, b.gf) {
+		b.free()
+		return nil, errors.New("llamacpp: allocating the compute graph failed")
+	}
+	return b, nil
+}
+
+// actual replaces the batch dimension with the row count.
+func (bl *builder) actual(shape []int64) []int64 {
+	s := slices.Clone(shape)
+	if len(s) > 0 && s[0] == graph.Batch {
+		s[0] = bl.rows
+	}
+	return s
+}
+
+// value returns the tensor for a node input: a computed value or a
+// constant in its plain form.
+func (bl *builder) value(name string) (gval, error) {
+	if v, ok := bl.vals[name]; ok {
+		return v, nil
+	}
+	return bl.weight(name, "")
+}
+
+func (bl *builder) weight(name, form string) (gval, error) {
+	t, ok := bl.m.weights[weightKey(name, form)]
+	if !ok {
+		return gval{}, fmt.Errorf("value %q is not available", name)
+	}
+	info := bl.m.g.Values[name]
+	shape := info.Shape
+	if form == "T" {
+		shape = []int64{shape[1], shape[0]}
+	}
+	return gval{t, shape}, nil
+}
+
+// ne is a numpy shape as ggml's four dimensions.
+func ne(shape []int64) [4]C.int64_t {
+	var n [4]C.int64_t
+	r := len(shape)
+	for i := range 4 {
+		n[i] = 1
+		if i < r {
+			n[i] = C.int64_t(shape[r-1-i])
+		}
+	}
+	return n
+}
+
+// reshape gives v the numpy shape (same element count).
+func (bl *builder) reshape(v gval, shape []int64) gval {
+	t := v.t
+	if !C.ggml_is_contiguous(t) {
+		t = C.ggml_cont(bl.ctx, t)
+	}
+	n := ne(shape)
+	return gval{C.ggml_reshape_4d(bl.ctx, t, n[0], n[1], n[2], n[3]), shape}
+}
+
+// toFront moves ggml dimension d to dimension 0, keeping the order of the
+// others, and makes the result contiguous.
+func (bl *builder) toFront(t *C.struct_ggml_tensor, d int) *C.struct_ggml_tensor {
+	if d == 0 {
+		return t
+	}
+	var p [4]C.int
+	for i := range 4 {
+		switch {
+		case i == d:
+			p[i] = 0
+		case i < d:
+			p[i] = C.int(i + 1)
+		default:
+			p[i] = C.int(i)
+		}
+	}
+	return C.ggml_cont(bl.ctx, C.ggml_permute(bl.ctx, t, p[0], p[1], p[2], p[3]))
+}
+
+// fromFront undoes toFront.
+func (bl *builder) fromFront(t *C.struct_ggml_tensor, d int) *C.struct_ggml_tensor {
+	if d == 0 {
+		return t
+	}
+	var p [4]C.int
+	for i := range 4 {
+		switch {
+		case i == 0:
+			p[i] = C.int(d)
+		case i <= d:
+			p[i] = C.int(i - 1)
+		default:
+			p[i] = C.int(i)
+		}
+	}
+	return C.ggml_cont(bl.ctx, C.ggml_permute(bl.ctx, t, p[0], p[1], p[2], p[3]))
+}
+
+func (bl *builder) node(n *graph.Node) (gval, error) {
+	ctx := bl.ctx
+	outShape := bl.actual(bl.m.g.Values[n.Outputs[0]].Shape)
+	in := func(i int) (gval, error) { return bl.value(n.Inputs[i]) }
+	switch n.Op {
+	case "Identity":
+		return in(0)
+	case "Relu", "Tanh", "Sigmoid", "Gelu":
+		x, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		var t *C.struct_ggml_tensor
+		switch n.Op {
+		case "Relu":
+			t = C.ggml_relu(ctx, x.t)
+		case "Tanh":
+			t = C.ggml_tanh(ctx, x.t)
+		case "Sigmoid":
+			t = C.ggml_sigmoid(ctx, x.t)
+		case "Gelu":
+			if n.Str("approximate", "none") == "tanh" {
+				// ggml_gelu reads an FP16 table (errors near 1e-3), so
+				// the tanh form is built from exact operations:
+				// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+				x3 := C.ggml_mul(ctx, C.ggml_mul(ctx, x.t, x.t), x.t)
+				inner := C.ggml_add(ctx, x.t, C.ggml_scale(ctx, x3, 0.044715))
+				th := C.ggml_tanh(ctx, C.ggml_scale(ctx, inner, C.float(math.Sqrt(2/math.Pi))))
+				t = C.ggml_mul(ctx, C.ggml_scale(ctx, x.t, 0.5), C.ggml_scale_bias(ctx, th, 1, 1))
+			} else {
+				t = C.ggml_gelu_erf(ctx, x.t)
+			}
+		}
+		return gval{t, x.shape}, nil
+	case "Add", "Sub", "Mul", "Div":
+		a, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		b, err := in(1)
+		if err != nil {
+			return gval{}, err
+		}
+		return gval{bl.binary(n.Op, a, b, outShape), outShape}, nil
+	case "MatMul":
+		a, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		w, err := bl.weight(n.Inputs[1], "T")
+		if err != nil {
+			return gval{}, err
+		}
+		return gval{C.ggml_mul_mat(ctx, w.t, bl.contiguous(a.t)), outShape}, nil
+	case "Gemm":
+		a, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		form := ""
+		if n.Int("transB", 0) == 0 {
+			form = "T"
+		}
+		w, err := bl.weight(n.Inputs[1], form)
+		if err != nil {
+			return gval{}, err
+		}
+		t := C.ggml_mul_mat(ctx, w.t, bl.contiguous(a.t))
+		if alpha := n.Float("alpha", 1); alpha != 1 {
+			t = C.ggml_scale(ctx, t, C.float(alpha))
+		}
+		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
+			beta := n.Float("beta", 1)
+			c, err := bl.weight(n.Inputs[2], fmt.Sprintf("beta%08x", math.Float32bits(beta)))
+			if err != nil {
+				return gval{}, err
+			}
+			t = bl.binary("Add", gval{t, outShape}, c, outShape)
+		}
+		return gval{t, outShape}, nil
+	case "Softmax":
+		x, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		r := len(x.shape)
+		def := int64(-1)
+		if bl.m.g.Opset != 0 && bl.m.g.Opset < 13 {
+			def = 1
+		}
+		ax, _ := graph.Axis(n.Int("axis", def), r)
+		if ax == r-1 {
+			return gval{C.ggml_soft_max(ctx, bl.contiguous(x.t)), x.shape}, nil
+		}
+		if def == 1 {
+			// Before opset 13: softmax over everything from axis on.
+			flat := bl.reshape(x, []int64{prod(x.shape[:ax]), prod(x.shape[ax:])})
+			return bl.reshape(gval{C.ggml_soft_max(ctx, flat.t), flat.shape}, x.shape), nil
+		}
+		d := r - 1 - ax
+		t := bl.fromFront(C.ggml_soft_max(ctx, bl.toFront(bl.contiguous(x.t), d)), d)
+		return gval{t, x.shape}, nil
+	case "LayerNormalization":
+		x, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		ax, _ := graph.Axis(n.Int("axis", -1), len(x.shape))
+		flat := bl.reshape(x, []int64{prod(x.shape[:ax]), prod(x.shape[ax:])})
+		y := bl.reshape(gval{C.ggml_norm(ctx, flat.t, C.float(n.Float("epsilon", 1e-5))), flat.shape}, x.shape)
+		for i, op := range []string{"Mul", "Add"} {
+			if i+1 >= len(n.Inputs) || n.Inputs[i+1] == "" {
+				continue
+			}
+			p, err := in(i + 1)
+			if err != nil {
+				return gval{}, err
+			}
+			p = bl.reshape(p, x.shape[ax:])
+			y = gval{bl.binary(op, y, p, x.shape), x.shape}
+		}
+		return y, nil
+	case "Flatten", "Reshape":
+		x, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		return bl.reshape(x, outShape), nil
+	case "Concat":
+		x, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		ax, _ := graph.Axis(n.Int("axis", 0), len(x.shape))
+		d := len(x.shape) - 1 - ax
+		t := x.t
+		for i := 1; i < len(n.Inputs); i++ {
+			y, err := in(i)
+			if err != nil {
+				return gval{}, err
+			}
+			t = C.ggml_concat(ctx, t, y.t, C.int(d))
+		}
+		return gval{t, outShape}, nil
+	case "ArgMax":
+		x, err := in(0)
+		if err != nil {
+			return gval{}, err
+		}
+		ax, _ := graph.Axis(n.Int("axis", 0), len(x.shape))
+		d := len(x.shape) - 1 - ax
+		t := bl.toFront(bl.contiguous(x.t), d)
+		k := x.shape[ax]
+		t = C.ggml_reshape_2d(ctx, t, C.int64_t(k), C.int64_t(prod(x.shape)/k))
+		t = C.ggml_argmax(ctx, t)
+		n4 := ne(outShape)
+		return gval{C.ggml_reshape_4d(ctx, t, n4[0], n4[1], n4[2], n4[3]), outShape}, nil
+	}
+	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
+}
+
+func prod(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+func (bl *builder) contiguous(t *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+	if C.ggml_is_contiguous(t) {
+		return t
+	}
+	return C.ggml_cont(bl.ctx, t)
+}
+
+// canRepeat reports whether b broadcasts into a as ggml does it (each of
+// b's dimensions 1 or equal to a's).
+func canRepeat(b, a []int64) bool {
+	nb, na := ne(b), ne(a)
+	for i := range 4 {
+		if nb[i] != 1 && nb[i] != na[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// binary applies an elementwise operator with numpy broadcasting: ggml
+// broadcasts its second operand only, so a first operand smaller than the
+// result is repeated to the result's shape (or, for Add and Mul, the
+// operands swap).
+func (bl *builder) binary(op string, a, b gval, out []int64) *C.struct_ggml_tensor {
+	ctx := bl.ctx
+	full := func(v gval) bool { return prod(v.shape) == prod(out) }
+	if !full(a) && full(b) && (op == "Add" || op == "Mul") {
+		a, b = b, a
+	}
+	if !full(a) {
+		tmpl := newTensor(ctx, C.GGML_TYPE_F32, out)
+		a = gval{C.ggml_repeat(ctx, bl.contiguous(a.t), tmpl), out}
+	}
+	bt := bl.contiguous(b.t)
+	if !canRepeat(b.shape, out) || len(b.shape) != len(out) {
+		// Align b's dimensions with the result's, from the right.
+		shape := make([]int64, len(out))
+		for i := range shape {
+			shape[i] = 1
+			if j := i - (len(out) - len(b.shape)); j >= 0 {
+				shape[i] = b.shape[j]
+			}
+		}
+		n := ne(shape)
+		bt = C.ggml_reshape_4d(ctx, bt, n[0], n[1], n[2], n[3])
+	}
+	at := a.t
+	switch op {
+	case "Add":
+		return C.ggml_add(ctx, at, bt)
+	case "Sub":
+		return C.ggml_sub(ctx, at, bt)
+	case "Mul":
+		return C.ggml_mul(ctx, at, bt)
+	default:
+		return C.ggml_div(ctx, at, bt)
+	}
+}

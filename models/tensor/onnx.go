@@ -1,0 +1,351 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmserve/llmserve/engine/graph"
+	"github.com/llmserve/llmserve/models/tensor/onnxpb"
+)
+
+// onnxOpset is the default-domain opset EncodeONNX declares.
+const onnxOpset = 17
+
+// maxElements bounds a constant's element count (8 GiB of F32), so that a
+// damaged dims field cannot make the reader allocate without bound before
+// it sees the data is missing.
+const maxElements = 1 << 31
+
+// DecodeONNX reads an ONNX model (a serialized ModelProto) into a graph,
+// with the default domain's opset version (0 when the model names none).
+// Errors are *graph.Error.
+func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
+	var m onnxpb.ModelProto
+	if err := proto.Unmarshal(data, &m); err != nil {
+		return nil, 0, &graph.Error{Err: fmt.Errorf("not an ONNX model: %w", err)}
+	}
+	var opset int64
+	for _, o := range m.GetOpsetImport() {
+		if o.GetDomain() == "" || o.GetDomain() == "ai.onnx" {
+			opset = o.GetVersion()
+		}
+	}
+	gp := m.GetGraph()
+	if gp == nil {
+		return nil, 0, &graph.Error{Err: errors.New("the ONNX model has no graph")}
+	}
+	g := &graph.Graph{}
+	inits := map[string]bool{}
+	for _, t := range gp.GetInitializer() {
+		c, err := onnxConst(t)
+		if err != nil {
+			return nil, 0, &graph.Error{Err: err}
+		}
+		inits[c.Name] = true
+		g.Consts = append(g.Consts, c)
+	}
+	for _, vi := range gp.GetInput() {
+		if inits[vi.GetName()] {
+			continue // IR < 4 lists initializers as inputs too
+		}
+		v, err := onnxValue(vi, true)
+		if err != nil {
+			return nil, 0, &graph.Error{Err: err}
+		}
+		g.Inputs = append(g.Inputs, v)
+	}
+	for _, vi := range gp.GetOutput() {
+		v, err := onnxValue(vi, false)
+		if err != nil {
+			return nil, 0, &graph.Error{Err: err}
+		}
+		g.Outputs = append(g.Outputs, v)
+	}
+	for i, np := range gp.GetNode() {
+		n := graph.Node{Name: np.GetName(), Op: np.GetOpType(), Inputs: np.GetInput(), Outputs: np.GetOutput()}
+		if n.Name == "" {
+			n.Name = fmt.Sprintf("#%d", i)
+		}
+		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
+			return nil, 0, &graph.Error{Node: n.Name, Op: d + ":" + n.Op, Err: graph.ErrUnsupported}
+		}
+		if n.Op == "Constant" {
+			// Exporters (PyTorch's for Reshape's shape) put constants in
+			// Constant nodes as well as in initializers.
+			c, err := onnxConstantNode(np)
+			if err != nil {
+				return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
+			}
+			g.Consts = append(g.Consts, c)
+			continue
+		}
+		if !slices.Contains(graph.Ops, n.Op) {
+			return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: graph.ErrUnsupported}
+		}
+		n.Attrs = map[string]graph.Attr{}
+		for _, a := range np.GetAttribute() {
+			at, err := onnxAttr(a)
+			if err != nil {
+				return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
+			}
+			n.Attrs[a.GetName()] = at
+		}
+		g.Nodes = append(g.Nodes, n)
+	}
+	return g, opset, nil
+}
+
+// onnxConstantNode is the constant a Constant node defines, from its value
+// (a tensor), value_float(s) or value_int(s) attribute.
+func onnxConstantNode(np *onnxpb.NodeProto) (graph.Const, error) {
+	if len(np.GetOutput()) != 1 || len(np.GetAttribute()) != 1 {
+		return graph.Const{}, errors.New("a Constant node needs one output and one attribute")
+	}
+	name, a := np.GetOutput()[0], np.GetAttribute()[0]
+	switch a.GetName() {
+	case "value":
+		if a.GetT() == nil {
+			return graph.Const{}, errors.New("attribute value holds no tensor")
+		}
+		c, err := onnxConst(a.GetT())
+		c.Name = name
+		return c, err
+	case "value_float":
+		return graph.Const{Name: name, DType: graph.F32, Shape: []int64{}, F32: []float32{a.GetF()}}, nil
+	case "value_floats":
+		return graph.Const{Name: name, DType: graph.F32, Shape: []int64{int64(len(a.GetFloats()))}, F32: a.GetFloats()}, nil
+	case "value_int":
+		return graph.Const{Name: name, DType: graph.I64, Shape: []int64{}, I64: []int64{a.GetI()}}, nil
+	case "value_ints":
+		return graph.Const{Name: name, DType: graph.I64, Shape: []int64{int64(len(a.GetInts()))}, I64: a.GetInts()}, nil
+	}
+	return graph.Const{}, fmt.Errorf("attribute %s: %w", a.GetName(), graph.ErrUnsupported)
+}
+
+func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
+	typ := a.GetType()
+	if typ == onnxpb.AttributeProto_UNDEFINED { // before IR 2 the type was implied
+		switch {
+		case len(a.GetInts()) > 0:
+			typ = onnxpb.AttributeProto_INTS
+		case len(a.GetFloats()) > 0:
+			typ = onnxpb.AttributeProto_FLOATS
+		case len(a.GetS()) > 0:
+			typ = onnxpb.AttributeProto_STRING
+		case a.GetF() != 0:
+			typ = onnxpb.AttributeProto_FLOAT
+		default:
+			typ = onnxpb.AttributeProto_INT
+		}
+	}
+	switch typ {
+	case onnxpb.AttributeProto_INT:
+		return graph.Attr{Kind: graph.AttrInt, Int: a.GetI()}, nil
+	case onnxpb.AttributeProto_FLOAT:
+		return graph.Attr{Kind: graph.AttrFloat, Float: a.GetF()}, nil
+	case onnxpb.AttributeProto_STRING:
+		return graph.Attr{Kind: graph.AttrString, String: string(a.GetS())}, nil
+	case onnxpb.AttributeProto_INTS:
+		return graph.Attr{Kind: graph.AttrInts, Ints: a.GetInts()}, nil
+	case onnxpb.AttributeProto_FLOATS:
+		return graph.Attr{Kind: graph.AttrFloats, Floats: a.GetFloats()}, nil
+	}
+	return graph.Attr{}, fmt.Errorf("attribute %q of type %v: %w", a.GetName(), typ, graph.ErrUnsupported)
+}
+
+func onnxValue(vi *onnxpb.ValueInfoProto, input bool) (graph.Value, error) {
+	v := graph.Value{Name: vi.GetName()}
+	tt := vi.GetType().GetTensorType()
+	if tt == nil {
+		if input {
+			return v, fmt.Errorf("input %q is not a tensor", v.Name)
+		}
+		return v, nil
+	}
+	switch onnxpb.TensorProto_DataType(tt.GetElemType()) {
+	case onnxpb.TensorProto_FLOAT:
+		v.DType = graph.F32
+	case onnxpb.TensorProto_INT64:
+		v.DType = graph.I64
+	default:
+		return v, fmt.Errorf("%q has element type %v: only FLOAT and INT64 are supported", v.Name, onnxpb.TensorProto_DataType(tt.GetElemType()))
+	}
+	if tt.GetShape() == nil {
+		if input {
+			return v, fmt.Errorf("input %q has no shape", v.Name)
+		}
+		return v, nil
+	}
+	for i, d := range tt.GetShape().GetDim() {
+		switch {
+		case i == 0:
+			// The first dimension is the batch, whatever the file says.
+			v.Shape = append(v.Shape, graph.Batch)
+		case d.GetDimParam() != "" || d.GetDimValue() <= 0:
+			if input {
+				return v, fmt.Errorf("input %q: dimension %d is not fixed (only the first, the batch, may vary)", v.Name, i)
+			}
+			v.Shape = append(v.Shape, graph.Batch)
+		default:
+			v.Shape = append(v.Shape, d.GetDimValue())
+		}
+	}
+	if input && len(v.Shape) == 0 {
+		return v, fmt.Errorf("input %q is a scalar; it needs a batch dimension", v.Name)
+	}
+	return v, nil
+}
+
+func onnxConst(t *onnxpb.TensorProto) (graph.Const, error) {
+	c := graph.Const{Name: t.GetName(), Shape: t.GetDims()}
+	if c.Shape == nil {
+		c.Shape = []int64{}
+	}
+	if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+		return c, fmt.Errorf("initializer %q: external data is not supported", c.Name)
+	}
+	n := int64(1)
+	for _, d := range c.Shape {
+		if d < 0 || (d > 0 && n > maxElements/d) {
+			return c, fmt.Errorf("initializer %q: bad dims %v", c.Name, c.Shape)
+		}
+		n *= d
+	}
+	raw := t.GetRawData()
+	switch onnxpb.TensorProto_DataType(t.GetDataType()) {
+	case onnxpb.TensorProto_FLOAT:
+		c.DType = graph.F32
+		switch {
+		case len(raw) > 0 || (n == 0 && len(t.GetFloatData()) == 0):
+			if int64(len(raw)) != 4*n {
+				return c, fmt.Errorf("initializer %q: dims %v need %d bytes, raw_data has %d", c.Name, c.Shape, 4*n, len(raw))
+			}
+			c.F32 = make([]float32, n)
+			for i := range c.F32 {
+				c.F32[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+		default:
+			c.F32 = t.GetFloatData()
+			if int64(len(c.F32)) != n {
+				return c, fmt.Errorf("initializer %q: dims %v hold %d elements, float_data has %d", c.Name, c.Shape, n, len(c.F32))
+			}
+		}
+	case onnxpb.TensorProto_INT64:
+		c.DType = graph.I64
+		switch {
+		case len(raw) > 0 || (n == 0 && len(t.GetInt64Data()) == 0):
+			if int64(len(raw)) != 8*n {
+				return c, fmt.Errorf("initializer %q: dims %v need %d bytes, raw_data has %d", c.Name, c.Shape, 8*n, len(raw))
+			}
+			c.I64 = make([]int64, n)
+			for i := range c.I64 {
+				c.I64[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+			}
+		default:
+			c.I64 = t.GetInt64Data()
+			if int64(len(c.I64)) != n {
+				return c, fmt.Errorf("initializer %q: dims %v hold %d elements, int64_data has %d", c.Name, c.Shape, n, len(c.I64))
+			}
+		}
+	default:
+		return c, fmt.Errorf("initializer %q: data type %v is not supported (FLOAT and INT64 are)", c.Name, onnxpb.TensorProto_DataType(t.GetDataType()))
+	}
+	return c, nil
+}
+
+// EncodeONNX writes g as an ONNX model (IR version 8, default-domain opset
+// 17): initializers in raw_data, inputs and outputs with a symbolic first
+// dimension named "batch".
+func EncodeONNX(g *graph.Graph) ([]byte, error) {
+	gp := &onnxpb.GraphProto{Name: "llmserve"}
+	for _, k := range g.Consts {
+		t := &onnxpb.TensorProto{Name: k.Name, Dims: k.Shape}
+		switch k.DType {
+		case graph.F32:
+			t.DataType = int32(onnxpb.TensorProto_FLOAT)
+			t.RawData = make([]byte, 4*len(k.F32))
+			for i, v := range k.F32 {
+				binary.LittleEndian.PutUint32(t.RawData[4*i:], math.Float32bits(v))
+			}
+		case graph.I64:
+			t.DataType = int32(onnxpb.TensorProto_INT64)
+			t.RawData = make([]byte, 8*len(k.I64))
+			for i, v := range k.I64 {
+				binary.LittleEndian.PutUint64(t.RawData[8*i:], uint64(v))
+			}
+		default:
+			return nil, fmt.Errorf("constant %q: element type %v", k.Name, k.DType)
+		}
+		gp.Initializer = append(gp.Initializer, t)
+	}
+	value := func(v graph.Value) *onnxpb.ValueInfoProto {
+		elem := onnxpb.TensorProto_FLOAT
+		if v.DType == graph.I64 {
+			elem = onnxpb.TensorProto_INT64
+		}
+		tt := &onnxpb.TypeProto_Tensor{ElemType: int32(elem)}
+		if v.Shape != nil {
+			tt.Shape = &onnxpb.TensorShapeProto{}
+			for i, d := range v.Shape {
+				dim := &onnxpb.TensorShapeProto_Dimension{}
+				if i == 0 || d < 0 {
+					dim.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "batch"}
+				} else {
+					dim.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}
+				}
+				tt.Shape.Dim = append(tt.Shape.Dim, dim)
+			}
+		}
+		return &onnxpb.ValueInfoProto{Name: v.Name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: tt}}}
+	}
+	for _, v := range g.Inputs {
+		gp.Input = append(gp.Input, value(v))
+	}
+	for _, v := range g.Outputs {
+		gp.Output = append(gp.Output, value(v))
+	}
+	for _, n := range g.Nodes {
+		np := &onnxpb.NodeProto{Name: n.Name, OpType: n.Op, Input: n.Inputs, Output: n.Outputs}
+		for _, name := range sortedKeys(n.Attrs) {
+			a := n.Attrs[name]
+			ap := &onnxpb.AttributeProto{Name: name}
+			switch a.Kind {
+			case graph.AttrInt:
+				ap.Type, ap.I = onnxpb.AttributeProto_INT, a.Int
+			case graph.AttrFloat:
+				ap.Type, ap.F = onnxpb.AttributeProto_FLOAT, a.Float
+			case graph.AttrString:
+				ap.Type, ap.S = onnxpb.AttributeProto_STRING, []byte(a.String)
+			case graph.AttrInts:
+				ap.Type, ap.Ints = onnxpb.AttributeProto_INTS, a.Ints
+			case graph.AttrFloats:
+				ap.Type, ap.Floats = onnxpb.AttributeProto_FLOATS, a.Floats
+			default:
+				return nil, fmt.Errorf("node %q: attribute %q has no kind", n.Name, name)
+			}
+			np.Attribute = append(np.Attribute, ap)
+		}
+		gp.Node = append(gp.Node, np)
+	}
+	m := &onnxpb.ModelProto{
+		IrVersion:    8,
+		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: "", Version: onnxOpset}},
+		ProducerName: "llmserve",
+		Graph:        gp,
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
