@@ -62,7 +62,7 @@ type TensorConfig struct {
 // OpenTensorExecutor opens a tensor model file with threads CPU threads
 // per run. It is the graph runtime's tensor.Open; tests may replace it.
 var OpenTensorExecutor = func(path string, threads int) (tensor.Executor, error) {
-	return nil, errors.New("the tensor runtime is not built into this binary")
+	return tensor.Open(path, tensor.Options{Threads: threads})
 }
 
 // TensorModel is a served tensor model: an Executor behind adaptive

@@ -135,6 +135,10 @@ func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
 		if in == nil {
 			return nil, invalidf("input %q is missing: model %q takes %s", s.Name, t.Name(), specNames(specs))
 		}
+		conv, err := convert(in, s.DType)
+		if err != nil {
+			return nil, invalidf("input %q: %v", s.Name, err)
+		}
 		if err := checkShape(s, in.Shape); err != nil {
 			return nil, invalidf("input %q: %v", s.Name, err)
 		}
@@ -147,10 +151,6 @@ func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
 			return nil, invalidf("input %q: the batch size (shape[0]) is %d but input %q has %d; every input needs the same", s.Name, n, specs[0].Name, batch)
 		}
 		batch = in.Shape[0]
-		conv, err := convert(in, s.DType)
-		if err != nil {
-			return nil, invalidf("input %q: %v", s.Name, err)
-		}
 		conv.Name, conv.Shape = s.Name, slices.Clone(in.Shape)
 		out[i] = conv
 	}
