@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,7 +51,10 @@ type TensorConfig struct {
 	ParallelWorkers int
 	// Threads is the CPU threads the model computes with in all, split
 	// between the workers (each run gets Threads/ParallelWorkers, at
-	// least 1); 0 means min(4, GOMAXPROCS).
+	// least 1); 0 means one per worker. One thread per run is the
+	// runtime's advice for small models (ggml's workers cost more than
+	// they save on an MLP's matrices; measured in docs/BENCHMARKS.md):
+	// parallel workers use more cores better.
 	Threads int
 	// MaxRequestRows bounds one request's batch size (0:
 	// DefaultMaxRequestRows); more is a client error.
@@ -104,7 +106,7 @@ func LoadTensor(cfg TensorConfig, log *slog.Logger, reg prometheus.Registerer) (
 	}
 	cfg.ParallelWorkers = max(cfg.ParallelWorkers, 1)
 	if cfg.Threads <= 0 {
-		cfg.Threads = min(4, runtime.GOMAXPROCS(0))
+		cfg.Threads = cfg.ParallelWorkers
 	}
 	if cfg.MaxRequestRows <= 0 {
 		cfg.MaxRequestRows = DefaultMaxRequestRows

@@ -133,7 +133,7 @@ are accepted as KServe passes them: underscores and dashes are the same.`,
 	fl.IntVar(&f.maxBatchSize, "max-batch-size", 0, "tensor models given with --model (.onnx, graph GGUF): adaptive batching merges concurrent requests up to this many rows per run (MLServer's max_batch_size); 0 or 1: off")
 	fl.Float64Var(&f.maxBatchTime, "max-batch-time", 0, "tensor models given with --model: seconds a batch waits for more requests after its first (MLServer's max_batch_time)")
 	fl.IntVar(&f.parallelWorkers, "parallel-workers", 1, "tensor models given with --model: batches run at once, --threads split between them (MLServer's parallel_workers)")
-	fl.IntVar(&f.tensorThreads, "tensor-threads", 0, "CPU threads each tensor model computes with, split between its parallel workers; 0: min(4, cores)")
+	fl.IntVar(&f.tensorThreads, "tensor-threads", 0, "CPU threads each tensor model computes with, split between its parallel workers; 0: one per worker (best for small models: add --parallel-workers rather than threads)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
