@@ -9,6 +9,11 @@
 // grpcurl`). v2_repository_test.go serves a model repository (load,
 // unload while a stream runs, reload, corrupt GGUFs, strict readiness over
 // REST and gRPC); kservev1_test.go drives KServe V1, the V2 embed task and
-// infer_stream. They assert what a user sees (exact greedy tokens,
+// infer_stream; tensor_test.go serves tensor models (an ONNX MLP with
+// known weights written by the runtime's ONNX writer, the same graph as a
+// GGUF, one with an unsupported operator) from a repository and checks
+// every protocol against a pure-Go reference, adaptive batching (32
+// concurrent requests in one run, each bit-identical to its run alone),
+// bad inputs and the OpenAI routes' refusal. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -238,8 +239,11 @@ func postTensor(url, contentType string, header map[string]string, body []byte) 
 func restJSON(t *testing.T, s *repoServer, model string, x []float32) (tensorResult, error) {
 	body, _ := json.Marshal(map[string]any{"inputs": []any{map[string]any{"name": "input", "datatype": "FP32", "shape": []int{len(x) / mlpIn, mlpIn}, "data": x}}})
 	code, _, b, err := postTensor(s.URL+"/v2/models/"+model+"/infer", "application/json", nil, body)
-	if err != nil || code != 200 {
-		return tensorResult{}, fmt.Errorf("%v %w", err, httpError(code, b))
+	if err != nil {
+		return tensorResult{}, err
+	}
+	if code != 200 {
+		return tensorResult{}, httpError(code, b)
 	}
 	var resp struct {
 		Outputs []struct {
@@ -275,12 +279,15 @@ func restBinary(t *testing.T, s *repoServer, model string, x []float32) (tensorR
 		body = binary.LittleEndian.AppendUint32(body, math.Float32bits(v))
 	}
 	code, h, b, err := postTensor(s.URL+"/v2/models/"+model+"/infer", "application/octet-stream", map[string]string{"Inference-Header-Content-Length": strconv.Itoa(len(head))}, body)
-	if err != nil || code != 200 {
-		return tensorResult{}, fmt.Errorf("%v %w", err, httpError(code, b))
+	if err != nil {
+		return tensorResult{}, err
+	}
+	if code != 200 {
+		return tensorResult{}, httpError(code, b)
 	}
 	n, err := strconv.Atoi(h.Get("Inference-Header-Content-Length"))
 	if err != nil {
-		return tensorResult{}, fmt.Errorf("binary answer without its header length: %v", err)
+		return tensorResult{}, fmt.Errorf("binary answer without its header length: %w", err)
 	}
 	var resp struct {
 		Outputs []struct {
@@ -380,8 +387,11 @@ func grpcStream(t *testing.T, s *repoServer, model string, x []float32) (tensorR
 	if final := resp.GetInferResponse().GetParameters()["triton_final_response"]; !final.GetBoolParam() {
 		return tensorResult{}, fmt.Errorf("the response is not marked final")
 	}
-	if _, err := st.Recv(); err != io.EOF {
-		return tensorResult{}, fmt.Errorf("a second response or error after the final one: %v", err)
+	switch extra, err := st.Recv(); {
+	case err == nil:
+		return tensorResult{}, fmt.Errorf("a second response after the final one: %v", extra)
+	case !errors.Is(err, io.EOF):
+		return tensorResult{}, fmt.Errorf("an error after the final response: %w", err)
 	}
 	return grpcResult(resp.GetInferResponse()), nil
 }
@@ -393,8 +403,11 @@ func v1Predict(t *testing.T, s *repoServer, model string, x []float32) (tensorRe
 	}
 	body, _ := json.Marshal(map[string]any{"instances": instances})
 	code, _, b, err := postTensor(s.URL+"/v1/models/"+model+":predict", "application/json", nil, body)
-	if err != nil || code != 200 {
-		return tensorResult{}, fmt.Errorf("%v %w", err, httpError(code, b))
+	if err != nil {
+		return tensorResult{}, err
+	}
+	if code != 200 {
+		return tensorResult{}, httpError(code, b)
 	}
 	var resp struct {
 		Predictions []struct {
