@@ -150,6 +150,11 @@ func (b openaiBackend) Model(name string) (openai.Model, bool) {
 	return g, true
 }
 
+func (b openaiBackend) TensorModel(name string) (ready, ok bool) {
+	t, ok := b.reg.GetTensor(name)
+	return ok && t.Ready(), ok
+}
+
 func (b openaiBackend) Models() []openai.Model {
 	var out []openai.Model
 	for _, g := range b.reg.List() {

@@ -5,6 +5,13 @@
 // existing vLLM dashboards work unchanged; what vLLM has no name for is
 // llmserve_*.
 //
+// Tensor models (tensor.go) have no vLLM counterpart: their metrics are
+// llmserve_tensor_requests_total{model,outcome},
+// llmserve_tensor_batch_size (rows per run, adaptive batching),
+// llmserve_tensor_request_duration_seconds and
+// llmserve_tensor_queue_time_seconds, with llmserve_model_ready as for the
+// LLMs. Tensor implements the batcher's observer.
+//
 // The package registers collectors on an injected prometheus.Registerer and
 // implements core.Observer. Gauges and cumulative counters that the
 // scheduler and KV manager already keep (running, waiting, KV usage,

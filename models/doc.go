@@ -1,6 +1,6 @@
 // Package models is the runtime layer: it loads models, sizes and starts
-// each generative model's engine core, and keeps the registry of served
-// models by name.
+// each generative model's engine core, loads tensor models behind their
+// batcher, and keeps the registry of served models by name.
 //
 // A Generative model owns, for its whole life: the llama.cpp model, the
 // tokenizer and one core.EngineCore, which owns the scheduler, the KV
@@ -11,12 +11,25 @@
 // KVMemoryBytes), logs what it allocated, and returns once the engine core
 // runs. Stop ends the requests still running; Close also frees the model.
 //
-// The Registry answers readiness for the health routes: ready when every
-// model's engine core is, and not draining (shutdown). Remove takes a
-// model out at run time (new lookups miss it at once).
+// A TensorModel (tensormodel.go) is a classic tensor model: an .onnx file
+// or a GGUF whose general.architecture is "llmserve.graph" (IsTensorFile;
+// any other GGUF is an LLM), opened by the graph runtime (models/tensor,
+// through OpenTensorExecutor) with TensorConfig.Threads split between its
+// ParallelWorkers, behind a models/batching.Batcher (MLServer's
+// max_batch_size, max_batch_time, parallel_workers). Its Infer takes
+// inputs the API layer has checked against its Specs; Stop fails what is
+// queued, Close also frees the graph. Its metrics are metrics.Tensor.
+//
+// The Registry holds both kinds under one namespace (Get and List for
+// generative models, GetTensor and ListTensors for tensor ones) and
+// answers readiness for the health routes: ready when every model is
+// (a generative model's engine core, a tensor model until it is closed),
+// and not draining (shutdown). Remove takes a generative model out at run
+// time (new lookups miss it at once); the repository removes either kind.
 //
 // A Repository (repository.go) is a model repository on disk in Triton's
-// layout (DIR/<name>/<version>/*.gguf, the highest version served) with
+// layout (DIR/<name>/<version>/*.gguf or *.onnx, the highest version
+// served; a tensor file is a TensorModel, with the batching settings) with
 // MLServer's model-settings.json (ReadSettings: MLServer's names plus the
 // LLM settings, unknown keys an error naming them), laid over a base
 // GenerativeConfig. Load and Unload work by name at run time, one at a

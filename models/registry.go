@@ -14,8 +14,10 @@ import (
 // Registry holds the served models by name. It is safe for concurrent use.
 type Registry struct {
 	mu       sync.RWMutex
-	byName   map[string]*Generative // guarded by mu
-	order    []*Generative          // guarded by mu
+	byName   map[string]*Generative  // guarded by mu
+	order    []*Generative           // guarded by mu
+	tensors  map[string]*TensorModel // guarded by mu
+	tensorsO []*TensorModel          // guarded by mu, in the order added
 	draining atomic.Bool
 	// readiness, when set (by a Repository), decides Ready instead of
 	// "at least one model and every model ready".
@@ -72,13 +74,32 @@ func (r *Registry) endedBefore(ctx context.Context, mark uint64) bool {
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byName: make(map[string]*Generative)} }
+func NewRegistry() *Registry {
+	return &Registry{byName: make(map[string]*Generative), tensors: make(map[string]*TensorModel)}
+}
+
+// served is what the registry and the repository need of any model, a
+// generative or a tensor one.
+type served interface {
+	Name() string
+	Ready() bool
+	Idle() bool
+	Stop() int64
+	Close() error
+}
+
+// takenLocked reports whether a model of either kind is called name.
+func (r *Registry) takenLocked(name string) bool {
+	_, g := r.byName[name]
+	_, t := r.tensors[name]
+	return g || t
+}
 
 // Add registers g under its name.
 func (r *Registry) Add(g *Generative) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.byName[g.Name()]; dup {
+	if r.takenLocked(g.Name()) {
 		return fmt.Errorf("model %q is already served", g.Name())
 	}
 	r.byName[g.Name()] = g
@@ -86,7 +107,7 @@ func (r *Registry) Add(g *Generative) error {
 	return nil
 }
 
-// Get returns the model called name.
+// Get returns the generative model called name.
 func (r *Registry) Get(name string) (*Generative, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -109,9 +130,80 @@ func (r *Registry) Remove(name string) (*Generative, bool) {
 	return g, true
 }
 
+// AddTensor registers the tensor model m under its name; names are
+// unique across generative and tensor models.
+func (r *Registry) AddTensor(m *TensorModel) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.takenLocked(m.Name()) {
+		return fmt.Errorf("model %q is already served", m.Name())
+	}
+	r.tensors[m.Name()] = m
+	r.tensorsO = append(r.tensorsO, m)
+	return nil
+}
+
+// GetTensor returns the tensor model called name.
+func (r *Registry) GetTensor(name string) (*TensorModel, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	m, ok := r.tensors[name]
+	return m, ok
+}
+
+// ListTensors returns the tensor models in the order they were added.
+func (r *Registry) ListTensors() []*TensorModel {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]*TensorModel(nil), r.tensorsO...)
+}
+
+// lookup returns the model of either kind called name.
+func (r *Registry) lookup(name string) (served, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if g, ok := r.byName[name]; ok {
+		return g, true
+	}
+	if m, ok := r.tensors[name]; ok {
+		return m, true
+	}
+	return nil, false
+}
+
+// remove takes the model of either kind called name out, as Remove.
+func (r *Registry) remove(name string) (served, bool) {
+	if g, ok := r.Remove(name); ok {
+		return g, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.tensors[name]
+	if !ok {
+		return nil, false
+	}
+	delete(r.tensors, name)
+	r.tensorsO = slices.DeleteFunc(r.tensorsO, func(x *TensorModel) bool { return x == m })
+	return m, true
+}
+
+// all lists every model, generative ones first.
+func (r *Registry) all() []served {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]served, 0, len(r.order)+len(r.tensorsO))
+	for _, g := range r.order {
+		out = append(out, g)
+	}
+	for _, m := range r.tensorsO {
+		out = append(out, m)
+	}
+	return out
+}
+
 func (r *Registry) setReadiness(f func() bool) { r.readiness.Store(&f) }
 
-// List returns the models in the order they were added.
+// List returns the generative models in the order they were added.
 func (r *Registry) List() []*Generative {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -129,8 +221,8 @@ func (r *Registry) Drain() { r.draining.Store(true) }
 func (r *Registry) Stop() int64 {
 	r.Drain()
 	var cut int64
-	for _, g := range r.List() {
-		cut += g.Stop()
+	for _, m := range r.all() {
+		cut += m.Stop()
 	}
 	return cut
 }
@@ -145,14 +237,13 @@ func (r *Registry) Ready() bool {
 	if f := r.readiness.Load(); f != nil {
 		return (*f)()
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, g := range r.order {
-		if !g.Ready() {
+	all := r.all()
+	for _, m := range all {
+		if !m.Ready() {
 			return false
 		}
 	}
-	return len(r.order) > 0
+	return len(all) > 0
 }
 
 // Close closes every model.
@@ -163,8 +254,13 @@ func (r *Registry) Close() error {
 	for _, g := range r.order {
 		errs = append(errs, g.Close())
 	}
+	for _, m := range r.tensorsO {
+		errs = append(errs, m.Close())
+	}
 	r.byName = map[string]*Generative{}
 	r.order = nil
+	r.tensors = map[string]*TensorModel{}
+	r.tensorsO = nil
 	return errors.Join(errs...)
 }
 

@@ -60,15 +60,22 @@ type ModelSettings struct {
 	// Implementation is MLServer's runtime class; only "", "llmserve" and
 	// "llama.cpp" are accepted.
 	Implementation string `json:"implementation"`
-	// MaxBatchSize is MLServer's adaptive batch size; here it is
-	// max_num_seqs when that is not set.
+	// MaxBatchSize is MLServer's adaptive batch size: for a tensor
+	// model the most rows one run merges (<= 1: batching off); for an
+	// LLM, max_num_seqs when that is not set.
 	MaxBatchSize int `json:"max_batch_size"`
-	// MaxBatchTime is MLServer's batching window in seconds; batching is
-	// continuous here, so it is accepted and has no effect.
+	// MaxBatchTime is MLServer's batching window in seconds: for a
+	// tensor model how long a batch waits for more requests; an LLM's
+	// batching is continuous, so it has no effect there.
 	MaxBatchTime float64 `json:"max_batch_time"`
-	Parameters   struct {
-		// URI is the GGUF file, relative to the version folder (or
-		// absolute); default: the one .gguf file in it.
+	// ParallelWorkers is MLServer's parallel_workers: for a tensor model
+	// how many batches run at once (default 1); an LLM ignores it.
+	ParallelWorkers int `json:"parallel_workers"`
+	Parameters      struct {
+		// URI is the model file, relative to the version folder (or
+		// absolute); default: the one .gguf or .onnx file in it. A .onnx
+		// file or a GGUF whose general.architecture is
+		// "llmserve.graph" is a tensor model, any other GGUF an LLM.
 		URI string `json:"uri"`
 		// Version picks the version folder; default: the highest number.
 		Version string `json:"version"`
@@ -120,6 +127,14 @@ func ReadSettings(path string) (*ModelSettings, error) {
 	case "", "generate", "embed":
 	default:
 		return nil, fmt.Errorf("%s: parameters.task %q is not generate or embed", filepath.Base(path), s.Parameters.Task)
+	}
+	switch {
+	case s.MaxBatchSize < 0:
+		return nil, fmt.Errorf("%s: max_batch_size %d is negative", filepath.Base(path), s.MaxBatchSize)
+	case s.MaxBatchTime < 0 || s.MaxBatchTime > 3600:
+		return nil, fmt.Errorf("%s: max_batch_time %g is outside [0, 3600] seconds", filepath.Base(path), s.MaxBatchTime)
+	case s.ParallelWorkers < 0:
+		return nil, fmt.Errorf("%s: parallel_workers %d is negative", filepath.Base(path), s.ParallelWorkers)
 	}
 	if s.RequestTimeout != "" {
 		if d, err := time.ParseDuration(s.RequestTimeout); err != nil || d < 0 {
@@ -191,6 +206,10 @@ type RepositoryConfig struct {
 	Dir string
 	// Base is every model's configuration before its settings file.
 	Base GenerativeConfig
+	// TensorThreads is the CPU threads each tensor model computes with in
+	// all, split between its parallel workers (TensorConfig.Threads; 0:
+	// the default there).
+	TensorThreads int
 	// Strict makes the server ready only when every model in the
 	// repository is (Triton's --strict-readiness).
 	Strict bool
@@ -296,7 +315,7 @@ func (r *Repository) Index(readyOnly bool) []IndexEntry {
 		if en, ok := r.entries[n]; ok {
 			e.Version, e.State, e.Reason = en.version, en.state, en.reason
 			if e.State == StateReady {
-				if g, ok := r.reg.Get(n); ok && !g.Ready() {
+				if g, ok := r.reg.lookup(n); ok && !g.Ready() {
 					e.State, e.Reason = StateUnavailable, "the engine is restarting"
 				}
 			}
@@ -344,7 +363,7 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 	if st, err := os.Stat(dir); !validName(name) || err != nil || !st.IsDir() {
 		return fmt.Errorf("%w: %q (no folder %s)", ErrNotInRepository, name, dir)
 	}
-	if _, loaded := r.reg.Get(name); loaded {
+	if _, loaded := r.reg.lookup(name); loaded {
 		if err := r.Unload(ctx, name); err != nil {
 			return err
 		}
@@ -353,22 +372,32 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	cfg, version, err := r.config(name, dir)
+	lc, err := r.config(name, dir)
+	version := lc.version
 	if err == nil {
 		tr := &trackingRegisterer{reg: r.cfg.Registerer}
 		var reg prometheus.Registerer
 		if r.cfg.Registerer != nil {
 			reg = tr
 		}
-		var g *Generative
-		g, err = LoadGenerative(cfg, r.log, reg)
-		var ce *ConfigError
-		if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
-			err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
-		}
-		if err == nil {
-			if err = r.reg.Add(g); err != nil {
-				err = errors.Join(err, g.Close())
+		if lc.tensor != nil {
+			var m *TensorModel
+			if m, err = LoadTensor(*lc.tensor, r.log, reg); err == nil {
+				if err = r.reg.AddTensor(m); err != nil {
+					err = errors.Join(err, m.Close())
+				}
+			}
+		} else {
+			var g *Generative
+			g, err = LoadGenerative(lc.gen, r.log, reg)
+			var ce *ConfigError
+			if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
+				err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+			}
+			if err == nil {
+				if err = r.reg.Add(g); err != nil {
+					err = errors.Join(err, g.Close())
+				}
 			}
 		}
 		if err != nil {
@@ -387,14 +416,23 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 	return nil
 }
 
-// config reads the settings of the model in dir and finds its file.
-func (r *Repository) config(name, dir string) (GenerativeConfig, string, error) {
+// loadConfig is how to load one model of the repository: gen for an
+// LLM, or tensor for a tensor model.
+type loadConfig struct {
+	version string
+	gen     GenerativeConfig
+	tensor  *TensorConfig
+}
+
+// config reads the settings of the model in dir, finds its file and says
+// which kind of model it is.
+func (r *Repository) config(name, dir string) (loadConfig, error) {
 	s, err := ReadSettings(filepath.Join(dir, SettingsFile))
 	if err != nil {
-		return GenerativeConfig{}, "", err
+		return loadConfig{}, err
 	}
 	if s.Name != "" && s.Name != name {
-		return GenerativeConfig{}, "", fmt.Errorf("%s: name %q differs from the folder's name %q", SettingsFile, s.Name, name)
+		return loadConfig{}, fmt.Errorf("%s: name %q differs from the folder's name %q", SettingsFile, s.Name, name)
 	}
 	version := s.Parameters.Version
 	if version == "" {
@@ -404,31 +442,44 @@ func (r *Repository) config(name, dir string) (GenerativeConfig, string, error) 
 	if version != "" {
 		vdir = filepath.Join(dir, version)
 		if st, err := os.Stat(vdir); err != nil || !st.IsDir() {
-			return GenerativeConfig{}, "", fmt.Errorf("version %q has no folder %s", version, vdir)
+			return loadConfig{}, fmt.Errorf("version %q has no folder %s", version, vdir)
 		}
 	} else {
-		version = "1" // the GGUF is in the model folder itself
+		version = "1" // the model file is in the model folder itself
 	}
 	path := s.Parameters.URI
 	switch {
 	case path != "" && !filepath.IsAbs(path):
 		path = filepath.Join(vdir, path)
 	case path == "":
-		m, _ := filepath.Glob(filepath.Join(vdir, "*.gguf"))
-		if len(m) != 1 {
-			return GenerativeConfig{}, "", fmt.Errorf("%s holds %d .gguf files; want one, or name it in parameters.uri", vdir, len(m))
+		g, _ := filepath.Glob(filepath.Join(vdir, "*.gguf"))
+		o, _ := filepath.Glob(filepath.Join(vdir, "*.onnx"))
+		if m := append(g, o...); len(m) != 1 {
+			return loadConfig{}, fmt.Errorf("%s holds %d .gguf and %d .onnx files; want one, or name it in parameters.uri", vdir, len(g), len(o))
+		} else {
+			path = m[0]
 		}
-		path = m[0]
 	}
-	if err := checkGGUF(path, r.cfg.Dir); err != nil {
-		return GenerativeConfig{}, "", err
+	if !strings.EqualFold(filepath.Ext(path), ".onnx") {
+		if err := checkGGUF(path, r.cfg.Dir); err != nil {
+			return loadConfig{}, err
+		}
+	}
+	if IsTensorFile(path) {
+		return loadConfig{version: version, tensor: &TensorConfig{
+			Name: name, Path: path, Version: version,
+			MaxBatchSize:    s.MaxBatchSize,
+			MaxBatchTime:    time.Duration(s.MaxBatchTime * float64(time.Second)),
+			ParallelWorkers: s.ParallelWorkers,
+			Threads:         r.cfg.TensorThreads,
+		}}, nil
 	}
 	cfg, err := s.apply(r.cfg.Base, dir)
 	if err != nil {
-		return GenerativeConfig{}, "", fmt.Errorf("%s: %w", SettingsFile, err)
+		return loadConfig{}, fmt.Errorf("%s: %w", SettingsFile, err)
 	}
 	cfg.Name, cfg.Path, cfg.Version = name, path, version
-	return cfg, version, nil
+	return loadConfig{version: version, gen: cfg}, nil
 }
 
 // checkGGUF says clearly what is wrong with a file that is not a GGUF
@@ -478,7 +529,7 @@ func highestVersion(dir string) string {
 // are cut), then its memory is freed. Unloading a model that is not
 // loaded does nothing.
 func (r *Repository) Unload(ctx context.Context, name string) error {
-	g, ok := r.reg.Get(name)
+	g, ok := r.reg.lookup(name)
 	if !ok {
 		r.mu.Lock()
 		_, known := r.entries[name]
@@ -492,7 +543,7 @@ func (r *Repository) Unload(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	r.reg.Remove(name)
+	r.reg.remove(name)
 	mark := r.reg.mark()
 	r.drain(ctx, g, mark)
 	err = g.Close()
@@ -513,7 +564,7 @@ const linger = 10 * time.Second
 // drain waits for the model's requests to finish and for the requests
 // that began before mark (but ctx's own) to end, up to DrainTimeout, and stops the
 // model's engine (cutting what still runs).
-func (r *Repository) drain(ctx context.Context, g *Generative, mark uint64) {
+func (r *Repository) drain(ctx context.Context, g served, mark uint64) {
 	deadline := time.Now().Add(r.cfg.DrainTimeout)
 	var idleSince time.Time
 	for !r.reg.endedBefore(ctx, mark) && time.Now().Before(deadline) {
@@ -549,7 +600,7 @@ func (r *Repository) ready() bool {
 			return false
 		}
 	}
-	for _, g := range r.reg.List() {
+	for _, g := range r.reg.all() {
 		if !g.Ready() {
 			return false
 		}

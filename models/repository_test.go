@@ -52,8 +52,8 @@ func TestRepositoryConfig(t *testing.T) {
 		{"bad timeout", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"request_timeout":"soon"}`}, "", "", nil, "request_timeout"},
 		{"name differs", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"name":"other"}`}, "", "", nil, `name "other" differs`},
 		{"missing version", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"version":"7"}}`}, "", "", nil, `version "7" has no folder`},
-		{"two files", map[string]string{"1/a.gguf": ggufHead, "1/b.gguf": ggufHead}, "", "", nil, "holds 2 .gguf files"},
-		{"no file", map[string]string{"1/readme": "x"}, "", "", nil, "holds 0 .gguf files"},
+		{"two files", map[string]string{"1/a.gguf": ggufHead, "1/b.gguf": ggufHead}, "", "", nil, "holds 2 .gguf and 0 .onnx files"},
+		{"no file", map[string]string{"1/readme": "x"}, "", "", nil, "holds 0 .gguf and 0 .onnx files"},
 		{"not a gguf", map[string]string{"1/a.gguf": "PK\x03\x04zip"}, "", "", nil, `m/1/a.gguf is not a GGUF file`},
 		{"empty file", map[string]string{"1/a.gguf": ""}, "", "", nil, "only 0 bytes"},
 		{"missing template", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"chat_template":"nope.jinja"}`}, "", "", nil, "chat_template"},
@@ -67,7 +67,8 @@ func TestRepositoryConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, version, err := repo.config("m", filepath.Join(root, "m"))
+			lc, err := repo.config("m", filepath.Join(root, "m"))
+			cfg, version := lc.gen, lc.version
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want it to contain %q", err, tt.err)

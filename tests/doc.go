@@ -13,6 +13,11 @@
 // processes on loopback (built once, as pd_test.go does): two workers, a
 // prefill and a decode worker, a worker killed or shut down mid-stream,
 // prefix-aware routing, a worker that dies and comes back, compared with
-// one `serve` process. They assert what a user sees (exact greedy tokens,
+// one `serve` process. tensor_test.go serves tensor models (an ONNX MLP with
+// known weights written by the runtime's ONNX writer, the same graph as a
+// GGUF, one with an unsupported operator) from a repository and checks
+// every protocol against a pure-Go reference, adaptive batching (32
+// concurrent requests in one run, each bit-identical to its run alone),
+// bad inputs and the OpenAI routes' refusal. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

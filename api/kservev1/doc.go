@@ -1,13 +1,20 @@
 // Package kservev1 serves KServe's V1 inference protocol for embedding
-// models:
+// and tensor models:
 //
 //	POST /v1/models/{m}:predict   {"instances": [...]} → {"predictions": [...]}
 //
-// An instance is a text, or an object {"text": "..."}; its prediction is
-// the text's L2-normalized embedding (a list of numbers), pooled as the
-// model's pooling says. The model must embed (its pooling is not none or
-// rank); a generative model without pooling is a 400. Tensor models, whose
-// instances are arrays, come with a later issue.
+// For an embedding model an instance is a text, or an object {"text":
+// "..."}; its prediction is the text's L2-normalized embedding (a list of
+// numbers), pooled as the model's pooling says. The model must embed (its
+// pooling is not none or rank); a generative model without pooling is a
+// 400.
+//
+// For a tensor model (tensor.go) KServe's row format: an instance is one
+// row of the model's one input (a number or nested arrays of the input's
+// shape without the batch dimension) or, with several inputs, an object
+// {"input name": row}; the rows are stacked into a V2 request that
+// infer.RunTensor serves, and each prediction is that row of the one
+// output, or an object {"output name": row}.
 //
 // GET /v1/models/{m}, KServe V1's model status, is api/openai's model
 // route: its answer holds KServe's {"name", "ready"} beside OpenAI's model

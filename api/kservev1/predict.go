@@ -84,6 +84,10 @@ func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 		h.fail(w, r, err)
 		return
 	}
+	if t, ok := infer.AsTensor(m); ok {
+		h.predictTensor(w, r, m, t)
+		return
+	}
 	e, err := infer.AsEmbedder(m)
 	if err != nil {
 		h.fail(w, r, err)
@@ -110,6 +114,31 @@ func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"predictions": vecs})
+}
+
+// predictTensor serves :predict on a tensor model (decodeTensorInstances).
+func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, m infer.Model, t infer.TensorModel) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("the request body is larger than the limit of %d bytes", mb.Limit)})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err))
+		return
+	}
+	req, err := decodeTensorInstances(body, t)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp, err := infer.RunTensor(r.Context(), m, t, req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"predictions": tensorPredictions(resp.Outputs)})
 }
 
 // decodeInstances reads {"instances": [text | {"text": text}, ...]}.
@@ -139,7 +168,7 @@ func decodeInstances(body []byte) ([]string, error) {
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&o); err != nil || o.Text == nil {
-			return nil, infer.Errorf(infer.Invalid, "instances[%d] must be a text or an object {\"text\": \"...\"}; tensor instances are not served yet", i)
+			return nil, infer.Errorf(infer.Invalid, "instances[%d] must be a text or an object {\"text\": \"...\"}; this model embeds texts (arrays are for tensor models)", i)
 		}
 		texts[i] = *o.Text
 	}

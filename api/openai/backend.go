@@ -17,6 +17,16 @@ type Backend interface {
 	Models() []Model
 }
 
+// TensorModels is a Backend that also serves tensor models (classifiers,
+// MLPs: not LLMs). The OpenAI routes answer a request naming one with a
+// 400 that points to the V2 and KServe V1 routes, not a 404, and GET
+// /v1/models/{id} gives its KServe V1 status.
+type TensorModels interface {
+	// TensorModel reports whether name is a served tensor model, and
+	// whether it is ready.
+	TensorModel(name string) (ready, ok bool)
+}
+
 // Model is one served generative model.
 type Model interface {
 	// Name is the id clients put in "model".

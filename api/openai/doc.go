@@ -59,7 +59,10 @@
 //
 //   - "model" is required, as OpenAI and its SDKs require it (vLLM serves
 //     the first model instead): absent or empty is a 400 naming "model";
-//     an unknown model is a 404 with code "model_not_found".
+//     an unknown model is a 404 with code "model_not_found"; a tensor
+//     model (a Backend that is TensorModels says so) is a 400 naming
+//     "model" that points to the V2 and KServe V1 routes, and GET
+//     /v1/models/{id} gives its KServe V1 status {"name","ready"}.
 //   - temperature must be in OpenAI's range [0, 2] (a 400 naming it
 //     otherwise); inside it, the engine's own range applies too.
 //   - messages: content is a string or an array of {"type":"text"} parts

@@ -50,6 +50,13 @@ func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m, ok := h.backend.Model(name)
+	if tb, tok := h.backend.(TensorModels); !ok && tok && name != "" {
+		if ready, ok := tb.TensorModel(name); ok {
+			// KServe V1's model status; a tensor model is no OpenAI model.
+			writeJSON(w, http.StatusOK, map[string]any{"name": name, "ready": ready})
+			return
+		}
+	}
 	if !ok || name == "" {
 		writeError(w, toAPIError(&modelNotFoundError{name: name}))
 		return

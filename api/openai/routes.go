@@ -142,6 +142,11 @@ func (h *handler) model(name string) (Model, error) {
 	if m, ok := h.backend.Model(name); ok {
 		return m, nil
 	}
+	if tb, ok := h.backend.(TensorModels); ok {
+		if _, ok := tb.TensorModel(name); ok {
+			return nil, invalid("model", "The model `%s` is a tensor model, not an LLM: the OpenAI API does not serve it. Send its input tensors to POST /v2/models/%s/infer (V2) or POST /v1/models/%s:predict (KServe V1).", name, name, name)
+		}
+	}
 	return nil, &modelNotFoundError{name: name}
 }
 

@@ -19,6 +19,10 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if _, ok := infer.AsTensor(m); ok {
+		h.fail(w, r, infer.NotLLM(m, "stream tokens"))
+		return
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)

@@ -61,6 +61,10 @@ type serveFlags struct {
 	prefixCacheMem   string
 	kvType           string
 	threads          int
+	maxBatchSize     int
+	maxBatchTime     float64
+	parallelWorkers  int
+	tensorThreads    int
 	batchThreads     int
 	poll             int
 	threadsSleep     string
@@ -126,7 +130,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or \"\" for every interface)")
 	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
 	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (Open Inference Protocol V2, grpc.health.v1, reflection); 0 disables gRPC")
-	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable); default: the embedded stories260K")
+	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable): a .gguf LLM, or a tensor model (.onnx, or a GGUF whose general.architecture is llmserve.graph); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
 	fl.StringVar(&f.modelRepository, "model-repository", "", "model repository: one folder per model, numbered version folders with a .gguf, and an optional model-settings.json (Triton's layout, MLServer's settings); every model is loaded at start and can be loaded and unloaded through /v2/repository")
@@ -134,6 +138,10 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.BoolVar(&f.strictReadiness, "strict-readiness", false, "with --model-repository: the server is ready only when every model in the repository is (Triton's); without it, ready when the server is up")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
 	fl.StringVar(&f.reasoningParser, "reasoning-parser", "", "return the text between <think> and </think> as reasoning_content: "+strings.Join(tokenizer.ReasoningParsers(), " or ")+" (vLLM's names)")
+	fl.IntVar(&f.maxBatchSize, "max-batch-size", 0, "tensor models given with --model (.onnx, graph GGUF): adaptive batching merges concurrent requests up to this many rows per run (MLServer's max_batch_size); 0 or 1: off")
+	fl.Float64Var(&f.maxBatchTime, "max-batch-time", 0, "tensor models given with --model: seconds a batch waits for more requests after its first (MLServer's max_batch_time)")
+	fl.IntVar(&f.parallelWorkers, "parallel-workers", 1, "tensor models given with --model: batches run at once, --threads split between them (MLServer's parallel_workers)")
+	fl.IntVar(&f.tensorThreads, "tensor-threads", 0, "CPU threads each tensor model computes with, split between its parallel workers; 0: one per worker (best for small models: add --parallel-workers rather than threads)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
@@ -223,6 +231,14 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting))
 	case f.threads < 1:
 		checks = append(checks, bad("threads", "%d: at least 1", f.threads))
+	case f.maxBatchSize < 0:
+		checks = append(checks, bad("max-batch-size", "%d is negative (0 or 1: no adaptive batching)", f.maxBatchSize))
+	case f.maxBatchTime < 0 || f.maxBatchTime > 3600:
+		checks = append(checks, bad("max-batch-time", "%g is outside 0 to 3600 seconds", f.maxBatchTime))
+	case f.tensorThreads < 0:
+		checks = append(checks, bad("tensor-threads", "%d is negative (0: the default)", f.tensorThreads))
+	case f.parallelWorkers < 1:
+		checks = append(checks, bad("parallel-workers", "%d: at least 1", f.parallelWorkers))
 	case f.batchThreads < 0:
 		checks = append(checks, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads))
 	case f.poll < 0 || f.poll > 100:
@@ -469,6 +485,19 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
 	}
 	for _, s := range set.specs {
+		if s[1] != "" && models.IsTensorFile(s[1]) {
+			t, err := models.LoadTensor(models.TensorConfig{
+				Name: s[0], Path: s[1], MaxBatchSize: f.maxBatchSize, ParallelWorkers: f.parallelWorkers, Threads: f.tensorThreads,
+				MaxBatchTime: time.Duration(f.maxBatchTime * float64(time.Second)),
+			}, log, reg)
+			if err != nil {
+				return err
+			}
+			if err := registry.AddTensor(t); err != nil {
+				return errors.Join(fmt.Errorf("--model: %w", err), t.Close())
+			}
+			continue
+		}
 		cfg := base
 		cfg.Name, cfg.Path = s[0], s[1]
 		g, err := models.LoadGenerative(cfg, log, reg)
@@ -487,7 +516,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	var repo *models.Repository
 	if f.modelRepository != "" {
 		if repo, err = models.NewRepository(models.RepositoryConfig{
-			Dir: f.modelRepository, Base: base, Strict: f.strictReadiness, Logger: log, Registerer: reg,
+			Dir: f.modelRepository, Base: base, TensorThreads: f.tensorThreads, Strict: f.strictReadiness, Logger: log, Registerer: reg,
 		}, registry); err != nil {
 			return fmt.Errorf("--model-repository: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models/stories260k"
+	"github.com/llmserve/llmserve/models/tensor"
 )
 
 func freePort(t *testing.T) int {
@@ -244,6 +246,10 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--strict-readiness"}, "--strict-readiness: needs --model-repository"},
 		{[]string{"--task", "embed", "--pooling", "none"}, "--task: embed needs embedding pooling (mean, cls or last), but the pooling is none"},
 		{[]string{"--task", "classify"}, `--task: "classify" is not one of generate, embed`},
+		{[]string{"--max-batch-size", "-1"}, "--max-batch-size: -1 is negative"},
+		{[]string{"--max-batch-time", "-0.5"}, "--max-batch-time: -0.5 is outside 0 to 3600 seconds"},
+		{[]string{"--parallel-workers", "0"}, "--parallel-workers: 0: at least 1"},
+		{[]string{"--tensor-threads", "-1"}, "--tensor-threads: -1 is negative"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -525,6 +531,73 @@ func TestServeModelRepository(t *testing.T) {
 	conn.Close()
 	if err != nil || len(gi.GetModels()) != 1 || gi.GetModels()[0].GetName() != "tiny" {
 		t.Fatalf("gRPC RepositoryIndex: %v %v", gi, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+}
+
+// TestServeTensorModel: `serve --model NAME=x.onnx` serves a tensor model
+// with the batching flags, over V2 infer.
+func TestServeTensorModel(t *testing.T) {
+	m, err := tensor.RandomMLP([]int{4, 8, 3}, 1, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onnx, err := m.ONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "clf.onnx")
+	if err := os.WriteFile(path, onnx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpPort := freePort(t)
+	root := newRootCommand()
+	root.SetArgs([]string{"serve", "--host", "127.0.0.1", "--http-port", strconv.Itoa(httpPort), "--grpc-port", "0",
+		"--model", "clf=" + path, "--max-batch-size", "8", "--max-batch-time", "0.001", "--parallel-workers", "2", "--log-level", "error"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/v2/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Post(base+"/v2/models/clf/infer", "application/json", strings.NewReader(
+		`{"inputs":[{"name":"input","datatype":"FP32","shape":[2,4],"data":[1,2,3,4,5,6,7,8]}],"outputs":[{"name":"label"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Outputs []struct {
+			Name  string  `json:"name"`
+			Shape []int64 `json:"shape"`
+			Data  []int64 `json:"data"`
+		} `json:"outputs"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	_, labels := m.Forward([]float32{1, 2, 3, 4, 5, 6, 7, 8}, 2)
+	if err != nil || resp.StatusCode != 200 || len(out.Outputs) != 1 || out.Outputs[0].Name != "label" ||
+		fmt.Sprint(out.Outputs[0].Data) != fmt.Sprint(labels) {
+		t.Fatalf("infer: %d %+v %v, want labels %v", resp.StatusCode, out, err, labels)
 	}
 	cancel()
 	select {

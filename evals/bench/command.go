@@ -30,6 +30,8 @@ func NewCommand() *cobra.Command {
 		asJSON     bool
 		outputFile string
 		quiet      bool
+		backend    = "openai"
+		v2         V2Config
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -65,6 +67,18 @@ compare the JSON files:
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch backend {
+			case "openai":
+				for _, name := range v2OnlyFlags {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies to --backend v2-infer", name)
+					}
+				}
+			case "v2-infer":
+				return runV2(cmd, cfg, v2, asJSON, outputFile, quiet)
+			default:
+				return fmt.Errorf("--backend %q: want openai or v2-infer", backend)
+			}
 			ep, err := ParseEndpoint(endpoint)
 			if err != nil {
 				return err
@@ -119,6 +133,11 @@ compare the JSON files:
 		}
 		return pflag.NormalizedName(name)
 	})
+	f.StringVar(&backend, "backend", backend, "what to benchmark: openai (streaming completions or chat) or v2-infer (POST /v2/models/{model}/infer of a tensor model with random FP32 rows; --model, --input-*, --rows, --binary, --num-prompts, --max-concurrency, --warmup, --seed, --timeout, --label apply)")
+	f.StringVar(&v2.InputName, "input-name", "", "v2-infer: the input to send (default: the model's first input, from its metadata)")
+	f.Int64SliceVar(&v2.InputShape, "input-shape", nil, "v2-infer: the input's shape without the batch dimension, e.g. 784 (default: from the model's metadata)")
+	f.IntVar(&v2.Rows, "rows", 1, "v2-infer: rows (batch size) per request")
+	f.BoolVar(&v2.Binary, "binary", false, "v2-infer: send the input as binary tensor data (and ask for binary outputs) instead of JSON")
 	f.StringVar(&cfg.BaseURL, "base-url", cfg.BaseURL, "OpenAI API root of the server, including /v1")
 	f.StringVar(&cfg.APIKey, "api-key", "", "API key, sent as \"Authorization: Bearer <key>\" (optional)")
 	f.StringVar(&endpoint, "endpoint", endpoint, "route to benchmark: completions (POST /completions) or chat (POST /chat/completions); vLLM's paths /v1/completions and /v1/chat/completions are accepted too")
@@ -147,6 +166,61 @@ compare the JSON files:
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not log progress to stderr")
 	cmd.AddCommand(newPlotCommand())
 	return cmd
+}
+
+// v2OnlyFlags are the flags of --backend v2-infer alone.
+var v2OnlyFlags = []string{"input-name", "input-shape", "rows", "binary"}
+
+// openaiOnlyFlags are the flags --backend v2-infer does not use.
+var openaiOnlyFlags = []string{"endpoint", "request-rate", "dataset-name", "random-input-len", "random-output-len", "random-range-ratio",
+	"shared-prefix-len", "prefix-repetition-prefix-len", "prefix-repetition-suffix-len", "prefix-repetition-num-prefixes",
+	"prefix-repetition-output-len", "ignore-eos", "temperature", "save-detailed"}
+
+// runV2 runs `bench --backend v2-infer`.
+func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile string, quiet bool) error {
+	for _, name := range openaiOnlyFlags {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s does not apply to --backend v2-infer", name)
+		}
+	}
+	v2.BaseURL, v2.APIKey, v2.Model, v2.Label = cfg.BaseURL, cfg.APIKey, cfg.Model, cfg.Label
+	v2.NumRequests, v2.Concurrency, v2.Warmup, v2.Seed, v2.Timeout = cfg.NumPrompts, cfg.MaxConcurrency, cfg.Warmup, uint64(cfg.Seed), cfg.Timeout
+	if v2.Concurrency == 0 {
+		v2.Concurrency = v2.NumRequests // no cap: all at once, as the openai backend
+	}
+	if !quiet {
+		v2.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	rep, err := RunV2Infer(ctx, v2)
+	if err != nil {
+		return err
+	}
+	if outputFile != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(outputFile, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(out)
+	}
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if rep.Completed == 0 {
+		return errors.New("bench: no request completed")
+	}
+	return nil
 }
 
 // datasetFlags lists, for each dataset, the flags that describe it alone.

@@ -30,7 +30,9 @@
 // INVALID_ARGUMENT naming the input. The answer uses the same form as the
 // request: raw_output_contents for raw inputs, typed contents otherwise.
 // The LLM's inputs, outputs and parameters are infer's (see its doc);
-// sampling settings go in the request's parameters or as input tensors.
+// sampling settings go in the request's parameters or as input tensors. A
+// tensor model's inputs are its graph's (infer.RunTensor checks and
+// converts them).
 //
 // # ModelStreamInfer
 //
@@ -40,6 +42,7 @@
 // response per generated token with that token's text in text_output, the
 // last with the parameter triton_final_response true (Triton's decoupled
 // final-response marker). A streamed request takes one prompt. A request
+// to a tensor model gets one response, marked final. A request
 // that fails (unknown model, bad input, an error while generating) gets
 // one response with error_message set and its id, also marked final; the
 // stream stays open for the others. The call returns once the client

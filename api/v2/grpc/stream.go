@@ -80,6 +80,19 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 		fail(err)
 		return
 	}
+	if t, ok := infer.AsTensor(m); ok {
+		// A tensor model answers each request of the stream once.
+		resp, err := infer.RunTensor(ctx, m, t, r)
+		if err != nil {
+			fail(err)
+			return
+		}
+		resp.Parameters = infer.Parameters{finalParam: true}
+		if err := send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(resp, raw)}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	lr, err := infer.DecodeLLM(r)
 	if err != nil {
 		fail(err)

@@ -20,7 +20,16 @@
 //
 // # Models
 //
-// Every served model is a generative LLM, platform "llama.cpp", served as
+// A served model is a tensor model (tensormodel.go) or a generative LLM.
+// A tensor model is a Model whose generative methods are never used:
+// AsTensor finds its TensorModel, whose metadata is its graph's (platform
+// "onnx" or "ggml", inputs and outputs from its Specs); RunLLM hands it to
+// RunTensor, which checks and converts the inputs (ConvertInputs: every
+// error Invalid and naming the input; FP32 inputs take FP16, FP64 and
+// integers exact in FP32, INT64 inputs any integer type) and returns the
+// outputs asked for; Start and ParseParams refuse it (NotLLM).
+//
+// A generative LLM has platform "llama.cpp" and is served as
 // version "1" (ModelVersion) or as its Version method says (VersionOf; the
 // model repository's version folder). A model whose Task method says
 // "embed" is an embedding model instead (embed.go): infer takes text_input

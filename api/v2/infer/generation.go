@@ -86,6 +86,9 @@ func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id stri
 	if IsEmbedding(m) {
 		return nil, invalidf("model %q is an embedding model (task embed): it does not generate; send its texts to infer", m.Name())
 	}
+	if _, ok := AsTensor(m); ok {
+		return nil, NotLLM(m, "generate")
+	}
 	tok := m.Tokenizer()
 	maxLen := m.MaxModelLen()
 	maxBytes := tok.MaxTextBytes(maxLen)

@@ -116,8 +116,12 @@ type ModelMetadata struct {
 	Outputs  []TensorMetadata `json:"outputs"`
 }
 
-// Metadata returns the model's metadata: its LLM inputs and outputs.
+// Metadata returns the model's metadata: its LLM inputs and outputs, or
+// a tensor model's own.
 func Metadata(m Model) ModelMetadata {
+	if t, ok := AsTensor(m); ok {
+		return tensorMetadata(m, t)
+	}
 	md := ModelMetadata{
 		Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: Platform,
 		Inputs: llmInputs, Outputs: llmOutputs,

@@ -8,8 +8,12 @@ import (
 // RunLLM serves a complete (non-streaming) inference request on a
 // generative model: it decodes the LLM inputs, generates, and builds the
 // outputs. "stream" true is refused: a unary call has one response. A
-// model whose task is "embed" is served by RunEmbed instead.
+// model whose task is "embed" is served by RunEmbed instead, a tensor
+// model by RunTensor.
 func RunLLM(ctx context.Context, m Model, r *Request, arrival time.Time, seed uint32, idPrefix string) (*Response, error) {
+	if t, ok := AsTensor(m); ok {
+		return RunTensor(ctx, m, t, r)
+	}
 	if IsEmbedding(m) {
 		return RunEmbed(ctx, m, r)
 	}

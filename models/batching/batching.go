@@ -1,0 +1,325 @@
+package batching
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmserve/llmserve/models/tensor"
+)
+
+// ErrClosed is returned for requests queued or made after Close.
+var ErrClosed = errors.New("batching: the model is closed")
+
+// Config configures a Batcher.
+type Config struct {
+	// MaxBatchSize is the most rows one Run takes; <= 1 turns batching
+	// off (every request runs alone).
+	MaxBatchSize int
+	// MaxBatchTime bounds how long a batch waits for more requests after
+	// its first one arrived.
+	MaxBatchTime time.Duration
+	// Workers is how many batches run at once (default 1).
+	Workers int
+	// Observer, if set, sees every batch and every request's queue time.
+	Observer Observer
+}
+
+// Observer records what the batcher does (metrics implement it).
+type Observer interface {
+	// Batch is called before a Run with the rows it holds.
+	Batch(rows int)
+	// Queued is called when a request's batch starts, with how long the
+	// request waited since Infer.
+	Queued(d time.Duration)
+}
+
+// Batcher merges concurrent requests into batches for one Executor.
+type Batcher struct {
+	exec tensor.Executor
+	cfg  Config
+
+	calls chan *call
+	work  chan []*call
+	quit  chan struct{}
+	once  sync.Once
+	loop  sync.WaitGroup // the queue's goroutine
+	runs  sync.WaitGroup // the workers
+
+	inflight atomic.Int64 // requests in Infer
+}
+
+// call is one request: its inputs, where it came from, and its answer.
+type call struct {
+	ctx     context.Context //nolint:containedctx // the queued request's own context, which the worker checks before the run
+	in      []tensor.Tensor
+	rows    int
+	arrived time.Time
+	// done is closed once out or err is set, by the worker.
+	done chan struct{}
+	out  []tensor.Tensor
+	err  error
+}
+
+// New starts a Batcher over exec. Close stops it; it does not close exec.
+func New(exec tensor.Executor, cfg Config) *Batcher {
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	b := &Batcher{
+		exec:  exec,
+		cfg:   cfg,
+		calls: make(chan *call),
+		work:  make(chan []*call),
+		quit:  make(chan struct{}),
+	}
+	b.loop.Add(1)
+	go b.run()
+	b.runs.Add(cfg.Workers)
+	for range cfg.Workers {
+		go b.worker()
+	}
+	return b
+}
+
+// Infer runs one request of in (one tensor per input, in the model's
+// order, each with the same batch size Shape[0] >= 1) and returns its
+// outputs, alone or as part of a batch.
+func (b *Batcher) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+	if len(in) == 0 || len(in[0].Shape) == 0 || in[0].Shape[0] < 1 {
+		return nil, fmt.Errorf("batching: a request needs inputs with a batch size of at least 1")
+	}
+	c := &call{ctx: ctx, in: in, rows: int(in[0].Shape[0]), arrived: time.Now(), done: make(chan struct{})}
+	select {
+	case b.calls <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-b.quit:
+		return nil, ErrClosed
+	}
+	select {
+	case <-c.done:
+		return c.out, c.err
+	case <-ctx.Done():
+		// The worker drops the call if its batch has not started; if it
+		// has, the rows are computed and thrown away.
+		return nil, ctx.Err()
+	}
+}
+
+// Idle reports whether no request is queued or running.
+func (b *Batcher) Idle() bool { return b.inflight.Load() == 0 }
+
+// Close fails the queued requests with ErrClosed and waits for the
+// running batches to end. It is idempotent.
+func (b *Batcher) Close() {
+	b.once.Do(func() { close(b.quit) })
+	b.loop.Wait()
+	b.runs.Wait()
+}
+
+// run owns the queue: it builds batches and hands them to the workers.
+func (b *Batcher) run() {
+	defer b.loop.Done()
+	defer close(b.work)
+	var (
+		cur     []*call // the open batch
+		rows    int     // rows in cur
+		pending *call   // a request that did not fit cur: first of the next
+		ready   bool    // cur goes to the next free worker
+		timer   *time.Timer
+		timeout <-chan time.Time
+	)
+	maxRows := b.cfg.MaxBatchSize
+	stopTimer := func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		timer, timeout = nil, nil
+	}
+	open := func(c *call) {
+		cur, rows, ready = []*call{c}, c.rows, false
+		if maxRows <= 1 || c.rows >= maxRows {
+			ready = true
+			return
+		}
+		timer = time.NewTimer(b.cfg.MaxBatchTime)
+		timeout = timer.C
+	}
+	for {
+		var (
+			send chan<- []*call
+			recv <-chan *call
+		)
+		if cur == nil {
+			recv = b.calls
+		} else {
+			if ready {
+				send = b.work
+			}
+			if pending == nil && rows < maxRows && maxRows > 1 {
+				recv = b.calls
+			}
+		}
+		select {
+		case c := <-recv:
+			switch {
+			case cur == nil:
+				open(c)
+			case rows+c.rows <= maxRows && sameShape(cur[0].in, c.in):
+				cur = append(cur, c)
+				rows += c.rows
+				if rows >= maxRows {
+					ready = true
+					stopTimer()
+				}
+			default:
+				pending, ready = c, true
+				stopTimer()
+			}
+		case send <- cur:
+			cur, rows = nil, 0
+			if pending != nil {
+				c := pending
+				pending = nil
+				open(c)
+			}
+		case <-timeout:
+			ready, timer, timeout = true, nil, nil
+		case <-b.quit:
+			stopTimer()
+			for _, c := range append(cur, pending) {
+				if c != nil {
+					c.err = ErrClosed
+					close(c.done)
+				}
+			}
+			return
+		}
+	}
+}
+
+// sameShape reports whether two requests' inputs agree on every dimension
+// but the batch one, so that they can share a Run.
+func sameShape(a, b []tensor.Tensor) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].DType != b[i].DType || len(a[i].Shape) != len(b[i].Shape) || !slices.Equal(a[i].Shape[1:], b[i].Shape[1:]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Batcher) worker() {
+	defer b.runs.Done()
+	for batch := range b.work {
+		b.execute(batch)
+	}
+}
+
+// execute runs one batch and answers its requests.
+func (b *Batcher) execute(batch []*call) {
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	now := time.Now()
+	rows := 0
+	for _, c := range live {
+		rows += c.rows
+		if b.cfg.Observer != nil {
+			b.cfg.Observer.Queued(now.Sub(c.arrived))
+		}
+	}
+	if b.cfg.Observer != nil {
+		b.cfg.Observer.Batch(rows)
+	}
+	ctx := live[0].ctx
+	if len(live) > 1 {
+		// A batch serves several clients: one going away must not stop
+		// the others' run.
+		ctx = context.WithoutCancel(ctx)
+	}
+	out, err := b.exec.Run(ctx, merge(live, rows))
+	if err == nil {
+		err = split(live, out, rows)
+	}
+	for _, c := range live {
+		if err != nil {
+			c.err = err
+		}
+		close(c.done)
+	}
+}
+
+// merge concatenates the requests' inputs along dim 0; a single request's
+// inputs pass as they are.
+func merge(calls []*call, rows int) []tensor.Tensor {
+	if len(calls) == 1 {
+		return calls[0].in
+	}
+	first := calls[0].in
+	in := make([]tensor.Tensor, len(first))
+	for i, t := range first {
+		m := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{int64(rows)}, t.Shape[1:]...)}
+		for _, c := range calls {
+			m.F32 = append(m.F32, c.in[i].F32...)
+			m.I64 = append(m.I64, c.in[i].I64...)
+		}
+		in[i] = m
+	}
+	return in
+}
+
+// split gives each request its rows of every output.
+func split(calls []*call, out []tensor.Tensor, rows int) error {
+	if len(calls) == 1 {
+		calls[0].out = out
+		return nil
+	}
+	for _, t := range out {
+		if len(t.Shape) == 0 || t.Shape[0] != int64(rows) {
+			return fmt.Errorf("batching: output %q has shape %v for a batch of %d rows", t.Name, t.Shape, rows)
+		}
+	}
+	for _, c := range calls {
+		c.out = make([]tensor.Tensor, len(out))
+	}
+	for j, t := range out {
+		per := 0
+		if rows > 0 {
+			per = int(t.Elements()) / rows
+		}
+		at := 0
+		for _, c := range calls {
+			o := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{int64(c.rows)}, t.Shape[1:]...)}
+			n := c.rows * per
+			switch {
+			case t.F32 != nil:
+				o.F32 = slices.Clone(t.F32[at : at+n])
+			case t.I64 != nil:
+				o.I64 = slices.Clone(t.I64[at : at+n])
+			}
+			at += n
+			c.out[j] = o
+		}
+	}
+	return nil
+}
