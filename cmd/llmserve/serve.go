@@ -132,7 +132,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (Open Inference Protocol V2, grpc.health.v1, reflection); 0 disables gRPC")
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable): a .gguf LLM, or a tensor model (.onnx, or a GGUF whose general.architecture is llmserve.graph); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
-	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one .gguf file to serve (KServe's --model_dir, e.g. /mnt/models)")
+	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one model file to serve, .gguf or .onnx (KServe's --model_dir, e.g. /mnt/models)")
 	fl.StringVar(&f.modelRepository, "model-repository", "", "model repository: one folder per model, numbered version folders with a .gguf, and an optional model-settings.json (Triton's layout, MLServer's settings); every model is loaded at start and can be loaded and unloaded through /v2/repository")
 	fl.StringVar(&f.task, "task", "generate", "what the models do over V2 infer (vLLM's --task): generate (text_input → text_output) or embed (text_input → embedding FP32 [n, dim]); a repository model's parameters.task overrides it")
 	fl.BoolVar(&f.strictReadiness, "strict-readiness", false, "with --model-repository: the server is ready only when every model in the repository is (Triton's); without it, ready when the server is up")
@@ -404,7 +404,7 @@ func modelSpecs(f *serveFlags) ([][2]string, error) {
 		specs = append(specs, [2]string{name, path})
 	}
 	if f.modelDir != "" {
-		path, err := findGGUF(f.modelDir)
+		path, err := findModelFile(f.modelDir)
 		if err != nil {
 			return nil, err
 		}
@@ -436,20 +436,25 @@ func modelSpecs(f *serveFlags) ([][2]string, error) {
 	return specs, nil
 }
 
-// findGGUF returns the one .gguf file in dir (KServe mounts the storage
-// URI's content there).
-func findGGUF(dir string) (string, error) {
-	matches, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
-	if err != nil {
-		return "", err
+// findModelFile returns the one model file in dir (KServe mounts the
+// storage URI's content there): a .gguf (an LLM or a graph) or an .onnx
+// (a tensor model), as the ServingRuntime's supported formats say.
+func findModelFile(dir string) (string, error) {
+	var matches []string
+	for _, pattern := range []string{"*.gguf", "*.onnx"} {
+		m, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return "", err
+		}
+		matches = append(matches, m...)
 	}
 	switch len(matches) {
 	case 0:
-		return "", fmt.Errorf("--model-dir %s: no .gguf file in it", dir)
+		return "", fmt.Errorf("--model-dir %s: no .gguf or .onnx file in it", dir)
 	case 1:
 		return matches[0], nil
 	}
-	return "", fmt.Errorf("--model-dir %s: %d .gguf files (%s); pass one with --model", dir, len(matches), strings.Join(matches, ", "))
+	return "", fmt.Errorf("--model-dir %s: %d model files (%s); pass one with --model", dir, len(matches), strings.Join(matches, ", "))
 }
 
 func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {

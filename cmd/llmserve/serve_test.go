@@ -203,7 +203,21 @@ func TestModelSpecs(t *testing.T) {
 		t.Fatalf("specs = %v, %v", specs, err)
 	}
 	if _, err := modelSpecs(&serveFlags{modelDir: dir}); err == nil {
-		t.Fatal("--model-dir without a .gguf file accepted")
+		t.Fatal("--model-dir without a model file accepted")
+	}
+	// KServe mounts a tensor model's storage the same way.
+	onnx := filepath.Join(dir, "model.onnx")
+	if err := os.WriteFile(onnx, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if specs, err := modelSpecs(&serveFlags{modelDir: dir}); err != nil || specs[0][1] != onnx {
+		t.Fatalf("--model-dir with an .onnx: %v, %v", specs, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "llm.gguf"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := modelSpecs(&serveFlags{modelDir: dir}); err == nil || !strings.Contains(err.Error(), "2 model files") {
+		t.Fatalf("--model-dir with two model files: %v", err)
 	}
 	if _, err := modelSpecs(&serveFlags{models: []string{"a=/x", "b=/y"}, modelName: "n"}); err == nil {
 		t.Fatal("--model-name with two models accepted")
