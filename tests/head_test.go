@@ -746,3 +746,69 @@ func TestHeadEmbedTaskAndNoPooling(t *testing.T) {
 		}
 	})
 }
+
+// TestHeadCrossEncoder: a reranker (rank pooling) served by a worker
+// scores pairs through the head as serve does: the head formats each pair
+// from the worker's vocabulary (its rerank template, or the special
+// tokens) as the worker would.
+func TestHeadCrossEncoder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, template string
+	}{
+		{"joined with special tokens", ""},
+		{"rerank template", "<s>Query: {query}\nDocument: {document}\nRelevant:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeQwen3(t, []string{"yes", "no"}, tc.template)
+			ref := startServeProc(t, "--model", path)
+			h := startHeadProc(t, []*headWorker{startWorkerProc(t, "both", "--model", path)})
+			model := servedModel(t, ref)
+			const query = "Where is the cat?"
+			for _, c := range []struct {
+				path string
+				req  map[string]any
+			}{
+				{"/v1/score", map[string]any{"text_1": query, "text_2": rerankDocs}},
+				{"/score", map[string]any{"text_1": []string{query, "Who went to the park?"}, "text_2": rerankDocs[:2]}},
+				{"/rerank", map[string]any{"query": query, "documents": rerankDocs, "top_n": 3}},
+			} {
+				c.req["model"] = model
+				type result struct {
+					Index          int
+					Score          float64
+					RelevanceScore float64 `json:"relevance_score"`
+				}
+				var got, want struct {
+					Data, Results []result
+					Usage         struct {
+						PromptTokens int `json:"prompt_tokens"`
+						TotalTokens  int `json:"total_tokens"`
+					}
+				}
+				gc, gb := h.post(t, c.path, c.req)
+				wc, wb := ref.post(t, c.path, c.req)
+				if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil {
+					t.Fatalf("%s: head %d %s, serve %d %s", c.path, gc, gb, wc, wb)
+				}
+				g, w := append(got.Data, got.Results...), append(want.Data, want.Results...)
+				if len(g) != len(w) || len(g) == 0 || got.Usage != want.Usage {
+					t.Fatalf("%s: the head answered %s, serve %s", c.path, gb, wb)
+				}
+				for i := range g {
+					if g[i].Index != w[i].Index || math.Abs(g[i].Score-w[i].Score) > 1e-5 || math.Abs(g[i].RelevanceScore-w[i].RelevanceScore) > 1e-5 {
+						t.Errorf("%s result %d: the head %+v, serve %+v", c.path, i, g[i], w[i])
+					}
+				}
+			}
+			// A reranker has no embeddings, on the head as on serve.
+			req := map[string]any{"model": model, "input": "a cat"}
+			gc, gb := h.post(t, "/v1/embeddings", req)
+			wc, wb := ref.post(t, "/v1/embeddings", req)
+			if gc != http.StatusBadRequest || wc != gc || !strings.Contains(string(gb), "reranker") {
+				t.Errorf("embeddings of a reranker: the head answered %d %s, serve %d %s", gc, gb, wc, wb)
+			}
+		})
+	}
+}
