@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -38,7 +39,7 @@ func (m *Model) RerankTokens(query, document string) ([]int32, error) {
 }
 
 // errNoRerank: a Model built without ModelOptions.RerankTokens.
-var errNoRerank = fmt.Errorf("router: no rerank formatter")
+var errNoRerank = errors.New("router: no rerank formatter")
 
 // Embed pools inputs on one healthy worker (any role, the least loaded:
 // no prefix scoring, embeddings do not use the prefix cache). When the
@@ -56,14 +57,14 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 	}
 	var exclude []string
 	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
+	for range 2 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		p, ok := m.r.choose(poolAny, nil, "", exclude)
 		if !ok {
 			if lastErr != nil {
-				return nil, fmt.Errorf("%w (the last worker tried failed: %v)", errNoWorker, lastErr)
+				return nil, fmt.Errorf("%w (the last worker tried failed: %w)", errNoWorker, lastErr)
 			}
 			return nil, errNoWorker
 		}
@@ -93,5 +94,5 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 		exclude = append(exclude, p.addr)
 		lastErr = err
 	}
-	return nil, fmt.Errorf("%w: the embedding failed on two workers: %v", errNoWorker, lastErr)
+	return nil, fmt.Errorf("%w: the embedding failed on two workers: %w", errNoWorker, lastErr)
 }
