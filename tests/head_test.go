@@ -812,3 +812,41 @@ func TestHeadCrossEncoder(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadEmbedWorkerDies: an embedding sent to a worker that died (the
+// head's health checks have not noticed: they are an hour apart) is sent
+// once more to the other worker; every answer equals serve's.
+func TestHeadEmbedWorkerDies(t *testing.T) {
+	t.Parallel()
+	ref := startServeProc(t)
+	w1, w2 := startWorkerProc(t, "both"), startWorkerProc(t, "both")
+	h := startHeadProc(t, []*headWorker{w1, w2}, "--worker-check-interval", "1h")
+	headWait(t, "two healthy workers", func() bool {
+		return h.metric(t, "llmserve_router_workers", `state="healthy"`) == 2
+	})
+	w1.kill()
+	model := servedModel(t, ref)
+	for i := range 4 {
+		// Equal loads: round robin picks the dead worker within two calls.
+		req := map[string]any{"model": model, "input": embedTexts[i:]}
+		var got, want struct {
+			Data []struct{ Embedding []float32 }
+		}
+		gc, gb := h.post(t, "/v1/embeddings", req)
+		wc, wb := ref.post(t, "/v1/embeddings", req)
+		if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil || len(got.Data) != len(want.Data) {
+			t.Fatalf("call %d: head %d %s, serve %d %s", i, gc, gb, wc, wb)
+		}
+		for k := range got.Data {
+			if c := cosine(got.Data[k].Embedding, want.Data[k].Embedding); c < 0.99999 {
+				t.Errorf("call %d, vector %d: cosine %v", i, k, c)
+			}
+		}
+	}
+	if n := h.metric(t, "llmserve_router_requests_total", `worker="`+w1.addr+`"`); n != 1 {
+		t.Errorf("the dead worker was tried %v times, want once (then it is marked broken)", n)
+	}
+	if n := h.metric(t, "llmserve_router_workers", `state="unhealthy"`); n != 1 {
+		t.Errorf("%v unhealthy workers after the failed call, want 1", n)
+	}
+}
