@@ -1,6 +1,10 @@
 package models
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/llmserve/llmserve/engine/llamacpp"
+)
 
 // rerankFormat is what a reranker's pair prompt is built from: the GGUF's
 // rerank template, or the vocabulary's special tokens.
@@ -63,4 +67,18 @@ func (f rerankFormat) tokens(tok rerankTokenizer, query, document string) ([]int
 		out = append(out, eos)
 	}
 	return out, nil
+}
+
+// VocabRerankTokens is Generative.RerankTokens over a vocabulary-only
+// model (llamacpp.ModelParams{VocabOnly: true}, whose Info has no rerank
+// template: it is read from the metadata), for a head that formats rerank
+// pairs for its workers: the same tokens as the worker would build.
+func VocabRerankTokens(m *llamacpp.Model) func(query, document string) ([]int32, error) {
+	info := m.Info()
+	f := rerankFormat{
+		template: m.Meta("tokenizer.chat_template.rerank"),
+		addBOS:   info.AddBOS, addEOS: info.AddEOS, addSEP: info.AddSEP,
+		bos: m.BOS(), eos: m.EOS(), sep: m.SEP(),
+	}
+	return func(query, document string) ([]int32, error) { return f.tokens(m, query, document) }
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,10 +163,9 @@ func TestHeadTwoWorkers(t *testing.T) {
 	if err := json.Unmarshal(body, &gen); code != http.StatusOK || err != nil || gen.TextOutput != want0 {
 		t.Errorf("V2 generate through the head: %d %s; want %q", code, body, want0)
 	}
-	// Embeddings are not routed (yet): a 400 that says where to send them.
-	if code, body := h.post(t, "/v1/embeddings", map[string]any{"model": servedModel(t, h), "input": "hi"}); code != http.StatusBadRequest || !strings.Contains(string(body), "through llmserve head") {
-		t.Errorf("embeddings through the head: %d %s, want a 400 saying the head routes generation only", code, body)
-	}
+	// Embeddings, scores and reranks are routed too (the workers' Embed):
+	// the same answers as one serve process.
+	headEmbedSame(t, h, ref)
 	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -576,5 +577,276 @@ func TestHeadChatTemplate(t *testing.T) {
 	}
 	if json.Unmarshal(gb, &gu) != nil || json.Unmarshal(wb, &wu) != nil || gu.Usage.PromptTokens != wu.Usage.PromptTokens || answerText(t, gb) != answerText(t, wb) {
 		t.Errorf("through the head %s; one serve process with the template %s", gb, wb)
+	}
+}
+
+// headEmbedSame checks that the head h answers the embedding routes as the
+// serve process ref does: the same vectors (cosine >= 0.99999, the usage
+// equal), the same scores and the same rerank order.
+func headEmbedSame(t *testing.T, h, ref *pdProc) {
+	t.Helper()
+	model := servedModel(t, ref)
+	type embResp struct {
+		Data []struct {
+			Index     int
+			Embedding []float32
+		}
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  map[string]any
+	}{
+		{"several texts", map[string]any{"input": embedTexts}},
+		{"one text, not normalized", map[string]any{"input": embedTexts[0], "normalize": false}},
+		{"token ids, truncated", map[string]any{"input": [][]int{{1, 2, 3, 4, 5}, {7, 8}}, "truncate_prompt_tokens": 3}},
+	} {
+		req := map[string]any{"model": model}
+		for k, v := range tc.req {
+			req[k] = v
+		}
+		var got, want embResp
+		gc, gb := h.post(t, "/v1/embeddings", req)
+		wc, wb := ref.post(t, "/v1/embeddings", req)
+		if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil {
+			t.Fatalf("%s: head %d %s, serve %d %s", tc.name, gc, gb, wc, wb)
+		}
+		if len(got.Data) != len(want.Data) || len(got.Data) == 0 || got.Usage != want.Usage {
+			t.Fatalf("%s: the head answered %d vectors (usage %+v), serve %d (usage %+v)", tc.name, len(got.Data), got.Usage, len(want.Data), want.Usage)
+		}
+		for i := range got.Data {
+			g, w := got.Data[i].Embedding, want.Data[i].Embedding
+			if got.Data[i].Index != i || len(g) != len(w) || cosine(g, w) < 0.99999 || math.Abs(norm(g)-norm(w)) > 1e-4*norm(w) {
+				t.Errorf("%s: vector %d differs: cosine %v, norms %v and %v", tc.name, i, cosine(g, w), norm(g), norm(w))
+			}
+		}
+	}
+	// Bad input is refused by the head as by serve: the same status and
+	// param.
+	for _, req := range []map[string]any{
+		{"model": model, "input": ""},
+		{"model": model, "input": [][]int{{1, 1 << 30}}},
+		{"model": model, "input": "a", "dimensions": 8},
+	} {
+		gc, gb := h.post(t, "/v1/embeddings", req)
+		wc, wb := ref.post(t, "/v1/embeddings", req)
+		var ge, we errBody
+		_, _ = json.Unmarshal(gb, &ge), json.Unmarshal(wb, &we)
+		if gc != wc || gc != http.StatusBadRequest || ge.Error.Param != we.Error.Param || ge.Error.Param == "" {
+			t.Errorf("bad input %v: the head answered %d %s, serve %d %s", req, gc, gb, wc, wb)
+		}
+	}
+	// /v1/score (cosine of the embeddings) and /rerank: the same numbers.
+	for _, c := range []struct {
+		path string
+		req  map[string]any
+	}{
+		{"/v1/score", map[string]any{"text_1": embedTexts[0], "text_2": embedTexts[1:4]}},
+		{"/score", map[string]any{"text_1": embedTexts[0:2], "text_2": embedTexts[2:4]}},
+		{"/rerank", map[string]any{"query": embedTexts[0], "documents": embedTexts, "top_n": 3}},
+		{"/v1/rerank", map[string]any{"query": "dog", "documents": embedTexts[1:], "return_documents": false}},
+	} {
+		c.req["model"] = model
+		type result struct {
+			Index          int
+			Score          float64
+			RelevanceScore float64 `json:"relevance_score"`
+		}
+		var got, want struct {
+			Data, Results []result
+		}
+		gc, gb := h.post(t, c.path, c.req)
+		wc, wb := ref.post(t, c.path, c.req)
+		if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil {
+			t.Fatalf("%s: head %d %s, serve %d %s", c.path, gc, gb, wc, wb)
+		}
+		g, w := append(got.Data, got.Results...), append(want.Data, want.Results...)
+		if len(g) != len(w) || len(g) == 0 {
+			t.Fatalf("%s: the head answered %s, serve %s", c.path, gb, wb)
+		}
+		for i := range g {
+			if g[i].Index != w[i].Index || math.Abs(g[i].Score-w[i].Score) > 1e-5 || math.Abs(g[i].RelevanceScore-w[i].RelevanceScore) > 1e-5 {
+				t.Errorf("%s result %d: the head %+v, serve %+v", c.path, i, g[i], w[i])
+			}
+		}
+	}
+	// KServe V1 :predict embeds (normalized) as /v1/embeddings does.
+	var gp, wp struct {
+		Predictions [][]float32 `json:"predictions"`
+	}
+	pred := map[string]any{"instances": []string{"Once upon a time", "a cat"}}
+	gc, gb := h.post(t, "/v1/models/"+model+":predict", pred)
+	wc, wb := ref.post(t, "/v1/models/"+model+":predict", pred)
+	if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &gp) != nil || json.Unmarshal(wb, &wp) != nil || len(gp.Predictions) != 2 || len(wp.Predictions) != 2 {
+		t.Fatalf(":predict: head %d %s, serve %d %s", gc, gb, wc, wb)
+	}
+	for i := range gp.Predictions {
+		if c := cosine(gp.Predictions[i], wp.Predictions[i]); c < 0.99999 {
+			t.Errorf(":predict %d: cosine %v between the head's and serve's", i, c)
+		}
+	}
+}
+
+// TestHeadEmbedTaskAndNoPooling: workers started with --task embed make
+// the head's V2 infer answer embeddings as serve's does; workers started
+// with --pooling none make the head refuse the embedding routes with the
+// 400 serve gives.
+func TestHeadEmbedTaskAndNoPooling(t *testing.T) {
+	t.Parallel()
+	t.Run("task embed", func(t *testing.T) {
+		t.Parallel()
+		ref := startServeProc(t, "--task", "embed")
+		h := startHeadProc(t, []*headWorker{startWorkerProc(t, "both", "--task", "embed")})
+		model := servedModel(t, ref)
+		req := map[string]any{"inputs": []any{map[string]any{"name": "text_input", "datatype": "BYTES", "shape": []int{2}, "data": []string{"Once upon a time", "a cat"}}}}
+		type inferResp struct {
+			Outputs []struct {
+				Name  string    `json:"name"`
+				Shape []int     `json:"shape"`
+				Data  []float32 `json:"data"`
+			} `json:"outputs"`
+		}
+		var got, want inferResp
+		gc, gb := h.post(t, "/v2/models/"+model+"/infer", req)
+		wc, wb := ref.post(t, "/v2/models/"+model+"/infer", req)
+		if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil ||
+			len(got.Outputs) != 1 || len(want.Outputs) != 1 || len(got.Outputs[0].Shape) != 2 || !slices.Equal(got.Outputs[0].Shape, want.Outputs[0].Shape) {
+			t.Fatalf("V2 infer: head %d %s, serve %d %s", gc, gb, wc, wb)
+		}
+		dim := got.Outputs[0].Shape[1]
+		for i := range 2 {
+			g, w := got.Outputs[0].Data[i*dim:(i+1)*dim], want.Outputs[0].Data[i*dim:(i+1)*dim]
+			if c := cosine(g, w); c < 0.99999 {
+				t.Errorf("V2 infer row %d: cosine %v between the head's and serve's", i, c)
+			}
+		}
+	})
+	t.Run("pooling none", func(t *testing.T) {
+		t.Parallel()
+		ref := startServeProc(t, "--pooling", "none")
+		h := startHeadProc(t, []*headWorker{startWorkerProc(t, "both", "--pooling", "none")})
+		model := servedModel(t, ref)
+		for _, c := range []struct {
+			path string
+			req  map[string]any
+		}{
+			{"/v1/embeddings", map[string]any{"model": model, "input": "hi"}},
+			{"/v1/score", map[string]any{"model": model, "text_1": "a", "text_2": "b"}},
+			{"/rerank", map[string]any{"model": model, "query": "a", "documents": []string{"b"}}},
+		} {
+			gc, gb := h.post(t, c.path, c.req)
+			wc, wb := ref.post(t, c.path, c.req)
+			var ge, we errBody
+			_, _ = json.Unmarshal(gb, &ge), json.Unmarshal(wb, &we)
+			if gc != http.StatusBadRequest || wc != gc || ge.Error.Message != we.Error.Message || ge.Error.Param != we.Error.Param || !strings.Contains(ge.Error.Message, "no pooling") {
+				t.Errorf("%s: the head answered %d %s, serve %d %s", c.path, gc, gb, wc, wb)
+			}
+		}
+	})
+}
+
+// TestHeadCrossEncoder: a reranker (rank pooling) served by a worker
+// scores pairs through the head as serve does: the head formats each pair
+// from the worker's vocabulary (its rerank template, or the special
+// tokens) as the worker would.
+func TestHeadCrossEncoder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, template string
+	}{
+		{"joined with special tokens", ""},
+		{"rerank template", "<s>Query: {query}\nDocument: {document}\nRelevant:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeQwen3(t, []string{"yes", "no"}, tc.template)
+			ref := startServeProc(t, "--model", path)
+			h := startHeadProc(t, []*headWorker{startWorkerProc(t, "both", "--model", path)})
+			model := servedModel(t, ref)
+			const query = "Where is the cat?"
+			for _, c := range []struct {
+				path string
+				req  map[string]any
+			}{
+				{"/v1/score", map[string]any{"text_1": query, "text_2": rerankDocs}},
+				{"/score", map[string]any{"text_1": []string{query, "Who went to the park?"}, "text_2": rerankDocs[:2]}},
+				{"/rerank", map[string]any{"query": query, "documents": rerankDocs, "top_n": 3}},
+			} {
+				c.req["model"] = model
+				type result struct {
+					Index          int
+					Score          float64
+					RelevanceScore float64 `json:"relevance_score"`
+				}
+				var got, want struct {
+					Data, Results []result
+					Usage         struct {
+						PromptTokens int `json:"prompt_tokens"`
+						TotalTokens  int `json:"total_tokens"`
+					}
+				}
+				gc, gb := h.post(t, c.path, c.req)
+				wc, wb := ref.post(t, c.path, c.req)
+				if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil {
+					t.Fatalf("%s: head %d %s, serve %d %s", c.path, gc, gb, wc, wb)
+				}
+				g, w := append(got.Data, got.Results...), append(want.Data, want.Results...)
+				if len(g) != len(w) || len(g) == 0 || got.Usage != want.Usage {
+					t.Fatalf("%s: the head answered %s, serve %s", c.path, gb, wb)
+				}
+				for i := range g {
+					if g[i].Index != w[i].Index || math.Abs(g[i].Score-w[i].Score) > 1e-5 || math.Abs(g[i].RelevanceScore-w[i].RelevanceScore) > 1e-5 {
+						t.Errorf("%s result %d: the head %+v, serve %+v", c.path, i, g[i], w[i])
+					}
+				}
+			}
+			// A reranker has no embeddings, on the head as on serve.
+			req := map[string]any{"model": model, "input": "a cat"}
+			gc, gb := h.post(t, "/v1/embeddings", req)
+			wc, wb := ref.post(t, "/v1/embeddings", req)
+			if gc != http.StatusBadRequest || wc != gc || !strings.Contains(string(gb), "reranker") {
+				t.Errorf("embeddings of a reranker: the head answered %d %s, serve %d %s", gc, gb, wc, wb)
+			}
+		})
+	}
+}
+
+// TestHeadEmbedWorkerDies: an embedding sent to a worker that died (the
+// head's health checks have not noticed: they are an hour apart) is sent
+// once more to the other worker; every answer equals serve's.
+func TestHeadEmbedWorkerDies(t *testing.T) {
+	t.Parallel()
+	ref := startServeProc(t)
+	w1, w2 := startWorkerProc(t, "both"), startWorkerProc(t, "both")
+	h := startHeadProc(t, []*headWorker{w1, w2}, "--worker-check-interval", "1h")
+	headWait(t, "two healthy workers", func() bool {
+		return h.metric(t, "llmserve_router_workers", `state="healthy"`) == 2
+	})
+	w1.kill()
+	model := servedModel(t, ref)
+	for i := range 4 {
+		// Equal loads: round robin picks the dead worker within two calls.
+		req := map[string]any{"model": model, "input": embedTexts[i:]}
+		var got, want struct {
+			Data []struct{ Embedding []float32 }
+		}
+		gc, gb := h.post(t, "/v1/embeddings", req)
+		wc, wb := ref.post(t, "/v1/embeddings", req)
+		if gc != http.StatusOK || wc != http.StatusOK || json.Unmarshal(gb, &got) != nil || json.Unmarshal(wb, &want) != nil || len(got.Data) != len(want.Data) {
+			t.Fatalf("call %d: head %d %s, serve %d %s", i, gc, gb, wc, wb)
+		}
+		for k := range got.Data {
+			if c := cosine(got.Data[k].Embedding, want.Data[k].Embedding); c < 0.99999 {
+				t.Errorf("call %d, vector %d: cosine %v", i, k, c)
+			}
+		}
+	}
+	if n := h.metric(t, "llmserve_router_requests_total", `worker="`+w1.addr+`"`); n != 1 {
+		t.Errorf("the dead worker was tried %v times, want once (then it is marked broken)", n)
+	}
+	if n := h.metric(t, "llmserve_router_workers", `state="unhealthy"`); n != 1 {
+		t.Errorf("%v unhealthy workers after the failed call, want 1", n)
 	}
 }

@@ -137,8 +137,9 @@ func (h *handler) embedModel(name, route string) (Embedder, error) {
 	}
 	em, ok := m.(Embedder)
 	if !ok {
-		// A model served by other processes (llmserve head's workers).
-		return nil, invalid("model", "The model `%s` is served here for generation only (through llmserve head), not for %s. Send %s to a worker or a serve process started with --pooling.", m.Name(), route, route)
+		// A model with no embedding side at all (llmserve head's remote
+		// model has one: it embeds through its workers).
+		return nil, invalid("model", "The model `%s` serves generation only, not %s. Send %s to a model served with --pooling mean, cls or last.", m.Name(), route, route)
 	}
 	if em.Pooling() == "none" {
 		return nil, invalid("model", "The model `%s` does not serve %s: it has no pooling. Serve it with --pooling mean, cls or last.", m.Name(), route)

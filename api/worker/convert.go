@@ -83,7 +83,7 @@ func typedError(err error) *workerpb.Error {
 		e.Code = workerpb.ErrorCode_ERROR_CODE_TOO_LONG
 	case errors.Is(err, scheduler.ErrLimit):
 		e.Code = workerpb.ErrorCode_ERROR_CODE_LIMIT
-	case errors.Is(err, scheduler.ErrInvalid), errors.Is(err, engine.ErrInvalidBatch):
+	case errors.Is(err, scheduler.ErrInvalid), errors.Is(err, engine.ErrInvalidBatch), errors.Is(err, core.ErrCannotEmbed):
 		e.Code = workerpb.ErrorCode_ERROR_CODE_INVALID
 	case errors.Is(err, scheduler.ErrClosed):
 		e.Code = workerpb.ErrorCode_ERROR_CODE_CLOSED
@@ -269,4 +269,29 @@ func toOutput(o *scheduler.Output) *workerpb.Output {
 
 func toUsage(u scheduler.Usage) *workerpb.Usage {
 	return &workerpb.Usage{PromptTokens: int32(u.PromptTokens), CompletionTokens: int32(u.CompletionTokens), CachedTokens: int32(u.CachedTokens)}
+}
+
+// embedInputs checks an Embed request's inputs against the model (vocab
+// ids, maxLen tokens each) and converts them.
+func embedInputs(in []*workerpb.TokenSequence, vocab, maxLen int) ([][]int32, error) {
+	if len(in) == 0 {
+		return nil, invalid("inputs", "inputs must not be empty")
+	}
+	out := make([][]int32, len(in))
+	for i, seq := range in {
+		toks := seq.GetTokens()
+		switch {
+		case len(toks) == 0:
+			return nil, invalid(fmt.Sprintf("inputs[%d]", i), "an input must not be empty")
+		case len(toks) > maxLen:
+			return nil, invalid(fmt.Sprintf("inputs[%d]", i), "the input has %d tokens, more than the model's %d", len(toks), maxLen)
+		}
+		for j, t := range toks {
+			if t < 0 || int(t) >= vocab {
+				return nil, invalid(fmt.Sprintf("inputs[%d][%d]", i, j), "token id %d is outside the vocabulary [0, %d)", t, vocab)
+			}
+		}
+		out[i] = toks
+	}
+	return out, nil
 }

@@ -12,6 +12,8 @@
 //	Prefill                    prompt plus first token; the prompt's KV kept under a lease
 //	PullKV, ReleaseKV          the kept KV in CRC-32C-checked chunks, then a trailer
 //	Stats, WatchKVEvents       load, and the prefix cache's block events (snapshot first)
+//	Embed                      token-id inputs pooled on the engine core (core.EngineCore.Embed):
+//	                           unnormalized vectors, or a reranker's class outputs
 //
 // # Roles
 //
@@ -51,6 +53,8 @@
 // (queue full → RESOURCE_EXHAUSTED, too long/limit/invalid →
 // INVALID_ARGUMENT, closed → UNAVAILABLE, deadline → DEADLINE_EXCEEDED);
 // errors after the start come in-band, in the aborted Output's error.
+// Embed refuses a model without pooling, and an input the engine refuses,
+// with INVALID_ARGUMENT (ERROR_CODE_INVALID).
 //
 // What this package must not do: decide which worker serves a request (the
 // head does), or touch KV state outside the engine core's goroutine (it

@@ -166,6 +166,10 @@ func (s *Server) Info(ctx context.Context, _ *workerpb.InfoRequest) (*workerpb.I
 		ModelName: g.Name(), MaxModelLen: int32(g.MaxModelLen()), Role: s.opts.Role,
 		EosTokens: tok.StopTokens(), VocabSize: int32(tok.Vocab().NumTokens()),
 		PrefixCaching: cfg.KV.CacheBytes > 0, MaxRunning: int32(cfg.Scheduler.MaxNumSeqs), Version: s.opts.Version,
+		Pooling: g.Pooling(), MaxEmbedTokens: int32(g.MaxEmbedTokens()), Task: g.Task(),
+	}
+	for _, d := range g.MatryoshkaDimensions() {
+		resp.MatryoshkaDimensions = append(resp.MatryoshkaDimensions, int32(d))
 	}
 	if resp.PrefixCaching {
 		resp.KvBlockSize = int32(cfg.KV.BlockSize)
@@ -498,4 +502,32 @@ func (s *Server) WatchKVEvents(_ *workerpb.WatchKVEventsRequest, stream grpc.Ser
 			}
 		}
 	}
+}
+
+// Embed pools a batch of token-id inputs; see worker.proto.
+func (s *Server) Embed(ctx context.Context, in *workerpb.EmbedRequest) (*workerpb.EmbedResponse, error) {
+	g, err := s.model()
+	if err != nil {
+		return nil, err
+	}
+	if g.Pooling() == "none" {
+		return nil, invalid("", "the model %s has no pooling (the worker was started with --pooling none): it does not embed", g.Name())
+	}
+	inputs, err := embedInputs(in.GetInputs(), g.Tokenizer().Vocab().NumTokens(), g.MaxEmbedTokens())
+	if err != nil {
+		return nil, err
+	}
+	vecs, err := g.Embed(ctx, inputs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, submitError(err)
+	}
+	resp := &workerpb.EmbedResponse{Embeddings: make([]*workerpb.Embedding, len(vecs))}
+	for i, v := range vecs {
+		resp.Embeddings[i] = &workerpb.Embedding{Values: v}
+		resp.PromptTokens += int32(len(inputs[i]))
+	}
+	return resp, nil
 }

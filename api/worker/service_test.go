@@ -779,3 +779,84 @@ func TestQueueFull(t *testing.T) {
 		return
 	}
 }
+
+// TestEmbed: Embed returns the model's own Embed vectors with the token
+// count, Info reports the pooling, bad input is INVALID_ARGUMENT naming
+// the input, and a worker without pooling refuses Embed.
+func TestEmbed(t *testing.T) {
+	n := startNode(t, workerpb.Role_ROLE_BOTH)
+	ctx := context.Background()
+	info, err := n.client.Info(ctx, &workerpb.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Pooling != n.g.Pooling() || info.Pooling == "none" || int(info.MaxEmbedTokens) != n.g.MaxEmbedTokens() || info.Task != n.g.Task() {
+		t.Fatalf("Info pooling %q, max_embed_tokens %d, task %q; the model's %q, %d, %q",
+			info.Pooling, info.MaxEmbedTokens, info.Task, n.g.Pooling(), n.g.MaxEmbedTokens(), n.g.Task())
+	}
+	inputs := [][]int32{tokens(t, n.g, story), tokens(t, n.g, "The dog ran."), {1, 2, 3}}
+	want, err := n.g.Embed(ctx, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &workerpb.EmbedRequest{RequestId: "e1"}
+	total := 0
+	for _, in := range inputs {
+		req.Inputs = append(req.Inputs, &workerpb.TokenSequence{Tokens: in})
+		total += len(in)
+	}
+	resp, err := n.client.Embed(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Embeddings) != len(inputs) || int(resp.PromptTokens) != total {
+		t.Fatalf("%d embeddings, %d tokens; want %d, %d", len(resp.Embeddings), resp.PromptTokens, len(inputs), total)
+	}
+	for i, e := range resp.Embeddings {
+		if !slices.Equal(e.Values, want[i]) {
+			t.Errorf("input %d: the RPC's vector differs from the model's Embed", i)
+		}
+	}
+
+	long := make([]int32, n.g.MaxEmbedTokens()+1)
+	for i := range long {
+		long[i] = 1
+	}
+	seqs := func(in ...[]int32) *workerpb.EmbedRequest {
+		r := &workerpb.EmbedRequest{}
+		for _, s := range in {
+			r.Inputs = append(r.Inputs, &workerpb.TokenSequence{Tokens: s})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		req   *workerpb.EmbedRequest
+		param string
+	}{
+		{"no inputs", seqs(), "inputs"},
+		{"empty input", seqs([]int32{1}, nil), "inputs[1]"},
+		{"token out of vocabulary", seqs([]int32{1, 1 << 30}), "inputs[0][1]"},
+		{"negative token", seqs([]int32{1}, []int32{2, -1}), "inputs[1][1]"},
+		{"too long", seqs(long), "inputs[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := n.client.Embed(ctx, tc.req)
+			checkInvalid(t, err, tc.param)
+			if e := ErrorDetail(err); e.Code != workerpb.ErrorCode_ERROR_CODE_INVALID {
+				t.Errorf("code %v, want ERROR_CODE_INVALID", e.Code)
+			}
+		})
+	}
+	// The worker still embeds after bad input.
+	if _, err := n.client.Embed(ctx, seqs([]int32{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+
+	none := startNodeWith(t, workerpb.Role_ROLE_BOTH, func(c *models.GenerativeConfig) { c.Pooling = "none" })
+	if info, err := none.client.Info(ctx, &workerpb.InfoRequest{}); err != nil || info.Pooling != "none" {
+		t.Fatalf("Info of a worker without pooling: %v %v", info, err)
+	}
+	_, err = none.client.Embed(ctx, seqs([]int32{1, 2}))
+	checkInvalid(t, err, "")
+}

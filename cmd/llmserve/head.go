@@ -381,8 +381,14 @@ func loadHeadModel(ctx context.Context, rt *router.Router, f *serveFlags, set *s
 		name = info.ModelName
 	}
 	log.Info("vocabulary loaded", "from", path, "tokens", vm.NumTokens())
+	var mrl []int
+	for _, d := range info.MatryoshkaDimensions {
+		mrl = append(mrl, int(d))
+	}
 	return router.NewModel(rt, router.ModelOptions{
 		Name: name, MaxModelLen: int(info.MaxModelLen), RequestTimeout: f.requestTimeout, Tokenizer: tok,
+		Pooling: info.Pooling, MatryoshkaDimensions: mrl, MaxEmbedTokens: int(info.MaxEmbedTokens), Task: info.Task,
+		RerankTokens: models.VocabRerankTokens(vm),
 	}), nil
 }
 

@@ -55,4 +55,18 @@
 // Options.MaxMigrations times; then its unfinished choices end with an
 // error (an SSE error event). llmserve_router_migrations_total counts
 // migrations.
+//
+// # Embeddings (embed.go)
+//
+// Model also implements api/openai.Embedder and api/v2/infer.Embedder:
+// the API layer tokenizes, truncates, normalizes and scores as over a
+// local model, and Model.Embed sends the token ids to one worker's Embed
+// RPC: the least loaded healthy worker of any role (no prefix scoring).
+// When that worker is gone before it answers (a retryable failure, as for
+// Generate), it is marked broken and the call goes once more to another
+// worker; a refusal maps to the scheduler error the API layer maps
+// locally. Pooling, Matryoshka dimensions, the longest input and the V2
+// task are the workers' (ModelOptions, from Info); rerank pairs are
+// formatted by ModelOptions.RerankTokens (models.VocabRerankTokens over
+// the head's vocabulary) as the worker would format them.
 package router

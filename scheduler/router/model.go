@@ -33,6 +33,13 @@ type Model struct {
 	timeout time.Duration
 	tok     *tokenizer.Tokenizer
 
+	// The workers' embedding side (their Info).
+	pooling  string
+	mrl      []int
+	maxEmbed int
+	task     string
+	rerank   func(query, document string) ([]int32, error)
+
 	mu      sync.Mutex
 	runs    map[*run]struct{} // requests not finished; guarded by mu
 	stopped bool              // guarded by mu
@@ -44,11 +51,27 @@ type ModelOptions struct {
 	MaxModelLen    int
 	RequestTimeout time.Duration
 	Tokenizer      *tokenizer.Tokenizer
+	// Pooling, MatryoshkaDimensions, MaxEmbedTokens and Task are the
+	// workers' (InfoResponse); Pooling "" means none. MaxEmbedTokens 0
+	// means MaxModelLen.
+	Pooling              string
+	MatryoshkaDimensions []int
+	MaxEmbedTokens       int
+	Task                 string
+	// RerankTokens formats a rerank pair as the workers do
+	// (models.VocabRerankTokens); nil when the head cannot.
+	RerankTokens func(query, document string) ([]int32, error)
 }
 
 // NewModel returns the model the router's workers serve.
 func NewModel(r *Router, o ModelOptions) *Model {
-	return &Model{r: r, name: o.Name, created: time.Now().Unix(), maxLen: o.MaxModelLen, timeout: o.RequestTimeout, tok: o.Tokenizer, runs: map[*run]struct{}{}}
+	maxEmbed := o.MaxEmbedTokens
+	if maxEmbed <= 0 {
+		maxEmbed = o.MaxModelLen
+	}
+	return &Model{r: r, name: o.Name, created: time.Now().Unix(), maxLen: o.MaxModelLen, timeout: o.RequestTimeout, tok: o.Tokenizer,
+		pooling: o.Pooling, mrl: slices.Clone(o.MatryoshkaDimensions), maxEmbed: maxEmbed, task: o.Task, rerank: o.RerankTokens,
+		runs: map[*run]struct{}{}}
 }
 
 // errStopped ends the requests Stop cuts.

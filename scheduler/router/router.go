@@ -426,6 +426,7 @@ type pool int
 const (
 	poolDecode  pool = iota // both and decode workers (prefill ones when no other is healthy)
 	poolPrefill             // prefill workers only
+	poolAny                 // every role (embeddings)
 )
 
 // pick is a chosen worker with what scoring saw.
@@ -498,8 +499,11 @@ func (r *Router) choose(p pool, prompt []int32, salt string, exclude []string) (
 }
 
 func rolesOf(p pool) []workerpb.Role {
-	if p == poolPrefill {
+	switch p {
+	case poolPrefill:
 		return []workerpb.Role{workerpb.Role_ROLE_PREFILL}
+	case poolAny:
+		return []workerpb.Role{workerpb.Role_ROLE_BOTH, workerpb.Role_ROLE_DECODE, workerpb.Role_ROLE_PREFILL}
 	}
 	return []workerpb.Role{workerpb.Role_ROLE_BOTH, workerpb.Role_ROLE_DECODE}
 }

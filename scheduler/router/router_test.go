@@ -142,6 +142,11 @@ type fakeWorker struct {
 	script       func(req *workerpb.Request) ([]*workerpb.GenerateResponse, error)
 	// gate, when set, holds the script's final error until it is closed.
 	gate chan struct{}
+	// load is the waiting requests Stats reports.
+	load atomic.Int32
+	// embed answers Embed (nil: UNIMPLEMENTED); embeds counts the calls.
+	embed  func(*workerpb.EmbedRequest) (*workerpb.EmbedResponse, error)
+	embeds atomic.Int32
 
 	mu       sync.Mutex
 	reqs     []*workerpb.Request
@@ -167,7 +172,18 @@ func (f *fakeWorker) Stats(context.Context, *workerpb.StatsRequest, ...grpc.Call
 	if f.down.Load() {
 		return nil, errDown
 	}
-	return &workerpb.StatsResponse{Role: f.role}, nil
+	return &workerpb.StatsResponse{Role: f.role, Waiting: f.load.Load()}, nil
+}
+
+func (f *fakeWorker) Embed(_ context.Context, req *workerpb.EmbedRequest, _ ...grpc.CallOption) (*workerpb.EmbedResponse, error) {
+	f.embeds.Add(1)
+	if f.down.Load() {
+		return nil, errDown
+	}
+	if f.embed == nil {
+		return nil, status.Error(codes.Unimplemented, "no Embed")
+	}
+	return f.embed(req)
 }
 
 func (f *fakeWorker) WatchKVEvents(ctx context.Context, _ *workerpb.WatchKVEventsRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[workerpb.KVEvent], error) {
@@ -755,4 +771,79 @@ func TestMigrateFromDrainingWorker(t *testing.T) {
 	if got := b.requests(); len(got) != 1 || !slices.Equal(got[0].Prompt, []int32{1, 20, 21}) || got[0].MaxTokens != 2 {
 		t.Errorf("b got %v", got)
 	}
+}
+
+// TestEmbed: Embed goes to the least loaded worker of any role; a worker
+// that dies before answering is replaced once by another; a refusal is
+// the mapped scheduler error and is not retried.
+func TestEmbed(t *testing.T) {
+	answer := func(v float32) func(*workerpb.EmbedRequest) (*workerpb.EmbedResponse, error) {
+		return func(req *workerpb.EmbedRequest) (*workerpb.EmbedResponse, error) {
+			resp := &workerpb.EmbedResponse{}
+			for _, in := range req.Inputs {
+				resp.Embeddings = append(resp.Embeddings, &workerpb.Embedding{Values: []float32{v, float32(len(in.Tokens))}})
+			}
+			return resp, nil
+		}
+	}
+	dies := func(*workerpb.EmbedRequest) (*workerpb.EmbedResponse, error) { return nil, errDown }
+	refuses := func(*workerpb.EmbedRequest) (*workerpb.EmbedResponse, error) {
+		return nil, errWithDetail(codes.InvalidArgument, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_INVALID, Message: "bad", Param: "inputs[0]"})
+	}
+	tests := []struct {
+		name         string
+		first, other func(*workerpb.EmbedRequest) (*workerpb.EmbedResponse, error)
+		want         float32 // the first value of each vector; 0: an error
+		wantErr      error
+		calls        [2]int32
+	}{
+		{"the least loaded worker answers", answer(1), answer(2), 1, nil, [2]int32{1, 0}},
+		{"a dead worker: once more elsewhere", dies, answer(2), 2, nil, [2]int32{1, 1}},
+		{"both dead: no third try", dies, dies, 0, scheduler.ErrClosed, [2]int32{1, 1}},
+		{"a refusal is not retried", refuses, answer(2), 0, scheduler.ErrInvalid, [2]int32{1, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The first worker is a prefill worker: embeddings use every role.
+			a, b := newFake(workerpb.Role_ROLE_PREFILL), newFake(workerpb.Role_ROLE_BOTH)
+			a.embed, b.embed = tt.first, tt.other
+			b.load.Store(5)
+			r, _ := newTestRouter(t, Options{FailThreshold: 1000}, map[string]*fakeWorker{"a:1": a, "b:1": b})
+			for {
+				// Wait until the router saw b's load: a is the pick.
+				// (two picks in a row, so that round robin among equals
+				// cannot pass for it).
+				p, _ := r.choose(poolAny, nil, "", nil)
+				r.release(p.addr)
+				p2, _ := r.choose(poolAny, nil, "", nil)
+				r.release(p2.addr)
+				if p.addr == "a:1" && p2.addr == "a:1" {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			m := NewModel(r, ModelOptions{Name: "m", MaxModelLen: 100, Pooling: "mean"})
+			got, err := m.Embed(context.Background(), [][]int32{{1, 2, 3}, {4}})
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error %v, want %v", err, tt.wantErr)
+				}
+			} else if err != nil || len(got) != 2 || got[0][0] != tt.want || got[0][1] != 3 || got[1][1] != 1 {
+				t.Fatalf("Embed = %v, %v; want vectors from the worker answering %v", got, err, tt.want)
+			}
+			if c := [2]int32{a.embeds.Load(), b.embeds.Load()}; c != tt.calls {
+				t.Errorf("Embed calls (a, b) = %v, want %v", c, tt.calls)
+			}
+		})
+	}
+	m := NewModel(nil, ModelOptions{Name: "m", MaxModelLen: 64})
+	if m.Pooling() != "none" || m.MaxEmbedTokens() != 64 {
+		t.Errorf("a model without pooling: %q, max %d", m.Pooling(), m.MaxEmbedTokens())
+	}
+}
+
+// errWithDetail is a status with a typed worker error.
+func errWithDetail(c codes.Code, e *workerpb.Error) error {
+	st, _ := status.New(c, e.Message).WithDetails(e)
+	return st.Err()
 }

@@ -365,7 +365,18 @@ type InfoResponse struct {
 	// max_running is the most sequences the worker runs at once.
 	MaxRunning int32 `protobuf:"varint,11,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
 	// version is the llmserve build version.
-	Version       string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	// pooling is how Embed pools a sequence (the worker's --pooling or the
+	// model's): mean, cls, last, rank (a reranker: Embed returns its
+	// classifier's outputs) or none (the worker does not serve Embed).
+	Pooling string `protobuf:"bytes,13,opt,name=pooling,proto3" json:"pooling,omitempty"`
+	// matryoshka_dimensions are the sizes embeddings may be cut to (the
+	// worker's --matryoshka-dimensions); empty for none.
+	MatryoshkaDimensions []int32 `protobuf:"varint,14,rep,packed,name=matryoshka_dimensions,json=matryoshkaDimensions,proto3" json:"matryoshka_dimensions,omitempty"`
+	// max_embed_tokens is the longest input Embed takes.
+	MaxEmbedTokens int32 `protobuf:"varint,15,opt,name=max_embed_tokens,json=maxEmbedTokens,proto3" json:"max_embed_tokens,omitempty"`
+	// task is the model's V2 task (--task): "generate" or "embed".
+	Task          string `protobuf:"bytes,16,opt,name=task,proto3" json:"task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +491,34 @@ func (x *InfoResponse) GetMaxRunning() int32 {
 func (x *InfoResponse) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetPooling() string {
+	if x != nil {
+		return x.Pooling
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetMatryoshkaDimensions() []int32 {
+	if x != nil {
+		return x.MatryoshkaDimensions
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetMaxEmbedTokens() int32 {
+	if x != nil {
+		return x.MaxEmbedTokens
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetTask() string {
+	if x != nil {
+		return x.Task
 	}
 	return ""
 }
@@ -2708,12 +2747,170 @@ func (x *KVEvent) GetDepth() int32 {
 	return 0
 }
 
+// EmbedRequest is a batch of inputs to pool.
+type EmbedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id appears in the worker's logs (the head's id); optional.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// inputs are tokenized inputs, special tokens included: each not empty,
+	// ids in [0, vocab_size), at most max_embed_tokens long. At least one.
+	Inputs        []*TokenSequence `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedRequest) Reset() {
+	*x = EmbedRequest{}
+	mi := &file_worker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedRequest) ProtoMessage() {}
+
+func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
+func (*EmbedRequest) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *EmbedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetInputs() []*TokenSequence {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+// Embedding is one input's pooled vector.
+type Embedding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values is the pooled, unnormalized vector (or a reranker's class
+	// outputs).
+	Values        []float32 `protobuf:"fixed32,1,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Embedding) Reset() {
+	*x = Embedding{}
+	mi := &file_worker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Embedding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Embedding) ProtoMessage() {}
+
+func (x *Embedding) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
+func (*Embedding) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Embedding) GetValues() []float32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// EmbedResponse has one Embedding per input, in order.
+type EmbedResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Embeddings []*Embedding           `protobuf:"bytes,1,rep,name=embeddings,proto3" json:"embeddings,omitempty"`
+	// prompt_tokens is the number of tokens pooled (the inputs' lengths
+	// summed).
+	PromptTokens  int32 `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedResponse) Reset() {
+	*x = EmbedResponse{}
+	mi := &file_worker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedResponse) ProtoMessage() {}
+
+func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
+func (*EmbedResponse) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *EmbedResponse) GetEmbeddings() []*Embedding {
+	if x != nil {
+		return x.Embeddings
+	}
+	return nil
+}
+
+func (x *EmbedResponse) GetPromptTokens() int32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
 var File_worker_proto protoreflect.FileDescriptor
 
 const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"\fworker.proto\x12\x12llmserve.worker.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
-	"\vInfoRequest\"\xcc\x03\n" +
+	"\vInfoRequest\"\xd9\x04\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\"\n" +
@@ -2731,7 +2928,11 @@ const file_worker_proto_rawDesc = "" +
 	" \x01(\bR\rprefixCaching\x12\x1f\n" +
 	"\vmax_running\x18\v \x01(\x05R\n" +
 	"maxRunning\x12\x18\n" +
-	"\aversion\x18\f \x01(\tR\aversion\"\x13\n" +
+	"\aversion\x18\f \x01(\tR\aversion\x12\x18\n" +
+	"\apooling\x18\r \x01(\tR\apooling\x123\n" +
+	"\x15matryoshka_dimensions\x18\x0e \x03(\x05R\x14matryoshkaDimensions\x12(\n" +
+	"\x10max_embed_tokens\x18\x0f \x01(\x05R\x0emaxEmbedTokens\x12\x12\n" +
+	"\x04task\x18\x10 \x01(\tR\x04task\"\x13\n" +
 	"\x11VocabularyRequest\"S\n" +
 	"\x0fVocabularyChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
@@ -2904,7 +3105,18 @@ const file_worker_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1f.llmserve.worker.v1.KVEventKindR\x04kind\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\fR\x04hash\x12\x16\n" +
 	"\x06parent\x18\x04 \x01(\fR\x06parent\x12\x14\n" +
-	"\x05depth\x18\x05 \x01(\x05R\x05depth*N\n" +
+	"\x05depth\x18\x05 \x01(\x05R\x05depth\"h\n" +
+	"\fEmbedRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x129\n" +
+	"\x06inputs\x18\x02 \x03(\v2!.llmserve.worker.v1.TokenSequenceR\x06inputs\"#\n" +
+	"\tEmbedding\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values\"s\n" +
+	"\rEmbedResponse\x12=\n" +
+	"\n" +
+	"embeddings\x18\x01 \x03(\v2\x1d.llmserve.worker.v1.EmbeddingR\n" +
+	"embeddings\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x05R\fpromptTokens*N\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_BOTH\x10\x01\x12\x10\n" +
@@ -2931,7 +3143,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x14KV_EVENT_KIND_STORED\x10\x01\x12\x19\n" +
 	"\x15KV_EVENT_KIND_REMOVED\x10\x02\x12\x1e\n" +
 	"\x1aKV_EVENT_KIND_SNAPSHOT_END\x10\x03\x12\x19\n" +
-	"\x15KV_EVENT_KIND_CLEARED\x10\x042\xb3\x05\n" +
+	"\x15KV_EVENT_KIND_CLEARED\x10\x042\x81\x06\n" +
 	"\x06Worker\x12I\n" +
 	"\x04Info\x12\x1f.llmserve.worker.v1.InfoRequest\x1a .llmserve.worker.v1.InfoResponse\x12Z\n" +
 	"\n" +
@@ -2941,7 +3153,8 @@ const file_worker_proto_rawDesc = "" +
 	"\x06PullKV\x12!.llmserve.worker.v1.PullKVRequest\x1a\".llmserve.worker.v1.PullKVResponse0\x01\x12X\n" +
 	"\tReleaseKV\x12$.llmserve.worker.v1.ReleaseKVRequest\x1a%.llmserve.worker.v1.ReleaseKVResponse\x12L\n" +
 	"\x05Stats\x12 .llmserve.worker.v1.StatsRequest\x1a!.llmserve.worker.v1.StatsResponse\x12X\n" +
-	"\rWatchKVEvents\x12(.llmserve.worker.v1.WatchKVEventsRequest\x1a\x1b.llmserve.worker.v1.KVEvent0\x01B2Z0github.com/llmserve/llmserve/api/worker/workerpbb\x06proto3"
+	"\rWatchKVEvents\x12(.llmserve.worker.v1.WatchKVEventsRequest\x1a\x1b.llmserve.worker.v1.KVEvent0\x01\x12L\n" +
+	"\x05Embed\x12 .llmserve.worker.v1.EmbedRequest\x1a!.llmserve.worker.v1.EmbedResponseB2Z0github.com/llmserve/llmserve/api/worker/workerpbb\x06proto3"
 
 var (
 	file_worker_proto_rawDescOnce sync.Once
@@ -2956,7 +3169,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_worker_proto_goTypes = []any{
 	(Role)(0),                     // 0: llmserve.worker.v1.Role
 	(FinishReason)(0),             // 1: llmserve.worker.v1.FinishReason
@@ -2995,14 +3208,17 @@ var file_worker_proto_goTypes = []any{
 	(*StatsResponse)(nil),         // 34: llmserve.worker.v1.StatsResponse
 	(*WatchKVEventsRequest)(nil),  // 35: llmserve.worker.v1.WatchKVEventsRequest
 	(*KVEvent)(nil),               // 36: llmserve.worker.v1.KVEvent
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*EmbedRequest)(nil),          // 37: llmserve.worker.v1.EmbedRequest
+	(*Embedding)(nil),             // 38: llmserve.worker.v1.Embedding
+	(*EmbedResponse)(nil),         // 39: llmserve.worker.v1.EmbedResponse
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
 }
 var file_worker_proto_depIdxs = []int32{
 	0,  // 0: llmserve.worker.v1.InfoResponse.role:type_name -> llmserve.worker.v1.Role
 	8,  // 1: llmserve.worker.v1.Sampling.logit_bias:type_name -> llmserve.worker.v1.TokenBias
 	9,  // 2: llmserve.worker.v1.Request.sampling:type_name -> llmserve.worker.v1.Sampling
 	10, // 3: llmserve.worker.v1.Request.bad_words:type_name -> llmserve.worker.v1.TokenSequence
-	37, // 4: llmserve.worker.v1.Request.deadline:type_name -> google.protobuf.Timestamp
+	40, // 4: llmserve.worker.v1.Request.deadline:type_name -> google.protobuf.Timestamp
 	11, // 5: llmserve.worker.v1.Request.kv_source:type_name -> llmserve.worker.v1.KVSource
 	12, // 6: llmserve.worker.v1.GenerateRequest.request:type_name -> llmserve.worker.v1.Request
 	13, // 7: llmserve.worker.v1.GenerateRequest.stop_choice:type_name -> llmserve.worker.v1.StopChoice
@@ -3027,27 +3243,31 @@ var file_worker_proto_depIdxs = []int32{
 	29, // 26: llmserve.worker.v1.PullKVResponse.trailer:type_name -> llmserve.worker.v1.KVTrailer
 	0,  // 27: llmserve.worker.v1.StatsResponse.role:type_name -> llmserve.worker.v1.Role
 	3,  // 28: llmserve.worker.v1.KVEvent.kind:type_name -> llmserve.worker.v1.KVEventKind
-	4,  // 29: llmserve.worker.v1.Worker.Info:input_type -> llmserve.worker.v1.InfoRequest
-	6,  // 30: llmserve.worker.v1.Worker.Vocabulary:input_type -> llmserve.worker.v1.VocabularyRequest
-	14, // 31: llmserve.worker.v1.Worker.Generate:input_type -> llmserve.worker.v1.GenerateRequest
-	23, // 32: llmserve.worker.v1.Worker.Prefill:input_type -> llmserve.worker.v1.PrefillRequest
-	25, // 33: llmserve.worker.v1.Worker.PullKV:input_type -> llmserve.worker.v1.PullKVRequest
-	31, // 34: llmserve.worker.v1.Worker.ReleaseKV:input_type -> llmserve.worker.v1.ReleaseKVRequest
-	33, // 35: llmserve.worker.v1.Worker.Stats:input_type -> llmserve.worker.v1.StatsRequest
-	35, // 36: llmserve.worker.v1.Worker.WatchKVEvents:input_type -> llmserve.worker.v1.WatchKVEventsRequest
-	5,  // 37: llmserve.worker.v1.Worker.Info:output_type -> llmserve.worker.v1.InfoResponse
-	7,  // 38: llmserve.worker.v1.Worker.Vocabulary:output_type -> llmserve.worker.v1.VocabularyChunk
-	22, // 39: llmserve.worker.v1.Worker.Generate:output_type -> llmserve.worker.v1.GenerateResponse
-	24, // 40: llmserve.worker.v1.Worker.Prefill:output_type -> llmserve.worker.v1.PrefillResponse
-	30, // 41: llmserve.worker.v1.Worker.PullKV:output_type -> llmserve.worker.v1.PullKVResponse
-	32, // 42: llmserve.worker.v1.Worker.ReleaseKV:output_type -> llmserve.worker.v1.ReleaseKVResponse
-	34, // 43: llmserve.worker.v1.Worker.Stats:output_type -> llmserve.worker.v1.StatsResponse
-	36, // 44: llmserve.worker.v1.Worker.WatchKVEvents:output_type -> llmserve.worker.v1.KVEvent
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	10, // 29: llmserve.worker.v1.EmbedRequest.inputs:type_name -> llmserve.worker.v1.TokenSequence
+	38, // 30: llmserve.worker.v1.EmbedResponse.embeddings:type_name -> llmserve.worker.v1.Embedding
+	4,  // 31: llmserve.worker.v1.Worker.Info:input_type -> llmserve.worker.v1.InfoRequest
+	6,  // 32: llmserve.worker.v1.Worker.Vocabulary:input_type -> llmserve.worker.v1.VocabularyRequest
+	14, // 33: llmserve.worker.v1.Worker.Generate:input_type -> llmserve.worker.v1.GenerateRequest
+	23, // 34: llmserve.worker.v1.Worker.Prefill:input_type -> llmserve.worker.v1.PrefillRequest
+	25, // 35: llmserve.worker.v1.Worker.PullKV:input_type -> llmserve.worker.v1.PullKVRequest
+	31, // 36: llmserve.worker.v1.Worker.ReleaseKV:input_type -> llmserve.worker.v1.ReleaseKVRequest
+	33, // 37: llmserve.worker.v1.Worker.Stats:input_type -> llmserve.worker.v1.StatsRequest
+	35, // 38: llmserve.worker.v1.Worker.WatchKVEvents:input_type -> llmserve.worker.v1.WatchKVEventsRequest
+	37, // 39: llmserve.worker.v1.Worker.Embed:input_type -> llmserve.worker.v1.EmbedRequest
+	5,  // 40: llmserve.worker.v1.Worker.Info:output_type -> llmserve.worker.v1.InfoResponse
+	7,  // 41: llmserve.worker.v1.Worker.Vocabulary:output_type -> llmserve.worker.v1.VocabularyChunk
+	22, // 42: llmserve.worker.v1.Worker.Generate:output_type -> llmserve.worker.v1.GenerateResponse
+	24, // 43: llmserve.worker.v1.Worker.Prefill:output_type -> llmserve.worker.v1.PrefillResponse
+	30, // 44: llmserve.worker.v1.Worker.PullKV:output_type -> llmserve.worker.v1.PullKVResponse
+	32, // 45: llmserve.worker.v1.Worker.ReleaseKV:output_type -> llmserve.worker.v1.ReleaseKVResponse
+	34, // 46: llmserve.worker.v1.Worker.Stats:output_type -> llmserve.worker.v1.StatsResponse
+	36, // 47: llmserve.worker.v1.Worker.WatchKVEvents:output_type -> llmserve.worker.v1.KVEvent
+	39, // 48: llmserve.worker.v1.Worker.Embed:output_type -> llmserve.worker.v1.EmbedResponse
+	40, // [40:49] is the sub-list for method output_type
+	31, // [31:40] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -3075,7 +3295,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   33,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

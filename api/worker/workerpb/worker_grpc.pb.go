@@ -48,6 +48,7 @@ const (
 	Worker_ReleaseKV_FullMethodName     = "/llmserve.worker.v1.Worker/ReleaseKV"
 	Worker_Stats_FullMethodName         = "/llmserve.worker.v1.Worker/Stats"
 	Worker_WatchKVEvents_FullMethodName = "/llmserve.worker.v1.Worker/WatchKVEvents"
+	Worker_Embed_FullMethodName         = "/llmserve.worker.v1.Worker/Embed"
 )
 
 // WorkerClient is the client API for Worker service.
@@ -120,6 +121,25 @@ type WorkerClient interface {
 	// drop what it knows of this worker: a new snapshot follows, ended by a
 	// new SNAPSHOT_END. A router that reconnects gets a fresh snapshot.
 	WatchKVEvents(ctx context.Context, in *WatchKVEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[KVEvent], error)
+	// Embed pools a batch of token-id inputs on the model's embedding
+	// context, batched into the engine core's steps beside the running
+	// generation as a local embedding request is (core.EngineCore.Embed).
+	// It returns one pooled, unnormalized vector per input, in order: with
+	// rank pooling (a reranker), the classifier's outputs, the first being
+	// the relevance score. What the OpenAI layer does around a local model's
+	// Embed stays on the caller's side: tokenizing (rerank pairs included),
+	// truncate_prompt_tokens, Matryoshka dimensions, L2 normalization and
+	// cosine scores. Idempotent: a head may resend it to another worker.
+	//
+	// Errors (with an Error detail):
+	//
+	//	a model with pooling "none"    -> INVALID_ARGUMENT, ERROR_CODE_INVALID (HTTP 400)
+	//	no inputs, an empty input, an id out of the vocabulary, an input
+	//	longer than InfoResponse.max_embed_tokens
+	//	                                -> INVALID_ARGUMENT, ERROR_CODE_INVALID, param "inputs[i]"
+	//	an input the engine refuses     -> INVALID_ARGUMENT, ERROR_CODE_INVALID
+	//	shutting down                   -> UNAVAILABLE, ERROR_CODE_CLOSED (the head may retry elsewhere)
+	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 }
 
 type workerClient struct {
@@ -240,6 +260,16 @@ func (c *workerClient) WatchKVEvents(ctx context.Context, in *WatchKVEventsReque
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Worker_WatchKVEventsClient = grpc.ServerStreamingClient[KVEvent]
 
+func (c *workerClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EmbedResponse)
+	err := c.cc.Invoke(ctx, Worker_Embed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServer is the server API for Worker service.
 // All implementations must embed UnimplementedWorkerServer
 // for forward compatibility.
@@ -310,6 +340,25 @@ type WorkerServer interface {
 	// drop what it knows of this worker: a new snapshot follows, ended by a
 	// new SNAPSHOT_END. A router that reconnects gets a fresh snapshot.
 	WatchKVEvents(*WatchKVEventsRequest, grpc.ServerStreamingServer[KVEvent]) error
+	// Embed pools a batch of token-id inputs on the model's embedding
+	// context, batched into the engine core's steps beside the running
+	// generation as a local embedding request is (core.EngineCore.Embed).
+	// It returns one pooled, unnormalized vector per input, in order: with
+	// rank pooling (a reranker), the classifier's outputs, the first being
+	// the relevance score. What the OpenAI layer does around a local model's
+	// Embed stays on the caller's side: tokenizing (rerank pairs included),
+	// truncate_prompt_tokens, Matryoshka dimensions, L2 normalization and
+	// cosine scores. Idempotent: a head may resend it to another worker.
+	//
+	// Errors (with an Error detail):
+	//
+	//	a model with pooling "none"    -> INVALID_ARGUMENT, ERROR_CODE_INVALID (HTTP 400)
+	//	no inputs, an empty input, an id out of the vocabulary, an input
+	//	longer than InfoResponse.max_embed_tokens
+	//	                                -> INVALID_ARGUMENT, ERROR_CODE_INVALID, param "inputs[i]"
+	//	an input the engine refuses     -> INVALID_ARGUMENT, ERROR_CODE_INVALID
+	//	shutting down                   -> UNAVAILABLE, ERROR_CODE_CLOSED (the head may retry elsewhere)
+	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	mustEmbedUnimplementedWorkerServer()
 }
 
@@ -343,6 +392,9 @@ func (UnimplementedWorkerServer) Stats(context.Context, *StatsRequest) (*StatsRe
 }
 func (UnimplementedWorkerServer) WatchKVEvents(*WatchKVEventsRequest, grpc.ServerStreamingServer[KVEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchKVEvents not implemented")
+}
+func (UnimplementedWorkerServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
 }
 func (UnimplementedWorkerServer) mustEmbedUnimplementedWorkerServer() {}
 func (UnimplementedWorkerServer) testEmbeddedByValue()                {}
@@ -477,6 +529,24 @@ func _Worker_WatchKVEvents_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Worker_WatchKVEventsServer = grpc.ServerStreamingServer[KVEvent]
 
+func _Worker_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EmbedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).Embed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_Embed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).Embed(ctx, req.(*EmbedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Worker_ServiceDesc is the grpc.ServiceDesc for Worker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -499,6 +569,10 @@ var Worker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _Worker_Stats_Handler,
+		},
+		{
+			MethodName: "Embed",
+			Handler:    _Worker_Embed_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

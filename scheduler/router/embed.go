@@ -1,0 +1,98 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/llmserve/llmserve/api/worker/workerpb"
+)
+
+// Pooling is the workers' pooling (their Info): mean, cls, last, rank or
+// none (then the API layer answers embedding routes with a 400, as serve
+// does for a model started with --pooling none).
+func (m *Model) Pooling() string {
+	if m.pooling == "" {
+		return "none"
+	}
+	return m.pooling
+}
+
+// MatryoshkaDimensions are the workers' --matryoshka-dimensions.
+func (m *Model) MatryoshkaDimensions() []int { return slices.Clone(m.mrl) }
+
+// MaxEmbedTokens is the longest input the workers' Embed takes.
+func (m *Model) MaxEmbedTokens() int { return m.maxEmbed }
+
+// Task is the workers' V2 task ("generate" or "embed").
+func (m *Model) Task() string { return m.task }
+
+// RerankTokens formats a rerank pair as the workers would
+// (ModelOptions.RerankTokens: models.VocabRerankTokens over the head's
+// vocabulary).
+func (m *Model) RerankTokens(query, document string) ([]int32, error) {
+	if m.rerank == nil {
+		return nil, fmt.Errorf("%w: the head cannot format rerank pairs", errNoRerank)
+	}
+	return m.rerank(query, document)
+}
+
+// errNoRerank: a Model built without ModelOptions.RerankTokens.
+var errNoRerank = errors.New("router: no rerank formatter")
+
+// Embed pools inputs on one healthy worker (any role, the least loaded:
+// no prefix scoring, embeddings do not use the prefix cache). When the
+// worker is gone before it answers (the call breaks, or it is shutting
+// down), the call is sent once more, to another worker: embeddings are
+// idempotent. A refusal maps to the scheduler error the API layer maps
+// locally.
+func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error) {
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	req := &workerpb.EmbedRequest{Inputs: make([]*workerpb.TokenSequence, len(inputs))}
+	for i, in := range inputs {
+		req.Inputs[i] = &workerpb.TokenSequence{Tokens: in}
+	}
+	var exclude []string
+	var lastErr error
+	for range 2 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p, ok := m.r.choose(poolAny, nil, "", exclude)
+		if !ok {
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w (the last worker tried failed: %w)", errNoWorker, lastErr)
+			}
+			return nil, errNoWorker
+		}
+		m.r.m.requests.WithLabelValues(p.addr).Inc()
+		resp, err := p.client.Embed(ctx, req)
+		m.r.release(p.addr)
+		if err == nil {
+			if len(resp.GetEmbeddings()) != len(inputs) {
+				return nil, fmt.Errorf("%w: worker %s answered %d embeddings for %d inputs", errNoWorker, p.addr, len(resp.GetEmbeddings()), len(inputs))
+			}
+			out := make([][]float32, len(inputs))
+			for i, e := range resp.GetEmbeddings() {
+				out[i] = e.GetValues()
+			}
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !retryable(err) {
+			if e := errorDetail(err); e != nil {
+				return nil, toError(e)
+			}
+			return nil, err
+		}
+		m.r.markBroken(p.addr, err)
+		exclude = append(exclude, p.addr)
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w: the embedding failed on two workers: %w", errNoWorker, lastErr)
+}
