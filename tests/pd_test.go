@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -74,15 +75,35 @@ type pdProc struct {
 	worker   workerpb.WorkerClient
 }
 
+// freeTCPPort returns a port for a child process to listen on. A port from
+// Listen(":0") is in the kernel's ephemeral range, which the many outbound
+// connections of these tests draw from too: between closing the probe and
+// the child's bind, one of them can take it (the child then exits with
+// "address already in use"). So ports come from below the ephemeral range
+// (32768 on Linux by default), each handed out once per test binary, and
+// are checked free.
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 2000 {
+		port := 20000 + int(nextPort.Add(1)%12000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free TCP port in 20000-31999")
+	return 0
 }
+
+// nextPort starts at a point of its own per process, so test binaries
+// running at once mostly draw different ports.
+var nextPort = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(int64(os.Getpid()%100) * 120)
+	return &n
+}()
 
 func startServeProc(t *testing.T, extra ...string) *pdProc {
 	t.Helper()
