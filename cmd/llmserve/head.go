@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -22,8 +20,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/llmserve/llmserve/api"
@@ -246,27 +242,18 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err != nil {
 		return err
 	}
-	httpLn, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.httpPort)))
+	httpLn, grpcLn, err := listenPublic(f)
 	if err != nil {
-		return fmt.Errorf("--http-port: %w", err)
+		return err
 	}
 	inflight := newInflight(handler)
 	srv := &http.Server{Handler: inflight, ReadHeaderTimeout: 30 * time.Second}
 	var grpcSrv *grpc.Server
-	var grpcLn net.Listener
-	if f.grpcPort > 0 {
-		if grpcLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.grpcPort))); err != nil {
-			httpLn.Close()
-			return fmt.Errorf("--grpc-port: %w", err)
-		}
-		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys)
-		unaryTrack, streamTrack := api.GRPCTracking(registry)
-		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
-		hs := health.NewServer()
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		healthpb.RegisterHealthServer(grpcSrv, hs)
+	if grpcLn != nil {
+		var stopHealth func()
+		grpcSrv, stopHealth = newPublicGRPC(registry, set.apiKeys)
+		defer stopHealth()
 		v2grpc.Register(grpcSrv, headV2{hm}, v2grpc.Options{Logger: log})
-		defer hs.Shutdown()
 	}
 	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(httpLn) }()

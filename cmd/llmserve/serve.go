@@ -547,30 +547,20 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	httpLn, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.httpPort)))
+	httpLn, grpcLn, err := listenPublic(f)
 	if err != nil {
-		return fmt.Errorf("--http-port: %w", err)
+		return err
 	}
 	inflight := newInflight(handler)
 	srv := &http.Server{Handler: inflight, ReadHeaderTimeout: 30 * time.Second}
 
 	var grpcSrv *grpc.Server
-	var grpcLn net.Listener
-	if f.grpcPort > 0 {
-		if grpcLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.grpcPort))); err != nil {
-			httpLn.Close()
-			return fmt.Errorf("--grpc-port: %w", err)
-		}
+	if grpcLn != nil {
 		// --api-key covers the gRPC inference and worker services too.
-		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
-		// Calls are tracked so that unloading a model waits for them.
-		unaryTrack, streamTrack := api.GRPCTracking(registry)
-		grpcSrv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
-		hs := health.NewServer()
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		healthpb.RegisterHealthServer(grpcSrv, hs)
+		var stopHealth func()
+		grpcSrv, stopHealth = newPublicGRPC(registry, set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
+		defer stopHealth()
 		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo)})
-		defer hs.Shutdown()
 	}
 	// The internal worker service: on serve's gRPC server (so that a peer
 	// pulls KV through vLLM's kv_transfer_params), and on --worker-port for
@@ -729,4 +719,34 @@ func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrvs [
 		return fmt.Errorf("shutdown: %d request(s) were still running after the %s grace period and were ended with an error", cut, grace)
 	}
 	return nil
+}
+
+// listenPublic opens the public ports: --http-port and, unless it is 0,
+// --grpc-port (grpcLn nil then).
+func listenPublic(f *serveFlags) (httpLn, grpcLn net.Listener, err error) {
+	httpLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.httpPort)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--http-port: %w", err)
+	}
+	if f.grpcPort > 0 {
+		if grpcLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.grpcPort))); err != nil {
+			httpLn.Close()
+			return nil, nil, fmt.Errorf("--grpc-port: %w", err)
+		}
+	}
+	return httpLn, grpcLn, nil
+}
+
+// newPublicGRPC returns the public gRPC server, as serve and head share
+// it: calls tracked by registry (unloading a model waits for them), API
+// keys required by the inference service and authServices, and
+// grpc.health.v1 serving; stopHealth ends the health service's watches.
+func newPublicGRPC(registry *models.Registry, apiKeys []string, authServices ...string) (srv *grpc.Server, stopHealth func()) {
+	unaryAuth, streamAuth := v2grpc.AuthInterceptors(apiKeys, authServices...)
+	unaryTrack, streamTrack := api.GRPCTracking(registry)
+	srv = grpc.NewServer(grpc.ChainUnaryInterceptor(unaryTrack, unaryAuth), grpc.ChainStreamInterceptor(streamTrack, streamAuth))
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	return srv, hs.Shutdown
 }
