@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models/batching"
 	"github.com/llmserve/llmserve/models/tensor"
@@ -244,4 +245,18 @@ func (m *TensorModel) Close() error {
 		m.closeErr = m.exec.Close()
 	})
 	return m.closeErr
+}
+
+// ggufArchitecture reads general.architecture from a GGUF file's
+// metadata, without loading the model: a graph GGUF and an LLM GGUF share
+// the format and differ there.
+func ggufArchitecture(path string) (string, error) {
+	arch, ok, err := llamacpp.GGUFString(path, "general.architecture")
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("%s has no general.architecture", filepath.Base(path))
+	}
+	return arch, nil
 }

@@ -30,7 +30,7 @@ func ggufWithArch(arch string) string {
 	b = binary.LittleEndian.AppendUint32(b, 4) // u32
 	b = binary.LittleEndian.AppendUint32(b, 32)
 	str("general.architecture")
-	b = binary.LittleEndian.AppendUint32(b, ggufString)
+	b = binary.LittleEndian.AppendUint32(b, 8) // string
 	str(arch)
 	return string(b)
 }

@@ -121,3 +121,9 @@ func (*GraphModel) Run(context.Context, int, [][]float32) ([]GraphOutput, error)
 
 // Close does nothing.
 func (*GraphModel) Close() error { return nil }
+
+// GGUFString needs cgo (ggml's GGUF reader).
+func GGUFString(string, string) (string, bool, error) { return "", false, ErrNoCgo }
+
+// GGUFMetadataOnly needs cgo (ggml's GGUF reader and writer).
+func GGUFMetadataOnly(string, map[string]string) ([]byte, error) { return nil, ErrNoCgo }

@@ -61,8 +61,8 @@ type WorkerClient interface {
 	// it (re)connects and as a health check.
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
 	// Vocabulary streams a vocabulary-only GGUF file of the model, in order,
-	// in chunks: the model file's GGUF header and every metadata key/value,
-	// byte for byte, with no tensors (tensor count 0), like llama.cpp's
+	// in chunks: every metadata key/value of the model file, as ggml's GGUF
+	// writer writes them, with no tensors (tensor count 0), like llama.cpp's
 	// ggml-vocab-*.gguf files. The head writes the concatenation to a file
 	// and loads it with llamacpp.ModelParams{VocabOnly: true} to build the
 	// same tokenizer.Tokenizer the worker uses (special tokens and EOS
@@ -280,8 +280,8 @@ type WorkerServer interface {
 	// it (re)connects and as a health check.
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
 	// Vocabulary streams a vocabulary-only GGUF file of the model, in order,
-	// in chunks: the model file's GGUF header and every metadata key/value,
-	// byte for byte, with no tensors (tensor count 0), like llama.cpp's
+	// in chunks: every metadata key/value of the model file, as ggml's GGUF
+	// writer writes them, with no tensors (tensor count 0), like llama.cpp's
 	// ggml-vocab-*.gguf files. The head writes the concatenation to a file
 	// and loads it with llamacpp.ModelParams{VocabOnly: true} to build the
 	// same tokenizer.Tokenizer the worker uses (special tokens and EOS
