@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -103,26 +104,7 @@ compare the JSON files:
 			if err != nil {
 				return err
 			}
-			if outputFile != "" {
-				if err := writeJSONFile(outputFile, rep); err != nil {
-					return err
-				}
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(rep)
-			} else {
-				err = rep.WriteText(out)
-			}
-			if err != nil {
-				return fmt.Errorf("write report: %w", err)
-			}
-			if rep.Completed == 0 {
-				return errors.New("bench: no request completed")
-			}
-			return nil
+			return writeReport(cmd, rep, rep.Completed, asJSON, outputFile)
 		},
 	}
 
@@ -197,16 +179,20 @@ func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile 
 	if err != nil {
 		return err
 	}
+	return writeReport(cmd, rep, rep.Completed, asJSON, outputFile)
+}
+
+// writeReport writes a run's report (either backend's) to outputFile as
+// JSON when asked, then to stdout as text or JSON; a run in which no
+// request completed is an error.
+func writeReport(cmd *cobra.Command, rep interface{ WriteText(io.Writer) error }, completed int, asJSON bool, outputFile string) error {
 	if outputFile != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
+		if err := writeJSONFile(outputFile, rep); err != nil {
 			return err
-		}
-		if err := os.WriteFile(outputFile, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("write report: %w", err)
 		}
 	}
 	out := cmd.OutOrStdout()
+	var err error
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -217,7 +203,7 @@ func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile 
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	if rep.Completed == 0 {
+	if completed == 0 {
 		return errors.New("bench: no request completed")
 	}
 	return nil
@@ -249,7 +235,7 @@ func checkDatasetFlags(f *pflag.FlagSet, selected Dataset) error {
 	return nil
 }
 
-func writeJSONFile(path string, rep *Report) error {
+func writeJSONFile(path string, rep any) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
