@@ -93,14 +93,8 @@ func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 		h.fail(w, r, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("the request body is larger than the limit of %d bytes", mb.Limit)})
-		return
-	}
-	if err != nil {
-		h.fail(w, r, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err))
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	texts, err := decodeInstances(body)
@@ -118,14 +112,8 @@ func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 
 // predictTensor serves :predict on a tensor model (decodeTensorInstances).
 func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, m infer.Model, t infer.TensorModel) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("the request body is larger than the limit of %d bytes", mb.Limit)})
-		return
-	}
-	if err != nil {
-		h.fail(w, r, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err))
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	req, err := decodeTensorInstances(body, t)
@@ -210,4 +198,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// readBody reads the request body up to the limit; when it cannot, it has
+// answered (413 over the limit, else 400) and ok is false.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("the request body is larger than the limit of %d bytes", mb.Limit)})
+		return nil, false
+	}
+	if err != nil {
+		h.fail(w, r, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err))
+		return nil, false
+	}
+	return body, true
 }
