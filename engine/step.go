@@ -238,3 +238,21 @@ type Embedder interface {
 type Idler interface {
 	Idle()
 }
+
+// KVMemory is what an executor's KV memory takes now.
+type KVMemory struct {
+	// Paged reports that the memory follows the positions held: pages are
+	// committed when a position is written and given back when its slot
+	// empties, so a slot's capacity costs address space, not memory.
+	Paged bool
+	// Committed is the bytes resident for the positions the slots hold
+	// (whole pages; for memory that is not paged, every slot's capacity).
+	// Reserved is the address space of every slot's capacity.
+	Committed, Reserved int64
+}
+
+// KVMemoryReporter is an Executor that reports its KV memory. The engine
+// core asks after every step.
+type KVMemoryReporter interface {
+	KVMemory() KVMemory
+}

@@ -40,3 +40,26 @@ int32_t llmserve_sample(struct llama_sampler * chain, struct llama_sampler * gra
 // grammar draw matches before it matches them all; 0 turns that off
 // (tests compare both).
 extern int llmserve_grammar_topk;
+
+// Virtual KV memory (kvmem.c, kvmem.go). llmserve_kvmem_install hooks
+// ggml's CPU buffer type once (0 on success); while a window is armed
+// (llmserve_kvmem_arm with a non-zero id; 0 disarms) every CPU buffer is
+// an uncommitted anonymous mapping whose "cache_*" tensors are recorded.
+// llmserve_kvmem_tensors copies up to max of those recorded in a window's
+// live buffers and returns how many there are. llmserve_kvmem_release gives
+// pages back (madvise MADV_DONTNEED: they read as zeros after); it returns
+// 0 or errno. llmserve_kvmem_resident counts the resident pages of a range
+// (mincore), or -1.
+struct llmserve_kvmem_tensor {
+    char name[64];
+    uintptr_t data;
+    int64_t ne[4];
+    int64_t nb[4];
+    uintptr_t base;
+    int64_t mapped;
+};
+int llmserve_kvmem_install(void);
+void llmserve_kvmem_arm(int64_t window);
+int llmserve_kvmem_tensors(int64_t window, struct llmserve_kvmem_tensor * out, int max);
+int llmserve_kvmem_release(uintptr_t addr, int64_t len);
+int64_t llmserve_kvmem_resident(uintptr_t addr, int64_t len);

@@ -167,6 +167,14 @@ type llamaContext struct {
 	// same row among others (probePadding): evaluations are then padded to
 	// two rows and two outputs (decode.go).
 	pad bool
+	// pages maps the KV streams to the pages of their mapped buffer
+	// (kvmem.go); nil when the KV memory is not paged, and notPaged says
+	// why. held[s] is the most positions stream s held since it was last
+	// emptied. kvBytes is the KV of every stream's full capacity.
+	pages    *kvPages
+	held     []int
+	notPaged string
+	kvBytes  int64
 }
 
 // build creates the llama.cpp context for slots slots and makes it the
@@ -219,7 +227,11 @@ func (c *Context) build(slots int) error {
 	cp.no_perf = true
 	cp.embeddings = false
 
-	cc := C.llama_init_from_model(m.c, cp)
+	var cc *C.struct_llama_context
+	tensors := createWithVirtualKV(func() bool {
+		cc = C.llama_init_from_model(m.c, cp)
+		return cc != nil
+	})
 	if cc == nil {
 		return errors.New("llama.cpp could not create the context (see its log)")
 	}
@@ -237,6 +249,15 @@ func (c *Context) build(slots int) error {
 		slots:    slots,
 		streams:  streams,
 	}
+	if len(tensors) > 0 {
+		if pages, err := newKVPages(tensors, streams, c.slotTokens, pageSize); err == nil {
+			lc.pages, lc.held = pages, make([]int, streams)
+		} else {
+			lc.notPaged = err.Error()
+		}
+	} else {
+		lc.notPaged = "the KV memory is not in host memory made by the binding (GPU offload, or the mapping failed)"
+	}
 	old := c.llamaContext
 	c.llamaContext = lc
 	if err := c.probeFormat(); err != nil {
@@ -246,6 +267,7 @@ func (c *Context) build(slots int) error {
 	}
 	// Whether to pad is a property of the model's kernels: a resize keeps
 	// the answer the first context found.
+	c.kvBytes = int64(streams) * int64(c.slotTokens) * int64(c.format.layout.BytesPerPosition())
 	c.pad = old.pad
 	if old.c == nil {
 		if c.pad, err = c.probePadding(); err != nil {
@@ -392,7 +414,7 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 	}
 	for _, s := range step.Clears {
 		if c.validSlot(s) {
-			C.llama_memory_seq_rm(c.mem, C.llama_seq_id(s), -1, -1)
+			c.clearSlot(s)
 		}
 	}
 	for i := range step.Restores {
@@ -414,6 +436,7 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 	if len(step.Embeds) > 0 {
 		res.Embeddings = c.embedAll(step.Embeds)
 	}
+	c.noteKVUse()
 	if c.params.PauseEachStep {
 		c.Idle()
 	}

@@ -168,7 +168,7 @@ func parseState(b []byte) (*parsedState, error) {
 func (c *Context) probeFormat() error {
 	tok := max(c.model.BOS(), 0)
 	rows := []row{{slot: 0, pos: 0, token: tok}, {slot: 0, pos: 1, token: tok}}
-	defer C.llama_memory_seq_rm(c.mem, 0, -1, -1)
+	defer c.clearSlot(0)
 	saved := c.stats // the probe is not work anyone asked for
 	err := c.evaluate(rows)
 	c.stats = saved
@@ -314,7 +314,7 @@ func (c *Context) restore(slot engine.Slot, pieces []*engine.KV) error {
 	}
 	r := C.llama_state_seq_set_data(c.c, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), C.llama_seq_id(slot))
 	if int(r) != len(buf) {
-		C.llama_memory_seq_rm(c.mem, C.llama_seq_id(slot), -1, -1)
+		c.clearSlot(slot)
 		return fmt.Errorf("restore slot %d: llama.cpp read %d of %d bytes of state", slot, int(r), len(buf))
 	}
 	c.stats.Restored += uint64(n)
@@ -342,8 +342,8 @@ func (c *Context) probePadding() (bool, error) {
 	saved := c.stats
 	defer func() {
 		c.stats = saved
-		C.llama_memory_seq_rm(c.mem, 0, -1, -1)
-		C.llama_memory_seq_rm(c.mem, 1, -1, -1)
+		c.clearSlot(0)
+		c.clearSlot(1)
 	}()
 	if err := c.evaluate(prompt); err != nil {
 		return false, fmt.Errorf("probe padding: %w", err)

@@ -100,6 +100,7 @@ func (*Context) Slots() int                 { return 0 }
 func (*Context) SlotTokens() int            { return 0 }
 func (*Context) SlotLen(engine.Slot) int    { return 0 }
 func (*Context) KVLayout() *engine.KVLayout { return nil }
+func (*Context) KVMemory() engine.KVMemory  { return engine.KVMemory{} }
 func (*Context) Stats() Stats               { return Stats{} }
 func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error) {
 	return engine.StepResult{}, ErrNoCgo
