@@ -643,6 +643,9 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 
 func (c *EngineCore) publish() scheduler.Stats {
 	st := c.sched.Stats()
+	if r, ok := c.exec.(engine.KVMemoryReporter); ok {
+		st.EngineKV = r.KVMemory()
+	}
 	c.stats.Store(&st)
 	return st
 }

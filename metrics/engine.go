@@ -94,6 +94,14 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 		gauge("llmserve_kv_cache_slots", "Sequences the KV cache is allocated for now (one KV stream each); it grows with the load.", func(s scheduler.Stats) float64 { return float64(s.KV.ActiveSlots) }),
 		gauge("llmserve_kv_cache_max_slots", "Most sequences the KV cache can grow to (max-num-seqs).", func(s scheduler.Stats) float64 { return float64(s.KV.Slots) }),
 		gauge("llmserve_kv_cache_slot_tokens", "Positions one KV slot holds.", func(s scheduler.Stats) float64 { return float64(s.KV.SlotTokens) }),
+		gauge("llmserve_kv_cache_committed_bytes", "KV memory resident for the positions the running sequences hold (whole pages), as the engine counts it; with KV that is not paged (on a GPU), every slot's capacity.", func(s scheduler.Stats) float64 { return float64(s.EngineKV.Committed) }),
+		gauge("llmserve_kv_cache_reserved_bytes", "Address space of every KV slot's full capacity (memory only where llmserve_kv_cache_paged is 0).", func(s scheduler.Stats) float64 { return float64(s.EngineKV.Reserved) }),
+		gauge("llmserve_kv_cache_paged", "1 when KV memory is committed as positions are written and given back when a sequence ends.", func(s scheduler.Stats) float64 {
+			if s.EngineKV.Paged {
+				return 1
+			}
+			return 0
+		}),
 		gauge("llmserve_prefix_cache_blocks", "Blocks the prefix cache keeps in host memory.", func(s scheduler.Stats) float64 { return float64(s.KV.CachedBlocks) }),
 		gauge("llmserve_prefix_cache_bytes", "Host memory the prefix cache's blocks take.", func(s scheduler.Stats) float64 { return float64(s.KV.CachedBytes) }),
 		gauge("llmserve_prefix_cache_limit_bytes", "Host memory the prefix cache may take.", func(s scheduler.Stats) float64 { return float64(s.KV.CacheBytesLimit) }),

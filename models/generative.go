@@ -68,14 +68,19 @@ type GenerativeConfig struct {
 	// model's training context length, which it may not exceed.
 	MaxModelLen int
 	// MaxNumSeqs is the most sequences running at once (default 1). Each
-	// has a KV stream of MaxModelLen positions.
+	// has a KV stream of MaxModelLen positions: address space only, when
+	// the KV memory is paged (in host memory), whose pages are committed
+	// as its positions are written.
 	MaxNumSeqs int
 	// InitialSeqs is how many KV streams are allocated at start-up (0:
 	// MaxNumSeqs). The KV memory grows to MaxNumSeqs streams when requests
 	// wait for one, and shrinks back after a minute without work.
 	InitialSeqs int
-	// KVMemoryBytes, when > 0, caps the KV memory (MaxNumSeqs streams of
-	// MaxModelLen positions); MaxNumSeqs is lowered to fit, with a warning.
+	// KVMemoryBytes, when > 0, caps the KV memory. Paged KV (in host
+	// memory, GPULayers 0): the positions all running sequences hold
+	// together, admitted and preempted by tokens in use. KV on a GPU:
+	// MaxNumSeqs streams of MaxModelLen positions; MaxNumSeqs is lowered to
+	// fit, with a warning.
 	KVMemoryBytes int64
 	// MaxNumBatchedTokens and MaxWaiting bound the scheduler (default 2048
 	// and 512; the former is raised to MaxNumSeqs if below).
@@ -195,6 +200,10 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		log.Warn("max_num_seqs lowered to fit the KV memory cap: raise --kv-cache-memory or lower --max-model-len for more",
 			"model", name, "asked", cfg.MaxNumSeqs, "max_num_seqs", sz.maxSeqs, "kv_memory_cap", cfg.KVMemoryBytes)
 	}
+	if sz.paged && sz.capacityTokens > 0 && sz.capacityTokens < sz.maxLen {
+		log.Warn("the KV memory cap holds fewer tokens than max_model_len: longer sequences end (finish_reason length) and longer prompts are refused; raise --kv-cache-memory for more",
+			"model", name, "kv_memory_cap", formatBytes(cfg.KVMemoryBytes), "tokens", sz.capacityTokens, "max_model_len", sz.maxLen)
+	}
 	tmpl := cfg.ChatTemplate
 	if tmpl == "" {
 		tmpl = info.ChatTemplate
@@ -245,7 +254,10 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		Scheduler: scheduler.Config{
 			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
 		},
-		KV: kvcache.Config{BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen, CacheBytes: cfg.PrefixCacheBytes},
+		KV: kvcache.Config{
+			BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen,
+			CapacityTokens: sz.capacityTokens, CacheBytes: cfg.PrefixCacheBytes,
+		},
 		NewExecutor: func(slots int) (engine.Executor, error) {
 			p := ctxParams
 			p.Slots = slots
@@ -272,13 +284,15 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		<-g.stopped
 		return nil, fmt.Errorf("load model %q: %w", name, g.runErr)
 	}
-	perSeq := int64(roundUp(sz.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType))
+	kvDesc := describeKV(sz, cfg, info)
+	if mem := ec.Stats().EngineKV; sz.paged && !mem.Paged {
+		g.log.Warn("the KV memory is not paged: every KV stream commits its full capacity", "kv_streams", sz.initialSeqs,
+			"committed", formatBytes(mem.Committed))
+	}
 	g.log.Info("model loaded",
 		"path", path, "arch", info.Architecture, "params", info.NParams, "n_ctx_train", info.NCtxTrain,
 		"max_model_len", sz.maxLen, "max_num_seqs", sz.maxSeqs, "max_num_batched_tokens", sz.batchTokens,
-		"kv_cache", fmt.Sprintf("%d sequences × %d positions now (%s, %s), growing with the load to %d (%s)",
-			sz.initialSeqs, roundUp(sz.maxLen, 256), formatBytes(int64(sz.initialSeqs)*perSeq), kvTypeName(cfg.KVType),
-			sz.maxSeqs, formatBytes(int64(sz.maxSeqs)*perSeq)),
+		"kv_cache", kvDesc,
 		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "pooling", pooling, "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
 	return g, nil
@@ -362,6 +376,29 @@ func templateSource(override, model string) string {
 type sizing struct {
 	maxLen, maxSeqs, initialSeqs, batchTokens, maxWaiting int
 	lowered                                               bool
+	// paged: the KV memory is in host memory, where the binding commits a
+	// stream's pages as positions are written. capacityTokens is then the
+	// positions the KV memory cap holds (0: no cap).
+	paged          bool
+	capacityTokens int
+}
+
+// describeKV says what the KV memory holds, for the start-up log.
+func describeKV(sz sizing, cfg GenerativeConfig, info llamacpp.Info) string {
+	perTok := int64(kvBytesPerToken(info, cfg.KVType))
+	if !sz.paged {
+		perSeq := int64(roundUp(sz.maxLen, 256)) * perTok
+		return fmt.Sprintf("%d sequences × %d positions now (%s, %s), growing with the load to %d (%s)",
+			sz.initialSeqs, roundUp(sz.maxLen, 256), formatBytes(int64(sz.initialSeqs)*perSeq), kvTypeName(cfg.KVType),
+			sz.maxSeqs, formatBytes(int64(sz.maxSeqs)*perSeq))
+	}
+	if sz.capacityTokens == 0 {
+		return fmt.Sprintf("paged, no cap: memory follows the tokens in use (%s per token, %s); up to %d sequences of up to %d tokens",
+			formatBytes(perTok), kvTypeName(cfg.KVType), sz.maxSeqs, sz.maxLen)
+	}
+	return fmt.Sprintf("paged: memory follows the tokens in use, up to %d tokens in %s (%s per token, %s): %d sequences of %d tokens, or one of %d",
+		sz.capacityTokens, formatBytes(cfg.KVMemoryBytes), formatBytes(perTok), kvTypeName(cfg.KVType),
+		sz.maxSeqs, sz.capacityTokens/sz.maxSeqs, min(sz.capacityTokens, sz.maxLen))
 }
 
 // size derives the engine and scheduler sizes from the configuration and
@@ -384,7 +421,17 @@ func size(cfg GenerativeConfig, info llamacpp.Info) (sizing, error) {
 	if s.maxSeqs > llamacpp.MaxSlots {
 		return s, &ConfigError{"MaxNumSeqs", fmt.Sprintf("%d exceeds %d", s.maxSeqs, llamacpp.MaxSlots)}
 	}
-	if per := int64(roundUp(s.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType)); cfg.KVMemoryBytes > 0 && per > 0 {
+	// KV in host memory is paged by the binding (engine/llamacpp's
+	// kvmem.go): a stream costs what its positions hold, and the cap bounds
+	// the tokens in use. KV on a GPU is not: the cap bounds streams.
+	s.paged = cfg.GPULayers == 0
+	if perTok := int64(kvBytesPerToken(info, cfg.KVType)); s.paged && cfg.KVMemoryBytes > 0 && perTok > 0 {
+		s.capacityTokens = int(cfg.KVMemoryBytes/perTok) / BlockSize * BlockSize
+		if s.capacityTokens < 2*BlockSize {
+			return s, &ConfigError{"KVMemoryBytes", fmt.Sprintf("%s holds %d tokens of KV (%s each); at least %d are needed", formatBytes(cfg.KVMemoryBytes), s.capacityTokens, formatBytes(perTok), 2*BlockSize)}
+		}
+	}
+	if per := int64(roundUp(s.maxLen, 256)) * int64(kvBytesPerToken(info, cfg.KVType)); !s.paged && cfg.KVMemoryBytes > 0 && per > 0 {
 		fit := cfg.KVMemoryBytes / per
 		if fit < 1 {
 			return s, &ConfigError{"KVMemoryBytes", fmt.Sprintf("%s cannot hold one sequence of %d tokens (%s)", formatBytes(cfg.KVMemoryBytes), s.maxLen, formatBytes(per))}

@@ -109,6 +109,9 @@ type Stats struct {
 	Requests    int
 	Preemptions uint64
 	KV          kvcache.Stats
+	// EngineKV is what the executor's KV memory takes, as the engine core
+	// last read it (the scheduler leaves it zero).
+	EngineKV engine.KVMemory
 }
 
 // Scheduler is the continuous-batching state machine: every step it picks

@@ -144,11 +144,11 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.IntVar(&f.tensorThreads, "tensor-threads", 0, "CPU threads each tensor model computes with, split between its parallel workers; 0: one per worker (best for small models: add --parallel-workers rather than threads)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
-	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions", llamacpp.MaxSlots))
+	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions, whose memory follows the tokens it holds", llamacpp.MaxSlots))
 	fl.IntVar(&f.initialSeqs, "kv-initial-seqs", 4, "sequences the KV cache holds at start-up; it grows up to --max-num-seqs when requests wait, and shrinks back after a minute idle")
 	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 2048, "most tokens computed in one step (at least max-num-seqs); longer prompts are prefilled in chunks")
 	fl.IntVar(&f.maxWaiting, "max-waiting", 512, "most requests waiting to start; more get 429 with Retry-After")
-	fl.StringVar(&f.kvMemory, "kv-cache-memory", "1GiB", "cap on the KV cache (max-num-seqs × max-model-len positions); max-num-seqs is lowered to fit (e.g. 512MiB, 4GiB; 0: no cap)")
+	fl.StringVar(&f.kvMemory, "kv-cache-memory", "auto", "cap on the KV memory of the tokens in use by running sequences (e.g. 512MiB, 4GiB; 0: no cap; auto: a quarter of the machine's memory, or of the container's limit, at least 1GiB); with --n-gpu-layers the KV is not paged and the cap bounds max-num-seqs × max-model-len positions (auto: 1GiB)")
 	fl.BoolVar(&f.noPrefixCaching, "no-enable-prefix-caching", false, "disable reuse of KV blocks across requests with a common prefix")
 	fl.StringVar(&f.prefixCacheMem, "prefix-cache-memory", "1GiB", "host memory for cached prefixes (idle KV blocks, evicted least recently used first)")
 	fl.StringVar(&f.kvType, "kv-cache-dtype", "f16", "KV cache element type: f16, f32, bf16, q8_0 or q4_0")
@@ -268,7 +268,7 @@ func (f *serveFlags) validate() (*settings, error) {
 	if s.llamaLog, err = parseLevel(f.llamaLogLevel); err != nil {
 		return nil, bad("llama-log-level", "%v", err)
 	}
-	if s.kvMem, err = parseBytes(f.kvMemory); err != nil {
+	if s.kvMem, err = parseKVMemory(f.kvMemory, f.gpuLayers != 0, hostMemory()); err != nil {
 		return nil, bad("kv-cache-memory", "%v", err)
 	}
 	if s.prefMem, err = parseBytes(f.prefixCacheMem); err != nil {

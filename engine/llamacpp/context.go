@@ -268,6 +268,18 @@ func (c *Context) build(slots int) error {
 	// Whether to pad is a property of the model's kernels: a resize keeps
 	// the answer the first context found.
 	c.kvBytes = int64(streams) * int64(c.slotTokens) * int64(c.format.layout.BytesPerPosition())
+	switch {
+	case c.pages == nil:
+	case len(tensors) != 2*int(c.format.layers):
+		// Some layers' KV is elsewhere (offloaded to a GPU).
+		c.pages, c.held = nil, nil
+		c.notPaged = fmt.Sprintf("%d of %d KV tensors are in host memory", len(tensors), 2*c.format.layers)
+	case c.format.vTrans != 0:
+		// Without flash attention V is stored transposed: a position
+		// writes one element per dimension across the whole stream.
+		c.pages, c.held = nil, nil
+		c.notPaged = "V is stored transposed (flash attention is off)"
+	}
 	c.pad = old.pad
 	if old.c == nil {
 		if c.pad, err = c.probePadding(); err != nil {
@@ -368,6 +380,10 @@ func ggmlType(name string) (uint32, error) {
 
 // Slots is the number of slots.
 func (c *Context) Slots() int { return c.slots }
+
+// KVNotPaged says why the KV memory is not paged (kvmem.go), or "" when
+// it is.
+func (c *Context) KVNotPaged() string { return c.notPaged }
 
 // Pads reports whether evaluations are padded to two rows (see
 // probePadding).

@@ -160,3 +160,13 @@ func TestVirtualKVNeighbours(t *testing.T) {
 		t.Errorf("committed %d bytes with every slot empty", got)
 	}
 }
+
+// TestVirtualKVNotPagedWithoutFlashAttention: V stored transposed is
+// written across the whole stream, so that context says it is not paged.
+func TestVirtualKVNotPagedWithoutFlashAttention(t *testing.T) {
+	m := loadModel(t)
+	c := newContext(t, m, ContextParams{Slots: 2, FlashAttention: "off"})
+	if mem := c.KVMemory(); mem.Paged || mem.Committed != mem.Reserved || c.KVNotPaged() == "" {
+		t.Fatalf("KVMemory = %+v (%q), want not paged, committed = reserved", mem, c.KVNotPaged())
+	}
+}

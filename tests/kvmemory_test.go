@@ -1,0 +1,201 @@
+package tests
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmserve/llmserve/models/stories260k"
+)
+
+// synthLongContext writes the SmolLM2-135M shape (Q8_0, dummy weights)
+// with a trained context of 32,768 tokens: a model whose KV, at one stream
+// of max-model-len positions per sequence, held 1 GiB for one sequence.
+func synthLongContext(t *testing.T) string {
+	t.Helper()
+	vocab, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "long.gguf")
+	if b, err := exec.Command(pdBinary(t), "synth", "--shape", "smollm2-135m", "--dtype", "q8_0", "--context", "32768", "--vocab", vocab, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("synth: %v\n%s", err, b)
+	}
+	return out
+}
+
+// scrape reads one unlabelled gauge from /metrics, without a testing.T
+// (for a goroutine that samples while the test drives requests).
+func scrape(url, name string) (float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no metric %s", name)
+}
+
+// rssBytes is a process's resident memory (VmRSS).
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestKVMemoryFollowsTokens: with every default (max-model-len the
+// trained 32,768, max-num-seqs 64, the KV memory cap), 32 concurrent short
+// requests all run at once (every first token arrives before any request
+// ends), the KV memory the engine commits grows with them and goes back
+// to its idle figure when they end.
+func TestKVMemoryFollowsTokens(t *testing.T) {
+	t.Parallel()
+	model := synthLongContext(t)
+	// The harness's own defaults are --threads 1 and --max-num-seqs 4:
+	// give serve's default back.
+	p := startServeProc(t, "--model", model, "--max-num-seqs", "64")
+	if got := p.metric(t, "llmserve_kv_cache_paged", ""); got != 1 {
+		t.Fatalf("llmserve_kv_cache_paged = %v", got)
+	}
+	if got := p.metric(t, "llmserve_kv_cache_slot_tokens", ""); got != 32768 {
+		t.Fatalf("slot tokens %v, want the trained context 32768", got)
+	}
+	idle := p.metric(t, "llmserve_kv_cache_committed_bytes", "")
+	idleRSS := rssBytes(t, p.cmd.Process.Pid)
+
+	const n, maxTokens = 32, 48
+	var (
+		firsts   atomic.Int32
+		finished atomic.Int32
+		overlap  atomic.Bool // every first token came before any end
+		mu       sync.Mutex
+		peak     float64
+	)
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			v, err := scrape(p.url, "llmserve_kv_cache_committed_bytes")
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			peak = max(peak, v)
+			mu.Unlock()
+		}
+	})
+	prompts := headPrompts(n)
+	texts := make([]string, n)
+	concurrently(n, func(i int) {
+		s := openStream(t, p, prompts[i], maxTokens)
+		if s == nil {
+			return
+		}
+		defer s.resp.Body.Close()
+		first := true
+		for s.next(t) {
+			if first {
+				first = false
+				if firsts.Add(1) == n && finished.Load() == 0 {
+					overlap.Store(true)
+				}
+			}
+		}
+		finished.Add(1)
+		if len(s.errs) > 0 {
+			t.Errorf("stream %d: %v", i, s.errs)
+		}
+		texts[i] = s.text.String()
+	})
+	close(stop)
+	sampler.Wait()
+	if !overlap.Load() {
+		t.Errorf("the 32 requests did not all run at once (%d first tokens before the first end)", firsts.Load())
+	}
+	bpt := p.metric(t, "llmserve_kv_cache_reserved_bytes", "") / (64 * 32768)
+	if peak <= idle {
+		t.Errorf("committed KV never grew: peak %v, idle %v", peak, idle)
+	}
+	// At most every prompt and answer at once, in whole 4 KiB pages, with
+	// room for a page per tensor and stream (30 layers × 2 × 32 streams).
+	if limit := float64(n*(64+maxTokens))*bpt + 32*60*4096; peak > limit {
+		t.Errorf("committed KV peaked at %.0f bytes, above %d sequences' tokens (%.0f)", peak, n, limit)
+	}
+	var got float64
+	headWait(t, "committed KV back to its idle figure", func() bool {
+		got = p.metric(t, "llmserve_kv_cache_committed_bytes", "")
+		return got <= idle
+	})
+	afterRSS := rssBytes(t, p.cmd.Process.Pid)
+	t.Logf("committed KV: idle %.0f, peak %.0f, after %.0f bytes; RSS idle %d MiB, after %d MiB (prefix cache %.1f MiB)",
+		idle, peak, got, idleRSS>>20, afterRSS>>20, p.metric(t, "llmserve_prefix_cache_bytes", "")/(1<<20))
+	for i, txt := range texts {
+		if txt == "" {
+			t.Errorf("stream %d: no text", i)
+		}
+	}
+}
+
+// TestKVMemoryPreemptsByTokens: with a KV memory cap of a few sequences'
+// tokens, 12 concurrent requests that outgrow it are preempted (their KV
+// goes to the prefix cache, they resume later) and each still answers
+// exactly what it answers alone.
+func TestKVMemoryPreemptsByTokens(t *testing.T) {
+	t.Parallel()
+	model := synthModel(t) // SmolLM2 shape, trained context 512
+	ref := startServeProc(t, "--model", model)
+	const n, maxTokens = 12, 120
+	prompts := headPrompts(n)
+	want := make([]string, n)
+	for i, pr := range prompts {
+		want[i], _ = completion(t, ref, pr, maxTokens)
+	}
+	// 22.5 KiB per token: 8 MiB hold 352 tokens, two or three requests'
+	// prompts and answers (~140 tokens each) of the 12.
+	p := startServeProc(t, "--model", model, "--max-num-seqs", "64", "--kv-cache-memory", "8MiB")
+	got := make([]string, n)
+	concurrently(n, func(i int) { got[i], _ = completion(t, p, prompts[i], maxTokens) })
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("request %d under preemption:\n got %q\nwant %q", i, got[i], want[i])
+		}
+	}
+	if pre := p.metric(t, "vllm:num_preemptions_total", ""); pre == 0 {
+		t.Error("no preemption counted: the cap did not bind")
+	}
+}
