@@ -29,10 +29,17 @@ import (
 // Commands:
 //
 //	new slots=N slot-tokens=N block=N (cache-blocks=N | cache-bytes=N) [max-events=N]
+//	    [capacity=N]
 //	    a fresh Manager and Fake; cache-blocks is a budget of that many
-//	    full blocks (4 bytes per position in the fake's layout).
+//	    full blocks (4 bytes per position in the fake's layout); capacity
+//	    is CapacityTokens (the fake's too).
 //	admit seq=N tokens=abc [salt=S] [nocache] [nocount]
-//	    Admit; prints the slot and the cached tokens, or that no slot is free.
+//	    Admit; prints the slot and the cached tokens, or that no slot is
+//	    free, or that the free blocks do not hold the tokens.
+//	grow seq=N to=N
+//	    Grow to that many positions; prints the reservation.
+//	fits tokens=N
+//	    FitsTokens.
 //	append seq=N tokens=abc
 //	    the sequence's known tokens grow (sampled output).
 //	compute seq=N to=N
@@ -101,12 +108,13 @@ func (h *kvHarness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		d.MaybeScanArgs(t, "cache-bytes", &cfg.CacheBytes)
 		d.MaybeScanArgs(t, "max-events", &cfg.MaxEvents)
+		d.MaybeScanArgs(t, "capacity", &cfg.CapacityTokens)
 		m, err := New(cfg)
 		if err != nil {
 			return fmt.Sprintf("error: %v\n", err)
 		}
 		h.m = m
-		h.fake = &enginetest.Fake{Slots: cfg.Slots, SlotTokens: cfg.SlotTokens}
+		h.fake = &enginetest.Fake{Slots: cfg.Slots, SlotTokens: cfg.SlotTokens, CapacityTokens: cfg.CapacityTokens}
 		h.tokens = map[engine.SeqID][]int32{}
 		h.names = map[Hash]string{}
 		return ""
@@ -117,6 +125,9 @@ func (h *kvHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "salt", &opt.Salt)
 		cached, ok := h.m.Admit(id, opt)
 		if !ok {
+			if h.m.FreeSlots() > 0 {
+				return fmt.Sprintf("no room: %d tokens, %d free\n", len(opt.Tokens), h.m.FreeTokens())
+			}
 			return "no free slot\n"
 		}
 		h.tokens[id] = opt.Tokens
@@ -151,6 +162,18 @@ func (h *kvHarness) run(t *testing.T, d *datadriven.TestData) string {
 	case "offer":
 		h.m.Offer(seq())
 		return ""
+
+	case "grow":
+		id := seq()
+		var to int
+		d.ScanArgs(t, "to", &to)
+		ok := h.m.Grow(id, to)
+		return fmt.Sprintf("%t: reserved %d, free %d\n", ok, h.m.Reserved(id), h.m.FreeTokens())
+
+	case "fits":
+		var n int
+		d.ScanArgs(t, "tokens", &n)
+		return fmt.Sprintf("%t\n", h.m.FitsTokens(n))
 
 	case "free":
 		h.m.Free(seq(), d.HasArg("offer"))
@@ -271,6 +294,9 @@ func (h *kvHarness) run(t *testing.T, d *datadriven.TestData) string {
 		fmt.Fprintf(&b, "cache blocks=%d bytes=%d/%d stored=%d evicted=%d\n", s.CachedBlocks, s.CachedBytes, s.CacheBytesLimit, s.StoredBlocks, s.Evictions)
 		fmt.Fprintf(&b, "query-tokens=%d hit-tokens=%d\n", s.QueryTokens, s.HitTokens)
 		fmt.Fprintf(&b, "events pending=%d dropped=%d\n", s.EventsPending, s.EventsDropped)
+		if s.CapacityTokens > 0 {
+			fmt.Fprintf(&b, "tokens reserved=%d/%d free=%d\n", s.ReservedTokens, s.CapacityTokens, h.m.FreeTokens())
+		}
 		return b.String()
 
 	case "events":

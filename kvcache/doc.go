@@ -12,7 +12,59 @@
 // free slot, so that running sequences stay in a run of consecutive slots:
 // llama.cpp evaluates consecutive streams together (engine/llamacpp's
 // decode.go). Free releases the slot at once; the engine empties it at the
-// next step (a Clear), before anything else uses it.
+// next step (a Clear), before anything else uses it. With a token capacity
+// a sequence also needs its tokens' blocks to be admitted (next section).
+//
+// # The token budget
+//
+// The engine commits KV memory for a position when a token is written
+// there and releases a slot's memory when the slot is cleared, so the KV
+// memory must fit the positions running sequences hold, not Slots ×
+// SlotTokens. Config.CapacityTokens (the KV memory over its bytes per
+// position, a multiple of BlockSize) bounds them, as vLLM's block pool
+// does: a running sequence reserves whole blocks of BlockSize positions.
+//
+//   - Admit reserves blocks for all of Tokens (the prompt, plus the output
+//     so far for a sequence that resumes after preemption; the positions a
+//     restore fills are among them). When a slot is free but the free
+//     blocks do not hold Tokens, it returns ok false and changes nothing.
+//     FitsTokens asks the same of the blocks without admitting.
+//   - A chunk that computes positions beyond the reservation (a decode at
+//     position n needs n+1) must first Grow it. Grow false means every
+//     block is reserved: the caller (the scheduler) frees some by
+//     preempting a sequence, or does not run the chunk. A prefill never
+//     needs it, since admission reserved every known token.
+//   - Free returns the sequence's blocks at once, as it does its slot.
+//
+// So ReservedTokens never exceeds CapacityTokens, and every position a
+// slot holds is reserved: the engine never writes more positions than the
+// capacity. Rounding to blocks leaves less than a block per running
+// sequence reserved and unwritten. Stats.Usage is ReservedTokens over
+// CapacityTokens (vLLM's kv_cache_usage_perc counts used blocks the same
+// way). The prefix cache is outside the budget: idle cached blocks live in
+// host memory under CacheBytes, and a restore copies them into the
+// sequence's own reservation. Slots still bound the running sequences, but
+// an idle slot costs no KV memory. CapacityTokens 0 turns the budget off:
+// only the slots bound admission, and Grow always succeeds.
+//
+// Worked example (block size 4, CapacityTokens 16, that is 4 blocks, 4
+// slots; testdata/doc_budget.txt plays it):
+//
+//	a is admitted with 10 tokens: 3 blocks reserved (12 positions), 1 free.
+//	b comes with 6 tokens, 2 blocks: Admit refuses it though 3 slots are
+//	  free (and the scheduler keeps its queue in order: what comes after
+//	  b waits too).
+//	a decodes positions 10 and 11 in its third block; position 12 needs
+//	  a fourth: Grow(a, 13) takes the last block. 16 of 16 reserved,
+//	  Usage 1.
+//	a finishes; Free returns its 4 blocks. b (2 blocks) and c, with 2
+//	  tokens (1 block), are admitted; 1 block is free.
+//	b decodes positions 6 and 7, c positions 2 and 3; then both need a
+//	  block. The scheduler grows them best first: b, which ranks higher,
+//	  takes the free block; c's Grow fails, and the scheduler preempts the
+//	  lowest-ranked running sequence, here c itself (Free with offer: its
+//	  KV goes to the prefix cache, its block back to the budget). It waits
+//	  until b leaves room, and resumes from the cache.
 //
 // # The prefix cache
 //
@@ -114,7 +166,8 @@
 // # What the caller must guarantee
 //
 // One goroutine owns a Manager. The caller hands the engine StepOps before
-// each batch (exports, then clears, then restores), calls Commit after a
+// each batch (exports, then clears, then restores), calls Grow before a
+// chunk computes positions the sequence has not reserved, Commit after a
 // step with the positions computed, Store with the step's exported KV, and
 // Free exactly once per admitted sequence.
 //

@@ -24,6 +24,12 @@ type Config struct {
 	// CacheBytes is the host memory the prefix cache may fill with idle
 	// blocks; 0 turns prefix caching off.
 	CacheBytes int64
+	// CapacityTokens is the most positions all running sequences together
+	// may reserve (the engine's KV memory divided by its bytes per
+	// position), a multiple of BlockSize. A sequence reserves whole blocks:
+	// at admission for all its known tokens, then by Grow as it decodes.
+	// 0 means no token bound: only the slots bound the sequences.
+	CapacityTokens int
 	// MaxEvents bounds the event outbox; 0 means DefaultMaxEvents.
 	MaxEvents int
 }
@@ -46,6 +52,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kvcache: cache budget %d bytes < 0", c.CacheBytes)
 	case c.MaxEvents < 0:
 		return fmt.Errorf("kvcache: event bound %d < 0", c.MaxEvents)
+	case c.CapacityTokens < 0:
+		return fmt.Errorf("kvcache: token capacity %d < 0", c.CapacityTokens)
+	case c.CapacityTokens%c.BlockSize != 0:
+		return fmt.Errorf("kvcache: token capacity %d is not a multiple of the block size %d", c.CapacityTokens, c.BlockSize)
 	}
 	return nil
 }
@@ -74,11 +84,20 @@ type Stats struct {
 	// for a transfer (Kept), outside the prefix cache's budget.
 	Leases     int
 	LeaseBytes int64
+	// CapacityTokens is Config.CapacityTokens (0: no token bound);
+	// ReservedTokens the positions running sequences reserve (their
+	// blocks times BlockSize), at most CapacityTokens when it is set.
+	CapacityTokens, ReservedTokens int
 }
 
-// Usage is the fraction of the KV capacity (every slot, allocated or not)
-// held by running sequences, in [0, 1].
+// Usage is the fraction of the KV capacity in use, in [0, 1]: with a token
+// capacity, the positions reserved by running sequences over
+// CapacityTokens (as vLLM counts used blocks over its pool); without one,
+// the positions held over every slot's (allocated or not).
 func (s Stats) Usage() float64 {
+	if s.CapacityTokens > 0 {
+		return float64(s.ReservedTokens) / float64(s.CapacityTokens)
+	}
 	if s.Slots == 0 || s.SlotTokens == 0 {
 		return 0
 	}
@@ -138,6 +157,9 @@ type sequence struct {
 	// keep and keepN are AdmitOptions.Keep and KeepPositions.
 	keep  string
 	keepN int
+	// blocks is the number of blocks reserved against the token capacity
+	// (0 when there is none).
+	blocks int
 }
 
 // pendingExport is an export the engine has not answered yet.
@@ -159,6 +181,9 @@ type Manager struct {
 	slotUsed []bool
 	active   int // slots [0, active) are allocated in the engine
 	seqs     map[engine.SeqID]*sequence
+	// reserved is the number of blocks running sequences reserve against
+	// Config.CapacityTokens.
+	reserved int
 
 	entries     []entry
 	freeEntries []int32
@@ -257,6 +282,8 @@ func (m *Manager) Stats() Stats {
 	s.CachedBlocks, s.CachedBytes, s.CacheBytesLimit = len(m.index), m.bytes, m.cfg.CacheBytes
 	s.EventsPending, s.EventsDropped = m.events.n, m.events.dropped
 	s.Leases, s.LeaseBytes = len(m.kept), m.keptSize
+	s.CapacityTokens = m.cfg.CapacityTokens
+	s.ReservedTokens = m.reserved * m.cfg.BlockSize
 	return s
 }
 
@@ -272,23 +299,29 @@ func (m *Manager) Slot(id engine.SeqID) (engine.Slot, bool) {
 // Holds reports whether the manager holds the sequence.
 func (m *Manager) Holds(id engine.SeqID) bool { _, ok := m.seqs[id]; return ok }
 
-// Admit gives a sequence the lowest free slot and, from the prefix cache,
+// Admit gives a sequence the lowest free slot, reserves blocks for all of
+// its Tokens against the token capacity, and finds, in the prefix cache,
 // the longest cached prefix its tokens start with (blocks, then part of a
 // block or a tail; never all of Tokens: the last token is always computed
-// so that the step has logits). It returns the number of cached tokens, which the engine
-// restores into the slot before the next batch. It returns ok false and
-// changes nothing when no slot is free.
+// so that the step has logits). It returns the number of cached tokens,
+// which the engine restores into the slot before the next batch. It
+// returns ok false and changes nothing when no slot is free or the free
+// blocks do not hold Tokens.
 func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool) {
 	if _, dup := m.seqs[id]; dup {
 		panic(fmt.Sprintf("kvcache: sequence %d admitted twice", id))
 	}
 	slot := slices.Index(m.slotUsed[:m.active], false)
-	if slot < 0 {
+	if slot < 0 || !m.FitsTokens(len(opt.Tokens)) {
 		return 0, false
 	}
 	m.slotUsed[slot] = true
 	s := &sequence{slot: engine.Slot(slot), salt: opt.Salt, keep: opt.Keep, keepN: opt.KeepPositions}
 	m.seqs[id] = s
+	if m.cfg.CapacityTokens > 0 {
+		s.blocks = m.blocksFor(len(opt.Tokens))
+		m.reserved += s.blocks
+	}
 	if m.Caching() && !opt.NoCache {
 		cached = m.lookup(id, s, opt.Tokens)
 	}
@@ -298,6 +331,61 @@ func (m *Manager) Admit(id engine.SeqID, opt AdmitOptions) (cached int, ok bool)
 	}
 	return cached, true
 }
+
+// CapacityTokens is Config.CapacityTokens: the most positions running
+// sequences may reserve together, 0 when only the slots bound them.
+func (m *Manager) CapacityTokens() int { return m.cfg.CapacityTokens }
+
+// FitsTokens reports whether a sequence of n tokens could reserve its
+// blocks now (Admit needs a free slot too). It is true when there is no
+// token capacity.
+func (m *Manager) FitsTokens(n int) bool {
+	return m.cfg.CapacityTokens == 0 || m.blocksFor(n) <= m.freeBlocks()
+}
+
+// freeBlocks is the number of blocks no sequence reserves.
+func (m *Manager) freeBlocks() int { return m.cfg.CapacityTokens/m.cfg.BlockSize - m.reserved }
+
+// FreeTokens is the token capacity no sequence reserves, in positions
+// (whole blocks); 0 when there is no token capacity.
+func (m *Manager) FreeTokens() int { return m.freeBlocks() * m.cfg.BlockSize }
+
+// Reserved is the number of positions a held sequence reserves (whole
+// blocks); 0 when there is no token capacity or the sequence is not held.
+func (m *Manager) Reserved(id engine.SeqID) int {
+	if s, ok := m.seqs[id]; ok {
+		return s.blocks * m.cfg.BlockSize
+	}
+	return 0
+}
+
+// Grow makes a held sequence's reservation cover its first positions
+// positions, taking free blocks as needed. It returns false and changes
+// nothing when the free blocks do not suffice or the sequence is not
+// held. A reservation never shrinks until Free. It is always true when
+// there is no token capacity.
+func (m *Manager) Grow(id engine.SeqID, positions int) bool {
+	if m.cfg.CapacityTokens == 0 {
+		return true
+	}
+	s, ok := m.seqs[id]
+	if !ok {
+		return false
+	}
+	need := m.blocksFor(positions) - s.blocks
+	if need <= 0 {
+		return true
+	}
+	if need > m.freeBlocks() {
+		return false
+	}
+	s.blocks += need
+	m.reserved += need
+	return true
+}
+
+// blocksFor is the number of blocks that hold n positions.
+func (m *Manager) blocksFor(n int) int { return (n + m.cfg.BlockSize - 1) / m.cfg.BlockSize }
 
 // lookup finds the longest cached prefix of tokens that leaves the last
 // token to compute: whole cached blocks, then the first positions of the
@@ -432,8 +520,8 @@ func (m *Manager) Settled(id engine.SeqID, tokens int) bool {
 // Free releases a finished, aborted or preempted sequence. With offer,
 // what it holds that the cache lacks (blocks and tail) is exported first; without, its KV is
 // dropped (use that when the engine failed the sequence and its KV is
-// unknown). The slot is cleared at the next step and can be admitted to at
-// once.
+// unknown). The slot is cleared at the next step; it and the sequence's
+// reserved blocks can be admitted to at once.
 func (m *Manager) Free(id engine.SeqID, offer bool) {
 	s, ok := m.seqs[id]
 	if !ok {
@@ -444,6 +532,7 @@ func (m *Manager) Free(id engine.SeqID, offer bool) {
 	}
 	m.keepOnFree(id, s, offer)
 	delete(m.seqs, id)
+	m.reserved -= s.blocks
 	// A restore not yet applied would refill the slot after its clear.
 	m.restores = slices.DeleteFunc(m.restores, func(r engine.Restore) bool { return r.Seq == id })
 	m.slotUsed[s.slot] = false

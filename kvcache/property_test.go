@@ -22,6 +22,11 @@ import (
 //     blocks, then at most the tail of what it holds;
 //   - the fake accepts every step (no failures);
 //   - held sequences have distinct slots, FreeSlots and HeldTokens agree;
+//   - with a token capacity (odd seeds): Admit refuses only for want of a
+//     slot or of blocks, a chunk computes only positions its sequence
+//     reserved (Grow first), reservations are whole blocks, add up to
+//     ReservedTokens and stay within CapacityTokens, and the fake, which
+//     enforces the capacity on positions held, never runs out;
 //   - the cache stays within its byte budget, its index, LRU list and byte
 //     count agree, every cached block's parent is cached and more recently
 //     used than the block (the LRU head is always a leaf);
@@ -46,7 +51,8 @@ func TestManagerRandomized(t *testing.T) {
 			if st := r.m.Stats(); st.UsedSlots != 0 || st.HeldTokens != 0 || len(r.m.pending) != 0 {
 				t.Fatalf("left behind: %+v, %d pending exports", st, len(r.m.pending))
 			}
-			t.Logf("stored %d blocks, evicted %d, hits %d of %d tokens", r.m.stats.StoredBlocks, r.m.stats.Evictions, r.m.stats.HitTokens, r.m.stats.QueryTokens)
+			t.Logf("stored %d blocks, evicted %d, hits %d of %d tokens; refused for want of blocks: %d admissions, %d growths",
+				r.m.stats.StoredBlocks, r.m.stats.Evictions, r.m.stats.HitTokens, r.m.stats.QueryTokens, r.refused.admits, r.refused.grows)
 		})
 	}
 }
@@ -75,6 +81,8 @@ type kvRand struct {
 	exported map[string]map[string]bool
 	prefixes [][]int32
 	events   struct{ drained uint64 }
+	// refused counts admissions and growths refused for want of blocks.
+	refused struct{ admits, grows int }
 }
 
 func newKVRand(t *testing.T, seed uint64) *kvRand {
@@ -86,13 +94,16 @@ func newKVRand(t *testing.T, seed uint64) *kvRand {
 		MaxEvents:  1 + rng.IntN(16),
 	}
 	cfg.CacheBytes = int64(rng.IntN(24)*cfg.BlockSize*4 + rng.IntN(4)) // budgets that are not whole blocks too
+	if seed%2 == 1 {
+		cfg.CapacityTokens = cfg.BlockSize * (2 + rng.IntN(24))
+	}
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &kvRand{
 		t: t, rng: rng, cfg: cfg, m: m,
-		fake:     &enginetest.Fake{Slots: cfg.Slots, SlotTokens: cfg.SlotTokens},
+		fake:     &enginetest.Fake{Slots: cfg.Slots, SlotTokens: cfg.SlotTokens, CapacityTokens: cfg.CapacityTokens},
 		seqs:     map[engine.SeqID]*kvSeq{},
 		exported: map[string]map[string]bool{},
 	}
@@ -147,13 +158,22 @@ func (r *kvRand) op() {
 		}
 		id := r.nextID
 		opt := AdmitOptions{Tokens: toks, Salt: salt, NoCache: r.rng.IntN(10) == 0, Count: true}
-		free := r.m.FreeSlots()
+		free, fits, reserved := r.m.FreeSlots(), r.m.FitsTokens(len(toks)), r.m.Stats().ReservedTokens
 		cached, ok := r.m.Admit(id, opt)
 		if !ok {
+			if free != 0 && fits {
+				t.Fatalf("admit of %d tokens refused with %d free slots and %d free tokens", len(toks), free, r.m.FreeTokens())
+			}
+			if st := r.m.Stats(); st.ReservedTokens != reserved || r.m.Holds(id) {
+				t.Fatalf("a refused admit changed the reservations: %d, then %d", reserved, st.ReservedTokens)
+			}
 			if free != 0 {
-				t.Fatalf("admit refused with %d free slots", free)
+				r.refused.admits++
 			}
 			return
+		}
+		if !fits {
+			t.Fatalf("admitted %d tokens that FitsTokens refused", len(toks))
 		}
 		r.nextID++
 		switch {
@@ -169,6 +189,14 @@ func (r *kvRand) op() {
 			return
 		}
 		to := s.held + 1 + r.rng.IntN(len(s.tokens)-s.held)
+		if !r.m.Grow(id, to) {
+			// No block free for a decode: the scheduler would preempt.
+			if r.cfg.CapacityTokens == 0 || r.m.FitsTokens(to) {
+				t.Fatalf("grow of %d to %d refused with %d free tokens", id, to, r.m.FreeTokens())
+			}
+			r.refused.grows++
+			return
+		}
 		slot, _ := r.m.Slot(id)
 		res, err := r.fake.Execute(context.Background(), &engine.Step{Batch: []engine.Chunk{{Seq: id, Slot: slot, Pos: int32(s.held), Tokens: s.tokens[s.held:to]}}})
 		if err != nil || len(res.Failures) > 0 {
@@ -263,7 +291,7 @@ func (r *kvRand) check() {
 	m := r.m
 	// Slots.
 	used := map[engine.Slot]engine.SeqID{}
-	held := 0
+	held, blocks := 0, 0
 	for id, s := range m.seqs {
 		if other, dup := used[s.slot]; dup {
 			t.Fatalf("slot %d held by %d and %d", s.slot, id, other)
@@ -281,8 +309,22 @@ func (r *kvRand) check() {
 			}
 		}
 		held += s.held
+		if r.cfg.CapacityTokens > 0 && s.blocks*r.cfg.BlockSize < s.held {
+			t.Fatalf("seq %d holds %d positions and reserves %d blocks", id, s.held, s.blocks)
+		}
+		if r.cfg.CapacityTokens == 0 && s.blocks != 0 {
+			t.Fatalf("seq %d reserves %d blocks without a capacity", id, s.blocks)
+		}
+		blocks += s.blocks
 	}
 	st := m.Stats()
+	if st.ReservedTokens != blocks*r.cfg.BlockSize || st.ReservedTokens > r.cfg.CapacityTokens && r.cfg.CapacityTokens > 0 ||
+		st.CapacityTokens != r.cfg.CapacityTokens || st.Usage() < 0 || st.Usage() > 1 {
+		t.Fatalf("%d blocks reserved; stats %+v, usage %v", blocks, st, st.Usage())
+	}
+	if r.cfg.CapacityTokens > 0 && m.FreeTokens() != r.cfg.CapacityTokens-st.ReservedTokens {
+		t.Fatalf("%d free tokens, %d reserved of %d", m.FreeTokens(), st.ReservedTokens, r.cfg.CapacityTokens)
+	}
 	if m.FreeSlots() != r.cfg.Slots-len(m.seqs) || st.UsedSlots != len(m.seqs) || st.HeldTokens != held {
 		t.Fatalf("stats %+v, free %d, %d sequences holding %d", st, m.FreeSlots(), len(m.seqs), held)
 	}

@@ -32,13 +32,20 @@ var benchLayout = &engine.KVLayout{Sections: []engine.KVSection{{Groups: 1, Unit
 // that decode (the steady state of a full server), with the prefix cache
 // on: each op is a 256-token step, 256 samples appended, and a block
 // hashed for every 16th token of each sequence.
-func BenchmarkStep256(b *testing.B) {
+func BenchmarkStep256(b *testing.B) { benchStep256(b, 0) }
+
+// BenchmarkStep256KVCapacity is BenchmarkStep256 with a KV token capacity
+// that never runs out: every decode reserves its position (a new block
+// every 16th token of each sequence).
+func BenchmarkStep256KVCapacity(b *testing.B) { benchStep256(b, 1<<40) }
+
+func benchStep256(b *testing.B, capacity int) {
 	const n = 256
-	kv, err := kvcache.New(kvcache.Config{BlockSize: 16, Slots: n, SlotTokens: 1 << 20, CacheBytes: 64 << 20})
+	kv, err := kvcache.New(kvcache.Config{BlockSize: 16, Slots: n, SlotTokens: 1 << 20, CacheBytes: 64 << 20, CapacityTokens: capacity})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Config{MaxNumSeqs: n, MaxNumBatchedTokens: 8192, MaxWaiting: n, MaxModelLen: 1 << 20}, kv)
+	s, err := New(Config{MaxNumSeqs: n, MaxNumBatchedTokens: 8192, MaxWaiting: n, MaxModelLen: 1 << 20, KVCapacityTokens: capacity}, kv)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,6 +68,7 @@ func BenchmarkStep256(b *testing.B) {
 		b.Fatalf("%+v", st)
 	}
 	tok := int32(0)
+	b.ReportAllocs()
 	for b.Loop() {
 		st := s.Schedule()
 		if len(st.Batch) != n {

@@ -29,11 +29,14 @@ import (
 //
 //	config max-num-seqs=N batched-tokens=N max-model-len=N [max-waiting=N]
 //	       [slots=N] [slot-tokens=N] [block=N] [cache-blocks=N] [max-events=N]
-//	       [vocab=N] [poison=T]
+//	       [capacity=N] [vocab=N] [poison=T]
 //	    a fresh scheduler over a fresh manager and fake. slots defaults to
 //	    max-num-seqs, slot-tokens to max-model-len, block to 4,
 //	    cache-blocks (the prefix cache budget in blocks; 4 bytes per
-//	    position in the fake's layout) to 0, vocab to 100.
+//	    position in the fake's layout) to 0, vocab to 100. capacity is the
+//	    KV token capacity (0: none) of the manager, the scheduler and the
+//	    fake; with one, state prints each running sequence's reservation
+//	    (r=N) and stats the tokens reserved.
 //	add id=S prompt=(...) [max=N] [min=N] [priority=N] [n=N] [stop=(...)]
 //	    [salt=S] [deadline=SECONDS] [temp=F seed=N] [logprobs]
 //	    [prompt-logprobs=N] [unchecked]
@@ -110,6 +113,8 @@ func (h *schedHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "cache-blocks", &blocks)
 		kc.CacheBytes = blocks * int64(kc.BlockSize) * 4
 		d.MaybeScanArgs(t, "max-events", &kc.MaxEvents)
+		d.MaybeScanArgs(t, "capacity", &kc.CapacityTokens)
+		cfg.KVCapacityTokens = kc.CapacityTokens
 		kv, err := kvcache.New(kc)
 		if err != nil {
 			return fmt.Sprintf("error: %v\n", err)
@@ -119,7 +124,7 @@ func (h *schedHarness) run(t *testing.T, d *datadriven.TestData) string {
 			return fmt.Sprintf("error: %v\n", err)
 		}
 		h.s, h.kv = s, kv
-		h.fake = &enginetest.Fake{Slots: kc.Slots, SlotTokens: kc.SlotTokens, Vocab: 100}
+		h.fake = &enginetest.Fake{Slots: kc.Slots, SlotTokens: kc.SlotTokens, CapacityTokens: kc.CapacityTokens, Vocab: 100}
 		d.MaybeScanArgs(t, "vocab", &h.fake.Vocab)
 		d.MaybeScanArgs(t, "poison", &h.fake.PoisonToken)
 		h.names = map[engine.SeqID]string{}
@@ -250,6 +255,9 @@ func (h *schedHarness) run(t *testing.T, d *datadriven.TestData) string {
 		k := st.KV
 		fmt.Fprintf(&b, "kv: slots %d/%d held-tokens=%d cached-blocks=%d bytes=%d/%d stored=%d evicted=%d query-tokens=%d hit-tokens=%d events=%d dropped=%d\n",
 			k.UsedSlots, k.Slots, k.HeldTokens, k.CachedBlocks, k.CachedBytes, k.CacheBytesLimit, k.StoredBlocks, k.Evictions, k.QueryTokens, k.HitTokens, k.EventsPending, k.EventsDropped)
+		if k.CapacityTokens > 0 {
+			fmt.Fprintf(&b, "kv tokens: reserved=%d/%d usage=%.3f\n", k.ReservedTokens, k.CapacityTokens, k.Usage())
+		}
 		fs := h.fake.Stats()
 		fmt.Fprintf(&b, "fake: steps=%d decoded=%d restored=%d exported=%d max-batch=%d samplers=%d\n", fs.Steps, fs.DecodedTokens, fs.Restored, fs.Exported, fs.MaxBatchSeqs, h.fake.Samplers())
 		return b.String()
@@ -366,7 +374,11 @@ func (h *schedHarness) state() string {
 	b.WriteString("running:")
 	for _, sq := range h.s.running {
 		slot, _ := h.kv.Slot(sq.id)
-		fmt.Fprintf(&b, " %s[slot=%d %d/%d]", h.name(sq.id), slot, sq.computed, len(sq.tokens))
+		fmt.Fprintf(&b, " %s[slot=%d %d/%d", h.name(sq.id), slot, sq.computed, len(sq.tokens))
+		if h.kv.CapacityTokens() > 0 {
+			fmt.Fprintf(&b, " r=%d", h.kv.Reserved(sq.id))
+		}
+		b.WriteString("]")
 	}
 	b.WriteString("\nwaiting:")
 	for _, sq := range h.s.waiting {

@@ -11,18 +11,45 @@
 //
 // Schedule builds one engine.Step:
 //
-//  1. when a waiting sequence outranks a running one (a lower priority
-//     value) and every slot is taken, the lowest-ranked, latest running
-//     sequence is preempted: its KV goes to the prefix cache, its
-//     slot is freed, and it waits again, to resume from the cache and by
-//     recompute;
-//  2. running sequences that decode get their token, then running prompts
+//  1. with a KV token capacity (Config.KVCapacityTokens, below), every
+//     running sequence that decodes reserves the position its token takes;
+//  2. when a waiting sequence outranks a running one (a lower priority
+//     value) and every slot is taken or its tokens do not fit the free KV
+//     tokens, the lowest-ranked, latest running sequence is preempted: its
+//     KV goes to the prefix cache, its slot and KV tokens are freed, and
+//     it waits again, to resume from the cache and by recompute;
+//  3. running sequences that decode get their token, then running prompts
 //     get their next chunks, within MaxNumBatchedTokens;
-//  3. waiting sequences are admitted in (priority, arrival) order while the
-//     budget, MaxNumSeqs and the KV slots allow; the head of the queue
-//     blocks the rest (no starvation of long prompts).
+//  4. waiting sequences are admitted in (priority, arrival) order while the
+//     budget, MaxNumSeqs, the KV slots and the KV tokens allow; the head of
+//     the queue blocks the rest (no starvation of long prompts).
 //
-// A KV slot holds MaxModelLen positions, so a running sequence never runs
+// # KV tokens
+//
+// The KV memory follows the tokens in use (kvcache's "The token budget"):
+// a slot is a cheap stream of up to MaxModelLen positions, and the KV
+// manager's CapacityTokens bound the positions all running sequences
+// reserve, in blocks. Admission reserves all of a sequence's known tokens
+// (a prefill chunk never needs more); each decode first grows the
+// reservation to its position. When a decode cannot grow, running
+// sequences are taken best first (priority, then arrival) and the one that
+// cannot grow preempts the lowest-ranked running sequence, which has no
+// chunk in the step yet, and tries again; when it is the lowest-ranked
+// itself, it is the one preempted. Preemption is by recompute, as above,
+// and counted in Stats.Preemptions. A waiting head that outranks running
+// sequences preempts for tokens only when preempting every running
+// sequence it outranks would make its tokens fit.
+//
+// This cannot deadlock: the best-ranked running sequence always gets its
+// chunk (it grows by preempting others), every running sequence gets one
+// in each step (MaxNumBatchedTokens is at least MaxNumSeqs) and holds all
+// it needs for its prefill, and with nothing running the whole capacity
+// is free for the head of the queue. One sequence may hold at most
+// Config.MaxSeqLen tokens, MaxModelLen or the capacity when smaller: it
+// ends with FinishLength there, alone or not, so that its answer depends
+// only on its own tokens; a prompt must be shorter (CheckRequest).
+//
+// A running sequence computes only positions it reserved, so it never runs
 // out of KV; if the engine still reports ErrKVFull for one, it waits again
 // and resumes later. Choices 1..n-1 of a request wait until choice 0's
 // prompt is in the prefix cache, then restore it instead of computing it n
@@ -33,9 +60,13 @@
 //
 // Config.CheckRequest and Config.CheckBatch are the one place where a
 // request's capacity is checked (n against MaxNumSeqs, prompt and
-// max_tokens against MaxModelLen, a batch against MaxWaiting); they return a
-// *RequestError naming the Request field, which protocol packages map to
-// their wire names.
+// max_tokens against MaxModelLen, the prompt against KVCapacityTokens, a
+// batch against MaxWaiting); they return a *RequestError naming the
+// Request field, which protocol packages map to their wire names. A prompt
+// that fits the context but not the KV memory is ErrTooLong with KVTokens
+// set: raising --kv-cache-memory, not shortening max_tokens, is the fix.
+// max_tokens may reach past the capacity: the sequence then ends with
+// FinishLength at MaxSeqLen.
 //
 // What this package must not do: call the engine, know about hashes or
 // llama.cpp's memory (kvcache hands back opaque results), run goroutines,

@@ -61,10 +61,18 @@ type RequestError struct {
 	Value, Limit int
 	// PromptTokens and MaxTokens describe the request for ErrTooLong.
 	PromptTokens, MaxTokens int
+	// KVTokens, when not 0, says that the KV memory, not the model's
+	// context, is the bound an ErrTooLong prompt breaks: it holds KVTokens
+	// positions for all sequences together (Config.KVCapacityTokens, set
+	// by --kv-cache-memory), which is then Limit.
+	KVTokens int
 }
 
 func (e *RequestError) Error() string {
 	switch {
+	case errors.Is(e.Err, ErrTooLong) && e.KVTokens > 0:
+		return fmt.Sprintf("%v: the prompt has %d tokens and the KV cache holds %d tokens in all, which leaves no room to generate; raise --kv-cache-memory to hold more than %d tokens, or shorten the prompt",
+			e.Err, e.PromptTokens, e.KVTokens, e.PromptTokens)
 	case errors.Is(e.Err, ErrTooLong) && e.Field == FieldPrompt && e.MaxTokens == 0:
 		return fmt.Sprintf("%v: the prompt has %d tokens and the context holds %d, which leaves no room to generate", e.Err, e.PromptTokens, e.Limit)
 	case errors.Is(e.Err, ErrTooLong):

@@ -40,7 +40,36 @@ import (
 func TestSchedulerRandomized(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			r := newSchedRand(t, seed)
+			r := newSchedRand(t, seed, false)
+			for range 4000 {
+				r.op()
+			}
+			r.drain()
+			r.compare()
+		})
+	}
+}
+
+// TestSchedulerRandomizedKVCapacity is TestSchedulerRandomized with a KV
+// token capacity of a few blocks (often less than MaxModelLen, and less
+// than MaxNumSeqs sequences need), so that admission waits for tokens,
+// decodes preempt, and sequences end at the capacity. It also checks,
+// every step, that:
+//
+//   - the tokens reserved stay within the capacity and add up to the
+//     running sequences' reservations, and each running sequence reserves
+//     at least what it computed, and all its tokens while it prefills (the
+//     fake, which fails a chunk beyond the capacity, confirms the engine
+//     never runs out);
+//   - the step does work whenever a sequence runs, and the head of the
+//     queue waits only for a slot, for tokens, or for the token budget (no
+//     deadlock, no idle capacity);
+//   - a prompt of the capacity or more is refused by CheckRequest, with
+//     ErrTooLong naming the prompt and the capacity.
+func TestSchedulerRandomizedKVCapacity(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := newSchedRand(t, seed, true)
 			for range 4000 {
 				r.op()
 			}
@@ -89,7 +118,7 @@ type schedRand struct {
 	stats    struct{ preempted, hits, prefills, restored int }
 }
 
-func newSchedRand(t *testing.T, seed uint64) *schedRand {
+func newSchedRand(t *testing.T, seed uint64, capacity bool) *schedRand {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	cfg := Config{MaxNumSeqs: 1 + rng.IntN(6), MaxWaiting: 64, MaxModelLen: 24 + rng.IntN(24)}
 	cfg.MaxNumBatchedTokens = cfg.MaxNumSeqs + rng.IntN(24)
@@ -101,6 +130,11 @@ func newSchedRand(t *testing.T, seed uint64) *schedRand {
 	}
 	if seed%3 != 2 { // some seeds without a prefix cache
 		kvCfg.CacheBytes = int64(rng.IntN(40) * kvCfg.BlockSize * 4)
+	}
+	if capacity {
+		bs := kvCfg.BlockSize
+		kvCfg.CapacityTokens = bs * ((2+bs-1)/bs + rng.IntN(2*cfg.MaxModelLen/bs))
+		cfg.KVCapacityTokens = kvCfg.CapacityTokens
 	}
 	r := &schedRand{t: t, rng: rng, cfg: cfg, kvCfg: kvCfg, now: testBase, results: map[string]*reqResult{}}
 	r.s, r.kv, r.fake = r.newScheduler()
@@ -127,11 +161,12 @@ func (r *schedRand) newScheduler() (*Scheduler, *kvcache.Manager, *enginetest.Fa
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return s, kv, &enginetest.Fake{Slots: r.kvCfg.Slots, SlotTokens: r.kvCfg.SlotTokens, Vocab: 40, PoisonToken: 13}
+	return s, kv, &enginetest.Fake{Slots: r.kvCfg.Slots, SlotTokens: r.kvCfg.SlotTokens, CapacityTokens: r.kvCfg.CapacityTokens, Vocab: 40, PoisonToken: 13}
 }
 
 func (r *schedRand) randomRequest() *Request {
 	rng := r.rng
+	maxLen := r.cfg.MaxSeqLen()
 	p := r.prefixes[rng.IntN(len(r.prefixes))]
 	prompt := slices.Clone(p[:1+rng.IntN(len(p))])
 	for range rng.IntN(8) {
@@ -145,7 +180,7 @@ func (r *schedRand) randomRequest() *Request {
 			}
 		}
 	}
-	prompt = prompt[:min(len(prompt), r.cfg.MaxModelLen-1)]
+	prompt = prompt[:min(len(prompt), maxLen-1)]
 	req := &Request{
 		ID:             fmt.Sprintf("r%d", r.nextReq),
 		Prompt:         prompt,
@@ -185,6 +220,8 @@ func (r *schedRand) op() {
 		if len(r.live) < 16 {
 			r.add(r.randomRequest())
 		}
+	case n < 31 && r.cfg.KVCapacityTokens > 0 && r.cfg.KVCapacityTokens < r.cfg.MaxModelLen && r.rng.IntN(4) == 0:
+		r.refuse()
 	case n < 31:
 		if len(r.live) == 0 {
 			return
@@ -198,6 +235,22 @@ func (r *schedRand) op() {
 		r.collect(r.s.Outputs(), true)
 	default:
 		r.step()
+	}
+}
+
+// refuse checks that a prompt that fits the context but not the KV
+// capacity is refused.
+func (r *schedRand) refuse() {
+	req := r.randomRequest()
+	r.nextReq-- // never added
+	c := r.cfg.KVCapacityTokens
+	for n := c + r.rng.IntN(r.cfg.MaxModelLen-c); len(req.Prompt) < n; {
+		req.Prompt = append(req.Prompt, 1+r.rng.Int32N(39))
+	}
+	req.MaxTokens = 1
+	var re *RequestError
+	if err := r.cfg.CheckRequest(req); !errors.As(err, &re) || !errors.Is(err, ErrTooLong) || re.Field != FieldPrompt || re.KVTokens != c || re.Limit != c {
+		r.t.Fatalf("a prompt of %d tokens for a KV capacity of %d: %v", len(req.Prompt), c, err)
 	}
 }
 
@@ -227,6 +280,7 @@ func (r *schedRand) step() {
 		}
 	}
 	step := s.Schedule()
+	r.checkProgress(step)
 
 	if len(s.running) > r.cfg.MaxNumSeqs {
 		t.Fatalf("step %d: %d running, max %d", r.steps, len(s.running), r.cfg.MaxNumSeqs)
@@ -279,6 +333,24 @@ func (r *schedRand) step() {
 	r.checkState()
 }
 
+// checkProgress checks that a step does work whenever a sequence runs,
+// and that the head of the queue waits only for a slot, for KV tokens, or
+// for the token budget.
+func (r *schedRand) checkProgress(step *engine.Step) {
+	s := r.s
+	if len(step.Batch) == 0 && len(s.running) > 0 {
+		r.t.Fatalf("step %d: %d sequences run and none got a chunk", r.steps, len(s.running))
+	}
+	head := s.waitingHead()
+	if head == nil {
+		return
+	}
+	if s.kv.FreeSlots() > 0 && len(s.running) < r.cfg.MaxNumSeqs && s.kv.FitsTokens(len(head.tokens)) && step.NumTokens() < r.cfg.MaxNumBatchedTokens {
+		r.t.Fatalf("step %d: the head of the queue (%d tokens) could start and did not: %d free slots, %d free tokens, %d running, %d tokens in the step",
+			r.steps, len(head.tokens), s.kv.FreeSlots(), s.kv.FreeTokens(), len(s.running), step.NumTokens())
+	}
+}
+
 func (r *schedRand) checkState() {
 	t := r.t
 	s := r.s
@@ -302,6 +374,22 @@ func (r *schedRand) checkState() {
 		}
 	}
 	st := r.kv.Stats()
+	if c := r.cfg.KVCapacityTokens; c > 0 {
+		reserved := 0
+		for _, sq := range s.running {
+			n := r.kv.Reserved(sq.id)
+			reserved += n
+			if n < sq.computed || len(sq.tokens)-sq.computed > 1 && n < len(sq.tokens) {
+				t.Fatalf("step %d: sequence %d reserves %d positions, computed %d of %d", r.steps, sq.id, n, sq.computed, len(sq.tokens))
+			}
+			if len(sq.tokens) >= r.cfg.MaxSeqLen() {
+				t.Fatalf("step %d: sequence %d runs with %d tokens, the limit is %d", r.steps, sq.id, len(sq.tokens), r.cfg.MaxSeqLen())
+			}
+		}
+		if reserved != st.ReservedTokens || reserved > c || st.CapacityTokens != c || st.Usage() > 1 {
+			t.Fatalf("step %d: running sequences reserve %d; stats %+v", r.steps, reserved, st)
+		}
+	}
 	if st.UsedSlots != len(s.running) {
 		t.Fatalf("step %d: %d slots used, %d running", r.steps, st.UsedSlots, len(s.running))
 	}

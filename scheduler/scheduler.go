@@ -26,6 +26,23 @@ type Config struct {
 	// MaxModelLen is the most tokens (prompt and output) one sequence may
 	// hold.
 	MaxModelLen int
+	// KVCapacityTokens is the KV manager's token capacity
+	// (kvcache.Config.CapacityTokens: the positions all running sequences
+	// may reserve together), or 0 when only its slots bound them. Running
+	// sequences are admitted and preempted by the tokens they hold against
+	// it, and one sequence may hold at most MaxSeqLen tokens. CheckRequest
+	// needs it here, since it runs without the manager.
+	KVCapacityTokens int
+}
+
+// MaxSeqLen is the most tokens (prompt and output) one sequence may hold:
+// MaxModelLen, or KVCapacityTokens when that is smaller (a sequence alone
+// may fill the KV memory, not more). A prompt must be shorter.
+func (c *Config) MaxSeqLen() int {
+	if c.KVCapacityTokens > 0 {
+		return min(c.MaxModelLen, c.KVCapacityTokens)
+	}
+	return c.MaxModelLen
 }
 
 // Validate checks the configuration against the KV manager's capacity.
@@ -43,13 +60,18 @@ func (c *Config) Validate(kv kvcache.Stats) error {
 		return fmt.Errorf("scheduler: max model length %d < 2", c.MaxModelLen)
 	case c.MaxModelLen > kv.SlotTokens:
 		return fmt.Errorf("scheduler: max model length %d exceeds the %d positions of a KV slot", c.MaxModelLen, kv.SlotTokens)
+	case c.KVCapacityTokens != kv.CapacityTokens:
+		return fmt.Errorf("scheduler: KV capacity of %d tokens differs from the KV manager's %d", c.KVCapacityTokens, kv.CapacityTokens)
+	case c.KVCapacityTokens == 1:
+		return fmt.Errorf("scheduler: a KV capacity of %d token holds no prompt and its answer", c.KVCapacityTokens)
 	}
 	return nil
 }
 
 // maxKVFullRetries bounds how often a sequence the engine had no KV room
 // for waits and retries; one more failure ends it with ErrEngine. A slot
-// holds MaxModelLen positions, so the engine should never run out.
+// holds MaxModelLen positions and a sequence computes only positions it
+// reserved, so the engine should never run out.
 const maxKVFullRetries = 3
 
 type seqState uint8
@@ -120,6 +142,7 @@ type Stats struct {
 // engine core drives it. See doc.go for the policy.
 type Scheduler struct {
 	cfg      Config
+	maxLen   int // cfg.MaxSeqLen()
 	kv       *kvcache.Manager
 	requests map[string]*request
 	byID     map[engine.SeqID]*sequence // live sequences
@@ -136,6 +159,8 @@ type Scheduler struct {
 	started int
 
 	preemptions uint64
+	// ranked is scratch space for growDecodes.
+	ranked []*sequence
 }
 
 // New returns a scheduler over kv.
@@ -143,7 +168,7 @@ func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
 	if err := cfg.Validate(kv.Stats()); err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, kv: kv, requests: make(map[string]*request), byID: make(map[engine.SeqID]*sequence)}, nil
+	return &Scheduler{cfg: cfg, maxLen: cfg.MaxSeqLen(), kv: kv, requests: make(map[string]*request), byID: make(map[engine.SeqID]*sequence)}, nil
 }
 
 // Config returns the configuration.
@@ -172,6 +197,11 @@ func (c *Config) CheckRequest(r *Request) error {
 		return reqErr(FieldPrompt, ErrInvalid, 0, 1)
 	case len(r.Prompt) >= maxLen:
 		return &RequestError{Field: FieldPrompt, Err: ErrTooLong, Value: len(r.Prompt), Limit: maxLen, PromptTokens: len(r.Prompt)}
+	case c.KVCapacityTokens > 0 && len(r.Prompt) >= c.KVCapacityTokens:
+		// The context has room, the KV memory never will: even alone, the
+		// sequence could not hold its prompt and a token more.
+		return &RequestError{Field: FieldPrompt, Err: ErrTooLong, Value: len(r.Prompt), Limit: c.KVCapacityTokens,
+			PromptTokens: len(r.Prompt), KVTokens: c.KVCapacityTokens}
 	case r.MaxTokens < 1:
 		return reqErr(FieldMaxTokens, ErrInvalid, r.MaxTokens, 1)
 	case r.MinTokens < 0 || r.MinTokens > r.MaxTokens:
@@ -352,11 +382,15 @@ func (s *Scheduler) Outputs() []RequestOutput {
 
 // SlotsWanted is how many KV slots the scheduler could use now when
 // sequences wait for a slot (every running and waiting sequence, up to
-// MaxNumSeqs), or 0 when no sequence waits for one. The engine core grows
-// the engine's slots to it when it can, so that KV memory follows the
-// load.
+// MaxNumSeqs), or 0 when no sequence waits for one: none waits, a slot is
+// free, or the head of the queue waits for KV tokens, which more slots
+// would not give it. The engine core grows the engine's slots to it when
+// it can, so that KV memory follows the load.
 func (s *Scheduler) SlotsWanted() int {
 	if len(s.waiting) == 0 || s.kv.FreeSlots() > 0 {
+		return 0
+	}
+	if head := s.waitingHead(); head != nil && !s.kv.FitsTokens(len(head.tokens)) {
 		return 0
 	}
 	return min(s.cfg.MaxNumSeqs, len(s.running)+len(s.waiting))
@@ -380,16 +414,20 @@ func (s *Scheduler) Stats() Stats {
 
 // Schedule decides the next step:
 //
-//  1. if a waiting sequence outranks a running one (lower priority value)
-//     and no slot is free, the lowest-ranked running sequences are
-//     preempted for it;
-//  2. every running sequence that decodes gets its token, then running
+//  1. every running sequence that decodes reserves the KV position its
+//     token takes; when the KV tokens are all reserved, the lowest-ranked
+//     running sequences are preempted for it (growDecodes);
+//  2. if a waiting sequence outranks a running one (lower priority value)
+//     and no slot is free or its tokens do not fit, the lowest-ranked
+//     running sequences are preempted for it;
+//  3. every running sequence that decodes gets its token, then running
 //     prompts get their next chunks, within the token budget;
-//  3. waiting sequences are admitted in order while the budget, MaxNumSeqs
-//     and the KV slots allow.
+//  4. waiting sequences are admitted in order while the budget, MaxNumSeqs,
+//     the KV slots and the KV tokens allow.
 func (s *Scheduler) Schedule() *engine.Step {
 	step := &engine.Step{}
 	budget := s.cfg.MaxNumBatchedTokens
+	s.growDecodes()
 	s.preemptForPriority()
 
 	// Decodes first: one token each, so that prompts never stall them.
@@ -415,6 +453,14 @@ func (s *Scheduler) Schedule() *engine.Step {
 			i++
 			continue
 		}
+		if c := s.kv.CapacityTokens(); c > 0 && len(sq.tokens) > c {
+			// It could never reserve its tokens, and would block the queue
+			// for ever. CheckRequest refuses such prompts; this is for a
+			// caller that skipped it.
+			s.finish(sq, Output{Choice: sq.choice, Finish: FinishAbort, Err: &RequestError{Field: FieldPrompt, Err: ErrTooLong,
+				Value: len(sq.tokens), Limit: c, PromptTokens: len(sq.req.req.Prompt), KVTokens: c}}, false)
+			continue
+		}
 		cached, ok := s.kv.Admit(sq.id, kvcache.AdmitOptions{
 			Tokens:        sq.tokens,
 			Salt:          sq.req.req.CacheSalt,
@@ -424,7 +470,7 @@ func (s *Scheduler) Schedule() *engine.Step {
 			KeepPositions: len(sq.req.req.Prompt),
 		})
 		if !ok {
-			break // strict order: nothing jumps the head of the queue
+			break // no slot or no KV tokens; strict order: nothing jumps the head of the queue
 		}
 		s.waiting = slices.Delete(s.waiting, i, i+1)
 		sq.state = seqRunning
@@ -451,22 +497,98 @@ func (s *Scheduler) Schedule() *engine.Step {
 }
 
 // preemptForPriority makes room for waiting sequences that outrank running
-// ones when every slot is taken.
+// ones when every slot is taken or their tokens do not fit the free KV
+// tokens. It preempts for tokens only when preempting every running
+// sequence the head outranks would make them fit.
 func (s *Scheduler) preemptForPriority() {
 	for len(s.waiting) > 0 && len(s.running) > 0 {
 		head := s.waitingHead()
 		if head == nil {
 			return
 		}
-		if s.kv.FreeSlots() > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+		slot := s.kv.FreeSlots() > 0 && len(s.running) < s.cfg.MaxNumSeqs
+		fits := s.kv.FitsTokens(len(head.tokens))
+		if slot && fits {
 			return
 		}
 		victim := s.pickVictim()
 		if head.req.req.Priority >= victim.req.req.Priority {
 			return
 		}
+		if !fits && !s.fitsAfterPreempting(head) {
+			return
+		}
 		s.preempt(victim)
 	}
+}
+
+// fitsAfterPreempting reports whether head's tokens would fit the KV
+// tokens if every running sequence it outranks were preempted.
+func (s *Scheduler) fitsAfterPreempting(head *sequence) bool {
+	free := s.kv.FreeTokens()
+	for _, sq := range s.running {
+		if sq.req.req.Priority > head.req.req.Priority {
+			free += s.kv.Reserved(sq.id)
+		}
+	}
+	return len(head.tokens) <= free
+}
+
+// growDecodes reserves, for every running sequence that decodes, the KV
+// position its token takes (a prefill never needs more: admission reserved
+// every known token). When the KV tokens are all reserved, it goes through
+// the running sequences best first, and one that cannot grow preempts the
+// lowest-ranked running sequence (highest priority value, latest arrival;
+// none of them has a chunk yet) until it can: itself, when it is that
+// sequence. A sequence alone that cannot grow holds the whole capacity; it
+// ends with FinishLength, as at the end of the context (appendToken ends a
+// sequence at MaxSeqLen before that can happen).
+func (s *Scheduler) growDecodes() {
+	if s.kv.CapacityTokens() == 0 {
+		return
+	}
+	short := false
+	for _, sq := range s.running {
+		if len(sq.tokens)-sq.computed == 1 && !s.kv.Grow(sq.id, sq.computed+1) {
+			short = true
+		}
+	}
+	if !short {
+		return
+	}
+	ranked := append(s.ranked[:0], s.running...)
+	slices.SortFunc(ranked, func(a, b *sequence) int {
+		if s.less(a, b) {
+			return -1
+		}
+		return 1
+	})
+	worst := len(ranked) - 1
+	for i, sq := range ranked {
+		if sq.state != seqRunning {
+			continue // preempted for a better one
+		}
+		if len(sq.tokens)-sq.computed != 1 {
+			continue
+		}
+		for !s.kv.Grow(sq.id, sq.computed+1) {
+			for ranked[worst].state != seqRunning {
+				worst--
+			}
+			if worst > i {
+				s.preempt(ranked[worst])
+				continue
+			}
+			if len(s.running) == 1 {
+				s.finish(sq, Output{Choice: sq.choice, Finish: FinishLength}, true)
+			} else {
+				s.preempt(sq)
+			}
+			break
+		}
+	}
+	clear(ranked)
+	s.ranked = ranked[:0]
 }
 
 // waitingHead is the first waiting sequence that may be admitted now.
@@ -652,7 +774,7 @@ func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
 	switch {
 	case n >= r.MinTokens && slices.Contains(r.StopTokens, smp.Token):
 		out.Finish = FinishStop
-	case n >= r.MaxTokens || len(sq.tokens) >= s.cfg.MaxModelLen:
+	case n >= r.MaxTokens || len(sq.tokens) >= s.maxLen:
 		out.Finish = FinishLength
 	}
 	if out.Finish == FinishNone {

@@ -4,8 +4,9 @@
 //
 // The fake keeps, per slot, the tokens of positions 0..n-1 and enforces
 // the engine contract: a chunk continues its slot exactly, a slot holds at
-// most SlotTokens positions (ErrKVFull beyond), a restore goes into an
-// empty slot, exports copy positions the slot holds. Its "model" draws the
+// most SlotTokens positions and all slots together at most CapacityTokens
+// when it is set (ErrKVFull beyond), a restore goes into an empty slot,
+// exports copy positions the slot holds. Its "model" draws the
 // next token from a hash of the slot's whole token history (and, when the
 // temperature is not 0, from the sequence's seeded random stream), so a
 // sequence's output depends only on its own tokens, as with the real
@@ -34,6 +35,11 @@ var Layout = &engine.KVLayout{Sections: []engine.KVSection{{Groups: 1, Unit: 4}}
 type Fake struct {
 	// Slots and SlotTokens size the KV memory.
 	Slots, SlotTokens int
+	// CapacityTokens, when > 0, bounds the positions all slots hold
+	// together, as an engine whose KV pages are committed when a token is
+	// written runs out of memory: a restore or chunk beyond it fails with
+	// engine.ErrKVFull.
+	CapacityTokens int
 	// Vocab is the vocabulary size (default 1000).
 	Vocab int
 	// PoisonToken, when not 0, fails any sequence whose chunk holds it with
@@ -141,7 +147,7 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 		if failed[r.Seq] {
 			continue
 		}
-		if len(toks) > f.SlotTokens {
+		if len(toks) > f.SlotTokens || f.CapacityTokens > 0 && f.held()+len(toks) > f.CapacityTokens {
 			fail(r.Seq, engine.ErrKVFull)
 			continue
 		}
@@ -235,6 +241,15 @@ func FakeEmbedding(tokens []int32) []float32 {
 	return []float32{float32(len(tokens)), sum, float32(tokens[0])}
 }
 
+// held is the number of positions all slots hold.
+func (f *Fake) held() int {
+	n := 0
+	for _, s := range f.slots {
+		n += len(s)
+	}
+	return n
+}
+
 func (f *Fake) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < len(f.slots) }
 
 func (f *Fake) check(ch engine.Chunk, seen map[engine.Slot]bool) error {
@@ -249,6 +264,8 @@ func (f *Fake) check(ch engine.Chunk, seen map[engine.Slot]bool) error {
 		return fmt.Errorf("%w: sequence %d continues at %d, slot %d holds %d", engine.ErrInvalidBatch, ch.Seq, ch.Pos, ch.Slot, len(f.slots[ch.Slot]))
 	case int(ch.Pos)+len(ch.Tokens) > f.SlotTokens:
 		return fmt.Errorf("%w: %d positions", engine.ErrKVFull, int(ch.Pos)+len(ch.Tokens))
+	case f.CapacityTokens > 0 && f.held()+len(ch.Tokens) > f.CapacityTokens:
+		return fmt.Errorf("%w: %d positions in all slots, capacity %d", engine.ErrKVFull, f.held()+len(ch.Tokens), f.CapacityTokens)
 	case (ch.Sample || ch.Targets != nil) && f.samplers[ch.Seq] == nil:
 		return fmt.Errorf("%w: sequence %d has no sampler", engine.ErrInvalidBatch, ch.Seq)
 	}
