@@ -130,7 +130,7 @@ func New(cfg Config) (*EngineCore, error) {
 	if err := cfg.KV.Validate(); err != nil {
 		return nil, err
 	}
-	kvStats := kvcache.Stats{Slots: cfg.KV.Slots, SlotTokens: cfg.KV.SlotTokens}
+	kvStats := kvcache.Stats{Slots: cfg.KV.Slots, SlotTokens: cfg.KV.SlotTokens, CapacityTokens: cfg.KV.CapacityTokens}
 	if err := cfg.Scheduler.Validate(kvStats); err != nil {
 		return nil, err
 	}

@@ -253,6 +253,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	ec, err = core.New(core.Config{
 		Scheduler: scheduler.Config{
 			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
+			KVCapacityTokens: sz.capacityTokens,
 		},
 		KV: kvcache.Config{
 			BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen,

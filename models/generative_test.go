@@ -21,16 +21,21 @@ func TestSize(t *testing.T) {
 		cfg  GenerativeConfig
 		want sizing
 	}{
-		{"defaults", GenerativeConfig{}, sizing{maxLen: 8192, maxSeqs: 1, initialSeqs: 1, batchTokens: 2048, maxWaiting: 512}},
+		{"defaults", GenerativeConfig{}, sizing{maxLen: 8192, maxSeqs: 1, initialSeqs: 1, batchTokens: 2048, maxWaiting: 512, paged: true}},
 		{"as asked", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 16, InitialSeqs: 4, MaxNumBatchedTokens: 512, MaxWaiting: 9},
-			sizing{maxLen: 2048, maxSeqs: 16, initialSeqs: 4, batchTokens: 512, maxWaiting: 9}},
-		// 2048 positions of 23,040 bytes are 45 MiB a sequence: 1 GiB holds 22.
-		{"lowered to the KV cap", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 64, KVMemoryBytes: 1 << 30},
+			sizing{maxLen: 2048, maxSeqs: 16, initialSeqs: 4, batchTokens: 512, maxWaiting: 9, paged: true}},
+		// Paged KV: 1 GiB holds 46,603 positions of 23,040 bytes (46,592 in
+		// whole blocks), and max_num_seqs stays as asked.
+		{"paged: the cap bounds tokens", GenerativeConfig{MaxNumSeqs: 64, KVMemoryBytes: 1 << 30},
+			sizing{maxLen: 8192, maxSeqs: 64, initialSeqs: 64, batchTokens: 2048, maxWaiting: 512, paged: true, capacityTokens: 46592}},
+		{"paged: q8_0 KV holds more", GenerativeConfig{MaxNumSeqs: 64, InitialSeqs: 4, KVMemoryBytes: 1 << 30, KVType: "q8_0"},
+			sizing{maxLen: 8192, maxSeqs: 64, initialSeqs: 4, batchTokens: 2048, maxWaiting: 512, paged: true, capacityTokens: 87712}},
+		// KV on a GPU is not paged: 2048 positions of 23,040 bytes are 45 MiB
+		// a sequence, and 1 GiB holds 22.
+		{"GPU: lowered to the KV cap", GenerativeConfig{GPULayers: -1, MaxModelLen: 2048, MaxNumSeqs: 64, KVMemoryBytes: 1 << 30},
 			sizing{maxLen: 2048, maxSeqs: 22, initialSeqs: 22, batchTokens: 2048, maxWaiting: 512, lowered: true}},
-		{"q8_0 KV holds more", GenerativeConfig{MaxModelLen: 2048, MaxNumSeqs: 64, InitialSeqs: 4, KVMemoryBytes: 1 << 30, KVType: "q8_0"},
-			sizing{maxLen: 2048, maxSeqs: 42, initialSeqs: 4, batchTokens: 2048, maxWaiting: 512, lowered: true}},
 		{"batch raised to the sequences", GenerativeConfig{MaxModelLen: 256, MaxNumSeqs: 100, MaxNumBatchedTokens: 10},
-			sizing{maxLen: 256, maxSeqs: 100, initialSeqs: 100, batchTokens: 100, maxWaiting: 512}},
+			sizing{maxLen: 256, maxSeqs: 100, initialSeqs: 100, batchTokens: 100, maxWaiting: 512, paged: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +57,8 @@ func TestSizeRefuses(t *testing.T) {
 		{GenerativeConfig{MaxModelLen: -1}, "MaxModelLen", "negative"},
 		{GenerativeConfig{MaxModelLen: 1}, "MaxModelLen", "at least 2"},
 		{GenerativeConfig{MaxNumSeqs: 300}, "MaxNumSeqs", "exceeds 255"},
-		{GenerativeConfig{KVMemoryBytes: 1 << 20}, "KVMemoryBytes", "cannot hold one sequence of 8192 tokens"},
+		{GenerativeConfig{GPULayers: -1, KVMemoryBytes: 1 << 20}, "KVMemoryBytes", "cannot hold one sequence of 8192 tokens"},
+		{GenerativeConfig{KVMemoryBytes: 512 << 10}, "KVMemoryBytes", "holds 16 tokens of KV"},
 		{GenerativeConfig{PrefixCacheBytes: -1}, "PrefixCacheBytes", "negative"},
 	}
 	for _, tt := range tests {

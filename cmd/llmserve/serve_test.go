@@ -250,7 +250,7 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--kv-cache-dtype", "int3"}, "--kv-cache-dtype"},
 		{[]string{"--reasoning-parser", "granite"}, "--reasoning-parser: \"granite\" is not one of deepseek_r1, qwen3"},
 		{[]string{"--kv-cache-memory", "lots"}, "--kv-cache-memory"},
-		{[]string{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: 1.0 KiB cannot hold one sequence"},
+		{[]string{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: 1.0 KiB holds 0 tokens of KV"},
 		{[]string{"--prefix-cache-memory", "-5"}, "--prefix-cache-memory"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout"},
