@@ -172,6 +172,7 @@ func (w *watcher) finish(ctx context.Context) ServerStats {
 			w.mu.Unlock()
 		}
 	}
+	w.client.CloseIdleConnections()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stats
