@@ -124,7 +124,7 @@ start() {
   # shellcheck disable=SC2046
   $(server_cmd "$name" "$c" "$PORT") >"$log" 2>&1 &
   server=$!
-  for _ in $(seq 1200); do
+  for _ in $(seq 3000); do # up to 5 min: a 1B model and GiBs of KV load slowly on a busy machine
     if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
       SERVER_PID=$(ss -ltnpH "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
       SERVER_PID=${SERVER_PID:-$server}
