@@ -43,6 +43,8 @@ type result struct {
 	// textless reports a stream that finished with output tokens (usage)
 	// but no text in any chunk; chunks then holds the finishing chunk.
 	textless bool
+	// long marks a long request of the mixed dataset.
+	long bool
 }
 
 func (r *result) ok() bool { return r.err == "" }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -45,7 +46,12 @@ TTFT, TPOT, ITL and end-to-end latency with the definitions of
 Two of vLLM's synthetic datasets are built in (--dataset-name): random
 (--random-* and --shared-prefix-len) and prefix_repetition
 (--prefix-repetition-*: a few random prefixes, each prompt one of them plus
-a random suffix of its own).
+a random suffix of its own); and mixed (--mixed-*: a few clients send long
+prompts while the other --max-concurrency clients send short ones).
+
+With --monitor-pid and --monitor-url (a server on this machine) the report
+also has the server's resident memory (start, peak, end), its peak of
+running sequences and, from llmserve, its committed KV bytes.
 
 A request that fails on a reused keep-alive connection before any byte of a
 response (servers such as llama-server close connections after a stream)
@@ -127,7 +133,7 @@ compare the JSON files:
 	f.IntVar(&cfg.NumPrompts, "num-prompts", cfg.NumPrompts, "number of measured requests")
 	f.IntVar(&cfg.MaxConcurrency, "max-concurrency", cfg.MaxConcurrency, "maximum requests in flight; 0 means no limit (vLLM's default)")
 	f.Float64Var(&cfg.RequestRate, "request-rate", cfg.RequestRate, "mean request arrival rate in requests/s, Poisson arrivals; inf sends all requests at once (paced by --max-concurrency only)")
-	f.StringVar(&dataset, "dataset-name", dataset, "how prompts are made: random (random words; the --random-* flags and --shared-prefix-len) or prefix_repetition (a few shared prefixes, each prompt one of them plus a suffix of its own; the --prefix-repetition-* flags)")
+	f.StringVar(&dataset, "dataset-name", dataset, "how prompts are made: random (random words; the --random-* flags and --shared-prefix-len), prefix_repetition (a few shared prefixes, each prompt one of them plus a suffix of its own; the --prefix-repetition-* flags) or mixed (long prompts from --mixed-long-clients clients, short ones from the rest; the --mixed-* flags)")
 	f.IntVar(&cfg.RandomInputLen, "random-input-len", cfg.RandomInputLen, "input length of the random part of each prompt, in words (about one token each; approximate, the server's prompt_tokens are reported)")
 	f.IntVar(&cfg.RandomOutputLen, "random-output-len", cfg.RandomOutputLen, "output length of each request, sent as max_tokens")
 	f.Float64Var(&cfg.RandomRangeRatio, "random-range-ratio", cfg.RandomRangeRatio, "sample input and output lengths uniformly from [L*(1-r), L*(1+r)], 0 <= r < 1 (vLLM semantics)")
@@ -136,6 +142,15 @@ compare the JSON files:
 	f.IntVar(&cfg.PrefixRepetition.SuffixLen, "prefix-repetition-suffix-len", cfg.PrefixRepetition.SuffixLen, "prefix_repetition: random words after the prefix, drawn anew for every prompt")
 	f.IntVar(&cfg.PrefixRepetition.NumPrefixes, "prefix-repetition-num-prefixes", cfg.PrefixRepetition.NumPrefixes, "prefix_repetition: number of distinct prefixes, each used by num-prompts/num-prefixes prompts in random order")
 	f.IntVar(&cfg.PrefixRepetition.OutputLen, "prefix-repetition-output-len", cfg.PrefixRepetition.OutputLen, "prefix_repetition: output length of each request, sent as max_tokens")
+	f.IntVar(&cfg.Mixed.LongClients, "mixed-long-clients", cfg.Mixed.LongClients, "mixed: clients that send the long prompts; the other --max-concurrency clients send short ones")
+	f.IntVar(&cfg.Mixed.LongPrompts, "mixed-long-prompts", cfg.Mixed.LongPrompts, "mixed: long requests among --num-prompts (0: one per long client); the rest are short, and warmups are short")
+	f.IntVar(&cfg.Mixed.LongInputLen, "mixed-long-input-len", cfg.Mixed.LongInputLen, "mixed: words in each long prompt (about one token each)")
+	f.IntVar(&cfg.Mixed.ShortInputLen, "mixed-short-input-len", cfg.Mixed.ShortInputLen, "mixed: words in each short prompt")
+	f.IntVar(&cfg.Mixed.OutputLen, "mixed-output-len", cfg.Mixed.OutputLen, "mixed: output length of every request, sent as max_tokens")
+	f.IntVar(&cfg.Monitor.PID, "monitor-pid", 0, "server process on this machine whose memory to record during the measured run: VmRSS sampled, VmHWM (reset at the start when allowed) and VmRSS at the end, from /proc/PID/status")
+	f.StringVar(&cfg.Monitor.URL, "monitor-url", "", "server root (http://host:port) whose /metrics to sample during the measured run: running sequences (vllm:num_requests_running, llamacpp:requests_processing, else llama-server's /slots) and llmserve_kv_cache_committed_bytes")
+	f.DurationVar(&cfg.Monitor.Interval, "monitor-interval", 500*time.Millisecond, "time between monitor samples")
+	f.DurationVar(&cfg.Monitor.Settle, "monitor-settle", 0, "wait this long after the last stream before taking the end figures (RSS, KV bytes)")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed for prompts, lengths and arrival times")
 	f.BoolVar(&cfg.IgnoreEOS, "ignore-eos", cfg.IgnoreEOS, "send \"ignore_eos\": true so every request generates exactly max_tokens (vLLM and llama.cpp honour it; servers that do not know it ignore it and may stop early; --ignore-eos=false leaves it out)")
 	f.Float64Var(&cfg.Temperature, "temperature", cfg.Temperature, "sampling temperature")
@@ -146,7 +161,7 @@ compare the JSON files:
 	f.BoolVar(&asJSON, "json", false, "write the report to stdout as JSON instead of a table")
 	f.StringVar(&outputFile, "output-file", "", "also write the JSON report to this file (vLLM's field names)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not log progress to stderr")
-	cmd.AddCommand(newPlotCommand())
+	cmd.AddCommand(newPlotCommand(), newTableCommand())
 	return cmd
 }
 
@@ -156,7 +171,8 @@ var v2OnlyFlags = []string{"input-name", "input-shape", "rows", "binary"}
 // openaiOnlyFlags are the flags --backend v2-infer does not use.
 var openaiOnlyFlags = []string{"endpoint", "request-rate", "dataset-name", "random-input-len", "random-output-len", "random-range-ratio",
 	"shared-prefix-len", "prefix-repetition-prefix-len", "prefix-repetition-suffix-len", "prefix-repetition-num-prefixes",
-	"prefix-repetition-output-len", "ignore-eos", "temperature", "save-detailed"}
+	"prefix-repetition-output-len", "mixed-long-clients", "mixed-long-prompts", "mixed-long-input-len", "mixed-short-input-len",
+	"mixed-output-len", "monitor-pid", "monitor-url", "monitor-interval", "monitor-settle", "ignore-eos", "temperature", "save-detailed"}
 
 // runV2 runs `bench --backend v2-infer`.
 func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile string, quiet bool) error {
@@ -217,6 +233,7 @@ var datasetFlags = []struct {
 	{DatasetRandom, []string{"random-input-len", "random-output-len", "random-range-ratio", "shared-prefix-len"}},
 	{DatasetPrefixRepetition, []string{"prefix-repetition-prefix-len", "prefix-repetition-suffix-len",
 		"prefix-repetition-num-prefixes", "prefix-repetition-output-len"}},
+	{DatasetMixed, []string{"mixed-long-clients", "mixed-long-prompts", "mixed-long-input-len", "mixed-short-input-len", "mixed-output-len"}},
 }
 
 // checkDatasetFlags rejects a flag given for a dataset other than the one

@@ -76,7 +76,8 @@ type Config struct {
 	RequestRate float64
 	// Dataset selects how prompts are made: DatasetRandom (the default; ""
 	// means it too) reads the Random* fields and SharedPrefixLen,
-	// DatasetPrefixRepetition reads PrefixRepetition.
+	// DatasetPrefixRepetition reads PrefixRepetition, DatasetMixed reads
+	// Mixed.
 	Dataset Dataset
 	// RandomInputLen is the target length, in words (about one token each),
 	// of the random part of each prompt.
@@ -94,6 +95,8 @@ type Config struct {
 	SharedPrefixLen int
 	// PrefixRepetition describes the prefix_repetition dataset.
 	PrefixRepetition PrefixRepetition
+	// Mixed describes the mixed dataset.
+	Mixed Mixed
 	// Seed makes prompts, lengths and arrival times reproducible.
 	Seed int64
 	// IgnoreEOS sends "ignore_eos": true (a vLLM and llama.cpp extension) so
@@ -112,6 +115,9 @@ type Config struct {
 	// Detailed adds per-request arrays (input_lens, output_lens, ttfts,
 	// itls, errors) to the report, as vLLM's --save-detailed does.
 	Detailed bool
+	// Monitor, when set, watches the server's memory and running sequences
+	// during the measured run (Report's ServerStats).
+	Monitor Monitor
 	// Logger receives progress messages. Nil discards them.
 	Logger *slog.Logger
 }
@@ -124,6 +130,7 @@ func DefaultConfig() Config {
 		Endpoint:         EndpointCompletions,
 		Dataset:          DatasetRandom,
 		PrefixRepetition: DefaultPrefixRepetition(),
+		Mixed:            DefaultMixed(),
 		NumPrompts:       1000,
 		RequestRate:      math.Inf(1),
 		RandomInputLen:   1024,
@@ -156,14 +163,18 @@ func (c *Config) Validate() error {
 	switch c.Dataset {
 	case DatasetRandom, "":
 		c.validateRandom(add)
-	case DatasetPrefixRepetition:
-		c.PrefixRepetition.validate(c.NumPrompts, add)
+	case DatasetPrefixRepetition, DatasetMixed:
+		if c.Dataset == DatasetMixed {
+			c.Mixed.validate(c.NumPrompts, c.MaxConcurrency, add)
+		} else {
+			c.PrefixRepetition.validate(c.NumPrompts, add)
+		}
 		if c.SharedPrefixLen != 0 || c.RandomRangeRatio != 0 {
-			add("shared prefix len %d and random range ratio %v apply to the random dataset only: set them to 0 with prefix_repetition",
-				c.SharedPrefixLen, c.RandomRangeRatio)
+			add("shared prefix len %d and random range ratio %v apply to the random dataset only: set them to 0 with %s",
+				c.SharedPrefixLen, c.RandomRangeRatio, c.Dataset)
 		}
 	default:
-		add("dataset %q: use random or prefix_repetition", c.Dataset)
+		add("dataset %q: use random, prefix_repetition or mixed", c.Dataset)
 	}
 	if math.IsNaN(c.Temperature) || c.Temperature < 0 {
 		add("temperature %v: must not be negative", c.Temperature)

@@ -19,18 +19,24 @@ const (
 	// followed by a random suffix of its own, as Config.PrefixRepetition
 	// describes (vLLM's "prefix_repetition").
 	DatasetPrefixRepetition Dataset = "prefix_repetition"
+	// DatasetMixed: a few clients send long prompts while the others send
+	// short ones, as Config.Mixed describes (llmserve's; vLLM has no such
+	// dataset).
+	DatasetMixed Dataset = "mixed"
 )
 
 // ParseDataset accepts vLLM's dataset names "random" and "prefix_repetition"
-// (also spelled "prefix-repetition").
+// (also spelled "prefix-repetition"), and "mixed".
 func ParseDataset(s string) (Dataset, error) {
 	switch strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_") {
 	case "random":
 		return DatasetRandom, nil
 	case "prefix_repetition":
 		return DatasetPrefixRepetition, nil
+	case "mixed":
+		return DatasetMixed, nil
 	}
-	return "", fmt.Errorf("unknown dataset %q: use random or prefix_repetition", s)
+	return "", fmt.Errorf("unknown dataset %q: use random, prefix_repetition or mixed", s)
 }
 
 // PrefixRepetition describes the prefix_repetition dataset, with the meaning

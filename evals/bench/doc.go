@@ -52,7 +52,7 @@
 // # Prompts
 //
 // Config.Dataset (--dataset-name) picks one of two of vLLM's synthetic
-// datasets. "random" (the default): each prompt is SharedPrefixLen shared
+// datasets, or a mixed load of our own. "random" (the default): each prompt is SharedPrefixLen shared
 // words and RandomInputLen random ones, asking for RandomOutputLen tokens.
 // "prefix_repetition": Config.PrefixRepetition (--prefix-repetition-*,
 // vLLM's flags and defaults) makes NumPrefixes random prefixes of PrefixLen
@@ -61,7 +61,15 @@
 // NumPrompts/NumPrefixes prompts (the first NumPrompts mod NumPrefixes one
 // more, where vLLM drops the remainder), in a shuffled order, so a server
 // with prefix caching must keep several prefixes at once. NumPrompts must be
-// at least NumPrefixes. The flags of the dataset not selected are refused.
+// at least NumPrefixes. "mixed": Config.Mixed (--mixed-*) splits the
+// MaxConcurrency clients in two lanes: LongClients send the LongPrompts
+// long prompts (LongInputLen words), one after another, and the others the
+// remaining NumPrompts − LongPrompts short ones (ShortInputLen words), each
+// asking for OutputLen tokens. Each lane has its own slots, so a long
+// request never holds a short one back and the number of each kind in
+// flight stays fixed while both last; warmups are short. The report adds
+// the long and short requests' metrics apart ("mixed_long",
+// "mixed_short"). The flags of the dataset not selected are refused.
 //
 // Prompts are random words from a fixed built-in list of common English
 // words, drawn with a PCG generator seeded by Config.Seed, so the same seed
@@ -183,6 +191,32 @@
 // TPOT rows. To place vLLM's own tool beside ours, give `vllm bench serve`
 // the same lengths and concurrency: the figures share definitions, the
 // prompts do not.
+//
+// # Watching the server
+//
+// Config.Monitor (--monitor-pid, --monitor-url) records what a client cannot
+// see, for a server on the same machine, during the measured run only: its
+// resident memory from /proc/PID/status (VmRSS at the start, sampled every
+// --monitor-interval, and at the end after --monitor-settle; VmHWM, reset
+// through /proc/PID/clear_refs at the start when allowed, as the peak), its
+// peak of running sequences (vllm:num_requests_running or
+// llamacpp:requests_processing from /metrics, else the slots whose
+// is_processing is true in llama-server's /slots) and llmserve's
+// llmserve_kv_cache_committed_bytes (start, peak, end) when exported. The
+// figures go into the report as server_* and kv_committed_* fields, absent
+// where unknown. A /metrics or /slots request is answered by llama-server
+// between its evaluation steps, so a sample can wait a step; the peak of
+// running sequences is of the samples taken.
+//
+// # Tables
+//
+// `llmserve bench table FILES|DIRS` prints result files as Markdown: per
+// model, dataset and concurrency, one row per server (the label up to its
+// first ':') with the medians over the reps of throughput, TTFT and ITL p50
+// and p99, KV bytes, RSS and running sequences, and the --ref server's
+// throughput divided by each other's rep by rep (paired by seed);
+// `--format csv` prints one row per file instead. scripts/bench-kv.sh runs
+// llmserve and both KV layouts of llama-server this way.
 //
 // # Plotting
 //

@@ -26,6 +26,13 @@ type fakeServer struct {
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
 	modelsCalls atomic.Int64
+	// Long requests (fakeOptions.longWords) in flight, their maximum, and
+	// the short requests finished.
+	longInFlight    atomic.Int64
+	maxLongInFlight atomic.Int64
+	shortDone       atomic.Int64
+	shortsDone      chan struct{} // closed when longWaitsForShort shorts are done
+	shortsOnce      sync.Once
 
 	mu     sync.Mutex
 	bodies []recordedRequest // guarded by mu
@@ -52,6 +59,16 @@ type fakeOptions struct {
 	hang bool
 	// noContent makes every stream end without any content chunk.
 	noContent bool
+	// longWords, if > 0, makes prompts of at least that many words long:
+	// the server counts them in flight apart (maxLongInFlight).
+	longWords int
+	// longWaitsForShort, if > 0, holds every long request until that many
+	// short ones have finished.
+	longWaitsForShort int
+	// metrics, if set, serves GET /metrics with the text it returns.
+	metrics func(f *fakeServer) string
+	// slots, if set, serves GET /slots with the JSON it returns.
+	slots func(f *fakeServer) string
 }
 
 type recordedRequest struct {
@@ -67,6 +84,7 @@ func startFake(t *testing.T, opts fakeOptions) *fakeServer {
 		fakeOptions: opts,
 		started:     make(chan struct{}, 1<<16),
 		gateOpen:    make(chan struct{}),
+		shortsDone:  make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +92,17 @@ func startFake(t *testing.T, opts fakeOptions) *fakeServer {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model"},{"id":"other"}]}`)
 	})
+	if opts.metrics != nil {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, opts.metrics(f))
+		})
+	}
+	if opts.slots != nil {
+		mux.HandleFunc("GET /slots", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, opts.slots(f))
+		})
+	}
 	mux.HandleFunc("POST /v1/completions", f.generate)
 	mux.HandleFunc("POST /v1/chat/completions", f.generate)
 	f.srv = httptest.NewServer(mux)
@@ -136,6 +165,27 @@ func (f *fakeServer) generate(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(code)
 			fmt.Fprintf(w, `{"error":{"message":"fake failure %d","type":"server_error","code":%d}}`, code, code)
 			return
+		}
+	}
+
+	if f.longWords > 0 {
+		if p, _ := body["prompt"].(string); len(strings.Fields(p)) >= f.longWords {
+			cur := f.longInFlight.Add(1)
+			defer f.longInFlight.Add(-1)
+			storeMax(&f.maxLongInFlight, cur)
+			if f.longWaitsForShort > 0 {
+				select {
+				case <-f.shortsDone:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		} else {
+			defer func() {
+				if int(f.shortDone.Add(1)) >= f.longWaitsForShort {
+					f.shortsOnce.Do(func() { close(f.shortsDone) })
+				}
+			}()
 		}
 	}
 
@@ -206,4 +256,14 @@ func (f *fakeServer) generate(w http.ResponseWriter, r *http.Request) {
 	leave()
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
+}
+
+// storeMax raises m to v if v is larger.
+func storeMax(m *atomic.Int64, v int64) {
+	for {
+		old := m.Load()
+		if v <= old || m.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }

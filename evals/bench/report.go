@@ -76,10 +76,26 @@ type Report struct {
 	PrefixRepetitionSuffixLen   int     `json:"prefix_repetition_suffix_len,omitempty"`
 	PrefixRepetitionNumPrefixes int     `json:"prefix_repetition_num_prefixes,omitempty"`
 	PrefixRepetitionOutputLen   int     `json:"prefix_repetition_output_len,omitempty"`
+	MixedLongClients            int     `json:"mixed_long_clients,omitempty"`
+	MixedLongPrompts            int     `json:"mixed_long_prompts,omitempty"`
+	MixedLongInputLen           int     `json:"mixed_long_input_len,omitempty"`
+	MixedShortInputLen          int     `json:"mixed_short_input_len,omitempty"`
+	MixedOutputLen              int     `json:"mixed_output_len,omitempty"`
 	Seed                        int64   `json:"seed"`
 	IgnoreEOS                   bool    `json:"ignore_eos"`
 	Temperature                 float64 `json:"temperature"`
 	Warmup                      int     `json:"num_warmups"`
+
+	// MixedLong and MixedShort are the metrics of the mixed dataset's long
+	// and short requests apart (llmserve), each over the whole run's
+	// duration: what the short requests' TTFT and ITL were with the long
+	// ones beside them. Absent for other datasets.
+	MixedLong  *Metrics `json:"mixed_long,omitempty"`
+	MixedShort *Metrics `json:"mixed_short,omitempty"`
+
+	// ServerStats are the server's memory and running sequences, when
+	// Config.Monitor watched it (llmserve).
+	ServerStats
 
 	// Per-request arrays, present only with Config.Detailed (vLLM's
 	// --save-detailed), in request order; failed requests have 0 output,
@@ -138,12 +154,27 @@ func newReport(cfg *Config, model string, results []result, duration time.Durati
 		Temperature:        cfg.Temperature,
 		Warmup:             cfg.Warmup,
 	}
-	if cfg.Dataset == DatasetPrefixRepetition {
+	switch cfg.Dataset {
+	case DatasetPrefixRepetition:
 		p := cfg.PrefixRepetition
 		rep.DatasetName = DatasetPrefixRepetition
 		rep.PrefixRepetitionPrefixLen, rep.PrefixRepetitionSuffixLen = p.PrefixLen, p.SuffixLen
 		rep.PrefixRepetitionNumPrefixes, rep.PrefixRepetitionOutputLen = p.NumPrefixes, p.OutputLen
-	} else {
+	case DatasetMixed:
+		m := cfg.Mixed
+		rep.DatasetName = DatasetMixed
+		rep.MixedLongClients, rep.MixedLongPrompts = m.LongClients, m.longPrompts()
+		rep.MixedLongInputLen, rep.MixedShortInputLen, rep.MixedOutputLen = m.LongInputLen, m.ShortInputLen, m.OutputLen
+		var long, short []result
+		for i := range results {
+			if results[i].long {
+				long = append(long, results[i])
+			} else {
+				short = append(short, results[i])
+			}
+		}
+		rep.MixedLong, rep.MixedShort = ptr(summarize(long, duration).Metrics), ptr(summarize(short, duration).Metrics)
+	default:
 		rep.DatasetName = DatasetRandom
 		rep.RandomInputLen, rep.RandomOutputLen = cfg.RandomInputLen, cfg.RandomOutputLen
 		rep.RandomRangeRatio, rep.SharedPrefixLen = cfg.RandomRangeRatio, cfg.SharedPrefixLen
@@ -206,6 +237,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	metric("Time per Output Token (excl. 1st token)", "TPOT", r.MeanTPOTMs, r.MedianTPOTMs, r.StdTPOTMs, r.P99TPOTMs)
 	metric("Inter-token Latency", "ITL", r.MeanITLMs, r.MedianITLMs, r.StdITLMs, r.P99ITLMs)
 	metric("End-to-end Latency", "E2EL", r.MeanE2ELMs, r.MedianE2ELMs, r.StdE2ELMs, r.P99E2ELMs)
+	if r.MixedLong != nil && r.MixedShort != nil {
+		header("Long and short requests (mixed)", '-')
+		for _, c := range []struct {
+			name string
+			m    *Metrics
+		}{{"Long", r.MixedLong}, {"Short", r.MixedShort}} {
+			line(c.name+" requests completed:", c.m.Completed)
+			line(c.name+" output throughput (tok/s):", c.m.OutputThroughput)
+			line(c.name+" median / P99 TTFT (ms):", fmt.Sprintf("%.2f / %.2f", c.m.MedianTTFTMs, c.m.P99TTFTMs))
+			line(c.name+" median / P99 ITL (ms):", fmt.Sprintf("%.2f / %.2f", c.m.MedianITLMs, c.m.P99ITLMs))
+		}
+	}
+	r.writeServerStats(line, header)
 
 	header("Run", '-')
 	line("Model:", r.ModelID)
@@ -231,11 +275,43 @@ func (r *Report) WriteText(w io.Writer) error {
 	return bw.Flush()
 }
 
+// writeServerStats adds the monitor's figures to the text report, if any.
+func (r *Report) writeServerStats(line func(string, any), header func(string, byte)) {
+	st := r.ServerStats
+	if st.PID == 0 && st.RunningSource == "" && st.MonitorSamples == 0 {
+		return
+	}
+	header("Server", '-')
+	mib := func(label string, b *int64) {
+		if b != nil {
+			line(label, float64(*b)/(1<<20))
+		}
+	}
+	mib("RSS at start (MiB):", st.RSSStartBytes)
+	mib("RSS peak, VmHWM since "+st.RSSPeakSince+" (MiB):", st.RSSPeakBytes)
+	mib("RSS largest sample (MiB):", st.RSSMaxSampledBytes)
+	mib("RSS at end (MiB):", st.RSSEndBytes)
+	if st.RunningPeak != nil {
+		line("Running sequences, peak ("+st.RunningSource+"):", *st.RunningPeak)
+	}
+	mib("KV committed at start (MiB):", st.KVCommittedStartBytes)
+	mib("KV committed peak (MiB):", st.KVCommittedPeakBytes)
+	mib("KV committed at end (MiB):", st.KVCommittedEndBytes)
+}
+
 // describeDataset says in a few words what the prompts were.
 func (r *Report) describeDataset() string {
-	if r.DatasetName == DatasetPrefixRepetition {
+	switch r.DatasetName {
+	case DatasetPrefixRepetition:
 		return fmt.Sprintf("prefix_repetition: %d prefixes of %d words, suffixes of %d, output %d",
 			r.PrefixRepetitionNumPrefixes, r.PrefixRepetitionPrefixLen, r.PrefixRepetitionSuffixLen, r.PrefixRepetitionOutputLen)
+	case DatasetMixed:
+		short := 0
+		if r.MaxConcurrency != nil {
+			short = *r.MaxConcurrency - r.MixedLongClients
+		}
+		return fmt.Sprintf("mixed: %d clients send %d prompts of %d words, %d send the rest of %d words, output %d",
+			r.MixedLongClients, r.MixedLongPrompts, r.MixedLongInputLen, short, r.MixedShortInputLen, r.MixedOutputLen)
 	}
 	d := fmt.Sprintf("random: input %d words, output %d", r.RandomInputLen, r.RandomOutputLen)
 	if r.SharedPrefixLen > 0 {

@@ -95,13 +95,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			log.Info("bench: progress", "done", n, "of", cfg.NumPrompts)
 		}
 	}
+	var watch *watcher
+	if cfg.Monitor.enabled() {
+		w, err := startWatcher(ctx, cfg.Monitor)
+		if err != nil {
+			return nil, err
+		}
+		watch = w
+	}
 	start := time.Now()
 	results := s.runAll(ctx, reqs, offsets, start, progress)
 	duration := time.Since(start)
+	var stats ServerStats
+	if watch != nil {
+		stats = watch.finish(ctx)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench run: %w", err)
 	}
 	rep := newReport(&cfg, s.model, results, duration, time.Now())
+	rep.ServerStats = stats
 	if rep.Failed > 0 {
 		log.Warn("bench: some requests failed", "failed", rep.Failed, "of", cfg.NumPrompts, "first_error", rep.ErrorSamples[0].Message)
 	}
@@ -113,16 +126,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // runAll sends reqs, request i not before t0 + offsets[i] seconds (offsets
-// may be nil: all at once), with at most cfg.concurrency() in flight, and
-// waits for all of them. Arrivals follow their schedule, not the previous
-// request: a request held back by the concurrency cap goes out as soon as a
-// slot frees, and later ones keep their own times, as in vLLM. A request
-// whose slot is taken has not been sent, so the wait is not part of its TTFT.
-// onDone, if set, runs after each request. When ctx ends, no more requests
-// are sent; the results of unsent ones are zero.
+// may be nil: all at once), and waits for all of them. The requests go out
+// in lanes (see lanes): each lane sends its own requests in order with at
+// most its number of clients in flight, independently of the other lanes;
+// every dataset but mixed has one lane of cfg.concurrency() clients.
+// Arrivals follow their schedule, not the previous request: a request held
+// back by the concurrency cap goes out as soon as a slot of its lane frees,
+// and later ones keep their own times, as in vLLM. A request whose slot is
+// taken has not been sent, so the wait is not part of its TTFT. onDone, if
+// set, runs after each request. When ctx ends, no more requests are sent;
+// the results of unsent ones are zero.
 func (s *session) runAll(ctx context.Context, reqs []request, offsets []float64, t0 time.Time, onDone func()) []result {
 	results := make([]result, len(reqs))
-	slots := make(chan struct{}, s.cfg.concurrency())
+	var wg sync.WaitGroup
+	for _, l := range lanes(s.cfg, reqs) {
+		wg.Go(func() { s.runLane(ctx, l, reqs, offsets, t0, onDone, results) })
+	}
+	wg.Wait()
+	return results
+}
+
+// runLane sends the requests of one lane for runAll and waits for them,
+// writing each one's result at its index.
+func (s *session) runLane(ctx context.Context, l lane, reqs []request, offsets []float64, t0 time.Time, onDone func(), results []result) {
+	slots := make(chan struct{}, l.clients)
 	var wg sync.WaitGroup
 	var timer *time.Timer
 	defer func() {
@@ -132,7 +159,7 @@ func (s *session) runAll(ctx context.Context, reqs []request, offsets []float64,
 	}()
 
 dispatch:
-	for i := range reqs {
+	for _, i := range l.reqs {
 		if offsets != nil && offsets[i] > 0 {
 			at := t0.Add(time.Duration(offsets[i] * float64(time.Second)))
 			if wait := time.Until(at); wait > 0 {
@@ -156,11 +183,11 @@ dispatch:
 		wg.Go(func() {
 			defer func() { <-slots }()
 			results[i] = s.do(ctx, reqs[i], t0)
+			results[i].long = reqs[i].long
 			if onDone != nil {
 				onDone()
 			}
 		})
 	}
 	wg.Wait()
-	return results
 }

@@ -50,6 +50,9 @@ type request struct {
 	promptWords int
 	// maxTokens is the requested output length.
 	maxTokens int
+	// long marks a long request of the mixed dataset, sent by its long
+	// clients.
+	long bool
 }
 
 // RNG streams: one per purpose, so that changing one part of the workload
@@ -105,8 +108,11 @@ func sharedPrefix(cfg *Config) string {
 // generateRequests returns n requests of cfg's dataset drawn from the given
 // RNG stream.
 func generateRequests(cfg *Config, stream uint64, n int) []request {
-	if cfg.Dataset == DatasetPrefixRepetition {
+	switch cfg.Dataset {
+	case DatasetPrefixRepetition:
 		return prefixRepetitionRequests(cfg, stream, n)
+	case DatasetMixed:
+		return mixedRequests(cfg, stream, n, stream == streamMeasured)
 	}
 	return randomRequests(cfg, stream, n)
 }
