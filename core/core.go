@@ -50,6 +50,11 @@ type EngineCore struct {
 	obs      Observer
 	maxQueue int64
 
+	// decodeStep and prefillToken are paceLongPrefill's moving averages, in
+	// seconds (0: not measured yet). Only the core's goroutine uses them.
+	decodeStep, prefillToken float64
+	longBudget               int // the last budget set
+
 	// inbox holds submissions and aborts in the order they were made, so
 	// that an abort never overtakes its request; wake signals it grew.
 	mu      sync.Mutex
@@ -354,6 +359,9 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		// After publish: a caller woken by its lease sees it in Stats.
 		c.collectKept(end)
 		c.observeStep(step, res, st, events, end.Sub(start))
+		if generating {
+			c.paceLongPrefill(step, end.Sub(start))
+		}
 		c.deliver(end)
 	}
 }
@@ -639,6 +647,55 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 	if c.obs != nil {
 		c.obs.RequestDone(RequestInfo{E2E: now.Sub(r.Arrival), Usage: last.Usage, Reason: last.Output.Finish})
 	}
+}
+
+// paceLongPrefill sets the scheduler's long-prefill budget from measured
+// step times, so that a step where long prompts compute beside decoding
+// streams takes about two decode steps (their inter-token latency well
+// under 3× what it is without the prompt): decodeStep is the time of
+// a step that only decodes, prefillToken what each prompt token adds to a
+// step; both are moving averages (a prompt token costs more as its
+// position grows).
+func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
+	if c.cfg.Scheduler.LongPrefillTokens <= 0 {
+		return
+	}
+	decodes, prompt := 0, 0
+	for i := range step.Batch {
+		if ch := &step.Batch[i]; len(ch.Tokens) == 1 && ch.Sample {
+			decodes++
+		} else {
+			prompt += len(ch.Tokens)
+		}
+	}
+	const alpha = 0.2
+	ema := func(avg *float64, v float64) {
+		if *avg == 0 {
+			*avg = v
+		} else {
+			*avg += alpha * (v - *avg)
+		}
+	}
+	switch {
+	case decodes > 0 && prompt == 0:
+		ema(&c.decodeStep, d.Seconds())
+	case decodes > 0 && c.decodeStep > 0:
+		ema(&c.prefillToken, max(d.Seconds()-c.decodeStep, 0)/float64(prompt))
+	default:
+		return
+	}
+	// Long prompts add about one decode step's time to a step: twice the
+	// inter-token latency of the streams beside them, within the 3× the
+	// pacing promises when steps vary. The budget at most doubles from
+	// one step to the next, so that one fast measurement cannot let a
+	// whole chunk through.
+	budget := 16 // until a prompt token's cost is known
+	if c.prefillToken > 0 {
+		budget = int(c.decodeStep / c.prefillToken)
+	}
+	budget = min(budget, 2*max(c.longBudget, 16), c.cfg.Scheduler.MaxNumBatchedTokens)
+	c.longBudget = max(budget, 2)
+	c.sched.SetLongPrefillBudget(c.longBudget)
 }
 
 func (c *EngineCore) publish() scheduler.Stats {

@@ -86,6 +86,12 @@ type GenerativeConfig struct {
 	// and 512; the former is raised to MaxNumSeqs if below).
 	MaxNumBatchedTokens int
 	MaxWaiting          int
+	// LongPrefillTokens makes prompts with more than this many tokens to
+	// compute long: while other sequences decode, long prompts compute
+	// only what keeps a step near three decode steps (vLLM's
+	// long_prefill_token_threshold, paced by measured step times); 0 turns
+	// it off.
+	LongPrefillTokens int
 	// PrefixCacheBytes is the host memory for cached prefixes; 0 turns
 	// prefix caching off.
 	PrefixCacheBytes int64
@@ -253,7 +259,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	ec, err = core.New(core.Config{
 		Scheduler: scheduler.Config{
 			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
-			KVCapacityTokens: sz.capacityTokens,
+			KVCapacityTokens: sz.capacityTokens, LongPrefillTokens: max(cfg.LongPrefillTokens, 0),
 		},
 		KV: kvcache.Config{
 			BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen,

@@ -151,3 +151,48 @@ func TestCapacitySlotsWanted(t *testing.T) {
 		t.Fatalf("head waits for a slot: SlotsWanted %d, want 2", got)
 	}
 }
+
+// TestLongPrefillBudget: while a sequence decodes, a long prompt computes
+// at most the long-prefill budget per step, a short prompt is not held
+// back, and with nothing decoding the long prompt takes the whole token
+// budget.
+func TestLongPrefillBudget(t *testing.T) {
+	s, fake := newCapacityScheduler(t,
+		Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 512, MaxWaiting: 8, MaxModelLen: 4096, LongPrefillTokens: 256},
+		kvcache.Config{BlockSize: 16, Slots: 4, SlotTokens: 4096})
+	s.SetLongPrefillBudget(32)
+	add := func(id string, prompt, maxTokens int) {
+		s.Add(&Request{ID: id, Prompt: shortPrompt(len(id), prompt), Sampling: engine.DefaultSampling(), N: 1,
+			MaxTokens: maxTokens, Arrival: testBase, PromptLogprobs: -1})
+	}
+	promptTokens := func(st *engine.Step) (n int) {
+		for _, ch := range st.Batch {
+			if len(ch.Tokens) > 1 || !ch.Sample {
+				n += len(ch.Tokens)
+			}
+		}
+		return n
+	}
+	// Alone, the long prompt takes whole 512-token chunks.
+	add("long-alone", 2000, 1)
+	if st := runStep(t, s, fake); promptTokens(st) != 512 {
+		t.Fatalf("alone: %d prompt tokens in the first step, want 512", promptTokens(st))
+	}
+	for s.HasWork() {
+		runStep(t, s, fake)
+	}
+	add("d", 8, 100) // decodes from its second step on
+	runStep(t, s, fake)
+	add("long", 2000, 1)
+	for range 5 {
+		st := runStep(t, s, fake)
+		if got := promptTokens(st); got != 32 {
+			t.Fatalf("beside a decode: %d long-prompt tokens in a step, want the budget of 32", got)
+		}
+	}
+	add("short", 100, 1)
+	st := runStep(t, s, fake)
+	if got := promptTokens(st); got != 32+100 {
+		t.Fatalf("a short prompt beside the long one: %d prompt tokens, want 32 + 100", got)
+	}
+}

@@ -33,6 +33,13 @@ type Config struct {
 	// it, and one sequence may hold at most MaxSeqLen tokens. CheckRequest
 	// needs it here, since it runs without the manager.
 	KVCapacityTokens int
+	// LongPrefillTokens makes a prompt with more than this many tokens
+	// left to compute "long": in a step where other sequences decode, long
+	// prompts together compute at most the budget SetLongPrefillBudget
+	// last set, so that a long prompt's chunks do not stall every decoding
+	// stream for seconds (the engine core sets the budget from measured
+	// step times). Short prompts are never held back. 0 turns it off.
+	LongPrefillTokens int
 }
 
 // MaxSeqLen is the most tokens (prompt and output) one sequence may hold:
@@ -141,15 +148,17 @@ type Stats struct {
 // goroutines, no locks, no I/O and reads no clock (time is passed in); the
 // engine core drives it. See doc.go for the policy.
 type Scheduler struct {
-	cfg      Config
-	maxLen   int // cfg.MaxSeqLen()
-	kv       *kvcache.Manager
-	requests map[string]*request
-	byID     map[engine.SeqID]*sequence // live sequences
-	waiting  []*sequence                // by (priority, arrival order, choice)
-	running  []*sequence                // in admission order
-	order    uint64
-	nextID   engine.SeqID
+	cfg    Config
+	maxLen int // cfg.MaxSeqLen()
+	// longBudget is SetLongPrefillBudget's tokens (0: no limit).
+	longBudget int
+	kv         *kvcache.Manager
+	requests   map[string]*request
+	byID       map[engine.SeqID]*sequence // live sequences
+	waiting    []*sequence                // by (priority, arrival order, choice)
+	running    []*sequence                // in admission order
+	order      uint64
+	nextID     engine.SeqID
 
 	added   []engine.NewSequence
 	removed []engine.SeqID
@@ -370,6 +379,11 @@ func (s *Scheduler) TakeStarted() int {
 	return n
 }
 
+// SetLongPrefillBudget sets how many tokens long prompts (see
+// Config.LongPrefillTokens) may compute together in a step where other
+// sequences decode; 0 means no limit.
+func (s *Scheduler) SetLongPrefillBudget(n int) { s.longBudget = max(n, 0) }
+
 // Has reports whether a request with this id is live.
 func (s *Scheduler) Has(id string) bool { _, ok := s.requests[id]; return ok }
 
@@ -437,12 +451,27 @@ func (s *Scheduler) Schedule() *engine.Step {
 			budget--
 		}
 	}
+	// Long prompts share the long-prefill budget while others decode.
+	longLeft := -1
+	if len(step.Batch) > 0 && s.cfg.LongPrefillTokens > 0 && s.longBudget > 0 {
+		longLeft = s.longBudget
+	}
+	prefill := func(sq *sequence) int {
+		n := min(len(sq.tokens)-sq.computed, budget)
+		if longLeft >= 0 && len(sq.tokens)-sq.computed > s.cfg.LongPrefillTokens {
+			n = min(n, longLeft)
+			longLeft -= n
+		}
+		return n
+	}
 	for _, sq := range s.running {
-		n := len(sq.tokens) - sq.computed
-		if n <= 1 || budget <= 0 {
+		if len(sq.tokens)-sq.computed <= 1 || budget <= 0 {
 			continue
 		}
-		n = min(n, budget)
+		n := prefill(sq)
+		if n == 0 {
+			continue
+		}
 		step.Batch = append(step.Batch, s.chunk(sq, n))
 		budget -= n
 	}
@@ -485,9 +514,12 @@ func (s *Scheduler) Schedule() *engine.Step {
 			sq.added = true
 			s.added = append(s.added, engine.NewSequence{Seq: sq.id, Sampling: sq.sampling, History: sq.req.req.Prompt})
 		}
-		n := min(len(sq.tokens)-sq.computed, budget)
-		step.Batch = append(step.Batch, s.chunk(sq, n))
-		budget -= n
+		// A long prompt with no budget left is admitted (its KV reserved,
+		// its cached prefix restored) and starts computing next step.
+		if n := prefill(sq); n > 0 {
+			step.Batch = append(step.Batch, s.chunk(sq, n))
+			budget -= n
+		}
 	}
 
 	step.Added, s.added = s.added, nil

@@ -70,6 +70,7 @@ type serveFlags struct {
 	threadsSleep     string
 	flashAttn        string
 	gpuLayers        int
+	longPrefill      int
 	mainGPU          int
 	splitMode        string
 	noMmap           bool
@@ -147,6 +148,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions, whose memory follows the tokens it holds", llamacpp.MaxSlots))
 	fl.IntVar(&f.initialSeqs, "kv-initial-seqs", 4, "sequences the KV cache holds at start-up; it grows up to --max-num-seqs when requests wait, and shrinks back after a minute idle")
 	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 2048, "most tokens computed in one step (at least max-num-seqs); longer prompts are prefilled in chunks")
+	fl.IntVar(&f.longPrefill, "long-prefill-token-threshold", 512, "a prompt with more tokens than this left to compute is long: while other requests decode, long prompts compute in small chunks paced by measured step times, so that streams keep their token rate (about 3× their usual inter-token latency at most); 0: off")
 	fl.IntVar(&f.maxWaiting, "max-waiting", 512, "most requests waiting to start; more get 429 with Retry-After")
 	fl.StringVar(&f.kvMemory, "kv-cache-memory", "auto", "cap on the KV memory of the tokens in use by running sequences (e.g. 512MiB, 4GiB; 0: no cap; auto: a quarter of the machine's memory, or of the container's limit, at least 1GiB); with --n-gpu-layers the KV is not paged and the cap bounds max-num-seqs × max-model-len positions (auto: 1GiB)")
 	fl.BoolVar(&f.noPrefixCaching, "no-enable-prefix-caching", false, "disable reuse of KV blocks across requests with a common prefix")
@@ -227,6 +229,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen))
 	case f.maxBatched < f.maxNumSeqs:
 		checks = append(checks, bad("max-num-batched-tokens", "%d is below --max-num-seqs %d: every running sequence needs a token per step", f.maxBatched, f.maxNumSeqs))
+	case f.longPrefill < 0:
+		checks = append(checks, bad("long-prefill-token-threshold", "%d: at least 0 (0 turns it off)", f.longPrefill))
 	case f.maxWaiting < 1:
 		checks = append(checks, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting))
 	case f.threads < 1:
@@ -485,7 +489,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		CacheDir: f.cacheDir, ChatTemplate: set.tmpl, ReasoningParser: f.reasoningParser,
 		GPULayers: f.gpuLayers, MainGPU: f.mainGPU, SplitMode: f.splitMode, NoMmap: f.noMmap, Mlock: f.mlock,
 		Threads: f.threads, BatchThreads: f.batchThreads, Poll: f.poll, PauseEachStep: f.threadsSleep == "step", FlashAttention: f.flashAttn, KVType: f.kvType,
-		MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem,
+		MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem, LongPrefillTokens: f.longPrefill,
 		MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
 	}
