@@ -32,6 +32,18 @@
 // slot's KV to and from host memory (engine.KV) for the prefix cache.
 // docs/design/decisions.md has the measurements behind the choice.
 //
+// # Virtual KV memory
+//
+// A slot's capacity is address space, not memory: kvmem.c backs the KV
+// buffer of a context it creates with an anonymous mapping reserved
+// without commit (it hooks ggml's CPU buffer type while
+// llama_init_from_model runs, one context at a time) and records where
+// ggml places each cache tensor; kvpages.go maps streams to pages. Pages
+// are committed as positions are written and given back (MADV_DONTNEED)
+// when a slot is cleared; KVMemory (engine.KVMemoryReporter) reports the
+// committed and reserved bytes. KV on a GPU, or V stored transposed
+// (flash attention off), is not paged, and KVMemory says so.
+//
 // # Growing
 //
 // Resize (engine.Resizer) builds a context with another number of streams,
