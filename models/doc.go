@@ -7,9 +7,12 @@
 // manager and the llama.cpp context (built by a factory, so that the core
 // can rebuild it after a failure). LoadGenerative checks a GenerativeConfig
 // against the model (a bad setting is a *ConfigError naming it), sizes the
-// KV memory (MaxNumSeqs streams of MaxModelLen positions, lowered to fit
-// KVMemoryBytes), logs what it allocated, and returns once the engine core
-// runs. Stop ends the requests still running; Close also frees the model.
+// KV memory (KV in host memory is paged by the binding: MaxNumSeqs streams
+// of MaxModelLen positions are address space, and KVMemoryBytes caps the
+// tokens running sequences hold, as the scheduler's KV token capacity; KV
+// on a GPU is not: KVMemoryBytes caps MaxNumSeqs streams of MaxModelLen
+// positions, lowering MaxNumSeqs to fit), logs what the caps hold, and
+// returns once the engine core runs. Stop ends the requests still running; Close also frees the model.
 //
 // A TensorModel (tensormodel.go) is a classic tensor model: an .onnx file
 // or a GGUF whose general.architecture is "llmserve.graph" (IsTensorFile;
