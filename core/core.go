@@ -676,25 +676,32 @@ func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
 			*avg += alpha * (v - *avg)
 		}
 	}
+	if c.longBudget == 0 {
+		c.longBudget = 16 // until a prompt token's cost is known
+	}
 	switch {
 	case decodes > 0 && prompt == 0:
 		ema(&c.decodeStep, d.Seconds())
-	case decodes > 0 && c.decodeStep > 0:
+	case decodes > 0 && prompt >= 16 && c.decodeStep > 0:
+		// A few prompt tokens beside decodes say little of their cost.
 		ema(&c.prefillToken, max(d.Seconds()-c.decodeStep, 0)/float64(prompt))
 	default:
 		return
 	}
 	// Long prompts add about one decode step's time to a step: twice the
 	// inter-token latency of the streams beside them, within the 3× the
-	// pacing promises when steps vary. The budget at most doubles from
-	// one step to the next, so that one fast measurement cannot let a
-	// whole chunk through.
-	budget := 16 // until a prompt token's cost is known
+	// pacing promises when steps vary. The budget grows (at most doubling)
+	// only after a step it bound, so that what short prompts measured
+	// cannot let a long prompt's whole chunk through.
+	target := c.longBudget
 	if c.prefillToken > 0 {
-		budget = int(c.decodeStep / c.prefillToken)
+		target = int(c.decodeStep / c.prefillToken)
 	}
-	budget = min(budget, 2*max(c.longBudget, 16), c.cfg.Scheduler.MaxNumBatchedTokens)
-	c.longBudget = max(budget, 2)
+	limit := c.longBudget
+	if prompt >= c.longBudget {
+		limit = 2 * c.longBudget
+	}
+	c.longBudget = max(min(target, limit, c.cfg.Scheduler.MaxNumBatchedTokens), 2)
 	c.sched.SetLongPrefillBudget(c.longBudget)
 }
 

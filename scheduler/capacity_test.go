@@ -196,3 +196,23 @@ func TestLongPrefillBudget(t *testing.T) {
 		t.Fatalf("a short prompt beside the long one: %d prompt tokens, want 32 + 100", got)
 	}
 }
+
+// TestLongPrefillBudgetToTheEnd: a long prompt stays long to its last
+// chunk, even when fewer tokens than the threshold are left.
+func TestLongPrefillBudgetToTheEnd(t *testing.T) {
+	s, fake := newCapacityScheduler(t,
+		Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 512, MaxWaiting: 8, MaxModelLen: 4096, LongPrefillTokens: 256},
+		kvcache.Config{BlockSize: 16, Slots: 4, SlotTokens: 4096})
+	s.SetLongPrefillBudget(100)
+	s.Add(&Request{ID: "d", Prompt: shortPrompt(1, 8), Sampling: engine.DefaultSampling(), N: 1, MaxTokens: 100, Arrival: testBase, PromptLogprobs: -1})
+	runStep(t, s, fake)
+	s.Add(&Request{ID: "long", Prompt: shortPrompt(2, 300), Sampling: engine.DefaultSampling(), N: 1, MaxTokens: 1, Arrival: testBase, PromptLogprobs: -1})
+	for i := range 3 {
+		st := runStep(t, s, fake)
+		for _, ch := range st.Batch {
+			if len(ch.Tokens) > 100 {
+				t.Fatalf("step %d: a chunk of %d tokens of the 300-token prompt, over the budget of 100", i, len(ch.Tokens))
+			}
+		}
+	}
+}

@@ -33,8 +33,8 @@ type Config struct {
 	// it, and one sequence may hold at most MaxSeqLen tokens. CheckRequest
 	// needs it here, since it runs without the manager.
 	KVCapacityTokens int
-	// LongPrefillTokens makes a prompt with more than this many tokens
-	// left to compute "long": in a step where other sequences decode, long
+	// LongPrefillTokens makes a prompt of more than this many tokens
+	// "long" (to its last chunk): in a step where other sequences decode, long
 	// prompts together compute at most the budget SetLongPrefillBudget
 	// last set, so that a long prompt's chunks do not stall every decoding
 	// stream for seconds (the engine core sets the budget from measured
@@ -458,7 +458,7 @@ func (s *Scheduler) Schedule() *engine.Step {
 	}
 	prefill := func(sq *sequence) int {
 		n := min(len(sq.tokens)-sq.computed, budget)
-		if longLeft >= 0 && len(sq.tokens)-sq.computed > s.cfg.LongPrefillTokens {
+		if longLeft >= 0 && len(sq.tokens) > s.cfg.LongPrefillTokens {
 			n = min(n, longLeft)
 			longLeft -= n
 		}

@@ -20,14 +20,18 @@ import (
 // synthLongContext writes the SmolLM2-135M shape (Q8_0, dummy weights)
 // with a trained context of 32,768 tokens: a model whose KV, at one stream
 // of max-model-len positions per sequence, held 1 GiB for one sequence.
-func synthLongContext(t *testing.T) string {
+func synthLongContext(t *testing.T) string { return synthContext(t, 32768) }
+
+// synthContext writes the SmolLM2-135M shape with a trained context of
+// ctx tokens.
+func synthContext(t *testing.T, ctx int) string {
 	t.Helper()
 	vocab, err := stories260k.File(modelDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "long.gguf")
-	if b, err := exec.Command(pdBinary(t), "synth", "--shape", "smollm2-135m", "--dtype", "q8_0", "--context", "32768", "--vocab", vocab, "-o", out).CombinedOutput(); err != nil {
+	if b, err := exec.Command(pdBinary(t), "synth", "--shape", "smollm2-135m", "--dtype", "q8_0", "--context", strconv.Itoa(ctx), "--vocab", vocab, "-o", out).CombinedOutput(); err != nil {
 		t.Fatalf("synth: %v\n%s", err, b)
 	}
 	return out
@@ -208,4 +212,62 @@ func TestKVMemoryPreemptsByTokens(t *testing.T) {
 	if pre := p.metric(t, "vllm:num_preemptions_total", ""); pre == 0 {
 		t.Error("no preemption counted: the cap did not bind")
 	}
+}
+
+// TestLongPromptPacedBesideStreams: a 660-token prompt that arrives while
+// 8 streams decode is computed in paced chunks (it is long: over
+// --long-prefill-token-threshold), and its answer, like the streams', is
+// exactly what it is alone: the chunking never changes a number.
+func TestLongPromptPacedBesideStreams(t *testing.T) {
+	t.Parallel()
+	model := synthContext(t, 4096)
+	p := startServeProc(t, "--model", model, "--max-num-seqs", "16", "--no-enable-prefix-caching")
+	long := strings.Repeat("Once upon a time, there was a little girl named Lily who liked to play. ", 30)
+	prompts := headPrompts(8)
+	const streamTokens, longTokens = 200, 12
+	wantLong, longPromptTokens := completion(t, p, long, longTokens)
+	if longPromptTokens <= 600 {
+		t.Fatalf("the long prompt has %d tokens, want over 600", longPromptTokens)
+	}
+	want := make([]string, len(prompts))
+	concurrently(len(prompts), func(i int) { want[i], _ = completion(t, p, prompts[i], streamTokens) })
+
+	steps := p.metric(t, "llmserve_engine_steps_total", "")
+	// Steps of more than 500 tokens (the histogram's bucket le="500"
+	// counts the others).
+	bigSteps := func() float64 {
+		return p.metric(t, "vllm:iteration_tokens_total_count", "") - p.metric(t, "vllm:iteration_tokens_total_bucket", `le="500"`)
+	}
+	big := bigSteps()
+	got := make([]string, len(prompts))
+	var gotLong string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		concurrently(len(prompts), func(i int) {
+			s := openStream(t, p, prompts[i], streamTokens)
+			if s == nil {
+				return
+			}
+			defer s.resp.Body.Close()
+			for s.next(t) {
+			}
+			got[i] = s.text.String()
+		})
+	})
+	// The long prompt arrives once the streams decode.
+	headWait(t, "the streams decode", func() bool { return p.metric(t, "vllm:num_requests_running", "") >= float64(len(prompts)) })
+	gotLong, _ = completion(t, p, long, longTokens)
+	wg.Wait()
+	if n := bigSteps() - big; n > 0 {
+		t.Errorf("%v steps computed over 500 tokens beside the streams: the long prompt was not paced", n)
+	}
+	if gotLong != wantLong {
+		t.Errorf("the long prompt beside streams:\n got %q\nwant %q", gotLong, wantLong)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("stream %d beside the long prompt:\n got %q\nwant %q", i, got[i], want[i])
+		}
+	}
+	t.Logf("%v steps for 8 streams of %d tokens and a %d-token prompt", p.metric(t, "llmserve_engine_steps_total", "")-steps, streamTokens, longPromptTokens)
 }
