@@ -271,3 +271,16 @@ func TestLongPromptPacedBesideStreams(t *testing.T) {
 	}
 	t.Logf("%v steps for 8 streams of %d tokens and a %d-token prompt", p.metric(t, "llmserve_engine_steps_total", "")-steps, streamTokens, longPromptTokens)
 }
+
+// TestKVMemoryRefusesWhatCannotFit: a prompt longer than the KV memory cap
+// holds is a 400 that names the numbers and the flag.
+func TestKVMemoryRefusesWhatCannotFit(t *testing.T) {
+	t.Parallel()
+	p := startServeProc(t, "--kv-cache-memory", "64KiB") // 640 B a token: 96 tokens (whole blocks)
+	code, body := p.post(t, "/v1/completions", map[string]any{
+		"model": servedModel(t, p), "prompt": strings.Repeat("Once upon a time there was a girl. ", 20), "max_tokens": 4,
+	})
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "--kv-cache-memory") || !strings.Contains(string(body), "holds 96 tokens") {
+		t.Fatalf("%d %s; want a 400 naming the KV cache's 96 tokens and --kv-cache-memory", code, body)
+	}
+}

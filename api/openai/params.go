@@ -265,6 +265,10 @@ func (p *genParams) requestError(err error, promptParam func(int) string) error 
 	}
 	maxParam := p.maxTokensParam
 	switch {
+	case errors.Is(re, scheduler.ErrTooLong) && re.KVTokens > 0:
+		return &validationError{Param: promptParam(i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+			"Your request has %d input tokens, and this server's KV cache holds %d tokens in all, which leaves no room to generate. "+
+				"Please reduce the length of the input, or ask the operator to raise --kv-cache-memory.", re.PromptTokens, re.KVTokens)}
 	case errors.Is(re, scheduler.ErrTooLong) && re.Field == scheduler.FieldMaxTokens:
 		return &validationError{Param: maxParam, Code: "context_length_exceeded", Message: fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens "+

@@ -97,6 +97,8 @@ func AsError(err error) *Error {
 // requestError maps the scheduler's capacity checks to V2 parameter names.
 func requestError(re *scheduler.RequestError) *Error {
 	switch {
+	case errors.Is(re, scheduler.ErrTooLong) && re.KVTokens > 0:
+		return Errorf(Invalid, "text_input has %d tokens and the server's KV cache holds %d tokens in all, which leaves no room to generate; shorten it, or raise the server's --kv-cache-memory", re.PromptTokens, re.KVTokens)
 	case errors.Is(re, scheduler.ErrTooLong) && re.MaxTokens == 0:
 		return Errorf(Invalid, "text_input has %d tokens and the model's context holds %d, which leaves no room to generate; shorten it", re.PromptTokens, re.Limit)
 	case errors.Is(re, scheduler.ErrTooLong):
