@@ -53,7 +53,10 @@ func (l *KVLayout) Equal(o *KVLayout) bool {
 
 // KV is the KV-cache content of N consecutive positions of one sequence, in
 // host memory. A KV is immutable once made: the prefix cache shares one
-// among many sequences.
+// among many sequences. Its Data may be memory off the Go heap (the prefix
+// cache's, kvcache's doc.go) that is valid only for as long as whoever
+// handed it over says, such as a step's restores until the step is done:
+// copy what must outlive that.
 type KV struct {
 	Layout *KVLayout
 	N      int
