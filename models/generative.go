@@ -281,6 +281,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 			sz.maxSeqs, formatBytes(int64(sz.maxSeqs)*perSeq)),
 		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "pooling", pooling, "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
+	logMemoryCaps(g.log, int64(info.Size), int64(sz.maxSeqs)*perSeq, cfg.PrefixCacheBytes)
 	return g, nil
 }
 
