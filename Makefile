@@ -73,7 +73,7 @@ GRPCURL             := $(TOOLS_DIR)/grpcurl-$(GRPCURL_VERSION)
 PROTOC_GEN_GO       := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
-.PHONY: all build cuda run test test-pure test-cgo test-deploy grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench lint verify fmt clean env swagger-ui
+.PHONY: all build cuda run test test-pure test-cgo test-deploy grpcurl proto protoc-plugins test-determinism fuzz deps debian-deps browser-deps go-deps bench soak lint verify fmt clean env swagger-ui
 
 all: build
 
@@ -198,6 +198,13 @@ swagger-ui:
 ## bench: measure throughput at several concurrencies (see docs/BENCHMARKS.md).
 bench: build
 	./scripts/bench.sh
+
+## soak: serve the embedded model under mixed traffic for SOAK seconds
+## (default 480), sampling RSS and /metrics into bench-results/soak; fails
+## if a request fails or RSS exceeds 1.15 × its memory caps. PREFIX_CACHE
+## (default 1GiB) and SERVE_ARGS pass on to the server (docs/BENCHMARKS.md).
+soak: build
+	./scripts/soak.sh
 
 ## fuzz: the request fuzzer on the real binary for FUZZ_TIME (default 10m),
 ## then the native fuzz target over the same server (tests/fuzz_test.go).

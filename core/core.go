@@ -411,6 +411,7 @@ func (c *EngineCore) restart(cause error) error {
 		c.log.Error("closing the failed executor", "err", err)
 	}
 	c.exec = nil
+	c.kv.Close() // its host memory; start builds a new one
 	c.restarts.Add(1)
 	if c.obs != nil {
 		c.obs.EngineRestarted()
@@ -443,7 +444,7 @@ func (c *EngineCore) stop() {
 			c.queued.Add(-1)
 			s.stream.Push(failAll(s.req, scheduler.ErrClosed), scheduler.Usage{})
 			if s.lease != nil {
-				s.lease.settle(nil, scheduler.ErrClosed, now)
+				s.lease.settle(KeptInfo{}, scheduler.ErrClosed, now)
 			}
 			if s.imp != nil {
 				s.imp.done <- 0
@@ -470,6 +471,9 @@ func (c *EngineCore) stop() {
 			c.log.Error("closing the executor", "err", err)
 		}
 		c.exec = nil
+	}
+	if c.kv != nil {
+		c.kv.Close()
 	}
 	close(c.done)
 }
@@ -572,7 +576,7 @@ func (c *EngineCore) add(s submission) {
 		c.queued.Add(-1)
 		s.stream.Push(failAll(r, fmt.Errorf("request id %q is already running", r.ID)), scheduler.Usage{})
 		if s.lease != nil {
-			s.lease.settle(nil, fmt.Errorf("request id %q is already running", r.ID), time.Now())
+			s.lease.settle(KeptInfo{}, fmt.Errorf("request id %q is already running", r.ID), time.Now())
 		}
 		if s.imp != nil {
 			s.imp.done <- 0

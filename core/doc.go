@@ -39,8 +39,10 @@
 // finishes (kvcache's keep) under a new transfer id: a Lease, settled a
 // step after the last output when the export comes back, freed by
 // ReleaseLease or when it expires (LeasesExpired counts those; the core
-// wakes for the earliest expiry). LeaseKV reads the kept KV (immutable, so
-// any goroutine may stream it). SubmitWithKV imports KV received from
+// wakes for the earliest expiry). LeaseKV hands out a reference to the
+// kept KV (host memory off the Go heap, immutable): any goroutine may
+// stream it until it releases the reference, whatever the core does with
+// the lease meanwhile. SubmitWithKV imports KV received from
 // another node into the prefix cache on the core's goroutine right before
 // the request is added, when its layout equals the executor's (KVLayout),
 // so the request restores it instead of computing it. WatchKV streams the

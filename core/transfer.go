@@ -28,10 +28,10 @@ type Lease struct {
 	// tokens and salt are the prompt the KV covers and its cache salt.
 	tokens []int32
 	salt   string
-	// ready closes when the KV was kept or could not be; kv and err are set
-	// before.
+	// ready closes when the KV was kept or could not be; kept and err are
+	// set before.
 	ready chan struct{}
-	kv    *engine.KV
+	kept  KeptInfo
 	err   error
 	// Owned by the core's goroutine.
 	settled bool
@@ -41,23 +41,30 @@ type Lease struct {
 // Name is the transfer id.
 func (l *Lease) Name() string { return l.name }
 
-// Wait returns the kept KV once the prefill's export came back (a step
+// KeptInfo says what a Lease keeps: its positions and their bytes. The
+// bytes themselves are read with EngineCore.LeaseKV.
+type KeptInfo struct {
+	Positions int
+	Bytes     int64
+}
+
+// Wait returns what was kept once the prefill's export came back (a step
 // after its last output), or why it was not kept.
-func (l *Lease) Wait(ctx context.Context) (*engine.KV, error) {
+func (l *Lease) Wait(ctx context.Context) (KeptInfo, error) {
 	select {
 	case <-l.ready:
-		return l.kv, l.err
+		return l.kept, l.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return KeptInfo{}, ctx.Err()
 	}
 }
 
 // settle is called on the core's goroutine.
-func (l *Lease) settle(kv *engine.KV, err error, now time.Time) {
+func (l *Lease) settle(kept KeptInfo, err error, now time.Time) {
 	if l.settled {
 		return
 	}
-	l.settled, l.kv, l.err, l.expires = true, kv, err, now.Add(l.dur)
+	l.settled, l.kept, l.err, l.expires = true, kept, err, now.Add(l.dur)
 	close(l.ready)
 }
 
@@ -126,19 +133,37 @@ func (c *EngineCore) importKV(r *scheduler.Request, imp *kvImport) {
 // KVLayout() *engine.KVLayout, as engine/llamacpp's Context does).
 func (c *EngineCore) KVLayout() *engine.KVLayout { return c.layout.Load() }
 
-// LeaseKV returns the KV kept for a transfer, the prompt tokens it covers
-// and their cache salt, or ErrNoLease. The lease stays held; the caller
-// releases it with ReleaseLease when done.
-func (c *EngineCore) LeaseKV(ctx context.Context, name string) (kv *engine.KV, tokens []int32, salt string, err error) {
+// LeaseKV returns a reference to the KV kept for a transfer, the prompt
+// tokens it covers and their cache salt, or ErrNoLease. The KV lives in
+// host memory off the Go heap: it stays valid until the caller releases
+// the reference (kv.Release(), on any goroutine), whatever the core does
+// meanwhile (ReleaseLease, an expiry, a restart), and not a moment longer.
+// The lease stays held; the caller releases it with ReleaseLease when done.
+func (c *EngineCore) LeaseKV(ctx context.Context, name string) (kv *kvcache.KeptRef, tokens []int32, salt string, err error) {
+	// A caller that goes away (ctx) before the core ran fn must not leave
+	// a reference behind: gone tells fn so, or fn's reference is dropped.
+	var mu sync.Mutex
+	gone := false
 	err = c.call(ctx, func() {
-		if l := c.leases[name]; l != nil && l.settled {
-			kv, tokens, salt = l.kv, l.tokens, l.salt
+		mu.Lock()
+		defer mu.Unlock()
+		if l := c.leases[name]; !gone && l != nil && l.settled && l.err == nil {
+			kv, tokens, salt = c.kv.Lease(name), l.tokens, l.salt
 		}
 	})
-	if err == nil && kv == nil {
-		err = ErrNoLease
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		gone = true
+		if kv != nil {
+			kv.Release()
+		}
+		return nil, nil, "", err
 	}
-	return kv, tokens, salt, err
+	if kv == nil {
+		return nil, nil, "", ErrNoLease
+	}
+	return kv, tokens, salt, nil
 }
 
 // ReleaseLease frees the KV kept for a transfer; false when none was held.
@@ -195,12 +220,12 @@ func (c *EngineCore) collectKept(now time.Time) {
 			// positions, the same bytes; the lease stays as it is.
 			continue
 		}
-		if k.KV == nil {
+		if !k.OK {
 			delete(c.leases, k.Name)
-			l.settle(nil, errors.New("core: the engine could not export the prefill's KV"), now)
+			l.settle(KeptInfo{}, errors.New("core: the engine could not export the prefill's KV, or no host memory was left for it"), now)
 			continue
 		}
-		l.settle(k.KV, nil, now)
+		l.settle(KeptInfo{Positions: k.Positions, Bytes: k.Bytes}, nil, now)
 	}
 }
 
@@ -216,7 +241,7 @@ func (c *EngineCore) leaseEnded(r *scheduler.Request, last scheduler.Output, now
 	if err == nil {
 		err = fmt.Errorf("core: the prefill ended (%s) before its prompt's KV was kept", last.Finish)
 	}
-	l.settle(nil, err, now)
+	l.settle(KeptInfo{}, err, now)
 }
 
 // expireLeases frees the leases that ended; it returns the next expiry.
@@ -249,7 +274,7 @@ func (c *EngineCore) expireLeases(now time.Time) (next time.Time) {
 // core stops).
 func (c *EngineCore) dropLeases(err error, now time.Time) {
 	for name, l := range c.leases {
-		l.settle(nil, err, now)
+		l.settle(KeptInfo{}, err, now)
 		delete(c.leases, name)
 	}
 }

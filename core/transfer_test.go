@@ -32,21 +32,23 @@ func TestPrefillTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, _ := drain(t, ps)
-	kv, err := lease.Wait(ctx)
+	info, err := lease.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kv.N != len(prompt) || kv.Size() != len(prompt)*enginetest.Layout.BytesPerPosition() {
-		t.Fatalf("kept %d positions, %d bytes; want %d", kv.N, kv.Size(), len(prompt))
+	if info.Positions != len(prompt) || info.Bytes != int64(len(prompt)*enginetest.Layout.BytesPerPosition()) {
+		t.Fatalf("kept %+v; want %d positions", info, len(prompt))
 	}
 	if !slices.Equal(first, want[:1]) {
 		t.Fatalf("prefill's first token %v, want %v", first, want[:1])
 	}
 	got, toks, _, err := p.LeaseKV(ctx, lease.Name())
-	if err != nil || got != kv || !slices.Equal(toks, prompt) {
+	if err != nil || got.KV().N != info.Positions || !slices.Equal(toks, prompt) {
 		t.Fatalf("LeaseKV: %v", err)
 	}
-	if st := p.Stats(); st.KV.Leases != 1 || st.KV.LeaseBytes != int64(kv.Size()) {
+	defer got.Release()
+	kv := got.KV()
+	if st := p.Stats(); st.KV.Leases != 1 || st.KV.LeaseBytes != info.Bytes {
 		t.Fatalf("stats %d leases %d bytes", st.KV.Leases, st.KV.LeaseBytes)
 	}
 
@@ -74,6 +76,18 @@ func TestPrefillTransfer(t *testing.T) {
 	}
 	if st := p.Stats(); st.KV.Leases != 0 || st.KV.LeaseBytes != 0 {
 		t.Fatalf("after release: %d leases %d bytes", st.KV.Leases, st.KV.LeaseBytes)
+	}
+	// The reference outlives the lease: its KV is still the one imported.
+	d2 := testCore(t, nil, nil)
+	ds2, imported2, err := d2.SubmitWithKV(ctx, request("d2", prompt, 8), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := <-imported2; n != len(prompt) {
+		t.Fatalf("imported %d positions after the lease's release, want %d", n, len(prompt))
+	}
+	if out, _ := drain(t, ds2); !slices.Equal(out, want) {
+		t.Fatalf("after the lease's release %v, want %v", out, want)
 	}
 }
 

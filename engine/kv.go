@@ -53,7 +53,10 @@ func (l *KVLayout) Equal(o *KVLayout) bool {
 
 // KV is the KV-cache content of N consecutive positions of one sequence, in
 // host memory. A KV is immutable once made: the prefix cache shares one
-// among many sequences.
+// among many sequences. Its Data may be memory off the Go heap (the prefix
+// cache's, kvcache's doc.go) that is valid only for as long as whoever
+// handed it over says, such as a step's restores until the step is done:
+// copy what must outlive that.
 type KV struct {
 	Layout *KVLayout
 	N      int
@@ -68,19 +71,24 @@ func (kv *KV) Size() int { return len(kv.Data) }
 
 // Slice returns a copy of positions [from, to).
 func (kv *KV) Slice(from, to int) *KV {
+	n := to - from
+	return &KV{Layout: kv.Layout, N: n, Data: kv.AppendSlice(make([]byte, 0, max(n, 0)*kv.Layout.BytesPerPosition()), from, to)}
+}
+
+// AppendSlice appends the bytes of positions [from, to), in layout order,
+// to dst: Slice's Data, into memory the caller chose.
+func (kv *KV) AppendSlice(dst []byte, from, to int) []byte {
 	if from < 0 || to > kv.N || from > to {
 		panic(fmt.Sprintf("engine: KV slice [%d, %d) of %d positions", from, to, kv.N))
 	}
-	n := to - from
-	out := &KV{Layout: kv.Layout, N: n, Data: make([]byte, 0, n*kv.Layout.BytesPerPosition())}
 	off := 0
 	for _, s := range kv.Layout.Sections {
 		for range s.Groups {
-			out.Data = append(out.Data, kv.Data[off+from*s.Unit:off+to*s.Unit]...)
+			dst = append(dst, kv.Data[off+from*s.Unit:off+to*s.Unit]...)
 			off += kv.N * s.Unit
 		}
 	}
-	return out
+	return dst
 }
 
 // JoinKV returns the positions of the pieces, one after the other, as one

@@ -109,6 +109,36 @@
 // Idle cached blocks and tails live in host memory: they cost memory, not
 // time (no step reads them), up to CacheBytes; a tail costs its positions.
 //
+// # Host memory, and who may read it (memory.go)
+//
+// The KV of cached entries and kept transfers is copied into the manager's
+// hostmem.Arena, off the Go heap: the collector neither scans it nor
+// counts it toward its goal, so a full cache of CacheBytes costs about
+// CacheBytes of resident memory, not twice that (GOGC=100 lets the heap
+// grow to twice what is live). Such memory is freed at a known moment, so
+// every reader is bounded by one:
+//
+//   - A cached entry's memory is freed when it is evicted (Store, Import),
+//     unless a restore reads it: Admit pins the entries whose KV its
+//     restore hands the engine, and they stay pinned until the StepOps
+//     after the one that handed the restore out (the engine applied it in
+//     between: one goroutine runs StepOps, the step, then the next
+//     StepOps). An entry evicted while pinned leaves the index and the
+//     budget at once; its memory goes at that StepOps. The engine must not
+//     keep a restore's KV beyond its step.
+//   - A kept transfer's KV is reference counted: the manager holds one
+//     reference until Release (or Close), and Lease hands out one more
+//     per caller, a KeptRef that any goroutine may read until its own
+//     Release. The last reference frees the memory. Stream it, copy it,
+//     never keep its Data.
+//   - Close frees every entry (the caller has no step in flight) and drops
+//     the manager's references; KeptRefs stay valid.
+//
+// Nothing else hands out KV from the arena: exports arrive in Go memory
+// and are copied in, restores of part of an entry are Go copies. The
+// package's tests run with hostmem's Guard arena, where freed memory is
+// made inaccessible, so a read after free faults instead of passing.
+//
 // # Eviction order, and why
 //
 // Blocks and tails sit in one LRU list. Every lookup or store touches the
@@ -155,7 +185,8 @@
 // transfer: when it is freed with offer holding its KeepPositions prompt
 // positions, they are exported (beside the cache's own export) and kept
 // under that name, outside the cache's budget, until Release; TakeKept
-// reports each keep that came back, Lease reads it. On the receiving node,
+// reports each keep that came back, Lease hands out a reference to read it
+// (see Host memory above). On the receiving node,
 // Import files KV from elsewhere into the prefix cache as the blocks and
 // tail a local sequence with those tokens would have stored (with their
 // BlockStored events), so the request restores it at admission like any
@@ -166,10 +197,12 @@
 // # What the caller must guarantee
 //
 // One goroutine owns a Manager. The caller hands the engine StepOps before
-// each batch (exports, then clears, then restores), calls Grow before a
-// chunk computes positions the sequence has not reserved, Commit after a
-// step with the positions computed, Store with the step's exported KV, and
-// Free exactly once per admitted sequence.
+// each batch (exports, then clears, then restores), and the engine is done
+// with them before the next StepOps; the caller calls Grow before a chunk
+// computes positions the sequence has not reserved, Commit after a step
+// with the positions computed, Store with the step's exported KV, Free
+// exactly once per admitted sequence, Release every KeptRef, and Close
+// when it drops the manager.
 //
 // What this package must not do: talk to llama.cpp, decide which sequence
 // runs or is preempted (that is the scheduler), or block.

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/hostmem"
 )
 
 // Config sizes a Manager.
@@ -135,8 +136,15 @@ const none = -1
 type entry struct {
 	hash, parent Hash
 	depth        int32
-	kv           *engine.KV
-	prev, next   int32 // LRU links; the head is the least recently used
+	// kv's Data is mem, memory of the manager's arena (memory.go).
+	kv         *engine.KV
+	mem        hostmem.Buf
+	prev, next int32 // LRU links; the head is the least recently used
+	// pins counts restores queued or in the engine that read kv; an
+	// entry evicted while pinned is dead: out of the index and the LRU,
+	// its memory freed when the last pin goes.
+	pins int32
+	dead bool
 }
 
 type sequence struct {
@@ -191,6 +199,11 @@ type Manager struct {
 	lruHead     int32
 	lruTail     int32
 	bytes       int64
+	// mem holds the entries' and kept transfers' KV off the Go heap;
+	// pinsQueued are the entries that queued restores read, pinsInFlight
+	// those of the restores StepOps handed out last (memory.go).
+	mem                      *hostmem.Arena
+	pinsQueued, pinsInFlight []int32
 
 	exports  []engine.Export
 	clears   []engine.Slot
@@ -203,7 +216,7 @@ type Manager struct {
 	// Kept KV of finished sequences (transfer.go): exports on their way
 	// by tag, what came back by name, and results not yet taken.
 	keeping  map[uint64]keepExport
-	kept     map[string]*engine.KV
+	kept     map[string]*keptKV
 	keptOut  []Kept
 	keptSize int64
 }
@@ -225,12 +238,13 @@ func New(cfg Config) (*Manager, error) {
 		slotUsed: make([]bool, cfg.Slots),
 		seqs:     make(map[engine.SeqID]*sequence),
 		index:    make(map[Hash]int32),
+		mem:      hostmem.New(arenaOptions),
 		lruHead:  none,
 		lruTail:  none,
 		pending:  make(map[uint64]pendingExport),
 		events:   eventRing{buf: make([]Event, cfg.MaxEvents)},
 		keeping:  make(map[uint64]keepExport),
-		kept:     make(map[string]*engine.KV),
+		kept:     make(map[string]*keptKV),
 	}, nil
 }
 
@@ -406,6 +420,7 @@ func (m *Manager) lookup(id engine.SeqID, s *sequence, tokens []int32) int {
 	full := min(len(path), limit/bs)
 	for _, e := range path[:full] {
 		pieces = append(pieces, m.entries[e].kv)
+		m.pin(e)
 	}
 	cached := full * bs
 	if len(path) > full {
@@ -429,6 +444,8 @@ func (m *Manager) lookup(id engine.SeqID, s *sequence, tokens []int32) int {
 				kv := m.entries[e].kv
 				if n < kv.N {
 					kv = kv.Slice(0, n)
+				} else {
+					m.pin(e)
 				}
 				pieces = append(pieces, kv)
 				cached += n
@@ -567,7 +584,9 @@ func (m *Manager) Store(exported []engine.Exported) {
 				if i < p.from {
 					break // an ancestor was evicted meanwhile
 				}
-				e = m.insert(p.hashes[i], parentOf(p.hashes, i), int32(i), x.KV.Slice((i-p.from)*bs, (i-p.from+1)*bs))
+				if e = m.insert(p.hashes[i], parentOf(p.hashes, i), int32(i), x.KV, (i-p.from)*bs, (i-p.from+1)*bs); e == none {
+					break // no host memory
+				}
 			}
 			path = append(path, e)
 		}
@@ -575,9 +594,11 @@ func (m *Manager) Store(exported []engine.Exported) {
 			// A tail is a leaf under the last full block.
 			e, cached := m.index[p.tail]
 			if !cached {
-				e = m.insert(p.tail, parentOf(p.hashes, p.to), int32(p.to), x.KV.Slice((p.to-p.from)*bs, x.KV.N))
+				e = m.insert(p.tail, parentOf(p.hashes, p.to), int32(p.to), x.KV, (p.to-p.from)*bs, x.KV.N)
 			}
-			path = append(path, e)
+			if e != none {
+				path = append(path, e)
+			}
 		}
 		m.touchPath(path)
 	}
@@ -588,7 +609,10 @@ func (m *Manager) Store(exported []engine.Exported) {
 
 // StepOps returns the KV work the engine must do before the next batch, in
 // the order it must do it: exports, clears, restores.
+// The KV of the restores stays valid until the next call of StepOps or
+// Close: the engine must apply them before.
 func (m *Manager) StepOps() (exports []engine.Export, clears []engine.Slot, restores []engine.Restore) {
+	m.unpinStep()
 	exports, clears, restores = m.exports, m.clears, m.restores
 	m.exports, m.clears, m.restores = nil, nil, nil
 	return exports, clears, restores
@@ -599,8 +623,14 @@ func (m *Manager) StepOps() (exports []engine.Export, clears []engine.Slot, rest
 // in Stats.EventsDropped.
 func (m *Manager) DrainEvents() []Event { return m.events.drain() }
 
-// insert adds a block to the index and to the LRU tail.
-func (m *Manager) insert(h, parent Hash, depth int32, kv *engine.KV) int32 {
+// insert adds positions [from, to) of src, copied into the arena, as a
+// block or tail to the index and to the LRU tail. It returns none when the
+// arena has no memory for them.
+func (m *Manager) insert(h, parent Hash, depth int32, src *engine.KV, from, to int) int32 {
+	kv, mem, ok := m.hold(src, from, to)
+	if !ok {
+		return none
+	}
 	var e int32
 	if n := len(m.freeEntries); n > 0 {
 		e = m.freeEntries[n-1]
@@ -609,7 +639,7 @@ func (m *Manager) insert(h, parent Hash, depth int32, kv *engine.KV) int32 {
 		e = int32(len(m.entries))
 		m.entries = append(m.entries, entry{})
 	}
-	m.entries[e] = entry{hash: h, parent: parent, depth: depth, kv: kv, prev: none, next: none}
+	m.entries[e] = entry{hash: h, parent: parent, depth: depth, kv: kv, mem: mem, prev: none, next: none}
 	m.index[h] = e
 	m.pushTail(e)
 	m.bytes += int64(kv.Size())
@@ -618,7 +648,8 @@ func (m *Manager) insert(h, parent Hash, depth int32, kv *engine.KV) int32 {
 	return e
 }
 
-// evict drops a cached block.
+// evict drops a cached block and frees its memory, or, while a restore
+// reads it (pinned), marks it dead for unpinStep to free.
 func (m *Manager) evict(e int32) {
 	en := &m.entries[e]
 	m.unlink(e)
@@ -626,8 +657,11 @@ func (m *Manager) evict(e int32) {
 	m.bytes -= int64(en.kv.Size())
 	m.stats.Evictions++
 	m.events.push(Event{Kind: BlockRemoved, Hash: en.hash, Depth: int(en.depth)})
-	*en = entry{prev: none, next: none}
-	m.freeEntries = append(m.freeEntries, e)
+	if en.pins > 0 {
+		en.dead = true
+		return
+	}
+	m.release(e)
 }
 
 // touchPath marks a chain of blocks (root first) as just used, deepest

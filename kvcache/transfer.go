@@ -3,16 +3,63 @@ package kvcache
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/hostmem"
 )
 
 // Kept is the outcome of a keep (AdmitOptions.Keep) whose export came
-// back: the KV of the sequence's first KeepPositions positions, or nil when
-// the export failed.
+// back: OK with the size of the KV of the sequence's first KeepPositions
+// positions, now held under Name (read it with Lease), or not OK when the
+// export failed or no host memory was left for it.
 type Kept struct {
-	Name string
-	KV   *engine.KV
+	Name      string
+	OK        bool
+	Positions int
+	Bytes     int64
+}
+
+// keptKV is the KV of a keep, in the arena, with its references: the
+// manager's own (until Release or Close) and one per KeptRef not yet
+// released. The last one frees the memory.
+type keptKV struct {
+	kv    engine.KV
+	mem   hostmem.Buf
+	arena *hostmem.Arena
+	refs  atomic.Int32
+}
+
+func (k *keptKV) unref() {
+	if n := k.refs.Add(-1); n == 0 {
+		k.arena.Free(k.mem)
+	} else if n < 0 {
+		panic("kvcache: kept KV released more often than referenced")
+	}
+}
+
+// KeptRef is a reference to kept KV (Lease): its KV stays valid, on any
+// goroutine, until Release, even if the manager releases the keep or
+// closes meanwhile.
+type KeptRef struct {
+	k        *keptKV
+	released atomic.Bool
+}
+
+// KV returns the kept KV. Its Data is host memory off the Go heap: do not
+// read it after Release, nor keep it (copy what must outlive the ref).
+func (r *KeptRef) KV() *engine.KV {
+	if r.released.Load() {
+		panic("kvcache: KeptRef used after Release")
+	}
+	return &r.k.kv
+}
+
+// Release drops the reference; calling it again does nothing.
+func (r *KeptRef) Release() {
+	if r.released.CompareAndSwap(false, true) {
+		r.k.unref()
+	}
 }
 
 // keepExport is a keep's export on its way.
@@ -47,18 +94,18 @@ func (m *Manager) storeKept(x engine.Exported) bool {
 		return false
 	}
 	delete(m.keeping, x.Tag)
-	kv := x.KV
-	if kv != nil && (kv.N != k.n || x.From != 0) {
-		kv = nil
-	}
-	if kv != nil {
-		if old := m.kept[k.name]; old != nil {
-			m.keptSize -= int64(old.Size())
+	out := Kept{Name: k.name}
+	if x.KV != nil && x.KV.N == k.n && x.From == 0 {
+		if kv, mem, ok := m.hold(x.KV, 0, x.KV.N); ok {
+			m.Release(k.name)
+			kk := &keptKV{kv: *kv, mem: mem, arena: m.mem}
+			kk.refs.Store(1)
+			m.kept[k.name] = kk
+			m.keptSize += int64(kv.Size())
+			out = Kept{Name: k.name, OK: true, Positions: kv.N, Bytes: int64(kv.Size())}
 		}
-		m.kept[k.name] = kv
-		m.keptSize += int64(kv.Size())
 	}
-	m.keptOut = append(m.keptOut, Kept{Name: k.name, KV: kv})
+	m.keptOut = append(m.keptOut, out)
 	return true
 }
 
@@ -79,18 +126,29 @@ func (m *Manager) TakeKept() []Kept {
 	return out
 }
 
-// Lease returns the KV kept under name, or nil. The KV is immutable: the
-// caller may read it from any goroutine, also after Release.
-func (m *Manager) Lease(name string) *engine.KV { return m.kept[name] }
+// Lease returns a reference to the KV kept under name, or nil. The KV is
+// immutable, and valid until the reference's Release: the caller may read
+// it from any goroutine meanwhile, also after the manager's Release of the
+// name or Close. The caller must Release the reference.
+func (m *Manager) Lease(name string) *KeptRef {
+	k := m.kept[name]
+	if k == nil {
+		return nil
+	}
+	k.refs.Add(1)
+	return &KeptRef{k: k}
+}
 
-// Release drops the KV kept under name; false when none is.
+// Release drops the KV kept under name (its memory is freed once no
+// KeptRef holds it); false when none is.
 func (m *Manager) Release(name string) bool {
-	kv, ok := m.kept[name]
+	k, ok := m.kept[name]
 	if !ok {
 		return false
 	}
 	delete(m.kept, name)
-	m.keptSize -= int64(kv.Size())
+	m.keptSize -= int64(k.kv.Size())
+	k.unref()
 	return true
 }
 
@@ -115,19 +173,23 @@ func (m *Manager) Import(tokens []int32, salt string, kv *engine.KV) int {
 	for i := range full {
 		e, cached := m.index[hashes[i]]
 		if !cached {
-			e = m.insert(hashes[i], parentOf(hashes, i), int32(i), kv.Slice(i*bs, (i+1)*bs))
+			if e = m.insert(hashes[i], parentOf(hashes, i), int32(i), kv, i*bs, (i+1)*bs); e == none {
+				break // no host memory
+			}
 		}
 		path = append(path, e)
 	}
 	held := full * bs
-	if k := kv.N - full*bs; k > 0 {
+	if k := kv.N - full*bs; k > 0 && len(path) == full {
 		tail := tailHash(parentOf(hashes, full), full == 0, salt, tokens[full*bs:kv.N])
 		e, cached := m.index[tail]
 		if !cached {
-			e = m.insert(tail, parentOf(hashes, full), int32(full), kv.Slice(full*bs, kv.N))
+			e = m.insert(tail, parentOf(hashes, full), int32(full), kv, full*bs, kv.N)
 		}
-		path = append(path, e)
-		held = kv.N
+		if e != none {
+			path = append(path, e)
+			held = kv.N
+		}
 	}
 	m.touchPath(path)
 	for m.bytes > m.cfg.CacheBytes && m.lruHead != none {

@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/engine"
@@ -86,13 +87,25 @@ func TestKeep(t *testing.T) {
 	e, c, r := m.StepOps()
 	m.Store(exec(&engine.Step{Exports: e, Clears: c, Restores: r}).Exported)
 	kept := m.TakeKept()
-	if len(kept) != 1 || kept[0].Name != "a" || kept[0].KV == nil || kept[0].KV.N != len(prompt) {
+	if len(kept) != 1 || kept[0].Name != "a" || !kept[0].OK || kept[0].Positions != len(prompt) {
 		t.Fatalf("kept %+v", kept)
 	}
-	if m.Lease("a") != kept[0].KV || m.Stats().Leases != 1 || m.Stats().LeaseBytes != int64(kept[0].KV.Size()) {
-		t.Fatalf("lease %v, stats %+v", m.Lease("a"), m.Stats())
+	ref := m.Lease("a")
+	if ref == nil || ref.KV().N != len(prompt) || int64(ref.KV().Size()) != kept[0].Bytes || m.Stats().Leases != 1 || m.Stats().LeaseBytes != kept[0].Bytes {
+		t.Fatalf("lease %v, stats %+v", ref, m.Stats())
 	}
-	if !m.Release("a") || m.Release("a") || m.Lease("a") != nil || m.Stats().LeaseBytes != 0 {
+	want := slices.Clone(ref.KV().Data)
+	// The manager's release leaves the ref's KV readable (a Guard arena
+	// would fault otherwise) until the ref's own Release frees it.
+	if !m.Release("a") || m.HostMemory().Bufs != 1 || !slices.Equal(ref.KV().Data, want) {
+		t.Fatalf("after the manager's release: %+v", m.HostMemory())
+	}
+	ref.Release()
+	ref.Release()
+	if m.HostMemory().Bufs != 0 {
+		t.Fatalf("after the ref's release: %+v", m.HostMemory())
+	}
+	if m.Release("a") || m.Lease("a") != nil || m.Stats().LeaseBytes != 0 {
 		t.Fatal("release")
 	}
 }

@@ -302,6 +302,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		"kv_cache", kvDesc,
 		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "pooling", pooling, "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
+	logMemoryCaps(g.log, int64(info.Size), kvCapBytes(sz, cfg, info), cfg.PrefixCacheBytes)
 	return g, nil
 }
 
@@ -388,6 +389,16 @@ type sizing struct {
 	// positions the KV memory cap holds (0: no cap).
 	paged          bool
 	capacityTokens int
+}
+
+// kvCapBytes is the most the KV memory may take: the tokens the cap holds
+// (paged), or every stream's capacity (not paged, or paged without a cap).
+func kvCapBytes(sz sizing, cfg GenerativeConfig, info llamacpp.Info) int64 {
+	perTok := int64(kvBytesPerToken(info, cfg.KVType))
+	if sz.paged && sz.capacityTokens > 0 {
+		return int64(sz.capacityTokens) * perTok
+	}
+	return int64(sz.maxSeqs) * int64(roundUp(sz.maxLen, 256)) * perTok
 }
 
 // describeKV says what the KV memory holds, for the start-up log.

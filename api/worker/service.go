@@ -394,7 +394,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 		}
 		return nil, statusError(codes.Internal, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_ENGINE, Message: "the prefill's KV could not be kept: " + err.Error()})
 	}
-	resp.Positions, resp.KvBytes = int32(kv.N), int64(kv.Size())
+	resp.Positions, resp.KvBytes = int32(kv.Positions), kv.Bytes
 	resp.Usage = toUsage(st.Usage())
 	if bs := g.Core().Config().KV.BlockSize; bs > 0 {
 		for _, h := range kvcache.BlockHashes(r.Prompt, r.CacheSalt, bs) {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,13 +77,18 @@ func (s *Server) PullKV(in *workerpb.PullKVRequest, stream grpc.ServerStreamingS
 		return err
 	}
 	ctx := stream.Context()
-	kv, tokens, salt, err := g.Core().LeaseKV(ctx, in.TransferId)
+	ref, tokens, salt, err := g.Core().LeaseKV(ctx, in.TransferId)
 	if err != nil {
 		return submitError(err)
 	}
+	// The KV is host memory off the Go heap, valid until this release. A
+	// message may be read after Send returns (grpc-go lets stats handlers
+	// use it lazily), so each chunk is a Go-heap copy.
+	defer ref.Release()
+	kv := ref.KV()
 	var all uint32
 	for off := 0; off < len(kv.Data); off += chunk {
-		data := kv.Data[off:min(off+chunk, len(kv.Data))]
+		data := bytes.Clone(kv.Data[off:min(off+chunk, len(kv.Data))])
 		all = crc32.Update(all, castagnoli, data)
 		if err := stream.Send(&workerpb.PullKVResponse{Msg: &workerpb.PullKVResponse_Chunk{Chunk: &workerpb.KVChunk{
 			Offset: int64(off), Data: data, Crc32C: crc32.Checksum(data, castagnoli),

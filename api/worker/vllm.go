@@ -58,7 +58,7 @@ func (s *Server) SubmitPrefill(ctx context.Context, model string, r *scheduler.R
 			return nil, err
 		}
 		bs := g.Core().Config().KV.BlockSize
-		blocks := make([]int, (kv.N+bs-1)/bs)
+		blocks := make([]int, (kv.Positions+bs-1)/bs)
 		for i := range blocks {
 			blocks[i] = i
 		}
@@ -70,8 +70,8 @@ func (s *Server) SubmitPrefill(ctx context.Context, model string, r *scheduler.R
 			"remote_host":       host,
 			"remote_port":       s.opts.GRPCPort,
 			"transfer_id":       l.Name(),
-			"kv_positions":      kv.N,
-			"kv_bytes":          kv.Size(),
+			"kv_positions":      kv.Positions,
+			"kv_bytes":          kv.Bytes,
 		}, nil
 	}
 	return st, params, nil
