@@ -376,7 +376,16 @@ type InfoResponse struct {
 	// max_embed_tokens is the longest input Embed takes.
 	MaxEmbedTokens int32 `protobuf:"varint,15,opt,name=max_embed_tokens,json=maxEmbedTokens,proto3" json:"max_embed_tokens,omitempty"`
 	// task is the model's V2 task (--task): "generate" or "embed".
-	Task          string `protobuf:"bytes,16,opt,name=task,proto3" json:"task,omitempty"`
+	Task string `protobuf:"bytes,16,opt,name=task,proto3" json:"task,omitempty"`
+	// commit is the git commit llmserve was built from ("unknown" when the
+	// build did not record it; "-dirty" appended for a modified checkout).
+	Commit string `protobuf:"bytes,17,opt,name=commit,proto3" json:"commit,omitempty"`
+	// llama_commit is the llama.cpp commit the binary links. A head refuses
+	// a worker whose llama_commit differs from its healthy workers' (KV
+	// moves between workers in llama.cpp's own format), or whose model
+	// (model_name and vocabulary_sha256: every GGUF metadata key) differs
+	// from the one the head serves.
+	LlamaCommit   string `protobuf:"bytes,18,opt,name=llama_commit,json=llamaCommit,proto3" json:"llama_commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +528,20 @@ func (x *InfoResponse) GetMaxEmbedTokens() int32 {
 func (x *InfoResponse) GetTask() string {
 	if x != nil {
 		return x.Task
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetLlamaCommit() string {
+	if x != nil {
+		return x.LlamaCommit
 	}
 	return ""
 }
@@ -1448,7 +1471,11 @@ type Output struct {
 	// finish_reason is set on the choice's last Output.
 	FinishReason FinishReason `protobuf:"varint,5,opt,name=finish_reason,json=finishReason,proto3,enum=llmserve.worker.v1.FinishReason" json:"finish_reason,omitempty"`
 	// error explains FINISH_REASON_ABORT when the worker ended the choice.
-	Error         *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// cached_tokens is the request's Usage.cached_tokens when this Output
+	// was sent (prompt tokens taken from the prefix cache or a KV
+	// transfer), so that a client's usage can carry it before the Final.
+	CachedTokens  int32 `protobuf:"varint,7,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1523,6 +1550,13 @@ func (x *Output) GetError() *Error {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *Output) GetCachedTokens() int32 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
 }
 
 // Usage is scheduler.Usage.
@@ -2910,7 +2944,7 @@ var File_worker_proto protoreflect.FileDescriptor
 const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"\fworker.proto\x12\x12llmserve.worker.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
-	"\vInfoRequest\"\xd9\x04\n" +
+	"\vInfoRequest\"\x94\x05\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\"\n" +
@@ -2932,7 +2966,9 @@ const file_worker_proto_rawDesc = "" +
 	"\apooling\x18\r \x01(\tR\apooling\x123\n" +
 	"\x15matryoshka_dimensions\x18\x0e \x03(\x05R\x14matryoshkaDimensions\x12(\n" +
 	"\x10max_embed_tokens\x18\x0f \x01(\x05R\x0emaxEmbedTokens\x12\x12\n" +
-	"\x04task\x18\x10 \x01(\tR\x04task\"\x13\n" +
+	"\x04task\x18\x10 \x01(\tR\x04task\x12\x16\n" +
+	"\x06commit\x18\x11 \x01(\tR\x06commit\x12!\n" +
+	"\fllama_commit\x18\x12 \x01(\tR\vllamaCommit\"\x13\n" +
 	"\x11VocabularyRequest\"S\n" +
 	"\x0fVocabularyChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
@@ -3009,14 +3045,15 @@ const file_worker_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x0e2\x1d.llmserve.worker.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
 	"\x05param\x18\x03 \x01(\tR\x05param\x12$\n" +
-	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"\xb1\x02\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"\xd6\x02\n" +
 	"\x06Output\x12\x16\n" +
 	"\x06choice\x18\x01 \x01(\x05R\x06choice\x12\x16\n" +
 	"\x06tokens\x18\x02 \x03(\x05R\x06tokens\x128\n" +
 	"\blogprobs\x18\x03 \x03(\v2\x1c.llmserve.worker.v1.LogprobsR\blogprobs\x12E\n" +
 	"\x0fprompt_logprobs\x18\x04 \x03(\v2\x1c.llmserve.worker.v1.LogprobsR\x0epromptLogprobs\x12E\n" +
 	"\rfinish_reason\x18\x05 \x01(\x0e2 .llmserve.worker.v1.FinishReasonR\ffinishReason\x12/\n" +
-	"\x05error\x18\x06 \x01(\v2\x19.llmserve.worker.v1.ErrorR\x05error\"~\n" +
+	"\x05error\x18\x06 \x01(\v2\x19.llmserve.worker.v1.ErrorR\x05error\x12#\n" +
+	"\rcached_tokens\x18\a \x01(\x05R\fcachedTokens\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x05R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x05R\x10completionTokens\x12#\n" +
