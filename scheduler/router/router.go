@@ -117,8 +117,8 @@ type Router struct {
 	closed  bool               // guarded by mu
 	// model is the model the head serves: the first healthy worker's
 	// (its name and vocabulary digest); nil until then. guarded by mu
-	model *workerpb.InfoResponse
-	changed chan struct{}      // closed and replaced when a worker's health changes; guarded by mu
+	model   *workerpb.InfoResponse
+	changed chan struct{} // closed and replaced when a worker's health changes; guarded by mu
 	wg      sync.WaitGroup
 }
 
