@@ -122,6 +122,12 @@ func (m *Model) MaxModelLen() int { return m.maxLen }
 // RequestTimeout is the head's --request-timeout.
 func (m *Model) RequestTimeout() time.Duration { return m.timeout }
 
+// NoKVTransfer is why the head refuses kv_transfer_params (the API layer
+// answers it as the 400's message).
+func (m *Model) NoKVTransfer() string {
+	return "This server is an llmserve head: it splits prefill and decode over its workers itself and takes no kv_transfer_params. Send the request without them, or send them to a worker's own HTTP port."
+}
+
 // Tokenizer is the head's tokenizer (the workers' vocabulary).
 func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 
@@ -749,6 +755,12 @@ func toError(e *workerpb.Error) error {
 		base = scheduler.ErrDeadline
 	default:
 		base = scheduler.ErrEngine
+	}
+	if rl := e.GetRequest(); rl != nil && (base == scheduler.ErrTooLong || base == scheduler.ErrLimit || base == scheduler.ErrInvalid) {
+		// The scheduler's own error: the API layer words it (token counts,
+		// its field names) as serve does.
+		return &scheduler.RequestError{Field: scheduler.Field(rl.Field), Err: base, Value: int(rl.Value), Limit: int(rl.Limit),
+			PromptTokens: int(rl.PromptTokens), MaxTokens: int(rl.MaxTokens)}
 	}
 	if e.Param != "" {
 		return fmt.Errorf("%w: %s (%s)", base, e.Message, e.Param)
