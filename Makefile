@@ -45,6 +45,12 @@ export CGO_CFLAGS   := $(CPU_FLAGS)
 export CGO_CXXFLAGS := $(CPU_FLAGS)
 
 BIN        := bin/llmserve
+# The commit `llmserve version` (and a worker's Info) names: Go's own VCS
+# stamp is off where GOFLAGS has -buildvcs=false, and absent outside a
+# checkout, so the Makefile passes it (main.commit) when git knows it.
+# Only the link step changes with it; the cgo flags stay as they are.
+COMMIT     := $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo -dirty)
+LDFLAGS    := $(if $(COMMIT),-X main.commit=$(COMMIT))
 HTTP_PORT  ?= 8080
 GRPC_PORT  ?= 8081
 # make run MODEL=path.gguf serves that model; ARGS adds serve flags.
@@ -112,7 +118,7 @@ $(INCLUDE_DIR)/miniaudio/miniaudio.h: | go-deps
 
 ## build: build bin/llmserve.
 build: deps
-	$(GO) build -o $(BIN) ./cmd/llmserve
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/llmserve
 
 ## cuda: build ggml's CUDA backend from the ollama module's sources (CMake,
 ## nvcc, ninja when present) into lib/ollama, where bin/llmserve loads GPU

@@ -79,7 +79,7 @@ func cutLast(s, sep string) (string, string, bool) {
 }
 
 func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
-	m, err := infer.LookupReady(h.b, name, "")
+	m, err := infer.LookupReady(r.Context(), h.b, name, "")
 	if err != nil {
 		h.fail(w, r, err)
 		return

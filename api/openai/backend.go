@@ -27,6 +27,16 @@ type TensorModels interface {
 	TensorModel(name string) (ready, ok bool)
 }
 
+// ModelWaiter is a Backend that may not know its model yet: a head
+// (llmserve head) learns it from its first healthy worker. A request for
+// a model the Backend does not have waits in WaitModel, which returns the
+// model once known (nil when it is not called name: a 404 follows), or
+// an error (scheduler.ErrNoWorker when no worker answered in time: a 503),
+// or ctx's error.
+type ModelWaiter interface {
+	WaitModel(ctx context.Context, name string) (Model, error)
+}
+
 // Model is one served generative model.
 type Model interface {
 	// Name is the id clients put in "model".

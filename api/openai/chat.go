@@ -38,7 +38,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, err := h.model(req.Model)
+	m, err := h.model(r.Context(), req.Model)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return

@@ -261,8 +261,9 @@
 //
 // # SSE contract
 //
-// A streamed answer has the headers Content-Type: text/event-stream,
-// Cache-Control: no-cache and X-Accel-Buffering: no, and is a sequence of
+// A streamed answer has the headers Content-Type: text/event-stream;
+// charset=utf-8 (without the charset, clients such as Python requests
+// decode the text as Latin-1), Cache-Control: no-cache and X-Accel-Buffering: no, and is a sequence of
 // "data: <json>\n\n" events, each flushed as it is written:
 //
 //  1. chat only: one chunk per choice with delta {"role":"assistant",
@@ -293,11 +294,15 @@
 //	body above Options.MaxBodyBytes          413     RequestEntityTooLargeError  request_too_large
 //	scheduler.ErrQueueFull                   429     RateLimitError              rate_limit_exceeded (+ Retry-After)
 //	scheduler.ErrDeadline, ctx deadline      408     TimeoutError                null
+//	scheduler.ErrNoWorker (a head)           503     ServiceUnavailableError     no_healthy_worker (+ Retry-After)
 //	scheduler.ErrClosed (shutdown)           503     ServiceUnavailableError     null
 //	scheduler.ErrEngine, anything else       500     InternalServerError         null
 //
 // Retry-After is the QueueFullError's hint rounded up to whole seconds (at
-// least 1). A request still running when a shutdown's grace period ends
+// least 1), and 1 for scheduler.ErrNoWorker: a head (llmserve head) that
+// found no healthy worker for the request, or lost the one running it
+// with none to move to, after waiting --no-worker-wait for one. Only a
+// shutdown says "shutting down". A request still running when a shutdown's grace period ends
 // gets the 503: as a response when it is not streamed, as an error event
 // followed by [DONE] when it is. A sequence the engine failed (say, the
 // model produced NaN logits for it) gets the 500; the other requests of its

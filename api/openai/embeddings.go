@@ -74,7 +74,7 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, renameParam(err, "prompt", "input"))
 		return
 	}
-	m, err := h.embedModel(req.Model, "/v1/embeddings")
+	m, err := h.embedModel(r.Context(), req.Model, "/v1/embeddings")
 	if err == nil && m.Pooling() == "rank" {
 		// A reranker's pooled vector is its classifier's outputs, not an
 		// embedding.
@@ -130,8 +130,8 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 
 // embedModel finds the model a request names and checks that it pools
 // (embeds, or with rank pooling scores pairs).
-func (h *handler) embedModel(name, route string) (Embedder, error) {
-	m, err := h.model(name)
+func (h *handler) embedModel(ctx context.Context, name, route string) (Embedder, error) {
+	m, err := h.model(ctx, name)
 	if err != nil {
 		return nil, err
 	}

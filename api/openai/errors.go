@@ -144,6 +144,11 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, scheduler.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return newAPIError(http.StatusRequestTimeout, typeTimeout,
 			"The request did not finish before its deadline.", "", "")
+	case errors.Is(err, scheduler.ErrNoWorker):
+		e := newAPIError(http.StatusServiceUnavailable, typeServiceUnavailable,
+			"No healthy worker can take this request: the server's workers are down or starting. Please retry it.", "", "no_healthy_worker")
+		e.retryAfter = 1
+		return e
 	case errors.Is(err, scheduler.ErrClosed):
 		return newAPIError(http.StatusServiceUnavailable, typeServiceUnavailable,
 			"The server is shutting down: this request was not finished. Please retry it on another replica.", "", "")

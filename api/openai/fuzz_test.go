@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -56,7 +57,7 @@ func FuzzDecodeChatRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			model, err := h.model(req.Model)
+			model, err := h.model(context.Background(), req.Model)
 			if err != nil {
 				return err
 			}
@@ -78,7 +79,7 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			model, err := h.model(req.Model)
+			model, err := h.model(context.Background(), req.Model)
 			if err != nil {
 				return err
 			}

@@ -102,6 +102,9 @@ func (g *generation) submitTo(ctx context.Context, m Model, p *genParams, reqs [
 	if !kv.active() {
 		return m.Submit(ctx, reqs)
 	}
+	if nt, ok := m.(interface{ NoKVTransfer() string }); ok && p.transfer == nil {
+		return nil, invalid("kv_transfer_params", "%s", nt.NoKVTransfer())
+	}
 	if p.transfer == nil {
 		return nil, invalid("kv_transfer_params", "This server does not transfer KV (it serves several models, or has no gRPC port).")
 	}

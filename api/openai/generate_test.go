@@ -348,6 +348,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"queue full no hint", fmt.Errorf("admit: %w", &scheduler.QueueFullError{}), 429, typeRateLimit, "1"},
 		{"too long", scheduler.ErrTooLong, 400, typeBadRequest, ""},
 		{"closed", scheduler.ErrClosed, 503, typeServiceUnavailable, ""},
+		{"no worker", fmt.Errorf("head: %w", scheduler.ErrNoWorker), 503, typeServiceUnavailable, "1"},
 		{"engine", fmt.Errorf("step: %w", scheduler.ErrEngine), 500, typeInternal, ""},
 		{"unknown", errors.New("something odd"), 500, typeInternal, ""},
 	}
@@ -367,6 +368,9 @@ func TestSubmitErrors(t *testing.T) {
 				}
 				if got := rec.Header().Get("Retry-After"); got != tt.retryAfter {
 					t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
+				}
+				if errors.Is(tt.err, scheduler.ErrNoWorker) && (!strings.Contains(e.Message, "No healthy worker") || strings.Contains(e.Message, "shutting down")) {
+					t.Errorf("no-worker message %q", e.Message)
 				}
 				if tt.status == 500 && strings.Contains(e.Message, "odd") {
 					t.Errorf("500 leaks internals: %q", e.Message)

@@ -152,7 +152,7 @@ func TestGolden(t *testing.T) {
 			}
 			got := rec.Body.Bytes()
 			if tt.stream {
-				if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream" {
+				if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
 					t.Errorf("Content-Type = %q", ct)
 				}
 				for _, h := range []string{"Cache-Control: no-cache", "X-Accel-Buffering: no"} {

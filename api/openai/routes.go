@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -135,12 +136,24 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byt
 // model finds the model a request names. "model" is required, as OpenAI
 // and its SDKs require it (vLLM serves the first model instead; a client
 // that forgot the field should hear so, not get some model's answer).
-func (h *handler) model(name string) (Model, error) {
+//
+// A Backend that is a ModelWaiter (a head before any worker answered) is
+// asked to wait for a model it does not know yet.
+func (h *handler) model(ctx context.Context, name string) (Model, error) {
 	if name == "" {
 		return nil, invalid("model", "model is required: the id of a served model (GET /v1/models lists them).")
 	}
 	if m, ok := h.backend.Model(name); ok {
 		return m, nil
+	}
+	if mw, ok := h.backend.(ModelWaiter); ok {
+		m, err := mw.WaitModel(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			return m, nil
+		}
 	}
 	if tb, ok := h.backend.(TensorModels); ok {
 		if _, ok := tb.TensorModel(name); ok {

@@ -128,7 +128,7 @@ func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, err := h.embedModel(req.Model, r.URL.Path)
+	m, err := h.embedModel(r.Context(), req.Model, r.URL.Path)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -172,7 +172,7 @@ func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, err := h.embedModel(req.Model, r.URL.Path)
+	m, err := h.embedModel(r.Context(), req.Model, r.URL.Path)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return

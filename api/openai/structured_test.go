@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -171,7 +172,7 @@ func FuzzStructuredFields(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			model, err := h.model(req.Model)
+			model, err := h.model(context.Background(), req.Model)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, err := h.model(req.Model)
+	m, err := h.model(r.Context(), req.Model)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -134,7 +134,7 @@ func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, err := h.model(req.Model)
+	m, err := h.model(r.Context(), req.Model)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return

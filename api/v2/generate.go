@@ -79,7 +79,7 @@ type generateDetails struct {
 // start validates a generate request and submits it.
 func (h *handler) startGenerate(w http.ResponseWriter, r *http.Request) (infer.Model, *generateRequest, *infer.GenParams, *infer.Generation, bool) {
 	arrival := h.now()
-	m, err := infer.LookupReady(h.b, pathParam(r, "model"), pathParam(r, "version"))
+	m, err := infer.LookupReady(r.Context(), h.b, pathParam(r, "model"), pathParam(r, "version"))
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, nil, nil, nil, false

@@ -14,7 +14,7 @@ import (
 // "finish_reason". Errors as generate_stream's.
 func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 	arrival := h.now()
-	m, err := infer.LookupReady(h.b, pathParam(r, "model"), pathParam(r, "version"))
+	m, err := infer.LookupReady(r.Context(), h.b, pathParam(r, "model"), pathParam(r, "version"))
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -129,7 +129,7 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 
 func (h *handler) infer(w http.ResponseWriter, r *http.Request) {
 	arrival := h.now()
-	m, err := infer.LookupReady(h.b, pathParam(r, "model"), pathParam(r, "version"))
+	m, err := infer.LookupReady(r.Context(), h.b, pathParam(r, "model"), pathParam(r, "version"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -186,7 +186,7 @@ func status(err error) (int, string, time.Duration) {
 	case infer.NotFound:
 		return http.StatusNotFound, e.Msg, 0
 	case infer.Unavailable:
-		return http.StatusServiceUnavailable, e.Msg, 0
+		return http.StatusServiceUnavailable, e.Msg, e.RetryAfter
 	case infer.Exhausted:
 		return http.StatusTooManyRequests, e.Msg, max(e.RetryAfter, time.Second)
 	case infer.Deadline:

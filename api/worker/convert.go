@@ -71,6 +71,8 @@ func typedError(err error) *workerpb.Error {
 	var re *scheduler.RequestError
 	if errors.As(err, &re) {
 		e.Param = schedulerParams[re.Field]
+		e.Request = &workerpb.RequestLimit{Field: string(re.Field), Value: int32(re.Value), Limit: int32(re.Limit),
+			PromptTokens: int32(re.PromptTokens), MaxTokens: int32(re.MaxTokens)}
 	}
 	var qf *scheduler.QueueFullError
 	if errors.As(err, &qf) {

@@ -46,8 +46,9 @@ type Options struct {
 	Model func() (*models.Generative, error)
 	// Role is the worker's role; ROLE_UNSPECIFIED means ROLE_BOTH.
 	Role workerpb.Role
-	// Version is reported by Info.
-	Version string
+	// Version, Commit (llmserve's git commit) and LlamaCommit (the
+	// llama.cpp commit linked) are reported by Info.
+	Version, Commit, LlamaCommit string
 	// APIKey, when set, is sent as a Bearer token on the pulls this worker
 	// makes from its peers (the cluster's workers share their keys).
 	APIKey string
@@ -166,6 +167,7 @@ func (s *Server) Info(ctx context.Context, _ *workerpb.InfoRequest) (*workerpb.I
 		ModelName: g.Name(), MaxModelLen: int32(g.MaxModelLen()), Role: s.opts.Role,
 		EosTokens: tok.StopTokens(), VocabSize: int32(tok.Vocab().NumTokens()),
 		PrefixCaching: cfg.KV.CacheBytes > 0, MaxRunning: int32(cfg.Scheduler.MaxNumSeqs), Version: s.opts.Version,
+		Commit: s.opts.Commit, LlamaCommit: s.opts.LlamaCommit,
 		Pooling: g.Pooling(), MaxEmbedTokens: int32(g.MaxEmbedTokens()), Task: g.Task(),
 	}
 	for _, d := range g.MatryoshkaDimensions() {
@@ -300,8 +302,11 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 		if err != nil {
 			return status.FromContextError(err).Err()
 		}
+		cached := int32(st.Usage().CachedTokens)
 		for i := range outs {
-			if err := stream.Send(&workerpb.GenerateResponse{Msg: &workerpb.GenerateResponse_Output{Output: toOutput(&outs[i])}}); err != nil {
+			o := toOutput(&outs[i])
+			o.CachedTokens = cached
+			if err := stream.Send(&workerpb.GenerateResponse{Msg: &workerpb.GenerateResponse_Output{Output: o}}); err != nil {
 				return err
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/scheduler/router"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -43,6 +45,7 @@ type headFlags struct {
 	pdMinPrefill  int
 	checkInterval time.Duration
 	rpcTimeout    time.Duration
+	noWorkerWait  time.Duration
 }
 
 func newHeadCommand() *cobra.Command {
@@ -82,6 +85,7 @@ LLMSERVE_<FLAG>.`,
 	fl.IntVar(&hf.maxMigrations, "max-migrations", 3, "most times one request moves to another worker after its worker failed mid-stream (0: never)")
 	fl.IntVar(&hf.pdMinPrefill, "pd-min-prefill-tokens", 256, "with prefill workers: prefill remotely only when at least this many prompt tokens are not cached on the decode worker (0: never)")
 	fl.DurationVar(&hf.checkInterval, "worker-check-interval", time.Second, "how often each worker's health and load are polled")
+	fl.DurationVar(&hf.noWorkerWait, "no-worker-wait", 10*time.Second, "how long a request, or a request whose worker died, waits for a healthy worker before it fails with 503 \"no healthy worker\" (bounded by the request's own deadline; 0: fail at once)")
 	fl.DurationVar(&hf.rpcTimeout, "worker-timeout", 5*time.Second, "timeout of the head's unary calls to workers (health, load)")
 	return cmd
 }
@@ -90,6 +94,46 @@ LLMSERVE_<FLAG>.`,
 type headModel struct {
 	m        atomic.Pointer[router.Model]
 	draining atomic.Bool
+	// loaded is closed when m is set.
+	loaded chan struct{}
+	// wait bounds a request's wait for the model (--no-worker-wait).
+	wait time.Duration
+}
+
+// waitModel waits until the model is known (a worker answered and the
+// vocabulary is loaded), within --no-worker-wait and ctx.
+func (h *headModel) waitModel(ctx context.Context) (*router.Model, error) {
+	if m := h.m.Load(); m != nil {
+		return m, nil
+	}
+	t := time.NewTimer(max(h.wait, 0))
+	defer t.Stop()
+	select {
+	case <-h.loaded:
+		return h.m.Load(), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("%w: no worker answered within --no-worker-wait (%s)", scheduler.ErrNoWorker, h.wait)
+	}
+}
+
+// WaitModel is api/openai.ModelWaiter.
+func (b headOpenAI) WaitModel(ctx context.Context, name string) (openai.Model, error) {
+	m, err := b.h.waitModel(ctx)
+	if err != nil || m.Name() != name {
+		return nil, err
+	}
+	return m, nil
+}
+
+// WaitModel is api/v2/infer.ModelWaiter.
+func (b headV2) WaitModel(ctx context.Context, name string) (infer.Model, error) {
+	m, err := b.h.waitModel(ctx)
+	if err != nil || m.Name() != name {
+		return nil, err
+	}
+	return m, nil
 }
 
 type headOpenAI struct{ h *headModel }
@@ -136,8 +180,14 @@ func workerDialer(key string) router.Dialer {
 }
 
 func dialWorker(addr, key string) (router.Client, error) {
+	// Reconnect soon after a worker comes back (grpc's default backoff
+	// grows to two minutes); the router also resets the backoff before
+	// it probes a worker that is down.
+	bo := backoff.DefaultConfig
+	bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, time.Second
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second})}
 	if key != "" {
 		md := metadata.Pairs("authorization", "Bearer "+key)
 		opts = append(opts,
@@ -157,8 +207,14 @@ func dialWorker(addr, key string) (router.Client, error) {
 
 type workerClient struct {
 	workerpb.WorkerClient
-	io.Closer
+	cc *grpc.ClientConn
 }
+
+func (c workerClient) Close() error { return c.cc.Close() }
+
+// ResetConnectBackoff makes a connection in its reconnect backoff try
+// again now (the router calls it before probing a worker that is down).
+func (c workerClient) ResetConnectBackoff() { c.cc.ResetConnectBackoff() }
 
 func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	set, err := f.validate()
@@ -174,6 +230,8 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 		return fmt.Errorf("--max-migrations: %d is negative", hf.maxMigrations)
 	case hf.pdMinPrefill < 0:
 		return fmt.Errorf("--pd-min-prefill-tokens: %d is negative", hf.pdMinPrefill)
+	case hf.noWorkerWait < 0:
+		return fmt.Errorf("--no-worker-wait: %s is negative", hf.noWorkerWait)
 	case hf.workerPort < 1 || hf.workerPort > 65535:
 		return fmt.Errorf("--worker-port: %d is not a TCP port", hf.workerPort)
 	}
@@ -206,6 +264,10 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	ropts := router.Options{
 		Dial: workerDialer(firstKey(set.apiKeys)), CheckInterval: hf.checkInterval, RPCTimeout: hf.rpcTimeout,
 		PDMinPrefillTokens: hf.pdMinPrefill, MaxMigrations: hf.maxMigrations, Logger: log, Registerer: reg,
+		NoWorkerWait: hf.noWorkerWait,
+	}
+	if hf.noWorkerWait == 0 {
+		ropts.NoWorkerWait = -1
 	}
 	if hf.pdMinPrefill == 0 {
 		ropts.PDMinPrefillTokens = -1
@@ -228,7 +290,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 		rt.SetWorkers(static)
 	}
 
-	hm := &headModel{}
+	hm := &headModel{loaded: make(chan struct{}), wait: hf.noWorkerWait}
 	registry := models.NewRegistry() // no models: it tracks requests for the shutdown
 	handler, err := api.NewHandler(api.Options{
 		Registry: registry, Logger: log, Registerer: reg, Gatherer: reg,
@@ -286,6 +348,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 			return
 		}
 		hm.m.Store(m)
+		close(hm.loaded)
 		log.Info("head ready to route", "model", m.Name(), "max_model_len", m.MaxModelLen())
 	}()
 	attrs := []any{"http", httpLn.Addr().String()}

@@ -22,8 +22,10 @@ import (
 	"github.com/llmserve/llmserve/evals/synth"
 )
 
-// version is set at link time with -ldflags "-X main.version=...".
-var version = ""
+// version and commit are set at link time with -ldflags "-X
+// main.version=... -X main.commit=..." (make build sets commit to the
+// checkout's git commit).
+var version, commit = "", ""
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -58,8 +60,12 @@ func versionString() string {
 }
 
 // vcsRevision is the commit the binary was built from, with "-dirty" when
-// the checkout had changes, or "unknown".
+// the checkout had changes, or "unknown": main.commit when the link set
+// it, else Go's VCS stamp (absent with -buildvcs=false).
 func vcsRevision() string {
+	if commit != "" {
+		return commit
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

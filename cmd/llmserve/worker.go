@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/llmserve/llmserve/api/worker"
+	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/models"
 )
 
@@ -94,6 +95,6 @@ func newWorkerService(wf *workerFlags, f *serveFlags, registry *models.Registry,
 			}
 			return ms[0], nil
 		},
-		Role: r, Version: versionString(), APIKey: key, Logger: log, Registerer: reg, GRPCPort: f.grpcPort, Lease: f.kvLease,
+		Role: r, Version: versionString(), Commit: vcsRevision(), LlamaCommit: llamacpp.LlamaCommit(), APIKey: key, Logger: log, Registerer: reg, GRPCPort: f.grpcPort, Lease: f.kvLease,
 	})
 }

@@ -16,6 +16,22 @@
 // broken stream forgets them; the reconnect starts with a snapshot).
 // Nothing waits on the network while holding the router's lock.
 //
+// A worker just added, or that failed a check, is checked again after
+// Options.ProbeMin (100ms), doubling up to CheckInterval; one marked
+// healthy wakes every waiting request at once. A request (or a migration)
+// that finds no healthy worker waits for one (Router.waitFor) for
+// Options.NoWorkerWait, within its deadline and context, asking the
+// monitors of the workers not healthy to probe them meanwhile; then it
+// fails with scheduler.ErrNoWorker (a 503 that says so; scheduler.ErrClosed
+// is only the head's own shutdown). A request skips a worker that failed
+// under it until that worker is healthy again.
+//
+// Each worker's Info names its version, commit and llama.cpp commit (logged,
+// and in llmserve_router_worker_info). A worker whose model (name and
+// vocabulary digest) is not the head's (the first healthy worker's), or
+// whose llama.cpp commit differs from the healthy workers', is refused:
+// never healthy, state "refused", the reason in WorkerState.Refused.
+//
 // # Scoring
 //
 // For a prompt, each healthy candidate's cached prefix is the number of

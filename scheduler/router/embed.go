@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 // Pooling is the workers' pooling (their Info): mean, cls, last, rank or
@@ -57,23 +59,26 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 	}
 	var exclude []string
 	var lastErr error
+	until := m.r.waitUntil(time.Time{})
 	for range 2 {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		p, ok := m.r.choose(poolAny, nil, "", exclude)
-		if !ok {
-			if lastErr != nil {
-				return nil, fmt.Errorf("%w (the last worker tried failed: %w)", errNoWorker, lastErr)
+		var p pick
+		err := m.r.waitFor(ctx, until, func() bool {
+			var ok bool
+			p, ok = m.r.choose(poolAny, nil, "", exclude)
+			return ok
+		})
+		if err != nil {
+			if lastErr != nil && errors.Is(err, scheduler.ErrNoWorker) {
+				return nil, fmt.Errorf("%w (the last worker tried failed: %w)", err, lastErr)
 			}
-			return nil, errNoWorker
+			return nil, err
 		}
 		m.r.m.requests.WithLabelValues(p.addr).Inc()
 		resp, err := p.client.Embed(ctx, req)
 		m.r.release(p.addr)
 		if err == nil {
 			if len(resp.GetEmbeddings()) != len(inputs) {
-				return nil, fmt.Errorf("%w: worker %s answered %d embeddings for %d inputs", errNoWorker, p.addr, len(resp.GetEmbeddings()), len(inputs))
+				return nil, fmt.Errorf("%w: worker %s answered %d embeddings for %d inputs", scheduler.ErrEngine, p.addr, len(resp.GetEmbeddings()), len(inputs))
 			}
 			out := make([][]float32, len(inputs))
 			for i, e := range resp.GetEmbeddings() {
@@ -94,5 +99,5 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 		exclude = append(exclude, p.addr)
 		lastErr = err
 	}
-	return nil, fmt.Errorf("%w: the embedding failed on two workers: %w", errNoWorker, lastErr)
+	return nil, fmt.Errorf("%w: the embedding failed on two workers: %w", scheduler.ErrNoWorker, lastErr)
 }

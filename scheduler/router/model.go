@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -121,14 +122,22 @@ func (m *Model) MaxModelLen() int { return m.maxLen }
 // RequestTimeout is the head's --request-timeout.
 func (m *Model) RequestTimeout() time.Duration { return m.timeout }
 
+// NoKVTransfer is why the head refuses kv_transfer_params (the API layer
+// answers it as the 400's message).
+func (m *Model) NoKVTransfer() string {
+	return "This server is an llmserve head: it splits prefill and decode over its workers itself and takes no kv_transfer_params. Send the request without them, or send them to a worker's own HTTP port."
+}
+
 // Tokenizer is the head's tokenizer (the workers' vocabulary).
 func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 
 // Ready reports whether a healthy worker serves requests.
 func (m *Model) Ready() bool { return m.r.Ready() }
 
-// errNoWorker: every worker is down or was tried.
-var errNoWorker = fmt.Errorf("%w: no healthy worker can take the request", scheduler.ErrClosed)
+// WaitReady waits until a healthy worker serves requests, within the
+// router's Options.NoWorkerWait and ctx (api/v2/infer.ReadyWaiter):
+// scheduler.ErrNoWorker when none did.
+func (m *Model) WaitReady(ctx context.Context) error { return m.r.WaitReady(ctx) }
 
 // Submit sends each request to a worker and returns its stream once every
 // request started (its first output arrived) or one failed to start (then
@@ -184,7 +193,10 @@ type run struct {
 	migrations int             // guarded by mu
 	stopErr    error           // why the run was stopped (nil: the client cancelled); guarded by mu
 	legs       int             // wire requests built; guarded by mu
-	exclude    []string        // workers that broke under this request; guarded by mu
+	// exclude holds the workers that failed under this request, each with
+	// its health generation then: it is skipped until it is healthy again
+	// (a restarted worker at the same address). guarded by mu
+	exclude map[string]uint64
 }
 
 // leg is one Generate call running some of a run's choices.
@@ -206,7 +218,7 @@ func newRun(m *Model, req *scheduler.Request) *run {
 	n := max(req.N, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &run{m: m, req: req, ctx: ctx, cancel: cancel,
-		toks: make([][]int32, n), done: make([]bool, n), stopped: make([]bool, n), legOf: make([]*leg, n)}
+		toks: make([][]int32, n), done: make([]bool, n), stopped: make([]bool, n), legOf: make([]*leg, n), exclude: map[string]uint64{}}
 	r.usage.PromptTokens = len(req.Prompt)
 	r.stream = core.NewStream(req.ID, n, r.abort)
 	return r
@@ -330,18 +342,32 @@ func wireSampling(s *engine.Sampling) *workerpb.Sampling {
 // broken and the next is tried; a request the worker refuses is the
 // error. With pd, a remote prefill runs first when it pays; a nil leg then
 // means the prefill finished the request.
+//
+// When no healthy worker can take it, open waits for one (Router.waitFor)
+// for the router's Options.NoWorkerWait in all, within the request's
+// deadline, ctx and the run's own context; then it fails with
+// scheduler.ErrNoWorker.
 func (r *run) open(ctx context.Context, choices []int, pd bool) (*leg, *workerpb.GenerateResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.ctx, cancel)()
+	until := r.m.r.waitUntil(r.req.Deadline)
 	for {
 		if err := r.ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, nil, r.ended(err)
 		}
 		wreq := r.wireRequest(choices)
-		r.mu.Lock()
-		exclude := slices.Clone(r.exclude)
-		r.mu.Unlock()
-		p, ok := r.m.r.choose(poolDecode, wreq.Prompt, wreq.CacheSalt, exclude)
-		if !ok {
-			return nil, nil, errNoWorker
+		var p pick
+		err := r.m.r.waitFor(ctx, until, func() bool {
+			var ok bool
+			p, ok = r.m.r.choose(poolDecode, wreq.Prompt, wreq.CacheSalt, r.excluded())
+			return ok
+		})
+		if err != nil {
+			if r.ctx.Err() != nil {
+				err = r.ended(r.ctx.Err())
+			}
+			return nil, nil, err
 		}
 		if pd && len(choices) == 1 && wreq.PromptLogprobs == nil && r.m.r.opts.PDMinPrefillTokens > 0 &&
 			len(wreq.Prompt)-p.cached >= r.m.r.opts.PDMinPrefillTokens && r.m.r.hasPrefillPool() {
@@ -368,10 +394,34 @@ func (r *run) open(ctx context.Context, choices []int, pd bool) (*leg, *workerpb
 			return nil, nil, err
 		}
 		r.m.r.markBroken(p.addr, err)
-		r.mu.Lock()
-		r.exclude = append(r.exclude, p.addr)
-		r.mu.Unlock()
+		r.excludeWorker(p.addr)
 	}
+}
+
+// excludeWorker keeps this request off a worker that failed under it
+// until that worker is healthy again.
+func (r *run) excludeWorker(addr string) {
+	gen := r.m.r.gen(addr)
+	r.mu.Lock()
+	r.exclude[addr] = gen
+	r.mu.Unlock()
+}
+
+// excluded lists the workers this request must not go to now.
+func (r *run) excluded() []string {
+	r.mu.Lock()
+	ex := maps.Clone(r.exclude)
+	r.mu.Unlock()
+	return r.m.r.stillExcluded(ex)
+}
+
+// ended is the error of a run whose context ended: the Stop error (the
+// head is shutting down), else err (the client cancelled).
+func (r *run) ended(err error) error {
+	if e := r.cancelled(); e != nil {
+		return e
+	}
+	return err
 }
 
 // retryable reports whether a failed call may go to another worker: the
@@ -519,6 +569,11 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 			if int(o.Choice) >= len(l.choices) {
 				break
 			}
+			if ct := min(int(o.GetCachedTokens()), len(r.req.Prompt)); ct > 0 {
+				r.mu.Lock()
+				r.usage.CachedTokens = max(r.usage.CachedTokens, ct)
+				r.mu.Unlock()
+			}
 			out := fromOutput(o, l.choices[o.Choice])
 			if out.Finish == scheduler.FinishAbort && o.GetError().GetCode() == workerpb.ErrorCode_ERROR_CODE_CLOSED {
 				out.Finish, out.Err = scheduler.FinishNone, nil
@@ -558,8 +613,8 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 	} else {
 		r.m.r.markBroken(l.addr, err)
 	}
+	r.excludeWorker(l.addr)
 	r.mu.Lock()
-	r.exclude = append(r.exclude, l.addr)
 	over := r.migrations >= r.m.r.opts.MaxMigrations
 	if len(rest) > 0 && !over {
 		r.migrations++
@@ -582,16 +637,22 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 			r.deliver(scheduler.Output{Choice: c, Finish: scheduler.FinishStop})
 			continue
 		}
-		nl, first, err := r.open(r.ctx, []int{c}, false)
-		if err != nil {
-			if r.ctx.Err() != nil {
-				err = r.cancelled()
-			}
-			r.finishRest([]int{c}, err)
-			continue
-		}
-		go r.follow(nl, first)
+		go r.migrate(c)
 	}
+}
+
+// migrate continues choice c on another worker (waiting for one when none
+// is healthy), or ends it with the error that stopped it.
+func (r *run) migrate(c int) {
+	nl, first, err := r.open(r.ctx, []int{c}, false)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			err = r.cancelled()
+		}
+		r.finishRest([]int{c}, err)
+		return
+	}
+	r.follow(nl, first)
 }
 
 // deliver pushes one output to the client's stream, keeping the choice's
@@ -694,6 +755,12 @@ func toError(e *workerpb.Error) error {
 		base = scheduler.ErrDeadline
 	default:
 		base = scheduler.ErrEngine
+	}
+	if rl := e.GetRequest(); rl != nil && (base == scheduler.ErrTooLong || base == scheduler.ErrLimit || base == scheduler.ErrInvalid) {
+		// The scheduler's own error: the API layer words it (token counts,
+		// its field names) as serve does.
+		return &scheduler.RequestError{Field: scheduler.Field(rl.Field), Err: base, Value: int(rl.Value), Limit: int(rl.Limit),
+			PromptTokens: int(rl.PromptTokens), MaxTokens: int(rl.MaxTokens)}
 	}
 	if e.Param != "" {
 		return fmt.Errorf("%w: %s (%s)", base, e.Message, e.Param)

@@ -1,8 +1,10 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/kvcache"
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 // Client is a connection to one worker's service.
@@ -36,6 +39,15 @@ type Options struct {
 	FailThreshold int
 	// RPCTimeout bounds every unary worker call (default 5s).
 	RPCTimeout time.Duration
+	// ProbeMin is how soon a worker that was just added, or failed a
+	// check, is checked again (default 100ms); the delay doubles after
+	// each failed check up to CheckInterval.
+	ProbeMin time.Duration
+	// NoWorkerWait is how long a request (or a migration) that finds no
+	// healthy worker waits for one before it fails with
+	// scheduler.ErrNoWorker (default 10s; negative: it fails at once).
+	// The request's deadline and cancellation bound the wait too.
+	NoWorkerWait time.Duration
 	// OverlapWeight weighs a prompt's blocks that would be computed
 	// against the worker's load (default 1, Dynamo's).
 	OverlapWeight float64
@@ -63,6 +75,13 @@ func (o *Options) defaults() {
 	}
 	if o.RPCTimeout <= 0 {
 		o.RPCTimeout = 5 * time.Second
+	}
+	if o.ProbeMin <= 0 {
+		o.ProbeMin = 100 * time.Millisecond
+	}
+	o.ProbeMin = min(o.ProbeMin, o.CheckInterval)
+	if o.NoWorkerWait == 0 {
+		o.NoWorkerWait = 10 * time.Second
 	}
 	if o.OverlapWeight <= 0 {
 		o.OverlapWeight = 1
@@ -96,7 +115,10 @@ type Router struct {
 	workers map[string]*worker // by address; guarded by mu
 	rr      uint64             // round robin for ties; guarded by mu
 	closed  bool               // guarded by mu
-	changed chan struct{}      // closed and replaced when a worker's health changes; guarded by mu
+	// model is the model the head serves: the first healthy worker's
+	// (its name and vocabulary digest); nil until then. guarded by mu
+	model   *workerpb.InfoResponse
+	changed chan struct{} // closed and replaced when a worker's health changes; guarded by mu
 	wg      sync.WaitGroup
 }
 
@@ -106,6 +128,10 @@ type worker struct {
 	client Client
 	cancel context.CancelFunc
 
+	// probe asks the monitor to check the worker soon (a request waits
+	// for a healthy worker); a buffer of one, sends never block.
+	probe chan struct{}
+
 	// guarded by Router.mu:
 	info     *workerpb.InfoResponse // nil until the first Info succeeds
 	healthy  bool
@@ -114,6 +140,18 @@ type worker struct {
 	blocks   map[kvcache.Hash]struct{}
 	inflight int // requests the router has on it now
 	removed  bool
+	// gen counts the times the worker turned healthy: a request that saw
+	// it break excludes it only until it is healthy again.
+	gen uint64
+	// breaks counts markBroken calls: a check that started before the
+	// last one cannot make the worker healthy (it may have answered just
+	// before the worker died).
+	breaks uint64
+	// refused says why the worker is not used although it answers (its
+	// llama.cpp commit or model differs); "" when it is not refused.
+	refused string
+	// lastErr is the last failed check's error, logged when it changes.
+	lastErr string
 }
 
 // New returns a Router with no workers; add them with SetWorkers.
@@ -150,7 +188,7 @@ func (r *Router) SetWorkers(addrs []string) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		w := &worker{addr: a, client: c, cancel: cancel, blocks: map[kvcache.Hash]struct{}{}}
+		w := &worker{addr: a, client: c, cancel: cancel, blocks: map[kvcache.Hash]struct{}{}, probe: make(chan struct{}, 1)}
 		r.workers[a] = w
 		r.log.Info("worker added", "worker", a)
 		r.wg.Add(2)
@@ -196,23 +234,55 @@ func (r *Router) notifyLocked() {
 	r.changed = make(chan struct{})
 }
 
-// monitor polls a worker's Info and Stats until ctx ends.
+// monitor checks a worker until ctx ends: every CheckInterval while it is
+// healthy; ProbeMin after it was added or failed a check, doubling after
+// each failure up to CheckInterval; and, while a request waits for a
+// healthy worker (probe), again as soon as ProbeMin has passed since the
+// last check.
 func (r *Router) monitor(ctx context.Context, w *worker) {
 	defer r.wg.Done()
-	t := time.NewTicker(r.opts.CheckInterval)
+	t := time.NewTimer(r.opts.CheckInterval) // (Go 1.23 timers: Reset drops a stale tick)
 	defer t.Stop()
+	backoff := r.opts.ProbeMin
 	for {
-		r.check(ctx, w)
+		last := time.Now()
+		delay := r.opts.CheckInterval
+		if !r.check(ctx, w) {
+			delay, backoff = backoff, min(2*backoff, r.opts.CheckInterval)
+		} else {
+			backoff = r.opts.ProbeMin
+		}
+		t.Reset(delay)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.probe:
+			// Someone waits for a worker: check again once ProbeMin has
+			// passed since the last check.
+			t.Reset(max(0, r.opts.ProbeMin-time.Since(last)))
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 	}
 }
 
-// check runs one health check: Info, then Stats.
-func (r *Router) check(ctx context.Context, w *worker) {
+// check runs one health check (Info, then Stats) and reports whether the
+// worker is usable after it.
+func (r *Router) check(ctx context.Context, w *worker) bool {
+	r.mu.Lock()
+	breaks, healthy := w.breaks, w.healthy
+	r.mu.Unlock()
+	if !healthy {
+		// A connection in its reconnect backoff fails calls at once: try
+		// to connect now.
+		if rc, ok := w.client.(interface{ ResetConnectBackoff() }); ok {
+			rc.ResetConnectBackoff()
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.RPCTimeout)
 	info, err := w.client.Info(cctx, &workerpb.InfoRequest{})
 	var st *workerpb.StatsResponse
@@ -221,30 +291,86 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	}
 	cancel()
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.removed {
-		return
+		return false
 	}
 	if err != nil {
 		w.fails++
+		if msg := err.Error(); msg != w.lastErr {
+			w.lastErr = msg
+			if !w.healthy {
+				r.log.Warn("worker not reachable; probing it again", "worker", w.addr, "err", err)
+			}
+		}
 		if w.healthy && w.fails >= r.opts.FailThreshold {
 			r.setHealthLocked(w, false, err)
 		}
-		return
+		return w.healthy
 	}
-	w.fails = 0
+	w.fails, w.lastErr = 0, ""
+	if w.info == nil || w.info.GetVersion() != info.GetVersion() || w.info.GetCommit() != info.GetCommit() || w.info.GetLlamaCommit() != info.GetLlamaCommit() {
+		r.log.Info("worker version", "worker", w.addr, "version", info.GetVersion(), "commit", info.GetCommit(),
+			"llama_cpp", info.GetLlamaCommit(), "model", info.GetModelName(), "role", info.GetRole().String())
+		defer r.updateGaugesLocked()
+	}
 	w.info, w.stats = info, st
-	if !w.healthy {
+	if why := r.mismatchLocked(w, info); why != w.refused {
+		w.refused = why
+		if why != "" {
+			r.log.Error("worker refused: it does not match the others; it gets no requests until it does", "worker", w.addr, "why", why)
+		} else if !w.healthy {
+			r.log.Info("worker no longer refused", "worker", w.addr)
+		}
+		if w.healthy && why != "" {
+			r.setHealthLocked(w, false, errors.New(why))
+		}
+		r.updateGaugesLocked()
+	}
+	if w.refused != "" {
+		return false
+	}
+	if !w.healthy && w.breaks == breaks {
 		r.setHealthLocked(w, true, nil)
 	}
+	return w.healthy
+}
+
+// mismatchLocked says why a worker answering info must not be used: its
+// model (name and vocabulary digest, which covers every GGUF metadata
+// key) is not the one the head serves, or its llama.cpp commit is not its
+// healthy peers' (KV moves between workers in llama.cpp's own format).
+// "" when it matches.
+func (r *Router) mismatchLocked(w *worker, info *workerpb.InfoResponse) string {
+	if m := r.model; m != nil && (info.GetModelName() != m.GetModelName() || !bytes.Equal(info.GetVocabularySha256(), m.GetVocabularySha256())) {
+		return fmt.Sprintf("it serves model %q (vocabulary sha256 %.12x), the head serves %q (%.12x)",
+			info.GetModelName(), info.GetVocabularySha256(), m.GetModelName(), m.GetVocabularySha256())
+	}
+	addrs := make([]string, 0, len(r.workers))
+	for a, o := range r.workers {
+		if o != w && o.healthy {
+			addrs = append(addrs, a)
+		}
+	}
+	slices.Sort(addrs)
+	for _, a := range addrs {
+		if c := r.workers[a].info.GetLlamaCommit(); c != info.GetLlamaCommit() {
+			return fmt.Sprintf("its llama.cpp commit is %q, healthy worker %s's is %q", info.GetLlamaCommit(), a, c)
+		}
+	}
+	return ""
 }
 
 func (r *Router) setHealthLocked(w *worker, healthy bool, err error) {
 	w.healthy = healthy
 	if healthy {
+		w.gen++
+		if r.model == nil {
+			r.model = w.info
+		}
 		r.log.Info("worker healthy", "worker", w.addr, "role", w.info.GetRole().String())
 	} else {
 		// Its blocks are forgotten when its event stream breaks (a
@@ -260,9 +386,21 @@ func (r *Router) setHealthLocked(w *worker, healthy bool, err error) {
 func (r *Router) markBroken(addr string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if w, ok := r.workers[addr]; ok && w.healthy {
-		w.fails = r.opts.FailThreshold
-		r.setHealthLocked(w, false, err)
+	if w, ok := r.workers[addr]; ok {
+		w.breaks++
+		probe(w)
+		if w.healthy {
+			w.fails = r.opts.FailThreshold
+			r.setHealthLocked(w, false, err)
+		}
+	}
+}
+
+// probe asks w's monitor to check it soon; it never blocks.
+func probe(w *worker) {
+	select {
+	case w.probe <- struct{}{}:
+	default:
 	}
 }
 
@@ -498,6 +636,92 @@ func (r *Router) choose(p pool, prompt []int32, salt string, exclude []string) (
 	return pick{addr: w.addr, client: w.client, cached: cands[i].cached * bsOf[i], blockSize: bsOf[i]}, true
 }
 
+// waitFor calls try until it reports true, waiting between tries for a
+// worker's health to change (a worker turning healthy wakes it at once),
+// and asking the monitors of the workers not healthy to probe them
+// meanwhile. It gives up at until (zero: Options.NoWorkerWait from now)
+// with scheduler.ErrNoWorker, or when ctx ends with ctx's error.
+func (r *Router) waitFor(ctx context.Context, until time.Time, try func() bool) error {
+	start := time.Now()
+	if until.IsZero() {
+		until = r.waitUntil(time.Time{})
+	}
+	var expired <-chan time.Time
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		changed := r.changed
+		r.mu.Unlock()
+		if try() {
+			return nil
+		}
+		if expired == nil {
+			if !until.After(time.Now()) {
+				return r.noWorkerError(time.Since(start))
+			}
+			t := time.NewTimer(time.Until(until))
+			defer t.Stop()
+			expired = t.C
+		}
+		r.mu.Lock()
+		for _, w := range r.workers {
+			if !w.healthy {
+				probe(w)
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-expired:
+			if try() {
+				return nil
+			}
+			return r.noWorkerError(time.Since(start))
+		case <-changed:
+		}
+	}
+}
+
+// waitUntil is when a wait for a worker that starts now gives up:
+// Options.NoWorkerWait from now (now itself when it is negative), or
+// deadline when that is sooner.
+func (r *Router) waitUntil(deadline time.Time) time.Time {
+	until := time.Now().Add(max(r.opts.NoWorkerWait, 0))
+	if !deadline.IsZero() && deadline.Before(until) {
+		until = deadline
+	}
+	return until
+}
+
+// WaitReady waits until Ready (within Options.NoWorkerWait; ctx bounds
+// it too): scheduler.ErrNoWorker when no worker became ready.
+func (r *Router) WaitReady(ctx context.Context) error {
+	return r.waitFor(ctx, time.Time{}, r.Ready)
+}
+
+// noWorkerError is scheduler.ErrNoWorker after waiting waited, with the
+// workers' states.
+func (r *Router) noWorkerError(waited time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, u, f := 0, 0, 0
+	for _, w := range r.workers {
+		switch {
+		case w.healthy:
+			h++
+		case w.refused != "":
+			f++
+		default:
+			u++
+		}
+	}
+	return fmt.Errorf("%w (waited %s; of its workers %d are healthy but were tried or serve another role, %d unhealthy, %d refused)",
+		scheduler.ErrNoWorker, waited.Round(time.Millisecond), h, u, f)
+}
+
 func rolesOf(p pool) []workerpb.Role {
 	switch p {
 	case poolPrefill:
@@ -506,6 +730,30 @@ func rolesOf(p pool) []workerpb.Role {
 		return []workerpb.Role{workerpb.Role_ROLE_BOTH, workerpb.Role_ROLE_DECODE, workerpb.Role_ROLE_PREFILL}
 	}
 	return []workerpb.Role{workerpb.Role_ROLE_BOTH, workerpb.Role_ROLE_DECODE}
+}
+
+// gen is a worker's health generation (0 when unknown).
+func (r *Router) gen(addr string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[addr]; ok {
+		return w.gen
+	}
+	return 0
+}
+
+// stillExcluded lists the addresses of ex (address -> health generation
+// when excluded) whose worker has not turned healthy since.
+func (r *Router) stillExcluded(ex map[string]uint64) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for a, g := range ex {
+		if w, ok := r.workers[a]; !ok || w.gen == g {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // release ends a pick's in-flight count.
@@ -536,6 +784,11 @@ type WorkerState struct {
 	Role    workerpb.Role
 	// Blocks is how many cached blocks the router knows of there.
 	Blocks int
+	// Version, Commit and LlamaCommit are from its last Info ("" before).
+	Version, Commit, LlamaCommit string
+	// Refused says why it gets no requests although it answers (its
+	// model or llama.cpp commit differs); "" when it is not refused.
+	Refused string
 }
 
 // Workers lists the worker set, sorted by address.
@@ -544,7 +797,8 @@ func (r *Router) Workers() []WorkerState {
 	defer r.mu.Unlock()
 	var out []WorkerState
 	for _, w := range r.workers {
-		out = append(out, WorkerState{Addr: w.addr, Healthy: w.healthy, Role: w.info.GetRole(), Blocks: len(w.blocks)})
+		out = append(out, WorkerState{Addr: w.addr, Healthy: w.healthy, Role: w.info.GetRole(), Blocks: len(w.blocks),
+			Version: w.info.GetVersion(), Commit: w.info.GetCommit(), LlamaCommit: w.info.GetLlamaCommit(), Refused: w.refused})
 	}
 	slices.SortFunc(out, func(a, b WorkerState) int {
 		if a.Addr < b.Addr {
@@ -559,16 +813,24 @@ func (r *Router) Workers() []WorkerState {
 }
 
 func (r *Router) updateGaugesLocked() {
-	h, u := 0, 0
+	h, u, f := 0, 0, 0
+	r.m.info.Reset()
 	for _, w := range r.workers {
-		if w.healthy {
+		switch {
+		case w.healthy:
 			h++
-		} else {
+		case w.refused != "":
+			f++
+		default:
 			u++
+		}
+		if w.info != nil {
+			r.m.info.WithLabelValues(w.addr, w.info.GetVersion(), w.info.GetCommit(), w.info.GetLlamaCommit(), w.info.GetModelName(), w.refused).Set(1)
 		}
 	}
 	r.m.workers.WithLabelValues("healthy").Set(float64(h))
 	r.m.workers.WithLabelValues("unhealthy").Set(float64(u))
+	r.m.workers.WithLabelValues("refused").Set(float64(f))
 }
 
 type metrics struct {
@@ -576,6 +838,7 @@ type metrics struct {
 	migrations prometheus.Counter
 	workers    *prometheus.GaugeVec
 	blocks     *prometheus.GaugeVec
+	info       *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -587,14 +850,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "llmserve_router_migrations_total", Help: "Times a request's stream broke and it moved to another worker.",
 		}),
 		workers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "llmserve_router_workers", Help: "Workers known to the head, by health.",
+			Name: "llmserve_router_workers", Help: "Workers known to the head, by state: healthy, unhealthy, or refused (it answers, but its model or llama.cpp commit differs from the others').",
 		}, []string{"state"}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmserve_router_worker_info", Help: "1 per worker that answered Info: its build (version, commit, llama.cpp commit), its model, and why the head refuses it (\"\" when it does not).",
+		}, []string{"worker", "version", "commit", "llama_cpp", "model", "refused"}),
 		blocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "llmserve_router_cached_blocks", Help: "Prefix-cache blocks the head knows each worker holds (from its KV events).",
 		}, []string{"worker"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.migrations, m.workers, m.blocks} {
+		for _, c := range []prometheus.Collector{m.requests, m.migrations, m.workers, m.blocks, m.info} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -151,6 +152,9 @@ type fakeWorker struct {
 	mu       sync.Mutex
 	reqs     []*workerpb.Request
 	prefills []*workerpb.Request
+	// llama and model, when set, are the llama.cpp commit and model name
+	// Info reports. guarded by mu
+	llama, model string
 }
 
 func newFake(role workerpb.Role) *fakeWorker {
@@ -165,7 +169,10 @@ func (f *fakeWorker) Info(context.Context, *workerpb.InfoRequest, ...grpc.CallOp
 	if f.down.Load() {
 		return nil, errDown
 	}
-	return &workerpb.InfoResponse{ModelName: "m", MaxModelLen: 100, Role: f.role, KvBlockSize: 4, PrefixCaching: true}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	model := cmp.Or(f.model, "m")
+	return &workerpb.InfoResponse{ModelName: model, MaxModelLen: 100, Role: f.role, KvBlockSize: 4, PrefixCaching: true, LlamaCommit: f.llama, Version: "v1"}, nil
 }
 
 func (f *fakeWorker) Stats(context.Context, *workerpb.StatsRequest, ...grpc.CallOption) (*workerpb.StatsResponse, error) {
@@ -278,7 +285,10 @@ func newTestRouter(t *testing.T, opts Options, fakes map[string]*fakeWorker) (*R
 		}
 		return nil, errors.New("no such fake")
 	}
-	opts.CheckInterval, opts.Registerer = time.Millisecond, reg
+	if opts.CheckInterval == 0 {
+		opts.CheckInterval = time.Millisecond
+	}
+	opts.Registerer = reg
 	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +391,7 @@ func TestHealth(t *testing.T) {
 	if ws := r.Workers(); len(ws) != 1 || ws[0].Addr != "b:1" {
 		t.Fatalf("workers %v", ws)
 	}
-	if n, err := testutil.GatherAndCount(reg, "llmserve_router_workers"); err != nil || n != 2 {
+	if n, err := testutil.GatherAndCount(reg, "llmserve_router_workers"); err != nil || n != 3 {
 		t.Fatalf("gauges: %d, %v", n, err)
 	}
 }
@@ -544,7 +554,9 @@ func TestMigrationLimit(t *testing.T) {
 		wantToks      []int32
 	}{
 		{"no migration allowed", -1, []int32{10}},
-		{"every worker broke", 3, []int32{10, 10}},
+		// Each broken worker is healthy again at its next check, so the
+		// request goes back to it until the limit ends it.
+		{"every worker broke", 3, []int32{10, 10, 10, 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -588,13 +600,15 @@ func TestSubmitErrors(t *testing.T) {
 		{"queue full", workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL, codes.ResourceExhausted, scheduler.ErrQueueFull},
 		{"too long", workerpb.ErrorCode_ERROR_CODE_TOO_LONG, codes.InvalidArgument, scheduler.ErrTooLong},
 		{"invalid", workerpb.ErrorCode_ERROR_CODE_INVALID, codes.InvalidArgument, scheduler.ErrInvalid},
-		{"closed everywhere", workerpb.ErrorCode_ERROR_CODE_CLOSED, codes.Unavailable, scheduler.ErrClosed},
+		// A worker shutting down is tried again while it answers its
+		// checks, until the wait for a worker is over.
+		{"closed everywhere", workerpb.ErrorCode_ERROR_CODE_CLOSED, codes.Unavailable, scheduler.ErrNoWorker},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newFake(workerpb.Role_ROLE_BOTH)
 			a.script = refuse(tt.code, tt.gc)
-			r, _ := newTestRouter(t, Options{}, map[string]*fakeWorker{"a:1": a})
+			r, _ := newTestRouter(t, Options{NoWorkerWait: 50 * time.Millisecond}, map[string]*fakeWorker{"a:1": a})
 			m := NewModel(r, ModelOptions{Name: "m", MaxModelLen: 100})
 			_, err := m.Submit(context.Background(), []*scheduler.Request{{ID: "r", Prompt: []int32{1}, N: 1, MaxTokens: 5, PromptLogprobs: -1}})
 			if !errors.Is(err, tt.want) {
@@ -799,7 +813,7 @@ func TestEmbed(t *testing.T) {
 	}{
 		{"the least loaded worker answers", answer(1), answer(2), 1, nil, [2]int32{1, 0}},
 		{"a dead worker: once more elsewhere", dies, answer(2), 2, nil, [2]int32{1, 1}},
-		{"both dead: no third try", dies, dies, 0, scheduler.ErrClosed, [2]int32{1, 1}},
+		{"both dead: no third try", dies, dies, 0, scheduler.ErrNoWorker, [2]int32{1, 1}},
 		{"a refusal is not retried", refuses, answer(2), 0, scheduler.ErrInvalid, [2]int32{1, 0}},
 	}
 	for _, tt := range tests {

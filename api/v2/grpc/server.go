@@ -143,7 +143,7 @@ func (s *Server) ModelMetadata(ctx context.Context, req *pb.ModelMetadataRequest
 // typed contents.
 func (s *Server) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
 	arrival := s.now()
-	m, err := infer.LookupReady(s.b, req.GetModelName(), req.GetModelVersion())
+	m, err := infer.LookupReady(ctx, s.b, req.GetModelName(), req.GetModelVersion())
 	if err != nil {
 		return nil, s.fail(ctx, "ModelInfer", err)
 	}

@@ -70,7 +70,7 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 			},
 		})
 	}
-	m, err := infer.LookupReady(s.b, req.GetModelName(), req.GetModelVersion())
+	m, err := infer.LookupReady(ctx, s.b, req.GetModelName(), req.GetModelVersion())
 	if err != nil {
 		fail(err)
 		return

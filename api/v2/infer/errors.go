@@ -42,7 +42,8 @@ const (
 type Error struct {
 	Code Code
 	Msg  string
-	// RetryAfter, for Exhausted, hints when to retry.
+	// RetryAfter, for Exhausted (and Unavailable when no worker is
+	// healthy), hints when to retry.
 	RetryAfter time.Duration
 }
 
@@ -86,6 +87,8 @@ func AsError(err error) *Error {
 		return Errorf(Deadline, "the request did not finish before its deadline")
 	case errors.Is(err, context.Canceled):
 		return Errorf(Canceled, "the request was cancelled")
+	case errors.Is(err, scheduler.ErrNoWorker):
+		return &Error{Code: Unavailable, Msg: "no healthy worker can take this request: the server's workers are down or starting; retry it", RetryAfter: time.Second}
 	case errors.Is(err, scheduler.ErrClosed):
 		return Errorf(Unavailable, "the server is shutting down: this request was not finished; retry it on another replica")
 	case errors.Is(err, scheduler.ErrEngine):

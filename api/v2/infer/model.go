@@ -84,14 +84,48 @@ func Lookup(b Backend, name, version string) (Model, error) {
 	return m, nil
 }
 
+// ModelWaiter is a Backend that may not know its model yet: a head
+// (llmserve head) learns it from its first healthy worker. WaitModel
+// returns the model once known (nil when it is not called name), an
+// error (scheduler.ErrNoWorker when no worker answered in time), or
+// ctx's error.
+type ModelWaiter interface {
+	WaitModel(ctx context.Context, name string) (Model, error)
+}
+
+// ReadyWaiter is a Model that may become ready soon (a head's model while
+// no worker is healthy): WaitReady returns nil once it is, or why not
+// (scheduler.ErrNoWorker, ctx's error).
+type ReadyWaiter interface {
+	WaitReady(ctx context.Context) error
+}
+
 // LookupReady is Lookup for inference: a model that is not ready is
-// Unavailable.
-func LookupReady(b Backend, name, version string) (Model, error) {
+// Unavailable. A ModelWaiter backend and a ReadyWaiter model are waited
+// for (within ctx) instead.
+func LookupReady(ctx context.Context, b Backend, name, version string) (Model, error) {
+	if mw, ok := b.(ModelWaiter); ok {
+		if _, known := b.Model(name); !known {
+			m, err := mw.WaitModel(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if m == nil {
+				return nil, Errorf(NotFound, "model %q is not served here", truncate(name))
+			}
+		}
+	}
 	m, err := Lookup(b, name, version)
 	if err != nil {
 		return nil, err
 	}
 	if !m.Ready() {
+		if rw, ok := m.(ReadyWaiter); ok {
+			if err := rw.WaitReady(ctx); err != nil {
+				return nil, err
+			}
+			return m, nil
+		}
 		return nil, Errorf(Unavailable, "model %q is not ready; retry shortly", m.Name())
 	}
 	return m, nil

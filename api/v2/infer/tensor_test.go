@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -175,6 +178,9 @@ func TestDecodeParameters(t *testing.T) {
 }
 
 func TestAsError(t *testing.T) {
+	if e := AsError(fmt.Errorf("head: %w", scheduler.ErrNoWorker)); e.Code != Unavailable || e.RetryAfter <= 0 || !strings.Contains(e.Msg, "no healthy worker") || strings.Contains(e.Msg, "shutting down") {
+		t.Errorf("no worker: %+v", e)
+	}
 	if e := AsError(errors.New("secret internals")); e.Code != Internal || strings.Contains(e.Msg, "secret") {
 		t.Fatalf("%+v", e)
 	}

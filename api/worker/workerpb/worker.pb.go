@@ -376,7 +376,16 @@ type InfoResponse struct {
 	// max_embed_tokens is the longest input Embed takes.
 	MaxEmbedTokens int32 `protobuf:"varint,15,opt,name=max_embed_tokens,json=maxEmbedTokens,proto3" json:"max_embed_tokens,omitempty"`
 	// task is the model's V2 task (--task): "generate" or "embed".
-	Task          string `protobuf:"bytes,16,opt,name=task,proto3" json:"task,omitempty"`
+	Task string `protobuf:"bytes,16,opt,name=task,proto3" json:"task,omitempty"`
+	// commit is the git commit llmserve was built from ("unknown" when the
+	// build did not record it; "-dirty" appended for a modified checkout).
+	Commit string `protobuf:"bytes,17,opt,name=commit,proto3" json:"commit,omitempty"`
+	// llama_commit is the llama.cpp commit the binary links. A head refuses
+	// a worker whose llama_commit differs from its healthy workers' (KV
+	// moves between workers in llama.cpp's own format), or whose model
+	// (model_name and vocabulary_sha256: every GGUF metadata key) differs
+	// from the one the head serves.
+	LlamaCommit   string `protobuf:"bytes,18,opt,name=llama_commit,json=llamaCommit,proto3" json:"llama_commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +528,20 @@ func (x *InfoResponse) GetMaxEmbedTokens() int32 {
 func (x *InfoResponse) GetTask() string {
 	if x != nil {
 		return x.Task
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetLlamaCommit() string {
+	if x != nil {
+		return x.LlamaCommit
 	}
 	return ""
 }
@@ -1372,7 +1395,11 @@ type Error struct {
 	Param string `protobuf:"bytes,3,opt,name=param,proto3" json:"param,omitempty"`
 	// retry_after_ms, for ERROR_CODE_QUEUE_FULL, is when the worker expects
 	// room in its queue (the Retry-After the OpenAI layer would send).
-	RetryAfterMs  int64 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs int64 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// request, for ERROR_CODE_TOO_LONG, _LIMIT and _INVALID from the
+	// scheduler's checks, is scheduler.RequestError's numbers, so that a
+	// head answers with the message and field names serve gives.
+	Request       *RequestLimit `protobuf:"bytes,5,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1435,6 +1462,91 @@ func (x *Error) GetRetryAfterMs() int64 {
 	return 0
 }
 
+func (x *Error) GetRequest() *RequestLimit {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// RequestLimit is scheduler.RequestError without its error.
+type RequestLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// field is the scheduler.Field ("Prompt", "MaxTokens", ...).
+	Field         string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Value         int32  `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	Limit         int32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PromptTokens  int32  `protobuf:"varint,4,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	MaxTokens     int32  `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestLimit) Reset() {
+	*x = RequestLimit{}
+	mi := &file_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestLimit) ProtoMessage() {}
+
+func (x *RequestLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestLimit.ProtoReflect.Descriptor instead.
+func (*RequestLimit) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RequestLimit) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *RequestLimit) GetValue() int32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *RequestLimit) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *RequestLimit) GetPromptTokens() int32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *RequestLimit) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
 // Output is scheduler.Output: what one choice produced since its previous
 // Output.
 type Output struct {
@@ -1448,14 +1560,18 @@ type Output struct {
 	// finish_reason is set on the choice's last Output.
 	FinishReason FinishReason `protobuf:"varint,5,opt,name=finish_reason,json=finishReason,proto3,enum=llmserve.worker.v1.FinishReason" json:"finish_reason,omitempty"`
 	// error explains FINISH_REASON_ABORT when the worker ended the choice.
-	Error         *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// cached_tokens is the request's Usage.cached_tokens when this Output
+	// was sent (prompt tokens taken from the prefix cache or a KV
+	// transfer), so that a client's usage can carry it before the Final.
+	CachedTokens  int32 `protobuf:"varint,7,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1583,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1596,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{14}
+	return file_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Output) GetChoice() int32 {
@@ -1525,6 +1641,13 @@ func (x *Output) GetError() *Error {
 	return nil
 }
 
+func (x *Output) GetCachedTokens() int32 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
 // Usage is scheduler.Usage.
 type Usage struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1539,7 +1662,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1674,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1687,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{15}
+	return file_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Usage) GetPromptTokens() int32 {
@@ -1605,7 +1728,7 @@ type KVTransferReport struct {
 
 func (x *KVTransferReport) Reset() {
 	*x = KVTransferReport{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1740,7 @@ func (x *KVTransferReport) String() string {
 func (*KVTransferReport) ProtoMessage() {}
 
 func (x *KVTransferReport) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1753,7 @@ func (x *KVTransferReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVTransferReport.ProtoReflect.Descriptor instead.
 func (*KVTransferReport) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVTransferReport) GetBytesReceived() int64 {
@@ -1673,7 +1796,7 @@ type Final struct {
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1808,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1821,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Final) GetUsage() *Usage {
@@ -1729,7 +1852,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1864,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1877,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GenerateResponse) GetMsg() isGenerateResponse_Msg {
@@ -1813,7 +1936,7 @@ type PrefillRequest struct {
 
 func (x *PrefillRequest) Reset() {
 	*x = PrefillRequest{}
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1948,7 @@ func (x *PrefillRequest) String() string {
 func (*PrefillRequest) ProtoMessage() {}
 
 func (x *PrefillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1961,7 @@ func (x *PrefillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillRequest.ProtoReflect.Descriptor instead.
 func (*PrefillRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{19}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PrefillRequest) GetRequest() *Request {
@@ -1886,7 +2009,7 @@ type PrefillResponse struct {
 
 func (x *PrefillResponse) Reset() {
 	*x = PrefillResponse{}
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2021,7 @@ func (x *PrefillResponse) String() string {
 func (*PrefillResponse) ProtoMessage() {}
 
 func (x *PrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2034,7 @@ func (x *PrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillResponse.ProtoReflect.Descriptor instead.
 func (*PrefillResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{20}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PrefillResponse) GetTransferId() string {
@@ -1989,7 +2112,7 @@ type PullKVRequest struct {
 
 func (x *PullKVRequest) Reset() {
 	*x = PullKVRequest{}
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2124,7 @@ func (x *PullKVRequest) String() string {
 func (*PullKVRequest) ProtoMessage() {}
 
 func (x *PullKVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2137,7 @@ func (x *PullKVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullKVRequest.ProtoReflect.Descriptor instead.
 func (*PullKVRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{21}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PullKVRequest) GetTransferId() string {
@@ -2044,7 +2167,7 @@ type KVChunk struct {
 
 func (x *KVChunk) Reset() {
 	*x = KVChunk{}
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2179,7 @@ func (x *KVChunk) String() string {
 func (*KVChunk) ProtoMessage() {}
 
 func (x *KVChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2192,7 @@ func (x *KVChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVChunk.ProtoReflect.Descriptor instead.
 func (*KVChunk) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{22}
+	return file_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVChunk) GetOffset() int64 {
@@ -2104,7 +2227,7 @@ type KVSection struct {
 
 func (x *KVSection) Reset() {
 	*x = KVSection{}
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2239,7 @@ func (x *KVSection) String() string {
 func (*KVSection) ProtoMessage() {}
 
 func (x *KVSection) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2252,7 @@ func (x *KVSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSection.ProtoReflect.Descriptor instead.
 func (*KVSection) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{23}
+	return file_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KVSection) GetGroups() int32 {
@@ -2156,7 +2279,7 @@ type KVLayout struct {
 
 func (x *KVLayout) Reset() {
 	*x = KVLayout{}
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2291,7 @@ func (x *KVLayout) String() string {
 func (*KVLayout) ProtoMessage() {}
 
 func (x *KVLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2304,7 @@ func (x *KVLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLayout.ProtoReflect.Descriptor instead.
 func (*KVLayout) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{24}
+	return file_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KVLayout) GetSections() []*KVSection {
@@ -2212,7 +2335,7 @@ type KVTrailer struct {
 
 func (x *KVTrailer) Reset() {
 	*x = KVTrailer{}
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2347,7 @@ func (x *KVTrailer) String() string {
 func (*KVTrailer) ProtoMessage() {}
 
 func (x *KVTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2360,7 @@ func (x *KVTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVTrailer.ProtoReflect.Descriptor instead.
 func (*KVTrailer) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{25}
+	return file_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KVTrailer) GetTotalBytes() int64 {
@@ -2296,7 +2419,7 @@ type PullKVResponse struct {
 
 func (x *PullKVResponse) Reset() {
 	*x = PullKVResponse{}
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2431,7 @@ func (x *PullKVResponse) String() string {
 func (*PullKVResponse) ProtoMessage() {}
 
 func (x *PullKVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2444,7 @@ func (x *PullKVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullKVResponse.ProtoReflect.Descriptor instead.
 func (*PullKVResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{26}
+	return file_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PullKVResponse) GetMsg() isPullKVResponse_Msg {
@@ -2375,7 +2498,7 @@ type ReleaseKVRequest struct {
 
 func (x *ReleaseKVRequest) Reset() {
 	*x = ReleaseKVRequest{}
-	mi := &file_worker_proto_msgTypes[27]
+	mi := &file_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2510,7 @@ func (x *ReleaseKVRequest) String() string {
 func (*ReleaseKVRequest) ProtoMessage() {}
 
 func (x *ReleaseKVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[27]
+	mi := &file_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2523,7 @@ func (x *ReleaseKVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseKVRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseKVRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{27}
+	return file_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseKVRequest) GetTransferId() string {
@@ -2420,7 +2543,7 @@ type ReleaseKVResponse struct {
 
 func (x *ReleaseKVResponse) Reset() {
 	*x = ReleaseKVResponse{}
-	mi := &file_worker_proto_msgTypes[28]
+	mi := &file_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2555,7 @@ func (x *ReleaseKVResponse) String() string {
 func (*ReleaseKVResponse) ProtoMessage() {}
 
 func (x *ReleaseKVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[28]
+	mi := &file_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2568,7 @@ func (x *ReleaseKVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseKVResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseKVResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{28}
+	return file_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseKVResponse) GetReleased() bool {
@@ -2464,7 +2587,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_worker_proto_msgTypes[29]
+	mi := &file_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2599,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[29]
+	mi := &file_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2612,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{29}
+	return file_worker_proto_rawDescGZIP(), []int{30}
 }
 
 // StatsResponse is the worker's load and cache state.
@@ -2521,7 +2644,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_worker_proto_msgTypes[30]
+	mi := &file_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2656,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[30]
+	mi := &file_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2669,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{30}
+	return file_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatsResponse) GetWaiting() int32 {
@@ -2635,7 +2758,7 @@ type WatchKVEventsRequest struct {
 
 func (x *WatchKVEventsRequest) Reset() {
 	*x = WatchKVEventsRequest{}
-	mi := &file_worker_proto_msgTypes[31]
+	mi := &file_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2770,7 @@ func (x *WatchKVEventsRequest) String() string {
 func (*WatchKVEventsRequest) ProtoMessage() {}
 
 func (x *WatchKVEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[31]
+	mi := &file_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2783,7 @@ func (x *WatchKVEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchKVEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchKVEventsRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{31}
+	return file_worker_proto_rawDescGZIP(), []int{32}
 }
 
 // KVEvent is kvcache.Event with a sequence number. Besides full blocks,
@@ -2684,7 +2807,7 @@ type KVEvent struct {
 
 func (x *KVEvent) Reset() {
 	*x = KVEvent{}
-	mi := &file_worker_proto_msgTypes[32]
+	mi := &file_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2819,7 @@ func (x *KVEvent) String() string {
 func (*KVEvent) ProtoMessage() {}
 
 func (x *KVEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[32]
+	mi := &file_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2832,7 @@ func (x *KVEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEvent.ProtoReflect.Descriptor instead.
 func (*KVEvent) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{32}
+	return file_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *KVEvent) GetSequence() uint64 {
@@ -2761,7 +2884,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_worker_proto_msgTypes[33]
+	mi := &file_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2896,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[33]
+	mi := &file_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2909,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{33}
+	return file_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -2815,7 +2938,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_worker_proto_msgTypes[34]
+	mi := &file_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2950,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[34]
+	mi := &file_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2963,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{34}
+	return file_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -2863,7 +2986,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_worker_proto_msgTypes[35]
+	mi := &file_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2998,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[35]
+	mi := &file_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3011,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{35}
+	return file_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -2910,7 +3033,7 @@ var File_worker_proto protoreflect.FileDescriptor
 const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"\fworker.proto\x12\x12llmserve.worker.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
-	"\vInfoRequest\"\xd9\x04\n" +
+	"\vInfoRequest\"\x94\x05\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\"\n" +
@@ -2932,7 +3055,9 @@ const file_worker_proto_rawDesc = "" +
 	"\apooling\x18\r \x01(\tR\apooling\x123\n" +
 	"\x15matryoshka_dimensions\x18\x0e \x03(\x05R\x14matryoshkaDimensions\x12(\n" +
 	"\x10max_embed_tokens\x18\x0f \x01(\x05R\x0emaxEmbedTokens\x12\x12\n" +
-	"\x04task\x18\x10 \x01(\tR\x04task\"\x13\n" +
+	"\x04task\x18\x10 \x01(\tR\x04task\x12\x16\n" +
+	"\x06commit\x18\x11 \x01(\tR\x06commit\x12!\n" +
+	"\fllama_commit\x18\x12 \x01(\tR\vllamaCommit\"\x13\n" +
 	"\x11VocabularyRequest\"S\n" +
 	"\x0fVocabularyChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
@@ -3004,19 +3129,28 @@ const file_worker_proto_rawDesc = "" +
 	"\bLogprobs\x128\n" +
 	"\x06chosen\x18\x01 \x01(\v2 .llmserve.worker.v1.TokenLogprobR\x06chosen\x122\n" +
 	"\x03top\x18\x02 \x03(\v2 .llmserve.worker.v1.TokenLogprobR\x03top\x12\x12\n" +
-	"\x04rank\x18\x03 \x01(\x05R\x04rank\"\x90\x01\n" +
+	"\x04rank\x18\x03 \x01(\x05R\x04rank\"\xcc\x01\n" +
 	"\x05Error\x121\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1d.llmserve.worker.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
 	"\x05param\x18\x03 \x01(\tR\x05param\x12$\n" +
-	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"\xb1\x02\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\x12:\n" +
+	"\arequest\x18\x05 \x01(\v2 .llmserve.worker.v1.RequestLimitR\arequest\"\x94\x01\n" +
+	"\fRequestLimit\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12#\n" +
+	"\rprompt_tokens\x18\x04 \x01(\x05R\fpromptTokens\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\"\xd6\x02\n" +
 	"\x06Output\x12\x16\n" +
 	"\x06choice\x18\x01 \x01(\x05R\x06choice\x12\x16\n" +
 	"\x06tokens\x18\x02 \x03(\x05R\x06tokens\x128\n" +
 	"\blogprobs\x18\x03 \x03(\v2\x1c.llmserve.worker.v1.LogprobsR\blogprobs\x12E\n" +
 	"\x0fprompt_logprobs\x18\x04 \x03(\v2\x1c.llmserve.worker.v1.LogprobsR\x0epromptLogprobs\x12E\n" +
 	"\rfinish_reason\x18\x05 \x01(\x0e2 .llmserve.worker.v1.FinishReasonR\ffinishReason\x12/\n" +
-	"\x05error\x18\x06 \x01(\v2\x19.llmserve.worker.v1.ErrorR\x05error\"~\n" +
+	"\x05error\x18\x06 \x01(\v2\x19.llmserve.worker.v1.ErrorR\x05error\x12#\n" +
+	"\rcached_tokens\x18\a \x01(\x05R\fcachedTokens\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x05R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x05R\x10completionTokens\x12#\n" +
@@ -3169,7 +3303,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_worker_proto_goTypes = []any{
 	(Role)(0),                     // 0: llmserve.worker.v1.Role
 	(FinishReason)(0),             // 1: llmserve.worker.v1.FinishReason
@@ -3189,85 +3323,87 @@ var file_worker_proto_goTypes = []any{
 	(*TokenLogprob)(nil),          // 15: llmserve.worker.v1.TokenLogprob
 	(*Logprobs)(nil),              // 16: llmserve.worker.v1.Logprobs
 	(*Error)(nil),                 // 17: llmserve.worker.v1.Error
-	(*Output)(nil),                // 18: llmserve.worker.v1.Output
-	(*Usage)(nil),                 // 19: llmserve.worker.v1.Usage
-	(*KVTransferReport)(nil),      // 20: llmserve.worker.v1.KVTransferReport
-	(*Final)(nil),                 // 21: llmserve.worker.v1.Final
-	(*GenerateResponse)(nil),      // 22: llmserve.worker.v1.GenerateResponse
-	(*PrefillRequest)(nil),        // 23: llmserve.worker.v1.PrefillRequest
-	(*PrefillResponse)(nil),       // 24: llmserve.worker.v1.PrefillResponse
-	(*PullKVRequest)(nil),         // 25: llmserve.worker.v1.PullKVRequest
-	(*KVChunk)(nil),               // 26: llmserve.worker.v1.KVChunk
-	(*KVSection)(nil),             // 27: llmserve.worker.v1.KVSection
-	(*KVLayout)(nil),              // 28: llmserve.worker.v1.KVLayout
-	(*KVTrailer)(nil),             // 29: llmserve.worker.v1.KVTrailer
-	(*PullKVResponse)(nil),        // 30: llmserve.worker.v1.PullKVResponse
-	(*ReleaseKVRequest)(nil),      // 31: llmserve.worker.v1.ReleaseKVRequest
-	(*ReleaseKVResponse)(nil),     // 32: llmserve.worker.v1.ReleaseKVResponse
-	(*StatsRequest)(nil),          // 33: llmserve.worker.v1.StatsRequest
-	(*StatsResponse)(nil),         // 34: llmserve.worker.v1.StatsResponse
-	(*WatchKVEventsRequest)(nil),  // 35: llmserve.worker.v1.WatchKVEventsRequest
-	(*KVEvent)(nil),               // 36: llmserve.worker.v1.KVEvent
-	(*EmbedRequest)(nil),          // 37: llmserve.worker.v1.EmbedRequest
-	(*Embedding)(nil),             // 38: llmserve.worker.v1.Embedding
-	(*EmbedResponse)(nil),         // 39: llmserve.worker.v1.EmbedResponse
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*RequestLimit)(nil),          // 18: llmserve.worker.v1.RequestLimit
+	(*Output)(nil),                // 19: llmserve.worker.v1.Output
+	(*Usage)(nil),                 // 20: llmserve.worker.v1.Usage
+	(*KVTransferReport)(nil),      // 21: llmserve.worker.v1.KVTransferReport
+	(*Final)(nil),                 // 22: llmserve.worker.v1.Final
+	(*GenerateResponse)(nil),      // 23: llmserve.worker.v1.GenerateResponse
+	(*PrefillRequest)(nil),        // 24: llmserve.worker.v1.PrefillRequest
+	(*PrefillResponse)(nil),       // 25: llmserve.worker.v1.PrefillResponse
+	(*PullKVRequest)(nil),         // 26: llmserve.worker.v1.PullKVRequest
+	(*KVChunk)(nil),               // 27: llmserve.worker.v1.KVChunk
+	(*KVSection)(nil),             // 28: llmserve.worker.v1.KVSection
+	(*KVLayout)(nil),              // 29: llmserve.worker.v1.KVLayout
+	(*KVTrailer)(nil),             // 30: llmserve.worker.v1.KVTrailer
+	(*PullKVResponse)(nil),        // 31: llmserve.worker.v1.PullKVResponse
+	(*ReleaseKVRequest)(nil),      // 32: llmserve.worker.v1.ReleaseKVRequest
+	(*ReleaseKVResponse)(nil),     // 33: llmserve.worker.v1.ReleaseKVResponse
+	(*StatsRequest)(nil),          // 34: llmserve.worker.v1.StatsRequest
+	(*StatsResponse)(nil),         // 35: llmserve.worker.v1.StatsResponse
+	(*WatchKVEventsRequest)(nil),  // 36: llmserve.worker.v1.WatchKVEventsRequest
+	(*KVEvent)(nil),               // 37: llmserve.worker.v1.KVEvent
+	(*EmbedRequest)(nil),          // 38: llmserve.worker.v1.EmbedRequest
+	(*Embedding)(nil),             // 39: llmserve.worker.v1.Embedding
+	(*EmbedResponse)(nil),         // 40: llmserve.worker.v1.EmbedResponse
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
 }
 var file_worker_proto_depIdxs = []int32{
 	0,  // 0: llmserve.worker.v1.InfoResponse.role:type_name -> llmserve.worker.v1.Role
 	8,  // 1: llmserve.worker.v1.Sampling.logit_bias:type_name -> llmserve.worker.v1.TokenBias
 	9,  // 2: llmserve.worker.v1.Request.sampling:type_name -> llmserve.worker.v1.Sampling
 	10, // 3: llmserve.worker.v1.Request.bad_words:type_name -> llmserve.worker.v1.TokenSequence
-	40, // 4: llmserve.worker.v1.Request.deadline:type_name -> google.protobuf.Timestamp
+	41, // 4: llmserve.worker.v1.Request.deadline:type_name -> google.protobuf.Timestamp
 	11, // 5: llmserve.worker.v1.Request.kv_source:type_name -> llmserve.worker.v1.KVSource
 	12, // 6: llmserve.worker.v1.GenerateRequest.request:type_name -> llmserve.worker.v1.Request
 	13, // 7: llmserve.worker.v1.GenerateRequest.stop_choice:type_name -> llmserve.worker.v1.StopChoice
 	15, // 8: llmserve.worker.v1.Logprobs.chosen:type_name -> llmserve.worker.v1.TokenLogprob
 	15, // 9: llmserve.worker.v1.Logprobs.top:type_name -> llmserve.worker.v1.TokenLogprob
 	2,  // 10: llmserve.worker.v1.Error.code:type_name -> llmserve.worker.v1.ErrorCode
-	16, // 11: llmserve.worker.v1.Output.logprobs:type_name -> llmserve.worker.v1.Logprobs
-	16, // 12: llmserve.worker.v1.Output.prompt_logprobs:type_name -> llmserve.worker.v1.Logprobs
-	1,  // 13: llmserve.worker.v1.Output.finish_reason:type_name -> llmserve.worker.v1.FinishReason
-	17, // 14: llmserve.worker.v1.Output.error:type_name -> llmserve.worker.v1.Error
-	19, // 15: llmserve.worker.v1.Final.usage:type_name -> llmserve.worker.v1.Usage
-	20, // 16: llmserve.worker.v1.Final.kv_transfer:type_name -> llmserve.worker.v1.KVTransferReport
-	18, // 17: llmserve.worker.v1.GenerateResponse.output:type_name -> llmserve.worker.v1.Output
-	21, // 18: llmserve.worker.v1.GenerateResponse.final:type_name -> llmserve.worker.v1.Final
-	12, // 19: llmserve.worker.v1.PrefillRequest.request:type_name -> llmserve.worker.v1.Request
-	16, // 20: llmserve.worker.v1.PrefillResponse.first_logprobs:type_name -> llmserve.worker.v1.Logprobs
-	1,  // 21: llmserve.worker.v1.PrefillResponse.finish_reason:type_name -> llmserve.worker.v1.FinishReason
-	19, // 22: llmserve.worker.v1.PrefillResponse.usage:type_name -> llmserve.worker.v1.Usage
-	27, // 23: llmserve.worker.v1.KVLayout.sections:type_name -> llmserve.worker.v1.KVSection
-	28, // 24: llmserve.worker.v1.KVTrailer.layout:type_name -> llmserve.worker.v1.KVLayout
-	26, // 25: llmserve.worker.v1.PullKVResponse.chunk:type_name -> llmserve.worker.v1.KVChunk
-	29, // 26: llmserve.worker.v1.PullKVResponse.trailer:type_name -> llmserve.worker.v1.KVTrailer
-	0,  // 27: llmserve.worker.v1.StatsResponse.role:type_name -> llmserve.worker.v1.Role
-	3,  // 28: llmserve.worker.v1.KVEvent.kind:type_name -> llmserve.worker.v1.KVEventKind
-	10, // 29: llmserve.worker.v1.EmbedRequest.inputs:type_name -> llmserve.worker.v1.TokenSequence
-	38, // 30: llmserve.worker.v1.EmbedResponse.embeddings:type_name -> llmserve.worker.v1.Embedding
-	4,  // 31: llmserve.worker.v1.Worker.Info:input_type -> llmserve.worker.v1.InfoRequest
-	6,  // 32: llmserve.worker.v1.Worker.Vocabulary:input_type -> llmserve.worker.v1.VocabularyRequest
-	14, // 33: llmserve.worker.v1.Worker.Generate:input_type -> llmserve.worker.v1.GenerateRequest
-	23, // 34: llmserve.worker.v1.Worker.Prefill:input_type -> llmserve.worker.v1.PrefillRequest
-	25, // 35: llmserve.worker.v1.Worker.PullKV:input_type -> llmserve.worker.v1.PullKVRequest
-	31, // 36: llmserve.worker.v1.Worker.ReleaseKV:input_type -> llmserve.worker.v1.ReleaseKVRequest
-	33, // 37: llmserve.worker.v1.Worker.Stats:input_type -> llmserve.worker.v1.StatsRequest
-	35, // 38: llmserve.worker.v1.Worker.WatchKVEvents:input_type -> llmserve.worker.v1.WatchKVEventsRequest
-	37, // 39: llmserve.worker.v1.Worker.Embed:input_type -> llmserve.worker.v1.EmbedRequest
-	5,  // 40: llmserve.worker.v1.Worker.Info:output_type -> llmserve.worker.v1.InfoResponse
-	7,  // 41: llmserve.worker.v1.Worker.Vocabulary:output_type -> llmserve.worker.v1.VocabularyChunk
-	22, // 42: llmserve.worker.v1.Worker.Generate:output_type -> llmserve.worker.v1.GenerateResponse
-	24, // 43: llmserve.worker.v1.Worker.Prefill:output_type -> llmserve.worker.v1.PrefillResponse
-	30, // 44: llmserve.worker.v1.Worker.PullKV:output_type -> llmserve.worker.v1.PullKVResponse
-	32, // 45: llmserve.worker.v1.Worker.ReleaseKV:output_type -> llmserve.worker.v1.ReleaseKVResponse
-	34, // 46: llmserve.worker.v1.Worker.Stats:output_type -> llmserve.worker.v1.StatsResponse
-	36, // 47: llmserve.worker.v1.Worker.WatchKVEvents:output_type -> llmserve.worker.v1.KVEvent
-	39, // 48: llmserve.worker.v1.Worker.Embed:output_type -> llmserve.worker.v1.EmbedResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	18, // 11: llmserve.worker.v1.Error.request:type_name -> llmserve.worker.v1.RequestLimit
+	16, // 12: llmserve.worker.v1.Output.logprobs:type_name -> llmserve.worker.v1.Logprobs
+	16, // 13: llmserve.worker.v1.Output.prompt_logprobs:type_name -> llmserve.worker.v1.Logprobs
+	1,  // 14: llmserve.worker.v1.Output.finish_reason:type_name -> llmserve.worker.v1.FinishReason
+	17, // 15: llmserve.worker.v1.Output.error:type_name -> llmserve.worker.v1.Error
+	20, // 16: llmserve.worker.v1.Final.usage:type_name -> llmserve.worker.v1.Usage
+	21, // 17: llmserve.worker.v1.Final.kv_transfer:type_name -> llmserve.worker.v1.KVTransferReport
+	19, // 18: llmserve.worker.v1.GenerateResponse.output:type_name -> llmserve.worker.v1.Output
+	22, // 19: llmserve.worker.v1.GenerateResponse.final:type_name -> llmserve.worker.v1.Final
+	12, // 20: llmserve.worker.v1.PrefillRequest.request:type_name -> llmserve.worker.v1.Request
+	16, // 21: llmserve.worker.v1.PrefillResponse.first_logprobs:type_name -> llmserve.worker.v1.Logprobs
+	1,  // 22: llmserve.worker.v1.PrefillResponse.finish_reason:type_name -> llmserve.worker.v1.FinishReason
+	20, // 23: llmserve.worker.v1.PrefillResponse.usage:type_name -> llmserve.worker.v1.Usage
+	28, // 24: llmserve.worker.v1.KVLayout.sections:type_name -> llmserve.worker.v1.KVSection
+	29, // 25: llmserve.worker.v1.KVTrailer.layout:type_name -> llmserve.worker.v1.KVLayout
+	27, // 26: llmserve.worker.v1.PullKVResponse.chunk:type_name -> llmserve.worker.v1.KVChunk
+	30, // 27: llmserve.worker.v1.PullKVResponse.trailer:type_name -> llmserve.worker.v1.KVTrailer
+	0,  // 28: llmserve.worker.v1.StatsResponse.role:type_name -> llmserve.worker.v1.Role
+	3,  // 29: llmserve.worker.v1.KVEvent.kind:type_name -> llmserve.worker.v1.KVEventKind
+	10, // 30: llmserve.worker.v1.EmbedRequest.inputs:type_name -> llmserve.worker.v1.TokenSequence
+	39, // 31: llmserve.worker.v1.EmbedResponse.embeddings:type_name -> llmserve.worker.v1.Embedding
+	4,  // 32: llmserve.worker.v1.Worker.Info:input_type -> llmserve.worker.v1.InfoRequest
+	6,  // 33: llmserve.worker.v1.Worker.Vocabulary:input_type -> llmserve.worker.v1.VocabularyRequest
+	14, // 34: llmserve.worker.v1.Worker.Generate:input_type -> llmserve.worker.v1.GenerateRequest
+	24, // 35: llmserve.worker.v1.Worker.Prefill:input_type -> llmserve.worker.v1.PrefillRequest
+	26, // 36: llmserve.worker.v1.Worker.PullKV:input_type -> llmserve.worker.v1.PullKVRequest
+	32, // 37: llmserve.worker.v1.Worker.ReleaseKV:input_type -> llmserve.worker.v1.ReleaseKVRequest
+	34, // 38: llmserve.worker.v1.Worker.Stats:input_type -> llmserve.worker.v1.StatsRequest
+	36, // 39: llmserve.worker.v1.Worker.WatchKVEvents:input_type -> llmserve.worker.v1.WatchKVEventsRequest
+	38, // 40: llmserve.worker.v1.Worker.Embed:input_type -> llmserve.worker.v1.EmbedRequest
+	5,  // 41: llmserve.worker.v1.Worker.Info:output_type -> llmserve.worker.v1.InfoResponse
+	7,  // 42: llmserve.worker.v1.Worker.Vocabulary:output_type -> llmserve.worker.v1.VocabularyChunk
+	23, // 43: llmserve.worker.v1.Worker.Generate:output_type -> llmserve.worker.v1.GenerateResponse
+	25, // 44: llmserve.worker.v1.Worker.Prefill:output_type -> llmserve.worker.v1.PrefillResponse
+	31, // 45: llmserve.worker.v1.Worker.PullKV:output_type -> llmserve.worker.v1.PullKVResponse
+	33, // 46: llmserve.worker.v1.Worker.ReleaseKV:output_type -> llmserve.worker.v1.ReleaseKVResponse
+	35, // 47: llmserve.worker.v1.Worker.Stats:output_type -> llmserve.worker.v1.StatsResponse
+	37, // 48: llmserve.worker.v1.Worker.WatchKVEvents:output_type -> llmserve.worker.v1.KVEvent
+	40, // 49: llmserve.worker.v1.Worker.Embed:output_type -> llmserve.worker.v1.EmbedResponse
+	41, // [41:50] is the sub-list for method output_type
+	32, // [32:41] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -3281,11 +3417,11 @@ func file_worker_proto_init() {
 		(*GenerateRequest_Request)(nil),
 		(*GenerateRequest_StopChoice)(nil),
 	}
-	file_worker_proto_msgTypes[18].OneofWrappers = []any{
+	file_worker_proto_msgTypes[19].OneofWrappers = []any{
 		(*GenerateResponse_Output)(nil),
 		(*GenerateResponse_Final)(nil),
 	}
-	file_worker_proto_msgTypes[26].OneofWrappers = []any{
+	file_worker_proto_msgTypes[27].OneofWrappers = []any{
 		(*PullKVResponse_Chunk)(nil),
 		(*PullKVResponse_Trailer)(nil),
 	}
@@ -3295,7 +3431,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
