@@ -756,7 +756,7 @@ func toError(e *workerpb.Error) error {
 	default:
 		base = scheduler.ErrEngine
 	}
-	if rl := e.GetRequest(); rl != nil && (base == scheduler.ErrTooLong || base == scheduler.ErrLimit || base == scheduler.ErrInvalid) {
+	if rl := e.GetRequest(); rl != nil && (errors.Is(base, scheduler.ErrTooLong) || errors.Is(base, scheduler.ErrLimit) || errors.Is(base, scheduler.ErrInvalid)) {
 		// The scheduler's own error: the API layer words it (token counts,
 		// its field names) as serve does.
 		return &scheduler.RequestError{Field: scheduler.Field(rl.Field), Err: base, Value: int(rl.Value), Limit: int(rl.Limit),

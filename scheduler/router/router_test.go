@@ -514,7 +514,8 @@ func TestMigration(t *testing.T) {
 	}
 	b.down.Store(false)
 	waitHealthy(t, r, 2)
-	close(a.gate) // now a's stream breaks
+	a.down.Store(true) // dead: its checks fail too, it is not picked again
+	close(a.gate)      // now a's stream breaks
 	toks, fins, errs := collect(t, streams[0], 2)
 	want := [][]int32{{10, 11, 12, 105, 106}, {20, 103, 104, 105, 106}}
 	for c := range 2 {
