@@ -13,7 +13,10 @@
 // processes on loopback (built once, as pd_test.go does): two workers, a
 // prefill and a decode worker, a worker killed or shut down mid-stream,
 // prefix-aware routing, a worker that dies and comes back, compared with
-// one `serve` process. tensor_test.go serves tensor models (an ONNX MLP with
+// one `serve` process; head_kill_test.go kills a worker while the other
+// starts, and a prefill worker mid-transfer (every stream ends with serve's
+// text or the no-worker error, never the shutdown one), and starts a
+// worker after the head. tensor_test.go serves tensor models (an ONNX MLP with
 // known weights written by the runtime's ONNX writer, the same graph as a
 // GGUF, one with an unsupported operator) from a repository and checks
 // every protocol against a pure-Go reference, adaptive batching (32
