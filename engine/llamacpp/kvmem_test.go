@@ -4,30 +4,18 @@ package llamacpp
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/evals/synth"
-	"github.com/llmserve/llmserve/models/stories260k"
 )
 
 // loadKVQ8 writes and loads a small dummy-weight model whose KV rows are
 // one q8_0 block (one KV head of 32 dimensions): 34 bytes.
 func loadKVQ8(t testing.TB) *Model {
 	t.Helper()
-	dir := t.TempDir()
-	vocab, err := stories260k.File(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shape := synth.Shape{Name: "kv-q8", Of: "a test", Embd: 128, Layers: 2, Heads: 4, HeadsKV: 1, FF: 256, Context: 8192,
-		RopeTheta: 10000, RMSEps: 1e-5, Vocab: 512}
-	path := filepath.Join(dir, "kv-q8.gguf")
-	if _, err := synth.Write(path, synth.Options{Shape: shape, DType: synth.DType("f32"), VocabPath: vocab, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	return loadFile(t, path)
+	return loadSynth(t, synth.Shape{Name: "kv-q8", Of: "a test", Embd: 128, Layers: 2, Heads: 4, HeadsKV: 1, FF: 256, Context: 8192,
+		RopeTheta: 10000, RMSEps: 1e-5, Vocab: 512}, "f32", 3)
 }
 
 // prefill computes prompt into slot as sequence seq and returns the

@@ -40,15 +40,21 @@ func loadFile(t testing.TB, path string) *Model {
 // vocabulary.
 func loadQ8(t testing.TB) *Model {
 	t.Helper()
+	return loadSynth(t, synth.Shape{Name: "tiny-q8", Of: "a test", Embd: 64, Layers: 3, Heads: 4, HeadsKV: 2, FF: 128, Context: 512,
+		RopeTheta: 10000, RMSEps: 1e-5, Vocab: 512}, "q8_0", 7)
+}
+
+// loadSynth writes a dummy-weight model of shape with stories260K's
+// vocabulary and loads it, closed when the test ends.
+func loadSynth(t testing.TB, shape synth.Shape, dtype string, seed uint64) *Model {
+	t.Helper()
 	dir := t.TempDir()
 	vocab, err := stories260k.File(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shape := synth.Shape{Name: "tiny-q8", Of: "a test", Embd: 64, Layers: 3, Heads: 4, HeadsKV: 2, FF: 128, Context: 512,
-		RopeTheta: 10000, RMSEps: 1e-5, Vocab: 512}
-	path := filepath.Join(dir, "tiny-q8.gguf")
-	if _, err := synth.Write(path, synth.Options{Shape: shape, DType: synth.DType("q8_0"), VocabPath: vocab, Seed: 7}); err != nil {
+	path := filepath.Join(dir, shape.Name+".gguf")
+	if _, err := synth.Write(path, synth.Options{Shape: shape, DType: synth.DType(dtype), VocabPath: vocab, Seed: seed}); err != nil {
 		t.Fatal(err)
 	}
 	return loadFile(t, path)
