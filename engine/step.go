@@ -95,6 +95,32 @@ type NewSequence struct {
 	// penalty (the prompt). Presence and frequency penalties see only
 	// generated tokens.
 	History []int32
+	// Adapter, when not nil, is the LoRA adapter every chunk of the
+	// sequence is computed with (an executor's own handle, from the
+	// runtime that loaded it; engine.Adapter says what crosses the
+	// boundary). Nil computes with the base weights.
+	Adapter Adapter
+}
+
+// Adapter is a LoRA adapter loaded by an executor's model: an opaque
+// handle the runtime gets when it loads one and hands to the scheduler
+// with each request that names it. Its name keys the prefix cache, the
+// metrics and the logs; two adapters of one model never share a name.
+type Adapter interface {
+	AdapterName() string
+}
+
+// MediaSpan is a run of a chunk's positions whose inputs are embeddings
+// (an encoded image or audio clip) rather than tokens.
+type MediaSpan struct {
+	// Offset is the index in Chunk.Tokens of the span's first position;
+	// the span covers Tokens[Offset : Offset+Rows]. Those tokens are the
+	// media's placeholders (MediaToken), which the executor does not
+	// decode.
+	Offset int
+	Rows   int
+	// Embd holds Rows rows of the model's embedding width, row-major.
+	Embd []float32
 }
 
 // Chunk is the part of one sequence that a step decodes.
@@ -122,6 +148,35 @@ type Chunk struct {
 	// that follows Tokens[i], and the engine returns its logprob (with the top
 	// alternatives when Sampling.TopLogprobs > 0). len(Targets) <= len(Tokens).
 	Targets []int32
+	// Media are the spans of Tokens that are embeddings, in order, not
+	// overlapping. A chunk with media asks for no Targets over them.
+	Media []MediaSpan
+	// Draft, with Sample set, are speculative tokens proposed to follow
+	// Tokens (positions Pos+len(Tokens), ...). The executor computes them
+	// in the same step and samples at the last of Tokens and after each
+	// draft token in order, with the sequence's own chain, as if the
+	// tokens had come one step at a time: while the drawn token equals
+	// the next draft token it is accepted and drawing goes on; the first
+	// token that differs (or the one after the last draft token) ends the
+	// chunk as Sample.Token. Drawing a token from p and keeping the draft
+	// only when they are equal is speculative sampling's rejection rule
+	// for a draft that proposes one token with certainty, so the output is
+	// distributed, and with a seed drawn, exactly as without a draft. The
+	// KV of rejected draft tokens is removed: afterwards the slot holds
+	// Pos+len(Tokens)+len(Sample.Accepted) positions.
+	Draft []int32
+}
+
+// MediaToken is the placeholder token of a media position: negative, so
+// it is never a vocabulary token, and derived from the media's hash so
+// that the prefix cache, which keys blocks by tokens, keys media by their
+// bytes. i is the position within the media item; successive positions
+// take successive 30-bit windows of the hash, so a block of placeholders
+// carries all of it.
+func MediaToken(hash [32]byte, i int) int32 {
+	o := (i * 4) % 32
+	v := uint32(hash[o]) | uint32(hash[(o+1)%32])<<8 | uint32(hash[(o+2)%32])<<16 | uint32(hash[(o+3)%32])<<24
+	return -1 - int32(v&0x3fffffff)
 }
 
 // Export asks for the KV of positions [From, To) of the sequence in Slot.
@@ -186,6 +241,11 @@ type Sample struct {
 	Token int32
 	// Logprobs is set when Sampling.Logprobs is true.
 	Logprobs *Logprobs
+	// Accepted are the chunk's draft tokens the engine accepted, in
+	// order; they come before Token. AcceptedLogprobs parallels it when
+	// Sampling.Logprobs is true.
+	Accepted         []int32
+	AcceptedLogprobs []Logprobs
 }
 
 // PromptLogprobs are the logprobs of a chunk's Targets.

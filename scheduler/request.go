@@ -58,6 +58,41 @@ type Request struct {
 	// manager exports the prompt's KV and keeps it under that name
 	// (kvcache.AdmitOptions.Keep). Only with N == 1.
 	KeepKV string
+	// Adapter, when not nil, is the LoRA adapter the request runs with
+	// (engine.NewSequence.Adapter). Requests with different adapters run
+	// in the same steps; the prefix cache shares blocks only between
+	// requests of the same adapter.
+	Adapter engine.Adapter
+	// Media are the prompt's embedded inputs (images, audio), in prompt
+	// order: Prompt[m.Offset : m.Offset+m.Rows] are m's placeholders
+	// (engine.MediaToken of its hash), and the scheduler hands the rows
+	// to the engine with the chunks that cover them.
+	Media []Media
+}
+
+// Media is one encoded media item of a prompt.
+type Media struct {
+	// Offset is the index in Prompt of the item's first position.
+	Offset int
+	// Rows is the number of positions it takes.
+	Rows int
+	// Embd holds Rows rows of the model's embedding width, row-major.
+	Embd []float32
+}
+
+// Speculative configures speculative decoding for every request of a
+// model (vLLM's --speculative-config).
+type Speculative struct {
+	// Method is "" (off), "ngram" (prompt lookup: the draft continues the
+	// latest earlier occurrence of the sequence's last tokens) or
+	// "draft" (a smaller model proposes).
+	Method string
+	// NumTokens is the most draft tokens per sequence per step
+	// (num_speculative_tokens).
+	NumTokens int
+	// PromptLookupMin and PromptLookupMax bound the n-gram matched for
+	// "ngram" (vLLM's prompt_lookup_min/max).
+	PromptLookupMin, PromptLookupMax int
 }
 
 // FinishReason says why a choice ended.

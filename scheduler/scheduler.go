@@ -40,6 +40,12 @@ type Config struct {
 	// stream for seconds (the engine core sets the budget from measured
 	// step times). Short prompts are never held back. 0 turns it off.
 	LongPrefillTokens int
+	// Speculative turns on speculative decoding for every request.
+	Speculative Speculative
+	// MaxLoRAs caps the distinct adapters of one step (vLLM's
+	// --max-loras); 0 means no cap. Requests of other adapters wait for a
+	// later step, oldest first, so none starves.
+	MaxLoRAs int
 }
 
 // MaxSeqLen is the most tokens (prompt and output) one sequence may hold:
