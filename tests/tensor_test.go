@@ -573,6 +573,7 @@ func TestTensorBadModelAndInputs(t *testing.T) {
 		{"wrong rank", input("FP32", []int{6}, []float32{1, 2, 3, 4, 5, 6}), `input \"input\": shape [6] has 1 dimensions`},
 		{"batch too big", input("FP32", []int{4097, 6}, big), `input \"input\": the batch size (shape[0]) is 4097, more than the 4096 rows`},
 		{"integer not exact", input("INT64", []int{1, 6}, []int64{1 << 25, 0, 0, 0, 0, 0}), `input \"input\": element 0 (33554432) is not exact in FP32`},
+		{"nested data against its shape", `{"inputs":[{"name":"input","datatype":"FP32","shape":[2,6],"data":[[1,2,3,4],[5,6,7,8],[9,10,11,12]]}]}`, `data[0] has 4 elements, but dimension 1 of shape [2 6] is 6`},
 		{"unknown output", `{"inputs":[{"name":"input","datatype":"FP32","shape":[1,6],"data":[1,2,3,4,5,6]}],"outputs":[{"name":"probs"}]}`, `output \"probs\" is not an output`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

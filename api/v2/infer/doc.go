@@ -11,8 +11,8 @@
 // row-major, BOOL as one byte 0 or 1) for the fixed-size datatypes, Bytes
 // (one slice per element) for BYTES. That is the binary tensor data
 // extension's and gRPC raw_input_contents' form as it comes, so binary
-// input costs no conversion. SetJSONData reads REST's "data" (flat or
-// nested arrays, every value checked against the datatype: no fractions
+// input costs no conversion. SetJSONData reads REST's "data" (flat, or
+// nested exactly as the shape; every value checked against the datatype: no fractions
 // for integers, no overflow, FP16 rounded to nearest even, magnitude at
 // most 65504), JSONData writes it back flat. Check verifies the shape
 // (non-negative dimensions, at most MaxElements) against the data.

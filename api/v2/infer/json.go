@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // SetJSONData sets the tensor's elements from the JSON value of "data": an
@@ -31,8 +32,9 @@ func (t *Tensor) SetJSONData(data []byte) error {
 	}
 	t.Raw, t.Bytes = nil, nil
 	size := t.Datatype.Size()
-	depth, i := 1, 0
-	for depth > 0 {
+	nest := nesting{shape: t.Shape, counts: []int64{0}}
+	i := 0
+	for len(nest.counts) > 0 {
 		tok, err := dec.Token()
 		if err != nil {
 			return fmt.Errorf("data is not valid JSON: %w", err)
@@ -41,12 +43,16 @@ func (t *Tensor) SetJSONData(data []byte) error {
 		case json.Delim:
 			switch v {
 			case '[':
-				depth++
-				if depth > 64 {
+				if len(nest.counts) >= 64 {
 					return errors.New("data nests arrays more than 64 deep")
 				}
+				if err := nest.open(); err != nil {
+					return err
+				}
 			case ']':
-				depth--
+				if err := nest.close(); err != nil {
+					return err
+				}
 			default:
 				return fmt.Errorf("data[%d]: an object is not a tensor element", i)
 			}
@@ -54,6 +60,9 @@ func (t *Tensor) SetJSONData(data []byte) error {
 		}
 		if i >= MaxElements {
 			return fmt.Errorf("data has more than %d elements", MaxElements)
+		}
+		if err := nest.scalar(); err != nil {
+			return err
 		}
 		if err := t.appendJSON(tok, size); err != nil {
 			return fmt.Errorf("data[%d]: %w", i, err)
@@ -63,6 +72,86 @@ func (t *Tensor) SetJSONData(data []byte) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("data has content after its array")
 	}
+	return nil
+}
+
+// nesting checks the arrays of "data" against the tensor's shape as they
+// are read. A flat array is the elements in row-major order, whatever the
+// shape (its length is checked against the shape by the caller). A nested
+// one must nest exactly as the shape: one level per dimension, each array
+// as long as its dimension, the elements at the innermost level, as
+// Triton, MLServer and numpy read it. Reading [[1, 2], [3, 4], [5, 6]] as
+// a [2, 3] tensor would silently transpose what the client meant.
+type nesting struct {
+	shape []int64
+	// counts holds, for each open array, the elements it has so far.
+	counts []int64
+	// nested is set when the outer array's first element is an array.
+	nested, decided bool
+}
+
+// path names the element about to be read, such as data[1][0]: every
+// open array but the innermost is at its last element (open counted it).
+func (n *nesting) path() string {
+	var b strings.Builder
+	b.WriteString("data")
+	for k, c := range n.counts {
+		if k < len(n.counts)-1 {
+			c--
+		}
+		fmt.Fprintf(&b, "[%d]", c)
+	}
+	return b.String()
+}
+
+// openPath names the innermost open array, such as data[1].
+func (n *nesting) openPath() string {
+	var b strings.Builder
+	b.WriteString("data")
+	for _, c := range n.counts[:len(n.counts)-1] {
+		fmt.Fprintf(&b, "[%d]", c-1)
+	}
+	return b.String()
+}
+
+// first decides, at the outer array's first element, whether the data is
+// nested.
+func (n *nesting) first(array bool) {
+	if !n.decided && len(n.counts) == 1 {
+		n.nested, n.decided = array, true
+	}
+}
+
+func (n *nesting) open() error {
+	n.first(true)
+	depth := len(n.counts) // the new array's depth, 1 for the outer one's elements
+	if !n.nested {
+		return fmt.Errorf("%s is an array, but data's first element is not: send data flat (row-major) or nested as the shape %v, not both", n.path(), n.shape)
+	}
+	if depth >= len(n.shape) {
+		return fmt.Errorf("%s is an array, but shape %v has only %d dimension(s): data nests deeper than the shape", n.path(), n.shape, len(n.shape))
+	}
+	n.counts[len(n.counts)-1]++
+	n.counts = append(n.counts, 0)
+	return nil
+}
+
+func (n *nesting) scalar() error {
+	n.first(false)
+	if n.nested && len(n.counts) != len(n.shape) {
+		return fmt.Errorf("%s is a value where shape %v needs an array of %d", n.path(), n.shape, n.shape[len(n.counts)])
+	}
+	n.counts[len(n.counts)-1]++
+	return nil
+}
+
+func (n *nesting) close() error {
+	n.first(false)
+	depth := len(n.counts) - 1
+	if got := n.counts[depth]; n.nested && got != n.shape[depth] {
+		return fmt.Errorf("%s has %d elements, but dimension %d of shape %v is %d", n.openPath(), got, depth, n.shape, n.shape[depth])
+	}
+	n.counts = n.counts[:depth]
 	return nil
 }
 

@@ -19,32 +19,35 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestJSONDataEveryDatatype(t *testing.T) {
 	cases := []struct {
-		dt   Datatype
-		data string
-		want any // JSONData
-		raw  []byte
+		dt    Datatype
+		shape []int64
+		data  string
+		want  any // JSONData
+		raw   []byte
 	}{
-		{BOOL, `[[true, false], [false, true]]`, []bool{true, false, false, true}, []byte{1, 0, 0, 1}},
-		{UINT8, `[0, 255]`, []uint64{0, 255}, []byte{0, 255}},
-		{UINT16, `[1, 65535]`, []uint64{1, 65535}, []byte{1, 0, 255, 255}},
-		{UINT32, `[[4294967295]]`, []uint64{4294967295}, []byte{255, 255, 255, 255}},
-		{UINT64, `[18446744073709551615]`, []uint64{math.MaxUint64}, bytes.Repeat([]byte{255}, 8)},
-		{INT8, `[-128, 127]`, []int64{-128, 127}, []byte{0x80, 0x7f}},
-		{INT16, `[-2]`, []int64{-2}, []byte{0xfe, 0xff}},
-		{INT32, `[[1, 2], [3, -4]]`, []int64{1, 2, 3, -4}, []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff}},
-		{INT64, `[-9223372036854775808]`, []int64{math.MinInt64}, []byte{0, 0, 0, 0, 0, 0, 0, 0x80}},
-		{FP16, `[1, -2, 0.5]`, []float32{1, -2, 0.5}, []byte{0, 0x3c, 0, 0xc0, 0, 0x38}},
-		{FP32, `[1.5, -0.25]`, []float32{1.5, -0.25}, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0x80, 0xbe}},
-		{FP64, `[1e300]`, []float64{1e300}, nil},
-		{BYTES, `[["a", ""], ["héllo", "x"]]`, []string{"a", "", "héllo", "x"}, nil},
+		{BOOL, []int64{2, 2}, `[[true, false], [false, true]]`, []bool{true, false, false, true}, []byte{1, 0, 0, 1}},
+		{UINT8, nil, `[0, 255]`, []uint64{0, 255}, []byte{0, 255}},
+		{UINT16, nil, `[1, 65535]`, []uint64{1, 65535}, []byte{1, 0, 255, 255}},
+		{UINT32, []int64{1, 1}, `[[4294967295]]`, []uint64{4294967295}, []byte{255, 255, 255, 255}},
+		{UINT64, nil, `[18446744073709551615]`, []uint64{math.MaxUint64}, bytes.Repeat([]byte{255}, 8)},
+		{INT8, nil, `[-128, 127]`, []int64{-128, 127}, []byte{0x80, 0x7f}},
+		{INT16, nil, `[-2]`, []int64{-2}, []byte{0xfe, 0xff}},
+		{INT32, []int64{2, 2}, `[[1, 2], [3, -4]]`, []int64{1, 2, 3, -4}, []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff}},
+		{INT64, nil, `[-9223372036854775808]`, []int64{math.MinInt64}, []byte{0, 0, 0, 0, 0, 0, 0, 0x80}},
+		{FP16, nil, `[1, -2, 0.5]`, []float32{1, -2, 0.5}, []byte{0, 0x3c, 0, 0xc0, 0, 0x38}},
+		{FP32, nil, `[1.5, -0.25]`, []float32{1.5, -0.25}, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0x80, 0xbe}},
+		{FP64, nil, `[1e300]`, []float64{1e300}, nil},
+		{BYTES, []int64{2, 2}, `[["a", ""], ["héllo", "x"]]`, []string{"a", "", "héllo", "x"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(string(c.dt), func(t *testing.T) {
-			tt := &Tensor{Name: "x", Datatype: c.dt}
+			tt := &Tensor{Name: "x", Datatype: c.dt, Shape: c.shape}
 			if err := tt.SetJSONData([]byte(c.data)); err != nil {
 				t.Fatal(err)
 			}
-			tt.Shape = []int64{int64(tt.Len())}
+			if c.shape == nil {
+				tt.Shape = []int64{int64(tt.Len())}
+			}
 			if err := tt.Check(); err != nil {
 				t.Fatal(err)
 			}
@@ -82,16 +85,56 @@ func TestJSONDataErrors(t *testing.T) {
 		{BYTES, `[1]`, "string"},
 		{INT32, `{"a":1}`, "array"},
 		{INT32, `[[1], {"a":1}]`, "object"},
+		{INT32, `[[1], 2]`, "data[1] is a value"},
 		{INT32, `[null]`, "null"},
 		{INT32, `[1] [2]`, "after"},
 		{INT32, `[1`, "JSON"},
 		{INT32, strings.Repeat("[", 100) + "1" + strings.Repeat("]", 100), "deep"},
 	}
 	for _, c := range cases {
-		tt := &Tensor{Datatype: c.dt}
+		tt := &Tensor{Datatype: c.dt, Shape: []int64{2, 1}}
 		err := tt.SetJSONData([]byte(c.data))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: error %v, want one mentioning %q", c.dt, c.data, err, c.want)
+		}
+	}
+}
+
+// TestJSONDataNestedShape: nested data must nest as the shape says; flat
+// data is row-major whatever the shape.
+func TestJSONDataNestedShape(t *testing.T) {
+	cases := []struct {
+		shape []int64
+		data  string
+		want  string // "" when accepted
+	}{
+		{[]int64{2, 3}, `[1, 2, 3, 4, 5, 6]`, ""},
+		{[]int64{2, 3}, `[[1, 2, 3], [4, 5, 6]]`, ""},
+		{[]int64{1, 2, 2}, `[[[1, 2], [3, 4]]]`, ""},
+		{[]int64{2, 0}, `[[], []]`, ""},
+		{[]int64{0, 3}, `[]`, ""},
+		{[]int64{2, 3}, `[[1, 2], [3, 4], [5, 6]]`, "data[0] has 2 elements, but dimension 1 of shape [2 3] is 3"},
+		{[]int64{2, 3}, `[[1, 2, 3], [4, 5]]`, "data[1] has 2 elements, but dimension 1 of shape [2 3] is 3"},
+		{[]int64{2, 3}, `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]`, "data has 3 elements, but dimension 0 of shape [2 3] is 2"},
+		{[]int64{2, 3}, `[[1, 2, 3], 4, 5, 6]`, "data[1] is a value where shape [2 3] needs an array of 3"},
+		{[]int64{2, 3}, `[1, 2, 3, [4, 5, 6]]`, "data[3] is an array, but data's first element is not"},
+		{[]int64{6}, `[[1, 2, 3], [4, 5, 6]]`, "data[0] is an array, but shape [6] has only 1 dimension(s)"},
+		{[]int64{2, 1, 2}, `[[[1, 2]], [[3, [4]]]]`, "data[1][0][1] is an array"},
+		{[]int64{2, 2, 2}, `[[[1, 2], [3, 4]], [[5, 6], [7]]]`, "data[1][1] has 1 elements, but dimension 2 of shape [2 2 2] is 2"},
+	}
+	for _, c := range cases {
+		tt := &Tensor{Datatype: FP32, Shape: c.shape}
+		err := tt.SetJSONData([]byte(c.data))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%v %s: %v", c.shape, c.data, err)
+			} else if err := tt.Check(); err != nil {
+				t.Errorf("%v %s: Check: %v", c.shape, c.data, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %s: error %v, want one containing %q", c.shape, c.data, err, c.want)
 		}
 	}
 }
