@@ -121,18 +121,16 @@ func (in *Infer) Snapshot(model, version string) InferSnapshot {
 	return InferSnapshot{}
 }
 
-// Forget drops a model's statistics and series (the model was unloaded).
-func (in *Infer) Forget(model string) {
+// Forget drops a model version's statistics and series (the version was
+// unloaded, or a reload replaced it with another version).
+func (in *Infer) Forget(model, version string) {
 	if in == nil {
 		return
 	}
-	in.success.DeletePartialMatch(prometheus.Labels{"model_name": model})
-	in.failure.DeletePartialMatch(prometheus.Labels{"model_name": model})
+	l := prometheus.Labels{"model_name": model, "model_version": version}
+	in.success.DeletePartialMatch(l)
+	in.failure.DeletePartialMatch(l)
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for k := range in.stats {
-		if k.model == model {
-			delete(in.stats, k)
-		}
-	}
+	delete(in.stats, inferKey{model, version})
 }

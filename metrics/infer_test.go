@@ -36,7 +36,12 @@ func TestInferCountsAndSnapshot(t *testing.T) {
 	if got := testutil.ToFloat64(in.failure.WithLabelValues("m", "1")); got != 1 {
 		t.Errorf("model_infer_request_failure = %v, want 1", got)
 	}
-	in.Forget("m")
+	in.Observe(InferObservation{Model: "m", Version: "2"})
+	in.Forget("m", "1")
+	if s := in.Snapshot("m", "2"); s.Success.Count != 1 {
+		t.Errorf("Forget of version 1 dropped version 2: %+v", s)
+	}
+	in.Forget("m", "2")
 	if s := in.Snapshot("m", "1"); s.Success.Count != 0 {
 		t.Errorf("after Forget: %+v", s)
 	}

@@ -229,6 +229,80 @@ func (r *Registry) remove(name string) (served, bool) {
 	return m, true
 }
 
+// add registers a model of any kind under its name.
+func (r *Registry) add(m served) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addLocked(m)
+}
+
+func (r *Registry) addLocked(m served) error {
+	if r.takenLocked(m.Name()) {
+		return fmt.Errorf("model %q is already served", m.Name())
+	}
+	switch m := m.(type) {
+	case *Generative:
+		r.byName[m.Name()] = m
+		r.order = append(r.order, m)
+	case *TensorModel:
+		r.tensors[m.Name()] = m
+		r.tensorsO = append(r.tensorsO, m)
+	case *runtime.Model:
+		r.runtimes[m.Name()] = m
+		r.runtimeO = append(r.runtimeO, m)
+	default:
+		return fmt.Errorf("model %q: a %T cannot be served", m.Name(), m)
+	}
+	return nil
+}
+
+// replace serves m in place of the model called name, of any kind, in
+// one step: no lookup finds neither. A model of the same kind keeps its
+// place in the listing order.
+func (r *Registry) replace(name string, m served) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	swapped := false
+	switch n := m.(type) {
+	case *Generative:
+		if old, ok := r.byName[name]; ok {
+			r.byName[name] = n
+			r.order[slices.Index(r.order, old)] = n
+			swapped = true
+		}
+	case *TensorModel:
+		if old, ok := r.tensors[name]; ok {
+			r.tensors[name] = n
+			r.tensorsO[slices.Index(r.tensorsO, old)] = n
+			swapped = true
+		}
+	case *runtime.Model:
+		if old, ok := r.runtimes[name]; ok {
+			r.runtimes[name] = n
+			r.runtimeO[slices.Index(r.runtimeO, old)] = n
+			swapped = true
+		}
+	}
+	if swapped {
+		return nil
+	}
+	// Another kind: remove the old model and add the new one, still
+	// under the lock.
+	if g, ok := r.byName[name]; ok {
+		delete(r.byName, name)
+		r.order = slices.DeleteFunc(r.order, func(x *Generative) bool { return x == g })
+	}
+	if t, ok := r.tensors[name]; ok {
+		delete(r.tensors, name)
+		r.tensorsO = slices.DeleteFunc(r.tensorsO, func(x *TensorModel) bool { return x == t })
+	}
+	if c, ok := r.runtimes[name]; ok {
+		delete(r.runtimes, name)
+		r.runtimeO = slices.DeleteFunc(r.runtimeO, func(x *runtime.Model) bool { return x == c })
+	}
+	return r.addLocked(m)
+}
+
 // all lists every model: generative, tensor, then custom runtime ones.
 func (r *Registry) all() []served {
 	r.mu.RLock()

@@ -263,10 +263,11 @@ type RepositoryConfig struct {
 	// Registerer receives each loaded model's metrics, which unloading
 	// removes; nil: none.
 	Registerer prometheus.Registerer
-	// OnUnload, when set, is called with a model's name once it is
-	// unloaded, for what others keep per model (the tensor protocols'
-	// request counts, metrics.Infer).
-	OnUnload func(name string)
+	// OnUnload, when set, is called with a model's name and version once
+	// that version is unloaded (or replaced by a reload of another
+	// version), for what others keep per model version (the tensor
+	// protocols' request counts, metrics.Infer).
+	OnUnload func(name, version string)
 }
 
 // Repository is a model repository on disk (Triton's layout, MLServer's
@@ -283,7 +284,9 @@ type Repository struct {
 
 type repoEntry struct {
 	version, state, reason string
-	metrics                *trackingRegisterer
+	// busy is set while a load or an unload runs; a second one is refused.
+	busy    bool
+	metrics *trackingRegisterer
 }
 
 // IndexEntry is one model of the repository index.
@@ -401,86 +404,118 @@ func (r *Repository) begin(name, state string) (*repoEntry, error) {
 		e = &repoEntry{}
 		r.entries[name] = e
 	}
-	if e.state == StateLoading || e.state == StateUnloading {
-		return nil, fmt.Errorf("%w: %q is %s", ErrBusy, name, strings.ToLower(e.state))
+	if e.busy {
+		what := strings.ToLower(e.state)
+		if e.state == StateReady {
+			what = "reloading"
+		}
+		return nil, fmt.Errorf("%w: %q is %s", ErrBusy, name, what)
 	}
-	e.state, e.reason = state, ""
+	e.state, e.reason, e.busy = state, "", true
 	return e, nil
 }
 
 func (r *Repository) finish(e *repoEntry, state, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.state, e.reason = state, reason
+	e.state, e.reason, e.busy = state, reason, false
 }
 
-// Load loads (or reloads, after unloading it) the model in the folder
-// name. A model that fails to load is a *LoadError, and the index shows
-// it UNAVAILABLE with the reason; the other models keep serving.
+// Load loads the model in the folder name, or reloads it when it is
+// loaded. A model that fails to load is a *LoadError; the other models
+// keep serving. A first load that fails leaves the model UNAVAILABLE in
+// the index with the reason. A reload builds the new model beside the one
+// serving and swaps them in one step, so no request finds the name
+// missing; when the new one fails, the old one keeps serving (READY, the
+// reason naming the failed reload), as Triton does. Once swapped, the old
+// model's requests finish (up to DrainTimeout) before it is freed; the
+// two are in memory together until then.
 func (r *Repository) Load(ctx context.Context, name string) error {
 	dir := filepath.Join(r.cfg.Dir, name)
 	if st, err := os.Stat(dir); !validName(name) || err != nil || !st.IsDir() {
 		return fmt.Errorf("%w: %q (no folder %s)", ErrNotInRepository, name, dir)
 	}
-	if _, loaded := r.reg.lookup(name); loaded {
-		if err := r.Unload(ctx, name); err != nil {
-			return err
-		}
+	old, reloading := r.reg.lookup(name)
+	state := StateLoading
+	if reloading {
+		state = StateReady
 	}
-	e, err := r.begin(name, StateLoading)
+	e, err := r.begin(name, state)
 	if err != nil {
 		return err
 	}
+	oldVersion := e.version
+	// A reload registers the new model's metrics only once the old
+	// one's are gone: the two carry the same labels.
+	tr := &trackingRegisterer{reg: r.cfg.Registerer, deferred: reloading}
 	lc, err := r.config(name, dir)
-	version := lc.version
+	var m served
 	if err == nil {
-		tr := &trackingRegisterer{reg: r.cfg.Registerer}
-		var reg prometheus.Registerer
-		if r.cfg.Registerer != nil {
-			reg = tr
-		}
-		if lc.runtime != nil {
-			lc.runtime.Logger = r.log
-			var m *runtime.Model
-			if m, err = runtime.Start(*lc.runtime); err == nil {
-				if err = r.reg.AddRuntime(m); err != nil {
-					err = errors.Join(err, m.Close())
-				}
-			}
-		} else if lc.tensor != nil {
-			var m *TensorModel
-			if m, err = LoadTensor(*lc.tensor, r.log, reg); err == nil {
-				if err = r.reg.AddTensor(m); err != nil {
-					err = errors.Join(err, m.Close())
-				}
-			}
+		m, err = r.build(lc, tr)
+	}
+	if err == nil {
+		if reloading {
+			err = r.reg.replace(name, m)
 		} else {
-			var g *Generative
-			g, err = LoadGenerative(lc.gen, r.log, reg)
-			var ce *ConfigError
-			if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
-				err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
-			}
-			if err == nil {
-				if err = r.reg.Add(g); err != nil {
-					err = errors.Join(err, g.Close())
-				}
-			}
+			err = r.reg.add(m)
 		}
 		if err != nil {
-			tr.unregisterAll()
-		} else {
-			e.metrics = tr
+			err = errors.Join(err, m.Close())
 		}
 	}
 	if err != nil {
-		r.finish(e, StateUnavailable, err.Error())
+		tr.unregisterAll()
+		if reloading {
+			r.finish(e, StateReady, fmt.Sprintf("reload failed; version %s still serving: %v", oldVersion, err))
+			r.log.Warn("model reload failed; the loaded version keeps serving", "model", name, "version", oldVersion, "err", err)
+		} else {
+			r.finish(e, StateUnavailable, err.Error())
+		}
 		return &LoadError{Name: name, Err: err}
 	}
-	e.version = version
+	if reloading {
+		mark := r.reg.mark()
+		r.drain(ctx, old, mark)
+		if cerr := old.Close(); cerr != nil {
+			r.log.Warn("closing the replaced model", "model", name, "version", oldVersion, "err", cerr)
+		}
+		if e.metrics != nil {
+			e.metrics.unregisterAll()
+		}
+		if merr := tr.activate(); merr != nil {
+			r.log.Warn("registering the reloaded model's metrics", "model", name, "err", merr)
+		}
+		if r.cfg.OnUnload != nil && oldVersion != lc.version {
+			r.cfg.OnUnload(name, oldVersion)
+		}
+	}
+	e.metrics = tr
+	e.version = lc.version
 	r.finish(e, StateReady, "")
-	r.log.Info("model loaded from the repository", "model", name, "version", version)
+	r.log.Info("model loaded from the repository", "model", name, "version", lc.version, "reload", reloading)
 	return nil
+}
+
+// build loads the model lc describes, registering its metrics with reg,
+// but does not serve it.
+func (r *Repository) build(lc loadConfig, tr *trackingRegisterer) (served, error) {
+	var reg prometheus.Registerer
+	if r.cfg.Registerer != nil {
+		reg = tr
+	}
+	switch {
+	case lc.runtime != nil:
+		lc.runtime.Logger = r.log
+		return runtime.Start(*lc.runtime)
+	case lc.tensor != nil:
+		return LoadTensor(*lc.tensor, r.log, reg)
+	}
+	g, err := LoadGenerative(lc.gen, r.log, reg)
+	var ce *ConfigError
+	if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
+		err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+	}
+	return g, err
 }
 
 // loadConfig is how to load one model of the repository: gen for an
@@ -664,7 +699,7 @@ func (r *Repository) Unload(ctx context.Context, name string) error {
 		e.metrics = nil
 	}
 	if r.cfg.OnUnload != nil {
-		r.cfg.OnUnload(name)
+		r.cfg.OnUnload(name, e.version)
 	}
 	r.finish(e, StateUnavailable, "unloaded")
 	r.log.Info("model unloaded", "model", name)
@@ -724,21 +759,47 @@ func (r *Repository) ready() bool {
 }
 
 // trackingRegisterer remembers what it registered so that unloading a
-// model removes its metrics (a reload registers them again).
+// model removes its metrics (a reload registers them again). A deferred
+// one registers nothing until activate: a reloaded model's collectors
+// carry the labels of the model still serving.
 type trackingRegisterer struct {
-	reg prometheus.Registerer
-	mu  sync.Mutex
-	cs  []prometheus.Collector
+	reg      prometheus.Registerer
+	mu       sync.Mutex
+	cs       []prometheus.Collector
+	deferred bool
 }
 
 func (t *trackingRegisterer) Register(c prometheus.Collector) error {
-	if err := t.reg.Register(c); err != nil {
-		return err
-	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.deferred {
+		if err := t.reg.Register(c); err != nil {
+			return err
+		}
+	}
 	t.cs = append(t.cs, c)
-	t.mu.Unlock()
 	return nil
+}
+
+// activate registers what a deferred registerer holds.
+func (t *trackingRegisterer) activate() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.deferred || t.reg == nil {
+		return nil
+	}
+	t.deferred = false
+	var errs []error
+	kept := t.cs[:0]
+	for _, c := range t.cs {
+		if err := t.reg.Register(c); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	t.cs = kept
+	return errors.Join(errs...)
 }
 
 func (t *trackingRegisterer) MustRegister(cs ...prometheus.Collector) {
@@ -757,8 +818,10 @@ func (t *trackingRegisterer) unregisterAll() {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, c := range t.cs {
-		t.reg.Unregister(c)
+	if !t.deferred {
+		for _, c := range t.cs {
+			t.reg.Unregister(c)
+		}
 	}
 	t.cs = nil
 }

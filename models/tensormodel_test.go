@@ -149,7 +149,7 @@ func TestRepositoryServesTensorModels(t *testing.T) {
 	writeFiles(t, root, map[string]string{"good/1/m.onnx": "x", "bad/1/bad.onnx": "x"})
 	reg := NewRegistry()
 	var unloaded []string
-	repo, err := NewRepository(RepositoryConfig{Dir: root, Registerer: prometheus.NewRegistry(), OnUnload: func(name string) { unloaded = append(unloaded, name) }}, reg)
+	repo, err := NewRepository(RepositoryConfig{Dir: root, Registerer: prometheus.NewRegistry(), OnUnload: func(name, _ string) { unloaded = append(unloaded, name) }}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

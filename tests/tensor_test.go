@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
@@ -735,4 +736,97 @@ func TestTensorNonFiniteJSON(t *testing.T) {
 		t.Fatalf("KServe V1: the finite row is not numbers: %s", v1.Predictions[1].Output)
 	}
 	check("KServe V1", p0, out1)
+}
+
+// TestTensorReloadKeepsServing: a reload builds the new version beside
+// the one serving and swaps them in one step. A version that fails to
+// load leaves the loaded one serving (READY, the reason naming the
+// failure), as Triton does; good reloads under a steady stream of
+// requests lose none of them (before, a reload unloaded first, so the
+// name was missing for a moment and requests got 404).
+func TestTensorReloadKeepsServing(t *testing.T) {
+	s := startTensorServer(t)
+	m := testMLP()
+	good, err := m.ONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Nodes[0].Op = "Conv"
+	bad, err := tensor.EncodeONNX(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := restJSON(t, s, "mlp", mlpRows(3, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeVersion := func(v string, data []byte) {
+		t.Helper()
+		vdir := filepath.Join(s.dir, "mlp", v)
+		if err := os.MkdirAll(vdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(vdir, "model.onnx"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Version 2 fails to load: version 1 keeps serving.
+	writeVersion("2", bad)
+	if code, b, _ := postJSON(s, "/v2/repository/models/mlp/load", `{}`); code != 400 || !strings.Contains(b, "Conv") {
+		t.Fatalf("load of the bad version 2: %d %s; want 400 naming Conv", code, b)
+	}
+	if got, err := restJSON(t, s, "mlp", mlpRows(3, 2)); err != nil || !got.equalBits(want) {
+		t.Fatalf("mlp after the failed reload: %v %v; want version 1's %v", got, err, want)
+	}
+	e := s.index(t)["mlp"]
+	if e["state"] != "READY" || e["version"] != "1" || !strings.Contains(e["reason"], "reload failed") || !strings.Contains(e["reason"], "Conv") {
+		t.Fatalf("index entry after the failed reload: %v; want READY version 1 with the failure in the reason", e)
+	}
+
+	// Version 3 is good: five reloads under load lose no request.
+	writeVersion("3", good)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var served, failed atomic.Int64
+	var firstErr atomic.Value
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got, err := restJSON(t, s, "mlp", mlpRows(3, 2))
+				if err == nil && !got.equalBits(want) {
+					err = fmt.Errorf("worker %d request %d: %v, want %v", w, i, got, want)
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				served.Add(1)
+			}
+		})
+	}
+	for range 5 {
+		if code, b, _ := postJSON(s, "/v2/repository/models/mlp/load", `{}`); code != 200 {
+			t.Errorf("reload: %d %s", code, b)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 || served.Load() == 0 {
+		t.Fatalf("during 5 reloads %d requests served, %d failed (first: %v); want none failed", served.Load(), failed.Load(), firstErr.Load())
+	}
+	if e := s.index(t)["mlp"]; e["state"] != "READY" || e["version"] != "3" || e["reason"] != "" {
+		t.Fatalf("index entry after the reloads: %v; want READY version 3", e)
+	}
+	t.Logf("%d requests served across 5 reloads", served.Load())
 }
