@@ -77,10 +77,12 @@ TOOLS_DIR           := $(CACHE_DIR)/bin
 GRPCURL_VERSION     := v1.9.3
 GRPCURL             := $(TOOLS_DIR)/grpcurl-$(GRPCURL_VERSION)
 # The official SDKs the API tests drive (npm registry, pinned): OpenAI's
-# (Responses) and Anthropic's (Messages), installed by `make node-clients`.
+# (Responses) and Anthropic's (Messages), and onnxruntime-node (the ONNX
+# corpus's references), installed by `make node-clients`.
 OPENAI_NODE_VERSION    := 7.57.0
 ANTHROPIC_NODE_VERSION := 1.14.0
-NODE_CLIENTS           := $(CACHE_DIR)/node-clients-$(OPENAI_NODE_VERSION)-$(ANTHROPIC_NODE_VERSION)
+ORT_NODE_VERSION       := 1.22.0
+NODE_CLIENTS           := $(CACHE_DIR)/node-clients-$(OPENAI_NODE_VERSION)-$(ANTHROPIC_NODE_VERSION)-ort$(ORT_NODE_VERSION)
 PROTOC_GEN_GO       := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
@@ -104,11 +106,12 @@ debian-deps:
 	fi
 
 ## python-deps: python3-grpcio, python3-numpy and python3-protobuf for the
-## custom runtime package (runtimes/python) and its tests, which run
+## custom runtime package (runtimes/python) and its tests, and python3-onnx
+## for the ONNX test corpus (scripts/onnx-corpus), all run by
 ## /usr/bin/python3; `make test` runs this. The build does not need them.
 python-deps:
 	@missing=""; \
-	for p in python3-grpcio python3-numpy python3-protobuf; do \
+	for p in python3-grpcio python3-numpy python3-protobuf python3-onnx; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -193,14 +196,17 @@ test-cgo:
 	LLMSERVE_GRPCURL=$(GRPCURL) LLMSERVE_NODE_MODULES=$(NODE_CLIENTS)/node_modules $(GO) test -count=1 -timeout 20m $(CGO_PKGS)
 
 ## node-clients: the pinned openai and @anthropic-ai/sdk npm packages the
-## API tests run under node (LLMSERVE_NODE_MODULES); needs node and npm.
+## API tests run under node, and onnxruntime-node, which computes the ONNX
+## corpus's references (LLMSERVE_NODE_MODULES); needs node and npm.
+## --ignore-scripts: onnxruntime-node's install script fetches GPU files
+## from a host this build does not reach; its CPU library is in the package.
 node-clients: $(NODE_CLIENTS)/node_modules
 
 $(NODE_CLIENTS)/node_modules:
 	@command -v npm >/dev/null || { echo "make node-clients: npm not found (Debian: apt-get install nodejs npm)"; exit 1; }
 	@rm -rf $(NODE_CLIENTS).tmp && mkdir -p $(NODE_CLIENTS).tmp
 	cd $(NODE_CLIENTS).tmp && echo '{"private":true}' > package.json && \
-	  npm install --silent --no-audit --no-fund --ignore-scripts openai@$(OPENAI_NODE_VERSION) @anthropic-ai/sdk@$(ANTHROPIC_NODE_VERSION)
+	  npm install --silent --no-audit --no-fund --ignore-scripts openai@$(OPENAI_NODE_VERSION) @anthropic-ai/sdk@$(ANTHROPIC_NODE_VERSION) onnxruntime-node@$(ORT_NODE_VERSION)
 	rm -rf $(NODE_CLIENTS) && mv $(NODE_CLIENTS).tmp $(NODE_CLIENTS)
 
 ## grpcurl: the pinned grpcurl the V2 gRPC tests run (tests/v2_grpcurl_test.go).
