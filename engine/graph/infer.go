@@ -117,19 +117,27 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Add", "Sub", "Mul", "Div":
-		a, err := c.floatInput(n, 0)
+		a, err := c.input(n, 0)
 		if err != nil {
 			return nil, err
 		}
-		b, err := c.floatInput(n, 1)
+		b, err := c.input(n, 1)
 		if err != nil {
+			return nil, err
+		}
+		dt := F32
+		if a.DType == I64 && b.DType == I64 && !a.Batched && !b.Batched {
+			dt = I64 // shape arithmetic, folded
+		} else if _, err := c.floatInput(n, 0); err != nil {
+			return nil, err
+		} else if _, err := c.floatInput(n, 1); err != nil {
 			return nil, err
 		}
 		shape, err := Broadcast(a.Shape, b.Shape)
 		if err != nil {
 			return nil, err
 		}
-		return &Info{DType: F32, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
 	case "MatMul":
 		a, err := c.floatInput(n, 0)
 		if err != nil {

@@ -183,6 +183,9 @@ func (bl *builder) full(v gval, shape []int64) *C.struct_ggml_tensor {
 func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 	ctx := bl.ctx
 	in := func(i int) (gval, error) { return bl.value(n.Inputs[i]) }
+	if n.Op == "Where" {
+		return bl.where(n, outShape)
+	}
 	x, err := in(0)
 	if err != nil {
 		return gval{}, err
@@ -218,21 +221,6 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 			return gval{}, err
 		}
 		return gval{C.llms_pow_op(ctx, bl.full(x, outShape), bl.full(y, outShape)), outShape}, nil
-	case "Where":
-		cond, err := bl.weight(n.Inputs[0], "f")
-		if err != nil {
-			return gval{}, err
-		}
-		y, err := in(2)
-		if err != nil {
-			return gval{}, err
-		}
-		x, err := in(1)
-		if err != nil {
-			return gval{}, err
-		}
-		t := C.llms_where_op(ctx, bl.full(cond, outShape), bl.full(x, outShape), bl.full(y, outShape))
-		return gval{t, outShape}, nil
 	case "Expand":
 		return gval{bl.full(x, outShape), outShape}, nil
 	case "Cast":
@@ -310,6 +298,24 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 		return gval{C.ggml_mul_mat(ctx, bt.t, bl.contiguous(x.t)), outShape}, nil
 	}
 	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
+}
+
+// where is Where with a constant condition (uploaded as F32 0 and 1).
+func (bl *builder) where(n *graph.Node, outShape []int64) (gval, error) {
+	cond, err := bl.weight(n.Inputs[0], "f")
+	if err != nil {
+		return gval{}, err
+	}
+	x, err := bl.value(n.Inputs[1])
+	if err != nil {
+		return gval{}, err
+	}
+	y, err := bl.value(n.Inputs[2])
+	if err != nil {
+		return gval{}, err
+	}
+	t := C.llms_where_op(bl.ctx, bl.full(cond, outShape), bl.full(x, outShape), bl.full(y, outShape))
+	return gval{t, outShape}, nil
 }
 
 // reduceSplit fills kept and reduced with the axes a ReduceMean or
