@@ -55,8 +55,9 @@
 //
 //	general.architecture            string   "llmserve.graph"
 //	llmserve.graph.opset            int64    ONNX default-domain opset (0: latest)
-//	llmserve.graph.inputs           [string] input names, in order (all FP32)
+//	llmserve.graph.inputs           [string] input names, in order
 //	llmserve.graph.input.<name>.shape  [int64] numpy order, -1 for the batch first
+//	llmserve.graph.input.<name>.dtype  string "F32" (the default, when absent) or "I64"
 //	llmserve.graph.outputs          [string] output names, in order
 //	llmserve.graph.output.<name>.dtype string "F32" or "I64" (optional)
 //	llmserve.graph.output.<name>.shape [int64] (optional; checked against the inferred one)
