@@ -34,9 +34,13 @@
 // answer does not depend on the batch size (it is at least 1), a Reshape
 // target reads as 0 (keep the batch) in its first entry and an Expand
 // target as the batch; arithmetic on it, or a constant of batch-dependent
-// shape (ConstantOfShape), fails the load. Shape, Equal, Slice,
-// ConstantOfShape and Constant are only ever folded; the executor never
-// sees them.
+// shape (ConstantOfShape), fails the load. Shape, Equal, ConstantOfShape
+// and Constant are only ever folded; the executor never sees them.
+//
+// On batched values, Gather takes constant indices along an axis past the
+// batch (x[:, 0]) or, with batched INT64 indices, looks rows up in a
+// constant table along axis 0; Slice keeps the whole batch and takes
+// positive steps, 1 on the last axis; Where takes a constant condition.
 //
 // The package is pure Go and imports nothing from models/ or api/.
 package graph

@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -299,14 +300,21 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		if x.Batched {
-			return nil, fmt.Errorf("slicing a batched value: %w (only shapes and constants are sliced)", ErrUnsupported)
-		}
 		sl, err := c.sliceOf(n, x.Shape)
 		if err != nil {
 			return nil, err
 		}
-		return &Info{DType: x.DType, Shape: sl.shape}, nil
+		if x.Batched {
+			if x.DType != F32 {
+				return nil, fmt.Errorf("slicing a batched %v value: %w", x.DType, ErrUnsupported)
+			}
+			for d, step := range sl.step {
+				if step < 0 || (d == len(sl.step)-1 && step != 1) {
+					return nil, fmt.Errorf("steps %v on a batched value (positive, and 1 on the last axis): %w", sl.step, ErrUnsupported)
+				}
+			}
+		}
+		return &Info{DType: x.DType, Shape: sl.shape, Batched: x.Batched}, nil
 	case "Equal":
 		a, err := c.input(n, 0)
 		if err != nil {
@@ -502,8 +510,12 @@ func (c *Checked) inferGather(n *Node) (*Info, error) {
 	}
 	shape := slices.Concat(data.Shape[:ax], idx.Shape, data.Shape[ax+1:])
 	switch {
-	case data.Batched:
-		return nil, fmt.Errorf("gathering from a batched value: %w (the data must be a constant, such as an embedding table)", ErrUnsupported)
+	case data.Batched && idx.Batched:
+		return nil, fmt.Errorf("gathering from a batched value with batched indices: %w", ErrUnsupported)
+	case data.Batched && ax == 0:
+		return nil, errBatchAxis
+	case data.Batched && data.DType != F32:
+		return nil, fmt.Errorf("gathering from a batched %v value: %w", data.DType, ErrUnsupported)
 	case idx.Batched && (ax != 0 || data.DType != F32):
 		return nil, fmt.Errorf("batched indices gather F32 constant data along axis 0 (an embedding lookup): %w", ErrUnsupported)
 	case !idx.Batched:
@@ -517,7 +529,7 @@ func (c *Checked) inferGather(n *Node) (*Info, error) {
 			}
 		}
 	}
-	return &Info{DType: data.DType, Shape: shape, Batched: idx.Batched}, nil
+	return &Info{DType: data.DType, Shape: shape, Batched: idx.Batched || data.Batched}, nil
 }
 
 // inferBatchedMatMul is MatMul of two batched values: the same leading
@@ -607,6 +619,17 @@ type slice struct {
 	shape       []int64
 }
 
+// SliceParams resolves Slice node n of c for an input of the given
+// actual shape: per axis, the first index taken, the step and the
+// result's size.
+func (c *Checked) SliceParams(n *Node, shape []int64) (start, step, out []int64, err error) {
+	s, err := c.sliceOf(n, shape)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s.start, s.step, s.shape, nil
+}
+
 func (c *Checked) sliceOf(n *Node, shape []int64) (*slice, error) {
 	r := len(shape)
 	var starts, ends, axes, steps []int64
@@ -656,6 +679,14 @@ func (c *Checked) sliceOf(n *Node, shape []int64) (*slice, error) {
 		d, st, en, step := shape[ax], starts[i], ends[i], steps[i]
 		if step == 0 {
 			return nil, errors.New("a step is 0")
+		}
+		if d == Batch {
+			// The whole batch (0 to the end, as exporters write x[:, ...])
+			// is the only slice of it that keeps rows independent.
+			if st != 0 || en < math.MaxInt32 || step != 1 {
+				return nil, fmt.Errorf("starts %v, ends %v on axis 0: %w", starts, ends, errBatchAxis)
+			}
+			continue
 		}
 		if st < 0 {
 			st += d

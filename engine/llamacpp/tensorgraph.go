@@ -98,6 +98,16 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 				add(in, "f", k.Shape, f)
 				continue
 			}
+			if ok && n.Op == "Gather" && j == 1 && g.Values[n.Inputs[0]].Batched {
+				// Constant indices into a batched value, as F32 (exact:
+				// Check bounds them by the axis size).
+				f := make([]float32, len(k.I64))
+				for e, v := range k.I64 {
+					f[e] = float32(v)
+				}
+				add(in, "idx", k.Shape, f)
+				continue
+			}
 			if !ok || k.DType != graph.F32 {
 				continue
 			}

@@ -107,6 +107,37 @@ static void llms_gather(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	}
 }
 
+// llms_gather_axis gathers along the middle of src[0], contiguous and
+// viewed as [outer][k][inner] (ggml ne {inner, k, outer}), at the indices
+// src[1] holds as F32 (constants, checked at load); negative ones count
+// from the end.
+static void llms_gather_axis(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	(void)ud;
+	const struct ggml_tensor * data = dst->src[0];
+	const struct ggml_tensor * idx = dst->src[1];
+	const int64_t inner = data->ne[0], k = data->ne[1], outer = data->ne[2], n = dst->ne[1];
+	for (int64_t r = ith; r < outer*n; r += nth) {
+		const int64_t o = r / n, j = r % n;
+		int64_t id = (int64_t)((const float *)idx->data)[j];
+		if (id < 0) {
+			id += k;
+		}
+		float * y = (float *)dst->data + (o*n + j)*inner;
+		if (id < 0 || id >= k) {
+			for (int64_t e = 0; e < inner; e++) {
+				y[e] = NAN;
+			}
+			continue;
+		}
+		memcpy(y, (const float *)data->data + (o*k + id)*inner, inner*sizeof(float));
+	}
+}
+
+static struct ggml_tensor * llms_gather_axis_op(struct ggml_context * ctx, struct ggml_tensor * data, struct ggml_tensor * idx) {
+	struct ggml_tensor * args[2] = {data, idx};
+	return ggml_custom_4d(ctx, GGML_TYPE_F32, data->ne[0], ggml_nelements(idx), data->ne[2], 1, args, 2, llms_gather_axis, GGML_N_TASKS_MAX, NULL);
+}
+
 static struct ggml_tensor * llms_unary_op(struct ggml_context * ctx, struct ggml_tensor * a, int op, uint64_t params) {
 	ggml_custom1_op_t f = llms_erf;
 	switch (op) {
@@ -243,9 +274,23 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 			}
 		}
 		return bl.permute(x, perm), nil
+	case "Slice":
+		return bl.slice(n, x, outShape)
 	case "Unsqueeze", "Squeeze":
 		return bl.reshape(x, outShape), nil
 	case "Gather":
+		if bl.m.g.Values[n.Inputs[0]].Batched {
+			// Constant indices into a batched value (x[:, 0]).
+			idx, err := bl.weight(n.Inputs[1], "idx")
+			if err != nil {
+				return gval{}, err
+			}
+			ax, _ := graph.Axis(n.Int("axis", 0), len(x.shape))
+			outer, k, inner := prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax+1:])
+			data := bl.reshape(x, []int64{outer, k, inner})
+			t := C.llms_gather_axis_op(ctx, data.t, idx.t)
+			return bl.reshape(gval{t, []int64{outer, prod(idx.shape), inner}}, outShape), nil
+		}
 		// An embedding lookup: constant table, batched I32 ids.
 		ids, err := in(1)
 		if err != nil {
@@ -298,6 +343,39 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 		return gval{C.ggml_mul_mat(ctx, bt.t, bl.contiguous(x.t)), outShape}, nil
 	}
 	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
+}
+
+// slice is Slice of a batched value as a strided view (the last axis
+// has step 1), made contiguous.
+func (bl *builder) slice(n *graph.Node, x gval, outShape []int64) (gval, error) {
+	r := len(x.shape)
+	starts, steps := make([]int64, r), make([]int64, r)
+	for i := range steps {
+		steps[i] = 1
+	}
+	// Check resolved the slice; recompute it on the actual shape.
+	st, sp, _, err := bl.m.g.SliceParams(n, x.shape)
+	if err != nil {
+		return gval{}, err
+	}
+	copy(starts, st)
+	copy(steps, sp)
+	xt := bl.contiguous(x.t)
+	var ne, nb [4]C.size_t
+	var offset C.size_t
+	stride := C.size_t(4)
+	for i := range 4 {
+		ne[i], nb[i] = 1, stride
+		if i < r {
+			d := r - 1 - i
+			ne[i] = C.size_t(outShape[d])
+			nb[i] = stride * C.size_t(steps[d])
+			offset += C.size_t(starts[d]) * stride
+			stride *= C.size_t(x.shape[d])
+		}
+	}
+	v := C.ggml_view_4d(bl.ctx, xt, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]), nb[1], nb[2], nb[3], offset)
+	return gval{C.ggml_cont(bl.ctx, v), outShape}, nil
 }
 
 // where is Where with a constant condition (uploaded as F32 0 and 1).
