@@ -15,11 +15,32 @@
 // only on row i of the inputs, which the executor relies on to merge
 // requests into one batch.
 //
+// Graph inputs are F32 or I64 (token ids, attention masks); I64 values
+// that depend on an input are only gathered with (Gather on a constant
+// table, an embedding lookup), reshaped and cast to F32.
+//
 // Operators and attributes follow the ONNX operator set (opset 13 and
-// later; Softmax's older flatten-at-axis meaning is kept for opsets before
-// 13). Check validates a graph and infers every value's shape; an
-// operator the package does not know fails with an *Error whose Err is
-// ErrUnsupported.
+// later, with the older attribute forms of Softmax, ReduceMean/ReduceSum,
+// Unsqueeze/Squeeze, Slice and Clip read too; Gelu is opset 20's). Check
+// validates a graph and infers every value's shape; an operator the
+// package does not know fails with an *Error whose Err is ErrUnsupported
+// and whose message lists Ops.
+//
+// Constant folding: Check computes every node whose inputs are constants
+// (exporters transpose weights and build Reshape targets in the graph)
+// and replaces it with a constant. Shape of a batched value folds too:
+// its batch entry is BatchDim, which Gather, Slice, Concat, Unsqueeze,
+// Squeeze and Where move around like any value, Equal compares where the
+// answer does not depend on the batch size (it is at least 1), a Reshape
+// target reads as 0 (keep the batch) in its first entry and an Expand
+// target as the batch; arithmetic on it, or a constant of batch-dependent
+// shape (ConstantOfShape), fails the load. Shape, Equal, ConstantOfShape
+// and Constant are only ever folded; the executor never sees them.
+//
+// On batched values, Gather takes constant indices along an axis past the
+// batch (x[:, 0]) or, with batched INT64 indices, looks rows up in a
+// constant table along axis 0; Slice keeps the whole batch and takes
+// positive steps, 1 on the last axis; Where takes a constant condition.
 //
 // The package is pure Go and imports nothing from models/ or api/.
 package graph

@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -98,12 +99,25 @@ type Graph struct {
 	Nodes   []Node
 }
 
-// Ops lists the supported operators.
+// Ops lists the supported operators, sorted. Shape, ConstantOfShape,
+// Equal and Constant compute only at load time: Check folds every node
+// whose inputs are constants (or the shape of a batched value) into a
+// constant (see Fold).
 var Ops = []string{
-	"Add", "ArgMax", "Concat", "Div", "Flatten", "Gelu", "Gemm", "Identity",
-	"LayerNormalization", "MatMul", "Mul", "Relu", "Reshape", "Sigmoid",
-	"Softmax", "Sub", "Tanh",
+	"Add", "ArgMax", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
+	"Div", "Equal", "Erf", "Expand", "Flatten", "Gather", "Gelu", "Gemm",
+	"HardSigmoid", "Identity", "LayerNormalization", "LeakyRelu", "MatMul",
+	"Mul", "Pow", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape",
+	"Sigmoid", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh",
+	"Transpose", "Unsqueeze", "Where",
 }
+
+// BatchDim is the element of a folded shape value (the output of Shape on
+// a batched value, and what Gather, Slice, Concat and the like make of
+// it) that stands for the batch size, unknown until run time. Reshape
+// reads it as 0 (copy the batch) in its first entry, and Expand as the
+// batch; anything that would compute with it fails the load.
+const BatchDim int64 = math.MinInt64
 
 // ErrUnsupported is the Err of an *Error for an operator or attribute
 // value the runtime does not implement.
@@ -188,6 +202,13 @@ type Checked struct {
 // shapes) and infers every value's shape, filling in the DType and Shape
 // of g.Outputs. opset is the ONNX default-domain opset version, 0 for the
 // latest.
+//
+// Check folds constants in g: a node whose inputs are all constants, or
+// a Shape of a batched value, is computed now (by Eval's code) and
+// replaced by a constant it appends to g.Consts, so the Reshape targets
+// and transposed weights exporters compute in the graph reach the
+// executor as constants. The batch size is not known at load time: in a
+// folded shape it is BatchDim.
 func Check(g *Graph, opset int64) (*Checked, error) {
 	c := &Checked{Graph: g, Values: map[string]*Info{}, Opset: opset}
 	if len(g.Inputs) == 0 {
@@ -233,24 +254,30 @@ func Check(g *Graph, opset int64) (*Checked, error) {
 		if err := checkIO(in); err != nil {
 			return nil, err
 		}
-		if in.DType != F32 {
-			return nil, &Error{Err: fmt.Errorf("input %q: element type %v is not supported (FP32 only)", in.Name, in.DType)}
+		if in.DType != F32 && in.DType != I64 {
+			return nil, &Error{Err: fmt.Errorf("input %q: element type %v is not supported (F32 and I64 are)", in.Name, in.DType)}
 		}
 		if _, dup := c.Values[in.Name]; dup {
 			return nil, &Error{Err: fmt.Errorf("input %q defined twice", in.Name)}
 		}
 		c.Values[in.Name] = &Info{DType: in.DType, Shape: in.Shape, Batched: true}
 	}
+	kept := g.Nodes[:0:0]
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
-		if err := c.inferNode(n); err != nil {
+		folded, err := c.inferNode(n)
+		if err != nil {
 			var ge *Error
 			if errors.As(err, &ge) {
 				return nil, err
 			}
 			return nil, &Error{Node: n.Name, Op: n.Op, Err: err}
 		}
+		if !folded {
+			kept = append(kept, *n)
+		}
 	}
+	g.Nodes = kept
 	for i, out := range g.Outputs {
 		info, ok := c.Values[out.Name]
 		if !ok {

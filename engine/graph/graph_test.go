@@ -99,7 +99,7 @@ func TestCheck(t *testing.T) {
 		{"computed-weights", func(g *Graph) {
 			g.Inputs = append(g.Inputs, Value{Name: "w2", DType: F32, Shape: []int64{Batch, 3}})
 			g.Nodes[0].Inputs[1] = "w2"
-		}, `node "mm" (MatMul): the second input must be a 2-D initializer (weights), got shape [-1 3]: not supported`},
+		}, `node "mm" (MatMul): MatMul of batched values needs both batched, of the same rank, 3 or more; got [-1 4] and [-1 3]: not supported`},
 		{"duplicate-output", func(g *Graph) { g.Nodes[0].Outputs = []string{"x"} }, "defined twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

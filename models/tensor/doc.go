@@ -14,7 +14,11 @@
 // starting with "GGUF" is a GGUF graph (layout below), anything else is
 // read as an ONNX ModelProto. Both become an engine/graph Graph, which
 // graph.Check validates (operators, attributes with ONNX defaults,
-// shapes); engine/llamacpp then executes it with ggml's CPU backend. A
+// shapes) and folds the nodes that compute from constants (Reshape
+// targets from Shape, transposed weights) into constants; engine/llamacpp
+// then executes it with ggml's CPU backend. INT64 inputs (token ids,
+// attention masks) run as int32 there: a value outside int32, or a token
+// id out of range of the embedding table it indexes, fails the request. A
 // model the runtime cannot execute fails with a *ModelError, which
 // matches ErrInvalidModel (and ErrUnsupported for an operator outside
 // graph.Ops; the message names the operator and the node); an I/O error
@@ -51,8 +55,9 @@
 //
 //	general.architecture            string   "llmserve.graph"
 //	llmserve.graph.opset            int64    ONNX default-domain opset (0: latest)
-//	llmserve.graph.inputs           [string] input names, in order (all FP32)
+//	llmserve.graph.inputs           [string] input names, in order
 //	llmserve.graph.input.<name>.shape  [int64] numpy order, -1 for the batch first
+//	llmserve.graph.input.<name>.dtype  string "F32" (the default, when absent) or "I64"
 //	llmserve.graph.outputs          [string] output names, in order
 //	llmserve.graph.output.<name>.dtype string "F32" or "I64" (optional)
 //	llmserve.graph.output.<name>.shape [int64] (optional; checked against the inferred one)

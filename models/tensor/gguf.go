@@ -57,6 +57,9 @@ func EncodeGGUF(g *graph.Graph, opset int64) ([]byte, error) {
 	for _, in := range g.Inputs {
 		names = append(names, in.Name)
 		kvs = append(kvs, kv{ggufPrefix + "input." + in.Name + ".shape", slices.Clone(in.Shape)})
+		if in.DType == graph.I64 {
+			kvs = append(kvs, kv{ggufPrefix + "input." + in.Name + ".dtype", in.DType.String()})
+		}
 	}
 	kvs = append(kvs, kv{ggufPrefix + "inputs", names})
 	names = nil
@@ -402,7 +405,15 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 		if !ok {
 			return nil, 0, fmt.Errorf("GGUF key %sinput.%s.shape is missing or not an int64 array", ggufPrefix, name)
 		}
-		g.Inputs = append(g.Inputs, graph.Value{Name: name, DType: graph.F32, Shape: shape})
+		v := graph.Value{Name: name, DType: graph.F32, Shape: shape}
+		switch dt, _ := kv[ggufPrefix+"input."+name+".dtype"].(string); dt {
+		case "", "F32":
+		case "I64":
+			v.DType = graph.I64
+		default:
+			return nil, 0, fmt.Errorf("GGUF key %sinput.%s.dtype is %q; F32 or I64", ggufPrefix, name, dt)
+		}
+		g.Inputs = append(g.Inputs, v)
 	}
 	outputs, err := strs(ggufPrefix + "outputs")
 	if err != nil {

@@ -170,6 +170,18 @@ func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
 		return graph.Attr{Kind: graph.AttrInts, Ints: a.GetInts()}, nil
 	case onnxpb.AttributeProto_FLOATS:
 		return graph.Attr{Kind: graph.AttrFloats, Floats: a.GetFloats()}, nil
+	case onnxpb.AttributeProto_TENSOR:
+		// A one-element tensor (ConstantOfShape's value) is read as a
+		// FLOAT or INT attribute.
+		if t := a.GetT(); t != nil {
+			c, err := onnxConst(t)
+			if err == nil && c.Elements() == 1 {
+				if c.DType == graph.I64 {
+					return graph.Attr{Kind: graph.AttrInt, Int: c.I64[0]}, nil
+				}
+				return graph.Attr{Kind: graph.AttrFloat, Float: c.F32[0]}, nil
+			}
+		}
 	}
 	return graph.Attr{}, fmt.Errorf("attribute %q of type %v: %w", a.GetName(), typ, graph.ErrUnsupported)
 }
