@@ -32,6 +32,7 @@ type GraphModel struct {
 	threads int
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
+	ml      *mlParams                        // the ai.onnx.ml nodes' parameters (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
@@ -118,6 +119,11 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 			C.memcpy(t.data, unsafe.Pointer(&p.data[0]), C.size_t(len(p.data)*4))
 		}
 		m.weights[p.key] = t
+	}
+	var err error
+	if m.ml, err = prepareML(g); err != nil {
+		C.ggml_free(m.wctx)
+		return nil, err
 	}
 	return m, nil
 }
@@ -216,6 +222,7 @@ func (m *GraphModel) Close() error {
 	m.poolMu.Unlock()
 	C.ggml_free(m.wctx)
 	m.wctx = nil
+	m.ml.free()
 	return nil
 }
 
@@ -325,6 +332,11 @@ func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, 
 			outs[i].F32 = make([]float32, n)
 			if n > 0 {
 				C.memcpy(unsafe.Pointer(&outs[i].F32[0]), t.data, C.size_t(n*4))
+			}
+		case C.GGML_TYPE_I64:
+			outs[i].I64 = make([]int64, n)
+			if n > 0 {
+				C.memcpy(unsafe.Pointer(&outs[i].I64[0]), t.data, C.size_t(n*8))
 			}
 		case C.GGML_TYPE_I32:
 			src := unsafe.Slice((*int32)(t.data), n)
