@@ -42,5 +42,28 @@
 // constant table along axis 0; Slice keeps the whole batch and takes
 // positive steps, 1 on the last axis; Where takes a constant condition.
 //
+// # The ai.onnx.ml operators
+//
+// MLOps are the classic machine-learning operators of the ai.onnx.ml
+// domain (opsets 1 to 3), as scikit-learn (skl2onnx), XGBoost and
+// LightGBM (onnxmltools) export them: Scaler, Normalizer,
+// LinearRegressor, LinearClassifier, ZipMap, TreeEnsembleRegressor and
+// TreeEnsembleClassifier, each on a [batch, features] input. They follow
+// ONNX Runtime's CPU kernels, quirks included (ml.go and trees.go say
+// which), in float32 as it computes them. A classifier has two outputs,
+// the INT64 label and the F32 scores; class labels must be integers
+// (classlabels_int64s, classlabels_ints), since a graph has no string
+// values. ZipMap's output, a sequence of maps in ONNX, is its input's
+// [batch, classes] tensor under ZipMap's output name: the classes are
+// the columns, in order.
+//
+// ParseTreeEnsemble and ParseLinear check a node and flatten it into the
+// arrays both Eval and the executor compute from (the executor in C, row
+// by row, several rows per thread).
+//
+// Operators defined in files of their own (opfiles.go: the ai.onnx.ml
+// ones) may have several outputs; an output name left empty is not
+// computed.
+//
 // The package is pure Go and imports nothing from models/ or api/.
 package graph

@@ -46,11 +46,23 @@ func Eval(c *Checked, inputs map[string]*Dense) (map[string]*Dense, error) {
 				ins[j] = vals[name]
 			}
 		}
-		out, err := evalNode(c, n, ins)
+		var outs []*Dense
+		var err error
+		if f, ok := opFiles[n.Op]; ok {
+			outs, err = f.eval(c, n, ins)
+		} else {
+			var out *Dense
+			out, err = evalNode(c, n, ins)
+			outs = []*Dense{out}
+		}
 		if err != nil {
 			return nil, &Error{Node: n.Name, Op: n.Op, Err: err}
 		}
-		vals[n.Outputs[0]] = out
+		for j, out := range outs {
+			if j < len(n.Outputs) && n.Outputs[j] != "" {
+				vals[n.Outputs[j]] = out
+			}
+		}
 	}
 	res := map[string]*Dense{}
 	for _, o := range c.Outputs {

@@ -8,11 +8,11 @@ import (
 )
 
 func TestOpsSorted(t *testing.T) {
-	if !slices.IsSorted(Ops) {
-		t.Errorf("Ops is not sorted: %v", Ops)
+	if !slices.IsSorted(Ops) || !slices.IsSorted(MLOps) {
+		t.Errorf("Ops or MLOps is not sorted: %v, %v", Ops, MLOps)
 	}
 	err := (&Error{Node: "n", Op: "Conv", Err: ErrUnsupported}).Error()
-	if want := "(supported: " + strings.Join(Ops, ", ") + ")"; !strings.Contains(err, want) {
+	if want := "(supported: " + strings.Join(Ops, ", ") + "; ai.onnx.ml: " + strings.Join(MLOps, ", ") + ")"; !strings.Contains(err, want) {
 		t.Errorf("error %q does not list the operators", err)
 	}
 }

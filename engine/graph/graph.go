@@ -68,16 +68,18 @@ const (
 	AttrString
 	AttrInts
 	AttrFloats
+	AttrStrings
 )
 
 // Attr is one node attribute.
 type Attr struct {
-	Kind   AttrKind
-	Int    int64
-	Float  float32
-	String string
-	Ints   []int64
-	Floats []float32
+	Kind    AttrKind
+	Int     int64
+	Float   float32
+	String  string
+	Ints    []int64
+	Floats  []float32
+	Strings []string
 }
 
 // Node is one operator application. Inputs name values (graph inputs,
@@ -119,6 +121,13 @@ var Ops = []string{
 // batch; anything that would compute with it fails the load.
 const BatchDim int64 = math.MinInt64
 
+// MLOps lists the supported operators of the ai.onnx.ml domain (ml.go
+// says how each is computed).
+var MLOps = []string{
+	"LinearClassifier", "LinearRegressor", "Normalizer", "Scaler",
+	"TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap",
+}
+
 // ErrUnsupported is the Err of an *Error for an operator or attribute
 // value the runtime does not implement.
 var ErrUnsupported = errors.New("not supported")
@@ -134,7 +143,7 @@ type Error struct {
 func (e *Error) Error() string {
 	switch {
 	case e.Err == ErrUnsupported && e.Op != "": //nolint:errorlint // the operator itself, not a wrapped cause
-		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s)", e.Node, e.Op, strings.Join(Ops, ", "))
+		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s; ai.onnx.ml: %s)", e.Node, e.Op, strings.Join(Ops, ", "), strings.Join(MLOps, ", "))
 	case e.Node != "":
 		return fmt.Sprintf("node %q (%s): %v", e.Node, e.Op, e.Err)
 	}

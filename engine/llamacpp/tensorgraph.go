@@ -35,6 +35,7 @@ type GraphModel struct {
 	// indexBound is, for an I64 input that Gather uses as indices, the
 	// size of the gathered axis: its values must be in [-bound, bound).
 	indexBound map[int]int64
+	ml         *mlParams // the ai.onnx.ml nodes' parameters (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
@@ -152,6 +153,11 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 			C.memcpy(t.data, unsafe.Pointer(&p.data[0]), C.size_t(len(p.data)*4))
 		}
 		m.weights[p.key] = t
+	}
+	var err error
+	if m.ml, err = prepareML(g); err != nil {
+		C.ggml_free(m.wctx)
+		return nil, err
 	}
 	return m, nil
 }
@@ -277,6 +283,7 @@ func (m *GraphModel) Close() error {
 	m.poolMu.Unlock()
 	C.ggml_free(m.wctx)
 	m.wctx = nil
+	m.ml.free()
 	return nil
 }
 
@@ -393,6 +400,11 @@ func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput,
 			outs[i].F32 = make([]float32, n)
 			if n > 0 {
 				C.memcpy(unsafe.Pointer(&outs[i].F32[0]), t.data, C.size_t(n*4))
+			}
+		case C.GGML_TYPE_I64:
+			outs[i].I64 = make([]int64, n)
+			if n > 0 {
+				C.memcpy(unsafe.Pointer(&outs[i].I64[0]), t.data, C.size_t(n*8))
 			}
 		case C.GGML_TYPE_I32:
 			src := unsafe.Slice((*int32)(t.data), n)

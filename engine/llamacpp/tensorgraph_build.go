@@ -103,12 +103,16 @@ func (m *GraphModel) build(rows int) (*builtGraph, error) {
 	}
 	for i := range m.g.Nodes {
 		n := &m.g.Nodes[i]
-		v, err := bl.node(n)
+		vs, err := bl.nodeOutputs(n)
 		if err != nil {
 			b.free()
 			return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
 		}
-		bl.vals[n.Outputs[0]] = v
+		for j, v := range vs {
+			if j < len(n.Outputs) && n.Outputs[j] != "" {
+				bl.vals[n.Outputs[j]] = v
+			}
+		}
 	}
 	b.gf = C.ggml_new_graph_custom(ctx, nodes, false)
 	for _, out := range m.g.Outputs {

@@ -21,8 +21,15 @@
 // id out of range of the embedding table it indexes, fails the request. A
 // model the runtime cannot execute fails with a *ModelError, which
 // matches ErrInvalidModel (and ErrUnsupported for an operator outside
-// graph.Ops; the message names the operator and the node); an I/O error
-// does not.
+// graph.Ops and graph.MLOps; the message names the operator and the
+// node); an I/O error does not.
+//
+// Nodes of the default domain must be in graph.Ops; those of ai.onnx.ml
+// (opsets 1 to 3: scikit-learn's, XGBoost's and LightGBM's exports) in
+// graph.MLOps. A ZipMap output, which ONNX types as a sequence of maps,
+// is served as the [batch, classes] FP32 tensor of its input, under the
+// ZipMap output's name (V2 and KServe V1 carry tensors only); the
+// classes are its columns, in the order of the ZipMap's labels.
 //
 // ONNX is parsed with google.golang.org/protobuf into the generated types
 // of onnxpb (our own subset of onnx.proto, with ONNX's field numbers): of
@@ -63,11 +70,11 @@
 //	llmserve.graph.output.<name>.shape [int64] (optional; checked against the inferred one)
 //	llmserve.graph.node_count       uint32
 //	llmserve.graph.node.<i>.name    string   nodes in topological order, i from 0
-//	llmserve.graph.node.<i>.op      string   ONNX operator type (graph.Ops)
+//	llmserve.graph.node.<i>.op      string   ONNX operator type (graph.Ops or graph.MLOps)
 //	llmserve.graph.node.<i>.inputs  [string] value names; "" for an omitted optional input
 //	llmserve.graph.node.<i>.outputs [string]
-//	llmserve.graph.node.<i>.attr.<attr>  int64, float32, string, [int64] or [float32]:
-//	                                 an ONNX INT, FLOAT, STRING, INTS or FLOATS attribute
+//	llmserve.graph.node.<i>.attr.<attr>  int64, float32, string, [int64], [float32] or [string]:
+//	                                 an ONNX INT, FLOAT, STRING, INTS, FLOATS or STRINGS attribute
 //	llmserve.graph.scalars          [string] constants of rank 0 (stored as [1])
 //
 // Every constant (initializer) is a tensor named as the value it defines:

@@ -91,6 +91,8 @@ func EncodeGGUF(g *graph.Graph, opset int64) ([]byte, error) {
 				v = nonNil(a.Ints)
 			case graph.AttrFloats:
 				v = nonNil(a.Floats)
+			case graph.AttrStrings:
+				v = nonNil(a.Strings)
 			default:
 				return nil, fmt.Errorf("node %q: attribute %q has no kind", n.Name, name)
 			}
@@ -462,6 +464,8 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 			a = graph.Attr{Kind: graph.AttrInts, Ints: v}
 		case []float32:
 			a = graph.Attr{Kind: graph.AttrFloats, Floats: v}
+		case []string:
+			a = graph.Attr{Kind: graph.AttrStrings, Strings: v}
 		default:
 			return nil, 0, fmt.Errorf("GGUF key %s: attribute of type %T", key, v)
 		}
