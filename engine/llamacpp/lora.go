@@ -269,3 +269,9 @@ func withoutGraphReuse(create func() bool) bool {
 	}()
 	return create()
 }
+
+// graphReuses is how often llama.cpp reused an evaluation's graph for the
+// next one (llama_perf_context's n_reused), for tests.
+func (c *Context) graphReuses() int {
+	return int(C.llama_perf_context(c.c).n_reused)
+}

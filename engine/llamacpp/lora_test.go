@@ -5,6 +5,7 @@ package llamacpp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -146,6 +147,60 @@ func TestLoRAMixedStep(t *testing.T) {
 	t.Logf("%d steps with adapters, %d switches (%.2f per step)", steps, switches, float64(switches)/float64(steps))
 	if steps == 0 || switches > 2*steps || switches < steps {
 		t.Fatalf("%d switches in %d steps", switches, steps)
+	}
+
+	// Two slots: each adapter's decode is padded with a token in the
+	// other's stream, so the two evaluations of a step have the same
+	// shape and the same streams, which is where llama.cpp would reuse
+	// the first adapter's graph for the second (lora.go).
+	c2 := newContext(t, m, ContextParams{LoRA: true, Slots: 2})
+	r1 := &seqRun{seq: 1, slot: 0, prompt: prompt, n: 10, adapter: a1}
+	r2 := &seqRun{seq: 2, slot: 1, prompt: prompt, n: 10, adapter: a2}
+	drive(t, c2, r1, r2)
+	if !sameRun(r1, solo[1]) || !sameRun(r2, solo[2]) {
+		t.Fatalf("two slots: one %v (solo %v), two %v (solo %v)", r1.out, solo[1].out, r2.out, solo[2].out)
+	}
+}
+
+// TestLoRANoStaleGraph: llama.cpp reuses an evaluation's graph for the
+// next of the same shape and streams, and checks the adapters by address
+// only. On a model whose evaluations are not padded (Q8_0), a sequence
+// with one adapter followed in its slot by a one-token prompt with
+// another evaluates two graphs of one shape back to back: with reuse on,
+// the second would run with the first adapter (lora.go).
+func TestLoRANoStaleGraph(t *testing.T) {
+	dir := t.TempDir()
+	vocab, err := stories260k.File(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basePath := filepath.Join(dir, "q8.gguf")
+	shape := synth.Shape{Name: "tiny-q8", Of: "a test", Embd: 64, Layers: 3, Heads: 4, HeadsKV: 2, FF: 128, Context: 512, RopeTheta: 10000, RMSEps: 1e-5, Vocab: 512}
+	if _, err := synth.Write(basePath, synth.Options{Shape: shape, DType: "q8_0", VocabPath: vocab, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	m := loadFile(t, basePath)
+	var as []*Adapter
+	for _, seed := range []uint64{1, 2} {
+		p := filepath.Join(dir, fmt.Sprintf("lora%d.gguf", seed))
+		if _, err := synth.WriteLoRA(p, synth.LoRAOptions{Base: basePath, Seed: seed}); err != nil {
+			t.Fatal(err)
+		}
+		as = append(as, loadAdapter(t, m, fmt.Sprint(seed), p))
+	}
+	prompt := []int32{m.BOS()}
+	fresh := newContext(t, m, ContextParams{LoRA: true, Slots: 1})
+	want := &seqRun{seq: 1, prompt: prompt, n: 8, adapter: as[1]}
+	drive(t, fresh, want)
+	c := newContext(t, m, ContextParams{LoRA: true, Slots: 1})
+	drive(t, c, &seqRun{seq: 1, prompt: prompt, n: 8, adapter: as[0]})
+	got := &seqRun{seq: 2, prompt: prompt, n: 8, adapter: as[1]}
+	drive(t, c, got)
+	if !sameRun(got, want) {
+		t.Fatalf("after another adapter: %v, fresh %v (graphs reused: %d)", got.out, want.out, c.graphReuses())
+	}
+	if c.Pads() {
+		t.Fatal("the model pads its evaluations: the test needs one that does not")
 	}
 }
 
