@@ -288,6 +288,11 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 			return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
 		}
 		obs = em
+		if g.lora {
+			if _, err := metrics.NewLoRA(reg, name, func() scheduler.Stats { return ec.Stats() }); err != nil {
+				return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
+			}
+		}
 	}
 	ec, err = core.New(core.Config{
 		Scheduler: scheduler.Config{
