@@ -71,6 +71,9 @@ type Options struct {
 	// port of their own (MetricsHandler), as MLServer's metrics_port.
 	MetricsPath    string
 	NoMetricsRoute bool
+	// LoRARuntimeUpdates mounts vLLM's POST /v1/load_lora_adapter and
+	// /v1/unload_lora_adapter (--enable-lora-runtime-updates).
+	LoRARuntimeUpdates bool
 }
 
 // DefaultMetricsPath is where the metrics are served unless
@@ -167,6 +170,9 @@ func NewHandler(opts Options) (http.Handler, error) {
 			Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Other: http.HandlerFunc(methodNotAllowed), Infer: opts.Infer,
 		})
 		tritonv1.Mount(r, v2b, tritonv1.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Infer: opts.Infer})
+		if opts.LoRARuntimeUpdates && reg != nil {
+			mountLoRA(r, reg, log)
+		}
 		if opts.Repository != nil {
 			v2.MountRepository(r, V2Repository(opts.Repository), v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes})
 		}
@@ -178,11 +184,13 @@ func NewHandler(opts Options) (http.Handler, error) {
 type openaiBackend struct{ reg *models.Registry }
 
 func (b openaiBackend) Model(name string) (openai.Model, bool) {
-	g, ok := b.reg.Get(name)
-	if !ok {
-		return nil, false
+	if g, ok := b.reg.Get(name); ok {
+		return g, true
 	}
-	return g, true
+	if a, ok := b.reg.GetAdapter(name); ok {
+		return a, true
+	}
+	return nil, false
 }
 
 func (b openaiBackend) TensorModel(name string) (ready, ok bool) {
@@ -197,6 +205,9 @@ func (b openaiBackend) Models() []openai.Model {
 	var out []openai.Model
 	for _, g := range b.reg.List() {
 		out = append(out, g)
+		for _, a := range g.Adapters() {
+			out = append(out, a)
+		}
 	}
 	return out
 }

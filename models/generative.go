@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,6 +108,16 @@ type GenerativeConfig struct {
 	// be truncated to (Matryoshka representation learning); embedding
 	// requests may ask for one of them with "dimensions". Empty: none.
 	MatryoshkaDimensions []int
+
+	// LoRAs are LoRA adapters served with the model, each as a model of
+	// its own (models/lora.go). LoRARuntime lets adapters be loaded at
+	// run time (Registry.LoadAdapter) even when LoRAs is empty. Either
+	// builds the engine's contexts for adapters (engine/llamacpp, "LoRA
+	// adapters"). MaxLoRAs caps the adapters running at once
+	// (scheduler.Config.MaxLoRAs; 0: no cap).
+	LoRAs       []LoRA
+	LoRARuntime bool
+	MaxLoRAs    int
 }
 
 // The V2 tasks of GenerativeConfig.Task.
@@ -142,6 +153,12 @@ type Generative struct {
 	path  string
 	tok   *tokenizer.Tokenizer
 	core  *core.EngineCore
+
+	// lora is set when the contexts are built for LoRA adapters; adapters
+	// are the served ones by name, guarded by adaptersMu.
+	lora       bool
+	adaptersMu sync.Mutex
+	adapters   map[string]*Adapter
 
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -234,7 +251,22 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
 		version: version, task: task, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
 		model: m, path: path, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
+		lora: len(cfg.LoRAs) > 0 || cfg.LoRARuntime, adapters: make(map[string]*Adapter),
 	}
+	if cfg.MaxLoRAs < 0 {
+		return nil, &ConfigError{"MaxLoRAs", fmt.Sprintf("%d is negative", cfg.MaxLoRAs)}
+	}
+	for _, l := range cfg.LoRAs {
+		if _, err := g.loadAdapter(l); err != nil {
+			g.closeAdapters()
+			return nil, fmt.Errorf("load model %q: %w", name, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			g.closeAdapters()
+		}
+	}()
 	ctxParams := llamacpp.ContextParams{
 		Slots:          sz.maxSeqs,
 		SlotTokens:     sz.maxLen,
@@ -246,6 +278,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		KVType:         cfg.KVType,
 		Pooling:        pooling,
 		EmbedTokens:    sz.maxLen,
+		LoRA:           g.lora,
 	}
 	var obs core.Observer
 	var ec *core.EngineCore
@@ -255,11 +288,16 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 			return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
 		}
 		obs = em
+		if g.lora {
+			if _, err := metrics.NewLoRA(reg, name, func() scheduler.Stats { return ec.Stats() }); err != nil {
+				return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
+			}
+		}
 	}
 	ec, err = core.New(core.Config{
 		Scheduler: scheduler.Config{
 			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
-			KVCapacityTokens: sz.capacityTokens, LongPrefillTokens: max(cfg.LongPrefillTokens, 0),
+			KVCapacityTokens: sz.capacityTokens, LongPrefillTokens: max(cfg.LongPrefillTokens, 0), MaxLoRAs: cfg.MaxLoRAs,
 		},
 		KV: kvcache.Config{
 			BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen,
@@ -576,6 +614,7 @@ func (g *Generative) Stop() int64 {
 // scheduler.ErrClosed) and frees the model.
 func (g *Generative) Close() error {
 	g.Stop()
+	g.closeAdapters()
 	return g.model.Close()
 }
 

@@ -23,6 +23,8 @@ type Registry struct {
 	runtimes map[string]*runtime.Model // guarded by mu
 	runtimeO []*runtime.Model          // guarded by mu, in the order added
 	draining atomic.Bool
+	// loraMu serializes LoRA adapter loads (lora.go).
+	loraMu sync.Mutex
 	// readiness, when set (by a Repository), decides Ready instead of
 	// "at least one model and every model ready".
 	readiness atomic.Pointer[func() bool]
@@ -97,7 +99,8 @@ func (r *Registry) takenLocked(name string) bool {
 	_, g := r.byName[name]
 	_, t := r.tensors[name]
 	_, c := r.runtimes[name]
-	return g || t || c
+	_, a := r.adapterLocked(name)
+	return g || t || c || a
 }
 
 // Add registers g under its name.
@@ -106,6 +109,11 @@ func (r *Registry) Add(g *Generative) error {
 	defer r.mu.Unlock()
 	if r.takenLocked(g.Name()) {
 		return fmt.Errorf("model %q is already served", g.Name())
+	}
+	for _, a := range g.Adapters() {
+		if r.takenLocked(a.Name()) || a.Name() == g.Name() {
+			return fmt.Errorf("LoRA adapter %q of model %q: the name is already served", a.Name(), g.Name())
+		}
 	}
 	r.byName[g.Name()] = g
 	r.order = append(r.order, g)

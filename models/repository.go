@@ -124,6 +124,11 @@ type ModelSettings struct {
 	KVCacheDtype    string `json:"kv_cache_dtype"`
 	// RequestTimeout is a Go duration ("10m").
 	RequestTimeout string `json:"request_timeout"`
+	// LoRAAdapters are LoRA adapter GGUFs served with the model, each as
+	// a model of its own; a relative path is in the model folder.
+	// MaxLoRAs caps the adapters running at once.
+	LoRAAdapters []LoRA `json:"lora_adapters"`
+	MaxLoRAs     int    `json:"max_loras"`
 }
 
 // ReadSettings reads a model-settings.json; a missing file is the zero
@@ -163,6 +168,17 @@ func ReadSettings(path string) (*ModelSettings, error) {
 	case s.ParallelWorkers < 0:
 		return nil, fmt.Errorf("%s: parallel_workers %d is negative", filepath.Base(path), s.ParallelWorkers)
 	}
+	for i, l := range s.LoRAAdapters {
+		if l.Path == "" {
+			return nil, fmt.Errorf("%s: lora_adapters entry %d has no path", filepath.Base(path), i)
+		}
+		if err := checkAdapterName(l.Name); err != nil {
+			return nil, fmt.Errorf("%s: lora_adapters entry %d: %w", filepath.Base(path), i, err)
+		}
+	}
+	if s.MaxLoRAs < 0 {
+		return nil, fmt.Errorf("%s: max_loras %d is negative", filepath.Base(path), s.MaxLoRAs)
+	}
 	if s.RequestTimeout != "" {
 		if d, err := time.ParseDuration(s.RequestTimeout); err != nil || d < 0 {
 			return nil, fmt.Errorf("%s: request_timeout %q is not a duration such as 10m", filepath.Base(path), s.RequestTimeout)
@@ -188,7 +204,7 @@ func (s *ModelSettings) IsRuntime() bool {
 var settingsKeys = map[string]string{
 	"MaxModelLen": "max_model_len", "MaxNumSeqs": "max_num_seqs", "KVMemoryBytes": "kv_cache_memory_bytes",
 	"PrefixCacheBytes": "prefix_cache_memory_bytes", "Pooling": "pooling", "MatryoshkaDimensions": "matryoshka_dimensions",
-	"ReasoningParser": "reasoning_parser", "Task": "parameters.task",
+	"ReasoningParser": "reasoning_parser", "Task": "parameters.task", "MaxLoRAs": "max_loras",
 }
 
 // apply lays the settings over base.
@@ -235,6 +251,19 @@ func (s *ModelSettings) apply(base GenerativeConfig, modelDir string) (Generativ
 	}
 	if s.Parameters.Task != "" {
 		c.Task = s.Parameters.Task
+	}
+	// Adapters are per model: --lora's are for the model --model serves.
+	c.LoRAs = nil
+	if len(s.LoRAAdapters) > 0 {
+		for _, l := range s.LoRAAdapters {
+			if !filepath.IsAbs(l.Path) {
+				l.Path = filepath.Join(modelDir, l.Path)
+			}
+			c.LoRAs = append(c.LoRAs, l)
+		}
+	}
+	if s.MaxLoRAs != 0 {
+		c.MaxLoRAs = s.MaxLoRAs
 	}
 	return c, nil
 }

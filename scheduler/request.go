@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmserve/llmserve/engine"
@@ -68,6 +70,29 @@ type Request struct {
 	// (engine.MediaToken of its hash), and the scheduler hands the rows
 	// to the engine with the chunks that cover them.
 	Media []Media
+}
+
+// CacheKey is the prefix-cache namespace of the request: CacheSalt for
+// the base model; for an adapter, a namespace of that adapter's (KV
+// computed with an adapter is not the base model's), which no base salt
+// can name.
+func (r *Request) CacheKey() string {
+	if r.Adapter == nil {
+		if strings.HasPrefix(r.CacheSalt, "\x00") {
+			return "\x00base\x00" + r.CacheSalt
+		}
+		return r.CacheSalt
+	}
+	name := r.Adapter.AdapterName()
+	return "\x00lora\x00" + strconv.Itoa(len(name)) + "\x00" + name + r.CacheSalt
+}
+
+// adapterName is the name of the request's adapter, "" for the base model.
+func (r *Request) adapterName() string {
+	if r.Adapter == nil {
+		return ""
+	}
+	return r.Adapter.AdapterName()
 }
 
 // Media is one encoded media item of a prompt.

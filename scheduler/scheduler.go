@@ -154,6 +154,11 @@ type Stats struct {
 	// EngineKV is what the executor's KV memory takes, as the engine core
 	// last read it (the scheduler leaves it zero).
 	EngineKV engine.KVMemory
+	// RunningLoRAs and WaitingLoRAs are the names of the adapters of the
+	// running and the waiting sequences, sorted (vLLM's
+	// lora_requests_info); MaxLoRAs is Config.MaxLoRAs.
+	RunningLoRAs, WaitingLoRAs []string
+	MaxLoRAs                   int
 }
 
 // Scheduler is the continuous-batching state machine: every step it picks
@@ -442,7 +447,22 @@ func (s *Scheduler) Stats() Stats {
 		Preemptions:    s.preemptions,
 		ThinkingForced: s.thinkingForced,
 		KV:             s.kv.Stats(),
+		RunningLoRAs:   loraNames(s.running),
+		WaitingLoRAs:   loraNames(s.waiting),
+		MaxLoRAs:       s.cfg.MaxLoRAs,
 	}
+}
+
+// loraNames lists the distinct adapter names of seqs, sorted.
+func loraNames(seqs []*sequence) []string {
+	var names []string
+	for _, sq := range seqs {
+		if name := sq.req.req.adapterName(); name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Schedule decides the next step:
@@ -495,9 +515,20 @@ func (s *Scheduler) Schedule() *engine.Step {
 		budget -= n
 	}
 
+	loras := s.runningLoRAs()
+	loraBlocked := false
 	for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
 		sq := s.waiting[i]
 		if s.waitForSibling(sq) {
+			i++
+			continue
+		}
+		if !loraAdmits(s.cfg.MaxLoRAs, loras, sq.req.req.adapterName(), loraBlocked) {
+			// Its adapter would exceed MaxLoRAs: it waits, and so do the
+			// later sequences of adapters, so that the running adapters
+			// drain and it gets its turn; base-model sequences need no
+			// adapter and go on.
+			loraBlocked = true
 			i++
 			continue
 		}
@@ -511,7 +542,7 @@ func (s *Scheduler) Schedule() *engine.Step {
 		}
 		cached, ok := s.kv.Admit(sq.id, kvcache.AdmitOptions{
 			Tokens:        sq.tokens,
-			Salt:          sq.req.req.CacheSalt,
+			Salt:          sq.req.req.CacheKey(),
 			NoCache:       sq.wantsPromptLogprobs(),
 			Count:         !sq.admitted,
 			Keep:          sq.keepKV(),
@@ -524,6 +555,9 @@ func (s *Scheduler) Schedule() *engine.Step {
 		sq.state = seqRunning
 		s.running = append(s.running, sq)
 		sq.computed = cached
+		if name := sq.req.req.adapterName(); name != "" {
+			loras[name] = true
+		}
 		s.markStarted(sq.req)
 		if !sq.admitted {
 			sq.admitted = true
@@ -531,7 +565,7 @@ func (s *Scheduler) Schedule() *engine.Step {
 		}
 		if !sq.added {
 			sq.added = true
-			s.added = append(s.added, engine.NewSequence{Seq: sq.id, Sampling: sq.sampling, History: sq.req.req.Prompt})
+			s.added = append(s.added, engine.NewSequence{Seq: sq.id, Sampling: sq.sampling, History: sq.req.req.Prompt, Adapter: sq.req.req.Adapter})
 		}
 		// A long prompt with no budget left is admitted (its KV reserved,
 		// its cached prefix restored) and starts computing next step.
@@ -561,6 +595,9 @@ func (s *Scheduler) preemptForPriority() {
 		fits := s.kv.FitsTokens(len(head.tokens))
 		if slot && fits {
 			return
+		}
+		if !loraAdmits(s.cfg.MaxLoRAs, s.runningLoRAs(), head.req.req.adapterName(), false) {
+			return // preempting would not let it in before the adapters drain
 		}
 		victim := s.pickVictim()
 		if head.req.req.Priority >= victim.req.req.Priority {
@@ -650,6 +687,34 @@ func (s *Scheduler) waitingHead() *sequence {
 		}
 	}
 	return nil
+}
+
+// runningLoRAs is the set of adapter names of the running sequences.
+func (s *Scheduler) runningLoRAs() map[string]bool {
+	set := make(map[string]bool)
+	for _, sq := range s.running {
+		if name := sq.req.req.adapterName(); name != "" {
+			set[name] = true
+		}
+	}
+	return set
+}
+
+// loraAdmits reports whether a sequence of adapter name ("" for the base
+// model) may start beside the running adapters under the cap maxLoRAs (0:
+// none). After blocked (an earlier waiting sequence did not fit), only
+// base-model sequences start: admitting more of a running adapter would
+// keep it running and starve the blocked one.
+func loraAdmits(maxLoRAs int, running map[string]bool, name string, blocked bool) bool {
+	switch {
+	case maxLoRAs <= 0 || name == "":
+		return true
+	case blocked:
+		return false
+	case running[name]:
+		return true
+	}
+	return len(running) < maxLoRAs
 }
 
 // waitForSibling holds back the other choices of an n > 1 request until

@@ -10,14 +10,29 @@ import (
 // ownedBy is the owned_by of every model object.
 const ownedBy = "llmserve"
 
+// AdapterModel is a Model that is a LoRA adapter of another: GET
+// /v1/models shows its parent and root, as vLLM does.
+type AdapterModel interface {
+	Model
+	// Parent is the id of the model the adapter runs on.
+	Parent() string
+	// Root is the adapter's file.
+	Root() string
+}
+
 func modelObjectOf(m Model) modelObject {
-	return modelObject{
+	o := modelObject{
 		ID:          m.Name(),
 		Object:      objectModel,
 		Created:     m.Created(),
 		OwnedBy:     ownedBy,
 		MaxModelLen: m.MaxModelLen(),
 	}
+	if a, ok := m.(AdapterModel); ok {
+		parent := a.Parent()
+		o.Parent, o.Root = &parent, a.Root()
+	}
+	return o
 }
 
 // listModels serves GET /v1/models.

@@ -283,6 +283,10 @@ type modelObject struct {
 	Created     int64  `json:"created"`
 	OwnedBy     string `json:"owned_by"`
 	MaxModelLen int    `json:"max_model_len"`
+	// Root and Parent are set for a LoRA adapter (vLLM's shape): its file
+	// and the id of the model it runs on.
+	Root   string  `json:"root,omitempty"`
+	Parent *string `json:"parent,omitempty"`
 }
 
 // modelList is ListModelsResponse.

@@ -7,6 +7,7 @@
 //	llmserve bench        load-test any OpenAI-compatible server
 //	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
 //	llmserve synth mlp    write an MLP tensor model (ONNX, GGUF) from JSON or random weights
+//	llmserve synth lora   write a LoRA adapter (and the merged model) for a base GGUF
 //	llmserve version      print the version
 package main
 
@@ -37,7 +38,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.SetVersionTemplate("llmserve {{.Version}}\n")
 	synthCmd := synth.NewCommand()
-	synthCmd.AddCommand(newSynthMLPCommand())
+	synthCmd.AddCommand(newSynthMLPCommand(), synth.NewLoRACommand())
 	root.AddCommand(newServeCommand(), newWorkerCommand(), newHeadCommand(), bench.NewCommand(), synthCmd, newVersionCommand())
 	return root
 }

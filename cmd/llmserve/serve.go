@@ -46,6 +46,12 @@ import (
 // from LLMSERVE_<NAME> (upper case, dashes as underscores); a flag on the
 // command line wins.
 type serveFlags struct {
+	// LoRA adapters (issue 20): --lora NAME=PATH (repeatable), --max-loras,
+	// --enable-lora-runtime-updates.
+	loras             []string
+	maxLoRAs          int
+	loraRuntimeUpdate bool
+
 	host             string
 	httpPort         int
 	grpcPort         int
@@ -181,6 +187,9 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "deadline for every request (e.g. 10m); 0: none")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let running requests finish on SIGTERM")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-grace", 30*time.Second, "the same as --shutdown-timeout (the drain time the Kubernetes manifests set)")
+	fl.StringArrayVar(&f.loras, "lora", nil, "serve a LoRA adapter GGUF (as llama.cpp's convert_lora_to_gguf.py writes it) for the first --model as NAME=PATH (repeatable); it is listed in /v1/models with parent = the model, and a request's model = NAME uses it")
+	fl.IntVar(&f.maxLoRAs, "max-loras", 0, "most distinct LoRA adapters running at once (vLLM's --max-loras); requests of others wait, oldest first; 0: no cap")
+	fl.BoolVar(&f.loraRuntimeUpdate, "enable-lora-runtime-updates", false, "serve vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (and build the engine for adapters even without --lora)")
 	fl.StringArrayVar(&f.apiKeys, "api-key", nil, "require this key as a Bearer token on every inference route (repeatable; health and metrics stay open)")
 	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file with API keys, one per line (blank lines and lines starting with # ignored)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "origins browsers may call the API from (comma-separated or repeated; \"*\" for any); default: none")
@@ -245,6 +254,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("metrics-port", "%d is also the gRPC port (--grpc-port)", f.metricsPort))
 	case !strings.HasPrefix(f.metricsEndpoint, "/") || strings.ContainsAny(f.metricsEndpoint, " {}?#"):
 		checks = append(checks, bad("metrics-endpoint", "%q is not a URL path: it must start with / and hold no spaces, braces, ? or #", f.metricsEndpoint))
+	case f.maxLoRAs < 0:
+		checks = append(checks, bad("max-loras", "%d is negative (0 means no cap)", f.maxLoRAs))
 	case f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots:
 		checks = append(checks, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots))
 	case f.initialSeqs < 1:
@@ -351,6 +362,7 @@ var configFlags = map[string]string{
 	"MatryoshkaDimensions": "--matryoshka-dimensions",
 	"ReasoningParser":      "--reasoning-parser",
 	"Task":                 "--task",
+	"MaxLoRAs":             "--max-loras",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -518,6 +530,15 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		MaxModelLen: f.maxModelLen, MaxNumSeqs: f.maxNumSeqs, InitialSeqs: f.initialSeqs, KVMemoryBytes: set.kvMem, LongPrefillTokens: f.longPrefill,
 		MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
+		LoRARuntime: f.loraRuntimeUpdate, MaxLoRAs: f.maxLoRAs,
+	}
+	loras := make([]models.LoRA, 0, len(f.loras))
+	for _, l := range f.loras {
+		lr, err := models.ParseLoRA(l)
+		if err != nil {
+			return fmt.Errorf("--lora: %w", err)
+		}
+		loras = append(loras, lr)
 	}
 	for _, s := range set.specs {
 		if s[1] != "" && models.IsTensorFile(s[1]) {
@@ -535,10 +556,15 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		}
 		cfg := base
 		cfg.Name, cfg.Path = s[0], s[1]
+		cfg.LoRAs, loras = loras, nil // the first LLM's
 		g, err := models.LoadGenerative(cfg, log, reg)
 		var ce *models.ConfigError
 		if errors.As(err, &ce) && configFlags[ce.Setting] != "" {
 			return fmt.Errorf("%s: %s", configFlags[ce.Setting], ce.Msg)
+		}
+		var ae *models.AdapterError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("--lora %s=%s: %w", ae.Name, ae.Path, ae.Err)
 		}
 		if err != nil {
 			return err
@@ -546,6 +572,9 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		if err := registry.Add(g); err != nil {
 			return errors.Join(fmt.Errorf("--model: %w", err), g.Close())
 		}
+	}
+	if len(loras) > 0 {
+		return errors.New("--lora: no LLM is served (--model) to apply the adapters to")
 	}
 
 	// The tensor protocols' request counts (MLServer's counters, Triton
@@ -585,7 +614,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		ResponseStore: respStore,
 		KVTransfer:    kvTransfer, Infer: inferStats, MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
 		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, LoRARuntimeUpdates: f.loraRuntimeUpdate,
 		CORS: api.CORSOptions{
 			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
 			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,

@@ -26,7 +26,25 @@ var (
 	logMu  sync.Mutex
 	logger = slog.Default() // guarded by logMu
 	logBuf strings.Builder  // guarded by logMu: a line in progress
+	// captured collects error lines while captureErrors is active; nil
+	// otherwise. Guarded by logMu.
+	captured *[]string
 )
+
+// captureErrors starts collecting the error lines llama.cpp logs; the
+// function it returns stops and returns them. One capture at a time.
+func captureErrors() func() []string {
+	lines := []string{}
+	logMu.Lock()
+	captured = &lines
+	logMu.Unlock()
+	return func() []string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		captured = nil
+		return lines
+	}
+}
 
 // SetLogger routes llama.cpp and ggml messages at or above level to l. It
 // may be called before or after the first Load.
@@ -85,6 +103,9 @@ func llmserveLog(level C.int, text *C.char) {
 		lvl = slog.LevelWarn
 	default:
 		lvl = slog.LevelError
+		if captured != nil {
+			*captured = append(*captured, line)
+		}
 	}
 	logger.Log(context.Background(), lvl, "llama.cpp", "line", line)
 }

@@ -60,6 +60,11 @@ type ContextParams struct {
 	// most inputs one step embeds; 0 means 32.
 	EmbedTokens int
 	EmbedInputs int
+
+	// LoRA makes a context that can decode sequences with LoRA adapters
+	// (engine.NewSequence.Adapter); it turns llama.cpp's graph reuse off
+	// (lora.go).
+	LoRA bool
 }
 
 // MaxSlots is the most slots a context can have (llama.cpp's LLAMA_MAX_SEQ
@@ -86,6 +91,10 @@ type Stats struct {
 	// those for which the chain's first draw was forbidden and the grammar
 	// was matched against the whole vocabulary (bridge.h).
 	GrammarTokens, GrammarScans uint64
+	// AdapterSwitches counts the batches decoded with a LoRA adapter set
+	// (one per adapter per step, lora.go); AdapterSteps the steps that
+	// decoded at least one.
+	AdapterSwitches, AdapterSteps uint64
 }
 
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
@@ -105,7 +114,8 @@ type Context struct {
 	slotTokens int
 
 	samplers map[engine.SeqID]*sampler
-	embed    *embedContext // nil until a step embeds
+	adapters map[engine.SeqID]*Adapter // sequences' LoRA adapters (lora.go)
+	embed    *embedContext             // nil until a step embeds
 	// cand is the candidate array llmserve_sample fills, one entry per
 	// vocabulary token.
 	cand    []C.llama_token_data
@@ -229,6 +239,12 @@ func (c *Context) build(slots int) error {
 
 	var cc *C.struct_llama_context
 	tensors := createWithVirtualKV(func() bool {
+		if p.LoRA {
+			return withoutGraphReuse(func() bool {
+				cc = C.llama_init_from_model(m.c, cp)
+				return cc != nil
+			})
+		}
 		cc = C.llama_init_from_model(m.c, cp)
 		return cc != nil
 	})
@@ -440,7 +456,7 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 		}
 	}
 	if len(step.Batch) > 0 {
-		c.decodeBatch(step.Batch, failed, fail, &res)
+		c.decodeByAdapter(step.Batch, failed, fail, &res)
 		c.stats.Steps++
 	}
 	for _, id := range step.Removed {
@@ -448,6 +464,7 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 			s.free()
 			delete(c.samplers, id)
 		}
+		c.dropAdapter(id)
 	}
 	if len(step.Embeds) > 0 {
 		res.Embeddings = c.embedAll(step.Embeds)
@@ -477,9 +494,14 @@ func (c *Context) addSequence(n *engine.NewSequence) error {
 		old.free()
 		delete(c.samplers, n.Seq)
 	}
+	c.dropAdapter(n.Seq)
 	s, err := newSampler(c.model, &n.Sampling, c.slotTokens)
 	if err != nil {
 		return fmt.Errorf("%w: sequence %d: %w", engine.ErrInvalidBatch, n.Seq, err)
+	}
+	if err := c.setAdapter(n); err != nil {
+		s.free()
+		return err
 	}
 	s.acceptHistory(n.History)
 	c.samplers[n.Seq] = s
@@ -502,6 +524,9 @@ func (c *Context) Close() error {
 	for id, s := range c.samplers {
 		s.free()
 		delete(c.samplers, id)
+	}
+	for id := range c.adapters {
+		c.dropAdapter(id)
 	}
 	c.freeEmbed()
 	c.freeLlama()

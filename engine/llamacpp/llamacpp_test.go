@@ -86,6 +86,8 @@ type seqRun struct {
 	n      int
 	start  int
 	chunk  int
+	// adapter is the sequence's LoRA adapter, or nil.
+	adapter engine.Adapter
 
 	out []int32
 	lps []float32
@@ -111,7 +113,7 @@ func drive(t testing.TB, c *Context, runs ...*seqRun) {
 			if step == r.start {
 				s := engine.DefaultSampling()
 				s.Logprobs = true
-				st.Added = append(st.Added, engine.NewSequence{Seq: r.seq, Sampling: s, History: r.prompt})
+				st.Added = append(st.Added, engine.NewSequence{Seq: r.seq, Sampling: s, History: r.prompt, Adapter: r.adapter})
 			}
 			ch := engine.Chunk{Seq: r.seq, Slot: r.slot, Pos: r.pos}
 			if int(r.pos) < len(r.prompt) {

@@ -76,13 +76,34 @@ type ContextParams struct {
 	FlashAttention, KVType, Pooling     string
 	NoOffloadKQV, PauseEachStep         bool
 	EmbedTokens, EmbedInputs            int
+	LoRA                                bool
 }
 
 // Stats are counters of a context's work.
 type Stats struct {
 	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
 	Resizes, GrammarTokens, GrammarScans, EmbeddedTokens                 uint64
+	AdapterSwitches, AdapterSteps                                        uint64
 }
+
+// ErrAdapter is wrapped by the errors of adapter files llama.cpp refuses.
+var ErrAdapter = errors.New("llamacpp: bad LoRA adapter")
+
+// ErrAdapterClosed is wrapped when a sequence names a closed adapter.
+var ErrAdapterClosed = errors.New("llamacpp: LoRA adapter unloaded")
+
+// Adapter is a LoRA adapter; without cgo none can be loaded.
+type Adapter struct{ name string }
+
+// LoadAdapter returns ErrNoCgo.
+func (*Model) LoadAdapter(string, string, float32) (*Adapter, error) { return nil, ErrNoCgo }
+
+func (a *Adapter) AdapterName() string { return a.name }
+func (*Adapter) Path() string          { return "" }
+func (*Adapter) Alpha() float32        { return 0 }
+func (*Adapter) Model() *Model         { return nil }
+func (*Adapter) Users() int            { return 0 }
+func (*Adapter) Close() error          { return nil }
 
 // ErrNoPooling says that the model cannot embed.
 var ErrNoPooling = errors.New("llamacpp: no pooling")

@@ -1,0 +1,336 @@
+package synth
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+)
+
+// LoRA adapters
+//
+// WriteLoRA writes a LoRA adapter for a base GGUF model in the layout
+// llama.cpp's convert_lora_to_gguf.py writes: general.type "adapter",
+// adapter.type "lora", adapter.lora.alpha, the base's
+// general.architecture, and for every adapted weight W of shape
+// [n_in, n_out] (ggml order) the pair W.lora_a of shape [n_in, rank] and
+// W.lora_b of shape [rank, n_out], both F32. llama.cpp computes an adapted
+// product as W·x + s·B·(A·x) with s = scale·alpha/rank, where A is lora_a
+// as a rank×n_in matrix (its rows are ggml rows) and B is lora_b as an
+// n_out×rank one. WriteMerged writes the base with every adapted W
+// replaced by W + s·B·A (F32), the model the adapter is equivalent to, so
+// a test can hold llama.cpp's adapter path to an independent computation.
+
+// DefaultLoRATargets are the weights adapted when LoRAOptions.Targets is
+// empty: every attention and feed-forward projection of every block.
+var DefaultLoRATargets = []string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}
+
+// LoRAOptions says what adapter WriteLoRA writes.
+type LoRAOptions struct {
+	// Base is the GGUF model the adapter is for: its architecture and the
+	// shapes of its weights.
+	Base string
+	// Rank is the adapter's rank (default 4); Alpha its adapter.lora.alpha
+	// (default Rank, so that the scale alpha/rank is 1).
+	Rank  int
+	Alpha float32
+	// Targets are the weight kinds adapted, such as "attn_q" for
+	// blk.N.attn_q.weight and "output" for output.weight
+	// (DefaultLoRATargets when empty).
+	Targets []string
+	// Seed seeds the pseudo-random weights: adapters of different seeds
+	// differ.
+	Seed uint64
+	// Strength scales B (default 1): with alpha = rank, B·A then changes a
+	// weight by about as much as the weight itself.
+	Strength float32
+}
+
+// LoRASummary describes a written adapter.
+type LoRASummary struct {
+	Path         string
+	Architecture string
+	Rank         int
+	Alpha        float32
+	// Adapted are the base weights the adapter changes.
+	Adapted []string
+	Bytes   int64
+}
+
+// WriteLoRA writes the adapter o describes to path.
+func WriteLoRA(path string, o LoRAOptions) (sum LoRASummary, err error) {
+	if o.Rank == 0 {
+		o.Rank = 4
+	}
+	if o.Rank < 1 {
+		return sum, fmt.Errorf("LoRA rank %d < 1", o.Rank)
+	}
+	if o.Alpha == 0 {
+		o.Alpha = float32(o.Rank)
+	}
+	if o.Strength == 0 {
+		o.Strength = 1
+	}
+	if len(o.Targets) == 0 {
+		o.Targets = DefaultLoRATargets
+	}
+	base, err := readGGUFFile(o.Base)
+	if err != nil {
+		return sum, err
+	}
+	arch, _ := base.lookup("general.architecture")
+	archName, ok := arch.(string)
+	if !ok || archName == "" {
+		return sum, fmt.Errorf("%s: no general.architecture", o.Base)
+	}
+	var tensors []tensorData
+	rank := uint64(o.Rank)
+	for _, t := range base.tensors {
+		if !loraTarget(t.name, o.Targets) {
+			continue
+		}
+		if len(t.shape) != 2 {
+			return sum, fmt.Errorf("%s: %s has %d dimensions, a LoRA adapts matrices", o.Base, t.name, len(t.shape))
+		}
+		nIn, nOut := t.shape[0], t.shape[1]
+		a := tensorInfo{name: t.name + ".lora_a", shape: []uint64{nIn, rank}, typ: tensorF32}
+		b := tensorInfo{name: t.name + ".lora_b", shape: []uint64{rank, nOut}, typ: tensorF32}
+		tensors = append(tensors,
+			tensorData{tensorInfo: a, write: loraWeights(a, o.Seed, float32(1/math.Sqrt(float64(nIn))))},
+			tensorData{tensorInfo: b, write: loraWeights(b, o.Seed, o.Strength*float32(1/math.Sqrt(float64(rank))))})
+		sum.Adapted = append(sum.Adapted, t.name)
+	}
+	if len(tensors) == 0 {
+		return sum, fmt.Errorf("%s: no weight matches the targets %s", o.Base, strings.Join(o.Targets, ","))
+	}
+	kvs := []kv{
+		{"general.architecture", archName},
+		{"general.type", "adapter"},
+		{"general.name", "llmserve synth LoRA"},
+		{"adapter.type", "lora"},
+		{"adapter.lora.alpha", o.Alpha},
+	}
+	n, err := writeGGUFFile(path, kvs, tensors)
+	if err != nil {
+		return sum, err
+	}
+	return LoRASummary{Path: path, Architecture: archName, Rank: o.Rank, Alpha: o.Alpha, Adapted: sum.Adapted, Bytes: n}, nil
+}
+
+// loraTarget reports whether the weight name is of one of the target
+// kinds.
+func loraTarget(name string, targets []string) bool {
+	for _, k := range targets {
+		if name == k+".weight" || (strings.HasPrefix(name, "blk.") && strings.HasSuffix(name, "."+k+".weight")) {
+			return true
+		}
+	}
+	return false
+}
+
+// loraWeights writes t's elements uniform in ±bound, from a generator
+// seeded with seed and the tensor's name.
+func loraWeights(t tensorInfo, seed uint64, bound float32) func(io.Writer) error {
+	return func(w io.Writer) error {
+		h := fnv.New64a()
+		h.Write([]byte(t.name))
+		rng := rand.New(rand.NewPCG(seed, h.Sum64()^0x10ca))
+		row := make([]float32, t.shape[0])
+		var buf []byte
+		for range t.elements() / t.shape[0] {
+			for i := range row {
+				row[i] = (2*rng.Float32() - 1) * bound
+			}
+			buf = appendF32(buf[:0], row)
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// WriteMerged writes to path the model base with the LoRA adapter merged
+// at scale (1 as llama.cpp applies an adapter by default): every adapted
+// weight W becomes W + scale·alpha/rank·B·A, in F32; everything else is
+// copied as it is.
+func WriteMerged(path, base, adapter string, scale float32) error {
+	bf, err := readGGUFFile(base)
+	if err != nil {
+		return err
+	}
+	af, err := readGGUFFile(adapter)
+	if err != nil {
+		return err
+	}
+	if v, _ := af.lookup("adapter.type"); v != "lora" {
+		return fmt.Errorf("%s: adapter.type is %v, not lora", adapter, v)
+	}
+	alpha, _ := af.lookup("adapter.lora.alpha")
+	alphaF, _ := alpha.(float32)
+	aData, err := os.ReadFile(adapter)
+	if err != nil {
+		return err
+	}
+	bData, err := os.ReadFile(base)
+	if err != nil {
+		return err
+	}
+	pairs := map[string][2]*tensorInfo{}
+	for i := range af.tensors {
+		t := &af.tensors[i]
+		name, part := strings.TrimSuffix(t.name, ".lora_a"), 0
+		if name == t.name {
+			name, part = strings.TrimSuffix(t.name, ".lora_b"), 1
+		}
+		p := pairs[name]
+		p[part] = t
+		pairs[name] = p
+	}
+	var kvs []kv
+	for _, e := range bf.kvs {
+		if e.key != "general.alignment" {
+			kvs = append(kvs, e)
+		}
+	}
+	var tensors []tensorData
+	for _, t := range bf.tensors {
+		raw, err := tensorBytes(bData, bf, t)
+		if err != nil {
+			return fmt.Errorf("%s: %w", base, err)
+		}
+		p, ok := pairs[t.name]
+		if !ok {
+			tensors = append(tensors, tensorData{tensorInfo: t, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+			continue
+		}
+		delete(pairs, t.name)
+		if p[0] == nil || p[1] == nil || p[0].typ != tensorF32 || p[1].typ != tensorF32 {
+			return fmt.Errorf("%s: %s needs an F32 lora_a and lora_b", adapter, t.name)
+		}
+		w, err := toF32(t, raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", base, err)
+		}
+		ra, err := tensorBytes(aData, af, *p[0])
+		if err != nil {
+			return err
+		}
+		rb, err := tensorBytes(aData, af, *p[1])
+		if err != nil {
+			return err
+		}
+		nIn, nOut, rank := int(t.shape[0]), int(t.shape[1]), int(p[0].shape[1])
+		if len(t.shape) != 2 || int(p[0].shape[0]) != nIn || int(p[1].shape[0]) != rank || int(p[1].shape[1]) != nOut {
+			return fmt.Errorf("%s: %s: lora_a %v and lora_b %v do not fit %v", adapter, t.name, p[0].shape, p[1].shape, t.shape)
+		}
+		a, b := f32s(ra), f32s(rb)
+		s := scale
+		if alphaF != 0 {
+			s = scale * alphaF / float32(rank)
+		}
+		for i := range nOut {
+			for k := range nIn {
+				var d float32
+				for j := range rank {
+					d += b[i*rank+j] * a[j*nIn+k]
+				}
+				w[i*nIn+k] += s * d
+			}
+		}
+		mt := tensorInfo{name: t.name, shape: t.shape, typ: tensorF32}
+		merged := appendF32(nil, w)
+		tensors = append(tensors, tensorData{tensorInfo: mt, write: func(w io.Writer) error { _, err := w.Write(merged); return err }})
+	}
+	if len(pairs) > 0 {
+		names := make([]string, 0, len(pairs))
+		for n := range pairs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return fmt.Errorf("%s: %s not in the base model %s", adapter, strings.Join(names, ", "), base)
+	}
+	_, err = writeGGUFFile(path, kvs, tensors)
+	return err
+}
+
+func readGGUFFile(path string) (*ggufFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	g, err := readGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
+
+// tensorBytes returns t's data within the whole file data.
+func tensorBytes(data []byte, f *ggufFile, t tensorInfo) ([]byte, error) {
+	size, err := t.size()
+	if err != nil {
+		return nil, err
+	}
+	start := uint64(f.dataOffset) + t.offset
+	if start+size > uint64(len(data)) {
+		return nil, fmt.Errorf("tensor %q: data beyond the end of the file", t.name)
+	}
+	return data[start : start+size], nil
+}
+
+// toF32 decodes t's data.
+func toF32(t tensorInfo, raw []byte) ([]float32, error) {
+	switch t.typ {
+	case tensorF32:
+		return f32s(raw), nil
+	case tensorF16:
+		out := make([]float32, len(raw)/2)
+		for i := range out {
+			out[i] = f16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+		return out, nil
+	case tensorQ8_0:
+		return dequantQ8_0(raw), nil
+	}
+	return nil, fmt.Errorf("tensor %q: cannot merge into type %v", t.name, t.typ)
+}
+
+func f32s(raw []byte) []float32 {
+	out := make([]float32, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+// writeGGUFFile writes a GGUF file and returns its size.
+func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			err = errors.Join(err, os.Remove(path))
+		}
+	}()
+	if err := writeGGUF(f, kvs, tensors); err != nil {
+		return 0, fmt.Errorf("write %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
