@@ -72,6 +72,11 @@ func (c *Checked) inferNode(n *Node) (folded bool, err error) {
 	if _, dup := c.Values[n.Outputs[0]]; dup {
 		return false, fmt.Errorf("output %q is defined twice", n.Outputs[0])
 	}
+	for _, in := range n.Inputs {
+		if _, ok := c.Values[in]; !ok && in != "" {
+			return false, fmt.Errorf("input %q is not defined before the node (missing initializer?)", in)
+		}
+	}
 	out, err := c.infer(n)
 	if err != nil {
 		return false, err
@@ -94,7 +99,7 @@ func (c *Checked) inferNode(n *Node) (folded bool, err error) {
 	if len(out.Shape) == 0 || out.Shape[0] != Batch {
 		return false, fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
 	}
-	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements || !bounded(out.Shape[1:]) {
 		return false, fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
 	}
 	c.Values[n.Outputs[0]] = out

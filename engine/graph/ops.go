@@ -22,6 +22,24 @@ const (
 	onnxBool  = 9
 )
 
+// bounded reports whether shape holds at most MaxRowElements elements,
+// without overflowing on the way.
+func bounded(shape []int64) bool {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 && d != Batch {
+			return false
+		}
+		if d > 0 {
+			if n > MaxRowElements/d {
+				return false
+			}
+			n *= d
+		}
+	}
+	return true
+}
+
 // allConst reports whether every given input of n is a constant.
 func (c *Checked) allConst(n *Node) bool {
 	for _, name := range n.Inputs {
@@ -243,7 +261,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		if x.Batched && ax[0] == 0 {
+		if x.Batched && len(ax) > 0 && ax[0] == 0 {
 			return nil, errBatchAxis
 		}
 		shape := make([]int64, 0, r)
@@ -393,7 +411,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if x.Batched && x.DType != F32 {
 			return nil, fmt.Errorf("expanding a batched %v value: %w", x.DType, ErrUnsupported)
 		}
-		if !x.Batched && elements(shape) > MaxRowElements {
+		if !bounded(shape[min(1, len(shape)):]) || (!x.Batched && !bounded(shape)) {
 			return nil, fmt.Errorf("shape %v is too large", shape)
 		}
 		return &Info{DType: x.DType, Shape: shape, Batched: x.Batched}, nil
@@ -680,6 +698,7 @@ func (c *Checked) sliceOf(n *Node, shape []int64) (*slice, error) {
 		if step == 0 {
 			return nil, errors.New("a step is 0")
 		}
+		step = min(max(step, -1<<40), 1<<40) // no overflow below; the count is the same
 		if d == Batch {
 			// The whole batch (0 to the end, as exporters write x[:, ...])
 			// is the only slice of it that keeps rows independent.
@@ -714,7 +733,7 @@ func (c *Checked) sliceOf(n *Node, shape []int64) (*slice, error) {
 // fold computes n, whose inputs are constants, into a constant of the
 // shape infer found.
 func (c *Checked) fold(n *Node, out *Info) (k *Const, err error) {
-	if elements(out.Shape) > MaxRowElements {
+	if !bounded(out.Shape) {
 		return nil, fmt.Errorf("folding to shape %v: too large", out.Shape)
 	}
 	ins := make([]*Dense, len(n.Inputs))
@@ -722,7 +741,11 @@ func (c *Checked) fold(n *Node, out *Info) (k *Const, err error) {
 		if name == "" {
 			continue
 		}
-		kc := c.Values[name].Const
+		info, ok := c.Values[name]
+		if !ok || info.Const == nil {
+			return nil, fmt.Errorf("input %q is not a constant", name)
+		}
+		kc := info.Const
 		ins[j] = &Dense{Shape: kc.Shape, F32: kc.F32, I64: kc.I64}
 	}
 	c.Values[n.Outputs[0]] = out // Squeeze and Unsqueeze read their shape
