@@ -102,9 +102,10 @@ type Graph struct {
 
 // Ops lists the supported operators.
 var Ops = []string{
-	"Add", "ArgMax", "Concat", "Div", "Flatten", "Gelu", "Gemm", "Identity",
-	"LayerNormalization", "MatMul", "Mul", "Relu", "Reshape", "Sigmoid",
-	"Softmax", "Sub", "Tanh",
+	"Add", "ArgMax", "AveragePool", "BatchNormalization", "Clip", "Concat",
+	"Conv", "Div", "Flatten", "Gelu", "Gemm", "GlobalAveragePool",
+	"HardSigmoid", "Identity", "LayerNormalization", "LeakyRelu", "MatMul",
+	"MaxPool", "Mul", "Relu", "Reshape", "Sigmoid", "Softmax", "Sub", "Tanh",
 }
 
 // MLOps lists the supported operators of the ai.onnx.ml domain (ml.go

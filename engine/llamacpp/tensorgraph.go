@@ -32,7 +32,7 @@ type GraphModel struct {
 	threads int
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
-	ml      *mlParams                        // the ai.onnx.ml nodes' parameters (tensorgraph_ml.go)
+	ml      *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
@@ -121,7 +121,7 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 		m.weights[p.key] = t
 	}
 	var err error
-	if m.ml, err = prepareML(g); err != nil {
+	if m.ml, err = prepareNodes(g); err != nil {
 		C.ggml_free(m.wctx)
 		return nil, err
 	}
