@@ -345,7 +345,7 @@ func evalPool(_ *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 	return []*Dense{{Shape: []int64{x.Shape[0], x.Shape[1], win.OutH, win.OutW}, F32: y}}, nil
 }
 
-// Clip, LeakyRelu and HardSigmoid: elementwise.
+// Clip, LeakyRelu and HardSigmoid: elementwise in float32, NaN kept.
 
 // ClipBounds is a Clip node's bounds: the min and max inputs (opset 11
 // on, scalar initializers) or attributes (before), ±MaxFloat32 when
@@ -393,15 +393,26 @@ func evalActivation(c *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 	for i, v := range x.F32 {
 		switch n.Op {
 		case "Clip":
-			y[i] = min(max(v, lo), hi)
+			y[i] = clamp(v, lo, hi)
 		case "LeakyRelu":
 			y[i] = v
 			if v < 0 {
 				y[i] = alpha * v
 			}
 		case "HardSigmoid":
-			y[i] = float32(max(0, min(1, float64(alpha)*float64(v)+float64(beta))))
+			y[i] = clamp(alpha*v+beta, 0, 1)
 		}
 	}
 	return []*Dense{{Shape: x.Shape, F32: y}}, nil
+}
+
+// clamp bounds v to [lo, hi], NaN kept (as ONNX Runtime's Clip keeps it).
+func clamp(v, lo, hi float32) float32 {
+	switch {
+	case v < lo:
+		return lo
+	case v > hi:
+		return hi
+	}
+	return v
 }
