@@ -8,7 +8,7 @@ import (
 )
 
 // The CNN operators, on [batch, channels, height, width] inputs (2-D
-// images; the batch is dimension 0 as everywhere): Conv (group 1),
+// images; the batch is dimension 0 as everywhere): Conv (any group),
 // BatchNormalization (inference), MaxPool, AveragePool and
 // GlobalAveragePool, and the activations CNN exports put between them
 // (Clip, LeakyRelu, HardSigmoid).
@@ -153,11 +153,12 @@ func inferConv(c *Checked, n *Node) ([]*Info, error) {
 	if len(w.Shape) != 4 {
 		return nil, fmt.Errorf("weights of shape %v: only 2-D convolutions are supported: %w", w.Shape, ErrUnsupported)
 	}
-	if g := n.Int("group", 1); g != 1 {
-		return nil, unsupportedAttr("group=%d (only 1)", g)
+	g := n.Int("group", 1)
+	if g < 1 || x.Shape[1]%g != 0 || w.Shape[0]%g != 0 {
+		return nil, fmt.Errorf("attribute group=%d does not divide the %d input and %d output channels", g, x.Shape[1], w.Shape[0])
 	}
-	if w.Shape[1] != x.Shape[1] {
-		return nil, fmt.Errorf("weights %v for %d input channels", w.Shape, x.Shape[1])
+	if w.Shape[1] != x.Shape[1]/g {
+		return nil, fmt.Errorf("weights %v for %d input channels in %d groups", w.Shape, x.Shape[1], g)
 	}
 	if optional(n, 2) {
 		if _, err := c.constInput(n, 2, []int64{w.Shape[0]}); err != nil {
@@ -181,6 +182,8 @@ func evalConv(c *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 		return nil, err
 	}
 	nb, ch, m := x.Shape[0], x.Shape[1], wt.Shape[0]
+	group := n.Int("group", 1)
+	cg, mg := ch/group, m/group // channels per group, in and out
 	y := make([]float32, nb*m*win.OutH*win.OutW)
 	i := 0
 	for b := range nb {
@@ -191,7 +194,8 @@ func evalConv(c *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 					if len(in) > 2 && in[2] != nil {
 						s = float64(in[2].F32[o])
 					}
-					for ci := range ch {
+					for cj := range cg {
+						ci := o/mg*cg + cj
 						for kh := range win.KH {
 							ih := oh*win.SH - win.PadT + kh*win.DH
 							if ih < 0 || ih >= win.InH {
@@ -202,7 +206,7 @@ func evalConv(c *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 								if iw < 0 || iw >= win.InW {
 									continue
 								}
-								s += float64(x.F32[((b*ch+ci)*win.InH+ih)*win.InW+iw]) * float64(wt.F32[((o*ch+ci)*win.KH+kh)*win.KW+kw])
+								s += float64(x.F32[((b*ch+ci)*win.InH+ih)*win.InW+iw]) * float64(wt.F32[((o*cg+cj)*win.KH+kh)*win.KW+kw])
 							}
 						}
 					}
@@ -228,6 +232,9 @@ func inferBatchNorm(c *Checked, n *Node) ([]*Info, error) {
 	}
 	if n.Int("training_mode", 0) != 0 {
 		return nil, unsupportedAttr("training_mode=1")
+	}
+	if n.Int("spatial", 1) != 1 {
+		return nil, unsupportedAttr("spatial=0") // before opset 9
 	}
 	if len(n.Inputs) != 5 {
 		return nil, errors.New("want the inputs X, scale, B, input_mean and input_var")

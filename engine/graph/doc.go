@@ -23,17 +23,18 @@
 //
 // # The CNN operators
 //
-// Conv (2-D, group 1, with pads, auto_pad, strides, dilations and bias),
+// Conv (2-D, any group, with pads, auto_pad, strides, dilations and bias),
 // BatchNormalization (inference), MaxPool (with dilations and
 // ceil_mode), AveragePool (count_include_pad, as ONNX Runtime's MLAS
 // divides: by the cells inside the image, or by the kernel's size) and
 // GlobalAveragePool take [batch, channels, height, width] inputs, the
 // batch first as everywhere; Clip, LeakyRelu and HardSigmoid are the
-// elementwise activations CNN exports put between them (conv.go). The
-// executor builds Conv as ggml_conv_2d does (im2col and mul_mat, in
-// F32), folds BatchNormalization to a scale and shift per channel, and
-// pools with a C kernel of its own (ggml's pooling has neither unequal
-// pads nor count_include_pad=0).
+// elementwise activations CNN exports put between them, NaN kept
+// (conv.go). The executor builds Conv as ggml_conv_2d does (im2col and
+// mul_mat, in F32) and a grouped one (depthwise) with a C kernel, folds
+// BatchNormalization to a scale and shift per channel, and pools with a
+// C kernel of its own (ggml's pooling has neither unequal pads nor
+// count_include_pad=0).
 //
 // # The ai.onnx.ml operators
 //

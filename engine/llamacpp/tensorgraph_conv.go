@@ -60,6 +60,55 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	}
 }
 
+// llmserve_conv_op: a grouped convolution (group > 1: depthwise and the
+// like, which im2col and one mul_mat do not express), each output summed
+// in double from its bias as engine/graph's reference sums it.
+typedef struct {
+	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
+	int64_t group, m; // groups, output channels
+	float * weights;  // [m][channels / group][kh][kw]
+	float * bias;     // NULL: none
+} llmserve_conv;
+
+static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	const llmserve_conv * p = ud;
+	const struct ggml_tensor * a = dst->src[0];
+	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
+	const int64_t cg = ch / p->group, mg = p->m / p->group;
+	const int64_t planes = dst->ne[2] * dst->ne[3];
+	const int64_t per = (planes + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	for (int64_t pl = lo; pl < hi; pl++) {
+		const int64_t b = pl / p->m, o = pl % p->m;
+		float * y = (float *)dst->data + pl * oh * ow;
+		for (int64_t oy = 0; oy < oh; oy++) {
+			for (int64_t ox = 0; ox < ow; ox++) {
+				double s = p->bias ? (double)p->bias[o] : 0.0;
+				for (int64_t cj = 0; cj < cg; cj++) {
+					const int64_t ci = o / mg * cg + cj;
+					const float * x = (const float *)a->data + (b * ch + ci) * ih * iw;
+					const float * w = p->weights + (o * cg + cj) * p->kh * p->kw;
+					for (int64_t ky = 0; ky < p->kh; ky++) {
+						const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+						if (y0 < 0 || y0 >= ih) continue;
+						for (int64_t kx = 0; kx < p->kw; kx++) {
+							const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+							if (x0 < 0 || x0 >= iw) continue;
+							s += (double)x[y0 * iw + x0] * (double)w[ky * p->kw + kx];
+						}
+					}
+				}
+				y[oy * ow + ox] = (float)s;
+			}
+		}
+	}
+}
+
+static struct ggml_tensor * llmserve_conv_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ow, int64_t oh, int64_t m, void * ud) {
+	struct ggml_tensor * args[1] = {a};
+	return ggml_custom_4d(ctx, GGML_TYPE_F32, ow, oh, m, a->ne[3], args, 1, llmserve_conv_op, GGML_N_TASKS_MAX, ud);
+}
+
 // llmserve_affine_op: y = x * scale[c] + shift[c] for channel c (ggml's
 // dimension 2), a folded BatchNormalization.
 typedef struct {
@@ -137,8 +186,9 @@ import (
 	"github.com/llmserve/llmserve/engine/graph"
 )
 
-// prepareCNN copies the parameters of a pooling, BatchNormalization (folded
-// to a scale and shift per channel) or activation node into C memory.
+// prepareCNN copies the parameters of a grouped Conv, a pooling, a
+// BatchNormalization (folded to a scale and shift per channel) or an
+// activation node into C memory.
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 	switch n.Op {
 	case "MaxPool", "AveragePool", "GlobalAveragePool":
@@ -151,6 +201,26 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
 		c.is_max = cBool(n.Op == "MaxPool")
 		c.include_pad = cBool(n.Int("count_include_pad", 0) != 0)
+		p.byNode[n.Name] = unsafe.Pointer(c)
+	case "Conv":
+		group := n.Int("group", 1)
+		if group == 1 {
+			return nil // im2col and mul_mat
+		}
+		x := g.Values[n.Inputs[0]]
+		w, err := graph.ConvWindow(g, n, x.Shape)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_conv)(p.alloc(C.sizeof_llmserve_conv))
+		c.kh, c.kw, c.sh, c.sw = C.int64_t(w.KH), C.int64_t(w.KW), C.int64_t(w.SH), C.int64_t(w.SW)
+		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
+		wt := g.Values[n.Inputs[1]]
+		c.group, c.m = C.int64_t(group), C.int64_t(wt.Shape[0])
+		c.weights = (*C.float)(cCopy(p, wt.Const.F32))
+		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
+			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
+		}
 		p.byNode[n.Name] = unsafe.Pointer(c)
 	case "BatchNormalization":
 		in := func(i int) []float32 { return g.Values[n.Inputs[i]].Const.F32 }
@@ -191,6 +261,9 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 	ud := bl.m.ml.byNode[n.Name]
 	switch n.Op {
 	case "Conv":
+		if ud != nil { // group > 1
+			return gval{C.llmserve_conv_node(ctx, xt, C.int64_t(out[3]), C.int64_t(out[2]), C.int64_t(out[1]), ud), out}, nil
+		}
 		return bl.conv(n, x, out)
 	case "BatchNormalization":
 		if len(x.shape) != 4 {

@@ -30,6 +30,8 @@ func TestGraphCNNOps(t *testing.T) {
 		{"conv-1x1-no-bias", "Conv", nil, []int64{B, 6, 4, 4}, map[string][]int64{"c1": {2, 6, 1, 1}}},
 		{"conv-dilated-asymmetric", "Conv", map[string]graph.Attr{"dilations": ints(2, 1), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 7, 6}, map[string][]int64{"c1": {3, 2, 3, 2}, "c2": {3}}},
 		{"conv-same-upper", "Conv", map[string]graph.Attr{"auto_pad": str("SAME_UPPER"), "strides": ints(2, 2)}, []int64{B, 2, 6, 5}, map[string][]int64{"c1": {3, 2, 2, 2}}},
+		{"conv-depthwise", "Conv", map[string]graph.Attr{"group": integer(4), "kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 6, 6}, map[string][]int64{"c1": {4, 1, 3, 3}, "c2": {4}}},
+		{"conv-grouped-strided", "Conv", map[string]graph.Attr{"group": integer(2), "strides": ints(2, 1), "pads": pads(0, 1, 1, 0)}, []int64{B, 4, 7, 5}, map[string][]int64{"c1": {6, 2, 2, 3}}},
 		{"batchnorm", "BatchNormalization", map[string]graph.Attr{"epsilon": {Kind: graph.AttrFloat, Float: 1e-3}}, []int64{B, 3, 4, 5}, map[string][]int64{"c1": {3}, "c2": {3}, "c3": {3}, "c4": {3}}},
 		{"batchnorm-2d", "BatchNormalization", nil, []int64{B, 4}, map[string][]int64{"c1": {4}, "c2": {4}, "c3": {4}, "c4": {4}}},
 		{"maxpool", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 8, 8}, nil},
