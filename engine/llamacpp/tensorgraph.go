@@ -32,7 +32,7 @@ type GraphModel struct {
 	threads int
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
-	ml      *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
+	params  *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
@@ -121,7 +121,7 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 		m.weights[p.key] = t
 	}
 	var err error
-	if m.ml, err = prepareNodes(g); err != nil {
+	if m.params, err = prepareNodes(g); err != nil {
 		C.ggml_free(m.wctx)
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (m *GraphModel) Close() error {
 	m.poolMu.Unlock()
 	C.ggml_free(m.wctx)
 	m.wctx = nil
-	m.ml.free()
+	m.params.free()
 	return nil
 }
 

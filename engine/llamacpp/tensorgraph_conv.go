@@ -258,7 +258,7 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 	}
 	out := bl.actual(bl.m.g.Values[n.Outputs[0]].Shape)
 	xt := bl.contiguous(x.t)
-	ud := bl.m.ml.byNode[n.Name]
+	ud := bl.m.params.byNode[n.Name]
 	switch n.Op {
 	case "Conv":
 		if ud != nil { // group > 1

@@ -549,7 +549,7 @@ func (bl *builder) mlNode(n *graph.Node) ([]gval, error) {
 		return nil, err
 	}
 	xt := bl.contiguous(x.t)
-	ud := bl.m.ml.byNode[n.Name]
+	ud := bl.m.params.byNode[n.Name]
 	switch n.Op {
 	case "ZipMap":
 		return []gval{x}, nil
