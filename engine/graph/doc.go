@@ -42,6 +42,21 @@
 // constant table along axis 0; Slice keeps the whole batch and takes
 // positive steps, 1 on the last axis; Where takes a constant condition.
 //
+// # The CNN operators
+//
+// Conv (2-D, any group, with pads, auto_pad, strides, dilations and bias),
+// BatchNormalization (inference), MaxPool (with dilations and
+// ceil_mode), AveragePool (count_include_pad, as ONNX Runtime's MLAS
+// divides: by the cells inside the image, or by the kernel's size) and
+// GlobalAveragePool take [batch, channels, height, width] inputs, the
+// batch first as everywhere; Clip, LeakyRelu and HardSigmoid are the
+// elementwise activations CNN exports put between them, NaN kept
+// (conv.go). The executor builds Conv as ggml_conv_2d does (im2col and
+// mul_mat, in F32) and a grouped one (depthwise) with a C kernel, folds
+// BatchNormalization to a scale and shift per channel, and pools with a
+// C kernel of its own (ggml's pooling has neither unequal pads nor
+// count_include_pad=0).
+//
 // # The ai.onnx.ml operators
 //
 // MLOps are the classic machine-learning operators of the ai.onnx.ml
@@ -61,9 +76,9 @@
 // arrays both Eval and the executor compute from (the executor in C, row
 // by row, several rows per thread).
 //
-// Operators defined in files of their own (opfiles.go: the ai.onnx.ml
-// ones) may have several outputs; an output name left empty is not
-// computed.
+// Operators defined in files of their own (opfiles.go: the CNN and
+// ai.onnx.ml ones) may have several outputs; an output name left empty
+// is not computed.
 //
 // The package is pure Go and imports nothing from models/ or api/.
 package graph

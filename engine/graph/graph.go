@@ -106,11 +106,12 @@ type Graph struct {
 // whose inputs are constants (or the shape of a batched value) into a
 // constant (see Fold).
 var Ops = []string{
-	"Add", "ArgMax", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
-	"Div", "Equal", "Erf", "Expand", "Flatten", "Gather", "Gelu", "Gemm",
+	"Add", "ArgMax", "AveragePool", "BatchNormalization", "Cast", "Clip",
+	"Concat", "Constant", "ConstantOfShape", "Conv", "Div", "Equal", "Erf",
+	"Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool",
 	"HardSigmoid", "Identity", "LayerNormalization", "LeakyRelu", "MatMul",
-	"Mul", "Pow", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape",
-	"Sigmoid", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh",
+	"MaxPool", "Mul", "Pow", "ReduceMean", "ReduceSum", "Relu", "Reshape",
+	"Shape", "Sigmoid", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh",
 	"Transpose", "Unsqueeze", "Where",
 }
 

@@ -83,7 +83,7 @@ func TestCheck(t *testing.T) {
 		mutate func(*Graph)
 		want   string
 	}{
-		{"unsupported-op", func(g *Graph) { g.Nodes[0].Op = "Conv" }, `node "mm": operator Conv is not supported (supported: Add,`},
+		{"unsupported-op", func(g *Graph) { g.Nodes[0].Op = "LSTM" }, `node "mm": operator LSTM is not supported (supported: Add,`},
 		{"missing-initializer", func(g *Graph) { g.Consts = nil }, `input "w" is not defined`},
 		{"short-constant", func(g *Graph) { g.Consts[0].F32 = g.Consts[0].F32[:5] }, "holds 12 elements, data has 5"},
 		{"overflowing-constant", func(g *Graph) { g.Consts[0].Shape = []int64{1 << 32, 1 << 32, 4} }, "bad shape"},

@@ -12,6 +12,15 @@ type opFile struct {
 
 // opFiles holds the operators defined in their own files, by name.
 var opFiles = map[string]opFile{
+	// CNN (conv.go)
+	"Conv":               {inferConv, evalConv},
+	"BatchNormalization": {inferBatchNorm, evalBatchNorm},
+	"MaxPool":            {inferPool, evalPool},
+	"AveragePool":        {inferPool, evalPool},
+	"GlobalAveragePool":  {inferPool, evalPool},
+	"Clip":               {inferActivation, evalActivation},
+	"LeakyRelu":          {inferActivation, evalActivation},
+	"HardSigmoid":        {inferActivation, evalActivation},
 	// ai.onnx.ml (ml.go, trees.go)
 	"Scaler":                 {inferScaler, evalScaler},
 	"Normalizer":             {inferNormalizer, evalNormalizer},

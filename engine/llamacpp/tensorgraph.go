@@ -35,7 +35,7 @@ type GraphModel struct {
 	// indexBound is, for an I64 input that Gather uses as indices, the
 	// size of the gathered axis: its values must be in [-bound, bound).
 	indexBound map[int]int64
-	ml         *mlParams // the ai.onnx.ml nodes' parameters (tensorgraph_ml.go)
+	params  *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
@@ -155,7 +155,7 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 		m.weights[p.key] = t
 	}
 	var err error
-	if m.ml, err = prepareML(g); err != nil {
+	if m.params, err = prepareNodes(g); err != nil {
 		C.ggml_free(m.wctx)
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func (m *GraphModel) Close() error {
 	m.poolMu.Unlock()
 	C.ggml_free(m.wctx)
 	m.wctx = nil
-	m.ml.free()
+	m.params.free()
 	return nil
 }
 

@@ -411,15 +411,16 @@ import (
 	"github.com/llmserve/llmserve/engine/graph"
 )
 
-// mlParams holds the C parameters of a graph's ai.onnx.ml nodes, by node
-// name; free releases them (GraphModel.Close).
-type mlParams struct {
+// nodeParams holds the C parameters of a graph's ai.onnx.ml and CNN
+// nodes (their custom operators' userdata), by node name; free releases
+// them (GraphModel.Close).
+type nodeParams struct {
 	byNode map[string]unsafe.Pointer
 	allocs []unsafe.Pointer
 }
 
 // cCopy copies s into C memory owned by p (nil for an empty s).
-func cCopy[T any](p *mlParams, s []T) unsafe.Pointer {
+func cCopy[T any](p *nodeParams, s []T) unsafe.Pointer {
 	if len(s) == 0 {
 		return nil
 	}
@@ -433,7 +434,7 @@ func cCopy[T any](p *mlParams, s []T) unsafe.Pointer {
 	return c
 }
 
-func (p *mlParams) alloc(size uintptr) unsafe.Pointer {
+func (p *nodeParams) alloc(size uintptr) unsafe.Pointer {
 	c := C.calloc(1, C.size_t(size))
 	if c == nil {
 		panic("llamacpp: out of C memory for a model's parameters")
@@ -442,7 +443,7 @@ func (p *mlParams) alloc(size uintptr) unsafe.Pointer {
 	return c
 }
 
-func (p *mlParams) free() {
+func (p *nodeParams) free() {
 	if p == nil {
 		return
 	}
@@ -452,11 +453,16 @@ func (p *mlParams) free() {
 	p.allocs, p.byNode = nil, nil
 }
 
-// prepareML copies the parameters of g's ai.onnx.ml nodes into C memory.
-func prepareML(g *graph.Checked) (*mlParams, error) {
-	p := &mlParams{byNode: map[string]unsafe.Pointer{}}
+// prepareNodes copies the parameters of g's ai.onnx.ml and CNN nodes into
+// C memory.
+func prepareNodes(g *graph.Checked) (*nodeParams, error) {
+	p := &nodeParams{byNode: map[string]unsafe.Pointer{}}
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
+		if err := p.prepareCNN(g, n); err != nil {
+			p.free()
+			return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
+		}
 		var features int64
 		if len(n.Inputs) > 0 {
 			if x, ok := g.Values[n.Inputs[0]]; ok && len(x.Shape) == 2 {
@@ -527,6 +533,9 @@ func (bl *builder) nodeOutputs(n *graph.Node) ([]gval, error) {
 	switch n.Op {
 	case "Scaler", "Normalizer", "ZipMap", "LinearClassifier", "LinearRegressor", "TreeEnsembleClassifier", "TreeEnsembleRegressor":
 		return bl.mlNode(n)
+	case "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Clip", "LeakyRelu", "HardSigmoid":
+		v, err := bl.cnnNode(n)
+		return []gval{v}, err
 	}
 	v, err := bl.node(n)
 	return []gval{v}, err
@@ -540,7 +549,7 @@ func (bl *builder) mlNode(n *graph.Node) ([]gval, error) {
 		return nil, err
 	}
 	xt := bl.contiguous(x.t)
-	ud := bl.m.ml.byNode[n.Name]
+	ud := bl.m.params.byNode[n.Name]
 	switch n.Op {
 	case "ZipMap":
 		return []gval{x}, nil

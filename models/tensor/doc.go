@@ -45,7 +45,10 @@
 // Execution is ggml through the project's own binding (engine/llamacpp),
 // not ollama's ml package: ml is built around its model architectures'
 // KV caches and backend scheduler, while a tensor graph needs a handful of
-// plain ggml operators, the batch-invariance padding below, and
+// plain ggml operators (and C kernels of its own where ggml has none or
+// computes otherwise than ONNX Runtime: pooling, grouped convolutions,
+// activations that keep NaN, the ai.onnx.ml operators), the
+// batch-invariance padding below, and
 // concurrent Runs over one set of read-only weights, which a few hundred
 // lines of our binding do directly.
 //

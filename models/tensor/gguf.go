@@ -486,7 +486,7 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 		if n.Op, err = str(p + "op"); err != nil {
 			return nil, 0, err
 		}
-		if !slices.Contains(graph.Ops, n.Op) {
+		if !slices.Contains(graph.Ops, n.Op) && !slices.Contains(graph.MLOps, n.Op) {
 			return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: graph.ErrUnsupported}
 		}
 		if n.Inputs, err = strs(p + "inputs"); err != nil {
