@@ -130,6 +130,9 @@ type sequence struct {
 	// only backs Chunk.Only when a token is forced.
 	think thinkState
 	only  [1]int32
+	// draftLen is the most draft tokens the sequence's next step may
+	// carry (speculative.go's adaptDraft); 0 until its first draft.
+	draftLen int
 }
 
 func (s *sequence) numOutput() int { return len(s.tokens) - len(s.req.req.Prompt) }
@@ -891,6 +894,7 @@ func (s *Scheduler) Update(step *engine.Step, res engine.StepResult) {
 			continue
 		}
 		s.countDrafts(drafted[smp.Seq], len(smp.Accepted))
+		sq.adaptDraft(drafted[smp.Seq], len(smp.Accepted), s.cfg.Speculative.NumTokens)
 		s.appendSample(sq, smp)
 	}
 }

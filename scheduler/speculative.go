@@ -138,6 +138,7 @@ func promptLookup(tokens []int32, minN, maxN, k int) []int32 {
 //     position under it (Ban applies to all of them);
 //   - never past max_tokens or the sequence's length limit: a step's
 //     tokens (accepted drafts and the sampled one) never exceed them;
+//   - no longer than adaptDraft's length for the sequence;
 //   - grammars, logit bias, allowed tokens and penalties need nothing:
 //     the engine samples every position with the sequence's chain, which
 //     (and whose grammar) accepts the drawn tokens in order, as one step
@@ -152,6 +153,9 @@ func (s *Scheduler) draftLimit(sq *sequence, ch *engine.Chunk, budget int) int {
 	}
 	out := sq.numOutput()
 	k := min(s.cfg.Speculative.NumTokens, budget, r.MaxTokens-out-1, s.maxLen-len(sq.tokens)-1)
+	if sq.draftLen > 0 {
+		k = min(k, sq.draftLen)
+	}
 	if out < r.MinTokens {
 		k = min(k, r.MinTokens-out-1)
 	}
@@ -185,6 +189,24 @@ func (s *Scheduler) addDrafts(batch []engine.Chunk, budget int) int {
 		budget -= len(d)
 	}
 	return budget
+}
+
+// adaptDraft sets the length of the sequence's next draft from how its
+// last one fared: after a draft accepted whole, one token more (up to
+// limit); after a rejection, one more than was accepted. Every draft token
+// is a row the model computes, rejected or not, so a sequence whose
+// drafts miss drafts little (one token: on models whose one-row steps are
+// padded to two rows, decode.go, it takes the padding's place and costs
+// nothing); one whose drafts hit drafts long. Outputs do not depend on
+// it: a draft decides only how many positions a step computes.
+func (sq *sequence) adaptDraft(drafted, accepted, limit int) {
+	switch {
+	case drafted == 0:
+	case accepted == drafted:
+		sq.draftLen = min(drafted+1, limit)
+	default:
+		sq.draftLen = accepted + 1
+	}
 }
 
 // countDrafts records a step's draft and what the engine accepted of it.

@@ -269,6 +269,15 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--http-port", "9123", "--metrics-port", "9123"}, "--metrics-port: 9123 is also the HTTP port (--http-port)"},
 		{[]string{"--grpc-port", "9124", "--metrics-port", "9124"}, "--metrics-port: 9124 is also the gRPC port (--grpc-port)"},
 		{[]string{"--metrics-endpoint", "metrics"}, `--metrics-endpoint: "metrics" is not a URL path`},
+		{[]string{"--speculative", "eagle"}, `--speculative: speculative method "eagle" is unknown (want "ngram")`},
+		{[]string{"--speculative", "ngram", "--num-speculative-tokens", "17"}, "--num-speculative-tokens: num_speculative_tokens 17 is outside [1, 16]"},
+		{[]string{"--speculative", "ngram", "--num-speculative-tokens", "0"}, "--num-speculative-tokens: 0: at least 1"},
+		{[]string{"--num-speculative-tokens", "4"}, "--num-speculative-tokens needs --speculative ngram"},
+		{[]string{"--speculative", "ngram", "--prompt-lookup-min", "4", "--prompt-lookup-max", "2"}, "--prompt-lookup-max: prompt_lookup_max 2 is outside [prompt_lookup_min 4, 64]"},
+		{[]string{"--speculative-config", `{"method":"ngram","num_speculative_tokens":40}`}, "--speculative-config: num_speculative_tokens 40 is outside [1, 16]"},
+		{[]string{"--speculative-config", `{"method":"ngram","k":4}`}, `--speculative-config: speculative config "{\"method\":\"ngram\",\"k\":4}": json: unknown field "k"`},
+		{[]string{"--speculative", "ngram", "--speculative-config", `{"method":"draft"}`}, `--speculative: "ngram" contradicts --speculative-config's method "draft"`},
+		{[]string{"--speculative-model", "/models/draft.gguf"}, "--speculative-model: speculative method \"draft\": draft-model speculation is not implemented yet"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

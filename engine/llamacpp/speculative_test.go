@@ -394,3 +394,30 @@ func TestBadDrafts(t *testing.T) {
 		t.Fatalf("samples %+v, slot 3 holds %d", res.Samples, c.SlotLen(3))
 	}
 }
+
+// A grammar sees the drawn tokens in order, draft or not: with drafts a
+// grammar-constrained sequence draws what it draws one token per step
+// (greedy and seeded), and wrong drafts, even ones the grammar forbids,
+// are only rejected.
+func TestDraftsWithGrammar(t *testing.T) {
+	c := newContext(t, loadModel(t), ContextParams{Slots: 4, MicroBatchTokens: 16})
+	vocab := c.model.Info().NVocab
+	prompt := stories260k.ReferenceGreedy().PromptTokens
+	for name, s := range map[string]engine.Sampling{
+		"greedy": {TopP: 1, RepetitionPenalty: 1},
+		"seeded": {Temperature: 0.9, TopP: 1, RepetitionPenalty: 1, Seed: 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s.Grammar = `root ::= [a-z .]{100,400}`
+			want := &specRun{seq: 1, prompt: prompt, n: 24, sampling: s}
+			specDrive(t, c, want)
+			for _, p := range []func([]int32) []int32{rightDraft(want.out, 4), partialDraft(want.out, 5, 2, vocab), varyingDraft(want.out, vocab)} {
+				r := &specRun{seq: 2, slot: 1, prompt: prompt, n: 24, sampling: s, propose: p}
+				specDrive(t, c, r)
+				if !slices.Equal(r.out, want.out) || !sameLogprobs(r.lps, want.lps) {
+					t.Fatalf("with drafts (%d of %d accepted)\n got %v\nwant %v", r.accepted, r.drafted, r.out, want.out)
+				}
+			}
+		})
+	}
+}
