@@ -269,6 +269,9 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--http-port", "9123", "--metrics-port", "9123"}, "--metrics-port: 9123 is also the HTTP port (--http-port)"},
 		{[]string{"--grpc-port", "9124", "--metrics-port", "9124"}, "--metrics-port: 9124 is also the gRPC port (--grpc-port)"},
 		{[]string{"--metrics-endpoint", "metrics"}, `--metrics-endpoint: "metrics" is not a URL path`},
+		{[]string{"--max-loras", "-1"}, "--max-loras: -1 is negative"},
+		{[]string{"--lora", "nopath"}, `--lora: LoRA adapter "nopath": want NAME=PATH`},
+		{[]string{"--lora", "x=/nonexistent/x.gguf"}, "--lora x=/nonexistent/x.gguf: llamacpp: bad LoRA adapter /nonexistent/x.gguf"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
