@@ -62,6 +62,17 @@
 // readiness is the repository's: strict (every model READY) or, by
 // default, up.
 //
+// LoRA adapters (lora.go) are served as models of their own: an Adapter
+// answers to its name with its base model's tokenizer and limits, and
+// submits to the base's engine core with scheduler.Request.Adapter set.
+// They load with the model (GenerativeConfig.LoRAs; lora_adapters in
+// model-settings.json) or at run time (Registry.LoadAdapter, behind the
+// API's --enable-lora-runtime-updates); either builds the model's contexts
+// for adapters. A name is unique among models and adapters. An adapter
+// file llama.cpp refuses is an *AdapterError naming it. Unloading stops
+// new requests at once; the engine frees the adapter after the last
+// sequence that uses it.
+//
 // The default model, stories260K, is embedded (models/stories260k) so that
 // `llmserve serve` works with no arguments.
 //

@@ -57,6 +57,14 @@ func TestRepositoryConfig(t *testing.T) {
 		{"not a gguf", map[string]string{"1/a.gguf": "PK\x03\x04zip"}, "", "", nil, `m/1/a.gguf is not a GGUF file`},
 		{"empty file", map[string]string{"1/a.gguf": ""}, "", "", nil, "only 0 bytes"},
 		{"missing template", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"chat_template":"nope.jinja"}`}, "", "", nil, "chat_template"},
+		{"LoRA adapters", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"lora_adapters":[{"name":"sql","path":"adapters/sql.gguf"},{"name":"abs","path":"/x/abs.gguf"}],"max_loras":2}`}, "1", "1/a.gguf",
+			func(c GenerativeConfig) bool {
+				return len(c.LoRAs) == 2 && c.LoRAs[0].Name == "sql" && c.LoRAs[0].Path == filepath.Join(filepath.Dir(filepath.Dir(c.Path)), "adapters/sql.gguf") &&
+					c.LoRAs[1].Path == "/x/abs.gguf" && c.MaxLoRAs == 2
+			}, ""},
+		{"LoRA adapter without a path", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"lora_adapters":[{"name":"sql"}]}`}, "", "", nil, "lora_adapters entry 0 has no path"},
+		{"LoRA adapter without a name", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"lora_adapters":[{"path":"a"}]}`}, "", "", nil, "lora_adapters entry 0"},
+		{"negative max_loras", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"max_loras":-1}`}, "", "", nil, "max_loras"},
 		{"settings not JSON", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{`}, "", "", nil, SettingsFile},
 		{"speculative config", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":3}}`},
 			"1", "1/a.gguf", func(c GenerativeConfig) bool {

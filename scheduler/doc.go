@@ -62,6 +62,19 @@
 // engine.Chunk.Only.
 // Finished and aborted sequences free their slot at once.
 //
+// # LoRA adapters
+//
+// A request may name a LoRA adapter (Request.Adapter), which its
+// sequences carry to the engine (engine.NewSequence.Adapter). The prefix
+// cache keys its blocks by the adapter and the tokens (Request.CacheKey),
+// so only requests of one adapter share them. Config.MaxLoRAs caps the
+// distinct adapters of the running sequences: a waiting sequence of
+// another adapter is skipped, and once one is, later sequences of
+// adapters are skipped too (even of running ones), so that the running
+// adapters drain and the skipped one starts first; base-model sequences
+// take no adapter and are admitted as usual. Stats lists the running and
+// waiting adapters.
+//
 // Config.CheckRequest and Config.CheckBatch are the one place where a
 // request's capacity is checked (n against MaxNumSeqs, prompt and
 // max_tokens against MaxModelLen, the prompt against KVCapacityTokens, a

@@ -278,6 +278,9 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--speculative-config", `{"method":"ngram","k":4}`}, `--speculative-config: speculative config "{\"method\":\"ngram\",\"k\":4}": json: unknown field "k"`},
 		{[]string{"--speculative", "ngram", "--speculative-config", `{"method":"draft"}`}, `--speculative: "ngram" contradicts --speculative-config's method "draft"`},
 		{[]string{"--speculative-model", "/models/draft.gguf"}, "--speculative-model: speculative method \"draft\": draft-model speculation is not implemented yet"},
+		{[]string{"--max-loras", "-1"}, "--max-loras: -1 is negative"},
+		{[]string{"--lora", "nopath"}, `--lora: LoRA adapter "nopath": want NAME=PATH`},
+		{[]string{"--lora", "x=/nonexistent/x.gguf"}, "--lora x=/nonexistent/x.gguf: llamacpp: bad LoRA adapter /nonexistent/x.gguf"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -77,6 +77,21 @@
 // parser overflows its stack on some grammars it does not refuse, such as
 // ("a"?)*.
 //
+// # LoRA adapters
+//
+// Model.LoadAdapter loads a LoRA adapter GGUF (llama_adapter_lora_init);
+// the *Adapter is the engine.Adapter a sequence names in its NewSequence.
+// llama.cpp applies adapters to a context, not a sequence, so a step is
+// decoded as one batch per adapter group (the base model's first, each
+// adapter's with it set alone and cleared after); each group goes through
+// decode.go unchanged, so a sequence's numbers depend only on its tokens
+// and its adapter, and each group adds an evaluation (Stats.AdapterSwitches;
+// docs/BENCHMARKS.md, "LoRA adapters"). A context decodes adapters only
+// when built with ContextParams.LoRA, which turns llama.cpp's graph reuse
+// off: its reuse test compares the adapter list by address and would run
+// the previous adapter's graph. An adapter closed while sequences hold it
+// is freed when the last of them is removed (lora.go).
+//
 // # Threads
 //
 // Without a thread pool of its own, ggml creates and joins its worker

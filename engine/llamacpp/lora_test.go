@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/evals/synth"
@@ -283,19 +283,21 @@ func TestLoRAUnloadWhileUsed(t *testing.T) {
 
 // BenchmarkLoRASwitch measures what adapter groups cost: 8 sequences
 // decoding together, all base, all one adapter, and split over the base
-// and 1, 2 or 3 adapters (one llama_decode per group), and the base
-// model on a context with graph reuse on (ContextParams.LoRA off).
+// and 1, 2 or 3 adapters (one batch per group), and the base model on a
+// context with graph reuse on (ContextParams.LoRA off). The model is
+// stories260K, or the GGUF at $LLMSERVE_LORA_BENCH_MODEL (such as
+// llmserve synth --shape smollm2-135m --dtype q8_0).
 func BenchmarkLoRASwitch(b *testing.B) {
-	basePath, p1, _ := loraFiles(b, 5)
+	basePath, _, _ := loraFiles(b, 5)
+	if p := os.Getenv("LLMSERVE_LORA_BENCH_MODEL"); p != "" {
+		basePath = p
+	}
 	m := loadFile(b, basePath)
 	var as []engine.Adapter
-	for i, seed := range []uint64{5, 6, 7} {
-		p := p1
-		if i > 0 {
-			p = filepath.Join(b.TempDir(), "l.gguf")
-			if _, err := synth.WriteLoRA(p, synth.LoRAOptions{Base: basePath, Rank: 8, Seed: seed}); err != nil {
-				b.Fatal(err)
-			}
+	for _, seed := range []uint64{5, 6, 7} {
+		p := filepath.Join(b.TempDir(), "l.gguf")
+		if _, err := synth.WriteLoRA(p, synth.LoRAOptions{Base: basePath, Rank: 8, Seed: seed}); err != nil {
+			b.Fatal(err)
 		}
 		as = append(as, loadAdapter(b, m, "a", p))
 	}
@@ -330,8 +332,8 @@ func BenchmarkLoRASwitch(b *testing.B) {
 			for _, s := range res.Samples {
 				last[s.Seq] = s.Token
 			}
+			before := c.Stats()
 			b.ResetTimer()
-			start := time.Now()
 			for range b.N {
 				st := engine.Step{}
 				for i := range n {
@@ -349,7 +351,9 @@ func BenchmarkLoRASwitch(b *testing.B) {
 					b.Fatal("slot full: lower -benchtime")
 				}
 			}
-			b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "us/step")
+			st2 := c.Stats()
+			b.ReportMetric(float64(st2.Evaluations-before.Evaluations)/float64(b.N), "evals/step")
+			b.ReportMetric(float64(st2.AdapterSwitches-before.AdapterSwitches)/float64(b.N), "switches/step")
 		})
 	}
 }

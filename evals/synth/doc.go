@@ -116,6 +116,19 @@
 // token_embd; cls.output.weight for a reranker. Write writes to a
 // temporary file beside the target and renames it into place.
 //
+// # LoRA adapters
+//
+// WriteLoRA (llmserve synth lora) writes a LoRA adapter for any base GGUF
+// in the layout llama.cpp's convert_lora_to_gguf.py writes:
+// general.type=adapter, adapter.type=lora, adapter.lora.alpha (float32),
+// the base's general.architecture, and F32 tensors <weight>.lora_a
+// [n_in, rank] and <weight>.lora_b [rank, n_out] for every weight of the
+// target kinds (attn_q ... ffn_down by default), uniform pseudo-random
+// values seeded by the seed and the tensor's name. WriteMerged writes the
+// base with W + scale·alpha/rank·B·A in place of each adapted weight (F32),
+// the model the adapter is equivalent to: engine/llamacpp's tests hold
+// llama.cpp's adapter path to it (lora.go has the layout's arithmetic).
+//
 // # What the caller must guarantee
 //
 // Nothing beyond a readable vocabulary and a writable directory: Write
