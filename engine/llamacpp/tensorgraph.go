@@ -344,6 +344,9 @@ func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput,
 		r.graphs[padded] = b
 	}
 	for i, t := range b.inputs {
+		if t.data == nil {
+			continue // an input no output depends on has no memory
+		}
 		nbytes := C.size_t(C.ggml_nbytes(t))
 		given := C.size_t(len(inputs[i].F32) * 4)
 		switch {
