@@ -104,6 +104,18 @@ func opsCases(rng *rand.Rand) []opsCase {
 		one("squeeze", 13, node("Squeeze", nil, "x", "axes"), x(1, 3), i64Const("axes", []int64{1}, 1)),
 		one("matmul-batched", 13, node("MatMul", nil, "x", "y"), []graph.Value{f32In("x", 2, 3, 4), f32In("y", 2, 4, 5)}),
 		one("matmul-batched-rank3", 13, node("MatMul", nil, "x", "y"), []graph.Value{f32In("x", 3, 4), f32In("y", 4, 2)}),
+		one("equal-ids", 13, node("Equal", nil, "ids", "pad"), []graph.Value{i64In("ids", 6)}, i64Const("pad", []int64{}, 3)),
+		one("equal-f32", 13, node("Equal", nil, "x", "y"), []graph.Value{f32In("x", 4), f32In("y", 1)}),
+		{
+			// torch.where(mask == 0, -1e4, scores): a batched condition.
+			name: "where-batched-cond", opset: 13, inputs: []graph.Value{i64In("mask", 4), f32In("x", 3, 4)},
+			consts: []graph.Const{i64Const("zero", []int64{}, 0), scalar("big", -1e4), i64Const("axes", []int64{1}, 1)},
+			nodes: []graph.Node{
+				{Name: "eq", Op: "Equal", Inputs: []string{"mask", "zero"}, Outputs: []string{"c"}},
+				{Name: "u", Op: "Unsqueeze", Inputs: []string{"c", "axes"}, Outputs: []string{"cu"}},
+				{Name: "w", Op: "Where", Inputs: []string{"cu", "big", "x"}, Outputs: []string{"out"}},
+			},
+		},
 		{
 			// Cast of an I64 attention mask after Unsqueeze, as BERT
 			// exports build the extended mask.
