@@ -12,7 +12,7 @@ func TestOpsSorted(t *testing.T) {
 		t.Errorf("Ops is not sorted: %v", Ops)
 	}
 	err := (&Error{Node: "n", Op: "Conv", Err: ErrUnsupported}).Error()
-	if want := "(supported: " + strings.Join(Ops, ", ") + ")"; !strings.Contains(err, want) {
+	if want := "(supported: " + strings.Join(Ops, ", "); !strings.Contains(err, want) {
 		t.Errorf("error %q does not list the operators", err)
 	}
 }
