@@ -82,6 +82,8 @@ func randomGraphAgrees(t *testing.T, data []byte) {
 					attrs[key] = graph.Attr{Kind: graph.AttrFloat, Float: float32(next())}
 				}
 			}
+			// Every node is named "n": ONNX does not require unique
+			// names, so nothing may be keyed by them.
 			g.Nodes = append(g.Nodes, graph.Node{Name: "n", Op: op, Inputs: ins, Outputs: []string{names[5+i]}, Attrs: attrs})
 		}
 		g.Outputs = []graph.Value{{Name: "v1"}}
