@@ -17,8 +17,9 @@
 //
 // Graph inputs are F32 or I64 (token ids, attention masks); I64 values
 // that depend on an input are only gathered with (Gather on a constant
-// table, an embedding lookup), compared (Equal), reshaped and cast to
-// F32. Booleans (Equal's result, Where's condition) are I64 0 and 1.
+// table, an embedding lookup), compared (Equal), reshaped, expanded and
+// cast (to F32 or BOOL). Booleans (Equal's result, Cast to BOOL, Where's
+// condition) are I64 0 and 1.
 //
 // Operators and attributes follow the ONNX operator set (opset 13 and
 // later, with the older attribute forms of Softmax, ReduceMean/ReduceSum,

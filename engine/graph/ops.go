@@ -150,10 +150,10 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		switch {
 		case to.Int == onnxFloat:
 			return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
-		case to.Int == onnxInt64, to.Int == onnxBool && !x.Batched:
+		case to.Int == onnxInt64, to.Int == onnxBool:
 			return &Info{DType: I64, Shape: x.Shape, Batched: x.Batched}, nil
 		}
-		return nil, unsupportedAttr("to=%d (FLOAT and INT64 are supported)", to.Int)
+		return nil, unsupportedAttr("to=%d (FLOAT, INT64 and BOOL are supported)", to.Int)
 	case "Transpose":
 		x, err := c.input(n, 0)
 		if err != nil {
@@ -404,9 +404,6 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		shape, err := Broadcast(x.Shape, t)
 		if err != nil {
 			return nil, err
-		}
-		if x.Batched && x.DType != F32 {
-			return nil, fmt.Errorf("expanding a batched %v value: %w", x.DType, ErrUnsupported)
 		}
 		if !bounded(shape[min(1, len(shape)):]) || (!x.Batched && !bounded(shape)) {
 			return nil, fmt.Errorf("shape %v is too large", shape)

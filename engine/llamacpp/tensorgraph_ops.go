@@ -98,6 +98,23 @@ static void llms_equal(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	}
 }
 
+// llms_nonzero writes 1 where src[0] (F32 or I32, contiguous) is not 0,
+// else 0, as I32: a Cast to BOOL (NaN is true, as in C and ONNX Runtime).
+static void llms_nonzero(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	(void)ud;
+	int64_t lo, hi;
+	llms_span(dst, ith, nth, &lo, &hi);
+	int32_t * y = (int32_t *)dst->data;
+	for (int64_t i = lo; i < hi; i++) {
+		y[i] = llms_at(dst->src[0], i) != 0;
+	}
+}
+
+static struct ggml_tensor * llms_nonzero_op(struct ggml_context * ctx, struct ggml_tensor * a) {
+	struct ggml_tensor * args[1] = {a};
+	return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, llms_nonzero, GGML_N_TASKS_MAX, NULL);
+}
+
 static struct ggml_tensor * llms_equal_op(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
 	struct ggml_tensor * args[2] = {a, b};
 	return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, llms_equal, GGML_N_TASKS_MAX, NULL);
@@ -289,6 +306,8 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 		return gval{bl.full(x, outShape), outShape}, nil
 	case "Cast":
 		switch to, src := n.Int("to", 0), x.t._type; {
+		case to == 9: // BOOL: 0 or 1
+			return gval{C.llms_nonzero_op(ctx, bl.contiguous(x.t)), x.shape}, nil
 		case to == 1 && src == C.GGML_TYPE_I32:
 			return gval{C.ggml_cast(ctx, x.t, C.GGML_TYPE_F32), x.shape}, nil
 		case to == 7 && src == C.GGML_TYPE_F32:
