@@ -17,7 +17,9 @@
 //
 // Graph inputs are F32 or I64 (token ids, attention masks); I64 values
 // that depend on an input are only gathered with (Gather on a constant
-// table, an embedding lookup), reshaped and cast to F32.
+// table, an embedding lookup), compared (Equal), reshaped, expanded and
+// cast (to F32 or BOOL). Booleans (Equal's result, Cast to BOOL, Where's
+// condition) are I64 0 and 1.
 //
 // Operators and attributes follow the ONNX operator set (opset 13 and
 // later, with the older attribute forms of Softmax, ReduceMean/ReduceSum,
@@ -34,13 +36,13 @@
 // answer does not depend on the batch size (it is at least 1), a Reshape
 // target reads as 0 (keep the batch) in its first entry and an Expand
 // target as the batch; arithmetic on it, or a constant of batch-dependent
-// shape (ConstantOfShape), fails the load. Shape, Equal, ConstantOfShape
-// and Constant are only ever folded; the executor never sees them.
+// shape (ConstantOfShape), fails the load. Shape, ConstantOfShape and
+// Constant are only ever folded; the executor never sees them.
 //
 // On batched values, Gather takes constant indices along an axis past the
 // batch (x[:, 0]) or, with batched INT64 indices, looks rows up in a
 // constant table along axis 0; Slice keeps the whole batch and takes
-// positive steps, 1 on the last axis; Where takes a constant condition.
+// positive steps, 1 on the last axis; Where selects F32 values.
 //
 // # The CNN operators
 //

@@ -150,10 +150,10 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		switch {
 		case to.Int == onnxFloat:
 			return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
-		case to.Int == onnxInt64, to.Int == onnxBool && !x.Batched:
+		case to.Int == onnxInt64, to.Int == onnxBool:
 			return &Info{DType: I64, Shape: x.Shape, Batched: x.Batched}, nil
 		}
-		return nil, unsupportedAttr("to=%d (FLOAT and INT64 are supported)", to.Int)
+		return nil, unsupportedAttr("to=%d (FLOAT, INT64 and BOOL are supported)", to.Int)
 	case "Transpose":
 		x, err := c.input(n, 0)
 		if err != nil {
@@ -345,14 +345,11 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if a.DType != b.DType {
 			return nil, fmt.Errorf("inputs are %v and %v", a.DType, b.DType)
 		}
-		if a.Batched || b.Batched {
-			return nil, fmt.Errorf("comparing batched values: %w (only shapes and constants are compared)", ErrUnsupported)
-		}
 		shape, err := Broadcast(a.Shape, b.Shape)
 		if err != nil {
 			return nil, err
 		}
-		return &Info{DType: I64, Shape: shape}, nil
+		return &Info{DType: I64, Shape: shape, Batched: a.Batched || b.Batched}, nil
 	case "Where":
 		cond, err := c.input(n, 0)
 		if err != nil {
@@ -372,9 +369,9 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if cond.DType != I64 {
 			return nil, fmt.Errorf("the condition is %v, want a boolean", cond.DType)
 		}
-		batched := x.Batched || y.Batched
-		if batched && (cond.Batched || x.DType != F32) {
-			return nil, fmt.Errorf("Where on batched values takes a constant condition and F32 values: %w", ErrUnsupported)
+		batched := cond.Batched || x.Batched || y.Batched
+		if batched && x.DType != F32 {
+			return nil, fmt.Errorf("Where on batched values takes F32 values: %w", ErrUnsupported)
 		}
 		shape, err := Broadcast(cond.Shape, x.Shape)
 		if err != nil {
@@ -407,9 +404,6 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		shape, err := Broadcast(x.Shape, t)
 		if err != nil {
 			return nil, err
-		}
-		if x.Batched && x.DType != F32 {
-			return nil, fmt.Errorf("expanding a batched %v value: %w", x.DType, ErrUnsupported)
 		}
 		if !bounded(shape[min(1, len(shape)):]) || (!x.Batched && !bounded(shape)) {
 			return nil, fmt.Errorf("shape %v is too large", shape)

@@ -88,13 +88,12 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 		n := &g.Nodes[i]
 		for j, in := range n.Inputs {
 			k, ok := consts[in]
-			if ok && n.Op == "Where" && j == 0 {
-				// The condition, as F32 0 or 1 for the kernel.
+			if ok && k.DType == graph.I64 && (n.Op == "Where" && j == 0 || n.Op == "Equal") {
+				// Where's condition and Equal's integers, as F32 for the
+				// kernels (exact up to 2^24).
 				f := make([]float32, len(k.I64))
 				for e, v := range k.I64 {
-					if v != 0 {
-						f[e] = 1
-					}
+					f[e] = float32(v)
 				}
 				add(in, "f", k.Shape, f)
 				continue
@@ -351,6 +350,9 @@ func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput,
 		r.graphs[padded] = b
 	}
 	for i, t := range b.inputs {
+		if t.data == nil {
+			continue // an input no output depends on has no memory
+		}
 		nbytes := C.size_t(C.ggml_nbytes(t))
 		given := C.size_t(len(inputs[i].F32) * 4)
 		switch {

@@ -67,19 +67,57 @@ static void llms_pow(struct ggml_tensor * dst, const struct ggml_tensor * a, con
 	}
 }
 
-// llms_where picks x where cond is non-zero, else y; all contiguous and of
-// dst's shape.
-static void llms_where(struct ggml_tensor * dst, const struct ggml_tensor * c, const struct ggml_tensor * a, const struct ggml_tensor * b, int ith, int nth, void * ud) {
+// llms_at is element i of a contiguous F32 or I32 tensor.
+static inline double llms_at(const struct ggml_tensor * t, int64_t i) {
+	return t->type == GGML_TYPE_I32 ? (double)((const int32_t *)t->data)[i] : (double)((const float *)t->data)[i];
+}
+
+// llms_where picks x where cond (F32 or I32) is non-zero, else y; all
+// contiguous and of dst's shape.
+static void llms_where(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth, void * ud) {
 	(void)ud;
 	int64_t lo, hi;
 	llms_span(dst, ith, nth, &lo, &hi);
-	const float * cond = (const float *)c->data;
 	const float * x = (const float *)a->data;
 	const float * z = (const float *)b->data;
 	float * y = (float *)dst->data;
 	for (int64_t i = lo; i < hi; i++) {
-		y[i] = cond[i] != 0.0f ? x[i] : z[i];
+		y[i] = llms_at(c, i) != 0 ? x[i] : z[i];
 	}
+}
+
+// llms_equal writes 1 where src[0] and src[1] (F32 or I32, contiguous, of
+// dst's shape) are equal, else 0, as I32.
+static void llms_equal(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	(void)ud;
+	int64_t lo, hi;
+	llms_span(dst, ith, nth, &lo, &hi);
+	int32_t * y = (int32_t *)dst->data;
+	for (int64_t i = lo; i < hi; i++) {
+		y[i] = llms_at(dst->src[0], i) == llms_at(dst->src[1], i);
+	}
+}
+
+// llms_nonzero writes 1 where src[0] (F32 or I32, contiguous) is not 0,
+// else 0, as I32: a Cast to BOOL (NaN is true, as in C and ONNX Runtime).
+static void llms_nonzero(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	(void)ud;
+	int64_t lo, hi;
+	llms_span(dst, ith, nth, &lo, &hi);
+	int32_t * y = (int32_t *)dst->data;
+	for (int64_t i = lo; i < hi; i++) {
+		y[i] = llms_at(dst->src[0], i) != 0;
+	}
+}
+
+static struct ggml_tensor * llms_nonzero_op(struct ggml_context * ctx, struct ggml_tensor * a) {
+	struct ggml_tensor * args[1] = {a};
+	return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, llms_nonzero, GGML_N_TASKS_MAX, NULL);
+}
+
+static struct ggml_tensor * llms_equal_op(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+	struct ggml_tensor * args[2] = {a, b};
+	return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, llms_equal, GGML_N_TASKS_MAX, NULL);
 }
 
 // llms_gather writes row ids[r] of the table src[0] (rows of ne0 floats)
@@ -153,7 +191,8 @@ static struct ggml_tensor * llms_pow_op(struct ggml_context * ctx, struct ggml_t
 }
 
 static struct ggml_tensor * llms_where_op(struct ggml_context * ctx, struct ggml_tensor * c, struct ggml_tensor * a, struct ggml_tensor * b) {
-	return ggml_map_custom3(ctx, c, a, b, llms_where, GGML_N_TASKS_MAX, NULL);
+	// x first: the result takes its (F32) type.
+	return ggml_map_custom3(ctx, a, b, c, llms_where, GGML_N_TASKS_MAX, NULL);
 }
 
 static struct ggml_tensor * llms_gather_op(struct ggml_context * ctx, struct ggml_tensor * table, struct ggml_tensor * ids) {
@@ -214,8 +253,19 @@ func (bl *builder) full(v gval, shape []int64) *C.struct_ggml_tensor {
 func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 	ctx := bl.ctx
 	in := func(i int) (gval, error) { return bl.value(n.Inputs[i]) }
-	if n.Op == "Where" {
+	switch n.Op {
+	case "Where":
 		return bl.where(n, outShape)
+	case "Equal":
+		a, err := bl.operand(n.Inputs[0])
+		if err != nil {
+			return gval{}, err
+		}
+		b, err := bl.operand(n.Inputs[1])
+		if err != nil {
+			return gval{}, err
+		}
+		return gval{C.llms_equal_op(ctx, bl.full(a, outShape), bl.full(b, outShape)), outShape}, nil
 	}
 	x, err := in(0)
 	if err != nil {
@@ -256,6 +306,8 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 		return gval{bl.full(x, outShape), outShape}, nil
 	case "Cast":
 		switch to, src := n.Int("to", 0), x.t._type; {
+		case to == 9: // BOOL: 0 or 1
+			return gval{C.llms_nonzero_op(ctx, bl.contiguous(x.t)), x.shape}, nil
 		case to == 1 && src == C.GGML_TYPE_I32:
 			return gval{C.ggml_cast(ctx, x.t, C.GGML_TYPE_F32), x.shape}, nil
 		case to == 7 && src == C.GGML_TYPE_F32:
@@ -378,9 +430,22 @@ func (bl *builder) slice(n *graph.Node, x gval, outShape []int64) (gval, error) 
 	return gval{C.ggml_cont(bl.ctx, v), outShape}, nil
 }
 
-// where is Where with a constant condition (uploaded as F32 0 and 1).
+// operand is a computed value or a constant, an I64 constant in its F32
+// form.
+func (bl *builder) operand(name string) (gval, error) {
+	if v, ok := bl.vals[name]; ok {
+		return v, nil
+	}
+	if info := bl.m.g.Values[name]; info != nil && info.DType == graph.I64 {
+		return bl.weight(name, "f")
+	}
+	return bl.weight(name, "")
+}
+
+// where is Where: the condition computed (Equal's I32) or constant (its
+// F32 form).
 func (bl *builder) where(n *graph.Node, outShape []int64) (gval, error) {
-	cond, err := bl.weight(n.Inputs[0], "f")
+	cond, err := bl.operand(n.Inputs[0])
 	if err != nil {
 		return gval{}, err
 	}

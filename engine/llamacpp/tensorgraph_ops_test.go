@@ -104,6 +104,35 @@ func opsCases(rng *rand.Rand) []opsCase {
 		one("squeeze", 13, node("Squeeze", nil, "x", "axes"), x(1, 3), i64Const("axes", []int64{1}, 1)),
 		one("matmul-batched", 13, node("MatMul", nil, "x", "y"), []graph.Value{f32In("x", 2, 3, 4), f32In("y", 2, 4, 5)}),
 		one("matmul-batched-rank3", 13, node("MatMul", nil, "x", "y"), []graph.Value{f32In("x", 3, 4), f32In("y", 4, 2)}),
+		one("cast-to-bool", 13, node("Cast", m("to", intAttr(9)), "x"), x(5)),
+		one("cast-i64-to-bool", 13, node("Cast", m("to", intAttr(9)), "ids"), []graph.Value{i64In("ids", 5)}),
+		one("expand-i64", 13, node("Expand", nil, "ids", "shape"), []graph.Value{i64In("ids", 1, 4)}, i64Const("shape", []int64{3}, 1, 3, 4)),
+		{
+			// transformers' _prepare_4d_attention_mask: mask[:, None,
+			// None, :].expand(b, 1, t, s), 1 - it, masked_fill where true.
+			name: "hf-4d-mask", opset: 17, inputs: []graph.Value{i64In("mask", 4)},
+			consts: []graph.Const{i64Const("axes", []int64{2}, 1, 2), i64Const("shape", []int64{4}, 1, 1, 4, 4), scalar("one", 1), scalar("min", -3.4e38)},
+			nodes: []graph.Node{
+				{Name: "u", Op: "Unsqueeze", Inputs: []string{"mask", "axes"}, Outputs: []string{"m4"}},
+				{Name: "e", Op: "Expand", Inputs: []string{"m4", "shape"}, Outputs: []string{"me"}},
+				{Name: "c", Op: "Cast", Inputs: []string{"me"}, Outputs: []string{"mf"}, Attrs: m("to", intAttr(1))},
+				{Name: "s", Op: "Sub", Inputs: []string{"one", "mf"}, Outputs: []string{"inv"}},
+				{Name: "b", Op: "Cast", Inputs: []string{"inv"}, Outputs: []string{"cond"}, Attrs: m("to", intAttr(9))},
+				{Name: "w", Op: "Where", Inputs: []string{"cond", "min", "inv"}, Outputs: []string{"out"}},
+			},
+		},
+		one("equal-ids", 13, node("Equal", nil, "ids", "pad"), []graph.Value{i64In("ids", 6)}, i64Const("pad", []int64{}, 3)),
+		one("equal-f32", 13, node("Equal", nil, "x", "y"), []graph.Value{f32In("x", 4), f32In("y", 1)}),
+		{
+			// torch.where(mask == 0, -1e4, scores): a batched condition.
+			name: "where-batched-cond", opset: 13, inputs: []graph.Value{i64In("mask", 4), f32In("x", 3, 4)},
+			consts: []graph.Const{i64Const("zero", []int64{}, 0), scalar("big", -1e4), i64Const("axes", []int64{1}, 1)},
+			nodes: []graph.Node{
+				{Name: "eq", Op: "Equal", Inputs: []string{"mask", "zero"}, Outputs: []string{"c"}},
+				{Name: "u", Op: "Unsqueeze", Inputs: []string{"c", "axes"}, Outputs: []string{"cu"}},
+				{Name: "w", Op: "Where", Inputs: []string{"cu", "big", "x"}, Outputs: []string{"out"}},
+			},
+		},
 		{
 			// Cast of an I64 attention mask after Unsqueeze, as BERT
 			// exports build the extended mask.

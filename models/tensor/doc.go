@@ -18,7 +18,8 @@
 // targets from Shape, transposed weights) into constants; engine/llamacpp
 // then executes it with ggml's CPU backend. INT64 inputs (token ids,
 // attention masks) run as int32 there: a value outside int32, or a token
-// id out of range of the embedding table it indexes, fails the request. A
+// id out of range of the embedding table the input indexes, fails the
+// request (an id computed by other operators looks up a row of NaN). A
 // model the runtime cannot execute fails with a *ModelError, which
 // matches ErrInvalidModel (and ErrUnsupported for an operator outside
 // graph.Ops and graph.MLOps; the message names the operator and the
