@@ -130,6 +130,19 @@ func TestLoRAServe(t *testing.T) {
 		t.Fatalf("chat with the adapter: %v %+v", err, chat)
 	}
 
+	// The Messages and Responses APIs pick adapters by name too.
+	var msg struct {
+		Model string
+		Error struct{ Message string }
+	}
+	if code, _ := s.post(t, "/v1/messages", map[string]any{"model": "story-b", "max_tokens": 4,
+		"messages": []map[string]string{{"role": "user", "content": "Hi"}}}, &msg); code != 200 || msg.Model != "story-b" {
+		t.Fatalf("messages with the adapter: %d %+v", code, msg)
+	}
+	if code, _ := s.post(t, "/v1/responses", map[string]any{"model": "story-a", "max_output_tokens": 4, "input": "Hi"}, &msg); code != 200 || msg.Model != "story-a" {
+		t.Fatalf("responses with the adapter: %d %+v", code, msg)
+	}
+
 	// Unknown adapter: a 404 that names it.
 	var apiErr *openai.APIError
 	_, err = c.CreateCompletion(ctx, openai.CompletionRequest{Model: "story-z", Prompt: "x", MaxTokens: 1})
