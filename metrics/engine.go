@@ -110,6 +110,7 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 		counterFunc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.HitTokens) }),
 		counterFunc("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", func(s scheduler.Stats) float64 { return float64(s.Preemptions) }),
 		counterFunc("llmserve_thinking_budget_ends_total", "Thinking sections ended by the reasoning budget (the end-of-thinking tokens forced).", func(s scheduler.Stats) float64 { return float64(s.ThinkingForced) }),
+		counterFunc("llmserve_lora_adapter_switches_total", "Batches decoded with a LoRA adapter set: one per distinct adapter per step, each an evaluation of its own (llama.cpp applies adapters per context); divided by llmserve_engine_steps_total, the switches per step.", func(s scheduler.Stats) float64 { return float64(s.AdapterSwitches) }),
 		counterFunc("llmserve_prefix_cache_evictions_total", "Cached blocks evicted to stay within the prefix cache's memory.", func(s scheduler.Stats) float64 { return float64(s.KV.Evictions) }),
 	}
 	for _, c := range collectors {

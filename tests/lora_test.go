@@ -188,6 +188,9 @@ func TestLoRAServe(t *testing.T) {
 	if v := s.metric(t, "vllm:lora_requests_info"); v <= 0 {
 		t.Fatalf("vllm:lora_requests_info = %v", v)
 	}
+	if v := s.metric(t, "llmserve_lora_adapter_switches_total"); v < 1 {
+		t.Fatalf("llmserve_lora_adapter_switches_total = %v", v)
+	}
 }
 
 // TestLoRARoutesOff: without --enable-lora-runtime-updates the routes are
