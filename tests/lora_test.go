@@ -160,6 +160,20 @@ func TestLoRAServe(t *testing.T) {
 	if got := loraGreedy(t, s, "story-c"); got == base || got == a {
 		t.Fatalf("story-c answers %q", got)
 	}
+	// An adapter for a model of other dimensions.
+	other := filepath.Join(t.TempDir(), "other.gguf")
+	vocab, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Write(other, synth.Options{Shape: synth.Shape{Name: "other", Of: "a test", Embd: 96, Layers: 5, Heads: 4, HeadsKV: 2, FF: 128, Context: 512,
+		RopeTheta: 10000, RMSEps: 1e-5}, DType: "f32", VocabPath: vocab, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong.gguf")
+	if _, err := synth.WriteLoRA(wrong, synth.LoRAOptions{Base: other}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		path string
 		body map[string]string
@@ -171,6 +185,7 @@ func TestLoRAServe(t *testing.T) {
 		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x"}, 400, "lora_path"},
 		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x", "lora_path": "/nonexistent/a.gguf"}, 404, "/nonexistent/a.gguf"},
 		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x", "lora_path": s.model.Path()}, 400, s.model.Path()},
+		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x", "lora_path": wrong}, 400, "incorrect shape"},
 		{"/v1/unload_lora_adapter", map[string]string{"lora_name": "nope"}, 404, "nope"},
 	} {
 		e.Error.Message = ""
