@@ -735,13 +735,27 @@ func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st sc
 	if c.obs == nil {
 		return
 	}
-	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Generated: len(res.Samples), Failures: len(res.Failures), Stats: st}
+	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Failures: len(res.Failures), Stats: st}
+	var decoding map[engine.SeqID]bool
 	for i := range step.Batch {
 		if ch := &step.Batch[i]; len(ch.Tokens) > 1 || !ch.Sample {
 			info.PrefillTokens += len(ch.Tokens)
+		} else {
+			if decoding == nil {
+				decoding = make(map[engine.SeqID]bool, len(step.Batch))
+			}
+			decoding[ch.Seq] = true
 		}
 	}
+	// Draft tokens count as decode tokens: the model computed them.
 	info.DecodeTokens = info.Tokens - info.PrefillTokens
+	for i := range res.Samples {
+		n := 1 + len(res.Samples[i].Accepted)
+		info.Generated += n
+		if decoding[res.Samples[i].Seq] {
+			info.DecodeSamples = append(info.DecodeSamples, n)
+		}
+	}
 	for _, e := range events {
 		switch e.Kind {
 		case kvcache.BlockStored:

@@ -25,9 +25,13 @@ type StepInfo struct {
 	Duration time.Duration
 	// Tokens decoded in the step; Prefill and Decode split them by kind.
 	Tokens, PrefillTokens, DecodeTokens int
-	// Generated is the number of tokens sampled; Failures the sequences the
-	// engine failed.
+	// Generated is the number of tokens sampled (accepted draft tokens
+	// included); Failures the sequences the engine failed.
 	Generated, Failures int
+	// DecodeSamples has, for each sequence that decoded, the tokens it got
+	// in the step: 1, or more with speculative decoding (the accepted draft
+	// tokens and the sampled one), which all waited the step's duration.
+	DecodeSamples []int
 	// BlocksStored and BlocksRemoved count the prefix cache's events of the
 	// step (the KV manager's outbox is drained every step).
 	BlocksStored, BlocksRemoved int

@@ -72,11 +72,12 @@ type EmbedCapacity struct {
 	Inputs int
 }
 
-// NumTokens is the number of tokens the step passes to the model.
+// NumTokens is the number of tokens the step passes to the model, draft
+// tokens included.
 func (s *Step) NumTokens() int {
 	n := 0
 	for i := range s.Batch {
-		n += len(s.Batch[i].Tokens)
+		n += len(s.Batch[i].Tokens) + len(s.Batch[i].Draft)
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,6 +110,10 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 		counterFunc("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.QueryTokens) }),
 		counterFunc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", func(s scheduler.Stats) float64 { return float64(s.KV.HitTokens) }),
 		counterFunc("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", func(s scheduler.Stats) float64 { return float64(s.Preemptions) }),
+		counterFunc("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts (a decode step of a sequence that carried draft tokens).", func(s scheduler.Stats) float64 { return float64(s.Spec.Drafts) }),
+		counterFunc("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", func(s scheduler.Stats) float64 { return float64(s.Spec.DraftTokens) }),
+		counterFunc("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", func(s scheduler.Stats) float64 { return float64(s.Spec.AcceptedTokens) }),
+		&perPosition{desc: prometheus.NewDesc("vllm:spec_decode_num_accepted_tokens_per_pos_total", "Accepted tokens per draft position.", []string{"position"}, labels), stats: stats},
 		counterFunc("llmserve_thinking_budget_ends_total", "Thinking sections ended by the reasoning budget (the end-of-thinking tokens forced).", func(s scheduler.Stats) float64 { return float64(s.ThinkingForced) }),
 		counterFunc("llmserve_lora_adapter_switches_total", "Batches decoded with a LoRA adapter set: one per distinct adapter per step, each an evaluation of its own (llama.cpp applies adapters per context); divided by llmserve_engine_steps_total, the switches per step.", func(s scheduler.Stats) float64 { return float64(s.AdapterSwitches) }),
 		counterFunc("llmserve_prefix_cache_evictions_total", "Cached blocks evicted to stay within the prefix cache's memory.", func(s scheduler.Stats) float64 { return float64(s.KV.Evictions) }),
@@ -133,9 +138,17 @@ func (e *Engine) StepDone(s core.StepInfo) {
 	e.stepDuration.Observe(s.Duration.Seconds())
 	e.iterationTokens.Observe(float64(s.Tokens))
 	// Each token sampled by a sequence that was already decoding waited one
-	// step for it.
-	for range s.DecodeTokens {
-		e.tpot.Observe(s.Duration.Seconds())
+	// step for it; with speculative decoding the step brought n tokens,
+	// each 1/n of it.
+	if s.DecodeSamples == nil {
+		for range s.DecodeTokens {
+			e.tpot.Observe(s.Duration.Seconds())
+		}
+	}
+	for _, n := range s.DecodeSamples {
+		for range n {
+			e.tpot.Observe(s.Duration.Seconds() / float64(n))
+		}
 	}
 }
 
@@ -155,4 +168,21 @@ func (e *Engine) RequestDone(r core.RequestInfo) {
 		reason = "abort"
 	}
 	e.success.WithLabelValues(reason).Inc()
+}
+
+// perPosition exports vllm:spec_decode_num_accepted_tokens_per_pos_total,
+// one series per draft position, read from the scheduler's snapshot at
+// scrape time (positions are 0 .. num_speculative_tokens-1; none without
+// speculative decoding).
+type perPosition struct {
+	desc  *prometheus.Desc
+	stats func() scheduler.Stats
+}
+
+func (p *perPosition) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+
+func (p *perPosition) Collect(ch chan<- prometheus.Metric) {
+	for i, n := range p.stats().Spec.AcceptedPerPos {
+		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.CounterValue, float64(n), strconv.Itoa(i))
+	}
 }

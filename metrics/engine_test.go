@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/kvcache"
@@ -74,5 +75,46 @@ llmserve_model_ready{model_name="m"} 0
 	// A second model registers beside the first.
 	if _, err := NewEngine(reg, "other", func() scheduler.Stats { return stats }, func() bool { return true }); err != nil {
 		t.Fatalf("second model: %v", err)
+	}
+}
+
+// Speculative decoding's counters carry vLLM's names, one series per
+// draft position; the time per output token splits a step among the
+// tokens a sequence got from it.
+func TestSpecDecodeMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	stats := scheduler.Stats{Spec: scheduler.SpecStats{Drafts: 4, DraftTokens: 12, AcceptedTokens: 7, AcceptedPerPos: []uint64{4, 2, 1}}}
+	e, err := NewEngine(reg, "m", func() scheduler.Stats { return stats }, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.StepDone(core.StepInfo{Duration: 40 * time.Millisecond, Tokens: 6, DecodeTokens: 6, Generated: 5, DecodeSamples: []int{4, 1}})
+	want := `
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts (a decode step of a sequence that carried draft tokens).
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{model_name="m"} 4
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{model_name="m"} 12
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 7
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 4
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 2
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="2"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+		"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_per_pos_total"); err != nil {
+		t.Fatal(err)
+	}
+	// 4 tokens of 10ms and one of 40ms.
+	h := &dto.Metric{}
+	if err := e.tpot.(prometheus.Histogram).Write(h); err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := h.GetHistogram().GetSampleCount(), h.GetHistogram().GetSampleSum(); n != 5 || sum < 0.0799 || sum > 0.0801 {
+		t.Fatalf("tpot: %d observations summing to %g", n, sum)
 	}
 }

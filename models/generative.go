@@ -96,6 +96,11 @@ type GenerativeConfig struct {
 	// PrefixCacheBytes is the host memory for cached prefixes; 0 turns
 	// prefix caching off.
 	PrefixCacheBytes int64
+	// Speculative turns on speculative decoding (vLLM's
+	// --speculative-config): Method "ngram" proposes draft tokens by
+	// prompt lookup; zero counts take scheduler.Speculative.WithDefaults.
+	// Method "draft" (a draft model) is refused: not implemented yet.
+	Speculative scheduler.Speculative
 	// RequestTimeout, when positive, is every request's deadline.
 	RequestTimeout time.Duration
 
@@ -199,6 +204,10 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if cfg.ReasoningParser != "" && !slices.Contains(tokenizer.ReasoningParsers(), cfg.ReasoningParser) {
 		return nil, &ConfigError{"ReasoningParser", fmt.Sprintf("%q is not one of %s", cfg.ReasoningParser, strings.Join(tokenizer.ReasoningParsers(), ", "))}
 	}
+	spec := cfg.Speculative.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, &ConfigError{"Speculative", err.Error()}
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
@@ -298,6 +307,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		Scheduler: scheduler.Config{
 			MaxNumSeqs: sz.maxSeqs, MaxNumBatchedTokens: sz.batchTokens, MaxWaiting: sz.maxWaiting, MaxModelLen: sz.maxLen,
 			KVCapacityTokens: sz.capacityTokens, LongPrefillTokens: max(cfg.LongPrefillTokens, 0), MaxLoRAs: cfg.MaxLoRAs,
+			Speculative: spec,
 		},
 		KV: kvcache.Config{
 			BlockSize: BlockSize, Slots: sz.maxSeqs, InitialSlots: sz.initialSeqs, SlotTokens: sz.maxLen,

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmserve/llmserve/models/runtime"
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 // SettingsFile is the name of a model's settings file in its repository
@@ -129,6 +130,50 @@ type ModelSettings struct {
 	// MaxLoRAs caps the adapters running at once.
 	LoRAAdapters []LoRA `json:"lora_adapters"`
 	MaxLoRAs     int    `json:"max_loras"`
+	// SpeculativeConfig is vLLM's --speculative-config for the model.
+	SpeculativeConfig *SpeculativeConfig `json:"speculative_config"`
+}
+
+// SpeculativeConfig is vLLM's speculative_config: {"method": "ngram",
+// "num_speculative_tokens": 5, "prompt_lookup_min": 2,
+// "prompt_lookup_max": 5}. A "model" (a draft model) is refused: draft-
+// model speculation is not implemented yet.
+type SpeculativeConfig struct {
+	Method               string `json:"method"`
+	NumSpeculativeTokens int    `json:"num_speculative_tokens"`
+	PromptLookupMin      int    `json:"prompt_lookup_min"`
+	PromptLookupMax      int    `json:"prompt_lookup_max"`
+	Model                string `json:"model"`
+}
+
+// ParseSpeculativeConfig reads vLLM's --speculative-config JSON; unknown
+// keys are errors that name them.
+func ParseSpeculativeConfig(text string) (*SpeculativeConfig, error) {
+	var c SpeculativeConfig
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("speculative config %q: %w", text, err)
+	}
+	return &c, nil
+}
+
+// Speculative is the scheduler's configuration for c, checked: its
+// defaults filled in (scheduler.Speculative.WithDefaults) and out-of-range
+// values refused with an error that names the key.
+func (c *SpeculativeConfig) Speculative() (scheduler.Speculative, error) {
+	sp := scheduler.Speculative{Method: c.Method, NumTokens: c.NumSpeculativeTokens, PromptLookupMin: c.PromptLookupMin, PromptLookupMax: c.PromptLookupMax}
+	if c.Model != "" {
+		if sp.Method != "" && sp.Method != scheduler.SpecDraft {
+			return sp, fmt.Errorf("speculative model %q with method %q: a draft model goes with method %q", c.Model, sp.Method, scheduler.SpecDraft)
+		}
+		sp.Method = scheduler.SpecDraft
+	}
+	if sp.Method == "" && (sp.NumTokens != 0 || sp.PromptLookupMin != 0 || sp.PromptLookupMax != 0) {
+		return sp, fmt.Errorf("speculative config without a method: set method to %q", scheduler.SpecNgram)
+	}
+	sp = sp.WithDefaults()
+	return sp, sp.Validate()
 }
 
 // ReadSettings reads a model-settings.json; a missing file is the zero
@@ -184,6 +229,11 @@ func ReadSettings(path string) (*ModelSettings, error) {
 			return nil, fmt.Errorf("%s: request_timeout %q is not a duration such as 10m", filepath.Base(path), s.RequestTimeout)
 		}
 	}
+	if s.SpeculativeConfig != nil {
+		if _, err := s.SpeculativeConfig.Speculative(); err != nil {
+			return nil, fmt.Errorf("%s: speculative_config: %w", filepath.Base(path), err)
+		}
+	}
 	return &s, nil
 }
 
@@ -204,7 +254,7 @@ func (s *ModelSettings) IsRuntime() bool {
 var settingsKeys = map[string]string{
 	"MaxModelLen": "max_model_len", "MaxNumSeqs": "max_num_seqs", "KVMemoryBytes": "kv_cache_memory_bytes",
 	"PrefixCacheBytes": "prefix_cache_memory_bytes", "Pooling": "pooling", "MatryoshkaDimensions": "matryoshka_dimensions",
-	"ReasoningParser": "reasoning_parser", "Task": "parameters.task", "MaxLoRAs": "max_loras",
+	"ReasoningParser": "reasoning_parser", "Task": "parameters.task", "MaxLoRAs": "max_loras", "Speculative": "speculative_config",
 }
 
 // apply lays the settings over base.
@@ -264,6 +314,13 @@ func (s *ModelSettings) apply(base GenerativeConfig, modelDir string) (Generativ
 	}
 	if s.MaxLoRAs != 0 {
 		c.MaxLoRAs = s.MaxLoRAs
+	}
+	if s.SpeculativeConfig != nil {
+		sp, err := s.SpeculativeConfig.Speculative()
+		if err != nil {
+			return c, fmt.Errorf("speculative_config: %w", err)
+		}
+		c.Speculative = sp
 	}
 	return c, nil
 }

@@ -66,6 +66,19 @@ func TestRepositoryConfig(t *testing.T) {
 		{"LoRA adapter without a name", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"lora_adapters":[{"path":"a"}]}`}, "", "", nil, "lora_adapters entry 0"},
 		{"negative max_loras", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"max_loras":-1}`}, "", "", nil, "max_loras"},
 		{"settings not JSON", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{`}, "", "", nil, SettingsFile},
+		{"speculative config", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":3}}`},
+			"1", "1/a.gguf", func(c GenerativeConfig) bool {
+				sp := c.Speculative
+				return sp.Method == "ngram" && sp.NumTokens == 4 && sp.PromptLookupMin == 3 && sp.PromptLookupMax == 3
+			}, ""},
+		{"speculative tokens out of range", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"ngram","num_speculative_tokens":0.5}}`},
+			"", "", nil, "speculative_config"},
+		{"speculative K too large", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"ngram","num_speculative_tokens":32}}`},
+			"", "", nil, "speculative_config: num_speculative_tokens 32 is outside [1, 16]"},
+		{"speculative draft model", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"model":"draft.gguf","num_speculative_tokens":3}}`},
+			"", "", nil, "draft-model speculation is not implemented yet"},
+		{"speculative unknown method", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"medusa"}}`},
+			"", "", nil, `speculative method "medusa" is unknown`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

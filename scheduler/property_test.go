@@ -79,6 +79,32 @@ func TestSchedulerRandomizedKVCapacity(t *testing.T) {
 	}
 }
 
+// TestSchedulerRandomizedSpeculative is TestSchedulerRandomized (with and
+// without a KV token capacity) with n-gram speculation on: every choice
+// still produces exactly what it produces alone without speculation, and
+// the step budget, the KV reservations and every other invariant hold
+// with drafts in the steps.
+func TestSchedulerRandomizedSpeculative(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := newSchedRand(t, seed, seed%2 == 1)
+			rng := rand.New(rand.NewPCG(seed, 3))
+			minN := 1 + rng.IntN(2)
+			r.spec = Speculative{Method: SpecNgram, NumTokens: 1 + rng.IntN(6), PromptLookupMin: minN, PromptLookupMax: minN + rng.IntN(3)}
+			r.s, r.kv, r.fake = r.newScheduler(true)
+			t.Logf("speculative %+v", r.spec)
+			for range 4000 {
+				r.op()
+			}
+			r.drain()
+			r.compare()
+			if st := r.s.Stats().Spec; st.AcceptedTokens == 0 && r.cfg.MaxNumBatchedTokens > r.cfg.MaxNumSeqs {
+				t.Fatalf("no draft token accepted: %+v", st)
+			}
+		})
+	}
+}
+
 type choiceResult struct {
 	tokens []int32
 	finish FinishReason
@@ -110,6 +136,10 @@ type schedRand struct {
 	now   time.Time
 	steps int
 
+	// spec, when its Method is set, turns speculation on for the run (the
+	// solo runs it is compared with go without it) and gives the fake a
+	// model that repeats itself, so that drafts are often right.
+	spec     Speculative
 	prefixes [][]int32
 	results  map[string]*reqResult
 	live     []string
@@ -137,7 +167,7 @@ func newSchedRand(t *testing.T, seed uint64, capacity bool) *schedRand {
 		cfg.KVCapacityTokens = kvCfg.CapacityTokens
 	}
 	r := &schedRand{t: t, rng: rng, cfg: cfg, kvCfg: kvCfg, now: testBase, results: map[string]*reqResult{}}
-	r.s, r.kv, r.fake = r.newScheduler()
+	r.s, r.kv, r.fake = r.newScheduler(true)
 	for range 3 {
 		p := make([]int32, 1+rng.IntN(cfg.MaxModelLen/2))
 		for i := range p {
@@ -152,16 +182,27 @@ func newSchedRand(t *testing.T, seed uint64, capacity bool) *schedRand {
 // newScheduler returns a fresh scheduler, manager and fake with the
 // test's configuration. The fake's vocabulary is small so that stop
 // tokens and the poison token come up; 13 is the poison.
-func (r *schedRand) newScheduler() (*Scheduler, *kvcache.Manager, *enginetest.Fake) {
+func (r *schedRand) newScheduler(spec bool) (*Scheduler, *kvcache.Manager, *enginetest.Fake) {
 	kv, err := kvcache.New(r.kvCfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	s, err := New(r.cfg, kv)
+	cfg := r.cfg
+	if spec {
+		cfg.Speculative = r.spec
+	}
+	s, err := New(cfg, kv)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return s, kv, &enginetest.Fake{Slots: r.kvCfg.Slots, SlotTokens: r.kvCfg.SlotTokens, CapacityTokens: r.kvCfg.CapacityTokens, Vocab: 40, PoisonToken: 13}
+	f := &enginetest.Fake{Slots: r.kvCfg.Slots, SlotTokens: r.kvCfg.SlotTokens, CapacityTokens: r.kvCfg.CapacityTokens, Vocab: 40, PoisonToken: 13}
+	if r.spec.Method != SpecNone {
+		// A poisoned draft token fails its sequence a step before the
+		// token would have failed it alone, losing that step's tokens.
+		f.PoisonToken = 0
+		f.Model = periodic(7, 5)
+	}
+	return s, kv, f
 }
 
 func (r *schedRand) randomRequest() *Request {
@@ -524,7 +565,7 @@ func (r *schedRand) compare() {
 
 // solo runs one request alone and returns its choices.
 func (r *schedRand) solo(req *Request) []choiceResult {
-	s, _, fake := r.newScheduler()
+	s, _, fake := r.newScheduler(false)
 	cp := *req
 	cp.Deadline = time.Time{}
 	s.Add(&cp)

@@ -40,7 +40,9 @@ type Config struct {
 	// stream for seconds (the engine core sets the budget from measured
 	// step times). Short prompts are never held back. 0 turns it off.
 	LongPrefillTokens int
-	// Speculative turns on speculative decoding for every request.
+	// Speculative turns on speculative decoding for every request
+	// (speculative.go); Validate checks it, with its defaults filled in
+	// (Speculative.WithDefaults) by whoever builds the Config.
 	Speculative Speculative
 	// MaxLoRAs caps the distinct adapters of one step (vLLM's
 	// --max-loras); 0 means no cap. Requests of other adapters wait for a
@@ -77,6 +79,9 @@ func (c *Config) Validate(kv kvcache.Stats) error {
 		return fmt.Errorf("scheduler: KV capacity of %d tokens differs from the KV manager's %d", c.KVCapacityTokens, kv.CapacityTokens)
 	case c.KVCapacityTokens == 1:
 		return fmt.Errorf("scheduler: a KV capacity of %d token holds no prompt and its answer", c.KVCapacityTokens)
+	}
+	if err := c.Speculative.Validate(); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
 	}
 	return nil
 }
@@ -125,6 +130,9 @@ type sequence struct {
 	// only backs Chunk.Only when a token is forced.
 	think thinkState
 	only  [1]int32
+	// draftLen is the most draft tokens the sequence's next step may
+	// carry (speculative.go's adaptDraft); 0 until its first draft.
+	draftLen int
 }
 
 func (s *sequence) numOutput() int { return len(s.tokens) - len(s.req.req.Prompt) }
@@ -150,7 +158,9 @@ type Stats struct {
 	// ThinkingForced counts thinking sections the budget ended
 	// (Request.Thinking).
 	ThinkingForced uint64
-	KV             kvcache.Stats
+	// Spec counts speculative decoding's drafts and accepted tokens.
+	Spec SpecStats
+	KV   kvcache.Stats
 	// EngineKV is what the executor's KV memory takes, as the engine core
 	// last read it (the scheduler leaves it zero).
 	EngineKV engine.KVMemory
@@ -191,6 +201,7 @@ type Scheduler struct {
 
 	preemptions    uint64
 	thinkingForced uint64
+	spec           SpecStats
 	// ranked is scratch space for growDecodes.
 	ranked []*sequence
 }
@@ -200,7 +211,11 @@ func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
 	if err := cfg.Validate(kv.Stats()); err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, maxLen: cfg.MaxSeqLen(), kv: kv, requests: make(map[string]*request), byID: make(map[engine.SeqID]*sequence)}, nil
+	s := &Scheduler{cfg: cfg, maxLen: cfg.MaxSeqLen(), kv: kv, requests: make(map[string]*request), byID: make(map[engine.SeqID]*sequence)}
+	if cfg.Speculative.Method != SpecNone {
+		s.spec.AcceptedPerPos = make([]uint64, cfg.Speculative.NumTokens)
+	}
+	return s, nil
 }
 
 // Config returns the configuration.
@@ -450,6 +465,7 @@ func (s *Scheduler) Stats() Stats {
 		Requests:       len(s.requests),
 		Preemptions:    s.preemptions,
 		ThinkingForced: s.thinkingForced,
+		Spec:           s.spec.clone(),
 		KV:             s.kv.Stats(),
 		RunningLoRAs:   loraNames(s.running),
 		WaitingLoRAs:   loraNames(s.waiting),
@@ -493,6 +509,11 @@ func (s *Scheduler) Schedule() *engine.Step {
 			step.Batch = append(step.Batch, s.chunk(sq, 1))
 			budget--
 		}
+	}
+	// Their drafts next (speculative.go): before prompts, as vLLM
+	// schedules a running request's speculative tokens with it.
+	if s.cfg.Speculative.Method == SpecNgram {
+		budget = s.addDrafts(step.Batch, budget)
 	}
 	// Long prompts share the long-prefill budget while others decode.
 	longLeft := -1
@@ -862,12 +883,23 @@ func (s *Scheduler) Update(step *engine.Step, res engine.StepResult) {
 			sq.promptLogprobs = append(sq.promptLogprobs, pl.Logprobs...)
 		}
 	}
+	var drafted map[engine.SeqID]int
+	for i := range step.Batch {
+		if ch := &step.Batch[i]; len(ch.Draft) > 0 {
+			if drafted == nil {
+				drafted = make(map[engine.SeqID]int)
+			}
+			drafted[ch.Seq] = len(ch.Draft)
+		}
+	}
 	for _, smp := range res.Samples {
 		sq := s.find(smp.Seq)
 		if sq == nil || sq.state != seqRunning {
 			continue
 		}
-		s.appendToken(sq, smp)
+		s.countDrafts(drafted[smp.Seq], len(smp.Accepted))
+		sq.adaptDraft(drafted[smp.Seq], len(smp.Accepted), s.cfg.Speculative.NumTokens)
+		s.appendSample(sq, smp)
 	}
 }
 
@@ -882,22 +914,51 @@ func (sq *sequence) keepKV() string {
 	return sq.req.req.KeepKV
 }
 
-func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
+// appendSample applies what the engine sampled for sq: the accepted draft
+// tokens, whose KV the slot holds already, then the sampled token. Each is
+// checked as if it had come alone (stop tokens, max_tokens, the length
+// limit, the thinking count), and the first that ends the choice drops
+// the ones after it. One Output carries them.
+func (s *Scheduler) appendSample(sq *sequence, smp engine.Sample) {
 	rq := sq.req
 	r := rq.req
-	sq.tokens = append(sq.tokens, smp.Token)
-	rq.usage.CompletionTokens++
-	if r.Thinking != nil && sq.think.phase != thinkDone {
-		before, wasForced := sq.think.reasoning, sq.think.forced
-		sq.think.advance(r.Thinking, sq.tokens[len(r.Prompt)-r.Thinking.Generated:])
-		rq.usage.ReasoningTokens += sq.think.reasoning - before
-		if sq.think.forced && !wasForced {
-			s.thinkingForced++
+	out := Output{Choice: sq.choice}
+	for i := range len(smp.Accepted) + 1 {
+		tok, lp := smp.Token, smp.Logprobs
+		if i < len(smp.Accepted) {
+			tok, lp = smp.Accepted[i], nil
+			if i < len(smp.AcceptedLogprobs) {
+				lp = &smp.AcceptedLogprobs[i]
+			}
 		}
-	}
-	out := Output{Choice: sq.choice, Tokens: []int32{smp.Token}}
-	if smp.Logprobs != nil {
-		out.Logprobs = []engine.Logprobs{*smp.Logprobs}
+		sq.tokens = append(sq.tokens, tok)
+		if i < len(smp.Accepted) {
+			sq.computed++
+			s.kv.Commit(sq.id, sq.tokens, sq.computed)
+		}
+		rq.usage.CompletionTokens++
+		if r.Thinking != nil && sq.think.phase != thinkDone {
+			before, wasForced := sq.think.reasoning, sq.think.forced
+			sq.think.advance(r.Thinking, sq.tokens[len(r.Prompt)-r.Thinking.Generated:])
+			rq.usage.ReasoningTokens += sq.think.reasoning - before
+			if sq.think.forced && !wasForced {
+				s.thinkingForced++
+			}
+		}
+		out.Tokens = append(out.Tokens, tok)
+		if lp != nil {
+			out.Logprobs = append(out.Logprobs, *lp)
+		}
+		n := sq.numOutput()
+		switch {
+		case n >= r.MinTokens && slices.Contains(r.StopTokens, tok):
+			out.Finish = FinishStop
+		case n >= r.MaxTokens || len(sq.tokens) >= s.maxLen:
+			out.Finish = FinishLength
+		}
+		if out.Finish != FinishNone {
+			break
+		}
 	}
 	if r.PromptLogprobs >= 0 && sq.choice == 0 && !sq.sentPromptLP {
 		out.PromptLogprobs = sq.promptLogprobs
@@ -906,13 +967,6 @@ func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
 	}
 	first := !rq.firstSeen
 	rq.firstSeen = true
-	n := sq.numOutput()
-	switch {
-	case n >= r.MinTokens && slices.Contains(r.StopTokens, smp.Token):
-		out.Finish = FinishStop
-	case n >= r.MaxTokens || len(sq.tokens) >= s.maxLen:
-		out.Finish = FinishLength
-	}
 	if out.Finish == FinishNone {
 		s.emit(rq, out, first)
 		return
@@ -923,4 +977,10 @@ func (s *Scheduler) appendToken(sq *sequence, smp engine.Sample) {
 	if first {
 		s.outbox[before].First = true
 	}
+}
+
+func (st *SpecStats) clone() SpecStats {
+	c := *st
+	c.AcceptedPerPos = slices.Clone(st.AcceptedPerPos)
+	return c
 }

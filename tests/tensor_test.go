@@ -122,7 +122,7 @@ func writeTensorFile(t *testing.T, dir, name, file string, data []byte, settings
 // startTensorServer serves a repository with the test MLP as "mlp" (ONNX,
 // no batching), "batched" (ONNX, batches of up to 32 rows and a window of
 // a minute: a batch runs when it is full), "mlpgguf" (the same graph as a
-// GGUF) and "bad" (an ONNX whose first node is a Conv, which the runtime
+// GGUF) and "bad" (an ONNX whose first node is an LSTM, which the runtime
 // lacks).
 func startTensorServer(t *testing.T) *repoServer {
 	t.Helper()
@@ -139,7 +139,7 @@ func startTensorServer(t *testing.T) *repoServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Nodes[0].Op = "Conv"
+	g.Nodes[0].Op = "LSTM"
 	bad, err := tensor.EncodeONNX(g)
 	if err != nil {
 		t.Fatal(err)
@@ -540,8 +540,8 @@ func scrapeCounter(t *testing.T, s *repoServer, series string) float64 {
 func TestTensorBadModelAndInputs(t *testing.T) {
 	s := startTensorServer(t)
 	idx := s.index(t)
-	if e := idx["bad"]; e["state"] != "UNAVAILABLE" || !strings.Contains(e["reason"], "Conv") {
-		t.Fatalf("index entry of bad: %v; want UNAVAILABLE with the operator Conv in the reason", e)
+	if e := idx["bad"]; e["state"] != "UNAVAILABLE" || !strings.Contains(e["reason"], "LSTM") {
+		t.Fatalf("index entry of bad: %v; want UNAVAILABLE with the operator LSTM in the reason", e)
 	}
 	for _, m := range []string{"mlp", "batched", "mlpgguf"} {
 		if idx[m]["state"] != "READY" {
@@ -549,7 +549,7 @@ func TestTensorBadModelAndInputs(t *testing.T) {
 		}
 	}
 	code, b, _ := postJSON(s, "/v2/repository/models/bad/load", `{}`)
-	if code != 400 || !strings.Contains(b, "Conv") {
+	if code != 400 || !strings.Contains(b, "LSTM") {
 		t.Fatalf("load bad: %d %s", code, b)
 	}
 	if _, err := restJSON(t, s, "mlp", mlpRows(1, 2)); err != nil {
@@ -755,7 +755,7 @@ func TestTensorReloadKeepsServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Nodes[0].Op = "Conv"
+	g.Nodes[0].Op = "LSTM"
 	bad, err := tensor.EncodeONNX(g)
 	if err != nil {
 		t.Fatal(err)
@@ -777,14 +777,14 @@ func TestTensorReloadKeepsServing(t *testing.T) {
 
 	// Version 2 fails to load: version 1 keeps serving.
 	writeVersion("2", bad)
-	if code, b, _ := postJSON(s, "/v2/repository/models/mlp/load", `{}`); code != 400 || !strings.Contains(b, "Conv") {
-		t.Fatalf("load of the bad version 2: %d %s; want 400 naming Conv", code, b)
+	if code, b, _ := postJSON(s, "/v2/repository/models/mlp/load", `{}`); code != 400 || !strings.Contains(b, "LSTM") {
+		t.Fatalf("load of the bad version 2: %d %s; want 400 naming LSTM", code, b)
 	}
 	if got, err := restJSON(t, s, "mlp", mlpRows(3, 2)); err != nil || !got.equalBits(want) {
 		t.Fatalf("mlp after the failed reload: %v %v; want version 1's %v", got, err, want)
 	}
 	e := s.index(t)["mlp"]
-	if e["state"] != "READY" || e["version"] != "1" || !strings.Contains(e["reason"], "reload failed") || !strings.Contains(e["reason"], "Conv") {
+	if e["state"] != "READY" || e["version"] != "1" || !strings.Contains(e["reason"], "reload failed") || !strings.Contains(e["reason"], "LSTM") {
 		t.Fatalf("index entry after the failed reload: %v; want READY version 1 with the failure in the reason", e)
 	}
 

@@ -39,6 +39,7 @@ import (
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -108,6 +109,11 @@ type serveFlags struct {
 	logLevel           string
 	llamaLogLevel      string
 	kvLease            time.Duration
+	// Speculative decoding (vLLM's flags).
+	specMethod, specConfig, specModel string
+	specTokens, lookupMin, lookupMax  int
+	// fs is the flag set, to tell a flag given as 0 from one not given.
+	fs *pflag.FlagSet
 }
 
 // defaultThreads gives ggml every core. Measured on two cores, one thread
@@ -204,6 +210,13 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
+	fl.StringVar(&f.specMethod, "speculative", "", "speculative decoding method for every LLM: ngram (prompt lookup: draft tokens continue the latest earlier occurrence of the last tokens, verified in the same step; greedy output unchanged, seeded sampling exactly distributed); default: off")
+	fl.StringVar(&f.specConfig, "speculative-config", "", `vLLM's speculative config as JSON, e.g. {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_min":2,"prompt_lookup_max":5}; the flags below override its keys`)
+	fl.IntVar(&f.specTokens, "num-speculative-tokens", 0, fmt.Sprintf("most draft tokens per sequence and step, 1 to %d (default %d)", scheduler.MaxSpeculativeTokens, scheduler.DefaultSpeculativeTokens))
+	fl.IntVar(&f.lookupMin, "prompt-lookup-min", 0, fmt.Sprintf("shortest n-gram prompt lookup matches (default: --prompt-lookup-max, or %d)", scheduler.DefaultPromptLookup))
+	fl.IntVar(&f.lookupMax, "prompt-lookup-max", 0, fmt.Sprintf("longest n-gram prompt lookup matches, at most %d (default: --prompt-lookup-min, or %d)", scheduler.MaxPromptLookup, scheduler.DefaultPromptLookup))
+	fl.StringVar(&f.specModel, "speculative-model", "", "draft model for speculative decoding: not implemented yet (refused at start; use --speculative ngram)")
+	f.fs = fl
 	fl.DurationVar(&f.kvLease, "kv-transfer-lease", 30*time.Second, "how long a prefill's KV waits for a remote decode to pull it (kv_transfer_params do_remote_decode, the worker service's Prefill) before it is freed")
 }
 
@@ -214,6 +227,7 @@ type settings struct {
 	specs          [][2]string
 	tmpl           string
 	apiKeys        []string
+	spec           scheduler.Speculative
 }
 
 // validate checks every flag at start-up; an error names the flag and says
@@ -321,6 +335,9 @@ func (f *serveFlags) validate() (*settings, error) {
 	if s.specs, err = modelSpecs(f); err != nil {
 		return nil, err
 	}
+	if s.spec, err = f.speculative(); err != nil {
+		return nil, err
+	}
 	if f.chatTemplate != "" {
 		b, err := os.ReadFile(f.chatTemplate)
 		if err != nil {
@@ -351,6 +368,67 @@ func (f *serveFlags) validate() (*settings, error) {
 	return &s, nil
 }
 
+// speculative reads the speculative decoding flags: --speculative-config
+// first, the single flags over its keys. An error names the flag to fix.
+func (f *serveFlags) speculative() (scheduler.Speculative, error) {
+	var sc models.SpeculativeConfig
+	if f.specConfig != "" {
+		c, err := models.ParseSpeculativeConfig(f.specConfig)
+		if err != nil {
+			return scheduler.Speculative{}, fmt.Errorf("--speculative-config: %w", err)
+		}
+		sc = *c
+	}
+	changed := func(name string) bool { return f.fs != nil && f.fs.Changed(name) }
+	if f.specMethod != "" {
+		if sc.Method != "" && sc.Method != f.specMethod {
+			return scheduler.Speculative{}, fmt.Errorf("--speculative: %q contradicts --speculative-config's method %q", f.specMethod, sc.Method)
+		}
+		sc.Method = f.specMethod
+	}
+	if f.specModel != "" {
+		sc.Model = f.specModel
+	}
+	// A flag given names itself in the error; else the config's key does.
+	flag := "--speculative-config"
+	for _, x := range []struct {
+		name string
+		v    int
+		dst  *int
+	}{{"num-speculative-tokens", f.specTokens, &sc.NumSpeculativeTokens}, {"prompt-lookup-min", f.lookupMin, &sc.PromptLookupMin}, {"prompt-lookup-max", f.lookupMax, &sc.PromptLookupMax}} {
+		if !changed(x.name) {
+			continue
+		}
+		if x.v < 1 {
+			return scheduler.Speculative{}, fmt.Errorf("--%s: %d: at least 1", x.name, x.v)
+		}
+		*x.dst = x.v
+		if sc.Method == "" && sc.Model == "" {
+			return scheduler.Speculative{}, fmt.Errorf("--%s needs --speculative ngram", x.name)
+		}
+	}
+	if sc.Method == "" && sc.Model == "" && f.specConfig == "" {
+		return scheduler.Speculative{}, nil
+	}
+	sp, err := sc.Speculative()
+	if err != nil {
+		switch msg := err.Error(); {
+		case f.specModel != "":
+			flag = "--speculative-model"
+		case strings.Contains(msg, "num_speculative_tokens") && changed("num-speculative-tokens"):
+			flag = "--num-speculative-tokens"
+		case strings.Contains(msg, "prompt_lookup_max") && changed("prompt-lookup-max"):
+			flag = "--prompt-lookup-max"
+		case strings.Contains(msg, "prompt_lookup_min") && changed("prompt-lookup-min"):
+			flag = "--prompt-lookup-min"
+		case strings.Contains(msg, "method") && f.specMethod != "":
+			flag = "--speculative"
+		}
+		return sp, fmt.Errorf("%s: %w", flag, err)
+	}
+	return sp, nil
+}
+
 // configFlags names the flag behind each models.GenerativeConfig setting,
 // for errors found once the model is known.
 var configFlags = map[string]string{
@@ -363,6 +441,7 @@ var configFlags = map[string]string{
 	"ReasoningParser":      "--reasoning-parser",
 	"Task":                 "--task",
 	"MaxLoRAs":             "--max-loras",
+	"Speculative":          "--speculative",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -531,6 +610,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
 		LoRARuntime: f.loraRuntimeUpdate, MaxLoRAs: f.maxLoRAs,
+		Speculative: set.spec,
 	}
 	loras := make([]models.LoRA, 0, len(f.loras))
 	for _, l := range f.loras {

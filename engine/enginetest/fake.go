@@ -51,6 +51,10 @@ type Fake struct {
 	// EmbedTokens and EmbedInputs are the embedding capacity of a step
 	// (default 64 tokens, 4 inputs).
 	EmbedTokens, EmbedInputs int
+	// Model, when not nil, replaces Next as the fake's model: the greedy
+	// token after history (tests of speculative decoding give it one that
+	// repeats itself, so that prompt lookup finds right drafts).
+	Model func(history []int32, vocab int) int32
 
 	mu       sync.Mutex
 	slots    [][]int32
@@ -67,6 +71,9 @@ type FakeStats struct {
 	Resizes []int
 	// MaxBatchSeqs is the most chunks one step decoded.
 	MaxBatchSeqs int
+	// DraftTokens counts draft tokens decoded (Chunk.Draft, counted in
+	// DecodedTokens too), AcceptedTokens those accepted.
+	DraftTokens, AcceptedTokens int
 	// Embedded counts embedded tokens; MaxEmbedInputs is the most inputs
 	// one step embedded; MaxStepTokens the most tokens (batch and
 	// embeddings) of one step.
@@ -168,8 +175,8 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 			continue
 		}
 		f.slots[ch.Slot] = append(f.slots[ch.Slot], ch.Tokens...)
-		f.stats.DecodedTokens += len(ch.Tokens)
-		if f.PoisonToken != 0 && slices.Contains(ch.Tokens, f.PoisonToken) {
+		f.stats.DecodedTokens += len(ch.Tokens) + len(ch.Draft)
+		if f.PoisonToken != 0 && (slices.Contains(ch.Tokens, f.PoisonToken) || slices.Contains(ch.Draft, f.PoisonToken)) {
 			f.slots[ch.Slot] = f.slots[ch.Slot][:ch.Pos]
 			fail(ch.Seq, fmt.Errorf("%w: poison token %d", engine.ErrSampling, f.PoisonToken))
 			continue
@@ -182,11 +189,32 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 			res.PromptLogprobs = append(res.PromptLogprobs, pl)
 		}
 		if ch.Sample {
-			tok := f.next(ch.Seq, f.slots[ch.Slot], ch.Ban, ch.Only)
-			smp := engine.Sample{Seq: ch.Seq, Token: tok}
-			if s := f.samplers[ch.Seq]; s.s.Logprobs {
-				smp.Logprobs = &engine.Logprobs{Chosen: engine.TokenLogprob{Token: tok, Logprob: -0.5}}
+			// Draw after the last token, then after each draft token while
+			// the draws equal the draft, as the real engine does; the slot
+			// keeps the accepted draft tokens only.
+			smp := engine.Sample{Seq: ch.Seq}
+			logprobs := f.samplers[ch.Seq].s.Logprobs
+			lp := func(tok int32) *engine.Logprobs {
+				if !logprobs {
+					return nil
+				}
+				return &engine.Logprobs{Chosen: engine.TokenLogprob{Token: tok, Logprob: -0.5}}
 			}
+			for {
+				tok := f.next(ch.Seq, f.slots[ch.Slot], ch.Ban, ch.Only)
+				if d := len(smp.Accepted); d < len(ch.Draft) && tok == ch.Draft[d] {
+					smp.Accepted = append(smp.Accepted, tok)
+					if logprobs {
+						smp.AcceptedLogprobs = append(smp.AcceptedLogprobs, *lp(tok))
+					}
+					f.slots[ch.Slot] = append(f.slots[ch.Slot], tok)
+					continue
+				}
+				smp.Token, smp.Logprobs = tok, lp(tok)
+				break
+			}
+			f.stats.DraftTokens += len(ch.Draft)
+			f.stats.AcceptedTokens += len(smp.Accepted)
 			res.Samples = append(res.Samples, smp)
 		}
 	}
@@ -262,15 +290,17 @@ func (f *Fake) check(ch engine.Chunk, seen map[engine.Slot]bool) error {
 		return fmt.Errorf("%w: empty chunk", engine.ErrInvalidBatch)
 	case int(ch.Pos) != len(f.slots[ch.Slot]):
 		return fmt.Errorf("%w: sequence %d continues at %d, slot %d holds %d", engine.ErrInvalidBatch, ch.Seq, ch.Pos, ch.Slot, len(f.slots[ch.Slot]))
-	case int(ch.Pos)+len(ch.Tokens) > f.SlotTokens:
-		return fmt.Errorf("%w: %d positions", engine.ErrKVFull, int(ch.Pos)+len(ch.Tokens))
-	case f.CapacityTokens > 0 && f.held()+len(ch.Tokens) > f.CapacityTokens:
-		return fmt.Errorf("%w: %d positions in all slots, capacity %d", engine.ErrKVFull, f.held()+len(ch.Tokens), f.CapacityTokens)
+	case len(ch.Draft) > 0 && !ch.Sample:
+		return fmt.Errorf("%w: draft tokens without sampling", engine.ErrInvalidBatch)
+	case int(ch.Pos)+len(ch.Tokens)+len(ch.Draft) > f.SlotTokens:
+		return fmt.Errorf("%w: %d positions", engine.ErrKVFull, int(ch.Pos)+len(ch.Tokens)+len(ch.Draft))
+	case f.CapacityTokens > 0 && f.held()+len(ch.Tokens)+len(ch.Draft) > f.CapacityTokens:
+		return fmt.Errorf("%w: %d positions in all slots, capacity %d", engine.ErrKVFull, f.held()+len(ch.Tokens)+len(ch.Draft), f.CapacityTokens)
 	case (ch.Sample || ch.Targets != nil) && f.samplers[ch.Seq] == nil:
 		return fmt.Errorf("%w: sequence %d has no sampler", engine.ErrInvalidBatch, ch.Seq)
 	}
 	seen[ch.Slot] = true
-	for _, t := range ch.Tokens {
+	for _, t := range slices.Concat(ch.Tokens, ch.Draft) {
 		if t < 0 || int(t) >= f.Vocab {
 			return fmt.Errorf("%w: token %d", engine.ErrInvalidBatch, t)
 		}
@@ -294,7 +324,12 @@ func Next(history []int32, vocab int) int32 {
 // (Chunk.Only), the draw picks one of those tokens instead.
 func (f *Fake) next(seq engine.SeqID, history []int32, ban, only []int32) int32 {
 	s := f.samplers[seq]
-	tok := Next(history, f.Vocab)
+	var tok int32
+	if f.Model != nil {
+		tok = f.Model(history, f.Vocab)
+	} else {
+		tok = Next(history, f.Vocab)
+	}
 	if !s.s.Greedy() {
 		tok = int32((uint64(tok) + s.rng.Uint64N(uint64(f.Vocab))) % uint64(f.Vocab))
 	}

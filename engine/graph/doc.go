@@ -15,11 +15,70 @@
 // only on row i of the inputs, which the executor relies on to merge
 // requests into one batch.
 //
+// Graph inputs are F32 or I64 (token ids, attention masks); I64 values
+// that depend on an input are only gathered with (Gather on a constant
+// table, an embedding lookup), reshaped and cast to F32.
+//
 // Operators and attributes follow the ONNX operator set (opset 13 and
-// later; Softmax's older flatten-at-axis meaning is kept for opsets before
-// 13). Check validates a graph and infers every value's shape; an
-// operator the package does not know fails with an *Error whose Err is
-// ErrUnsupported.
+// later, with the older attribute forms of Softmax, ReduceMean/ReduceSum,
+// Unsqueeze/Squeeze, Slice and Clip read too; Gelu is opset 20's). Check
+// validates a graph and infers every value's shape; an operator the
+// package does not know fails with an *Error whose Err is ErrUnsupported
+// and whose message lists Ops.
+//
+// Constant folding: Check computes every node whose inputs are constants
+// (exporters transpose weights and build Reshape targets in the graph)
+// and replaces it with a constant. Shape of a batched value folds too:
+// its batch entry is BatchDim, which Gather, Slice, Concat, Unsqueeze,
+// Squeeze and Where move around like any value, Equal compares where the
+// answer does not depend on the batch size (it is at least 1), a Reshape
+// target reads as 0 (keep the batch) in its first entry and an Expand
+// target as the batch; arithmetic on it, or a constant of batch-dependent
+// shape (ConstantOfShape), fails the load. Shape, Equal, ConstantOfShape
+// and Constant are only ever folded; the executor never sees them.
+//
+// On batched values, Gather takes constant indices along an axis past the
+// batch (x[:, 0]) or, with batched INT64 indices, looks rows up in a
+// constant table along axis 0; Slice keeps the whole batch and takes
+// positive steps, 1 on the last axis; Where takes a constant condition.
+//
+// # The CNN operators
+//
+// Conv (2-D, any group, with pads, auto_pad, strides, dilations and bias),
+// BatchNormalization (inference), MaxPool (with dilations and
+// ceil_mode), AveragePool (count_include_pad, as ONNX Runtime's MLAS
+// divides: by the cells inside the image, or by the kernel's size) and
+// GlobalAveragePool take [batch, channels, height, width] inputs, the
+// batch first as everywhere; Clip, LeakyRelu and HardSigmoid are the
+// elementwise activations CNN exports put between them, NaN kept
+// (conv.go). The executor builds Conv as ggml_conv_2d does (im2col and
+// mul_mat, in F32) and a grouped one (depthwise) with a C kernel, folds
+// BatchNormalization to a scale and shift per channel, and pools with a
+// C kernel of its own (ggml's pooling has neither unequal pads nor
+// count_include_pad=0).
+//
+// # The ai.onnx.ml operators
+//
+// MLOps are the classic machine-learning operators of the ai.onnx.ml
+// domain (opsets 1 to 3), as scikit-learn (skl2onnx), XGBoost and
+// LightGBM (onnxmltools) export them: Scaler, Normalizer,
+// LinearRegressor, LinearClassifier, ZipMap, TreeEnsembleRegressor and
+// TreeEnsembleClassifier, each on a [batch, features] input. They follow
+// ONNX Runtime's CPU kernels, quirks included (ml.go and trees.go say
+// which), in float32 as it computes them. A classifier has two outputs,
+// the INT64 label and the F32 scores; class labels must be integers
+// (classlabels_int64s, classlabels_ints), since a graph has no string
+// values. ZipMap's output, a sequence of maps in ONNX, is its input's
+// [batch, classes] tensor under ZipMap's output name: the classes are
+// the columns, in order.
+//
+// ParseTreeEnsemble and ParseLinear check a node and flatten it into the
+// arrays both Eval and the executor compute from (the executor in C, row
+// by row, several rows per thread).
+//
+// Operators defined in files of their own (opfiles.go: the CNN and
+// ai.onnx.ml ones) may have several outputs; an output name left empty
+// is not computed.
 //
 // The package is pure Go and imports nothing from models/ or api/.
 package graph

@@ -29,7 +29,11 @@ func Eval(c *Checked, inputs map[string]*Dense) (map[string]*Dense, error) {
 		if !ok {
 			return nil, fmt.Errorf("input %q is missing", in.Name)
 		}
-		if int64(len(d.F32)) != elements(d.Shape) || len(d.Shape) != len(in.Shape) {
+		data := len(d.F32)
+		if in.DType == I64 {
+			data = len(d.I64)
+		}
+		if int64(data) != elements(d.Shape) || len(d.Shape) != len(in.Shape) {
 			return nil, fmt.Errorf("input %q: shape %v does not match its data or %v", in.Name, d.Shape, in.Shape)
 		}
 		vals[in.Name] = d
@@ -42,11 +46,23 @@ func Eval(c *Checked, inputs map[string]*Dense) (map[string]*Dense, error) {
 				ins[j] = vals[name]
 			}
 		}
-		out, err := evalNode(c, n, ins)
+		var outs []*Dense
+		var err error
+		if f, ok := opFiles[n.Op]; ok {
+			outs, err = f.eval(c, n, ins)
+		} else {
+			var out *Dense
+			out, err = evalNode(c, n, ins)
+			outs = []*Dense{out}
+		}
 		if err != nil {
 			return nil, &Error{Node: n.Name, Op: n.Op, Err: err}
 		}
-		vals[n.Outputs[0]] = out
+		for j, out := range outs {
+			if j < len(n.Outputs) && n.Outputs[j] != "" {
+				vals[n.Outputs[j]] = out
+			}
+		}
 	}
 	res := map[string]*Dense{}
 	for _, o := range c.Outputs {
@@ -99,9 +115,15 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 		}
 		return &Dense{Shape: x.Shape, F32: y}, nil
 	case "Add", "Sub", "Mul", "Div":
+		if x.I64 != nil || in[1].I64 != nil {
+			return broadcastInts(n.Op, x, in[1])
+		}
 		return broadcastOp(n.Op, x, in[1])
 	case "MatMul", "Gemm":
 		w := in[1]
+		if n.Op == "MatMul" && len(w.Shape) > 2 {
+			return batchedMatMul(x, w), nil
+		}
 		kk, nn := w.Shape[0], w.Shape[1]
 		wt := func(k, j int64) float32 { return w.F32[k*nn+j] }
 		alpha, beta := float64(1), float64(1)
@@ -190,12 +212,16 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 	case "Flatten":
 		return &Dense{Shape: []int64{x.Shape[0], elements(x.Shape[1:])}, F32: x.F32}, nil
 	case "Reshape":
+		if !c.batched(n.Inputs[0]) {
+			shape, err := constReshape(x.Shape, in[1].I64, n.Int("allowzero", 0) != 0)
+			return &Dense{Shape: shape, F32: x.F32, I64: x.I64}, err
+		}
 		shape, err := ReshapeTarget(append([]int64{Batch}, x.Shape[1:]...), in[1].I64, false)
 		if err != nil {
 			return nil, err
 		}
 		shape[0] = x.Shape[0]
-		return &Dense{Shape: shape, F32: x.F32}, nil
+		return &Dense{Shape: shape, F32: x.F32, I64: x.I64}, nil
 	case "Concat":
 		ax, _ := Axis(n.Int("axis", 0), len(x.Shape))
 		shape := slices.Clone(x.Shape)
@@ -205,13 +231,18 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 		}
 		outer, _, inner := split(shape, ax)
 		var y []float32
+		var yi []int64
 		for o := range outer {
 			for _, d := range in {
 				k := d.Shape[ax]
+				if d.I64 != nil {
+					yi = append(yi, d.I64[o*k*inner:(o+1)*k*inner]...)
+					continue
+				}
 				y = append(y, d.F32[o*k*inner:(o+1)*k*inner]...)
 			}
 		}
-		return &Dense{Shape: shape, F32: y}, nil
+		return &Dense{Shape: shape, F32: y, I64: yi}, nil
 	case "ArgMax":
 		ax, _ := Axis(n.Int("axis", 0), len(x.Shape))
 		outer, k, inner := split(x.Shape, ax)
@@ -235,7 +266,7 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 		}
 		return &Dense{Shape: shape, I64: y}, nil
 	}
-	return nil, ErrUnsupported
+	return evalShapeOps(c, n, in)
 }
 
 func broadcastOp(op string, a, b *Dense) (*Dense, error) {

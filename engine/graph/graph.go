@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -67,16 +68,18 @@ const (
 	AttrString
 	AttrInts
 	AttrFloats
+	AttrStrings
 )
 
 // Attr is one node attribute.
 type Attr struct {
-	Kind   AttrKind
-	Int    int64
-	Float  float32
-	String string
-	Ints   []int64
-	Floats []float32
+	Kind    AttrKind
+	Int     int64
+	Float   float32
+	String  string
+	Ints    []int64
+	Floats  []float32
+	Strings []string
 }
 
 // Node is one operator application. Inputs name values (graph inputs,
@@ -98,11 +101,32 @@ type Graph struct {
 	Nodes   []Node
 }
 
-// Ops lists the supported operators.
+// Ops lists the supported operators, sorted. Shape, ConstantOfShape,
+// Equal and Constant compute only at load time: Check folds every node
+// whose inputs are constants (or the shape of a batched value) into a
+// constant (see Fold).
 var Ops = []string{
-	"Add", "ArgMax", "Concat", "Div", "Flatten", "Gelu", "Gemm", "Identity",
-	"LayerNormalization", "MatMul", "Mul", "Relu", "Reshape", "Sigmoid",
-	"Softmax", "Sub", "Tanh",
+	"Add", "ArgMax", "AveragePool", "BatchNormalization", "Cast", "Clip",
+	"Concat", "Constant", "ConstantOfShape", "Conv", "Div", "Equal", "Erf",
+	"Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool",
+	"HardSigmoid", "Identity", "LayerNormalization", "LeakyRelu", "MatMul",
+	"MaxPool", "Mul", "Pow", "ReduceMean", "ReduceSum", "Relu", "Reshape",
+	"Shape", "Sigmoid", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh",
+	"Transpose", "Unsqueeze", "Where",
+}
+
+// BatchDim is the element of a folded shape value (the output of Shape on
+// a batched value, and what Gather, Slice, Concat and the like make of
+// it) that stands for the batch size, unknown until run time. Reshape
+// reads it as 0 (copy the batch) in its first entry, and Expand as the
+// batch; anything that would compute with it fails the load.
+const BatchDim int64 = math.MinInt64
+
+// MLOps lists the supported operators of the ai.onnx.ml domain (ml.go
+// says how each is computed).
+var MLOps = []string{
+	"LinearClassifier", "LinearRegressor", "Normalizer", "Scaler",
+	"TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap",
 }
 
 // ErrUnsupported is the Err of an *Error for an operator or attribute
@@ -120,7 +144,7 @@ type Error struct {
 func (e *Error) Error() string {
 	switch {
 	case e.Err == ErrUnsupported && e.Op != "": //nolint:errorlint // the operator itself, not a wrapped cause
-		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s)", e.Node, e.Op, strings.Join(Ops, ", "))
+		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s; ai.onnx.ml: %s)", e.Node, e.Op, strings.Join(Ops, ", "), strings.Join(MLOps, ", "))
 	case e.Node != "":
 		return fmt.Sprintf("node %q (%s): %v", e.Node, e.Op, e.Err)
 	}
@@ -188,6 +212,13 @@ type Checked struct {
 // shapes) and infers every value's shape, filling in the DType and Shape
 // of g.Outputs. opset is the ONNX default-domain opset version, 0 for the
 // latest.
+//
+// Check folds constants in g: a node whose inputs are all constants, or
+// a Shape of a batched value, is computed now (by Eval's code) and
+// replaced by a constant it appends to g.Consts, so the Reshape targets
+// and transposed weights exporters compute in the graph reach the
+// executor as constants. The batch size is not known at load time: in a
+// folded shape it is BatchDim.
 func Check(g *Graph, opset int64) (*Checked, error) {
 	c := &Checked{Graph: g, Values: map[string]*Info{}, Opset: opset}
 	if len(g.Inputs) == 0 {
@@ -233,24 +264,30 @@ func Check(g *Graph, opset int64) (*Checked, error) {
 		if err := checkIO(in); err != nil {
 			return nil, err
 		}
-		if in.DType != F32 {
-			return nil, &Error{Err: fmt.Errorf("input %q: element type %v is not supported (FP32 only)", in.Name, in.DType)}
+		if in.DType != F32 && in.DType != I64 {
+			return nil, &Error{Err: fmt.Errorf("input %q: element type %v is not supported (F32 and I64 are)", in.Name, in.DType)}
 		}
 		if _, dup := c.Values[in.Name]; dup {
 			return nil, &Error{Err: fmt.Errorf("input %q defined twice", in.Name)}
 		}
 		c.Values[in.Name] = &Info{DType: in.DType, Shape: in.Shape, Batched: true}
 	}
+	kept := g.Nodes[:0:0]
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
-		if err := c.inferNode(n); err != nil {
+		folded, err := c.inferNode(n)
+		if err != nil {
 			var ge *Error
 			if errors.As(err, &ge) {
 				return nil, err
 			}
 			return nil, &Error{Node: n.Name, Op: n.Op, Err: err}
 		}
+		if !folded {
+			kept = append(kept, *n)
+		}
 	}
+	g.Nodes = kept
 	for i, out := range g.Outputs {
 		info, ok := c.Values[out.Name]
 		if !ok {

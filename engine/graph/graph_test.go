@@ -83,7 +83,7 @@ func TestCheck(t *testing.T) {
 		mutate func(*Graph)
 		want   string
 	}{
-		{"unsupported-op", func(g *Graph) { g.Nodes[0].Op = "Conv" }, `node "mm": operator Conv is not supported (supported: Add,`},
+		{"unsupported-op", func(g *Graph) { g.Nodes[0].Op = "LSTM" }, `node "mm": operator LSTM is not supported (supported: Add,`},
 		{"missing-initializer", func(g *Graph) { g.Consts = nil }, `input "w" is not defined`},
 		{"short-constant", func(g *Graph) { g.Consts[0].F32 = g.Consts[0].F32[:5] }, "holds 12 elements, data has 5"},
 		{"overflowing-constant", func(g *Graph) { g.Consts[0].Shape = []int64{1 << 32, 1 << 32, 4} }, "bad shape"},
@@ -99,7 +99,7 @@ func TestCheck(t *testing.T) {
 		{"computed-weights", func(g *Graph) {
 			g.Inputs = append(g.Inputs, Value{Name: "w2", DType: F32, Shape: []int64{Batch, 3}})
 			g.Nodes[0].Inputs[1] = "w2"
-		}, `node "mm" (MatMul): the second input must be a 2-D initializer (weights), got shape [-1 3]: not supported`},
+		}, `node "mm" (MatMul): MatMul of batched values needs both batched, of the same rank, 3 or more; got [-1 4] and [-1 3]: not supported`},
 		{"duplicate-output", func(g *Graph) { g.Nodes[0].Outputs = []string{"x"} }, "defined twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,38 +50,96 @@ func unsupportedAttr(format string, args ...any) error {
 	return fmt.Errorf("attribute "+format+": %w", append(args, ErrUnsupported)...)
 }
 
-func (c *Checked) inferNode(n *Node) error {
-	if !slices.Contains(Ops, n.Op) {
-		return &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
+// inferNode infers n's outputs and records them in c.Values; folded
+// reports that n computed a constant, which is now in c.Consts, and is to
+// be dropped from the graph. An operator of opFiles (defined in a file of
+// its own, some with several outputs) is never folded.
+func (c *Checked) inferNode(n *Node) (folded bool, err error) {
+	if !slices.Contains(Ops, n.Op) && !slices.Contains(MLOps, n.Op) {
+		return false, &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
+	}
+	if f, ok := opFiles[n.Op]; ok {
+		return false, c.inferFileOp(f, n)
 	}
 	if len(n.Outputs) == 0 || n.Outputs[0] == "" {
-		return errors.New("node has no output")
+		return false, errors.New("node has no output")
 	}
 	for _, extra := range n.Outputs[1:] {
 		if extra != "" {
-			return fmt.Errorf("output %q: only one output is supported", extra)
+			return false, fmt.Errorf("output %q: only one output is supported", extra)
+		}
+	}
+	if _, dup := c.Values[n.Outputs[0]]; dup {
+		return false, fmt.Errorf("output %q is defined twice", n.Outputs[0])
+	}
+	for _, in := range n.Inputs {
+		if _, ok := c.Values[in]; !ok && in != "" {
+			return false, fmt.Errorf("input %q is not defined before the node (missing initializer?)", in)
 		}
 	}
 	out, err := c.infer(n)
 	if err != nil {
-		return err
-	}
-	if !out.Batched {
-		return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
+		return false, err
 	}
 	if len(out.Shape) > MaxRank {
-		return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+		return false, fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+	}
+	if !out.Batched {
+		k := out.Const
+		if k == nil {
+			if k, err = c.fold(n, out); err != nil {
+				return false, err
+			}
+		}
+		k.Name = n.Outputs[0]
+		c.Consts = append(c.Consts, *k)
+		c.Values[k.Name] = &Info{DType: k.DType, Shape: k.Shape, Const: &c.Consts[len(c.Consts)-1]}
+		return true, nil
 	}
 	if len(out.Shape) == 0 || out.Shape[0] != Batch {
-		return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
+		return false, fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
 	}
-	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
-		return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
-	}
-	if _, dup := c.Values[n.Outputs[0]]; dup {
-		return fmt.Errorf("output %q is defined twice", n.Outputs[0])
+	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements || !bounded(out.Shape[1:]) {
+		return false, fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
 	}
 	c.Values[n.Outputs[0]] = out
+	return false, nil
+}
+
+// inferFileOp infers the outputs of n, an operator of opFiles, and records
+// them in c.Values. Its outputs are computed from batched values only.
+func (c *Checked) inferFileOp(f opFile, n *Node) error {
+	outs, err := f.infer(c, n)
+	if err != nil {
+		return err
+	}
+	if len(n.Outputs) > len(outs) {
+		return fmt.Errorf("%d outputs: the operator has at most %d", len(n.Outputs), len(outs))
+	}
+	if !slices.ContainsFunc(n.Outputs, func(s string) bool { return s != "" }) {
+		return errors.New("node has no output")
+	}
+	for i, out := range outs {
+		if i >= len(n.Outputs) || n.Outputs[i] == "" {
+			continue
+		}
+		if !out.Batched {
+			return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
+		}
+		if len(out.Shape) > MaxRank {
+			return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+		}
+		if len(out.Shape) == 0 || out.Shape[0] != Batch {
+			return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
+		}
+		if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+			return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
+		}
+		if _, dup := c.Values[n.Outputs[i]]; dup {
+			return fmt.Errorf("output %q is defined twice", n.Outputs[i])
+		}
+		c.Values[n.Outputs[i]] = out
+	}
 	return nil
 }
 
@@ -105,19 +163,27 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Add", "Sub", "Mul", "Div":
-		a, err := c.floatInput(n, 0)
+		a, err := c.input(n, 0)
 		if err != nil {
 			return nil, err
 		}
-		b, err := c.floatInput(n, 1)
+		b, err := c.input(n, 1)
 		if err != nil {
+			return nil, err
+		}
+		dt := F32
+		if a.DType == I64 && b.DType == I64 && !a.Batched && !b.Batched {
+			dt = I64 // shape arithmetic, folded
+		} else if _, err := c.floatInput(n, 0); err != nil {
+			return nil, err
+		} else if _, err := c.floatInput(n, 1); err != nil {
 			return nil, err
 		}
 		shape, err := Broadcast(a.Shape, b.Shape)
 		if err != nil {
 			return nil, err
 		}
-		return &Info{DType: F32, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
 	case "MatMul":
 		a, err := c.floatInput(n, 0)
 		if err != nil {
@@ -127,7 +193,10 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b.Batched || len(b.Shape) != 2 {
+		if b.Batched {
+			return c.inferBatchedMatMul(a, b)
+		}
+		if len(b.Shape) != 2 {
 			return nil, fmt.Errorf("the second input must be a 2-D initializer (weights), got shape %v: %w", b.Shape, ErrUnsupported)
 		}
 		if len(a.Shape) < 2 {
@@ -150,8 +219,11 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if len(a.Shape) != 2 {
 			return nil, fmt.Errorf("input A has shape %v, want 2 dimensions", a.Shape)
 		}
-		if n.Int("transA", 0) != 0 && a.Batched {
-			return nil, fmt.Errorf("transA=1 on a batched input would transpose the batch: %w", ErrUnsupported)
+		if n.Int("transA", 0) != 0 {
+			if a.Batched {
+				return nil, fmt.Errorf("transA=1 on a batched input would transpose the batch: %w", ErrUnsupported)
+			}
+			return nil, unsupportedAttr("transA=1")
 		}
 		if b.Batched || len(b.Shape) != 2 {
 			return nil, fmt.Errorf("input B must be a 2-D initializer (weights), got shape %v: %w", b.Shape, ErrUnsupported)
@@ -238,7 +310,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: []int64{Batch, elements(x.Shape[1:])}, Batched: x.Batched}, nil
 	case "Reshape":
-		x, err := c.floatInput(n, 0)
+		x, err := c.input(n, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -249,14 +321,24 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if s.Const == nil || s.DType != I64 || len(s.Shape) != 1 {
 			return nil, fmt.Errorf("the shape input must be a 1-D INT64 initializer: %w", ErrUnsupported)
 		}
+		if !x.Batched {
+			shape, err := constReshape(x.Shape, s.Const.I64, n.Int("allowzero", 0) != 0)
+			if err != nil {
+				return nil, err
+			}
+			return &Info{DType: x.DType, Shape: shape}, nil
+		}
 		shape, err := ReshapeTarget(x.Shape, s.Const.I64, n.Int("allowzero", 0) != 0)
 		if err != nil {
 			return nil, err
 		}
-		return &Info{DType: F32, Shape: shape, Batched: x.Batched}, nil
+		return &Info{DType: x.DType, Shape: shape, Batched: x.Batched}, nil
 	case "Concat":
 		if _, ok := n.Attrs["axis"]; !ok {
 			return nil, errors.New("attribute axis is required")
+		}
+		if c.allConst(n) {
+			return c.inferConstConcat(n)
 		}
 		var shape []int64
 		for i := range n.Inputs {
@@ -317,7 +399,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: I64, Shape: shape, Batched: x.Batched}, nil
 	}
-	return nil, &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
+	return c.inferShapeOps(n)
 }
 
 // Broadcast is the numpy broadcast of shapes a and b, where Batch (dimension
@@ -366,6 +448,9 @@ func ReshapeTarget(in, target []int64, allowZero bool) ([]int64, error) {
 	if allowZero && slices.Contains(target, 0) {
 		return nil, unsupportedAttr("allowzero=1 with a 0 in the shape")
 	}
+	if target[0] == BatchDim {
+		target = append([]int64{0}, target[1:]...)
+	}
 	if target[0] != 0 && target[0] != -1 {
 		return nil, fmt.Errorf("target shape %v must keep the batch first (0 or -1 as its first entry): %w", target, ErrUnsupported)
 	}
@@ -386,6 +471,8 @@ func ReshapeTarget(in, target []int64, allowZero bool) ([]int64, error) {
 				return nil, fmt.Errorf("target shape %v has more than one -1", target)
 			}
 			infer = i
+		case d == BatchDim:
+			return nil, fmt.Errorf("target shape puts the batch size at position %d: %w", i, errBatchMoves)
 		case d < -1:
 			return nil, fmt.Errorf("target shape %v has a negative dimension", target)
 		}

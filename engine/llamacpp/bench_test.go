@@ -228,3 +228,79 @@ func BenchmarkGrammarSample(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDraftStep measures a decode step whose sequences carry draft
+// tokens that are rejected (the cost speculation adds where it does not
+// help): none, drafts of one length, drafts of lengths that differ
+// between sequences.
+func BenchmarkDraftStep(b *testing.B) {
+	m := benchModel(b)
+	for _, seqs := range []int{1, 8} {
+		for _, d := range []struct {
+			name string
+			k    func(s, step int) int
+		}{
+			{"none", func(int, int) int { return 0 }},
+			{"k=5", func(int, int) int { return 5 }},
+			{"k=1..5", func(s, step int) int { return 1 + (s+step)%5 }},
+		} {
+			b.Run(fmt.Sprintf("seqs=%d/draft=%s", seqs, d.name), func(b *testing.B) {
+				c := newContext(b, m, ContextParams{Slots: max(seqs, 2), SlotTokens: 512, Threads: 1})
+				ctx := context.Background()
+				vocab := int32(m.Info().NVocab)
+				pos := make([]int32, seqs)
+				last := make([]int32, seqs)
+				restart := func() {
+					var st engine.Step
+					for s := range seqs {
+						if pos[s] == 0 {
+							st.Added = append(st.Added, engine.NewSequence{Seq: engine.SeqID(s), Sampling: engine.DefaultSampling()})
+						}
+						st.Clears = append(st.Clears, engine.Slot(s))
+						toks := make([]int32, 128)
+						for i := range toks {
+							toks[i] = int32(10 + (s*7+i)%200)
+						}
+						st.Batch = append(st.Batch, engine.Chunk{Seq: engine.SeqID(s), Slot: engine.Slot(s), Tokens: toks, Sample: true})
+					}
+					res, err := c.Execute(ctx, &st)
+					if err != nil || len(res.Failures) > 0 {
+						b.Fatal(err, res.Failures)
+					}
+					for s := range seqs {
+						pos[s], last[s] = 128, res.Samples[s].Token
+					}
+				}
+				restart()
+				step, steps, tokens := &engine.Step{}, 0, 0
+				for b.Loop() {
+					step.Batch = step.Batch[:0]
+					for s := range seqs {
+						draft := make([]int32, d.k(s, steps))
+						for i := range draft {
+							draft[i] = (last[s] + 1 + int32(i)) % vocab
+						}
+						step.Batch = append(step.Batch, engine.Chunk{Seq: engine.SeqID(s), Slot: engine.Slot(s), Pos: pos[s], Tokens: []int32{last[s]}, Draft: draft, Sample: true})
+					}
+					res, err := c.Execute(ctx, step)
+					if err != nil || len(res.Failures) > 0 {
+						b.Fatal(err, res.Failures)
+					}
+					steps++
+					for s, smp := range res.Samples {
+						pos[s] += int32(1 + len(smp.Accepted))
+						last[s] = smp.Token
+						tokens += 1 + len(smp.Accepted)
+					}
+					if slices.Max(pos) >= 480 {
+						b.StopTimer()
+						restart()
+						b.StartTimer()
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(steps), "ms/step")
+				b.ReportMetric(float64(c.Stats().Evaluations)/float64(steps), "evals/step")
+			})
+		}
+	}
+}

@@ -81,6 +81,10 @@ type Stats struct {
 	DecodedTokens, PaddingTokens uint64
 	// Evaluations is the number of llama_decode calls.
 	Evaluations uint64
+	// DraftTokens counts draft tokens decoded (engine.Chunk.Draft, counted
+	// in DecodedTokens too) and AcceptedTokens those accepted; the rest
+	// were rolled back.
+	DraftTokens, AcceptedTokens uint64
 	// Restored and Exported count positions moved in and out of slots.
 	Restored, Exported uint64
 	// Resizes counts changes of the number of slots.

@@ -54,6 +54,15 @@ import (
 // result depends only on its sequence's tokens. A failed llama_decode
 // removes what the call added and is retried in halves until the failing
 // chunk is found; only that sequence fails.
+//
+// Draft tokens (engine.Chunk.Draft) are rows of their chunk after Tokens:
+// a chunk with a draft is a chunk of len(Tokens)+len(Draft) rows, grouped
+// and split like any other, with an output at its last token and at every
+// draft token. Because a row's numbers depend only on its sequence's
+// tokens before it, the logits after an accepted draft token are bit for
+// bit those a step of that token alone would have computed; collect runs
+// the acceptance (sampleAt, in order) and the rejected rows are removed
+// from the slot (rollback) before the step ends.
 
 // row is one token of a llama_decode call.
 type row struct {
@@ -68,6 +77,21 @@ type row struct {
 type chunkOut struct {
 	sample  *engine.Sample
 	targets []engine.Logprobs
+	// accepted and acceptedLP are the draft tokens accepted so far, while
+	// the sample is being drawn; they move into sample when it is done.
+	accepted   []int32
+	acceptedLP []engine.Logprobs
+}
+
+// chunkLen is the number of rows of a chunk: its tokens, then its draft.
+func chunkLen(ch *engine.Chunk) int { return len(ch.Tokens) + len(ch.Draft) }
+
+// chunkToken is row j's token: Tokens, then Draft.
+func chunkToken(ch *engine.Chunk, j int) int32 {
+	if j < len(ch.Tokens) {
+		return ch.Tokens[j]
+	}
+	return ch.Draft[j-len(ch.Tokens)]
 }
 
 // decodeBatch validates the chunks, evaluates them and samples.
@@ -83,7 +107,7 @@ func (c *Context) decodeBatch(chunks []engine.Chunk, failed map[engine.SeqID]boo
 			fail(ch.Seq, err)
 			continue
 		}
-		if len(ch.Tokens) == 1 {
+		if chunkLen(ch) == 1 {
 			singles = append(singles, ch)
 		} else {
 			multis = append(multis, ch)
@@ -124,16 +148,21 @@ func (c *Context) checkChunk(ch *engine.Chunk, seen map[engine.Slot]bool) error 
 		return fmt.Errorf("%w: empty chunk for sequence %d", engine.ErrInvalidBatch, ch.Seq)
 	case len(ch.Targets) > len(ch.Tokens):
 		return fmt.Errorf("%w: %d targets for %d tokens", engine.ErrInvalidBatch, len(ch.Targets), len(ch.Tokens))
+	case len(ch.Draft) > 0 && !ch.Sample:
+		return fmt.Errorf("%w: sequence %d has draft tokens but does not sample", engine.ErrInvalidBatch, ch.Seq)
 	}
 	seen[ch.Slot] = true
 	if err := c.checkTokens(ch.Tokens); err != nil {
 		return fmt.Errorf("%w: %w", engine.ErrInvalidBatch, err)
 	}
+	if err := c.checkTokens(ch.Draft); err != nil {
+		return fmt.Errorf("%w: draft: %w", engine.ErrInvalidBatch, err)
+	}
 	if next := c.slotLen(ch.Slot); ch.Pos != next {
 		return fmt.Errorf("%w: sequence %d continues at position %d but slot %d holds %d positions", engine.ErrInvalidBatch, ch.Seq, ch.Pos, ch.Slot, next)
 	}
-	if int(ch.Pos)+len(ch.Tokens) > c.slotTokens {
-		return fmt.Errorf("%w: sequence %d needs %d positions, a slot holds %d", engine.ErrKVFull, ch.Seq, int(ch.Pos)+len(ch.Tokens), c.slotTokens)
+	if n := int(ch.Pos) + chunkLen(ch); n > c.slotTokens {
+		return fmt.Errorf("%w: sequence %d needs %d positions, a slot holds %d", engine.ErrKVFull, ch.Seq, n, c.slotTokens)
 	}
 	if (ch.Sample || ch.Targets != nil) && c.samplers[ch.Seq] == nil {
 		return fmt.Errorf("%w: sequence %d has no sampler", engine.ErrInvalidBatch, ch.Seq)
@@ -265,9 +294,9 @@ func (c *Context) groupChunks(chunks []*engine.Chunk) [][]*engine.Chunk {
 	slices.SortFunc(sorted, func(x, y *engine.Chunk) int { return int(x.Slot) - int(y.Slot) })
 	var groups [][]*engine.Chunk
 	for i := 0; i < len(sorted); {
-		n := len(sorted[i].Tokens)
+		n := chunkLen(sorted[i])
 		j := i + 1
-		for j < len(sorted) && len(sorted[j].Tokens) == n && sorted[j].Slot == sorted[j-1].Slot+1 && (j-i+1)*n <= c.nUbatch {
+		for j < len(sorted) && chunkLen(sorted[j]) == n && sorted[j].Slot == sorted[j-1].Slot+1 && (j-i+1)*n <= c.nUbatch {
 			j++
 		}
 		groups = append(groups, sorted[i:j])
@@ -281,7 +310,7 @@ func (c *Context) groupChunks(chunks []*engine.Chunk) [][]*engine.Chunk {
 // failed and left the KV memory as it was: the caller evaluates the
 // chunks one by one, which finds the failing one.
 func (c *Context) decodeGroup(g []*engine.Chunk, fail func(engine.SeqID, error), outs map[engine.SeqID]*chunkOut) bool {
-	n := len(g[0].Tokens)
+	n := chunkLen(g[0])
 	rows := make([]row, 0, len(g)*n)
 	for _, ch := range g {
 		rows = appendChunkRows(rows, ch, 0, n)
@@ -301,28 +330,54 @@ func (c *Context) decodeGroup(g []*engine.Chunk, fail func(engine.SeqID, error),
 			fail(ch.Seq, err)
 			continue
 		}
+		c.rollback(ch, int(ch.Pos)+n, o)
 		outs[ch.Seq] = o
 	}
 	return true
 }
 
-// appendChunkRows appends the rows of tokens [a, b) of ch: an output
-// wherever a prompt logprob is asked for, and at the end when it samples.
+// rollback removes the KV of a chunk's rejected draft tokens: the slot,
+// which holds positions up to written, keeps Pos+len(Tokens)+len(Accepted).
+// The pages those rows touched stay committed (counted in held, so
+// KVMemory reports them) until the slot is cleared; the positions that
+// follow overwrite them. Nothing else refers to the removed positions: the
+// prefix cache exports only positions the scheduler committed, and it
+// commits only accepted tokens.
+func (c *Context) rollback(ch *engine.Chunk, written int, o *chunkOut) {
+	if len(ch.Draft) == 0 || o.sample == nil {
+		return
+	}
+	if c.held != nil && int(ch.Slot) < len(c.held) {
+		c.held[ch.Slot] = max(c.held[ch.Slot], written)
+	}
+	keep := int(ch.Pos) + len(ch.Tokens) + len(o.sample.Accepted)
+	if keep < written {
+		C.llama_memory_seq_rm(c.mem, C.llama_seq_id(ch.Slot), C.llama_pos(keep), -1)
+	}
+	c.stats.DraftTokens += uint64(len(ch.Draft))
+	c.stats.AcceptedTokens += uint64(len(o.sample.Accepted))
+}
+
+// appendChunkRows appends the rows [a, b) of ch (tokens, then draft): an
+// output wherever a prompt logprob is asked for, and, when it samples, at
+// its last token and every draft token.
 func appendChunkRows(rows []row, ch *engine.Chunk, a, b int) []row {
 	for j := a; j < b; j++ {
-		out := j < len(ch.Targets) || (j == len(ch.Tokens)-1 && ch.Sample)
-		rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: ch.Tokens[j], output: out, chunk: ch})
+		out := j < len(ch.Targets) || (j >= len(ch.Tokens)-1 && ch.Sample)
+		rows = append(rows, row{slot: ch.Slot, pos: ch.Pos + int32(j), token: chunkToken(ch, j), output: out, chunk: ch})
 	}
 	return rows
 }
 
-// decodeChunk evaluates a chunk of two or more tokens in pieces of at most
-// the micro-batch size, none of them of one token.
+// decodeChunk evaluates a chunk of two or more rows in pieces of at most
+// the micro-batch size, none of them of one row. A draft rejected in one
+// piece leaves the pieces after it unevaluated.
 func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), outs map[engine.SeqID]*chunkOut) {
-	n := len(ch.Tokens)
+	n := chunkLen(ch)
 	o := &chunkOut{}
 	rows := make([]row, 0, min(n, c.nUbatch))
-	for a := 0; a < n; {
+	a := 0
+	for a < n {
 		size := min(c.nUbatch, n-a)
 		if c.pad && n-a-size == 1 {
 			size-- // leave two tokens for the last piece
@@ -342,7 +397,11 @@ func (c *Context) decodeChunk(ch *engine.Chunk, fail func(engine.SeqID, error), 
 			return
 		}
 		a = b
+		if o.sample != nil {
+			break // the sample is drawn: a draft was rejected, or this was the last piece
+		}
 	}
+	c.rollback(ch, int(ch.Pos)+a, o)
 	outs[ch.Seq] = o
 }
 
@@ -396,9 +455,13 @@ func (c *Context) undo(rows []row) {
 	}
 }
 
-// collect reads the results of chunk positions [a, b), which sit in rows
+// collect reads the results of chunk rows [a, b), which sit in rows
 // first, first+1, ... of the last evaluation: prompt logprobs for targets
-// in that range, and the sample when b is the chunk's end.
+// in that range, and, when the chunk samples, the draws at its last token
+// and after each draft token, in order, until one differs from the draft
+// (speculative decoding's acceptance; see engine.Chunk.Draft). Rows are
+// read in order over successive calls; o keeps the acceptance between
+// them and gets its sample when the drawing is done.
 func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error {
 	s := c.samplers[ch.Seq]
 	for j := a; j < min(b, len(ch.Targets)); j++ {
@@ -411,16 +474,36 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 		}
 		o.targets = append(o.targets, logprobsOf(lg, ch.Targets[j], s.topLogprobs))
 	}
-	if !ch.Sample || b != len(ch.Tokens) {
+	if !ch.Sample {
 		return nil
 	}
-	idx := first + b - 1 - a
+	last := len(ch.Tokens) - 1
+	for j := max(a, last); j < b && o.sample == nil; j++ {
+		tok, lp, err := c.sampleAt(ch, s, first+j-a)
+		if err != nil {
+			return err
+		}
+		if d := j - last; d < len(ch.Draft) && tok == ch.Draft[d] {
+			o.accepted = append(o.accepted, tok)
+			if lp != nil {
+				o.acceptedLP = append(o.acceptedLP, *lp)
+			}
+			continue
+		}
+		o.sample = &engine.Sample{Seq: ch.Seq, Token: tok, Logprobs: lp, Accepted: o.accepted, AcceptedLogprobs: o.acceptedLP}
+	}
+	return nil
+}
+
+// sampleAt draws the token after row idx of the last evaluation with s's
+// chain (which accepts it), the chunk's Ban and Only applied.
+func (c *Context) sampleAt(ch *engine.Chunk, s *sampler, idx int) (int32, *engine.Logprobs, error) {
 	lg := c.logits(idx)
 	if lg == nil {
-		return fmt.Errorf("%w: no logits for row %d", engine.ErrInvalidBatch, idx)
+		return 0, nil, fmt.Errorf("%w: no logits for row %d", engine.ErrInvalidBatch, idx)
 	}
 	if err := checkLogits(lg, s.bound); err != nil {
-		return err
+		return 0, nil, err
 	}
 	var lp *engine.Logprobs
 	var lse float32
@@ -445,7 +528,7 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 		}
 	}
 	if banned >= len(lg) {
-		return fmt.Errorf("%w: every token is banned", engine.ErrSampling)
+		return 0, nil, fmt.Errorf("%w: every token is banned", engine.ErrSampling)
 	}
 	var tok int32
 	if s.argmax {
@@ -456,17 +539,16 @@ func (c *Context) collect(ch *engine.Chunk, first, a, b int, o *chunkOut) error 
 		tok = c.draw(s, lg)
 	}
 	if tok < 0 && s.grammar != nil {
-		return fmt.Errorf("%w: the grammar allows none of the tokens left (a banned stop token, or a grammar that cannot end)", engine.ErrSampling)
+		return 0, nil, fmt.Errorf("%w: the grammar allows none of the tokens left (a banned stop token, or a grammar that cannot end)", engine.ErrSampling)
 	}
 	if tok < 0 || int(tok) >= c.nVocab {
-		return fmt.Errorf("%w: the sampler drew token %d", engine.ErrSampling, tok)
+		return 0, nil, fmt.Errorf("%w: the sampler drew token %d", engine.ErrSampling, tok)
 	}
 	if lp != nil {
 		// A banned token is never drawn, so lg[tok] is still raw.
 		lp.Chosen = engine.TokenLogprob{Token: tok, Logprob: lg[tok] - lse}
 	}
-	o.sample = &engine.Sample{Seq: ch.Seq, Token: tok, Logprobs: lp}
-	return nil
+	return tok, lp, nil
 }
 
 // keepOnly sets the logit of every token not in only (Chunk.Only) to

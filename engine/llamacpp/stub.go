@@ -142,6 +142,11 @@ func (*GraphModel) Run(context.Context, int, [][]float32) ([]GraphOutput, error)
 	return nil, ErrNoCgo
 }
 
+// RunInputs returns ErrNoCgo.
+func (*GraphModel) RunInputs(context.Context, int, []GraphInput) ([]GraphOutput, error) {
+	return nil, ErrNoCgo
+}
+
 // Close does nothing.
 func (*GraphModel) Close() error { return nil }
 

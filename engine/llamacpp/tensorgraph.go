@@ -32,6 +32,10 @@ type GraphModel struct {
 	threads int
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
+	// indexBound is, for an I64 input that Gather uses as indices, the
+	// size of the gathered axis: its values must be in [-bound, bound).
+	indexBound map[int]int64
+	params  *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
@@ -84,6 +88,27 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 		n := &g.Nodes[i]
 		for j, in := range n.Inputs {
 			k, ok := consts[in]
+			if ok && n.Op == "Where" && j == 0 {
+				// The condition, as F32 0 or 1 for the kernel.
+				f := make([]float32, len(k.I64))
+				for e, v := range k.I64 {
+					if v != 0 {
+						f[e] = 1
+					}
+				}
+				add(in, "f", k.Shape, f)
+				continue
+			}
+			if ok && n.Op == "Gather" && j == 1 && g.Values[n.Inputs[0]].Batched {
+				// Constant indices into a batched value, as F32 (exact:
+				// Check bounds them by the axis size).
+				f := make([]float32, len(k.I64))
+				for e, v := range k.I64 {
+					f[e] = float32(v)
+				}
+				add(in, "idx", k.Shape, f)
+				continue
+			}
 			if !ok || k.DType != graph.F32 {
 				continue
 			}
@@ -107,7 +132,17 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 	for _, p := range preps {
 		size += C.size_t(len(p.data))*4 + 64
 	}
-	m := &GraphModel{g: g, threads: threads, weights: map[string]*C.struct_ggml_tensor{}}
+	m := &GraphModel{g: g, threads: threads, weights: map[string]*C.struct_ggml_tensor{}, indexBound: map[int]int64{}}
+	for i, in := range g.Inputs {
+		for _, n := range g.Nodes {
+			if n.Op == "Gather" && len(n.Inputs) > 1 && n.Inputs[1] == in.Name {
+				k := g.Values[n.Inputs[0]].Shape[0]
+				if b, ok := m.indexBound[i]; !ok || k < b {
+					m.indexBound[i] = k
+				}
+			}
+		}
+	}
 	m.wctx = C.ggml_init(C.struct_ggml_init_params{mem_size: size, mem_buffer: nil, no_alloc: false})
 	if m.wctx == nil {
 		return nil, errors.New("llamacpp: ggml_init for the weights failed")
@@ -118,6 +153,11 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 			C.memcpy(t.data, unsafe.Pointer(&p.data[0]), C.size_t(len(p.data)*4))
 		}
 		m.weights[p.key] = t
+	}
+	var err error
+	if m.params, err = prepareNodes(g); err != nil {
+		C.ggml_free(m.wctx)
+		return nil, err
 	}
 	return m, nil
 }
@@ -145,9 +185,23 @@ func newTensor(ctx *C.struct_ggml_context, typ C.enum_ggml_type, shape []int64) 
 	return C.ggml_new_tensor(ctx, typ, C.int(max(r, 1)), &ne[0])
 }
 
-// Run computes one batch of rows. inputs has one slice per graph input, in
-// order, each holding rows times the input's row size elements.
+// Run computes one batch of rows of a graph whose inputs are all F32.
+// inputs has one slice per graph input, in order, each holding rows times
+// the input's row size elements.
 func (m *GraphModel) Run(ctx context.Context, rows int, inputs [][]float32) ([]GraphOutput, error) {
+	typed := make([]GraphInput, len(inputs))
+	for i, in := range inputs {
+		typed[i].F32 = in
+	}
+	return m.RunInputs(ctx, rows, typed)
+}
+
+// RunInputs computes one batch of rows. inputs has one value per graph
+// input, in order, in the input's element type, each holding rows times
+// the input's row size elements. I64 inputs are computed as int32: a
+// value outside its range, or an index out of range of the axis a Gather
+// takes it for, fails the Run.
+func (m *GraphModel) RunInputs(ctx context.Context, rows int, inputs []GraphInput) ([]GraphOutput, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
@@ -160,8 +214,21 @@ func (m *GraphModel) Run(ctx context.Context, rows int, inputs [][]float32) ([]G
 		return nil, fmt.Errorf("llamacpp: %d inputs, the graph takes %d", len(inputs), len(m.g.Inputs))
 	}
 	for i, in := range m.g.Inputs {
-		if want := int64(rows) * rowSize(in.Shape); int64(len(inputs[i])) != want {
-			return nil, fmt.Errorf("llamacpp: input %q has %d elements, want %d", in.Name, len(inputs[i]), want)
+		got := len(inputs[i].F32)
+		if in.DType == graph.I64 {
+			got = len(inputs[i].I64)
+			lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
+			if b, ok := m.indexBound[i]; ok {
+				lo, hi = -b, b-1
+			}
+			for _, v := range inputs[i].I64 {
+				if v < lo || v > hi {
+					return nil, fmt.Errorf("llamacpp: input %q: value %d is out of range [%d, %d]", in.Name, v, lo, hi)
+				}
+			}
+		}
+		if want := int64(rows) * rowSize(in.Shape); int64(got) != want {
+			return nil, fmt.Errorf("llamacpp: input %q has %d elements, want %d", in.Name, got, want)
 		}
 	}
 	r := m.runner()
@@ -216,6 +283,7 @@ func (m *GraphModel) Close() error {
 	m.poolMu.Unlock()
 	C.ggml_free(m.wctx)
 	m.wctx = nil
+	m.params.free()
 	return nil
 }
 
@@ -267,7 +335,7 @@ func (r *graphRunner) free() {
 	}
 }
 
-func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, error) {
+func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput, error) {
 	b, ok := r.graphs[padded]
 	if !ok {
 		var err error
@@ -284,9 +352,16 @@ func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, 
 	}
 	for i, t := range b.inputs {
 		nbytes := C.size_t(C.ggml_nbytes(t))
-		given := C.size_t(len(inputs[i]) * 4)
-		if given > 0 {
-			C.memcpy(t.data, unsafe.Pointer(&inputs[i][0]), given)
+		given := C.size_t(len(inputs[i].F32) * 4)
+		switch {
+		case r.m.g.Inputs[i].DType == graph.I64:
+			given = C.size_t(len(inputs[i].I64) * 4)
+			dst := unsafe.Slice((*int32)(t.data), len(inputs[i].I64))
+			for e, v := range inputs[i].I64 {
+				dst[e] = int32(v) // RunInputs checked the range
+			}
+		case given > 0:
+			C.memcpy(t.data, unsafe.Pointer(&inputs[i].F32[0]), given)
 		}
 		if nbytes > given {
 			C.memset(unsafe.Add(t.data, given), 0, nbytes-given)
@@ -325,6 +400,11 @@ func (r *graphRunner) run(padded, rows int, inputs [][]float32) ([]GraphOutput, 
 			outs[i].F32 = make([]float32, n)
 			if n > 0 {
 				C.memcpy(unsafe.Pointer(&outs[i].F32[0]), t.data, C.size_t(n*4))
+			}
+		case C.GGML_TYPE_I64:
+			outs[i].I64 = make([]int64, n)
+			if n > 0 {
+				C.memcpy(unsafe.Pointer(&outs[i].I64[0]), t.data, C.size_t(n*8))
 			}
 		case C.GGML_TYPE_I32:
 			src := unsafe.Slice((*int32)(t.data), n)

@@ -92,19 +92,27 @@ func (m *GraphModel) build(rows int) (*builtGraph, error) {
 	bl := &builder{m: m, ctx: ctx, rows: int64(rows), vals: map[string]gval{}}
 	for _, in := range m.g.Inputs {
 		shape := bl.actual(in.Shape)
-		t := newTensor(ctx, C.GGML_TYPE_F32, shape)
+		typ := C.enum_ggml_type(C.GGML_TYPE_F32)
+		if in.DType == graph.I64 {
+			typ = C.GGML_TYPE_I32 // Run checks the values fit
+		}
+		t := newTensor(ctx, typ, shape)
 		C.ggml_set_input(t)
 		bl.vals[in.Name] = gval{t, shape}
 		b.inputs = append(b.inputs, t)
 	}
 	for i := range m.g.Nodes {
 		n := &m.g.Nodes[i]
-		v, err := bl.node(n)
+		vs, err := bl.nodeOutputs(n)
 		if err != nil {
 			b.free()
 			return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
 		}
-		bl.vals[n.Outputs[0]] = v
+		for j, v := range vs {
+			if j < len(n.Outputs) && n.Outputs[j] != "" {
+				bl.vals[n.Outputs[j]] = v
+			}
+		}
 	}
 	b.gf = C.ggml_new_graph_custom(ctx, nodes, false)
 	for _, out := range m.g.Outputs {
@@ -263,6 +271,9 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		}
 		return gval{bl.binary(n.Op, a, b, outShape), outShape}, nil
 	case "MatMul":
+		if bl.m.g.Values[n.Inputs[1]].Batched {
+			return bl.nodeOps(n, outShape)
+		}
 		a, err := in(0)
 		if err != nil {
 			return gval{}, err
@@ -376,7 +387,7 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		n4 := ne(outShape)
 		return gval{C.ggml_reshape_4d(ctx, t, n4[0], n4[1], n4[2], n4[3]), outShape}, nil
 	}
-	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
+	return bl.nodeOps(n, outShape)
 }
 
 func prod(s []int64) int64 {

@@ -18,3 +18,10 @@ type GraphOutput struct {
 	F32 []float32
 	I64 []int64
 }
+
+// GraphInput is one input of a Run: F32 or I64 data (as the graph input's
+// element type), row-major, the batch first.
+type GraphInput struct {
+	F32 []float32
+	I64 []int64
+}

@@ -27,13 +27,14 @@ var vllmFlagNames = map[string]string{
 func NewCommand() *cobra.Command {
 	cfg := DefaultConfig()
 	var (
-		endpoint   = string(cfg.Endpoint)
-		dataset    = string(cfg.Dataset)
-		asJSON     bool
-		outputFile string
-		quiet      bool
-		backend    = "openai"
-		v2         V2Config
+		endpoint    = string(cfg.Endpoint)
+		dataset     = string(cfg.Dataset)
+		datasetPath string
+		asJSON      bool
+		outputFile  string
+		quiet       bool
+		backend     = "openai"
+		v2          V2Config
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -46,7 +47,8 @@ TTFT, TPOT, ITL and end-to-end latency with the definitions of
 Two of vLLM's synthetic datasets are built in (--dataset-name): random
 (--random-* and --shared-prefix-len) and prefix_repetition
 (--prefix-repetition-*: a few random prefixes, each prompt one of them plus
-a random suffix of its own); and mixed (--mixed-*: a few clients send long
+a random suffix of its own) and custom (--dataset-path: prompts from a JSONL
+file of {"prompt": ...} lines, --custom-output-len tokens each); and mixed (--mixed-*: a few clients send long
 prompts while the other --max-concurrency clients send short ones).
 
 With --monitor-pid and --monitor-url (a server on this machine) the report
@@ -96,6 +98,11 @@ compare the JSON files:
 			}
 			if err := checkDatasetFlags(cmd.Flags(), cfg.Dataset); err != nil {
 				return err
+			}
+			if cfg.Dataset == DatasetCustom && datasetPath != "" {
+				if cfg.Custom.Prompts, err = LoadCustomPrompts(datasetPath); err != nil {
+					return err
+				}
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -147,6 +154,8 @@ compare the JSON files:
 	f.IntVar(&cfg.Mixed.LongInputLen, "mixed-long-input-len", cfg.Mixed.LongInputLen, "mixed: words in each long prompt (about one token each)")
 	f.IntVar(&cfg.Mixed.ShortInputLen, "mixed-short-input-len", cfg.Mixed.ShortInputLen, "mixed: words in each short prompt")
 	f.IntVar(&cfg.Mixed.OutputLen, "mixed-output-len", cfg.Mixed.OutputLen, "mixed: output length of every request, sent as max_tokens")
+	f.StringVar(&datasetPath, "dataset-path", "", "custom: a JSONL file of {\"prompt\": ...} lines (vLLM's custom dataset), taken in order and cycled")
+	f.IntVar(&cfg.Custom.OutputLen, "custom-output-len", cfg.Custom.OutputLen, "custom: output length of every request, sent as max_tokens")
 	f.IntVar(&cfg.Monitor.PID, "monitor-pid", 0, "server process on this machine whose memory to record during the measured run: VmRSS sampled, VmHWM (reset at the start when allowed) and VmRSS at the end, from /proc/PID/status")
 	f.StringVar(&cfg.Monitor.URL, "monitor-url", "", "server root (http://host:port) whose /metrics to sample during the measured run: running sequences (vllm:num_requests_running, llamacpp:requests_processing, else llama-server's /slots) and llmserve_kv_cache_committed_bytes")
 	f.DurationVar(&cfg.Monitor.Interval, "monitor-interval", 500*time.Millisecond, "time between monitor samples")
@@ -172,7 +181,7 @@ var v2OnlyFlags = []string{"input-name", "input-shape", "rows", "binary"}
 var openaiOnlyFlags = []string{"endpoint", "request-rate", "dataset-name", "random-input-len", "random-output-len", "random-range-ratio",
 	"shared-prefix-len", "prefix-repetition-prefix-len", "prefix-repetition-suffix-len", "prefix-repetition-num-prefixes",
 	"prefix-repetition-output-len", "mixed-long-clients", "mixed-long-prompts", "mixed-long-input-len", "mixed-short-input-len",
-	"mixed-output-len", "monitor-pid", "monitor-url", "monitor-interval", "monitor-settle", "ignore-eos", "temperature", "save-detailed"}
+	"mixed-output-len", "dataset-path", "custom-output-len", "monitor-pid", "monitor-url", "monitor-interval", "monitor-settle", "ignore-eos", "temperature", "save-detailed"}
 
 // runV2 runs `bench --backend v2-infer`.
 func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile string, quiet bool) error {
@@ -234,6 +243,7 @@ var datasetFlags = []struct {
 	{DatasetPrefixRepetition, []string{"prefix-repetition-prefix-len", "prefix-repetition-suffix-len",
 		"prefix-repetition-num-prefixes", "prefix-repetition-output-len"}},
 	{DatasetMixed, []string{"mixed-long-clients", "mixed-long-prompts", "mixed-long-input-len", "mixed-short-input-len", "mixed-output-len"}},
+	{DatasetCustom, []string{"dataset-path", "custom-output-len"}},
 }
 
 // checkDatasetFlags rejects a flag given for a dataset other than the one

@@ -77,7 +77,7 @@ type Config struct {
 	// Dataset selects how prompts are made: DatasetRandom (the default; ""
 	// means it too) reads the Random* fields and SharedPrefixLen,
 	// DatasetPrefixRepetition reads PrefixRepetition, DatasetMixed reads
-	// Mixed.
+	// Mixed, DatasetCustom reads Custom.
 	Dataset Dataset
 	// RandomInputLen is the target length, in words (about one token each),
 	// of the random part of each prompt.
@@ -97,6 +97,8 @@ type Config struct {
 	PrefixRepetition PrefixRepetition
 	// Mixed describes the mixed dataset.
 	Mixed Mixed
+	// Custom describes the custom dataset (prompts from a file).
+	Custom Custom
 	// Seed makes prompts, lengths and arrival times reproducible.
 	Seed int64
 	// IgnoreEOS sends "ignore_eos": true (a vLLM and llama.cpp extension) so
@@ -131,6 +133,7 @@ func DefaultConfig() Config {
 		Dataset:          DatasetRandom,
 		PrefixRepetition: DefaultPrefixRepetition(),
 		Mixed:            DefaultMixed(),
+		Custom:           DefaultCustom(),
 		NumPrompts:       1000,
 		RequestRate:      math.Inf(1),
 		RandomInputLen:   1024,
@@ -163,10 +166,13 @@ func (c *Config) Validate() error {
 	switch c.Dataset {
 	case DatasetRandom, "":
 		c.validateRandom(add)
-	case DatasetPrefixRepetition, DatasetMixed:
-		if c.Dataset == DatasetMixed {
+	case DatasetPrefixRepetition, DatasetMixed, DatasetCustom:
+		switch c.Dataset {
+		case DatasetMixed:
 			c.Mixed.validate(c.NumPrompts, c.MaxConcurrency, add)
-		} else {
+		case DatasetCustom:
+			c.Custom.validate(add)
+		default:
 			c.PrefixRepetition.validate(c.NumPrompts, add)
 		}
 		if c.SharedPrefixLen != 0 || c.RandomRangeRatio != 0 {
@@ -174,7 +180,7 @@ func (c *Config) Validate() error {
 				c.SharedPrefixLen, c.RandomRangeRatio, c.Dataset)
 		}
 	default:
-		add("dataset %q: use random, prefix_repetition or mixed", c.Dataset)
+		add("dataset %q: use random, prefix_repetition, mixed or custom", c.Dataset)
 	}
 	if math.IsNaN(c.Temperature) || c.Temperature < 0 {
 		add("temperature %v: must not be negative", c.Temperature)

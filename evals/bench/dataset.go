@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -23,10 +26,16 @@ const (
 	// short ones, as Config.Mixed describes (llmserve's; vLLM has no such
 	// dataset).
 	DatasetMixed Dataset = "mixed"
+	// DatasetCustom: prompts read from a JSONL file, one {"prompt": ...}
+	// object per line, taken in order and cycled, each request asking for
+	// Config.Custom.OutputLen tokens (vLLM's "custom" with --dataset-path
+	// and --custom-output-len). It measures what random words cannot, such
+	// as speculative decoding on text that repeats its input.
+	DatasetCustom Dataset = "custom"
 )
 
-// ParseDataset accepts vLLM's dataset names "random" and "prefix_repetition"
-// (also spelled "prefix-repetition"), and "mixed".
+// ParseDataset accepts vLLM's dataset names "random", "prefix_repetition"
+// (also spelled "prefix-repetition") and "custom", and "mixed".
 func ParseDataset(s string) (Dataset, error) {
 	switch strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_") {
 	case "random":
@@ -35,8 +44,10 @@ func ParseDataset(s string) (Dataset, error) {
 		return DatasetPrefixRepetition, nil
 	case "mixed":
 		return DatasetMixed, nil
+	case "custom":
+		return DatasetCustom, nil
 	}
-	return "", fmt.Errorf("unknown dataset %q: use random, prefix_repetition or mixed", s)
+	return "", fmt.Errorf("unknown dataset %q: use random, prefix_repetition, mixed or custom", s)
 }
 
 // PrefixRepetition describes the prefix_repetition dataset, with the meaning
@@ -129,6 +140,80 @@ func prefixRepetitionRequests(cfg *Config, stream uint64, n int) []request {
 		b.WriteString(prefix)
 		appendWords(&b, r, p.SuffixLen)
 		reqs[i] = request{prompt: b.String(), promptWords: p.PrefixLen + p.SuffixLen, maxTokens: p.OutputLen}
+	}
+	return reqs
+}
+
+// Custom describes the custom dataset: Prompts, read by LoadCustomPrompts
+// from the file --dataset-path names, and the max_tokens of every request.
+type Custom struct {
+	Prompts   []string
+	OutputLen int
+}
+
+// DefaultCustom returns vLLM's default output length for the dataset.
+func DefaultCustom() Custom { return Custom{OutputLen: 256} }
+
+func (c Custom) validate(add func(format string, args ...any)) {
+	if len(c.Prompts) == 0 {
+		add("custom dataset has no prompts: give --dataset-path, a JSONL file of {\"prompt\": ...} lines")
+	}
+	if c.OutputLen < 1 {
+		add("custom output len %d: need at least 1", c.OutputLen)
+	}
+}
+
+// LoadCustomPrompts reads a JSONL file of {"prompt": "..."} objects (vLLM's
+// custom dataset format; other fields are ignored). A line that is not such
+// an object, or an empty prompt, is an error naming the line.
+func LoadCustomPrompts(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset path: %w", err)
+	}
+	defer f.Close()
+	var prompts []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var row struct {
+			Prompt *string `json:"prompt"`
+		}
+		if err := json.Unmarshal([]byte(text), &row); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if row.Prompt == nil || *row.Prompt == "" {
+			return nil, fmt.Errorf("%s:%d: no \"prompt\" (or an empty one)", path, line)
+		}
+		prompts = append(prompts, *row.Prompt)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(prompts) == 0 {
+		return nil, fmt.Errorf("%s: no prompts", path)
+	}
+	return prompts, nil
+}
+
+// customRequests returns n requests of the custom dataset: the prompts in
+// file order, cycled. The warmup stream starts half way through the file so
+// that its prompts differ from the first measured ones where the file has
+// more than one.
+func customRequests(cfg *Config, stream uint64, n int) []request {
+	ps := cfg.Custom.Prompts
+	start := 0
+	if stream != streamMeasured {
+		start = len(ps) / 2
+	}
+	reqs := make([]request, n)
+	for i := range reqs {
+		p := ps[(start+i)%len(ps)]
+		reqs[i] = request{prompt: p, promptWords: len(strings.Fields(p)), maxTokens: cfg.Custom.OutputLen}
 	}
 	return reqs
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -115,5 +117,43 @@ func TestPrefixRepetitionDeterministic(t *testing.T) {
 	other := prefixRepetitionConfig(6, 16, 8, 4)
 	if c := generateRequests(&other, streamMeasured, 20); c[0].prompt == a[0].prompt {
 		t.Error("different seeds gave the same prompt")
+	}
+}
+
+func TestLoadCustomPrompts(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.jsonl", "{\"prompt\": \"one two\", \"output_tokens\": 3}\n\n{\"prompt\": \"three\"}\n")
+	got, err := LoadCustomPrompts(good)
+	if err != nil || !slices.Equal(got, []string{"one two", "three"}) {
+		t.Fatalf("LoadCustomPrompts = %q, %v", got, err)
+	}
+	for name, text := range map[string]string{
+		"notjson.jsonl":  "{\"prompt\": \"a\"}\nnot json\n",
+		"noprompt.jsonl": "{\"text\": \"a\"}\n",
+		"empty.jsonl":    "\n",
+	} {
+		if _, err := LoadCustomPrompts(write(name, text)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Dataset, cfg.Custom.Prompts, cfg.Custom.OutputLen = DatasetCustom, got, 7
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := generateRequests(&cfg, streamMeasured, 3)
+	if reqs[0].prompt != "one two" || reqs[1].prompt != "three" || reqs[2].prompt != "one two" || reqs[0].maxTokens != 7 || reqs[0].promptWords != 2 {
+		t.Errorf("requests = %+v", reqs)
+	}
+	cfg.Custom.Prompts = nil
+	if err := cfg.Validate(); err == nil {
+		t.Error("custom dataset without prompts validated")
 	}
 }

@@ -51,8 +51,8 @@
 //
 // # Prompts
 //
-// Config.Dataset (--dataset-name) picks one of two of vLLM's synthetic
-// datasets, or a mixed load of our own. "random" (the default): each prompt is SharedPrefixLen shared
+// Config.Dataset (--dataset-name) picks one of three of vLLM's datasets,
+// or a mixed load of our own. "random" (the default): each prompt is SharedPrefixLen shared
 // words and RandomInputLen random ones, asking for RandomOutputLen tokens.
 // "prefix_repetition": Config.PrefixRepetition (--prefix-repetition-*,
 // vLLM's flags and defaults) makes NumPrefixes random prefixes of PrefixLen
@@ -69,7 +69,12 @@
 // request never holds a short one back and the number of each kind in
 // flight stays fixed while both last; warmups are short. The report adds
 // the long and short requests' metrics apart ("mixed_long",
-// "mixed_short"). The flags of the dataset not selected are refused.
+// "mixed_short"). "custom" (vLLM's, --dataset-path and --custom-output-len):
+// the prompts of a JSONL file of {"prompt": ...} lines, in file order and
+// cycled (warmups start half way through the file), each asking for
+// Custom.OutputLen tokens; it measures text random words cannot, such as a
+// prompt that the answer repeats (speculative decoding). The flags of the
+// dataset not selected are refused.
 //
 // Prompts are random words from a fixed built-in list of common English
 // words, drawn with a PCG generator seeded by Config.Seed, so the same seed

@@ -113,6 +113,8 @@ func generateRequests(cfg *Config, stream uint64, n int) []request {
 		return prefixRepetitionRequests(cfg, stream, n)
 	case DatasetMixed:
 		return mixedRequests(cfg, stream, n, stream == streamMeasured)
+	case DatasetCustom:
+		return customRequests(cfg, stream, n)
 	}
 	return randomRequests(cfg, stream, n)
 }

@@ -14,11 +14,22 @@
 // starting with "GGUF" is a GGUF graph (layout below), anything else is
 // read as an ONNX ModelProto. Both become an engine/graph Graph, which
 // graph.Check validates (operators, attributes with ONNX defaults,
-// shapes); engine/llamacpp then executes it with ggml's CPU backend. A
+// shapes) and folds the nodes that compute from constants (Reshape
+// targets from Shape, transposed weights) into constants; engine/llamacpp
+// then executes it with ggml's CPU backend. INT64 inputs (token ids,
+// attention masks) run as int32 there: a value outside int32, or a token
+// id out of range of the embedding table it indexes, fails the request. A
 // model the runtime cannot execute fails with a *ModelError, which
 // matches ErrInvalidModel (and ErrUnsupported for an operator outside
-// graph.Ops; the message names the operator and the node); an I/O error
-// does not.
+// graph.Ops and graph.MLOps; the message names the operator and the
+// node); an I/O error does not.
+//
+// Nodes of the default domain must be in graph.Ops; those of ai.onnx.ml
+// (opsets 1 to 3: scikit-learn's, XGBoost's and LightGBM's exports) in
+// graph.MLOps. A ZipMap output, which ONNX types as a sequence of maps,
+// is served as the [batch, classes] FP32 tensor of its input, under the
+// ZipMap output's name (V2 and KServe V1 carry tensors only); the
+// classes are its columns, in the order of the ZipMap's labels.
 //
 // ONNX is parsed with google.golang.org/protobuf into the generated types
 // of onnxpb (our own subset of onnx.proto, with ONNX's field numbers): of
@@ -34,7 +45,10 @@
 // Execution is ggml through the project's own binding (engine/llamacpp),
 // not ollama's ml package: ml is built around its model architectures'
 // KV caches and backend scheduler, while a tensor graph needs a handful of
-// plain ggml operators, the batch-invariance padding below, and
+// plain ggml operators (and C kernels of its own where ggml has none or
+// computes otherwise than ONNX Runtime: pooling, grouped convolutions,
+// activations that keep NaN, the ai.onnx.ml operators), the
+// batch-invariance padding below, and
 // concurrent Runs over one set of read-only weights, which a few hundred
 // lines of our binding do directly.
 //
@@ -51,18 +65,19 @@
 //
 //	general.architecture            string   "llmserve.graph"
 //	llmserve.graph.opset            int64    ONNX default-domain opset (0: latest)
-//	llmserve.graph.inputs           [string] input names, in order (all FP32)
+//	llmserve.graph.inputs           [string] input names, in order
 //	llmserve.graph.input.<name>.shape  [int64] numpy order, -1 for the batch first
+//	llmserve.graph.input.<name>.dtype  string "F32" (the default, when absent) or "I64"
 //	llmserve.graph.outputs          [string] output names, in order
 //	llmserve.graph.output.<name>.dtype string "F32" or "I64" (optional)
 //	llmserve.graph.output.<name>.shape [int64] (optional; checked against the inferred one)
 //	llmserve.graph.node_count       uint32
 //	llmserve.graph.node.<i>.name    string   nodes in topological order, i from 0
-//	llmserve.graph.node.<i>.op      string   ONNX operator type (graph.Ops)
+//	llmserve.graph.node.<i>.op      string   ONNX operator type (graph.Ops or graph.MLOps)
 //	llmserve.graph.node.<i>.inputs  [string] value names; "" for an omitted optional input
 //	llmserve.graph.node.<i>.outputs [string]
-//	llmserve.graph.node.<i>.attr.<attr>  int64, float32, string, [int64] or [float32]:
-//	                                 an ONNX INT, FLOAT, STRING, INTS or FLOATS attribute
+//	llmserve.graph.node.<i>.attr.<attr>  int64, float32, string, [int64], [float32] or [string]:
+//	                                 an ONNX INT, FLOAT, STRING, INTS, FLOATS or STRINGS attribute
 //	llmserve.graph.scalars          [string] constants of rank 0 (stored as [1])
 //
 // Every constant (initializer) is a tensor named as the value it defines:

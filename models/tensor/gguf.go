@@ -57,6 +57,9 @@ func EncodeGGUF(g *graph.Graph, opset int64) ([]byte, error) {
 	for _, in := range g.Inputs {
 		names = append(names, in.Name)
 		kvs = append(kvs, kv{ggufPrefix + "input." + in.Name + ".shape", slices.Clone(in.Shape)})
+		if in.DType == graph.I64 {
+			kvs = append(kvs, kv{ggufPrefix + "input." + in.Name + ".dtype", in.DType.String()})
+		}
 	}
 	kvs = append(kvs, kv{ggufPrefix + "inputs", names})
 	names = nil
@@ -88,6 +91,8 @@ func EncodeGGUF(g *graph.Graph, opset int64) ([]byte, error) {
 				v = nonNil(a.Ints)
 			case graph.AttrFloats:
 				v = nonNil(a.Floats)
+			case graph.AttrStrings:
+				v = nonNil(a.Strings)
 			default:
 				return nil, fmt.Errorf("node %q: attribute %q has no kind", n.Name, name)
 			}
@@ -402,7 +407,15 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 		if !ok {
 			return nil, 0, fmt.Errorf("GGUF key %sinput.%s.shape is missing or not an int64 array", ggufPrefix, name)
 		}
-		g.Inputs = append(g.Inputs, graph.Value{Name: name, DType: graph.F32, Shape: shape})
+		v := graph.Value{Name: name, DType: graph.F32, Shape: shape}
+		switch dt, _ := kv[ggufPrefix+"input."+name+".dtype"].(string); dt {
+		case "", "F32":
+		case "I64":
+			v.DType = graph.I64
+		default:
+			return nil, 0, fmt.Errorf("GGUF key %sinput.%s.dtype is %q; F32 or I64", ggufPrefix, name, dt)
+		}
+		g.Inputs = append(g.Inputs, v)
 	}
 	outputs, err := strs(ggufPrefix + "outputs")
 	if err != nil {
@@ -451,6 +464,8 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 			a = graph.Attr{Kind: graph.AttrInts, Ints: v}
 		case []float32:
 			a = graph.Attr{Kind: graph.AttrFloats, Floats: v}
+		case []string:
+			a = graph.Attr{Kind: graph.AttrStrings, Strings: v}
 		default:
 			return nil, 0, fmt.Errorf("GGUF key %s: attribute of type %T", key, v)
 		}
@@ -471,7 +486,7 @@ func decodeGGUF(data []byte) (*graph.Graph, int64, error) {
 		if n.Op, err = str(p + "op"); err != nil {
 			return nil, 0, err
 		}
-		if !slices.Contains(graph.Ops, n.Op) {
+		if !slices.Contains(graph.Ops, n.Op) && !slices.Contains(graph.MLOps, n.Op) {
 			return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: graph.ErrUnsupported}
 		}
 		if n.Inputs, err = strs(p + "inputs"); err != nil {

@@ -42,13 +42,16 @@ func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
 	if v := m.GetIrVersion(); v > onnxMaxIR {
 		return nil, 0, &graph.Error{Err: fmt.Errorf("the ONNX model has IR version %d; this loader reads IR versions up to %d (ONNX 1.18)", v, onnxMaxIR)}
 	}
-	var opset int64
+	var opset, mlOpset int64
 	for _, o := range m.GetOpsetImport() {
-		if o.GetDomain() == "" || o.GetDomain() == "ai.onnx" {
+		switch o.GetDomain() {
+		case "", "ai.onnx":
 			if v := o.GetVersion(); v > onnxMaxOpset {
 				return nil, 0, &graph.Error{Err: fmt.Errorf("the ONNX model imports opset %d of the default domain; this loader knows opsets up to %d (ONNX 1.18)", v, onnxMaxOpset)}
 			}
 			opset = o.GetVersion()
+		case onnxMLDomain:
+			mlOpset = o.GetVersion()
 		}
 	}
 	gp := m.GetGraph()
@@ -87,8 +90,8 @@ func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
 		if n.Name == "" {
 			n.Name = fmt.Sprintf("#%d", i)
 		}
-		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
-			return nil, 0, &graph.Error{Node: n.Name, Op: d + ":" + n.Op, Err: graph.ErrUnsupported}
+		if err := onnxDomain(np, mlOpset); err != nil {
+			return nil, 0, &graph.Error{Node: n.Name, Op: np.GetDomain() + ":" + n.Op, Err: err}
 		}
 		if n.Op == "Constant" {
 			// Exporters (PyTorch's for Reshape's shape) put constants in
@@ -100,7 +103,7 @@ func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
 			g.Consts = append(g.Consts, c)
 			continue
 		}
-		if !slices.Contains(graph.Ops, n.Op) {
+		if np.GetDomain() != onnxMLDomain && !slices.Contains(graph.Ops, n.Op) {
 			return nil, 0, &graph.Error{Node: n.Name, Op: n.Op, Err: graph.ErrUnsupported}
 		}
 		n.Attrs = map[string]graph.Attr{}
@@ -114,6 +117,39 @@ func DecodeONNX(data []byte) (*graph.Graph, int64, error) {
 		g.Nodes = append(g.Nodes, n)
 	}
 	return g, opset, nil
+}
+
+// onnxMLDomain is the domain of the classic machine-learning operators
+// (scikit-learn's, XGBoost's and LightGBM's exports); onnxMaxMLOpset is
+// the newest of its opsets the loader reads: from 1 to 3 the supported
+// operators (graph.MLOps) mean the same (3 adds only the double
+// *_as_tensor attributes, which fail the load); ai.onnx.ml opset 4
+// changed LabelEncoder and 5 replaced the tree ensembles.
+const (
+	onnxMLDomain   = "ai.onnx.ml"
+	onnxMaxMLOpset = 3
+)
+
+// onnxDomain accepts a node of the default domain, or one of graph.MLOps
+// in ai.onnx.ml (whose opset mlOpset must be known); other domains are
+// unsupported.
+func onnxDomain(np *onnxpb.NodeProto, mlOpset int64) error {
+	switch np.GetDomain() {
+	case "", "ai.onnx":
+		if slices.Contains(graph.MLOps, np.GetOpType()) {
+			return fmt.Errorf("operator %s belongs to the %s domain, not the default one", np.GetOpType(), onnxMLDomain)
+		}
+		return nil
+	case onnxMLDomain:
+		if mlOpset < 1 || mlOpset > onnxMaxMLOpset {
+			return fmt.Errorf("the model imports opset %d of %s; this loader reads opsets 1 to %d: %w", mlOpset, onnxMLDomain, onnxMaxMLOpset, graph.ErrUnsupported)
+		}
+		if !slices.Contains(graph.MLOps, np.GetOpType()) {
+			return graph.ErrUnsupported
+		}
+		return nil
+	}
+	return graph.ErrUnsupported
 }
 
 // onnxConstantNode is the constant a Constant node defines, from its value
@@ -151,6 +187,8 @@ func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
 			typ = onnxpb.AttributeProto_INTS
 		case len(a.GetFloats()) > 0:
 			typ = onnxpb.AttributeProto_FLOATS
+		case len(a.GetStrings()) > 0:
+			typ = onnxpb.AttributeProto_STRINGS
 		case len(a.GetS()) > 0:
 			typ = onnxpb.AttributeProto_STRING
 		case a.GetF() != 0:
@@ -170,6 +208,24 @@ func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
 		return graph.Attr{Kind: graph.AttrInts, Ints: a.GetInts()}, nil
 	case onnxpb.AttributeProto_FLOATS:
 		return graph.Attr{Kind: graph.AttrFloats, Floats: a.GetFloats()}, nil
+	case onnxpb.AttributeProto_TENSOR:
+		// A one-element tensor (ConstantOfShape's value) is read as a
+		// FLOAT or INT attribute.
+		if t := a.GetT(); t != nil {
+			c, err := onnxConst(t)
+			if err == nil && c.Elements() == 1 {
+				if c.DType == graph.I64 {
+					return graph.Attr{Kind: graph.AttrInt, Int: c.I64[0]}, nil
+				}
+				return graph.Attr{Kind: graph.AttrFloat, Float: c.F32[0]}, nil
+			}
+		}
+	case onnxpb.AttributeProto_STRINGS:
+		strs := make([]string, len(a.GetStrings()))
+		for i, b := range a.GetStrings() {
+			strs[i] = string(b)
+		}
+		return graph.Attr{Kind: graph.AttrStrings, Strings: strs}, nil
 	}
 	return graph.Attr{}, fmt.Errorf("attribute %q of type %v: %w", a.GetName(), typ, graph.ErrUnsupported)
 }
@@ -275,8 +331,9 @@ func onnxConst(t *onnxpb.TensorProto) (graph.Const, error) {
 }
 
 // EncodeONNX writes g as an ONNX model (IR version 8, default-domain opset
-// 17): initializers in raw_data, inputs and outputs with a symbolic first
-// dimension named "batch".
+// 17, ai.onnx.ml opset 3 for graph.MLOps nodes): initializers in
+// raw_data, inputs and outputs with a symbolic first dimension named
+// "batch".
 func EncodeONNX(g *graph.Graph) ([]byte, error) {
 	gp := &onnxpb.GraphProto{Name: "llmserve"}
 	for _, k := range g.Consts {
@@ -325,8 +382,12 @@ func EncodeONNX(g *graph.Graph) ([]byte, error) {
 	for _, v := range g.Outputs {
 		gp.Output = append(gp.Output, value(v))
 	}
+	ml := false
 	for _, n := range g.Nodes {
 		np := &onnxpb.NodeProto{Name: n.Name, OpType: n.Op, Input: n.Inputs, Output: n.Outputs}
+		if slices.Contains(graph.MLOps, n.Op) {
+			np.Domain, ml = onnxMLDomain, true
+		}
 		for _, name := range sortedKeys(n.Attrs) {
 			a := n.Attrs[name]
 			ap := &onnxpb.AttributeProto{Name: name}
@@ -341,6 +402,11 @@ func EncodeONNX(g *graph.Graph) ([]byte, error) {
 				ap.Type, ap.Ints = onnxpb.AttributeProto_INTS, a.Ints
 			case graph.AttrFloats:
 				ap.Type, ap.Floats = onnxpb.AttributeProto_FLOATS, a.Floats
+			case graph.AttrStrings:
+				ap.Type = onnxpb.AttributeProto_STRINGS
+				for _, s := range a.Strings {
+					ap.Strings = append(ap.Strings, []byte(s))
+				}
 			default:
 				return nil, fmt.Errorf("node %q: attribute %q has no kind", n.Name, name)
 			}
@@ -353,6 +419,9 @@ func EncodeONNX(g *graph.Graph) ([]byte, error) {
 		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: "", Version: onnxOpset}},
 		ProducerName: "llmserve",
 		Graph:        gp,
+	}
+	if ml {
+		m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: onnxMLDomain, Version: onnxMaxMLOpset})
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }

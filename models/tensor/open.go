@@ -140,7 +140,7 @@ func (e *executor) Run(ctx context.Context, in []Tensor) ([]Tensor, error) {
 		return nil, fmt.Errorf("got %d input tensors, the model takes %d", len(in), len(e.inputs))
 	}
 	rows := int64(-1)
-	data := make([][]float32, len(in))
+	data := make([]llamacpp.GraphInput, len(in))
 	for i, spec := range e.inputs {
 		t := &in[i]
 		if t.Name != spec.Name {
@@ -164,9 +164,9 @@ func (e *executor) Run(ctx context.Context, in []Tensor) ([]Tensor, error) {
 			return nil, fmt.Errorf("input %q has batch size %d, input %q has %d", t.Name, t.Shape[0], in[0].Name, rows)
 		}
 		rows = t.Shape[0]
-		data[i] = t.F32
+		data[i] = llamacpp.GraphInput{F32: t.F32, I64: t.I64}
 	}
-	outs, err := e.m.Run(ctx, int(rows), data)
+	outs, err := e.m.RunInputs(ctx, int(rows), data)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // richGraph uses every attribute kind, a scalar and an I64 constant, an
-// omitted optional input and a node output that is not a graph output.
+// omitted optional input, an ai.onnx.ml operator and node outputs that
+// are not graph outputs.
 func richGraph() *graph.Graph {
 	return &graph.Graph{
 		Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: []int64{graph.Batch, 2, 3}}},
@@ -27,6 +28,11 @@ func richGraph() *graph.Graph {
 				"note":   {Kind: graph.AttrString, String: "ignored"},
 				"ints":   {Kind: graph.AttrInts, Ints: []int64{1, -2, 3}},
 				"floats": {Kind: graph.AttrFloats, Floats: []float32{1.5, -2}},
+				"strs":   {Kind: graph.AttrStrings, Strings: []string{"a", "", "c"}},
+			}},
+			// An ai.onnx.ml node (its domain and opset in ONNX).
+			{Name: "zipmap", Op: "ZipMap", Inputs: []string{"y"}, Outputs: []string{"p"}, Attrs: map[string]graph.Attr{
+				"classlabels_strings": {Kind: graph.AttrStrings, Strings: []string{"a", "b", "c", "d", "e", "f"}},
 			}},
 			{Name: "argmax", Op: "ArgMax", Inputs: []string{"y"}, Outputs: []string{"z"}, Attrs: map[string]graph.Attr{
 				"axis": {Kind: graph.AttrInt, Int: -1}, "keepdims": {Kind: graph.AttrInt, Int: 0},

@@ -1,0 +1,323 @@
+//go:build cgo
+
+package llamacpp
+
+/*
+#pragma GCC optimize ("fp-contract=off")
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "ggml.h"
+
+// The CNN operators ggml has no exact kernel for, as custom operators on
+// [batch][channels][height][width] F32 tensors (ggml's ne reversed), the
+// planes (one channel of one image) split among ggml's threads.
+
+// A pooling window (engine/graph's Window) and what it computes.
+typedef struct {
+	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
+	int32_t is_max, include_pad;
+} llmserve_pool;
+
+// llmserve_pool_op: MaxPool (the largest of the window's input cells,
+// NaN kept), AveragePool (their float sum divided by their count, or by
+// the kernel's size with count_include_pad, as ONNX Runtime's MLAS does)
+// and GlobalAveragePool (a window of the whole image).
+static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	const llmserve_pool * p = ud;
+	const struct ggml_tensor * a = dst->src[0];
+	const int64_t iw = a->ne[0], ih = a->ne[1], ow = dst->ne[0], oh = dst->ne[1];
+	const int64_t planes = dst->ne[2] * dst->ne[3];
+	const int64_t per = (planes + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	for (int64_t pl = lo; pl < hi; pl++) {
+		const float * x = (const float *)a->data + pl * ih * iw;
+		float * y = (float *)dst->data + pl * oh * ow;
+		for (int64_t oy = 0; oy < oh; oy++) {
+			for (int64_t ox = 0; ox < ow; ox++) {
+				float m = -FLT_MAX, s = 0.0f;
+				int64_t count = 0;
+				for (int64_t ky = 0; ky < p->kh; ky++) {
+					const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+					if (y0 < 0 || y0 >= ih) continue;
+					for (int64_t kx = 0; kx < p->kw; kx++) {
+						const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+						if (x0 < 0 || x0 >= iw) continue;
+						const float v = x[y0 * iw + x0];
+						if (v > m || isnan(v)) m = v;
+						s += v;
+						count++;
+					}
+				}
+				if (p->is_max) {
+					y[oy * ow + ox] = m;
+				} else {
+					y[oy * ow + ox] = s / (float)(p->include_pad ? p->kh * p->kw : count);
+				}
+			}
+		}
+	}
+}
+
+// llmserve_conv_op: a grouped convolution (group > 1: depthwise and the
+// like, which im2col and one mul_mat do not express), each output summed
+// in double from its bias as engine/graph's reference sums it.
+typedef struct {
+	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
+	int64_t group, m; // groups, output channels
+	float * weights;  // [m][channels / group][kh][kw]
+	float * bias;     // NULL: none
+} llmserve_conv;
+
+static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
+	const llmserve_conv * p = ud;
+	const struct ggml_tensor * a = dst->src[0];
+	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
+	const int64_t cg = ch / p->group, mg = p->m / p->group;
+	const int64_t planes = dst->ne[2] * dst->ne[3];
+	const int64_t per = (planes + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	for (int64_t pl = lo; pl < hi; pl++) {
+		const int64_t b = pl / p->m, o = pl % p->m;
+		float * y = (float *)dst->data + pl * oh * ow;
+		for (int64_t oy = 0; oy < oh; oy++) {
+			for (int64_t ox = 0; ox < ow; ox++) {
+				double s = p->bias ? (double)p->bias[o] : 0.0;
+				for (int64_t cj = 0; cj < cg; cj++) {
+					const int64_t ci = o / mg * cg + cj;
+					const float * x = (const float *)a->data + (b * ch + ci) * ih * iw;
+					const float * w = p->weights + (o * cg + cj) * p->kh * p->kw;
+					for (int64_t ky = 0; ky < p->kh; ky++) {
+						const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+						if (y0 < 0 || y0 >= ih) continue;
+						for (int64_t kx = 0; kx < p->kw; kx++) {
+							const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+							if (x0 < 0 || x0 >= iw) continue;
+							s += (double)x[y0 * iw + x0] * (double)w[ky * p->kw + kx];
+						}
+					}
+				}
+				y[oy * ow + ox] = (float)s;
+			}
+		}
+	}
+}
+
+static struct ggml_tensor * llmserve_conv_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ow, int64_t oh, int64_t m, void * ud) {
+	struct ggml_tensor * args[1] = {a};
+	return ggml_custom_4d(ctx, GGML_TYPE_F32, ow, oh, m, a->ne[3], args, 1, llmserve_conv_op, GGML_N_TASKS_MAX, ud);
+}
+
+// llmserve_affine_op: y = x * scale[c] + shift[c] for channel c (ggml's
+// dimension 2), a folded BatchNormalization.
+typedef struct {
+	int64_t channels;
+	float * scale;
+	float * shift;
+} llmserve_affine;
+
+static void llmserve_affine_op(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth, void * ud) {
+	const llmserve_affine * p = ud;
+	const int64_t inner = a->ne[0] * a->ne[1];
+	const int64_t planes = a->ne[2] * a->ne[3];
+	const int64_t per = (planes + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	for (int64_t pl = lo; pl < hi; pl++) {
+		const int64_t c = pl % p->channels;
+		const float * x = (const float *)a->data + pl * inner;
+		float * y = (float *)dst->data + pl * inner;
+		for (int64_t i = 0; i < inner; i++) y[i] = x[i] * p->scale[c] + p->shift[c];
+	}
+}
+
+// llmserve_activation_op: Clip, LeakyRelu and HardSigmoid, NaN kept as
+// ONNX Runtime keeps it (ggml_clamp and ggml_leaky_relu turn it into a
+// bound or 0).
+typedef struct {
+	int32_t op; // 0 Clip, 1 LeakyRelu, 2 HardSigmoid
+	float a, b; // Clip: min and max; LeakyRelu: alpha; HardSigmoid: alpha and beta
+} llmserve_activation;
+
+static void llmserve_activation_op(struct ggml_tensor * dst, const struct ggml_tensor * src, int ith, int nth, void * ud) {
+	const llmserve_activation * p = ud;
+	const int64_t n = ggml_nelements(dst);
+	const int64_t per = (n + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < n ? lo + per : n;
+	const float * x = (const float *)src->data;
+	float * y = (float *)dst->data;
+	for (int64_t i = lo; i < hi; i++) {
+		float v = x[i];
+		switch (p->op) {
+		case 0:
+			v = v < p->a ? p->a : (v > p->b ? p->b : v);
+			break;
+		case 1:
+			v = v < 0 ? p->a * v : v;
+			break;
+		case 2:
+			v = p->a * v + p->b;
+			v = v < 0 ? 0 : (v > 1 ? 1 : v);
+			break;
+		}
+		y[i] = v;
+	}
+}
+
+static struct ggml_tensor * llmserve_activation_node(struct ggml_context * ctx, struct ggml_tensor * a, void * ud) {
+	return ggml_map_custom1(ctx, a, llmserve_activation_op, GGML_N_TASKS_MAX, ud);
+}
+
+static struct ggml_tensor * llmserve_pool_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ow, int64_t oh, void * ud) {
+	struct ggml_tensor * args[1] = {a};
+	return ggml_custom_4d(ctx, GGML_TYPE_F32, ow, oh, a->ne[2], a->ne[3], args, 1, llmserve_pool_op, GGML_N_TASKS_MAX, ud);
+}
+
+static struct ggml_tensor * llmserve_affine_node(struct ggml_context * ctx, struct ggml_tensor * a, void * ud) {
+	return ggml_map_custom1(ctx, a, llmserve_affine_op, GGML_N_TASKS_MAX, ud);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/engine/graph"
+)
+
+// prepareCNN copies the parameters of a grouped Conv, a pooling, a
+// BatchNormalization (folded to a scale and shift per channel) or an
+// activation node into C memory.
+func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
+	switch n.Op {
+	case "MaxPool", "AveragePool", "GlobalAveragePool":
+		w, err := graph.PoolWindow(n, g.Values[n.Inputs[0]].Shape)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_pool)(p.alloc(C.sizeof_llmserve_pool))
+		c.kh, c.kw, c.sh, c.sw = C.int64_t(w.KH), C.int64_t(w.KW), C.int64_t(w.SH), C.int64_t(w.SW)
+		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
+		c.is_max = cBool(n.Op == "MaxPool")
+		c.include_pad = cBool(n.Int("count_include_pad", 0) != 0)
+		p.byNode[n.Name] = unsafe.Pointer(c)
+	case "Conv":
+		group := n.Int("group", 1)
+		if group == 1 {
+			return nil // im2col and mul_mat
+		}
+		x := g.Values[n.Inputs[0]]
+		w, err := graph.ConvWindow(g, n, x.Shape)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_conv)(p.alloc(C.sizeof_llmserve_conv))
+		c.kh, c.kw, c.sh, c.sw = C.int64_t(w.KH), C.int64_t(w.KW), C.int64_t(w.SH), C.int64_t(w.SW)
+		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
+		wt := g.Values[n.Inputs[1]]
+		c.group, c.m = C.int64_t(group), C.int64_t(wt.Shape[0])
+		c.weights = (*C.float)(cCopy(p, wt.Const.F32))
+		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
+			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
+		}
+		p.byNode[n.Name] = unsafe.Pointer(c)
+	case "BatchNormalization":
+		in := func(i int) []float32 { return g.Values[n.Inputs[i]].Const.F32 }
+		s, t := graph.BatchNormFold(n, in(1), in(2), in(3), in(4))
+		c := (*C.llmserve_affine)(p.alloc(C.sizeof_llmserve_affine))
+		c.channels = C.int64_t(len(s))
+		c.scale, c.shift = (*C.float)(cCopy(p, s)), (*C.float)(cCopy(p, t))
+		p.byNode[n.Name] = unsafe.Pointer(c)
+	case "Clip", "LeakyRelu", "HardSigmoid":
+		c := (*C.llmserve_activation)(p.alloc(C.sizeof_llmserve_activation))
+		switch n.Op {
+		case "Clip":
+			lo, hi, err := graph.ClipBounds(g, n)
+			if err != nil {
+				return err
+			}
+			c.op, c.a, c.b = 0, C.float(lo), C.float(hi)
+		case "LeakyRelu":
+			c.op, c.a = 1, C.float(n.Float("alpha", 0.01))
+		case "HardSigmoid":
+			c.op, c.a, c.b = 2, C.float(n.Float("alpha", 0.2)), C.float(n.Float("beta", 0.5))
+		}
+		p.byNode[n.Name] = unsafe.Pointer(c)
+	}
+	return nil
+}
+
+// cnnNode builds a CNN node on its [rows, channels, height, width] input
+// (or any shape, for the elementwise ones).
+func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
+	ctx := bl.ctx
+	x, err := bl.value(n.Inputs[0])
+	if err != nil {
+		return gval{}, err
+	}
+	out := bl.actual(bl.m.g.Values[n.Outputs[0]].Shape)
+	xt := bl.contiguous(x.t)
+	ud := bl.m.params.byNode[n.Name]
+	switch n.Op {
+	case "Conv":
+		if ud != nil { // group > 1
+			return gval{C.llmserve_conv_node(ctx, xt, C.int64_t(out[3]), C.int64_t(out[2]), C.int64_t(out[1]), ud), out}, nil
+		}
+		return bl.conv(n, x, out)
+	case "BatchNormalization":
+		if len(x.shape) != 4 {
+			// The affine kernel reads channels as ggml's dimension 2.
+			shape := append(append([]int64{}, x.shape...), 1, 1, 1)[:4]
+			xt = bl.reshape(gval{xt, x.shape}, shape).t
+		}
+		t := C.llmserve_affine_node(ctx, xt, ud)
+		return bl.reshape(gval{t, out}, out), nil
+	case "MaxPool", "AveragePool", "GlobalAveragePool":
+		return gval{C.llmserve_pool_node(ctx, xt, C.int64_t(out[3]), C.int64_t(out[2]), ud), out}, nil
+	case "Clip", "LeakyRelu", "HardSigmoid":
+		return gval{C.llmserve_activation_node(ctx, xt, ud), out}, nil
+	}
+	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
+}
+
+// conv is a 2-D convolution as ggml_conv_2d builds it, in F32: the input
+// unfolded (im2col) into one row of channels × kernel cells per output
+// pixel, multiplied by the weights [out channels][channels × kernel]. The
+// weights are mul_mat's first operand, so that (as for MatMul) the
+// arithmetic of each output does not depend on the batch size. Unequal
+// pads are applied beforehand (ggml_pad_ext), im2col's are symmetric.
+func (bl *builder) conv(n *graph.Node, x gval, out []int64) (gval, error) {
+	ctx := bl.ctx
+	win, err := graph.ConvWindow(bl.m.g, n, x.shape)
+	if err != nil {
+		return gval{}, err
+	}
+	w, err := bl.weight(n.Inputs[1], "")
+	if err != nil {
+		return gval{}, err
+	}
+	xt := bl.contiguous(x.t)
+	p0, p1 := C.int(win.PadL), C.int(win.PadT)
+	if win.PadL != win.PadR || win.PadT != win.PadB {
+		xt = C.ggml_pad_ext(ctx, xt, C.int(win.PadL), C.int(win.PadR), C.int(win.PadT), C.int(win.PadB), 0, 0, 0, 0)
+		p0, p1 = 0, 0
+	}
+	im := C.ggml_im2col(ctx, w.t, xt, C.int(win.SW), C.int(win.SH), p0, p1, C.int(win.DW), C.int(win.DH), true, C.GGML_TYPE_F32)
+	k := w.shape[1] * w.shape[2] * w.shape[3]
+	m := w.shape[0]
+	im2 := C.ggml_reshape_2d(ctx, im, C.int64_t(k), C.int64_t(win.OutW*win.OutH*bl.rows))
+	w2 := C.ggml_reshape_2d(ctx, w.t, C.int64_t(k), C.int64_t(m))
+	y := C.ggml_mul_mat(ctx, w2, im2) // [rows·OH·OW][M]
+	y = C.ggml_reshape_4d(ctx, y, C.int64_t(m), C.int64_t(win.OutW), C.int64_t(win.OutH), C.int64_t(bl.rows))
+	y = C.ggml_cont(ctx, C.ggml_permute(ctx, y, 2, 0, 1, 3))
+	v := gval{y, out}
+	if len(n.Inputs) > 2 && n.Inputs[2] != "" {
+		b, err := bl.weight(n.Inputs[2], "")
+		if err != nil {
+			return gval{}, err
+		}
+		v = gval{bl.binary("Add", v, gval{b.t, []int64{m, 1, 1}}, out), out}
+	}
+	return v, nil
+}

@@ -1,0 +1,97 @@
+//go:build cgo
+
+package llamacpp
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/llmserve/llmserve/engine/graph"
+)
+
+// TestGraphCNNOps runs the CNN operators through ggml and compares them
+// with graph.Eval (float64 sums) within 1e-5, for one, three and nine
+// images (the planes split among the threads); NaN stays NaN.
+func TestGraphCNNOps(t *testing.T) {
+	B := int64(graph.Batch)
+	type cnnCase struct {
+		name   string
+		op     string
+		attrs  map[string]graph.Attr
+		x      []int64            // the input's shape
+		consts map[string][]int64 // constant inputs after x, in order c1, c2, ...
+	}
+	pads := func(p ...int64) graph.Attr { return ints(p...) }
+	cases := []cnnCase{
+		{"conv-pad1", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 8, 8}, map[string][]int64{"c1": {4, 1, 3, 3}, "c2": {4}}},
+		{"conv-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 9, 7}, map[string][]int64{"c1": {5, 3, 3, 3}, "c2": {5}}},
+		{"conv-1x1-no-bias", "Conv", nil, []int64{B, 6, 4, 4}, map[string][]int64{"c1": {2, 6, 1, 1}}},
+		{"conv-dilated-asymmetric", "Conv", map[string]graph.Attr{"dilations": ints(2, 1), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 7, 6}, map[string][]int64{"c1": {3, 2, 3, 2}, "c2": {3}}},
+		{"conv-same-upper", "Conv", map[string]graph.Attr{"auto_pad": str("SAME_UPPER"), "strides": ints(2, 2)}, []int64{B, 2, 6, 5}, map[string][]int64{"c1": {3, 2, 2, 2}}},
+		{"conv-depthwise", "Conv", map[string]graph.Attr{"group": integer(4), "kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 6, 6}, map[string][]int64{"c1": {4, 1, 3, 3}, "c2": {4}}},
+		{"conv-grouped-strided", "Conv", map[string]graph.Attr{"group": integer(2), "strides": ints(2, 1), "pads": pads(0, 1, 1, 0)}, []int64{B, 4, 7, 5}, map[string][]int64{"c1": {6, 2, 2, 3}}},
+		{"batchnorm", "BatchNormalization", map[string]graph.Attr{"epsilon": {Kind: graph.AttrFloat, Float: 1e-3}}, []int64{B, 3, 4, 5}, map[string][]int64{"c1": {3}, "c2": {3}, "c3": {3}, "c4": {3}}},
+		{"batchnorm-2d", "BatchNormalization", nil, []int64{B, 4}, map[string][]int64{"c1": {4}, "c2": {4}, "c3": {4}, "c4": {4}}},
+		{"maxpool", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 8, 8}, nil},
+		{"maxpool-pad-dilated-ceil", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1), "dilations": ints(1, 2), "ceil_mode": integer(1)}, []int64{B, 2, 8, 9}, nil},
+		{"avgpool-exclude-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 7, 7}, nil},
+		{"avgpool-include-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 2), "pads": pads(1, 0, 1, 1), "count_include_pad": integer(1)}, []int64{B, 2, 5, 6}, nil},
+		{"global-avgpool", "GlobalAveragePool", nil, []int64{B, 5, 4, 3}, nil},
+		{"clip", "Clip", nil, []int64{B, 2, 3, 3}, map[string][]int64{"c1": {}, "c2": {}}},
+		{"leakyrelu", "LeakyRelu", map[string]graph.Attr{"alpha": {Kind: graph.AttrFloat, Float: 0.1}}, []int64{B, 2, 3, 3}, nil},
+		{"hardsigmoid", "HardSigmoid", map[string]graph.Attr{"alpha": {Kind: graph.AttrFloat, Float: 0.2}, "beta": {Kind: graph.AttrFloat, Float: 0.5}}, []int64{B, 7}, nil},
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &graph.Graph{
+				Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: tc.x}},
+				Outputs: []graph.Value{{Name: "out"}},
+				Nodes:   []graph.Node{{Name: tc.name, Op: tc.op, Inputs: []string{"x"}, Outputs: []string{"out"}, Attrs: tc.attrs}},
+			}
+			for i := 1; i <= len(tc.consts); i++ {
+				name := []string{"", "c1", "c2", "c3", "c4"}[i]
+				k := graph.Const{Name: name, DType: graph.F32, Shape: tc.consts[name]}
+				k.F32 = randFloats(rng, int(k.Elements()))
+				switch {
+				case tc.op == "BatchNormalization" && i == 4: // variance
+					for j := range k.F32 {
+						k.F32[j] = 0.5 + float32(math.Abs(float64(k.F32[j])))
+					}
+				case tc.op == "Clip":
+					k.F32[0] = []float32{-0.5, 1.5}[i-1]
+				}
+				g.Consts = append(g.Consts, k)
+				g.Nodes[0].Inputs = append(g.Nodes[0].Inputs, name)
+			}
+			c, m := loadGraph(t, g, 0)
+			for _, rows := range []int{1, 3, 9} {
+				data, dense := randomInputs(rng, c, rows)
+				switch tc.op {
+				case "Clip", "LeakyRelu", "HardSigmoid", "MaxPool":
+					data[0][1] = float32(math.NaN()) // kept, as ONNX Runtime keeps it
+				}
+				want, err := graph.Eval(c, dense)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := m.Run(context.Background(), rows, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := want["out"].F32
+				if len(got[0].F32) != len(w) {
+					t.Fatalf("rows %d: %d values, want %d", rows, len(got[0].F32), len(w))
+				}
+				for i := range w {
+					g, r := float64(got[0].F32[i]), float64(w[i])
+					if math.IsNaN(g) != math.IsNaN(r) || math.Abs(g-r) > 1e-5*max(1, math.Abs(r)) {
+						t.Fatalf("rows %d: out[%d] = %v, reference %v", rows, i, got[0].F32[i], w[i])
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Benchmarks exporter-shaped ONNX models (scripts/onnx-corpus: the CNN on
+# 1x28x28 inputs and the 50-tree gradient-boosted classifier) over V2 REST
+# with binary tensor data at concurrency 1, 8 and 32, llmserve (adaptive
+# batching on) against ONNX Runtime behind Node's http module
+# (scripts/onnx-corpus/ort-server.cjs), alternating the two servers REPS
+# times in one run. One line per run; the JSON reports go to $OUT. See
+# docs/BENCHMARKS.md.
+#
+# Needs /usr/bin/python3 with Debian's python3-onnx (make python-deps) and
+# onnxruntime-node (make node-clients; NODE_PATH names its node_modules).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${BIN:-bin/llmserve}
+PORT=${PORT:-18090}
+OUT=${OUT:-bench-results/onnx}
+REPS=${REPS:-3}
+REQUESTS=${REQUESTS:-2000}         # measured requests per run
+MODELS=${MODELS:-cnn gbt_multiclass}
+SERVE_ARGS=${SERVE_ARGS:---max-batch-size 32 --max-batch-time 0.001}
+: "${NODE_PATH:?NODE_PATH must name the node_modules holding onnxruntime-node (make node-clients)}"
+export NODE_PATH
+mkdir -p "$OUT"
+
+corpus="$OUT/corpus"
+if [ ! -d "$corpus/repo" ]; then
+  /usr/bin/python3 scripts/onnx-corpus/corpus.py "$corpus" >/dev/null
+fi
+# ONNX Runtime's repository: the same files, with a ZipMap replaced by an
+# Identity where corpus.py wrote one (onnxruntime-node cannot return maps).
+ortrepo="$OUT/ort-repo"
+for m in $MODELS; do
+  mkdir -p "$ortrepo/$m/1"
+  src="$corpus/repo/$m/1/model.onnx"
+  [ -f "$corpus/ort/$m.onnx" ] && src="$corpus/ort/$m.onnx"
+  cp "$src" "$ortrepo/$m/1/model.onnx"
+done
+
+server=
+stop() { [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }; server=; }
+trap stop EXIT
+
+start() { # start SERVER: llmserve or ort
+  if [ "$1" = llmserve ]; then
+    local args=()
+    for m in $MODELS; do args+=(--model "$m=$corpus/repo/$m/1/model.onnx"); done
+    # shellcheck disable=SC2086
+    "$BIN" serve "${args[@]}" --http-port "$PORT" --grpc-port 0 --log-level warn $SERVE_ARGS &
+  else
+    node scripts/onnx-corpus/ort-server.cjs "$ortrepo" "$PORT" &
+  fi
+  server=$!
+  for _ in $(seq 200); do
+    curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null && return
+    sleep 0.1
+  done
+  echo "bench-onnx: $1 did not get ready" >&2
+  exit 1
+}
+
+printf '%-4s %-9s %-15s %3s %9s %9s %9s %7s\n' rep server model c 'req/s' 'p50 ms' 'p99 ms' failed
+for rep in $(seq "$REPS"); do
+  for srv in llmserve ort; do
+    start "$srv"
+    for m in $MODELS; do
+      for c in ${CONCURRENCY:-1 8 32}; do
+        f="$OUT/$srv-$m-c$c-rep$rep.json"
+        "$BIN" bench --backend v2-infer --base-url "http://127.0.0.1:$PORT" --model "$m" --binary \
+          --num-prompts "$REQUESTS" --max-concurrency "$c" --warmup 100 --seed 1 -q --json \
+          --label "$srv:$m:c$c:rep$rep" > "$f"
+        jq -r --arg r "$rep" --arg s "$srv" --arg m "$m" \
+          '"\($r)    \($s)  \($m)  \(.max_concurrency)  \(.request_throughput|floor)  \(.median_e2el_ms*1000|round/1000)  \(.p99_e2el_ms*1000|round/1000)  \(.failed)"' "$f"
+      done
+    done
+    stop
+  done
+done
