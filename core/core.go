@@ -714,6 +714,9 @@ func (c *EngineCore) publish() scheduler.Stats {
 	if r, ok := c.exec.(engine.KVMemoryReporter); ok {
 		st.EngineKV = r.KVMemory()
 	}
+	if r, ok := c.exec.(engine.AdapterSwitchReporter); ok {
+		st.AdapterSwitches = r.AdapterSwitches()
+	}
 	c.stats.Store(&st)
 	return st
 }

@@ -123,7 +123,7 @@ func (c *EngineCore) importKV(r *scheduler.Request, imp *kvImport) {
 		if l != nil {
 			kv.Layout = l
 		}
-		n = c.kv.Import(r.Prompt, r.CacheSalt, &kv)
+		n = c.kv.Import(r.Prompt, r.CacheKey(), &kv) // the namespace Admit looks in (the adapter's, for one)
 	}
 	imp.done <- n
 }

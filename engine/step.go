@@ -319,6 +319,14 @@ type KVMemory struct {
 	Committed, Reserved int64
 }
 
+// AdapterSwitchReporter is an Executor that counts the batches it decoded
+// with a LoRA adapter set (one per adapter per step where the runtime
+// applies adapters per context, as llama.cpp does). The engine core asks
+// after every step.
+type AdapterSwitchReporter interface {
+	AdapterSwitches() uint64
+}
+
 // KVMemoryReporter is an Executor that reports its KV memory. The engine
 // core asks after every step.
 type KVMemoryReporter interface {

@@ -115,6 +115,7 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 		counterFunc("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", func(s scheduler.Stats) float64 { return float64(s.Spec.AcceptedTokens) }),
 		&perPosition{desc: prometheus.NewDesc("vllm:spec_decode_num_accepted_tokens_per_pos_total", "Accepted tokens per draft position.", []string{"position"}, labels), stats: stats},
 		counterFunc("llmserve_thinking_budget_ends_total", "Thinking sections ended by the reasoning budget (the end-of-thinking tokens forced).", func(s scheduler.Stats) float64 { return float64(s.ThinkingForced) }),
+		counterFunc("llmserve_lora_adapter_switches_total", "Batches decoded with a LoRA adapter set: one per distinct adapter per step, each an evaluation of its own (llama.cpp applies adapters per context); divided by llmserve_engine_steps_total, the switches per step.", func(s scheduler.Stats) float64 { return float64(s.AdapterSwitches) }),
 		counterFunc("llmserve_prefix_cache_evictions_total", "Cached blocks evicted to stay within the prefix cache's memory.", func(s scheduler.Stats) float64 { return float64(s.KV.Evictions) }),
 	}
 	for _, c := range collectors {

@@ -169,6 +169,10 @@ type Stats struct {
 	// lora_requests_info); MaxLoRAs is Config.MaxLoRAs.
 	RunningLoRAs, WaitingLoRAs []string
 	MaxLoRAs                   int
+	// AdapterSwitches is the executor's count of batches decoded with a
+	// LoRA adapter set (engine.AdapterSwitchReporter), as the engine core
+	// last read it (the scheduler leaves it zero).
+	AdapterSwitches uint64
 }
 
 // Scheduler is the continuous-batching state machine: every step it picks

@@ -130,6 +130,19 @@ func TestLoRAServe(t *testing.T) {
 		t.Fatalf("chat with the adapter: %v %+v", err, chat)
 	}
 
+	// The Messages and Responses APIs pick adapters by name too.
+	var msg struct {
+		Model string
+		Error struct{ Message string }
+	}
+	if code, _ := s.post(t, "/v1/messages", map[string]any{"model": "story-b", "max_tokens": 4,
+		"messages": []map[string]string{{"role": "user", "content": "Hi"}}}, &msg); code != 200 || msg.Model != "story-b" {
+		t.Fatalf("messages with the adapter: %d %+v", code, msg)
+	}
+	if code, _ := s.post(t, "/v1/responses", map[string]any{"model": "story-a", "max_output_tokens": 4, "input": "Hi"}, &msg); code != 200 || msg.Model != "story-a" {
+		t.Fatalf("responses with the adapter: %d %+v", code, msg)
+	}
+
 	// Unknown adapter: a 404 that names it.
 	var apiErr *openai.APIError
 	_, err = c.CreateCompletion(ctx, openai.CompletionRequest{Model: "story-z", Prompt: "x", MaxTokens: 1})
@@ -147,6 +160,20 @@ func TestLoRAServe(t *testing.T) {
 	if got := loraGreedy(t, s, "story-c"); got == base || got == a {
 		t.Fatalf("story-c answers %q", got)
 	}
+	// An adapter for a model of other dimensions.
+	other := filepath.Join(t.TempDir(), "other.gguf")
+	vocab, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Write(other, synth.Options{Shape: synth.Shape{Name: "other", Of: "a test", Embd: 96, Layers: 5, Heads: 4, HeadsKV: 2, FF: 128, Context: 512,
+		RopeTheta: 10000, RMSEps: 1e-5}, DType: "f32", VocabPath: vocab, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong.gguf")
+	if _, err := synth.WriteLoRA(wrong, synth.LoRAOptions{Base: other}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		path string
 		body map[string]string
@@ -158,6 +185,7 @@ func TestLoRAServe(t *testing.T) {
 		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x"}, 400, "lora_path"},
 		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x", "lora_path": "/nonexistent/a.gguf"}, 404, "/nonexistent/a.gguf"},
 		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x", "lora_path": s.model.Path()}, 400, s.model.Path()},
+		{"/v1/load_lora_adapter", map[string]string{"lora_name": "x", "lora_path": wrong}, 400, "incorrect shape"},
 		{"/v1/unload_lora_adapter", map[string]string{"lora_name": "nope"}, 404, "nope"},
 	} {
 		e.Error.Message = ""
@@ -174,6 +202,9 @@ func TestLoRAServe(t *testing.T) {
 	}
 	if v := s.metric(t, "vllm:lora_requests_info"); v <= 0 {
 		t.Fatalf("vllm:lora_requests_info = %v", v)
+	}
+	if v := s.metric(t, "llmserve_lora_adapter_switches_total"); v < 1 {
+		t.Fatalf("llmserve_lora_adapter_switches_total = %v", v)
 	}
 }
 

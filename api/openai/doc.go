@@ -83,7 +83,10 @@
 //     an unknown model is a 404 with code "model_not_found"; a tensor
 //     model (a Backend that is TensorModels says so) is a 400 naming
 //     "model" that points to the V2 and KServe V1 routes, and GET
-//     /v1/models/{id} gives its KServe V1 status {"name","ready"}.
+//     /v1/models/{id} gives its KServe V1 status {"name","ready"}. A LoRA
+//     adapter is a Model of its own (the Backend resolves its name; its
+//     Submit runs the base model with the adapter), and one that is an
+//     AdapterModel is listed with vLLM's "parent" and "root".
 //   - temperature must be in OpenAI's range [0, 2] (a 400 naming it
 //     otherwise); inside it, the engine's own range applies too.
 //   - messages: content is a string or an array of {"type":"text"} parts

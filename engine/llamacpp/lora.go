@@ -270,6 +270,9 @@ func withoutGraphReuse(create func() bool) bool {
 	return create()
 }
 
+// AdapterSwitches implements engine.AdapterSwitchReporter.
+func (c *Context) AdapterSwitches() uint64 { return c.stats.AdapterSwitches }
+
 // graphReuses is how often llama.cpp reused an evaluation's graph for the
 // next one (llama_perf_context's n_reused), for tests.
 func (c *Context) graphReuses() int {

@@ -129,6 +129,7 @@ func (*Context) Execute(context.Context, *engine.Step) (engine.StepResult, error
 func (*Context) EmbedCapacity() engine.EmbedCapacity { return engine.EmbedCapacity{} }
 func (*Context) Close() error                        { return nil }
 func (*Context) Idle()                               {}
+func (*Context) AdapterSwitches() uint64             { return 0 }
 
 // GraphModel is a tensor graph; without cgo it cannot be loaded.
 type GraphModel struct{}
