@@ -102,17 +102,9 @@ type Graph struct {
 
 // Ops lists the supported operators.
 var Ops = []string{
-	"Add", "ArgMax", "AveragePool", "BatchNormalization", "Clip", "Concat",
-	"Conv", "Div", "Flatten", "Gelu", "Gemm", "GlobalAveragePool",
-	"HardSigmoid", "Identity", "LayerNormalization", "LeakyRelu", "MatMul",
-	"MaxPool", "Mul", "Relu", "Reshape", "Sigmoid", "Softmax", "Sub", "Tanh",
-}
-
-// MLOps lists the supported operators of the ai.onnx.ml domain (ml.go
-// says how each is computed).
-var MLOps = []string{
-	"LinearClassifier", "LinearRegressor", "Normalizer", "Scaler",
-	"TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap",
+	"Add", "ArgMax", "Concat", "Div", "Flatten", "Gelu", "Gemm", "Identity",
+	"LayerNormalization", "MatMul", "Mul", "Relu", "Reshape", "Sigmoid",
+	"Softmax", "Sub", "Tanh",
 }
 
 // ErrUnsupported is the Err of an *Error for an operator or attribute

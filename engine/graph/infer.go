@@ -51,67 +51,41 @@ func unsupportedAttr(format string, args ...any) error {
 }
 
 func (c *Checked) inferNode(n *Node) error {
-	if !slices.Contains(Ops, n.Op) && !slices.Contains(MLOps, n.Op) {
+	if f, ok := opFiles[n.Op]; ok {
+		return c.inferFileNode(n, f)
+	}
+	if !slices.Contains(Ops, n.Op) {
 		return &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
 	}
-	outs, err := c.inferOutputs(n)
-	if err != nil {
-		return err
-	}
-	for i, out := range outs {
-		if i >= len(n.Outputs) || n.Outputs[i] == "" {
-			continue
-		}
-		if !out.Batched {
-			return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
-		}
-		if len(out.Shape) > MaxRank {
-			return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
-		}
-		if len(out.Shape) == 0 || out.Shape[0] != Batch {
-			return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
-		}
-		if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
-			return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
-		}
-		if _, dup := c.Values[n.Outputs[i]]; dup {
-			return fmt.Errorf("output %q is defined twice", n.Outputs[i])
-		}
-		c.Values[n.Outputs[i]] = out
-	}
-	return nil
-}
-
-// inferOutputs is the Info of each output of n: one, computed by infer,
-// or those of an operator in opFiles (defined in a file of its own, some
-// with several outputs).
-func (c *Checked) inferOutputs(n *Node) ([]*Info, error) {
-	if f, ok := opFiles[n.Op]; ok {
-		outs, err := f.infer(c, n)
-		if err != nil {
-			return nil, err
-		}
-		if len(n.Outputs) > len(outs) {
-			return nil, fmt.Errorf("%d outputs: the operator has at most %d", len(n.Outputs), len(outs))
-		}
-		if !slices.ContainsFunc(n.Outputs, func(s string) bool { return s != "" }) {
-			return nil, errors.New("node has no output")
-		}
-		return outs, nil
-	}
 	if len(n.Outputs) == 0 || n.Outputs[0] == "" {
-		return nil, errors.New("node has no output")
+		return errors.New("node has no output")
 	}
 	for _, extra := range n.Outputs[1:] {
 		if extra != "" {
-			return nil, fmt.Errorf("output %q: only one output is supported", extra)
+			return fmt.Errorf("output %q: only one output is supported", extra)
 		}
 	}
 	out, err := c.infer(n)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return []*Info{out}, nil
+	if !out.Batched {
+		return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
+	}
+	if len(out.Shape) > MaxRank {
+		return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+	}
+	if len(out.Shape) == 0 || out.Shape[0] != Batch {
+		return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
+	}
+	if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+		return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
+	}
+	if _, dup := c.Values[n.Outputs[0]]; dup {
+		return fmt.Errorf("output %q is defined twice", n.Outputs[0])
+	}
+	c.Values[n.Outputs[0]] = out
+	return nil
 }
 
 func (c *Checked) infer(n *Node) (*Info, error) {

@@ -1,5 +1,11 @@
 package graph
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
 // opFile is an operator defined in a file of its own (conv.go, ml.go)
 // rather than in the switches of infer.go and eval.go: its shape
 // inference and its reference evaluation, each giving one value per
@@ -29,6 +35,56 @@ var opFiles = map[string]opFile{
 	"LinearClassifier":       {inferLinear, evalLinear},
 	"TreeEnsembleRegressor":  {inferTrees, evalTrees},
 	"TreeEnsembleClassifier": {inferTrees, evalTrees},
+}
+
+// init adds the default-domain operators of opFiles to Ops (MLOps lists
+// the ai.onnx.ml ones), in order.
+func init() {
+	for op := range opFiles {
+		if !slices.Contains(MLOps, op) && !slices.Contains(Ops, op) {
+			Ops = append(Ops, op)
+		}
+	}
+	slices.Sort(Ops)
+}
+
+// inferFileNode infers the outputs of a node whose operator is in
+// opFiles and records them in c.Values; an output name left empty is
+// not computed. Such an operator computes from the batch only: it has no
+// constant folding.
+func (c *Checked) inferFileNode(n *Node, f opFile) error {
+	if !slices.ContainsFunc(n.Outputs, func(s string) bool { return s != "" }) {
+		return errors.New("node has no output")
+	}
+	outs, err := f.infer(c, n)
+	if err != nil {
+		return err
+	}
+	if len(n.Outputs) > len(outs) {
+		return fmt.Errorf("%d outputs: the operator has at most %d", len(n.Outputs), len(outs))
+	}
+	for i, out := range outs {
+		if i >= len(n.Outputs) || n.Outputs[i] == "" {
+			continue
+		}
+		if !out.Batched {
+			return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
+		}
+		if len(out.Shape) > MaxRank {
+			return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+		}
+		if len(out.Shape) == 0 || out.Shape[0] != Batch {
+			return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
+		}
+		if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+			return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
+		}
+		if _, dup := c.Values[n.Outputs[i]]; dup {
+			return fmt.Errorf("output %q is defined twice", n.Outputs[i])
+		}
+		c.Values[n.Outputs[i]] = out
+	}
+	return nil
 }
 
 // attrInts, attrFloats and attrStrings return a list attribute, nil

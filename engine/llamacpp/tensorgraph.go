@@ -30,9 +30,9 @@ import (
 type GraphModel struct {
 	g       *graph.Checked
 	threads int
+	params  *nodeParams // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
-	params  *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu
