@@ -122,7 +122,7 @@ type Error struct {
 func (e *Error) Error() string {
 	switch {
 	case e.Err == ErrUnsupported && e.Op != "": //nolint:errorlint // the operator itself, not a wrapped cause
-		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s; ai.onnx.ml: %s)", e.Node, e.Op, strings.Join(Ops, ", "), strings.Join(MLOps, ", "))
+		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s) (ai.onnx.ml: %s)", e.Node, e.Op, strings.Join(Ops, ", "), strings.Join(MLOps, ", "))
 	case e.Node != "":
 		return fmt.Sprintf("node %q (%s): %v", e.Node, e.Op, e.Err)
 	}

@@ -244,3 +244,24 @@ func TestGraphMLChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphSameNodeNames: nodes may share a name (ONNX does not forbid
+// it); each keeps its own parameters.
+func TestGraphSameNodeNames(t *testing.T) {
+	g := &graph.Graph{
+		Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: []int64{graph.Batch, 2}}},
+		Outputs: []graph.Value{{Name: "z"}},
+		Nodes: []graph.Node{
+			{Name: "n", Op: "Scaler", Inputs: []string{"x"}, Outputs: []string{"y"}, Attrs: map[string]graph.Attr{"offset": floats(1), "scale": floats(2)}},
+			{Name: "n", Op: "Scaler", Inputs: []string{"y"}, Outputs: []string{"z"}, Attrs: map[string]graph.Attr{"offset": floats(0, 3), "scale": floats(10, 100)}},
+		},
+	}
+	_, m := loadGraph(t, g, 0)
+	got, err := m.Run(context.Background(), 1, [][]float32{{2, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{20, 300}; got[0].F32[0] != want[0] || got[0].F32[1] != want[1] {
+		t.Errorf("got %v, want %v", got[0].F32, want)
+	}
+}
