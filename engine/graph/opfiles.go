@@ -37,9 +37,20 @@ var opFiles = map[string]opFile{
 	"TreeEnsembleClassifier": {inferTrees, evalTrees},
 }
 
+// yieldOps are opFiles operators that give way to infer.go's and
+// eval.go's own, where those have them (listed in Ops): the core
+// operators may implement the same activations, with constant folding.
+var yieldOps = []string{"Clip", "LeakyRelu", "HardSigmoid"}
+
 // init adds the default-domain operators of opFiles to Ops (MLOps lists
-// the ai.onnx.ml ones), in order.
+// the ai.onnx.ml ones), in order, after dropping the yieldOps the core
+// operators implement.
 func init() {
+	for _, op := range yieldOps {
+		if slices.Contains(Ops, op) {
+			delete(opFiles, op)
+		}
+	}
 	for op := range opFiles {
 		if !slices.Contains(MLOps, op) && !slices.Contains(Ops, op) {
 			Ops = append(Ops, op)
@@ -113,5 +124,13 @@ func attrStrings(n *Node, name string) []string {
 // hasAttr reports whether the node sets attribute name.
 func hasAttr(n *Node, name string) bool {
 	_, ok := n.Attrs[name]
+	return ok
+}
+
+// FileOp reports whether op is computed by an operator of opFiles (the
+// CNN and ai.onnx.ml files), which the executor builds with its own
+// kernels too.
+func FileOp(op string) bool {
+	_, ok := opFiles[op]
 	return ok
 }

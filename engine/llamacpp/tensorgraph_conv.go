@@ -190,6 +190,9 @@ import (
 // BatchNormalization (folded to a scale and shift per channel) or an
 // activation node into C memory.
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
+	if !graph.FileOp(n.Op) {
+		return nil
+	}
 	switch n.Op {
 	case "MaxPool", "AveragePool", "GlobalAveragePool":
 		w, err := graph.PoolWindow(n, g.Values[n.Inputs[0]].Shape)

@@ -530,6 +530,10 @@ func cBool(b bool) C.int32_t {
 // nodeOutputs builds n: one value per output, for the operators built in
 // files of their own (several outputs), or node's one.
 func (bl *builder) nodeOutputs(n *graph.Node) ([]gval, error) {
+	if !graph.FileOp(n.Op) {
+		v, err := bl.node(n)
+		return []gval{v}, err
+	}
 	switch n.Op {
 	case "Scaler", "Normalizer", "ZipMap", "LinearClassifier", "LinearRegressor", "TreeEnsembleClassifier", "TreeEnsembleRegressor":
 		return bl.mlNode(n)
