@@ -4,6 +4,7 @@ package llamacpp
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -263,5 +264,24 @@ func TestGraphSameNodeNames(t *testing.T) {
 	}
 	if want := []float32{20, 300}; got[0].F32[0] != want[0] || got[0].F32[1] != want[1] {
 		t.Errorf("got %v, want %v", got[0].F32, want)
+	}
+}
+
+// BenchmarkGraphTrees: a 300-tree depth-6 ensemble (a typical gradient
+// boosting model) over 32 features, by batch size.
+func BenchmarkGraphTrees(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	attrs := with(randomTrees(rng, 300, 6, 32, 1, "BRANCH_LT", "target_"), "n_targets", integer(1))
+	tc := mlCase{"trees", "TreeEnsembleRegressor", 32, 1, attrs}
+	_, m := loadGraph(b, tc.graph(), 0)
+	for _, rows := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", rows), func(b *testing.B) {
+			x := randFloats(rng, rows*32)
+			for b.Loop() {
+				if _, err := m.Run(context.Background(), rows, [][]float32{x}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
