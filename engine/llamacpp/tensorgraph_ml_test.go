@@ -237,6 +237,8 @@ func TestGraphMLChecks(t *testing.T) {
 		{"coefficients", mlCase{"l", "LinearRegressor", 3, 1, map[string]graph.Attr{"coefficients": floats(1, 2)}}},
 		{"zipmap-labels", mlCase{"z", "ZipMap", 3, 1, map[string]graph.Attr{"classlabels_int64s": ints(0, 1)}}},
 		{"norm", mlCase{"n", "Normalizer", 3, 1, map[string]graph.Attr{"norm": str("L3")}}},
+		{"as-tensor", mlCase{"t", "TreeEnsembleRegressor", 6, 1, with(randomTrees(rng, 1, 1, 6, 1, "", "target_"), "n_targets", integer(1),
+			"base_values_as_tensor", graph.Attr{Kind: graph.AttrFloat, Float: 1})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := graph.Check(tc.c.graph(), 0); err == nil {
