@@ -23,6 +23,10 @@ type Window struct {
 	InH, InW, OutH, OutW   int64
 }
 
+// maxWindow bounds kernel sizes, strides, dilations and pads, so that no
+// window arithmetic overflows.
+const maxWindow = 1 << 16
+
 // window resolves n's kernel_shape (or kernel, from the weights),
 // strides, dilations, pads, auto_pad and ceil_mode for input x [B, C, H,
 // W].
@@ -41,13 +45,13 @@ func window(n *Node, x []int64, kernel []int64, ceil bool) (*Window, error) {
 		switch {
 		case v == nil:
 			return [2]int64{def, def}, nil
-		case len(v) != 2 || v[0] < 1 || v[1] < 1:
-			return [2]int64{}, fmt.Errorf("attribute %s=%v: want two positive values", name, v)
+		case len(v) != 2 || v[0] < 1 || v[1] < 1 || v[0] > maxWindow || v[1] > maxWindow:
+			return [2]int64{}, fmt.Errorf("attribute %s=%v: want two values from 1 to %d", name, v, maxWindow)
 		}
 		return [2]int64{v[0], v[1]}, nil
 	}
-	if len(kernel) != 2 || kernel[0] < 1 || kernel[1] < 1 {
-		return nil, fmt.Errorf("kernel shape %v: want two positive values", kernel)
+	if len(kernel) != 2 || kernel[0] < 1 || kernel[1] < 1 || kernel[0] > maxWindow || kernel[1] > maxWindow {
+		return nil, fmt.Errorf("kernel shape %v: want two values from 1 to %d", kernel, maxWindow)
 	}
 	s, err := pair("strides", 1)
 	if err != nil {
@@ -64,8 +68,8 @@ func window(n *Node, x []int64, kernel []int64, ceil bool) (*Window, error) {
 		if pads == nil {
 			pads = []int64{0, 0, 0, 0}
 		}
-		if len(pads) != 4 || slices.ContainsFunc(pads, func(v int64) bool { return v < 0 }) {
-			return nil, fmt.Errorf("attribute pads=%v: want four values >= 0", pads)
+		if len(pads) != 4 || slices.ContainsFunc(pads, func(v int64) bool { return v < 0 || v > maxWindow }) {
+			return nil, fmt.Errorf("attribute pads=%v: want four values from 0 to %d", pads, maxWindow)
 		}
 		w.PadT, w.PadL, w.PadB, w.PadR = pads[0], pads[1], pads[2], pads[3]
 	case "VALID":
@@ -101,6 +105,9 @@ func window(n *Node, x []int64, kernel []int64, ceil bool) (*Window, error) {
 	w.OutW = size(w.InW, w.KW, w.SW, w.DW, w.PadL, w.PadR)
 	if w.OutH < 1 || w.OutW < 1 {
 		return nil, fmt.Errorf("the window %dx%d does not fit the input %dx%d", w.KH, w.KW, w.InH, w.InW)
+	}
+	if float64(x[1])*float64(w.OutH)*float64(w.OutW) > MaxRowElements {
+		return nil, fmt.Errorf("the output has more than %d elements per row", MaxRowElements)
 	}
 	if w.PadT >= (w.KH-1)*w.DH+1 || w.PadB >= (w.KH-1)*w.DH+1 || w.PadL >= (w.KW-1)*w.DW+1 || w.PadR >= (w.KW-1)*w.DW+1 {
 		return nil, fmt.Errorf("pads %d,%d,%d,%d are as large as the window: %w", w.PadT, w.PadL, w.PadB, w.PadR, ErrUnsupported)
@@ -169,7 +176,7 @@ func inferConv(c *Checked, n *Node) ([]*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	if win.KH*win.KW*x.Shape[1]*win.OutH*win.OutW > MaxRowElements {
+	if float64(win.KH*win.KW)*float64(x.Shape[1])*float64(win.OutH*win.OutW) > MaxRowElements {
 		return nil, fmt.Errorf("the convolution's unfolded input has more than %d elements per row", MaxRowElements)
 	}
 	return []*Info{{DType: F32, Shape: []int64{Batch, w.Shape[0], win.OutH, win.OutW}, Batched: true}}, nil

@@ -53,7 +53,8 @@
 // GlobalAveragePool take [batch, channels, height, width] inputs, the
 // batch first as everywhere; Clip, LeakyRelu and HardSigmoid are the
 // elementwise activations CNN exports put between them, NaN kept
-// (conv.go). The executor builds Conv as ggml_conv_2d does (im2col and
+// (conv.go; they give way to the core operators' own where infer.go
+// has them, opfiles.go's yieldOps). The executor builds Conv as ggml_conv_2d does (im2col and
 // mul_mat, in F32) and a grouped one (depthwise) with a C kernel, folds
 // BatchNormalization to a scale and shift per channel, and pools with a
 // C kernel of its own (ggml's pooling has neither unequal pads nor

@@ -101,17 +101,17 @@ type Graph struct {
 	Nodes   []Node
 }
 
-// Ops lists the supported operators, sorted. Shape, ConstantOfShape,
+// Ops lists the supported operators of the default domain, sorted (the
+// CNN operators of opFiles join them at init). Shape, ConstantOfShape,
 // Equal and Constant compute only at load time: Check folds every node
 // whose inputs are constants (or the shape of a batched value) into a
 // constant (see Fold).
 var Ops = []string{
-	"Add", "ArgMax", "AveragePool", "BatchNormalization", "Cast", "Clip",
-	"Concat", "Constant", "ConstantOfShape", "Conv", "Div", "Equal", "Erf",
-	"Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool",
+	"Add", "ArgMax", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
+	"Div", "Equal", "Erf", "Expand", "Flatten", "Gather", "Gelu", "Gemm",
 	"HardSigmoid", "Identity", "LayerNormalization", "LeakyRelu", "MatMul",
-	"MaxPool", "Mul", "Pow", "ReduceMean", "ReduceSum", "Relu", "Reshape",
-	"Shape", "Sigmoid", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh",
+	"Mul", "Pow", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape",
+	"Sigmoid", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh",
 	"Transpose", "Unsqueeze", "Where",
 }
 
@@ -121,13 +121,6 @@ var Ops = []string{
 // reads it as 0 (copy the batch) in its first entry, and Expand as the
 // batch; anything that would compute with it fails the load.
 const BatchDim int64 = math.MinInt64
-
-// MLOps lists the supported operators of the ai.onnx.ml domain (ml.go
-// says how each is computed).
-var MLOps = []string{
-	"LinearClassifier", "LinearRegressor", "Normalizer", "Scaler",
-	"TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap",
-}
 
 // ErrUnsupported is the Err of an *Error for an operator or attribute
 // value the runtime does not implement.
@@ -144,7 +137,7 @@ type Error struct {
 func (e *Error) Error() string {
 	switch {
 	case e.Err == ErrUnsupported && e.Op != "": //nolint:errorlint // the operator itself, not a wrapped cause
-		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s; ai.onnx.ml: %s)", e.Node, e.Op, strings.Join(Ops, ", "), strings.Join(MLOps, ", "))
+		return fmt.Sprintf("node %q: operator %s is not supported (supported: %s) (ai.onnx.ml: %s)", e.Node, e.Op, strings.Join(Ops, ", "), strings.Join(MLOps, ", "))
 	case e.Node != "":
 		return fmt.Sprintf("node %q (%s): %v", e.Node, e.Op, e.Err)
 	}

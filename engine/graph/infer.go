@@ -53,13 +53,18 @@ func unsupportedAttr(format string, args ...any) error {
 // inferNode infers n's outputs and records them in c.Values; folded
 // reports that n computed a constant, which is now in c.Consts, and is to
 // be dropped from the graph. An operator of opFiles (defined in a file of
-// its own, some with several outputs) is never folded.
+// its own, some with several outputs) is never folded (inferFileNode).
 func (c *Checked) inferNode(n *Node) (folded bool, err error) {
-	if !slices.Contains(Ops, n.Op) && !slices.Contains(MLOps, n.Op) {
-		return false, &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
+	for _, in := range n.Inputs {
+		if _, ok := c.Values[in]; !ok && in != "" {
+			return false, fmt.Errorf("input %q is not defined before the node (missing initializer?)", in)
+		}
 	}
 	if f, ok := opFiles[n.Op]; ok {
-		return false, c.inferFileOp(f, n)
+		return false, c.inferFileNode(n, f)
+	}
+	if !slices.Contains(Ops, n.Op) {
+		return false, &Error{Node: n.Name, Op: n.Op, Err: ErrUnsupported}
 	}
 	if len(n.Outputs) == 0 || n.Outputs[0] == "" {
 		return false, errors.New("node has no output")
@@ -71,11 +76,6 @@ func (c *Checked) inferNode(n *Node) (folded bool, err error) {
 	}
 	if _, dup := c.Values[n.Outputs[0]]; dup {
 		return false, fmt.Errorf("output %q is defined twice", n.Outputs[0])
-	}
-	for _, in := range n.Inputs {
-		if _, ok := c.Values[in]; !ok && in != "" {
-			return false, fmt.Errorf("input %q is not defined before the node (missing initializer?)", in)
-		}
 	}
 	out, err := c.infer(n)
 	if err != nil {
@@ -104,43 +104,6 @@ func (c *Checked) inferNode(n *Node) (folded bool, err error) {
 	}
 	c.Values[n.Outputs[0]] = out
 	return false, nil
-}
-
-// inferFileOp infers the outputs of n, an operator of opFiles, and records
-// them in c.Values. Its outputs are computed from batched values only.
-func (c *Checked) inferFileOp(f opFile, n *Node) error {
-	outs, err := f.infer(c, n)
-	if err != nil {
-		return err
-	}
-	if len(n.Outputs) > len(outs) {
-		return fmt.Errorf("%d outputs: the operator has at most %d", len(n.Outputs), len(outs))
-	}
-	if !slices.ContainsFunc(n.Outputs, func(s string) bool { return s != "" }) {
-		return errors.New("node has no output")
-	}
-	for i, out := range outs {
-		if i >= len(n.Outputs) || n.Outputs[i] == "" {
-			continue
-		}
-		if !out.Batched {
-			return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
-		}
-		if len(out.Shape) > MaxRank {
-			return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
-		}
-		if len(out.Shape) == 0 || out.Shape[0] != Batch {
-			return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
-		}
-		if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
-			return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
-		}
-		if _, dup := c.Values[n.Outputs[i]]; dup {
-			return fmt.Errorf("output %q is defined twice", n.Outputs[i])
-		}
-		c.Values[n.Outputs[i]] = out
-	}
-	return nil
 }
 
 func (c *Checked) infer(n *Node) (*Info, error) {

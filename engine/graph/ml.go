@@ -15,6 +15,13 @@ import (
 // one-target model applies) the result is ONNX Runtime's. Every
 // operator takes a [batch, features] input.
 
+// MLOps lists the supported operators of the ai.onnx.ml domain (ml.go
+// says how each is computed).
+var MLOps = []string{
+	"LinearClassifier", "LinearRegressor", "Normalizer", "Scaler",
+	"TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap",
+}
+
 // The post_transform values of the ai.onnx.ml operators.
 const (
 	PostNone uint8 = iota

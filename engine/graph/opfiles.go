@@ -1,5 +1,11 @@
 package graph
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
 // opFile is an operator defined in a file of its own (conv.go, ml.go)
 // rather than in the switches of infer.go and eval.go: its shape
 // inference and its reference evaluation, each giving one value per
@@ -31,6 +37,67 @@ var opFiles = map[string]opFile{
 	"TreeEnsembleClassifier": {inferTrees, evalTrees},
 }
 
+// yieldOps are opFiles operators that give way to infer.go's and
+// eval.go's own, where those have them (listed in Ops): the core
+// operators may implement the same activations, with constant folding.
+var yieldOps = []string{"Clip", "LeakyRelu", "HardSigmoid"}
+
+// init adds the default-domain operators of opFiles to Ops (MLOps lists
+// the ai.onnx.ml ones), in order, after dropping the yieldOps the core
+// operators implement.
+func init() {
+	for _, op := range yieldOps {
+		if slices.Contains(Ops, op) {
+			delete(opFiles, op)
+		}
+	}
+	for op := range opFiles {
+		if !slices.Contains(MLOps, op) && !slices.Contains(Ops, op) {
+			Ops = append(Ops, op)
+		}
+	}
+	slices.Sort(Ops)
+}
+
+// inferFileNode infers the outputs of a node whose operator is in
+// opFiles and records them in c.Values; an output name left empty is
+// not computed. Such an operator computes from the batch only: it has no
+// constant folding.
+func (c *Checked) inferFileNode(n *Node, f opFile) error {
+	if !slices.ContainsFunc(n.Outputs, func(s string) bool { return s != "" }) {
+		return errors.New("node has no output")
+	}
+	outs, err := f.infer(c, n)
+	if err != nil {
+		return err
+	}
+	if len(n.Outputs) > len(outs) {
+		return fmt.Errorf("%d outputs: the operator has at most %d", len(n.Outputs), len(outs))
+	}
+	for i, out := range outs {
+		if i >= len(n.Outputs) || n.Outputs[i] == "" {
+			continue
+		}
+		if !out.Batched {
+			return fmt.Errorf("the node computes from constants only: %w (fold constants when exporting)", ErrUnsupported)
+		}
+		if len(out.Shape) > MaxRank {
+			return fmt.Errorf("result has %d dimensions, at most %d", len(out.Shape), MaxRank)
+		}
+		if len(out.Shape) == 0 || out.Shape[0] != Batch {
+			return fmt.Errorf("result shape %v does not keep the batch first", out.Shape)
+		}
+		if n := elements(out.Shape[1:]); n < 1 || n > MaxRowElements {
+			return fmt.Errorf("result shape %v has %d elements per row (1 to %d allowed)", out.Shape, n, MaxRowElements)
+		}
+		if _, dup := c.Values[n.Outputs[i]]; dup {
+			return fmt.Errorf("output %q is defined twice", n.Outputs[i])
+		}
+		c.Values[n.Outputs[i]] = out
+	}
+	return nil
+}
+
 // attrInts, attrFloats and attrStrings return a list attribute, nil
 // when absent.
 func attrInts(n *Node, name string) []int64 {
@@ -57,5 +124,13 @@ func attrStrings(n *Node, name string) []string {
 // hasAttr reports whether the node sets attribute name.
 func hasAttr(n *Node, name string) bool {
 	_, ok := n.Attrs[name]
+	return ok
+}
+
+// FileOp reports whether op is computed by an operator of opFiles (the
+// CNN and ai.onnx.ml files), which the executor builds with its own
+// kernels too.
+func FileOp(op string) bool {
+	_, ok := opFiles[op]
 	return ok
 }

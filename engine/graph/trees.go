@@ -81,6 +81,11 @@ type TreeEnsemble struct {
 // columns.
 func ParseTreeEnsemble(n *Node, features int64) (*TreeEnsemble, error) {
 	t := &TreeEnsemble{Classifier: n.Op == "TreeEnsembleClassifier", Features: features, Base: attrFloats(n, "base_values")}
+	for _, name := range []string{"base_values_as_tensor", "nodes_values_as_tensor", "nodes_hitrates_as_tensor", "class_weights_as_tensor", "target_weights_as_tensor"} {
+		if hasAttr(n, name) {
+			return nil, unsupportedAttr("%s (double precision)", name)
+		}
+	}
 	var err error
 	if t.Post, err = postTransform(n); err != nil {
 		return nil, err

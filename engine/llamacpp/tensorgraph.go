@@ -30,12 +30,12 @@ import (
 type GraphModel struct {
 	g       *graph.Checked
 	threads int
+	params  *nodeParams // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
 	// indexBound is, for an I64 input that Gather uses as indices, the
 	// size of the gathered axis: its values must be in [-bound, bound).
 	indexBound map[int]int64
-	params  *nodeParams                      // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 
 	mu      sync.RWMutex // Run holds it shared, Close exclusively
 	closed  bool         // guarded by mu

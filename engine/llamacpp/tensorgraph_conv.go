@@ -190,6 +190,9 @@ import (
 // BatchNormalization (folded to a scale and shift per channel) or an
 // activation node into C memory.
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
+	if !graph.FileOp(n.Op) {
+		return nil
+	}
 	switch n.Op {
 	case "MaxPool", "AveragePool", "GlobalAveragePool":
 		w, err := graph.PoolWindow(n, g.Values[n.Inputs[0]].Shape)
@@ -201,7 +204,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
 		c.is_max = cBool(n.Op == "MaxPool")
 		c.include_pad = cBool(n.Int("count_include_pad", 0) != 0)
-		p.byNode[n.Name] = unsafe.Pointer(c)
+		p.byNode[n] = unsafe.Pointer(c)
 	case "Conv":
 		group := n.Int("group", 1)
 		if group == 1 {
@@ -221,14 +224,14 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
 			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
 		}
-		p.byNode[n.Name] = unsafe.Pointer(c)
+		p.byNode[n] = unsafe.Pointer(c)
 	case "BatchNormalization":
 		in := func(i int) []float32 { return g.Values[n.Inputs[i]].Const.F32 }
 		s, t := graph.BatchNormFold(n, in(1), in(2), in(3), in(4))
 		c := (*C.llmserve_affine)(p.alloc(C.sizeof_llmserve_affine))
 		c.channels = C.int64_t(len(s))
 		c.scale, c.shift = (*C.float)(cCopy(p, s)), (*C.float)(cCopy(p, t))
-		p.byNode[n.Name] = unsafe.Pointer(c)
+		p.byNode[n] = unsafe.Pointer(c)
 	case "Clip", "LeakyRelu", "HardSigmoid":
 		c := (*C.llmserve_activation)(p.alloc(C.sizeof_llmserve_activation))
 		switch n.Op {
@@ -243,7 +246,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		case "HardSigmoid":
 			c.op, c.a, c.b = 2, C.float(n.Float("alpha", 0.2)), C.float(n.Float("beta", 0.5))
 		}
-		p.byNode[n.Name] = unsafe.Pointer(c)
+		p.byNode[n] = unsafe.Pointer(c)
 	}
 	return nil
 }
@@ -258,7 +261,7 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 	}
 	out := bl.actual(bl.m.g.Values[n.Outputs[0]].Shape)
 	xt := bl.contiguous(x.t)
-	ud := bl.m.params.byNode[n.Name]
+	ud := bl.m.params.byNode[n]
 	switch n.Op {
 	case "Conv":
 		if ud != nil { // group > 1

@@ -412,10 +412,10 @@ import (
 )
 
 // nodeParams holds the C parameters of a graph's ai.onnx.ml and CNN
-// nodes (their custom operators' userdata), by node name; free releases
+// nodes (their custom operators' userdata), by node; free releases
 // them (GraphModel.Close).
 type nodeParams struct {
-	byNode map[string]unsafe.Pointer
+	byNode map[*graph.Node]unsafe.Pointer // by node (names need not be unique)
 	allocs []unsafe.Pointer
 }
 
@@ -456,7 +456,7 @@ func (p *nodeParams) free() {
 // prepareNodes copies the parameters of g's ai.onnx.ml and CNN nodes into
 // C memory.
 func prepareNodes(g *graph.Checked) (*nodeParams, error) {
-	p := &nodeParams{byNode: map[string]unsafe.Pointer{}}
+	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}}
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
 		if err := p.prepareCNN(g, n); err != nil {
@@ -476,7 +476,7 @@ func prepareNodes(g *graph.Checked) (*nodeParams, error) {
 			s.n = C.int64_t(len(off))
 			s.offset = (*C.float)(cCopy(p, off))
 			s.scale = (*C.float)(cCopy(p, n.Attrs["scale"].Floats))
-			p.byNode[n.Name] = unsafe.Pointer(s)
+			p.byNode[n] = unsafe.Pointer(s)
 		case "LinearClassifier", "LinearRegressor":
 			l, err := graph.ParseLinear(n, features)
 			if err != nil {
@@ -490,7 +490,7 @@ func prepareNodes(g *graph.Checked) (*nodeParams, error) {
 			c.coef = (*C.float)(cCopy(p, l.Coef))
 			c.intercepts = (*C.float)(cCopy(p, l.Intercepts))
 			c.labels = (*C.int64_t)(cCopy(p, l.Labels))
-			p.byNode[n.Name] = unsafe.Pointer(c)
+			p.byNode[n] = unsafe.Pointer(c)
 		case "TreeEnsembleClassifier", "TreeEnsembleRegressor":
 			t, err := graph.ParseTreeEnsemble(n, features)
 			if err != nil {
@@ -514,7 +514,7 @@ func prepareNodes(g *graph.Checked) (*nodeParams, error) {
 			c.roots = (*C.int32_t)(cCopy(p, t.Roots))
 			c.base = (*C.float)(cCopy(p, t.Base))
 			c.labels = (*C.int64_t)(cCopy(p, t.Labels))
-			p.byNode[n.Name] = unsafe.Pointer(c)
+			p.byNode[n] = unsafe.Pointer(c)
 		}
 	}
 	return p, nil
@@ -530,6 +530,10 @@ func cBool(b bool) C.int32_t {
 // nodeOutputs builds n: one value per output, for the operators built in
 // files of their own (several outputs), or node's one.
 func (bl *builder) nodeOutputs(n *graph.Node) ([]gval, error) {
+	if !graph.FileOp(n.Op) {
+		v, err := bl.node(n)
+		return []gval{v}, err
+	}
 	switch n.Op {
 	case "Scaler", "Normalizer", "ZipMap", "LinearClassifier", "LinearRegressor", "TreeEnsembleClassifier", "TreeEnsembleRegressor":
 		return bl.mlNode(n)
@@ -549,7 +553,7 @@ func (bl *builder) mlNode(n *graph.Node) ([]gval, error) {
 		return nil, err
 	}
 	xt := bl.contiguous(x.t)
-	ud := bl.m.params.byNode[n.Name]
+	ud := bl.m.params.byNode[n]
 	switch n.Op {
 	case "ZipMap":
 		return []gval{x}, nil

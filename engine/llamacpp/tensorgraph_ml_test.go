@@ -4,6 +4,7 @@ package llamacpp
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -236,10 +237,52 @@ func TestGraphMLChecks(t *testing.T) {
 		{"coefficients", mlCase{"l", "LinearRegressor", 3, 1, map[string]graph.Attr{"coefficients": floats(1, 2)}}},
 		{"zipmap-labels", mlCase{"z", "ZipMap", 3, 1, map[string]graph.Attr{"classlabels_int64s": ints(0, 1)}}},
 		{"norm", mlCase{"n", "Normalizer", 3, 1, map[string]graph.Attr{"norm": str("L3")}}},
+		{"as-tensor", mlCase{"t", "TreeEnsembleRegressor", 6, 1, with(randomTrees(rng, 1, 1, 6, 1, "", "target_"), "n_targets", integer(1),
+			"base_values_as_tensor", graph.Attr{Kind: graph.AttrFloat, Float: 1})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := graph.Check(tc.c.graph(), 0); err == nil {
 				t.Error("Check accepted the graph")
+			}
+		})
+	}
+}
+
+// TestGraphSameNodeNames: nodes may share a name (ONNX does not forbid
+// it); each keeps its own parameters.
+func TestGraphSameNodeNames(t *testing.T) {
+	g := &graph.Graph{
+		Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: []int64{graph.Batch, 2}}},
+		Outputs: []graph.Value{{Name: "z"}},
+		Nodes: []graph.Node{
+			{Name: "n", Op: "Scaler", Inputs: []string{"x"}, Outputs: []string{"y"}, Attrs: map[string]graph.Attr{"offset": floats(1), "scale": floats(2)}},
+			{Name: "n", Op: "Scaler", Inputs: []string{"y"}, Outputs: []string{"z"}, Attrs: map[string]graph.Attr{"offset": floats(0, 3), "scale": floats(10, 100)}},
+		},
+	}
+	_, m := loadGraph(t, g, 0)
+	got, err := m.Run(context.Background(), 1, [][]float32{{2, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{20, 300}; got[0].F32[0] != want[0] || got[0].F32[1] != want[1] {
+		t.Errorf("got %v, want %v", got[0].F32, want)
+	}
+}
+
+// BenchmarkGraphTrees: a 300-tree depth-6 ensemble (a typical gradient
+// boosting model) over 32 features, by batch size.
+func BenchmarkGraphTrees(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	attrs := with(randomTrees(rng, 300, 6, 32, 1, "BRANCH_LT", "target_"), "n_targets", integer(1))
+	tc := mlCase{"trees", "TreeEnsembleRegressor", 32, 1, attrs}
+	_, m := loadGraph(b, tc.graph(), 0)
+	for _, rows := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", rows), func(b *testing.B) {
+			x := randFloats(rng, rows*32)
+			for b.Loop() {
+				if _, err := m.Run(context.Background(), rows, [][]float32{x}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

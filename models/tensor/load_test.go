@@ -253,6 +253,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add(onnx)
 	f.Add(gguf)
 	f.Add(convModel(f))
+	for _, g := range []*graph.Graph{mlGraph(), treeGraph(), cnnGraph()} {
+		b, err := EncodeONNX(g)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Add([]byte("GGUF"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, _, err := Decode(data)

@@ -198,6 +198,12 @@ func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
 		}
 	}
 	switch typ {
+	case onnxpb.AttributeProto_STRINGS:
+		strs := make([]string, len(a.GetStrings()))
+		for i, b := range a.GetStrings() {
+			strs[i] = string(b)
+		}
+		return graph.Attr{Kind: graph.AttrStrings, Strings: strs}, nil
 	case onnxpb.AttributeProto_INT:
 		return graph.Attr{Kind: graph.AttrInt, Int: a.GetI()}, nil
 	case onnxpb.AttributeProto_FLOAT:
@@ -220,12 +226,6 @@ func onnxAttr(a *onnxpb.AttributeProto) (graph.Attr, error) {
 				return graph.Attr{Kind: graph.AttrFloat, Float: c.F32[0]}, nil
 			}
 		}
-	case onnxpb.AttributeProto_STRINGS:
-		strs := make([]string, len(a.GetStrings()))
-		for i, b := range a.GetStrings() {
-			strs[i] = string(b)
-		}
-		return graph.Attr{Kind: graph.AttrStrings, Strings: strs}, nil
 	}
 	return graph.Attr{}, fmt.Errorf("attribute %q of type %v: %w", a.GetName(), typ, graph.ErrUnsupported)
 }

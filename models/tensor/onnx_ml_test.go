@@ -108,3 +108,39 @@ func TestONNXMLDomain(t *testing.T) {
 		})
 	}
 }
+
+// treeGraph is a one-tree classifier: x[1] <= 0.5 decides the class.
+func treeGraph() *graph.Graph {
+	i := func(v ...int64) graph.Attr { return graph.Attr{Kind: graph.AttrInts, Ints: v} }
+	f := func(v ...float32) graph.Attr { return graph.Attr{Kind: graph.AttrFloats, Floats: v} }
+	return &graph.Graph{
+		Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: []int64{graph.Batch, 2}}},
+		Outputs: []graph.Value{{Name: "label", DType: graph.I64}, {Name: "scores", DType: graph.F32}},
+		Nodes: []graph.Node{{Name: "trees", Op: "TreeEnsembleClassifier", Inputs: []string{"x"}, Outputs: []string{"label", "scores"}, Attrs: map[string]graph.Attr{
+			"nodes_treeids": i(0, 0, 0), "nodes_nodeids": i(0, 1, 2), "nodes_featureids": i(1, 0, 0), "nodes_values": f(0.5, 0, 0),
+			"nodes_modes":       {Kind: graph.AttrStrings, Strings: []string{"BRANCH_LEQ", "LEAF", "LEAF"}},
+			"nodes_truenodeids": i(1, 0, 0), "nodes_falsenodeids": i(2, 0, 0), "nodes_missing_value_tracks_true": i(1, 0, 0),
+			"class_treeids": i(0, 0), "class_nodeids": i(1, 2), "class_ids": i(0, 0), "class_weights": f(-1, 1),
+			"classlabels_int64s": i(0, 1), "post_transform": {Kind: graph.AttrString, String: "LOGISTIC"},
+		}}},
+	}
+}
+
+// cnnGraph is Conv, MaxPool and GlobalAveragePool on 1×6×6 images.
+func cnnGraph() *graph.Graph {
+	i := func(v ...int64) graph.Attr { return graph.Attr{Kind: graph.AttrInts, Ints: v} }
+	w := graph.Const{Name: "w", DType: graph.F32, Shape: []int64{2, 1, 3, 3}, F32: make([]float32, 18)}
+	for k := range w.F32 {
+		w.F32[k] = float32(k%5) - 2
+	}
+	return &graph.Graph{
+		Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: []int64{graph.Batch, 1, 6, 6}}},
+		Outputs: []graph.Value{{Name: "y", DType: graph.F32}},
+		Consts:  []graph.Const{w},
+		Nodes: []graph.Node{
+			{Name: "conv", Op: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"c"}, Attrs: map[string]graph.Attr{"pads": i(1, 1, 1, 1)}},
+			{Name: "pool", Op: "MaxPool", Inputs: []string{"c"}, Outputs: []string{"p"}, Attrs: map[string]graph.Attr{"kernel_shape": i(2, 2), "strides": i(2, 2)}},
+			{Name: "gap", Op: "GlobalAveragePool", Inputs: []string{"p"}, Outputs: []string{"y"}, Attrs: map[string]graph.Attr{}},
+		},
+	}
+}
