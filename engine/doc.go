@@ -41,6 +41,19 @@
 // is an ordinary step of that sequence, in the same batch as the others,
 // accepted by its sampler chain (penalties, grammar) like a drawn one.
 //
+// # Speculative decoding
+//
+// A chunk that samples may carry Draft tokens (Chunk.Draft): the scheduler's
+// guess at what follows. The engine computes them in the same step and
+// samples after the chunk's last token and after each draft token with the
+// sequence's own chain, in order, accepting drafts while the drawn token
+// equals them; Sample.Accepted lists them and Sample.Token is the first
+// token that differs (or the one after the whole draft). The rejected
+// drafts' KV is removed. The chain sees exactly the tokens one step per
+// token would show it, so a draft changes how many positions a step
+// computes, never what is drawn. Ban and Only apply at every position of
+// the chunk: the scheduler drafts only where they would not change.
+//
 // # KV in host memory
 //
 // KV is the KV-cache content of a run of positions of one sequence, laid

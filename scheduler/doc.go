@@ -75,6 +75,24 @@
 // take no adapter and are admitted as usual. Stats lists the running and
 // waiting adapters.
 //
+// # Speculative decoding
+//
+// With Config.Speculative.Method "ngram" (speculative.go), each decode chunk
+// gets draft tokens (engine.Chunk.Draft) by prompt lookup: the tokens that
+// followed the latest earlier occurrence of the sequence's last n tokens,
+// the longest n in [PromptLookupMin, PromptLookupMax], at most NumTokens and
+// the sequence's adaptive draft length. Drafts come after every decode's
+// token and before prompts in the step's budget, and reserve their KV
+// tokens (shortened when they do not fit, never preempting). They never
+// reach past max_tokens or MaxSeqLen, and there are none with bad words, a
+// forced token, a thinking budget still running, or across min_tokens,
+// where the scheduler's per-token Ban or Only would differ between the
+// draft's positions. Update applies the accepted tokens one by one, as if
+// each had come in a step of its own (stop tokens, limits, the thinking
+// count), committing each to the KV manager: a rejected draft is never
+// committed, so it never reaches the prefix cache. Stats.Spec counts drafts
+// and accepted tokens (vLLM's spec_decode counters).
+//
 // Config.CheckRequest and Config.CheckBatch are the one place where a
 // request's capacity is checked (n against MaxNumSeqs, prompt and
 // max_tokens against MaxModelLen, the prompt against KVCapacityTokens, a

@@ -640,3 +640,72 @@ func TestServeTensorModel(t *testing.T) {
 		t.Fatal("serve did not shut down")
 	}
 }
+
+// serve --speculative-config with --num-speculative-tokens over it serves
+// with n-gram speculation: the greedy answer is the usual one and
+// /metrics counts the drafts.
+func TestServeSpeculative(t *testing.T) {
+	httpPort := freePort(t)
+	root := newRootCommand()
+	root.SetArgs([]string{"serve", "--http-port", strconv.Itoa(httpPort), "--grpc-port", "0", "--model-name", "tiny", "--cache-dir", t.TempDir(),
+		"--log-level", "error", "--speculative-config", `{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_min":1,"prompt_lookup_max":3}`,
+		"--num-speculative-tokens", "3"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not healthy: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model":"tiny","prompt":"Once upon a time","max_tokens":40,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"text":", there was a little girl named Lily. She loved to play outside in the park.`) {
+		t.Fatalf("completion: %d %s", resp.StatusCode, body)
+	}
+	var drafts string
+	for range 100 { // a step's counters are recorded after its answer leaves
+		resp, err = http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.Lines(string(body)) {
+			if v, ok := strings.CutPrefix(line, `vllm:spec_decode_num_draft_tokens_total{model_name="tiny"} `); ok {
+				drafts = strings.TrimSpace(v)
+			}
+		}
+		if drafts != "" && drafts != "0" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if drafts == "" || drafts == "0" || !strings.Contains(string(body), `vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="tiny",position="2"}`) ||
+		strings.Contains(string(body), `position="3"`) {
+		t.Fatalf("draft tokens %q; /metrics:\n%s", drafts, body)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+}

@@ -11,7 +11,11 @@
 // temperature is not 0, from the sequence's seeded random stream), so a
 // sequence's output depends only on its own tokens, as with the real
 // engine: a wrong restore, a lost position or cross-talk between sequences
-// changes the output and shows in a test.
+// changes the output and shows in a test. Draft tokens (Chunk.Draft) are
+// verified as the real engine verifies them: drawn position by position,
+// accepted while the draws equal them, the rest dropped from the slot;
+// Fake.Model replaces the hash model (tests of speculation give it one that
+// repeats itself).
 package enginetest
 
 import (

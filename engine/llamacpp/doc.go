@@ -32,6 +32,23 @@
 // slot's KV to and from host memory (engine.KV) for the prefix cache.
 // docs/design/decisions.md has the measurements behind the choice.
 //
+// # Draft tokens
+//
+// A chunk's draft tokens (engine.Chunk.Draft) are rows after its tokens in
+// the same evaluations (decode.go): grouped with other chunks of the same
+// length in consecutive slots, split into pieces like a prompt, with an
+// output at the last token and every draft token. collect samples them in
+// order with the sequence's chain (sampleAt) until a draw differs from the
+// draft, and rollback removes the rejected rows from the slot
+// (llama_memory_seq_rm from the first rejected position), leaving
+// Pos+len(Tokens)+len(Accepted) positions. A later piece of a long chunk is
+// not evaluated once a draft is rejected. A row's numbers depend only on its
+// sequence's tokens, so the logits after an accepted draft token are bit
+// for bit those of a step of that token alone (TestDraftsMatchStepByStep,
+// F32 padded and Q8_0 unpadded). The pages the rejected rows touched stay
+// committed and counted (held) until the slot is cleared; the next
+// positions overwrite them.
+//
 // # Virtual KV memory
 //
 // A slot's capacity is address space, not memory: kvmem.c backs the KV
