@@ -38,7 +38,13 @@ for m in $MODELS; do
 done
 
 server=
-stop() { [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }; server=; }
+stop() {
+  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
+  server=
+  # Each server takes a port of its own: a port just given up can stay
+  # taken for a while after its server exits.
+  PORT=$((PORT + 1))
+}
 trap stop EXIT
 
 start() { # start SERVER: llmserve or ort
