@@ -143,6 +143,7 @@ type SpeculativeConfig struct {
 	NumSpeculativeTokens int    `json:"num_speculative_tokens"`
 	PromptLookupMin      int    `json:"prompt_lookup_min"`
 	PromptLookupMax      int    `json:"prompt_lookup_max"`
+	DisableByBatchSize   int    `json:"disable_by_batch_size"`
 	Model                string `json:"model"`
 }
 
@@ -162,7 +163,7 @@ func ParseSpeculativeConfig(text string) (*SpeculativeConfig, error) {
 // defaults filled in (scheduler.Speculative.WithDefaults) and out-of-range
 // values refused with an error that names the key.
 func (c *SpeculativeConfig) Speculative() (scheduler.Speculative, error) {
-	sp := scheduler.Speculative{Method: c.Method, NumTokens: c.NumSpeculativeTokens, PromptLookupMin: c.PromptLookupMin, PromptLookupMax: c.PromptLookupMax}
+	sp := scheduler.Speculative{Method: c.Method, NumTokens: c.NumSpeculativeTokens, PromptLookupMin: c.PromptLookupMin, PromptLookupMax: c.PromptLookupMax, DisableByBatchSize: c.DisableByBatchSize}
 	if c.Model != "" {
 		if sp.Method != "" && sp.Method != scheduler.SpecDraft {
 			return sp, fmt.Errorf("speculative model %q with method %q: a draft model goes with method %q", c.Model, sp.Method, scheduler.SpecDraft)

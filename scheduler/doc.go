@@ -81,7 +81,8 @@
 // gets draft tokens (engine.Chunk.Draft) by prompt lookup: the tokens that
 // followed the latest earlier occurrence of the sequence's last n tokens,
 // the longest n in [PromptLookupMin, PromptLookupMax], at most NumTokens and
-// the sequence's adaptive draft length. Drafts come after every decode's
+// the sequence's adaptive draft length; none in a step of more decodes
+// than DisableByBatchSize, when set. Drafts come after every decode's
 // token and before prompts in the step's budget, and reserve their KV
 // tokens (shortened when they do not fit, never preempting). They never
 // reach past max_tokens or MaxSeqLen, and there are none with bad words, a

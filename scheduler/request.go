@@ -118,6 +118,11 @@ type Speculative struct {
 	// PromptLookupMin and PromptLookupMax bound the n-gram matched for
 	// "ngram" (vLLM's prompt_lookup_min/max).
 	PromptLookupMin, PromptLookupMax int
+	// DisableByBatchSize, when positive, leaves out the drafts of a step
+	// that decodes more sequences than it (vLLM's disable_by_batch_size):
+	// in a full batch every rejected draft row is work the step did not
+	// need, where a step of few sequences has room to spare.
+	DisableByBatchSize int
 }
 
 // FinishReason says why a choice ended.

@@ -504,15 +504,18 @@ func (s *Scheduler) Schedule() *engine.Step {
 	s.preemptForPriority()
 
 	// Decodes first: one token each, so that prompts never stall them.
+	decodes := 0
 	for _, sq := range s.running {
 		if len(sq.tokens)-sq.computed == 1 {
 			step.Batch = append(step.Batch, s.chunk(sq, 1))
 			budget--
+			decodes++
 		}
 	}
 	// Their drafts next (speculative.go): before prompts, as vLLM
-	// schedules a running request's speculative tokens with it.
-	if s.cfg.Speculative.Method == SpecNgram {
+	// schedules a running request's speculative tokens with it; none in a
+	// step of more decodes than DisableByBatchSize.
+	if sp := s.cfg.Speculative; sp.Method == SpecNgram && (sp.DisableByBatchSize == 0 || decodes <= sp.DisableByBatchSize) {
 		budget = s.addDrafts(step.Batch, budget)
 	}
 	// Long prompts share the long-prefill budget while others decode.

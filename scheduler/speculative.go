@@ -74,6 +74,8 @@ func (sp *Speculative) Validate() error {
 		return fmt.Errorf("prompt_lookup_min %d is outside [1, %d]", sp.PromptLookupMin, MaxPromptLookup)
 	case sp.PromptLookupMax < sp.PromptLookupMin || sp.PromptLookupMax > MaxPromptLookup:
 		return fmt.Errorf("prompt_lookup_max %d is outside [prompt_lookup_min %d, %d]", sp.PromptLookupMax, sp.PromptLookupMin, MaxPromptLookup)
+	case sp.DisableByBatchSize < 0:
+		return fmt.Errorf("disable_by_batch_size %d is negative (0: never)", sp.DisableByBatchSize)
 	}
 	return nil
 }

@@ -60,6 +60,7 @@ func TestSpeculativeValidate(t *testing.T) {
 		{Speculative{Method: SpecNgram, NumTokens: 17, PromptLookupMin: 1, PromptLookupMax: 3}, "num_speculative_tokens 17"},
 		{Speculative{Method: SpecNgram, NumTokens: 3, PromptLookupMin: 0, PromptLookupMax: 3}, "prompt_lookup_min 0"},
 		{Speculative{Method: SpecNgram, NumTokens: 3, PromptLookupMin: 4, PromptLookupMax: 3}, "prompt_lookup_max 3"},
+		{Speculative{Method: SpecNgram, NumTokens: 3, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: -1}, "disable_by_batch_size -1 is negative"},
 	} {
 		err := c.sp.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -336,5 +337,35 @@ func TestSpeculativeBudgetAndKV(t *testing.T) {
 	}
 	if st.Preemptions != 0 || st.Spec.AcceptedTokens == 0 {
 		t.Fatalf("%d preemptions; %+v", st.Preemptions, st.Spec)
+	}
+}
+
+// DisableByBatchSize leaves out the drafts of steps that decode more
+// sequences than it, and outputs stay those of plain decoding.
+func TestSpeculativeDisableByBatchSize(t *testing.T) {
+	var reqs []*Request
+	for i := range 4 {
+		p := []int32{1, 2, 3, 4, 5, 1, 2, 3, 4, 5, int32(1 + i)}
+		reqs = append(reqs, &Request{ID: fmt.Sprint(i), Prompt: p, Sampling: engine.DefaultSampling(), N: 1, MaxTokens: 30, Arrival: testBase, PromptLogprobs: -1})
+	}
+	want, _, _ := runSpec(t, Speculative{}, periodic(5, 0), Config{}, reqs)
+	for _, c := range []struct {
+		disable int
+		drafts  bool
+	}{{0, true}, {4, true}, {3, false}, {1, false}} {
+		sp := Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: c.disable}
+		got, st, _ := runSpec(t, sp, periodic(5, 0), Config{}, reqs)
+		for id := range want {
+			if !reflect.DeepEqual(got[id].tokens, want[id].tokens) {
+				t.Fatalf("disable_by_batch_size %d, request %s: %v, want %v", c.disable, id, got[id].tokens, want[id].tokens)
+			}
+		}
+		if (st.Spec.Drafts > 0) != c.drafts {
+			t.Errorf("disable_by_batch_size %d with 4 sequences decoding together: %d drafts", c.disable, st.Spec.Drafts)
+		}
+	}
+	// Alone, a request drafts under any positive setting.
+	if _, st, _ := runSpec(t, Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: 1}, periodic(5, 0), Config{}, reqs[:1]); st.Spec.Drafts == 0 {
+		t.Error("a lone request made no drafts with disable_by_batch_size 1")
 	}
 }

@@ -112,6 +112,7 @@ type serveFlags struct {
 	// Speculative decoding (vLLM's flags).
 	specMethod, specConfig, specModel string
 	specTokens, lookupMin, lookupMax  int
+	specDisableBatch                  int
 	// fs is the flag set, to tell a flag given as 0 from one not given.
 	fs *pflag.FlagSet
 }
@@ -214,6 +215,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.specConfig, "speculative-config", "", `vLLM's speculative config as JSON, e.g. {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_min":2,"prompt_lookup_max":5}; the flags below override its keys`)
 	fl.IntVar(&f.specTokens, "num-speculative-tokens", 0, fmt.Sprintf("most draft tokens per sequence and step, 1 to %d (default %d)", scheduler.MaxSpeculativeTokens, scheduler.DefaultSpeculativeTokens))
 	fl.IntVar(&f.lookupMin, "prompt-lookup-min", 0, fmt.Sprintf("shortest n-gram prompt lookup matches (default: --prompt-lookup-max, or %d)", scheduler.DefaultPromptLookup))
+	fl.IntVar(&f.specDisableBatch, "speculative-disable-by-batch-size", 0, "no drafts in a step that decodes more sequences than this (vLLM's disable_by_batch_size; default: drafts at every batch size)")
 	fl.IntVar(&f.lookupMax, "prompt-lookup-max", 0, fmt.Sprintf("longest n-gram prompt lookup matches, at most %d (default: --prompt-lookup-min, or %d)", scheduler.MaxPromptLookup, scheduler.DefaultPromptLookup))
 	fl.StringVar(&f.specModel, "speculative-model", "", "draft model for speculative decoding: not implemented yet (refused at start; use --speculative ngram)")
 	f.fs = fl
@@ -395,7 +397,8 @@ func (f *serveFlags) speculative() (scheduler.Speculative, error) {
 		name string
 		v    int
 		dst  *int
-	}{{"num-speculative-tokens", f.specTokens, &sc.NumSpeculativeTokens}, {"prompt-lookup-min", f.lookupMin, &sc.PromptLookupMin}, {"prompt-lookup-max", f.lookupMax, &sc.PromptLookupMax}} {
+	}{{"num-speculative-tokens", f.specTokens, &sc.NumSpeculativeTokens}, {"prompt-lookup-min", f.lookupMin, &sc.PromptLookupMin}, {"prompt-lookup-max", f.lookupMax, &sc.PromptLookupMax},
+		{"speculative-disable-by-batch-size", f.specDisableBatch, &sc.DisableByBatchSize}} {
 		if !changed(x.name) {
 			continue
 		}
@@ -419,6 +422,8 @@ func (f *serveFlags) speculative() (scheduler.Speculative, error) {
 			flag = "--num-speculative-tokens"
 		case strings.Contains(msg, "prompt_lookup_max") && changed("prompt-lookup-max"):
 			flag = "--prompt-lookup-max"
+		case strings.Contains(msg, "disable_by_batch_size") && changed("speculative-disable-by-batch-size"):
+			flag = "--speculative-disable-by-batch-size"
 		case strings.Contains(msg, "prompt_lookup_min") && changed("prompt-lookup-min"):
 			flag = "--prompt-lookup-min"
 		case strings.Contains(msg, "method") && f.specMethod != "":

@@ -277,6 +277,8 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--speculative-config", `{"method":"ngram","num_speculative_tokens":40}`}, "--speculative-config: num_speculative_tokens 40 is outside [1, 16]"},
 		{[]string{"--speculative-config", `{"method":"ngram","k":4}`}, `--speculative-config: speculative config "{\"method\":\"ngram\",\"k\":4}": json: unknown field "k"`},
 		{[]string{"--speculative", "ngram", "--speculative-config", `{"method":"draft"}`}, `--speculative: "ngram" contradicts --speculative-config's method "draft"`},
+		{[]string{"--speculative", "ngram", "--speculative-disable-by-batch-size", "0"}, "--speculative-disable-by-batch-size: 0: at least 1"},
+		{[]string{"--speculative-config", `{"method":"ngram","disable_by_batch_size":-2}`}, "--speculative-config: disable_by_batch_size -2 is negative (0: never)"},
 		{[]string{"--speculative-model", "/models/draft.gguf"}, "--speculative-model: speculative method \"draft\": draft-model speculation is not implemented yet"},
 		{[]string{"--max-loras", "-1"}, "--max-loras: -1 is negative"},
 		{[]string{"--lora", "nopath"}, `--lora: LoRA adapter "nopath": want NAME=PATH`},
