@@ -10,8 +10,8 @@ import (
 // The CNN operators, on [batch, channels, height, width] inputs (2-D
 // images; the batch is dimension 0 as everywhere): Conv (any group),
 // BatchNormalization (inference), MaxPool, AveragePool and
-// GlobalAveragePool, and the activations CNN exports put between them
-// (Clip, LeakyRelu, HardSigmoid).
+// GlobalAveragePool. The activations CNN exports put between them (Clip,
+// LeakyRelu, HardSigmoid) are core operators (ops.go).
 
 // Window is a 2-D convolution or pooling window, resolved for an input of
 // InH × InW: the output is OutH × OutW.
@@ -357,76 +357,4 @@ func evalPool(_ *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 		}
 	}
 	return []*Dense{{Shape: []int64{x.Shape[0], x.Shape[1], win.OutH, win.OutW}, F32: y}}, nil
-}
-
-// Clip, LeakyRelu and HardSigmoid: elementwise in float32, NaN kept.
-
-// ClipBounds is a Clip node's bounds: the min and max inputs (opset 11
-// on, scalar initializers) or attributes (before), ±MaxFloat32 when
-// absent.
-func ClipBounds(c *Checked, n *Node) (lo, hi float32, err error) {
-	lo, hi = -math.MaxFloat32, math.MaxFloat32
-	if c.Opset != 0 && c.Opset < 11 {
-		return n.Float("min", lo), n.Float("max", hi), nil
-	}
-	for i, dst := range []*float32{&lo, &hi} {
-		if !optional(n, i+1) {
-			continue
-		}
-		p, err := c.constInput(n, i+1, nil)
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(p.Const.F32) != 1 {
-			return 0, 0, fmt.Errorf("input %q must be a scalar", n.Inputs[i+1])
-		}
-		*dst = p.Const.F32[0]
-	}
-	return lo, hi, nil
-}
-
-func inferActivation(c *Checked, n *Node) ([]*Info, error) {
-	x, err := c.floatInput(n, 0)
-	if err != nil {
-		return nil, err
-	}
-	if n.Op == "Clip" {
-		if _, _, err := ClipBounds(c, n); err != nil {
-			return nil, err
-		}
-	}
-	return same(x), nil
-}
-
-func evalActivation(c *Checked, n *Node, in []*Dense) ([]*Dense, error) {
-	x := in[0]
-	y := make([]float32, len(x.F32))
-	lo, hi, _ := ClipBounds(c, n)
-	alpha := n.Float("alpha", map[string]float32{"LeakyRelu": 0.01, "HardSigmoid": 0.2}[n.Op])
-	beta := n.Float("beta", 0.5)
-	for i, v := range x.F32 {
-		switch n.Op {
-		case "Clip":
-			y[i] = clamp(v, lo, hi)
-		case "LeakyRelu":
-			y[i] = v
-			if v < 0 {
-				y[i] = alpha * v
-			}
-		case "HardSigmoid":
-			y[i] = clamp(alpha*v+beta, 0, 1)
-		}
-	}
-	return []*Dense{{Shape: x.Shape, F32: y}}, nil
-}
-
-// clamp bounds v to [lo, hi], NaN kept (as ONNX Runtime's Clip keeps it).
-func clamp(v, lo, hi float32) float32 {
-	switch {
-	case v < lo:
-		return lo
-	case v > hi:
-		return hi
-	}
-	return v
 }

@@ -51,10 +51,9 @@
 // ceil_mode), AveragePool (count_include_pad, as ONNX Runtime's MLAS
 // divides: by the cells inside the image, or by the kernel's size) and
 // GlobalAveragePool take [batch, channels, height, width] inputs, the
-// batch first as everywhere; Clip, LeakyRelu and HardSigmoid are the
-// elementwise activations CNN exports put between them, NaN kept
-// (conv.go; they give way to the core operators' own where infer.go
-// has them, opfiles.go's yieldOps). The executor builds Conv as ggml_conv_2d does (im2col and
+// batch first as everywhere (Clip, LeakyRelu and HardSigmoid, the
+// elementwise activations CNN exports put between them, are core
+// operators, NaN kept). The executor builds Conv as ggml_conv_2d does (im2col and
 // mul_mat, in F32) and a grouped one (depthwise) with a C kernel, folds
 // BatchNormalization to a scale and shift per channel, and pools with a
 // C kernel of its own (ggml's pooling has neither unequal pads nor

@@ -24,9 +24,6 @@ var opFiles = map[string]opFile{
 	"MaxPool":            {inferPool, evalPool},
 	"AveragePool":        {inferPool, evalPool},
 	"GlobalAveragePool":  {inferPool, evalPool},
-	"Clip":               {inferActivation, evalActivation},
-	"LeakyRelu":          {inferActivation, evalActivation},
-	"HardSigmoid":        {inferActivation, evalActivation},
 	// ai.onnx.ml (ml.go, trees.go)
 	"Scaler":                 {inferScaler, evalScaler},
 	"Normalizer":             {inferNormalizer, evalNormalizer},
@@ -37,20 +34,9 @@ var opFiles = map[string]opFile{
 	"TreeEnsembleClassifier": {inferTrees, evalTrees},
 }
 
-// yieldOps are opFiles operators that give way to infer.go's and
-// eval.go's own, where those have them (listed in Ops): the core
-// operators may implement the same activations, with constant folding.
-var yieldOps = []string{"Clip", "LeakyRelu", "HardSigmoid"}
-
 // init adds the default-domain operators of opFiles to Ops (MLOps lists
-// the ai.onnx.ml ones), in order, after dropping the yieldOps the core
-// operators implement.
+// the ai.onnx.ml ones), in order.
 func init() {
-	for _, op := range yieldOps {
-		if slices.Contains(Ops, op) {
-			delete(opFiles, op)
-		}
-	}
 	for op := range opFiles {
 		if !slices.Contains(MLOps, op) && !slices.Contains(Ops, op) {
 			Ops = append(Ops, op)

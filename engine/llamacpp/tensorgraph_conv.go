@@ -131,43 +131,6 @@ static void llmserve_affine_op(struct ggml_tensor * dst, const struct ggml_tenso
 	}
 }
 
-// llmserve_activation_op: Clip, LeakyRelu and HardSigmoid, NaN kept as
-// ONNX Runtime keeps it (ggml_clamp and ggml_leaky_relu turn it into a
-// bound or 0).
-typedef struct {
-	int32_t op; // 0 Clip, 1 LeakyRelu, 2 HardSigmoid
-	float a, b; // Clip: min and max; LeakyRelu: alpha; HardSigmoid: alpha and beta
-} llmserve_activation;
-
-static void llmserve_activation_op(struct ggml_tensor * dst, const struct ggml_tensor * src, int ith, int nth, void * ud) {
-	const llmserve_activation * p = ud;
-	const int64_t n = ggml_nelements(dst);
-	const int64_t per = (n + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < n ? lo + per : n;
-	const float * x = (const float *)src->data;
-	float * y = (float *)dst->data;
-	for (int64_t i = lo; i < hi; i++) {
-		float v = x[i];
-		switch (p->op) {
-		case 0:
-			v = v < p->a ? p->a : (v > p->b ? p->b : v);
-			break;
-		case 1:
-			v = v < 0 ? p->a * v : v;
-			break;
-		case 2:
-			v = p->a * v + p->b;
-			v = v < 0 ? 0 : (v > 1 ? 1 : v);
-			break;
-		}
-		y[i] = v;
-	}
-}
-
-static struct ggml_tensor * llmserve_activation_node(struct ggml_context * ctx, struct ggml_tensor * a, void * ud) {
-	return ggml_map_custom1(ctx, a, llmserve_activation_op, GGML_N_TASKS_MAX, ud);
-}
-
 static struct ggml_tensor * llmserve_pool_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ow, int64_t oh, void * ud) {
 	struct ggml_tensor * args[1] = {a};
 	return ggml_custom_4d(ctx, GGML_TYPE_F32, ow, oh, a->ne[2], a->ne[3], args, 1, llmserve_pool_op, GGML_N_TASKS_MAX, ud);
@@ -187,8 +150,8 @@ import (
 )
 
 // prepareCNN copies the parameters of a grouped Conv, a pooling, a
-// BatchNormalization (folded to a scale and shift per channel) or an
-// activation node into C memory.
+// BatchNormalization (folded to a scale and shift per channel) node into
+// C memory.
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 	if !graph.FileOp(n.Op) {
 		return nil
@@ -232,27 +195,12 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c.channels = C.int64_t(len(s))
 		c.scale, c.shift = (*C.float)(cCopy(p, s)), (*C.float)(cCopy(p, t))
 		p.byNode[n] = unsafe.Pointer(c)
-	case "Clip", "LeakyRelu", "HardSigmoid":
-		c := (*C.llmserve_activation)(p.alloc(C.sizeof_llmserve_activation))
-		switch n.Op {
-		case "Clip":
-			lo, hi, err := graph.ClipBounds(g, n)
-			if err != nil {
-				return err
-			}
-			c.op, c.a, c.b = 0, C.float(lo), C.float(hi)
-		case "LeakyRelu":
-			c.op, c.a = 1, C.float(n.Float("alpha", 0.01))
-		case "HardSigmoid":
-			c.op, c.a, c.b = 2, C.float(n.Float("alpha", 0.2)), C.float(n.Float("beta", 0.5))
-		}
-		p.byNode[n] = unsafe.Pointer(c)
 	}
 	return nil
 }
 
 // cnnNode builds a CNN node on its [rows, channels, height, width] input
-// (or any shape, for the elementwise ones).
+// (BatchNormalization: any rank).
 func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 	ctx := bl.ctx
 	x, err := bl.value(n.Inputs[0])
@@ -278,8 +226,6 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 		return bl.reshape(gval{t, out}, out), nil
 	case "MaxPool", "AveragePool", "GlobalAveragePool":
 		return gval{C.llmserve_pool_node(ctx, xt, C.int64_t(out[3]), C.int64_t(out[2]), ud), out}, nil
-	case "Clip", "LeakyRelu", "HardSigmoid":
-		return gval{C.llmserve_activation_node(ctx, xt, ud), out}, nil
 	}
 	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
 }

@@ -537,7 +537,7 @@ func (bl *builder) nodeOutputs(n *graph.Node) ([]gval, error) {
 	switch n.Op {
 	case "Scaler", "Normalizer", "ZipMap", "LinearClassifier", "LinearRegressor", "TreeEnsembleClassifier", "TreeEnsembleRegressor":
 		return bl.mlNode(n)
-	case "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Clip", "LeakyRelu", "HardSigmoid":
+	case "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool":
 		v, err := bl.cnnNode(n)
 		return []gval{v}, err
 	}
