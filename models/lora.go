@@ -161,7 +161,9 @@ func (g *Generative) loadAdapter(l LoRA) (*Adapter, error) {
 	g.adaptersMu.Lock()
 	defer g.adaptersMu.Unlock()
 	if _, dup := g.adapters[l.Name]; dup {
-		h.Close()
+		if err := h.Close(); err != nil {
+			g.log.Warn("LoRA adapter close", "adapter", l.Name, "err", err)
+		}
 		return nil, fmt.Errorf("%w: %q", ErrAdapterExists, l.Name)
 	}
 	g.adapters[l.Name] = a
@@ -177,7 +179,9 @@ func (g *Generative) unloadAdapter(name string) bool {
 	delete(g.adapters, name)
 	g.adaptersMu.Unlock()
 	if ok {
-		a.handle.Close()
+		if err := a.handle.Close(); err != nil {
+			g.log.Warn("LoRA adapter close", "adapter", name, "err", err)
+		}
 		g.log.Info("LoRA adapter unloaded", "adapter", name)
 	}
 	return ok

@@ -91,12 +91,11 @@ func periodic(period, jitter int) func([]int32, int) int32 {
 
 // specResult is what one request produced: every output, in order.
 type specResult struct {
-	tokens   [][]int32
-	lps      [][]engine.Logprobs
-	finish   []FinishReason
-	usage    Usage
-	outputs  int
-	maxBatch int
+	tokens  [][]int32
+	lps     [][]engine.Logprobs
+	finish  []FinishReason
+	usage   Usage
+	outputs int
 }
 
 // runSpec serves reqs to the end with the fake model and returns each

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Benchmarks speculative decoding on stories260K (a real model, so the
 # acceptance is real): llmserve without and with n-gram speculation
-# (--speculative ngram), and llama.cpp's llama-server without and with its
-# own speculative decoding (--model-draft; at the vendored commit
-# llama-server has no n-gram mode, so its draft is the only one it can
-# take), alternating the four servers REPS times in one run, at
+# (--speculative ngram, and the same with no drafts in steps of more than
+# 4 decodes: --speculative-disable-by-batch-size 4), and llama.cpp's
+# llama-server without and with its own speculative decoding
+# (--model-draft; at the vendored commit llama-server has no n-gram mode,
+# so its draft is the only one it can take), alternating the five servers
+# REPS times in one run, at
 # concurrency 1 and 8, on two workloads:
 #
 #   repeat  a passage and then its first sentence again, so the answer can
@@ -28,7 +30,7 @@ REPS=${REPS:-3}
 K=${K:-5}                 # draft tokens per step (both servers)
 LOOKUP=${LOOKUP:-"--prompt-lookup-min 2 --prompt-lookup-max 4"}  # llmserve's n-gram range
 OUTPUT=${OUTPUT:-128}
-SERVERS=${SERVERS:-llmserve llmserve-ngram llama-server llama-server-draft}
+SERVERS=${SERVERS:-llmserve llmserve-ngram llmserve-ngram-b4 llama-server llama-server-draft}
 mkdir -p "$OUT"
 
 server=
@@ -46,6 +48,8 @@ start() { # start SERVER
     llmserve) "$BIN" serve --model "stories260K=$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn & ;;
     llmserve-ngram) "$BIN" serve --model "stories260K=$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
       --speculative ngram --num-speculative-tokens "$K" $LOOKUP & ;;
+    llmserve-ngram-b4) "$BIN" serve --model "stories260K=$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
+      --speculative ngram --num-speculative-tokens "$K" $LOOKUP --speculative-disable-by-batch-size 4 & ;;
     llama-server) "$LLAMA_SERVER" -m "$MODEL" -a stories260K --port "$PORT" -np 16 -kvu -t 2 -c 8192 --log-disable & ;;
     llama-server-draft) "$LLAMA_SERVER" -m "$MODEL" -a stories260K --port "$PORT" -np 16 -kvu -t 2 -c 8192 --log-disable \
       -md "$MODEL" --draft-max "$K" --draft-min 0 -td 2 & ;;

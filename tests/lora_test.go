@@ -124,7 +124,7 @@ func TestLoRAServe(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	chat, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "story-a", MaxTokens: 4,
+	chat, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "story-a", MaxCompletionTokens: 4,
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Hi"}}})
 	if err != nil || chat.Model != "story-a" {
 		t.Fatalf("chat with the adapter: %v %+v", err, chat)

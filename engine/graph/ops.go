@@ -147,10 +147,10 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if !ok {
 			return nil, errors.New("attribute to is required")
 		}
-		switch {
-		case to.Int == onnxFloat:
+		switch to.Int {
+		case onnxFloat:
 			return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
-		case to.Int == onnxInt64, to.Int == onnxBool:
+		case onnxInt64, onnxBool:
 			return &Info{DType: I64, Shape: x.Shape, Batched: x.Batched}, nil
 		}
 		return nil, unsupportedAttr("to=%d (FLOAT, INT64 and BOOL are supported)", to.Int)
@@ -291,7 +291,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 			}
 		} else {
 			for i, d := range x.Shape {
-				if d == 1 && !(x.Batched && i == 0) {
+				if d == 1 && (!x.Batched || i != 0) {
 					ax = append(ax, i)
 				}
 			}
@@ -371,7 +371,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		batched := cond.Batched || x.Batched || y.Batched
 		if batched && x.DType != F32 {
-			return nil, fmt.Errorf("Where on batched values takes F32 values: %w", ErrUnsupported)
+			return nil, fmt.Errorf("where on batched values takes F32 values: %w", ErrUnsupported)
 		}
 		shape, err := Broadcast(cond.Shape, x.Shape)
 		if err != nil {
@@ -397,7 +397,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 				t[i] = Batch
 			case d == BatchDim:
 				return nil, errBatchValue
-			case d < 1 && !(d == Batch && i == 0):
+			case d < 1 && (d != Batch || i != 0):
 				return nil, fmt.Errorf("target shape %v has a dimension below 1", target)
 			}
 		}

@@ -171,7 +171,7 @@ func LoadCustomPrompts(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset path: %w", err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	var prompts []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)

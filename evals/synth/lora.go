@@ -265,7 +265,7 @@ func readGGUFFile(path string) (*ggufFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	g, err := readGGUF(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
