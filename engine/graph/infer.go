@@ -18,6 +18,18 @@ func (c *Checked) input(n *Node, i int) (*Info, error) {
 	return info, nil
 }
 
+// inputPair returns the Infos of inputs 0 and 1, both present: the
+// operands of a binary operator.
+func (c *Checked) inputPair(n *Node) (a, b *Info, err error) {
+	if a, err = c.input(n, 0); err != nil {
+		return nil, nil, err
+	}
+	if b, err = c.input(n, 1); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
 // floatInput is input i, which must be F32.
 func (c *Checked) floatInput(n *Node, i int) (*Info, error) {
 	info, err := c.input(n, i)
@@ -126,11 +138,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Add", "Sub", "Mul", "Div":
-		a, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.input(n, 1)
+		a, b, err := c.inputPair(n)
 		if err != nil {
 			return nil, err
 		}

@@ -334,11 +334,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		return &Info{DType: x.DType, Shape: sl.shape, Batched: x.Batched}, nil
 	case "Equal":
-		a, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.input(n, 1)
+		a, b, err := c.inputPair(n)
 		if err != nil {
 			return nil, err
 		}
