@@ -163,9 +163,21 @@ func TestSubmitChecks(t *testing.T) {
 }
 
 func TestQueueFull(t *testing.T) {
-	c := testCore(t, nil, func(cfg *Config) {
+	// The running request stops after its first token until the test
+	// ends, so it cannot finish and make room before the third arrives.
+	release := make(chan struct{})
+	fake := func() *enginetest.Fake {
+		return &enginetest.Fake{Model: func(history []int32, vocab int) int32 {
+			if len(history) > 2 {
+				<-release
+			}
+			return 1 + int32(len(history))%int32(vocab-1)
+		}}
+	}
+	c := testCore(t, fake, func(cfg *Config) {
 		cfg.Scheduler.MaxNumSeqs, cfg.Scheduler.MaxWaiting, cfg.KV.Slots = 1, 1, 1
 	})
+	t.Cleanup(func() { close(release) })
 	ctx := context.Background()
 	// One runs, one waits: the queue is full.
 	long := request("a", []int32{1, 2}, 120)
