@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -53,4 +54,21 @@ type Model interface {
 	// Submit starts generation of the requests, all or none, with one
 	// stream each (see core.EngineCore.Submit for the errors).
 	Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error)
+}
+
+// MediaModel is a Model with a multimodal projector (--mmproj): its chat
+// prompts may carry images or audio. A request with media to a Model that
+// is not a MediaModel is a 400 (media.ErrNoProjector).
+type MediaModel interface {
+	Model
+	// ReadsMedia reports whether the projector encodes items of kind.
+	ReadsMedia(kind media.Kind) bool
+	// PrepareMedia tokenizes prompt, a rendered chat prompt that holds
+	// media.Marker once per item in order, and encodes the items. It
+	// returns the prompt's tokens, in which each item's positions are
+	// placeholders (engine.MediaToken of its hash), and the spans for
+	// scheduler.Request.Media. addSpecial adds the BOS token as
+	// renderChat's BOS rule says. An item the model cannot read is a
+	// *media.Error naming its Param.
+	PrepareMedia(ctx context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error)
 }

@@ -1,0 +1,14 @@
+// Package media owns what a client's image or audio clip is between the
+// API that reads it and the model that encodes it: its kind, its bytes,
+// the limits it is checked against, and the errors that name the request
+// field it came from.
+//
+// The API layer finds media in a request (OpenAI image_url and
+// input_audio parts, Anthropic image blocks, Responses input_image), puts
+// Marker in the prompt text where each one goes, and hands the items to
+// the model (Model.PrepareMedia in api/openai's terms). The model decodes
+// and encodes them with its projector (engine/llamacpp's libmtmd binding).
+//
+// It must not import the engine, the scheduler or an API package: both
+// sides import it.
+package media

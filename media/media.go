@@ -1,0 +1,58 @@
+package media
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+)
+
+// Marker is the text a rendered prompt carries where a media item goes,
+// once per item, in order (libmtmd's default marker, as llama.cpp's server
+// writes it).
+const Marker = "<__media__>"
+
+// Kind is what a media item is.
+type Kind string
+
+const (
+	Image Kind = "image"
+	Audio Kind = "audio"
+)
+
+// Item is one image or audio clip of a request, in prompt order.
+type Item struct {
+	Kind Kind
+	// Data is the file as the client sent it (base64 decoded): PNG, JPEG
+	// or WebP for an image; WAV or MP3 for audio.
+	Data []byte
+	// Param is the request field it came from, such as
+	// "messages[1].content[0]": errors about the item name it.
+	Param string
+}
+
+// Hash is the item's key in the media and prefix caches: the SHA-256 of
+// its kind and bytes.
+func (it *Item) Hash() [32]byte {
+	h := sha256.New()
+	h.Write([]byte(it.Kind))
+	h.Write([]byte{0})
+	h.Write(it.Data)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// Error is a media item the model cannot read (corrupt, too large, of a
+// kind its projector does not encode): a client error, which the API
+// answers with a 400 naming Param.
+type Error struct {
+	Param string
+	Err   error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %v", e.Param, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrNoProjector says the model reads text only: it was loaded without a
+// multimodal projector (--mmproj).
+var ErrNoProjector = errors.New("the model has no multimodal projector (start it with --mmproj)")
