@@ -90,8 +90,9 @@ PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
 all: build
 
-## deps: install what the build needs (Debian headers, Go modules, miniaudio.h).
-deps: debian-deps go-deps $(INCLUDE_DIR)/miniaudio/miniaudio.h
+## deps: install what the build needs (Debian headers, Go modules, miniaudio.h,
+## libmtmd's headers).
+deps: debian-deps go-deps $(INCLUDE_DIR)/miniaudio/miniaudio.h $(INCLUDE_DIR)/mtmd/mtmd.h $(INCLUDE_DIR)/mtmd/mtmd-helper.h
 
 debian-deps:
 	@missing=""; \
@@ -138,6 +139,14 @@ go-deps:
 $(INCLUDE_DIR)/miniaudio/miniaudio.h: | go-deps
 	@mkdir -p $(INCLUDE_DIR)/miniaudio
 	@ln -sfn $(MALGO_DIR)/miniaudio.h $@
+
+# libmtmd (llama.cpp's multimodal library) is compiled and linked by the
+# ollama module's llama package; engine/llamacpp includes its headers as
+# "mtmd/mtmd.h" through links in the include folder, so CGO_CPPFLAGS stays
+# the same (a change would rebuild all of llama.cpp).
+$(INCLUDE_DIR)/mtmd/%.h: | go-deps
+	@mkdir -p $(INCLUDE_DIR)/mtmd
+	@ln -sfn $(OLLAMA_DIR)/llama/llama.cpp/tools/mtmd/$*.h $@
 
 ## build: build bin/llmserve.
 build: deps

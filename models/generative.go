@@ -123,6 +123,15 @@ type GenerativeConfig struct {
 	LoRAs       []LoRA
 	LoRARuntime bool
 	MaxLoRAs    int
+
+	// MMProj is a multimodal projector GGUF (llama.cpp's --mmproj): with
+	// it, chat prompts may carry images (and audio, when the projector
+	// encodes it). MaxImagePixels bounds an image's width × height (0:
+	// DefaultMaxImagePixels); MediaCacheBytes bounds the cache of encoded
+	// items (0: DefaultMediaCacheBytes). See models/media.go.
+	MMProj          string
+	MaxImagePixels  int
+	MediaCacheBytes int64
 }
 
 // The V2 tasks of GenerativeConfig.Task.
@@ -164,6 +173,9 @@ type Generative struct {
 	lora       bool
 	adaptersMu sync.Mutex
 	adapters   map[string]*Adapter
+
+	// proj is the multimodal projector, nil without one.
+	proj *projector
 
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -265,15 +277,20 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	if cfg.MaxLoRAs < 0 {
 		return nil, &ConfigError{"MaxLoRAs", fmt.Sprintf("%d is negative", cfg.MaxLoRAs)}
 	}
+	if g.proj, err = loadProjector(cfg, m); err != nil {
+		return nil, fmt.Errorf("load model %q: %w", name, err)
+	}
 	for _, l := range cfg.LoRAs {
 		if _, err := g.loadAdapter(l); err != nil {
 			g.closeAdapters()
+			g.closeProjector()
 			return nil, fmt.Errorf("load model %q: %w", name, err)
 		}
 	}
 	defer func() {
 		if err != nil {
 			g.closeAdapters()
+			g.closeProjector()
 		}
 	}()
 	ctxParams := llamacpp.ContextParams{
@@ -297,6 +314,11 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 			return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
 		}
 		obs = em
+		if g.proj != nil {
+			if err := metrics.NewMediaCache(reg, name, g.MediaCacheStats); err != nil {
+				return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
+			}
+		}
 		if g.lora {
 			if _, err := metrics.NewLoRA(reg, name, func() scheduler.Stats { return ec.Stats() }); err != nil {
 				return nil, fmt.Errorf("load model %q: metrics: %w", name, err)
@@ -625,7 +647,15 @@ func (g *Generative) Stop() int64 {
 func (g *Generative) Close() error {
 	g.Stop()
 	g.closeAdapters()
+	g.closeProjector()
 	return g.model.Close()
+}
+
+// closeProjector frees the projector, if any.
+func (g *Generative) closeProjector() {
+	if g.proj != nil {
+		g.proj.p.Close()
+	}
 }
 
 // ErrNotServed is returned for a model the registry does not hold.

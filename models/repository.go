@@ -132,6 +132,9 @@ type ModelSettings struct {
 	MaxLoRAs     int    `json:"max_loras"`
 	// SpeculativeConfig is vLLM's --speculative-config for the model.
 	SpeculativeConfig *SpeculativeConfig `json:"speculative_config"`
+	// MMProj is the model's multimodal projector GGUF (--mmproj); a
+	// relative path is in the model folder.
+	MMProj string `json:"mmproj"`
 }
 
 // SpeculativeConfig is vLLM's speculative_config: {"method": "ngram",
@@ -256,6 +259,7 @@ var settingsKeys = map[string]string{
 	"MaxModelLen": "max_model_len", "MaxNumSeqs": "max_num_seqs", "KVMemoryBytes": "kv_cache_memory_bytes",
 	"PrefixCacheBytes": "prefix_cache_memory_bytes", "Pooling": "pooling", "MatryoshkaDimensions": "matryoshka_dimensions",
 	"ReasoningParser": "reasoning_parser", "Task": "parameters.task", "MaxLoRAs": "max_loras", "Speculative": "speculative_config",
+	"MMProj": "mmproj",
 }
 
 // apply lays the settings over base.
@@ -302,6 +306,14 @@ func (s *ModelSettings) apply(base GenerativeConfig, modelDir string) (Generativ
 	}
 	if s.Parameters.Task != "" {
 		c.Task = s.Parameters.Task
+	}
+	// Projectors are per model, like adapters.
+	c.MMProj = ""
+	if s.MMProj != "" {
+		c.MMProj = s.MMProj
+		if !filepath.IsAbs(c.MMProj) {
+			c.MMProj = filepath.Join(modelDir, c.MMProj)
+		}
 	}
 	// Adapters are per model: --lora's are for the model --model serves.
 	c.LoRAs = nil

@@ -251,6 +251,8 @@ func (c *Config) CheckRequest(r *Request) error {
 			PromptTokens: len(r.Prompt), KVTokens: c.KVCapacityTokens}
 	case r.MaxTokens < 1:
 		return reqErr(FieldMaxTokens, ErrInvalid, r.MaxTokens, 1)
+	case !mediaFits(r.Media, len(r.Prompt)):
+		return errors.New("scheduler: request media spans out of order, outside the prompt, or with no rows")
 	case r.Thinking != nil && (len(r.Thinking.Start) == 0 || len(r.Thinking.End) == 0):
 		return reqErr(FieldThinking, ErrInvalid, 0, 1)
 	case r.Thinking != nil && (r.Thinking.Generated < 0 || r.Thinking.Generated >= len(r.Prompt) || (r.Thinking.Generated > 0 && r.N > 1)):
@@ -265,6 +267,19 @@ func (c *Config) CheckRequest(r *Request) error {
 		return reqErr(f, ErrTooLong, len(r.Prompt)+r.MaxTokens, maxLen)
 	}
 	return nil
+}
+
+// mediaFits reports whether media spans are in order, inside a prompt of
+// n tokens, each with rows of one width.
+func mediaFits(media []Media, n int) bool {
+	next := 0
+	for _, m := range media {
+		if m.Rows <= 0 || m.Offset < next || m.Offset+m.Rows > n || len(m.Embd) == 0 || len(m.Embd)%m.Rows != 0 {
+			return false
+		}
+		next = m.Offset + m.Rows
+	}
+	return true
 }
 
 // CheckBatch reports whether n requests submitted together can ever be
@@ -806,6 +821,7 @@ func (s *Scheduler) chunk(sq *sequence, n int) engine.Chunk {
 			c.Only, c.Ban = sq.only[:], nil
 		}
 	}
+	c.Media = mediaSpans(r.Media, sq.computed, sq.computed+n)
 	if sq.wantsPromptLogprobs() {
 		// Row i predicts token i+1; the last prompt row predicts the first
 		// output token, which the sample reports.
@@ -814,6 +830,25 @@ func (s *Scheduler) chunk(sq *sequence, n int) engine.Chunk {
 		}
 	}
 	return c
+}
+
+// mediaSpans are the parts of a prompt's media that positions [from, to)
+// cover, as spans of the chunk that starts at from. A chunk may begin or
+// end inside an item: its span then holds that part's rows.
+func mediaSpans(media []Media, from, to int) []engine.MediaSpan {
+	var spans []engine.MediaSpan
+	for _, m := range media {
+		a, b := max(m.Offset, from), min(m.Offset+m.Rows, to)
+		if a >= b {
+			continue
+		}
+		width := len(m.Embd) / m.Rows
+		spans = append(spans, engine.MediaSpan{
+			Offset: a - from, Rows: b - a,
+			Embd: m.Embd[(a-m.Offset)*width : (b-m.Offset)*width],
+		})
+	}
+	return spans
 }
 
 // pickVictim returns the running sequence to preempt: the lowest priority

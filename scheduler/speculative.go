@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/llmserve/llmserve/engine"
 )
@@ -181,6 +182,9 @@ func (s *Scheduler) addDrafts(batch []engine.Chunk, budget int) int {
 			continue
 		}
 		d := promptLookup(sq.tokens, sp.PromptLookupMin, sp.PromptLookupMax, k)
+		if i := slices.IndexFunc(d, func(t int32) bool { return t < 0 }); i >= 0 {
+			d = d[:i] // a media placeholder is not a token to propose
+		}
 		for len(d) > 0 && !s.kv.Grow(sq.id, sq.computed+1+len(d)) {
 			d = d[:len(d)-1]
 		}

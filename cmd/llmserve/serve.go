@@ -52,6 +52,11 @@ type serveFlags struct {
 	loras             []string
 	maxLoRAs          int
 	loraRuntimeUpdate bool
+	// Multimodal projectors (issue 20): --mmproj [NAME=]PATH (repeatable),
+	// --max-image-pixels, --media-cache-memory.
+	mmprojs        []string
+	maxImagePixels int
+	mediaCacheMem  string
 
 	host             string
 	httpPort         int
@@ -195,6 +200,9 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let running requests finish on SIGTERM")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-grace", 30*time.Second, "the same as --shutdown-timeout (the drain time the Kubernetes manifests set)")
 	fl.StringArrayVar(&f.loras, "lora", nil, "serve a LoRA adapter GGUF (as llama.cpp's convert_lora_to_gguf.py writes it) for the first --model as NAME=PATH (repeatable); it is listed in /v1/models with parent = the model, and a request's model = NAME uses it")
+	fl.StringArrayVar(&f.mmprojs, "mmproj", nil, "multimodal projector GGUF (llama.cpp's --mmproj: a CLIP vision or audio encoder) for the first --model as PATH, or for the model called NAME as NAME=PATH (repeatable); chat requests to it may carry image_url and input_audio parts")
+	fl.IntVar(&f.maxImagePixels, "max-image-pixels", 0, fmt.Sprintf("largest image (width × height) a request may carry; larger is a 400 (default %d)", models.DefaultMaxImagePixels))
+	fl.StringVar(&f.mediaCacheMem, "media-cache-memory", "", fmt.Sprintf("memory for encoded images and audio kept for reuse, keyed by their bytes, e.g. 512MiB (default %dMiB)", models.DefaultMediaCacheBytes>>20))
 	fl.IntVar(&f.maxLoRAs, "max-loras", 0, "most distinct LoRA adapters running at once (vLLM's --max-loras); requests of others wait, oldest first; 0: no cap")
 	fl.BoolVar(&f.loraRuntimeUpdate, "enable-lora-runtime-updates", false, "serve vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (and build the engine for adapters even without --lora)")
 	fl.StringArrayVar(&f.apiKeys, "api-key", nil, "require this key as a Bearer token on every inference route (repeatable; health and metrics stay open)")
@@ -226,6 +234,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 type settings struct {
 	log, llamaLog  slog.Level
 	kvMem, prefMem int64
+	mediaMem       int64
 	specs          [][2]string
 	tmpl           string
 	apiKeys        []string
@@ -272,6 +281,8 @@ func (f *serveFlags) validate() (*settings, error) {
 		checks = append(checks, bad("metrics-endpoint", "%q is not a URL path: it must start with / and hold no spaces, braces, ? or #", f.metricsEndpoint))
 	case f.maxLoRAs < 0:
 		checks = append(checks, bad("max-loras", "%d is negative (0 means no cap)", f.maxLoRAs))
+	case f.maxImagePixels < 0:
+		checks = append(checks, bad("max-image-pixels", "%d is negative", f.maxImagePixels))
 	case f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots:
 		checks = append(checks, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots))
 	case f.initialSeqs < 1:
@@ -333,6 +344,11 @@ func (f *serveFlags) validate() (*settings, error) {
 	}
 	if f.noPrefixCaching {
 		s.prefMem = 0
+	}
+	if f.mediaCacheMem != "" {
+		if s.mediaMem, err = parseBytes(f.mediaCacheMem); err != nil {
+			return nil, bad("media-cache-memory", "%v", err)
+		}
 	}
 	if s.specs, err = modelSpecs(f); err != nil {
 		return nil, err
@@ -446,6 +462,9 @@ var configFlags = map[string]string{
 	"ReasoningParser":      "--reasoning-parser",
 	"Task":                 "--task",
 	"MaxLoRAs":             "--max-loras",
+	"MMProj":               "--mmproj",
+	"MaxImagePixels":       "--max-image-pixels",
+	"MediaCacheBytes":      "--media-cache-memory",
 	"Speculative":          "--speculative",
 }
 
@@ -513,6 +532,29 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want a number with an optional unit (KiB, MiB, GiB, KB, MB, GB)", s)
 	}
 	return int64(v * float64(mul)), nil
+}
+
+// parseMMProj reads the --mmproj flags: PATH (the first LLM's projector,
+// key "") or NAME=PATH for the model --model NAME=... names.
+func parseMMProj(flags []string, specs [][2]string) (map[string]string, error) {
+	out := make(map[string]string, len(flags))
+	for _, fl := range flags {
+		name, path, ok := strings.Cut(fl, "=")
+		if !ok {
+			name, path = "", fl
+		}
+		if path == "" {
+			return nil, fmt.Errorf("--mmproj %q: the path is empty", fl)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--mmproj %q: a second projector for the same model", fl)
+		}
+		if name != "" && !slices.ContainsFunc(specs, func(s [2]string) bool { return s[0] == name }) {
+			return nil, fmt.Errorf("--mmproj %q: no --model is called %q", fl, name)
+		}
+		out[name] = path
+	}
+	return out, nil
 }
 
 // modelSpecs turns --model, --model-name and --model-dir into (name, path)
@@ -615,8 +657,13 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		MaxNumBatchedTokens: f.maxBatched, MaxWaiting: f.maxWaiting, PrefixCacheBytes: set.prefMem,
 		RequestTimeout: f.requestTimeout, Pooling: f.pooling, MatryoshkaDimensions: f.matryoshka, Task: f.task,
 		LoRARuntime: f.loraRuntimeUpdate, MaxLoRAs: f.maxLoRAs,
-		Speculative: set.spec,
+		Speculative: set.spec, MaxImagePixels: f.maxImagePixels, MediaCacheBytes: set.mediaMem,
 	}
+	mmprojs, err := parseMMProj(f.mmprojs, set.specs)
+	if err != nil {
+		return err
+	}
+	firstLLM := true
 	loras := make([]models.LoRA, 0, len(f.loras))
 	for _, l := range f.loras {
 		lr, err := models.ParseLoRA(l)
@@ -642,6 +689,11 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		cfg := base
 		cfg.Name, cfg.Path = s[0], s[1]
 		cfg.LoRAs, loras = loras, nil // the first LLM's
+		cfg.MMProj = mmprojs[cfg.Name]
+		if p, ok := mmprojs[""]; ok && firstLLM {
+			cfg.MMProj = p
+		}
+		firstLLM = false
 		g, err := models.LoadGenerative(cfg, log, reg)
 		var ce *models.ConfigError
 		if errors.As(err, &ce) && configFlags[ce.Setting] != "" {

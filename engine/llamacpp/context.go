@@ -110,12 +110,18 @@ type Context struct {
 	// 1). Resize replaces it.
 	llamaContext
 
-	model      *Model
-	params     ContextParams
-	pool       *C.struct_ggml_threadpool
-	batchPool  *C.struct_ggml_threadpool // nil when it would equal pool
-	nVocab     int
-	slotTokens int
+	model     *Model
+	params    ContextParams
+	pool      *C.struct_ggml_threadpool
+	batchPool *C.struct_ggml_threadpool // nil when it would equal pool
+	nVocab    int
+	nEmbd     int
+	// mediaBatch is the batch of embedding rows media positions are
+	// decoded with (decodeMedia), made on first use; hasMediaBatch says
+	// whether it was.
+	mediaBatch    C.struct_llama_batch
+	hasMediaBatch bool
+	slotTokens    int
 
 	samplers map[engine.SeqID]*sampler
 	adapters map[engine.SeqID]*Adapter // sequences' LoRA adapters (lora.go)
@@ -147,6 +153,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		model:      m,
 		params:     p,
 		nVocab:     m.info.NVocab,
+		nEmbd:      m.info.NEmbd,
 		slotTokens: roundUp(p.SlotTokens, 256),
 		samplers:   make(map[engine.SeqID]*sampler),
 	}
@@ -533,6 +540,10 @@ func (c *Context) Close() error {
 		c.dropAdapter(id)
 	}
 	c.freeEmbed()
+	if c.hasMediaBatch {
+		C.llama_batch_free(c.mediaBatch)
+		c.hasMediaBatch = false
+	}
 	c.freeLlama()
 	if c.pool != nil {
 		C.ggml_threadpool_free(c.pool)

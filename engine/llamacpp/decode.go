@@ -71,6 +71,10 @@ type row struct {
 	token  int32
 	output bool
 	chunk  *engine.Chunk // nil for a throwaway token
+	// embd, when not nil, is the row's input embedding (a media position):
+	// token is then unused. An evaluation's rows are all tokens or all
+	// embeddings.
+	embd []float32
 }
 
 // chunkOut collects what a chunk produced, to report in Batch order.
@@ -96,7 +100,7 @@ func chunkToken(ch *engine.Chunk, j int) int32 {
 
 // decodeBatch validates the chunks, evaluates them and samples.
 func (c *Context) decodeBatch(chunks []engine.Chunk, failed map[engine.SeqID]bool, fail func(engine.SeqID, error), res *engine.StepResult) {
-	var singles, multis []*engine.Chunk
+	var singles, multis, media []*engine.Chunk
 	seen := make(map[engine.Slot]bool, len(chunks))
 	for i := range chunks {
 		ch := &chunks[i]
@@ -107,13 +111,18 @@ func (c *Context) decodeBatch(chunks []engine.Chunk, failed map[engine.SeqID]boo
 			fail(ch.Seq, err)
 			continue
 		}
-		if chunkLen(ch) == 1 {
+		if len(ch.Media) > 0 {
+			media = append(media, ch)
+		} else if chunkLen(ch) == 1 {
 			singles = append(singles, ch)
 		} else {
 			multis = append(multis, ch)
 		}
 	}
 	outs := make(map[engine.SeqID]*chunkOut, len(chunks))
+	for _, ch := range media {
+		c.decodeMedia(ch, fail, outs)
+	}
 	c.decodeSingles(singles, fail, outs)
 	for _, g := range c.groupChunks(multis) {
 		if len(g) == 1 || !c.decodeGroup(g, fail, outs) {
@@ -152,7 +161,11 @@ func (c *Context) checkChunk(ch *engine.Chunk, seen map[engine.Slot]bool) error 
 		return fmt.Errorf("%w: sequence %d has draft tokens but does not sample", engine.ErrInvalidBatch, ch.Seq)
 	}
 	seen[ch.Slot] = true
-	if err := c.checkTokens(ch.Tokens); err != nil {
+	if len(ch.Media) > 0 {
+		if err := c.checkMedia(ch); err != nil {
+			return fmt.Errorf("%w: sequence %d: %w", engine.ErrInvalidBatch, ch.Seq, err)
+		}
+	} else if err := c.checkTokens(ch.Tokens); err != nil {
 		return fmt.Errorf("%w: %w", engine.ErrInvalidBatch, err)
 	}
 	if err := c.checkTokens(ch.Draft); err != nil {
@@ -411,14 +424,26 @@ func (c *Context) evaluate(rows []row) error {
 		return fmt.Errorf("%w: %d rows exceed the batch capacity %d", engine.ErrInvalidBatch, len(rows), c.batchCap)
 	}
 	b := &c.batch
-	tokens := unsafe.Slice(b.token, len(rows))
+	embd := len(rows) > 0 && rows[0].embd != nil
+	var tokens []C.llama_token
+	var inputs []float32
+	if embd {
+		b = c.embdBatch()
+		inputs = unsafe.Slice((*float32)(unsafe.Pointer(b.embd)), len(rows)*c.nEmbd)
+	} else {
+		tokens = unsafe.Slice(b.token, len(rows))
+	}
 	pos := unsafe.Slice(b.pos, len(rows))
 	nSeq := unsafe.Slice(b.n_seq_id, len(rows))
 	seqIDs := unsafe.Slice(b.seq_id, len(rows))
 	logits := unsafe.Slice(b.logits, len(rows))
 	pad := 0
 	for i, r := range rows {
-		tokens[i] = C.llama_token(r.token)
+		if embd {
+			copy(inputs[i*c.nEmbd:(i+1)*c.nEmbd], r.embd)
+		} else {
+			tokens[i] = C.llama_token(r.token)
+		}
 		pos[i] = C.llama_pos(r.pos)
 		nSeq[i] = 1
 		*seqIDs[i] = C.llama_seq_id(r.slot)

@@ -116,12 +116,17 @@ func newSampler(m *Model, p *engine.Sampling, window int) (*sampler, error) {
 	return s, nil
 }
 
-// acceptHistory feeds prompt tokens to the repetition penalty only.
+// acceptHistory feeds prompt tokens to the repetition penalty only. Media
+// placeholders (negative, engine.MediaToken) are not tokens of the
+// vocabulary and are left out.
 func (s *sampler) acceptHistory(toks []int32) {
 	if s.repetition == nil {
 		return
 	}
 	for _, t := range toks {
+		if t < 0 {
+			continue
+		}
 		C.llama_sampler_accept(s.repetition, C.llama_token(t))
 	}
 }

@@ -155,3 +155,41 @@ func GGUFString(string, string) (string, bool, error) { return "", false, ErrNoC
 
 // GGUFMetadataOnly needs cgo (ggml's GGUF reader and writer).
 func GGUFMetadataOnly(string, map[string]string) ([]byte, error) { return nil, ErrNoCgo }
+
+// MediaMarker is the text libmtmd replaces with a media item.
+const MediaMarker = "<__media__>"
+
+// ProjectorParams says how to load a projector.
+type ProjectorParams struct {
+	Threads int
+	GPU     bool
+}
+
+// Projector is a multimodal projector (needs cgo).
+type Projector struct{}
+
+// Bitmap is a media item for Tokenize (needs cgo).
+type Bitmap struct{}
+
+// Chunks is a tokenized multimodal prompt (needs cgo).
+type Chunks struct{}
+
+var (
+	ErrMediaData  = errors.New("cannot decode the media data")
+	ErrMediaCount = errors.New("the prompt's media markers do not match its media items")
+)
+
+func (*Model) LoadProjector(string, ProjectorParams) (*Projector, error) { return nil, ErrNoCgo }
+func NewImageBitmap(int, int, []byte, string) (*Bitmap, error)           { return nil, ErrNoCgo }
+func (*Projector) Vision() bool                                          { return false }
+func (*Projector) Audio() bool                                           { return false }
+func (*Projector) Close() error                                          { return nil }
+func (*Projector) NewMediaBitmap([]byte, string) (*Bitmap, error)        { return nil, ErrNoCgo }
+func (*Projector) Tokenize(string, bool, []*Bitmap) (*Chunks, error)     { return nil, ErrNoCgo }
+func (*Bitmap) IsAudio() bool                                            { return false }
+func (*Bitmap) Free()                                                    {}
+func (*Chunks) Len() int                                                 { return 0 }
+func (*Chunks) Free()                                                    {}
+func (*Chunks) Text(int) ([]int32, bool)                                 { return nil, false }
+func (*Chunks) MediaRows(int) int                                        { return 0 }
+func (*Chunks) Encode(int) ([]float32, error)                            { return nil, ErrNoCgo }
