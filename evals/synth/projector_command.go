@@ -16,6 +16,7 @@ func NewProjectorCommand() *cobra.Command {
 		o             ProjectorOptions
 		shape, dtype  string
 		output        string
+		baseOut       string
 		shapesListing strings.Builder
 	)
 	for _, s := range projectorShapes {
@@ -35,12 +36,21 @@ image is garbage.
 The output width is the text model's: --base reads <arch>.embedding_length
 from a GGUF model, or give --n-embd.
 
+libmtmd frames an idefics3 image with tokens it looks up in the text model's
+vocabulary by their text ("\n\n", "<fake_token_around_image>", "<global-img>");
+a vocabulary without them (stories260K's) makes it fail ("invalid token[0] =
+-1"). --base-out writes a copy of --base with the missing ones added as
+user-defined tokens (zero embeddings, zero logits), the rest unchanged.
+
 Shapes:
 
 ` + shapesListing.String() + `
 Example:
 
-  llmserve synth mmproj --base stories260K.gguf -o stories-mmproj.gguf`,
+  llmserve synth mmproj --base stories260K.gguf --base-out stories260K-img.gguf \
+      -o stories-mmproj.gguf
+  llama-mtmd-cli -m stories260K-img.gguf --mmproj stories-mmproj.gguf \
+      --image img.png -p Describe --chat-template chatml`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +64,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if baseOut != "" && o.Base == "" {
+				return errors.New("--base-out needs --base")
+			}
 			if o.DType, err = ParseDType(dtype); err != nil {
 				return err
 			}
@@ -64,6 +77,13 @@ Example:
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: idefics3 projector %s, output width %d, %d tokens per tile, %.2fM parameters, %d bytes\n",
 				sum.Path, s.Name, sum.NEmbd, s.TokensPerTile(), float64(sum.Params)/1e6, sum.Bytes)
+			if baseOut != "" {
+				added, err := WriteWithImageTokens(baseOut, o.Base)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s with %d image tokens added %q\n", baseOut, o.Base, len(added), added)
+			}
 			return nil
 		},
 	}
@@ -74,5 +94,6 @@ Example:
 	fl.StringVar(&dtype, "dtype", string(F32), "type of the weight matrices: f32 or f16")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the pseudo-random weights")
 	fl.StringVarP(&output, "output", "o", "", "GGUF file to write (required)")
+	fl.StringVar(&baseOut, "base-out", "", "also write --base with the idefics3 image tokens it lacks added to its vocabulary, to this file")
 	return cmd
 }
