@@ -1,0 +1,336 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// Multimodal projectors
+//
+// WriteProjector writes an "mmproj" GGUF, the file llama.cpp's libmtmd
+// (mtmd_init_from_file, clip.cpp) loads beside a text model: a SigLIP-style
+// vision transformer and SmolVLM's "idefics3" projector (pixel shuffle by
+// the scale factor, then one linear map to the text model's width). The
+// layout is that of llama.cpp's convert_hf_to_gguf.py for SmolVLM; doc.go
+// lists the keys and tensors.
+
+// ProjectorShape is the shape of a vision encoder and its idefics3
+// projector.
+type ProjectorShape struct {
+	Name string
+	// ImageSize is the side of one tile in pixels (clip.vision.image_size)
+	// and PatchSize the side of a patch: a tile is (ImageSize/PatchSize)²
+	// patches, the encoder's sequence length.
+	ImageSize, PatchSize int
+	// Embd is the encoder's width, FF its feed-forward width, Layers its
+	// depth and Heads its attention heads.
+	Embd, FF, Layers, Heads int
+	// ScaleFactor is the pixel shuffle's factor per side: ScaleFactor²
+	// neighbouring patches become one token of width Embd·ScaleFactor².
+	ScaleFactor int
+	// PreprocImageSize is clip.vision.preproc_image_size, the longest edge
+	// an image is resized to before it is cut into tiles of ImageSize
+	// (rounding each side up to a whole tile); the tiles follow a global
+	// image of the whole picture resized to one tile. 0 writes no key:
+	// llama.cpp then encodes the global image only.
+	PreprocImageSize int
+	// Eps is the layer norms' epsilon.
+	Eps float32
+	// Of names the real model the shape is taken from.
+	Of string
+}
+
+// TokensPerTile is the number of embeddings the projector gives for one
+// tile (or the global image).
+func (s ProjectorShape) TokensPerTile() int {
+	side := s.ImageSize / s.PatchSize / s.ScaleFactor
+	return side * side
+}
+
+// Tiles is the number of images llama.cpp's idefics3 preprocessing
+// encodes for a picture of w×h pixels: the global image plus the tiles
+// (mirrors clip.cpp's clip_image_preprocess for PROJECTOR_TYPE_IDEFICS3).
+func (s ProjectorShape) Tiles(w, h int) int {
+	if s.PreprocImageSize <= 0 || w <= 0 || h <= 0 {
+		return 1
+	}
+	scale := min(float32(s.PreprocImageSize)/float32(w), float32(s.PreprocImageSize)/float32(h))
+	tiles := func(n int) int {
+		return int(math.Ceil(float64(float32(n) * scale / float32(s.ImageSize))))
+	}
+	return 1 + tiles(w)*tiles(h)
+}
+
+// Validate checks that the shape is one llama.cpp can run.
+func (s ProjectorShape) Validate() error {
+	switch {
+	case s.ImageSize <= 0 || s.PatchSize <= 0 || s.ImageSize%s.PatchSize != 0:
+		return fmt.Errorf("projector shape %q: image size %d is not a positive multiple of the patch size %d", s.Name, s.ImageSize, s.PatchSize)
+	case s.ScaleFactor < 2 || (s.ImageSize/s.PatchSize)%s.ScaleFactor != 0:
+		// clip.cpp asserts a factor > 1 (build_patch_merge_permute).
+		return fmt.Errorf("projector shape %q: scale factor %d must be > 1 and divide the %d patches per side", s.Name, s.ScaleFactor, s.ImageSize/s.PatchSize)
+	case s.Embd <= 0 || s.FF <= 0 || s.Layers <= 0 || s.Heads <= 0 || s.Embd%s.Heads != 0:
+		return fmt.Errorf("projector shape %q: width %d, feed-forward %d, %d layers, %d heads (heads must divide the width)", s.Name, s.Embd, s.FF, s.Layers, s.Heads)
+	case s.FF == s.Embd:
+		// clip.cpp swaps ffn_up and ffn_down when ffn_down's rows are
+		// Embd long (legacy files): an FF equal to Embd would be swapped.
+		return fmt.Errorf("projector shape %q: feed-forward width equal to the width is ambiguous to llama.cpp", s.Name)
+	case s.PreprocImageSize < 0:
+		return fmt.Errorf("projector shape %q: negative preprocessing size", s.Name)
+	}
+	return nil
+}
+
+// projectorShapes are the shapes `synth mmproj --shape` offers.
+var projectorShapes = []ProjectorShape{
+	// Tiny, for tests: 8×8 patches per tile, 16 tokens per tile, one tile
+	// and the global image per picture (32 tokens), about 0.2 M parameters.
+	{Name: "tiny", ImageSize: 64, PatchSize: 8, Embd: 64, FF: 256, Layers: 2, Heads: 4,
+		ScaleFactor: 2, PreprocImageSize: 64, Eps: 1e-6, Of: "nothing (tests)"},
+	// HuggingFaceTB/SmolVLM-256M-Instruct's vision tower (SigLIP base,
+	// patch 16, 512 px) and connector; see doc.go for the sources.
+	{Name: "smolvlm-256m", ImageSize: 512, PatchSize: 16, Embd: 768, FF: 3072, Layers: 12, Heads: 12,
+		ScaleFactor: 4, PreprocImageSize: 2048, Eps: 1e-6, Of: "HuggingFaceTB/SmolVLM-256M-Instruct"},
+}
+
+// ProjectorShapes returns the table of projector shapes.
+func ProjectorShapes() []ProjectorShape { return slices.Clone(projectorShapes) }
+
+// LookupProjectorShape returns the projector shape called name.
+func LookupProjectorShape(name string) (ProjectorShape, error) {
+	for _, s := range projectorShapes {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	names := make([]string, len(projectorShapes))
+	for i, s := range projectorShapes {
+		names[i] = s.Name
+	}
+	return ProjectorShape{}, fmt.Errorf("unknown projector shape %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// ProjectorOptions says what WriteProjector writes.
+type ProjectorOptions struct {
+	// Shape is the encoder's shape (see ProjectorShapes).
+	Shape ProjectorShape
+	// NEmbd is the text model's width, the projector's output width
+	// (clip.vision.projection_dim). When 0 it is read from Base.
+	NEmbd int
+	// Base is a GGUF text model whose <arch>.embedding_length gives NEmbd.
+	Base string
+	// DType is the type of the weight matrices: F32 (default) or F16.
+	// Embeddings, norms and biases are always F32.
+	DType DType
+	// Seed picks the pseudo-random weights; the same options give the same
+	// file, byte for byte.
+	Seed uint64
+}
+
+// ProjectorSummary describes a written projector.
+type ProjectorSummary struct {
+	Path  string
+	Shape ProjectorShape
+	// NEmbd is the projector's output width.
+	NEmbd int
+	// Params is the number of weights, Bytes the file's size.
+	Params int64
+	Bytes  int64
+}
+
+// WriteProjector writes the projector o describes to path.
+func WriteProjector(path string, o ProjectorOptions) (sum ProjectorSummary, err error) {
+	s := o.Shape
+	if err := s.Validate(); err != nil {
+		return sum, err
+	}
+	if o.DType == "" {
+		o.DType = F32
+	}
+	if o.DType != F32 && o.DType != F16 {
+		return sum, fmt.Errorf("projector dtype %s: only f32 and f16", o.DType)
+	}
+	if o.NEmbd == 0 && o.Base != "" {
+		if o.NEmbd, err = baseEmbd(o.Base); err != nil {
+			return sum, err
+		}
+	}
+	if o.NEmbd <= 0 {
+		return sum, errors.New("projector: no text model width (give NEmbd or Base)")
+	}
+	kvs := projectorMetadata(s, o)
+	var tensors []tensorData
+	var params int64
+	for _, t := range projectorPlan(s, o.NEmbd, o.DType.tensorType()) {
+		tensors = append(tensors, tensorData{tensorInfo: t.tensorInfo, write: projectorWeights(t, o.Seed)})
+		params += int64(t.elements())
+	}
+	n, err := writeGGUFFile(path, kvs, tensors)
+	if err != nil {
+		return sum, err
+	}
+	return ProjectorSummary{Path: path, Shape: s, NEmbd: o.NEmbd, Params: params, Bytes: n}, nil
+}
+
+// baseEmbd reads <general.architecture>.embedding_length from a GGUF file.
+func baseEmbd(path string) (int, error) {
+	f, err := readGGUFFile(path)
+	if err != nil {
+		return 0, err
+	}
+	arch, _ := f.lookup("general.architecture")
+	a, ok := arch.(string)
+	if !ok || a == "" {
+		return 0, fmt.Errorf("%s: no general.architecture", path)
+	}
+	v, _ := f.lookup(a + ".embedding_length")
+	switch v := v.(type) {
+	case uint32:
+		return int(v), nil
+	case int32:
+		return int(v), nil
+	case uint64:
+		return int(v), nil
+	case int64:
+		return int(v), nil
+	}
+	return 0, fmt.Errorf("%s: no integer %s.embedding_length", path, a)
+}
+
+// projectorMetadata is the file's metadata, the keys clip.cpp reads for a
+// vision encoder with an idefics3 projector.
+func projectorMetadata(s ProjectorShape, o ProjectorOptions) []kv {
+	u := func(n int) uint32 { return uint32(n) }
+	kvs := []kv{
+		{"general.architecture", "clip"},
+		{"general.type", "mmproj"},
+		{"general.name", "llmserve synth mmproj " + s.Name},
+		{"general.description", fmt.Sprintf("dummy weights (seed %d) in the shape of %s; its output is garbage", o.Seed, s.Of)},
+		{"general.file_type", o.DType.fileType()},
+		{"clip.has_vision_encoder", true},
+		{"clip.projector_type", "idefics3"},
+		{"clip.vision.projection_dim", u(o.NEmbd)},
+		{"clip.vision.image_size", u(s.ImageSize)},
+		{"clip.vision.patch_size", u(s.PatchSize)},
+		{"clip.vision.embedding_length", u(s.Embd)},
+		{"clip.vision.feed_forward_length", u(s.FF)},
+		{"clip.vision.block_count", u(s.Layers)},
+		{"clip.vision.attention.head_count", u(s.Heads)},
+		{"clip.vision.image_mean", []float32{0.5, 0.5, 0.5}},
+		{"clip.vision.image_std", []float32{0.5, 0.5, 0.5}},
+		{"clip.vision.attention.layer_norm_epsilon", s.Eps},
+		{"clip.vision.projector.scale_factor", u(s.ScaleFactor)},
+		{"clip.use_gelu", true},
+	}
+	if s.PreprocImageSize > 0 {
+		kvs = append(kvs, kv{"clip.vision.preproc_image_size", u(s.PreprocImageSize)})
+	}
+	return kvs
+}
+
+// projectorTensor is a tensor of the projector and how its values are
+// drawn.
+type projectorTensor struct {
+	tensorInfo
+	fill fillKind
+}
+
+// fillKind says how a tensor's values are drawn.
+type fillKind int
+
+const (
+	fillMatrix fillKind = iota // uniform in ±1/√(row length)
+	fillOne                    // all 1 (norm weights)
+	fillZero                   // all 0 (norm biases)
+	fillSmall                  // uniform in ±0.02 (linear biases, position embeddings)
+	fillConv                   // uniform in ±1/√(patch²·3): the patch embedding's kernel
+)
+
+// projectorPlan lists the tensors in file order, with their ggml shapes
+// (row length first).
+func projectorPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor {
+	e, ff, p := uint64(s.Embd), uint64(s.FF), uint64(s.PatchSize)
+	patches := uint64(s.ImageSize/s.PatchSize) * uint64(s.ImageSize/s.PatchSize)
+	var ts []projectorTensor
+	add := func(name string, fill fillKind, typ tensorType, shape ...uint64) {
+		ts = append(ts, projectorTensor{tensorInfo{name: name, shape: shape, typ: typ}, fill})
+	}
+	// A conv2d kernel [kw, kh, in channels, out channels]; llama.cpp's
+	// converter keeps the embeddings F32.
+	add("v.patch_embd.weight", fillConv, tensorF32, p, p, 3, e)
+	add("v.patch_embd.bias", fillSmall, tensorF32, e)
+	add("v.position_embd.weight", fillSmall, tensorF32, e, patches)
+	for i := range s.Layers {
+		b := fmt.Sprintf("v.blk.%d.", i)
+		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
+			add(b+n+".weight", fillMatrix, mt, e, e)
+			add(b+n+".bias", fillSmall, tensorF32, e)
+		}
+		add(b+"ln1.weight", fillOne, tensorF32, e)
+		add(b+"ln1.bias", fillZero, tensorF32, e)
+		add(b+"ffn_up.weight", fillMatrix, mt, e, ff)
+		add(b+"ffn_up.bias", fillSmall, tensorF32, ff)
+		add(b+"ffn_down.weight", fillMatrix, mt, ff, e)
+		add(b+"ffn_down.bias", fillSmall, tensorF32, e)
+		add(b+"ln2.weight", fillOne, tensorF32, e)
+		add(b+"ln2.bias", fillZero, tensorF32, e)
+	}
+	add("v.post_ln.weight", fillOne, tensorF32, e)
+	add("v.post_ln.bias", fillZero, tensorF32, e)
+	sf := uint64(s.ScaleFactor)
+	add("mm.model.fc.weight", fillMatrix, mt, e*sf*sf, uint64(nEmbd))
+	return ts
+}
+
+// projectorWeights returns the function that writes t's data, drawn from a
+// generator seeded with seed and the tensor's name (so a tensor's values
+// depend on neither the other tensors nor the dtype).
+func projectorWeights(t projectorTensor, seed uint64) func(io.Writer) error {
+	return func(w io.Writer) error {
+		h := fnv.New64a()
+		h.Write([]byte(t.name))
+		rng := rand.New(rand.NewPCG(seed, h.Sum64()^0x3a9c))
+		rowLen := int(t.shape[0])
+		var bound float32
+		switch t.fill {
+		case fillMatrix:
+			bound = float32(1 / math.Sqrt(float64(rowLen)))
+		case fillConv:
+			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1]*t.shape[2])))
+		case fillSmall:
+			bound = 0.02
+		}
+		row := make([]float32, rowLen)
+		var buf []byte
+		for range int(t.elements()) / rowLen {
+			for i := range row {
+				switch t.fill {
+				case fillOne:
+					row[i] = 1
+				case fillZero:
+					row[i] = 0
+				default:
+					row[i] = (2*rng.Float32() - 1) * bound
+				}
+			}
+			switch t.typ {
+			case tensorF32:
+				buf = appendF32(buf[:0], row)
+			case tensorF16:
+				buf = appendF16(buf[:0], row)
+			default:
+				return fmt.Errorf("cannot write type %v", t.typ)
+			}
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,112 @@
+package synth
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// IdeficsImageTokens are the tokens libmtmd's idefics3 template looks up
+// in the text model's vocabulary by their text (mtmd.cpp: "\n\n",
+// "<fake_token_around_image>", "<global-img>" open the global image,
+// "<fake_token_around_image>" closes it, "\n" ends a row of tiles). A
+// vocabulary without one of them makes mtmd put token id -1 in the
+// prompt, and llama_decode refuses it ("invalid token[0] = -1"): SmolVLM's
+// own vocabulary has them, stories260K's has none but "\n".
+var IdeficsImageTokens = []string{"\n", "\n\n", "<fake_token_around_image>", "<global-img>"}
+
+// WriteWithImageTokens writes to path a copy of the GGUF text model base
+// with those of IdeficsImageTokens its vocabulary lacks appended as
+// user-defined tokens (see Options.AddedTokens), so that an idefics3
+// projector can run with it, and returns the tokens added. The new rows
+// of token_embd.weight and output.weight are zero (a zero embedding, a
+// logit of 0); every other tensor is copied as it is, and
+// <arch>.vocab_size, if present, is updated. The model is otherwise
+// unchanged: it generates what base generates after the same tokens.
+func WriteWithImageTokens(path, base string) (added []string, err error) {
+	bf, err := readGGUFFile(base)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(base)
+	if err != nil {
+		return nil, err
+	}
+	toks, _ := bf.lookup("tokenizer.ggml.tokens")
+	tokens, ok := toks.([]string)
+	if !ok || len(tokens) == 0 {
+		return nil, fmt.Errorf("%s: no tokenizer.ggml.tokens", base)
+	}
+	for _, t := range IdeficsImageTokens {
+		if !hasPiece(tokens, t) {
+			added = append(added, t)
+		}
+	}
+	var v vocab
+	for _, e := range bf.kvs {
+		if strings.HasPrefix(e.key, "tokenizer.") {
+			v.kvs = append(v.kvs, e)
+		}
+	}
+	v.size = len(tokens)
+	nv, err := v.withAdded(added)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", base, err)
+	}
+	arch, _ := bf.lookup("general.architecture")
+	archName, _ := arch.(string)
+	var kvs []kv
+	for _, e := range bf.kvs {
+		switch {
+		case e.key == "general.alignment":
+			continue
+		case strings.HasPrefix(e.key, "tokenizer."):
+			i := slices.IndexFunc(nv.kvs, func(n kv) bool { return n.key == e.key })
+			e = nv.kvs[i]
+		case archName != "" && e.key == archName+".vocab_size":
+			switch n := e.value.(type) {
+			case uint32:
+				e.value = uint32(nv.size)
+			case int32:
+				e.value = int32(nv.size)
+			case uint64:
+				e.value = uint64(nv.size)
+			default:
+				return nil, fmt.Errorf("%s: %s is a %T", base, e.key, n)
+			}
+		}
+		kvs = append(kvs, e)
+	}
+	var tensors []tensorData
+	for _, t := range bf.tensors {
+		raw, err := tensorBytes(data, bf, t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", base, err)
+		}
+		nt := t
+		if (t.name == "token_embd.weight" || t.name == "output.weight") && len(t.shape) == 2 && t.shape[1] == uint64(v.size) {
+			rowBytes := len(raw) / v.size
+			nt.shape = []uint64{t.shape[0], uint64(nv.size)}
+			raw = append(slices.Clip(raw), make([]byte, rowBytes*len(added))...)
+		}
+		tensors = append(tensors, tensorData{tensorInfo: nt, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+	}
+	if _, err := writeGGUFFile(path, kvs, tensors); err != nil {
+		return nil, err
+	}
+	return added, nil
+}
+
+// hasPiece reports whether a token's text is piece, as llama.cpp prints
+// it: a byte token <0xNN> is its byte.
+func hasPiece(tokens []string, piece string) bool {
+	if slices.Contains(tokens, piece) {
+		return true
+	}
+	if len(piece) == 1 {
+		return slices.Contains(tokens, fmt.Sprintf("<0x%02X>", piece[0]))
+	}
+	return false
+}
