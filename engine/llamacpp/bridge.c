@@ -3,6 +3,8 @@
 #include <math.h>
 #include "bridge.h"
 #include "llama.h"
+#include "mtmd/mtmd.h"
+#include "mtmd/mtmd-helper.h"
 #include "_cgo_export.h"
 
 static int llmserve_min_level = GGML_LOG_LEVEL_WARN;
@@ -21,6 +23,8 @@ static void llmserve_log(enum ggml_log_level level, const char * text, void * us
 void llmserve_log_install(int min_level) {
     llmserve_min_level = min_level;
     llama_log_set(llmserve_log, NULL);
+    mtmd_log_set(llmserve_log, NULL);
+    mtmd_helper_log_set(llmserve_log, NULL);
 }
 
 int llmserve_check_logits(const float * x, int32_t n, float bound) {

@@ -1,4 +1,4 @@
-// C side of the binding: the log bridge (llama.cpp and ggml log through
+// C side of the binding: the log bridge (llama.cpp, ggml and libmtmd log through
 // llmserve_log, which drops messages below the configured level before
 // crossing into Go) and small loops that would cost too much as Go code
 // over cgo-owned memory.

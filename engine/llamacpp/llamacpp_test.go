@@ -97,6 +97,13 @@ type seqRun struct {
 // drive runs the sequences together until all are done.
 func drive(t testing.TB, c *Context, runs ...*seqRun) {
 	t.Helper()
+	driveWith(t, c, nil, runs...)
+}
+
+// driveWith is drive with a hook that completes each chunk before the
+// step (media spans).
+func driveWith(t testing.TB, c *Context, hook func(*seqRun, *engine.Chunk), runs ...*seqRun) {
+	t.Helper()
 	ctx := context.Background()
 	for step := 0; ; step++ {
 		var st engine.Step
@@ -126,6 +133,9 @@ func drive(t testing.TB, c *Context, runs ...*seqRun) {
 			} else {
 				ch.Tokens = r.out[len(r.out)-1:]
 				ch.Sample = true
+			}
+			if hook != nil {
+				hook(r, &ch)
 			}
 			r.pos += int32(len(ch.Tokens))
 			st.Batch = append(st.Batch, ch)
