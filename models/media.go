@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"container/list"
 	"context"
-	"encoding/hex"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"image"
 	"image/draw"
 	_ "image/jpeg" // decoders for image.Decode
 	_ "image/png"
+	"slices"
 	"sync"
 
 	_ "golang.org/x/image/webp"
@@ -42,6 +43,8 @@ import (
 //     (engine.MediaToken of the hash), so the prefix cache keys them by the
 //     item's bytes too.
 //
+// An image may give several media chunks (tiles and the whole image); a
+// chunk is keyed by its item's hash and its place among the item's chunks.
 // The cache holds encoded rows up to MediaCacheBytes, least recently used
 // first out. Its queries and hits are vLLM's vllm:mm_cache_queries and
 // vllm:mm_cache_hits.
@@ -118,6 +121,7 @@ func (g *Generative) PrepareMedia(ctx context.Context, prompt string, addSpecial
 		return nil, nil, &media.Error{Param: param, Err: media.ErrNoProjector}
 	}
 	hashes := make([][32]byte, len(items))
+	ids := make(map[string]int, len(items))
 	bitmaps := make([]*llamacpp.Bitmap, 0, len(items))
 	defer func() {
 		for _, b := range bitmaps {
@@ -130,7 +134,12 @@ func (g *Generative) PrepareMedia(ctx context.Context, prompt string, addSpecial
 			return nil, nil, &media.Error{Param: it.Param, Err: fmt.Errorf("model %s's projector does not read %s", g.name, it.Kind)}
 		}
 		hashes[i] = it.Hash()
-		b, err := pr.bitmap(it, hex.EncodeToString(hashes[i][:]))
+		// The id names the item's place, so that each media chunk maps
+		// back to its item (an image may give several: tiles and the
+		// whole image).
+		id := fmt.Sprintf("%d-%x", i, hashes[i][:8])
+		ids[id] = i
+		b, err := pr.bitmap(it, id)
 		if err != nil {
 			return nil, nil, &media.Error{Param: it.Param, Err: err}
 		}
@@ -150,34 +159,45 @@ func (g *Generative) PrepareMedia(ctx context.Context, prompt string, addSpecial
 	defer chunks.Free()
 	var toks []int32
 	var spans []scheduler.Media
-	k := 0
+	parts := make([]int, len(items)) // media chunks seen of each item
 	for i := range chunks.Len() {
 		if t, ok := chunks.Text(i); ok {
+			if slices.ContainsFunc(t, func(id int32) bool { return id < 0 }) {
+				// libmtmd looks the projector's marker tokens up by their
+				// text and writes -1 for one the vocabulary lacks.
+				return nil, nil, fmt.Errorf("prepare media: model %s's vocabulary lacks a token its projector puts around media (a projector made for another model?)", g.name)
+			}
 			toks = append(toks, t...)
 			continue
 		}
-		if k >= len(items) {
-			return nil, nil, errors.New("prepare media: libmtmd returned more media chunks than items")
+		k, ok := ids[chunks.ID(i)]
+		if !ok {
+			return nil, nil, fmt.Errorf("prepare media: libmtmd returned a media chunk of unknown id %q", chunks.ID(i))
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
+		// A chunk's key is its item's hash and its place among the item's
+		// chunks: the same bytes always give the same chunks.
+		key := sha256.Sum256(append(hashes[k][:], byte(parts[k]), byte(parts[k]>>8)))
+		parts[k]++
 		rows := chunks.MediaRows(i)
-		embd, ok := pr.cache.get(hashes[k])
+		embd, ok := pr.cache.get(key)
 		if !ok || len(embd) != rows*g.info.NEmbd {
 			if embd, err = chunks.Encode(i); err != nil {
 				return nil, nil, &media.Error{Param: items[k].Param, Err: err}
 			}
-			pr.cache.put(hashes[k], embd)
+			pr.cache.put(key, embd)
 		}
 		spans = append(spans, scheduler.Media{Offset: len(toks), Rows: rows, Embd: embd})
 		for j := range rows {
-			toks = append(toks, engine.MediaToken(hashes[k], j))
+			toks = append(toks, engine.MediaToken(key, j))
 		}
-		k++
 	}
-	if k != len(items) {
-		return nil, nil, fmt.Errorf("prepare media: %d media chunks for %d items", k, len(items))
+	for k, n := range parts {
+		if n == 0 {
+			return nil, nil, fmt.Errorf("prepare media: libmtmd gave item %d no media chunk", k)
+		}
 	}
 	return toks, spans, nil
 }

@@ -248,6 +248,16 @@ func (cs *Chunks) Text(i int) ([]int32, bool) {
 	return out, true
 }
 
+// ID is the id of the bitmap media chunk i was made from (an image may
+// give several chunks: tiles and the whole image).
+func (cs *Chunks) ID(i int) string {
+	id := C.mtmd_input_chunk_get_id(C.mtmd_input_chunks_get(cs.c, C.size_t(i)))
+	if id == nil {
+		return ""
+	}
+	return C.GoString(id)
+}
+
 // MediaRows is the number of positions media chunk i takes (its rows of
 // embeddings).
 func (cs *Chunks) MediaRows(i int) int {

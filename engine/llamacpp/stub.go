@@ -191,5 +191,6 @@ func (*Bitmap) Free()                                                    {}
 func (*Chunks) Len() int                                                 { return 0 }
 func (*Chunks) Free()                                                    {}
 func (*Chunks) Text(int) ([]int32, bool)                                 { return nil, false }
+func (*Chunks) ID(int) string                                            { return "" }
 func (*Chunks) MediaRows(int) int                                        { return 0 }
 func (*Chunks) Encode(int) ([]float32, error)                            { return nil, ErrNoCgo }

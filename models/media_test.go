@@ -1,0 +1,194 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/evals/synth"
+	"github.com/llmserve/llmserve/media"
+	"github.com/llmserve/llmserve/models/stories260k"
+	"github.com/llmserve/llmserve/scheduler"
+)
+
+const mmprojTestdata = "../evals/synth/testdata/mmproj"
+
+// loadVisionModel serves stories260K with idefics3's image tokens and the
+// tiny synthesized projector of seed 1 (evals/synth/testdata/mmproj).
+func loadVisionModel(t *testing.T, cfg GenerativeConfig) *Generative {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := stories260k.File(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "stories260K-img.gguf")
+	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
+		t.Fatal(err)
+	}
+	shape, err := synth.LookupProjectorShape("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm := filepath.Join(dir, "mmproj.gguf")
+	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Path, cfg.MMProj, cfg.CacheDir = text, mm, dir
+	g, err := LoadGenerative(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// greedyRun submits a prompt with its media and returns the tokens; it
+// may run on another goroutine than the test's.
+func greedyRun(t *testing.T, g *Generative, id string, toks []int32, spans []scheduler.Media, n int) []int32 {
+	t.Helper()
+	r := &scheduler.Request{ID: id, Prompt: toks, Media: spans, Sampling: engine.DefaultSampling(), N: 1, MaxTokens: n,
+		Arrival: time.Now(), PromptLogprobs: -1, IgnoreEOS: true}
+	streams, err := g.Submit(context.Background(), []*scheduler.Request{r})
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	var out []int32
+	for {
+		outs, err := streams[0].Recv(context.Background())
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		for _, o := range outs {
+			if o.Err != nil {
+				t.Error(o.Err)
+				return nil
+			}
+			out = append(out, o.Tokens...)
+		}
+	}
+}
+
+// TestMediaServe runs the golden image prompt through PrepareMedia and the
+// engine core: the tokens are llama-mtmd-cli's; 8 requests with the image
+// at once each give them too, and the repeated image is encoded once.
+func TestMediaServe(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(mmprojTestdata, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Prompt       string  `json:"prompt"`
+		NPrompt      int     `json:"n_prompt_tokens"`
+		NPredict     int     `json:"n_predict"`
+		GeneratedIDs []int32 `json:"generated_ids"`
+		Image        struct {
+			File string `json:"file"`
+		} `json:"image"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	png, err := os.ReadFile(filepath.Join(mmprojTestdata, golden.Image.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := loadVisionModel(t, GenerativeConfig{MaxNumSeqs: 8, MaxWaiting: 16})
+	if !g.ReadsMedia(media.Image) || g.ReadsMedia(media.Audio) {
+		t.Fatalf("ReadsMedia: image %v, audio %v", g.ReadsMedia(media.Image), g.ReadsMedia(media.Audio))
+	}
+	items := []media.Item{{Kind: media.Image, Data: png, Param: "messages[0].content[0]"}}
+	toks, spans, err := g.PrepareMedia(context.Background(), golden.Prompt, true, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != golden.NPrompt || len(spans) != 2 {
+		t.Fatalf("%d prompt tokens in %d media spans; want %d tokens (llama-mtmd-cli's), 2 spans (a tile and the whole image)", len(toks), len(spans), golden.NPrompt)
+	}
+	if got := greedyRun(t, g, "solo", toks, spans, golden.NPredict); !slices.Equal(got, golden.GeneratedIDs) {
+		t.Fatalf("generated %v, llama-mtmd-cli %v", got, golden.GeneratedIDs)
+	}
+
+	var wg sync.WaitGroup
+	outs := make([][]int32, 8)
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			toks, spans, err := g.PrepareMedia(context.Background(), golden.Prompt, true, items)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			outs[i] = greedyRun(t, g, fmt.Sprint("r", i), toks, spans, golden.NPredict)
+		}()
+	}
+	wg.Wait()
+	for i, out := range outs {
+		if !slices.Equal(out, golden.GeneratedIDs) {
+			t.Errorf("request %d of 8: %v, want %v", i, out, golden.GeneratedIDs)
+		}
+	}
+	if q, h := g.MediaCacheStats(); q != 18 || h != 16 {
+		t.Errorf("media cache: %d queries, %d hits; want 18, 16 (2 chunks an image, encoded once)", q, h)
+	}
+}
+
+// TestMediaRefuses checks that what a projector cannot read is a
+// *media.Error naming the part, and a model without one says so.
+func TestMediaRefuses(t *testing.T) {
+	g := loadVisionModel(t, GenerativeConfig{MaxImagePixels: 128 * 128})
+	big := image.NewNRGBA(image.Rect(0, 0, 200, 100))
+	big.Set(3, 3, color.NRGBA{R: 200, A: 255})
+	var bigPNG bytes.Buffer
+	if err := png.Encode(&bigPNG, big); err != nil {
+		t.Fatal(err)
+	}
+	prompt := "look: " + media.Marker
+	for _, tc := range []struct {
+		name string
+		item media.Item
+		want string
+	}{
+		{"corrupt", media.Item{Kind: media.Image, Data: []byte("\x89PNG\r\n\x1a\nnot really"), Param: "messages[0].content[1]"}, "cannot decode the image"},
+		{"not an image", media.Item{Kind: media.Image, Data: []byte("hello"), Param: "messages[0].content[1]"}, "cannot decode the image"},
+		{"too large", media.Item{Kind: media.Image, Data: bigPNG.Bytes(), Param: "messages[0].content[1]"}, "200×100 pixels"},
+		{"audio", media.Item{Kind: media.Audio, Data: []byte("RIFF"), Param: "messages[0].content[1]"}, "does not read audio"},
+	} {
+		_, _, err := g.PrepareMedia(context.Background(), prompt, true, []media.Item{tc.item})
+		var me *media.Error
+		if !errors.As(err, &me) || me.Param != tc.item.Param || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want a *media.Error for %s saying %q", tc.name, err, tc.item.Param, tc.want)
+		}
+	}
+
+	dir := t.TempDir()
+	plain, err := LoadGenerative(GenerativeConfig{CacheDir: dir}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	_, _, err = plain.PrepareMedia(context.Background(), prompt, true, []media.Item{{Kind: media.Image, Data: []byte{1}, Param: "p"}})
+	if !errors.Is(err, media.ErrNoProjector) {
+		t.Errorf("without a projector: %v, want ErrNoProjector", err)
+	}
+}
