@@ -109,6 +109,23 @@
 // the previous adapter's graph. An adapter closed while sequences hold it
 // is freed when the last of them is removed (lora.go).
 //
+// # Images and audio
+//
+// Model.LoadProjector loads a multimodal projector GGUF through libmtmd
+// (llama.cpp's multimodal library, compiled and linked by the ollama
+// module; its headers are included as "mtmd/mtmd.h" through links the
+// Makefile puts in the include folder, so CGO_CPPFLAGS does not change).
+// A Projector tokenizes a prompt with media markers into text and media
+// chunks and encodes a media chunk into rows of the model's embedding
+// width (mtmd.go); that runs outside the step, on the caller's goroutine,
+// one encode at a time. The engine decodes those rows as positions of the
+// sequence (engine.MediaSpan): a llama_batch holds tokens or embeddings,
+// not both, so a chunk with media is decoded alone, segment by segment
+// (media.go), every piece still in its own stream and padded as decode.go
+// pads, so its numbers depend only on its own tokens and embeddings.
+// Projectors that need M-RoPE positions or non-causal attention over an
+// image (Qwen2-VL, Gemma 3) are refused at load.
+//
 // # Threads
 //
 // Without a thread pool of its own, ggml creates and joins its worker
