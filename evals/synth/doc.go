@@ -187,8 +187,11 @@
 // SmolVLMImageProcessor default; llama.cpp writes the model's
 // size.longest_edge there) and whether its config sets
 // layer_norm_eps. tiny is ours, for tests: 16 tokens per tile, and one
-// 64×64 tile encodes in about 7 ms on one CPU core (smolvlm-256m: about
-// 12 s per 512×512 tile on one core).
+// 64×64 tile encodes in about 7 ms on one CPU core. smolvlm-256m takes
+// 12 to 18 s per 512×512 tile on one (shared) core: with stories260K, a
+// 64×64 picture became 17 images and a prompt of 1366 tokens (244 s), which
+// needs llama-mtmd-cli -c 2048 (stories260K's own context is 512: "failed
+// to find a memory slot").
 //
 // Image tokens. llama.cpp's idefics3 preprocessing resizes a picture of
 // w×h so that its longest edge is preproc (keeping the aspect ratio), rounds
