@@ -129,6 +129,105 @@
 // the model the adapter is equivalent to: engine/llamacpp's tests hold
 // llama.cpp's adapter path to it (lora.go has the layout's arithmetic).
 //
+// # Vision projectors
+//
+// WriteProjector (llmserve synth mmproj) writes a multimodal projector
+// ("mmproj") GGUF, what llama.cpp's libmtmd (mtmd_init_from_file) loads
+// beside a text model: a SigLIP-style vision transformer and SmolVLM's
+// idefics3 projector, with pseudo-random weights, so that image chat runs
+// end to end without a real vision model (what the model says about an
+// image is garbage). clip.cpp at ec98e2002 is the ground truth for the
+// layout.
+//
+//	llmserve synth mmproj --base stories260K-f32.gguf --base-out stories260K-img.gguf -o mm.gguf
+//	llama-mtmd-cli -m stories260K-img.gguf --mmproj mm.gguf --image img.png \
+//	    -p Describe -n 16 --temp 0 --chat-template chatml
+//
+// The output width (clip.vision.projection_dim and the columns of
+// mm.model.fc.weight) is the text model's n_embd: --n-embd, or --base
+// whose <arch>.embedding_length is read. Keys: general.architecture=clip,
+// general.type=mmproj, general.name, general.description,
+// general.file_type (0 or 1), clip.has_vision_encoder=true,
+// clip.projector_type=idefics3, clip.use_gelu=true, and clip.vision.*:
+// projection_dim, image_size, patch_size, embedding_length,
+// feed_forward_length, block_count, attention.head_count (uint32),
+// image_mean and image_std ([0.5 0.5 0.5], float32 arrays),
+// attention.layer_norm_epsilon (float32), projector.scale_factor and
+// preproc_image_size (uint32). Tensors, ggml shapes (row length first),
+// with E the width, F the feed-forward width, P the patch side, N the
+// patches per tile, S the scale factor and D the output width:
+// v.patch_embd.weight [P P 3 E] (a conv2d kernel) and .bias [E],
+// v.position_embd.weight [E N]; for each block v.blk.I.attn_q, attn_k,
+// attn_v, attn_out (.weight [E E], .bias [E]), ln1 and ln2 (.weight,
+// .bias [E]), ffn_up (.weight [E F], .bias [F]), ffn_down (.weight [F E],
+// .bias [E]); v.post_ln.weight and .bias [E]; mm.model.fc.weight
+// [E·S² D]. Matrices (attention, feed-forward, fc) are F32 or, with
+// --dtype f16, F16; everything else is F32, as llama.cpp's converter
+// keeps the embeddings. Values: matrices uniform in ±1/√(row length), the
+// patch kernel in ±1/√(3P²), biases and position embeddings in ±0.02,
+// norm weights 1 and norm biases 0; each tensor has its own generator
+// seeded with --seed and the tensor's name, so the same options give the
+// same bytes (a test pins the tiny projector's checksum).
+//
+// Shapes (--shape):
+//
+//	name          image  patch  width  ff    layers  heads  scale  preproc  tokens/tile  params
+//	tiny          64     8      64     256   2       4      2      64       16           132928 (D=64)
+//	smolvlm-256m  512    16     768    3072  12      12     4      2048     64           93510912 (D=576)
+//
+// smolvlm-256m is HuggingFaceTB/SmolVLM-256M-Instruct's vision tower and
+// connector: a SigLIP base encoder with 512-pixel tiles of 16-pixel
+// patches, 768 wide, 12 layers of 12 heads, feed-forward 3072 (SigLIP-B's
+// config), pixel shuffle 4 (64 tokens per tile, as the model card says:
+// "64 visual tokens to encode image patches of size 512×512"), layer norm
+// epsilon 1e-6 (SigLIP's), image mean and std 0.5. With D = 576
+// (SmolLM2-135M's width) it has 93.5M parameters, the card's "93M
+// encoder". Not checked against the model's own files: the
+// preprocessing's longest edge 2048 (4×512, transformers'
+// SmolVLMImageProcessor default; llama.cpp writes the model's
+// size.longest_edge there) and whether its config sets
+// layer_norm_eps. tiny is ours, for tests: 16 tokens per tile, and one
+// 64×64 tile encodes in about 7 ms on one CPU core. smolvlm-256m takes
+// 12 to 18 s per 512×512 tile on one (shared) core: with stories260K, a
+// 64×64 picture became 17 images and a prompt of 1366 tokens (244 s), which
+// needs llama-mtmd-cli -c 2048 (stories260K's own context is 512: "failed
+// to find a memory slot").
+//
+// Image tokens. llama.cpp's idefics3 preprocessing resizes a picture of
+// w×h so that its longest edge is preproc (keeping the aspect ratio), rounds
+// each side up to whole tiles, cuts it into tiles, and adds a global image
+// (the whole picture squashed into one tile) after them: 1 +
+// ⌈w·r/image⌉·⌈h·r/image⌉ images with r = preproc/max(w, h)
+// (ProjectorShape.Tiles), each giving tokens/tile embeddings. With the
+// tiny shape (preproc = image = 64) every picture, of any size, is one
+// tile plus the global image: 32 image tokens. smolvlm-256m: a 64×64 or
+// 2048×2048 picture gives 16 tiles + 1 = 17 images, 1088 tokens; 1024×768,
+// 13 images, 832 tokens.
+//
+// The text model's vocabulary. libmtmd frames the idefics3 tiles with
+// text tokens and looks up three of them by their exact text ("\n\n",
+// "<fake_token_around_image>", "<global-img>", and "\n" between rows of
+// tiles); SmolVLM's vocabulary has them, but in one without them (such as
+// stories260K's) it puts token id -1 in the prompt and llama_decode fails
+// ("invalid token[0] = -1"). WriteWithImageTokens (--base-out) writes a
+// copy of the base with the missing ones appended as user-defined tokens,
+// with zero rows in token_embd.weight and output.weight; everything else is
+// the base's. The prompt llama-mtmd-cli then evaluates for "<__media__>"
+// with the tiny shape is: the text before the marker,
+// "<fake_token_around_image><row_1_col_1>" (parsed as text), the tile's 16
+// embeddings, "\n\n<fake_token_around_image><global-img>", the global
+// image's 16 embeddings, "<fake_token_around_image>", then the text after.
+//
+// testdata/mmproj/golden.json records one such llama-mtmd-cli run
+// (stories260K with the image tokens, the tiny projector of seed 1,
+// testdata/mmproj/gradient-64.png, greedy): the command, the prompt with
+// its media marker, every prompt chunk's token ids, and the 16 generated
+// token ids and text; testdata/mmproj/mtmd_ids.cpp is the small libmtmd
+// program that printed the ids. The tests regenerate both model files
+// from the seed and check their checksums against the golden's, so a
+// later test can hold llmserve's image path to llama.cpp's, token for
+// token, without committed model files.
+//
 // # What the caller must guarantee
 //
 // Nothing beyond a readable vocabulary and a writable directory: Write

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -170,7 +171,16 @@ func TestProjectorTokens(t *testing.T) {
 			t.Errorf("%dx%d, preproc %d: %d images, want %d", c.w, c.h, c.preproc, got, c.tiles)
 		}
 	}
+	count := func(s ProjectorShape, d int) (n uint64) {
+		for _, t := range projectorPlan(s, d, tensorF32) {
+			n += t.elements()
+		}
+		return n
+	}
 	r, _ := LookupProjectorShape("smolvlm-256m")
+	if n, m := count(s, 64), count(r, 576); n != 132928 || m != 93510912 {
+		t.Errorf("params: tiny %d, smolvlm-256m %d; doc.go says 132928 and 93510912", n, m)
+	}
 	if n, tiles := r.TokensPerTile(), r.Tiles(1024, 768); n != 64 || tiles != 1+4*3 {
 		t.Errorf("smolvlm-256m: %d tokens per tile, %d images for 1024x768; want 64 and 13", n, tiles)
 	}
@@ -347,6 +357,27 @@ func TestProjectorGoldenImage(t *testing.T) {
 	s, _ := LookupProjectorShape(g.Projector.Shape)
 	if n := s.Tiles(64, 64) * s.TokensPerTile(); n != g.ImageTokens {
 		t.Errorf("%d image tokens, the golden says %d", n, g.ImageTokens)
+	}
+}
+
+// TestDocListsProjectorShapes keeps doc.go's table in step with the code.
+func TestDocListsProjectorShapes(t *testing.T) {
+	doc := string(readFile(t, "doc.go"))
+	for _, s := range projectorShapes {
+		fields := []int{s.ImageSize, s.PatchSize, s.Embd, s.FF, s.Layers, s.Heads, s.ScaleFactor, s.PreprocImageSize, s.TokensPerTile()}
+		var line []string
+		for _, f := range fields {
+			line = append(line, strconv.Itoa(f))
+		}
+		i := strings.Index(doc, "//\t"+s.Name+" ")
+		if i < 0 {
+			t.Errorf("doc.go does not list %s", s.Name)
+			continue
+		}
+		row := strings.Fields(doc[i+3 : i+strings.IndexByte(doc[i:], '\n')])
+		if len(row) < 10 || strings.Join(row[1:10], " ") != strings.Join(line, " ") {
+			t.Errorf("doc.go lists %s as %v, want %v", s.Name, row, line)
+		}
 	}
 }
 

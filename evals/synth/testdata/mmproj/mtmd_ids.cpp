@@ -4,7 +4,8 @@
 // llama-mtmd-cli does (BOS added, special tokens parsed), evaluates the
 // chunks with mtmd_helper_eval_chunks, then takes the argmax token
 // n_predict times. Output: one line per prompt chunk ("text" and its ids,
-// or "image" and its token count), then "generated" and the ids, then the
+// or "image", its token count and its embeddings' range and count of
+// values that are not finite), then "generated" and the ids, then the
 // text of each generated token as JSON-ish escaped pieces.
 //
 // Build against a llama.cpp build tree (ec98e2002), e.g.:
@@ -12,7 +13,12 @@
 //	L=/work/baseline/llama.cpp
 //	g++ -O2 -std=c++17 mtmd_ids.cpp -I$L/include -I$L/ggml/include -I$L/tools/mtmd \
 //	    -L$L/build/bin -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,$L/build/bin -o mtmd_ids
-//	./mtmd_ids stories260K-img.gguf mmproj-tiny.gguf gradient-64.png "$(jq -r .prompt golden.json)" 16
+//	./mtmd_ids stories260K-img.gguf mmproj-tiny.gguf gradient-64.png \
+//	    $'<|im_start|>user\n<__media__>Describe<|im_end|>\n<|im_start|>assistant\n' 16
+//
+// (the prompt must keep its last newline, which "$(...)" would strip).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -61,7 +67,21 @@ int main(int argc, char ** argv) {
             for (size_t j = 0; j < n; j++) printf(" %d", t[j]);
             printf("\n");
         } else {
-            printf("image %zu\n", mtmd_input_chunk_get_n_tokens(c));
+            // Encode the image chunk on its own to look at its embeddings.
+            const size_t n_tok = mtmd_input_chunk_get_n_tokens(c);
+            if (mtmd_encode_chunk(mctx, c) != 0) return 1;
+            const float * e = mtmd_get_output_embd(mctx);
+            const size_t n = n_tok * llama_model_n_embd(model);
+            size_t bad = 0;
+            float lo = 0, hi = 0;
+            double abs_sum = 0;
+            for (size_t j = 0; j < n; j++) {
+                if (!std::isfinite(e[j])) { bad++; continue; }
+                lo = std::min(lo, e[j]);
+                hi = std::max(hi, e[j]);
+                abs_sum += std::fabs(e[j]);
+            }
+            printf("image %zu (embeddings: min %.4f max %.4f mean|x| %.4f, %zu not finite)\n", n_tok, lo, hi, abs_sum / n, bad);
         }
     }
     llama_pos n_past = 0;
