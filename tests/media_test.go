@@ -1,0 +1,125 @@
+package tests
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/evals/synth"
+	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/models/stories260k"
+)
+
+// visionServer serves stories260K with idefics3's image tokens added and
+// the tiny synthesized projector of seed 1 (evals/synth/testdata/mmproj),
+// with the chatml template, as llama-server was run for the answers below.
+func visionServer(t *testing.T) *server {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "stories260K-img.gguf")
+	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
+		t.Fatal(err)
+	}
+	shape, err := synth.LookupProjectorShape("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm := filepath.Join(dir, "mmproj.gguf")
+	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	registry := models.NewRegistry()
+	t.Cleanup(func() { registry.Close() })
+	g, err := models.LoadGenerative(models.GenerativeConfig{
+		Name: "vision", Path: text, MMProj: mm, ChatTemplate: chatmlTemplate, CacheDir: modelDir,
+		MaxNumSeqs: 8, MaxWaiting: 32, Threads: 1, PrefixCacheBytes: 64 << 20,
+	}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.Add(g); err != nil {
+		t.Fatal(errors.Join(err, g.Close()))
+	}
+	h, err := api.NewHandler(api.Options{Registry: registry, Logger: log, Registerer: reg, Gatherer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &server{URL: srv.URL, model: g, reg: reg, registry: registry}
+}
+
+// chatmlTemplate is ChatML as llama.cpp's --chat-template chatml renders it.
+const chatmlTemplate = `{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`
+
+// TestImageChat sends image_url parts with go-openai and checks the
+// answers against llama.cpp's llama-server (ec98e2002, --mmproj, the same
+// files, --chat-template chatml, temperature 0): the same prompt token
+// counts (image positions included) and the same text, alone and 8 at
+// once; the repeated image hits the media cache.
+func TestImageChat(t *testing.T) {
+	png, err := os.ReadFile("../evals/synth/testdata/mmproj/gradient-64.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+	image := openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: url}}
+	text := func(s string) openai.ChatMessagePart {
+		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: s}
+	}
+	s := visionServer(t)
+	cfg := openai.DefaultConfig("unused")
+	cfg.BaseURL = s.URL + "/v1"
+	c := openai.NewClientWithConfig(cfg)
+	for _, tc := range []struct {
+		name   string
+		parts  []openai.ChatMessagePart
+		prompt int
+		answer string
+	}{
+		// llama-server's answers to the same requests.
+		{"image then text", []openai.ChatMessagePart{image, text("Describe")}, 98, "\"Momeape-eapy?\"\n\""},
+		{"two images", []openai.ChatMessagePart{text("Look:"), image, text("and this"), image}, 153, "\" said, \"Yes,\" said, \"Yes,\" S"},
+	} {
+		req := openai.ChatCompletionRequest{Model: "vision", MaxTokens: 16, Temperature: 0,
+			Messages: []openai.ChatCompletionMessage{{Role: "user", MultiContent: tc.parts}}}
+		check := func(label string) {
+			resp, err := c.CreateChatCompletion(context.Background(), req)
+			if err != nil {
+				t.Errorf("%s %s: %v", tc.name, label, err)
+				return
+			}
+			if resp.Usage.PromptTokens != tc.prompt || resp.Choices[0].Message.Content != tc.answer {
+				t.Errorf("%s %s: %d prompt tokens, %q; llama-server: %d, %q", tc.name, label,
+					resp.Usage.PromptTokens, resp.Choices[0].Message.Content, tc.prompt, tc.answer)
+			}
+		}
+		check("alone")
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() { check(strings.Repeat("+", i+1)) })
+		}
+		wg.Wait()
+	}
+	q, h := s.model.MediaCacheStats()
+	if q == 0 || h < q-2 {
+		t.Errorf("media cache: %d queries, %d hits; want every query after the first image's two chunks to hit", q, h)
+	}
+}
