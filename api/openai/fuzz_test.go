@@ -61,7 +61,7 @@ func FuzzDecodeChatRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			_, _, err = h.prepareChat(model, req, cp)
+			_, _, err = h.prepareChat(context.Background(), model, req, cp)
 			return err
 		})
 	})

@@ -99,7 +99,7 @@ func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count 
 	if err != nil {
 		return nil, err
 	}
-	p, prompt, err := h.prepareChat(m, creq, cp)
+	p, prompt, err := h.prepareChat(r.Context(), m, creq, cp)
 	if err != nil {
 		return nil, err
 	}

@@ -479,7 +479,7 @@ func (h *handler) prepareResponse(ctx context.Context, rp *respParams) (Model, *
 	if err != nil {
 		return nil, nil, nil, promptInput{}, err
 	}
-	p, prompt, err := h.prepareChat(m, req, cp)
+	p, prompt, err := h.prepareChat(ctx, m, req, cp)
 	if err != nil {
 		return nil, nil, nil, promptInput{}, respParamOf(err)
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// ResponseStore keeps the Responses API's stored responses; nil
 	// means one in memory of responsestore.DefaultSize.
 	ResponseStore *responsestore.Store
+	// Media bound the images and audio of chat requests. With
+	// MaxBodyBytes zero, the body limit grows to hold one item of
+	// Media.MaxBytes in base64.
+	Media MediaOptions
 }
 
 // Mount adds the OpenAI routes to r:
@@ -90,6 +94,7 @@ type handler struct {
 	now       func() time.Time
 	seed      func() uint32
 	resp      *responses
+	media     *mediaConfig
 }
 
 func newHandler(b Backend, opts Options) *handler {
@@ -102,6 +107,7 @@ func newHandler(b Backend, opts Options) *handler {
 		now:       time.Now,
 		seed:      mrand.Uint32,
 		resp:      &responses{store: opts.ResponseStore, bg: map[string]context.CancelFunc{}},
+		media:     newMediaConfig(opts.Media),
 	}
 	if h.resp.store == nil {
 		// An in-memory store cannot fail to open.
@@ -111,7 +117,7 @@ func newHandler(b Backend, opts Options) *handler {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBodyBytes
+		h.maxBody = h.media.bodyLimit(DefaultMaxBodyBytes)
 	}
 	return h
 }
