@@ -124,6 +124,9 @@ type mediaRef struct {
 	// "messages[0].content[1]" after, or the Messages or Responses field
 	// it came from (nameMedia).
 	param string
+	// field names the field that holds the data, the part's url or data
+	// ("content[1].image_url.url"), for errors about the bytes.
+	field string
 	// url is an image's data: or http(s) URL.
 	url string
 	// data and format are an audio clip's base64 and "wav" or "mp3".
@@ -144,6 +147,7 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		}
 		ref.kind = media.Image
 		p := param + ".image_url"
+		ref.field = p + ".url"
 		switch jsonKind(part.ImageURL) {
 		case "string":
 			// Some clients send the URL itself (vLLM accepts it too).
@@ -183,6 +187,7 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		}
 		ref.kind = media.Audio
 		p := param + ".input_audio"
+		ref.field = p + ".data"
 		a := part.InputAudio
 		switch {
 		case a == nil:
@@ -238,15 +243,19 @@ func chatMedia(msgs []chatInputMessage) []mediaRef {
 	return refs
 }
 
-// nameMedia renames the media of msgs, in order, to params: the Messages
+// mediaName is what the Messages and Responses APIs call a chat body's
+// media part: the block or part, and its field that holds the data.
+type mediaName struct{ part, field string }
+
+// nameMedia renames the media of msgs, in order, to names: the Messages
 // and Responses APIs' names for the blocks the chat body's parts came
 // from.
-func nameMedia(msgs []chatInputMessage, params []string) {
+func nameMedia(msgs []chatInputMessage, names []mediaName) {
 	k := 0
 	for i := range msgs {
 		for j := range msgs[i].Media {
-			if k < len(params) {
-				msgs[i].Media[j].param = params[k]
+			if k < len(names) {
+				msgs[i].Media[j].param, msgs[i].Media[j].field = names[k].part, names[k].field
 			}
 			k++
 		}
@@ -270,17 +279,17 @@ func (c *mediaConfig) resolve(ctx context.Context, refs []mediaRef) ([]media.Ite
 // read returns one ref's bytes.
 func (c *mediaConfig) read(ctx context.Context, ref mediaRef) ([]byte, error) {
 	if ref.kind == media.Audio {
-		data, err := c.decodeBase64(ref.data, ref.param+".input_audio.data")
+		data, err := c.decodeBase64(ref.data, ref.field)
 		if err != nil {
 			return nil, err
 		}
 		want := map[string]string{"wav": "audio/wav", "mp3": "audio/mpeg"}[ref.format]
 		if got := sniff(data); got != want {
-			return nil, invalid(ref.param+".input_audio.data", "%s.input_audio.data: the format is %s but the data is %s.", ref.param, ref.format, describe(got))
+			return nil, invalid(ref.field, "%s: the format is %s but the data is %s.", ref.field, ref.format, describe(got))
 		}
 		return data, nil
 	}
-	p := ref.param + ".image_url.url"
+	p := ref.field
 	if !strings.EqualFold(ref.url[:min(len(ref.url), 5)], "data:") {
 		data, err := c.fetch(ctx, ref.url, p)
 		if err != nil {

@@ -108,7 +108,7 @@ func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
 // and names the body's image parts, in order, by the Messages blocks they
 // came from (for nameMedia). Every error is a *validationError naming the
 // Messages field at fault.
-func (req *messagesRequest) chatBody() ([]byte, []string, error) {
+func (req *messagesRequest) chatBody() ([]byte, []mediaName, error) {
 	var msgs []map[string]any
 	if len(req.System) > 0 && jsonKind(req.System) != "null" {
 		sys, err := blocksText(req.System, "system")
@@ -216,11 +216,12 @@ func mediaError(param, typ string) error {
 
 // imagePart turns an image block into a chat image_url part: a base64
 // source becomes a data: URL (its media type and bytes are checked with
-// the chat path's image_url parts), a url source its URL.
-func imagePart(b messagesBlock, param string) (map[string]any, error) {
+// the chat path's image_url parts), a url source its URL. field names the
+// block's field that holds the data.
+func imagePart(b messagesBlock, param string) (part map[string]any, field string, err error) {
 	p := param + ".source"
 	if jsonKind(b.Source) != "object" {
-		return nil, invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
+		return nil, "", invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
 	}
 	var src struct {
 		Type      string  `json:"type"`
@@ -229,32 +230,32 @@ func imagePart(b messagesBlock, param string) (map[string]any, error) {
 		URL       *string `json:"url"`
 	}
 	if err := decodeJSON(b.Source, &src); err != nil {
-		return nil, withPrefix(p, err)
+		return nil, "", withPrefix(p, err)
 	}
 	var u string
 	switch src.Type {
 	case "base64":
 		switch {
 		case src.MediaType == nil:
-			return nil, invalid(p+".media_type", "%s.media_type: Field required", p)
+			return nil, "", invalid(p+".media_type", "%s.media_type: Field required", p)
 		case !strings.HasPrefix(*src.MediaType, "image/") || strings.ContainsAny(*src.MediaType, ";,"):
-			return nil, invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, truncate(*src.MediaType, 40))
+			return nil, "", invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, truncate(*src.MediaType, 40))
 		case src.Data == nil || *src.Data == "":
-			return nil, invalid(p+".data", "%s.data: Field required", p)
+			return nil, "", invalid(p+".data", "%s.data: Field required", p)
 		}
-		u = "data:" + *src.MediaType + ";base64," + *src.Data
+		u, field = "data:"+*src.MediaType+";base64,"+*src.Data, p+".data"
 	case "url":
 		if src.URL == nil || *src.URL == "" {
-			return nil, invalid(p+".url", "%s.url: Field required", p)
+			return nil, "", invalid(p+".url", "%s.url: Field required", p)
 		}
 		if err := checkImageURL(*src.URL, p+".url"); err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		u = *src.URL
+		u, field = *src.URL, p+".url"
 	default:
-		return nil, invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, truncate(src.Type, 40))
+		return nil, "", invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, truncate(src.Type, 40))
 	}
-	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}}, nil
+	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}}, field, nil
 }
 
 // convertMessages turns Messages turns into chat messages: a user turn's
@@ -264,7 +265,7 @@ func imagePart(b messagesBlock, param string) (map[string]any, error) {
 // (text and image_url) in block order; mediaParams names each image part
 // by its block, in prompt order. Consecutive turns of one role are
 // merged, as Anthropic merges them; the first turn must be the user's.
-func convertMessages(raws []json.RawMessage) (msgs []map[string]any, mediaParams []string, err error) {
+func convertMessages(raws []json.RawMessage) (msgs []map[string]any, mediaParams []mediaName, err error) {
 	if len(raws) == 0 {
 		return nil, nil, invalid("messages", "messages: at least one message is required")
 	}
@@ -317,13 +318,13 @@ func convertMessages(raws []json.RawMessage) (msgs []map[string]any, mediaParams
 				texts = append(texts, *b.Text)
 				parts = append(parts, map[string]any{"type": "text", "text": *b.Text})
 			case b.Type == "image" && m.Role == "user":
-				part, err := imagePart(b, bp)
+				part, field, err := imagePart(b, bp)
 				if err != nil {
 					return nil, nil, err
 				}
 				parts = append(parts, part)
 				images++
-				mediaParams = append(mediaParams, bp)
+				mediaParams = append(mediaParams, mediaName{bp, field})
 			case isMediaBlock(b.Type):
 				return nil, nil, mediaError(bp, b.Type)
 			case b.Type == "tool_use" && m.Role == "assistant":

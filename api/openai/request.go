@@ -454,6 +454,7 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 		msg.Media = wm.Content.media
 		for k := range msg.Media {
 			msg.Media[k].param = prefix + "." + msg.Media[k].param
+			msg.Media[k].field = prefix + "." + msg.Media[k].field
 		}
 		if wm.Content.marker != "" {
 			msg.markerParam = prefix + "." + wm.Content.marker

@@ -86,13 +86,30 @@ type respItem struct {
 	Summary []respContent `json:"summary,omitempty"`
 }
 
-// respContent is a content part: input_text, output_text (with
-// annotations), reasoning_text, summary_text.
+// respContent is a content part: input_text, input_image, output_text
+// (with annotations), reasoning_text, summary_text.
 type respContent struct {
 	Type        string `json:"type"`
 	Text        string `json:"text"`
 	Annotations *[]any `json:"annotations,omitempty"`
 	Logprobs    *[]any `json:"logprobs,omitempty"`
+	// ImageURL and Detail are an input_image's: a data: or http(s) URL,
+	// and auto, low or high ("" when not sent).
+	ImageURL string `json:"image_url,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// MarshalJSON writes an input_image without text.
+func (c respContent) MarshalJSON() ([]byte, error) {
+	if c.Type == "input_image" {
+		m := map[string]any{"type": c.Type, "image_url": c.ImageURL}
+		if c.Detail != "" {
+			m["detail"] = c.Detail
+		}
+		return json.Marshal(m)
+	}
+	type plain respContent
+	return json.Marshal(plain(c))
 }
 
 // MarshalJSON writes the fields a type has, and its empty required ones
@@ -237,6 +254,11 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			if err != nil {
 				return it, withPrefix("output", err)
 			}
+			for j, p := range parts {
+				if p.Type != "input_text" {
+					return it, invalid(fmt.Sprintf("output[%d].type", j), "A function_call_output's output takes input_text parts only, got %q; put images in a user message.", p.Type)
+				}
+			}
 			it.Output = joinParts(parts)
 		default:
 			return it, typeError("output", "a string or an array of input_text parts", jsonKind(w.Output))
@@ -276,9 +298,9 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 
 // partTypes are the content part types each role's message takes.
 var partTypes = map[string]map[string]bool{
-	"user":      {"input_text": true},
-	"system":    {"input_text": true},
-	"developer": {"input_text": true},
+	"user":      {"input_text": true, "input_image": true},
+	"system":    {"input_text": true, "input_image": true},
+	"developer": {"input_text": true, "input_image": true},
 	"assistant": {"output_text": true, "input_text": true, "refusal": true},
 	"reasoning": {"reasoning_text": true},
 }
@@ -309,20 +331,31 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			return nil, typeError(prefix, "a content part object", jsonKind(e))
 		}
 		var p struct {
-			Type    *string `json:"type"`
-			Text    *string `json:"text"`
-			Refusal *string `json:"refusal"`
+			Type     *string `json:"type"`
+			Text     *string `json:"text"`
+			Refusal  *string `json:"refusal"`
+			ImageURL *string `json:"image_url"`
+			Detail   *string `json:"detail"`
+			FileID   *string `json:"file_id"`
 		}
 		if err := decodeJSON(e, &p); err != nil {
 			return nil, withPrefix(prefix, err)
 		}
 		typ := strOf(p.Type)
+		if typ == "input_image" && partTypes[role][typ] {
+			part, err := inputImage(p.ImageURL, p.Detail, p.FileID)
+			if err != nil {
+				return nil, withPrefix(prefix, err)
+			}
+			parts[j] = part
+			continue
+		}
 		if !partTypes[role][typ] {
 			allowed := make([]string, 0, 3)
 			for t := range partTypes[role] {
 				allowed = append(allowed, t)
 			}
-			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (images, audio and files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
+			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (audio and files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
 		}
 		text := p.Text
 		if typ == "refusal" {
@@ -334,6 +367,30 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 		parts[j] = respContent{Type: typ, Text: *text}
 	}
 	return parts, nil
+}
+
+// inputImage checks an input_image part: image_url a data: or http(s)
+// URL (its bytes are checked with the chat path's image_url parts), no
+// file_id (the Files API is not served).
+func inputImage(u, detail, fileID *string) (respContent, error) {
+	part := respContent{Type: "input_image"}
+	switch {
+	case fileID != nil:
+		return part, invalid("file_id", "input_image.file_id is not supported: this server has no Files API; send the image as image_url (a data: URL, or an http(s) URL with --allowed-media-domains).")
+	case u == nil:
+		return part, invalid("image_url", "An input_image part needs image_url: a data: URL (data:image/png;base64,...) or an http(s) URL.")
+	}
+	if err := checkImageURL(*u, "image_url"); err != nil {
+		return part, err
+	}
+	part.ImageURL = *u
+	if detail != nil {
+		if *detail != "auto" && *detail != "low" && *detail != "high" {
+			return part, invalid("detail", "detail must be auto, low or high, got %q.", truncate(*detail, 20))
+		}
+		part.Detail = *detail
+	}
+	return part, nil
 }
 
 func sortedStrings(s []string) []string {
@@ -357,12 +414,13 @@ func joinParts(parts []respContent) string {
 // chat template takes them: consecutive function_call items become one
 // assistant message's tool_calls (joined to the assistant message right
 // before them), a function_call_output a tool message, a reasoning item
-// the next assistant message's reasoning_content. A
+// the next assistant message's reasoning_content, a message with
+// input_image parts content parts (text and image_url). A
 // function_call_output must answer a function_call of the conversation;
 // errors name the item as input[i] counting from first (the items before
-// it come from previous_response_id).
-func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[string]any, error) {
-	var msgs []map[string]any
+// it come from previous_response_id). names are the image parts' names,
+// in prompt order (for nameMedia).
+func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []map[string]any, names []mediaName, err error) {
 	if instructions != nil && *instructions != "" {
 		msgs = append(msgs, map[string]any{"role": "system", "content": *instructions})
 	}
@@ -373,6 +431,9 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[st
 		switch it.Type {
 		case "message":
 			msg := map[string]any{"role": it.Role, "content": joinParts(it.Content)}
+			if parts, n := imageParts(it.Content, i, first); n != nil {
+				msg["content"], names = parts, append(names, n...)
+			}
 			if it.Role == "assistant" {
 				if reasoning != "" {
 					msg["reasoning_content"], reasoning = reasoning, ""
@@ -402,7 +463,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[st
 				if i >= first {
 					param = fmt.Sprintf("input[%d].call_id", i-first)
 				}
-				return nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
+				return nil, nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
 			}
 			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": it.Output})
 			lastAssistant = nil
@@ -420,7 +481,36 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[st
 		}
 	}
 	if len(msgs) == 0 {
-		return nil, invalid("input", "input must contain at least one item.")
+		return nil, nil, invalid("input", "input must contain at least one item.")
 	}
-	return msgs, nil
+	return msgs, names, nil
+}
+
+// imageParts returns a message's content as chat parts when it has
+// input_image parts, and their names (input[i].content[j] for the
+// request's item i counting from first, previous_response_id for the
+// stored conversation's); nil names when it has none.
+func imageParts(content []respContent, i, first int) ([]any, []mediaName) {
+	var (
+		parts []any
+		names []mediaName
+	)
+	for j, c := range content {
+		if c.Type != "input_image" {
+			parts = append(parts, map[string]any{"type": "text", "text": c.Text})
+			continue
+		}
+		iu := map[string]any{"url": c.ImageURL}
+		if c.Detail != "" {
+			iu["detail"] = c.Detail
+		}
+		parts = append(parts, map[string]any{"type": "image_url", "image_url": iu})
+		n := mediaName{"previous_response_id", "previous_response_id"}
+		if i >= first {
+			p := fmt.Sprintf("input[%d].content[%d]", i-first, j)
+			n = mediaName{p, p + ".image_url"}
+		}
+		names = append(names, n)
+	}
+	return parts, names
 }
