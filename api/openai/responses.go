@@ -92,8 +92,8 @@ type respParams struct {
 	// media names the chat body's image parts (nameMedia).
 	media  []mediaName
 	stream bool
-	store    bool
-	bg       bool
+	store  bool
+	bg     bool
 }
 
 // decodeResponses decodes and checks a Responses request body, loads the
