@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/media"
@@ -364,5 +368,112 @@ func TestMediaBodyLimit(t *testing.T) {
 	}
 	if h := newHandler(&fakeBackend{}, Options{MaxBodyBytes: 100}); h.maxBody != 100 {
 		t.Errorf("--max-body-bytes 100 gave %d", h.maxBody)
+	}
+}
+
+// TestMediaFetch fetches image URLs from a server on loopback: only from
+// the allowed hosts, redirects only to them, within the byte limit and the
+// timeout.
+func TestMediaFetch(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/a.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) })
+	mux.HandleFunc("/a.gif", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(gifBytes) })
+	mux.HandleFunc("/big.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(append(pngBytes, make([]byte, 1000)...)) })
+	mux.HandleFunc("/chunked.png", func(w http.ResponseWriter, _ *http.Request) {
+		// No Content-Length: the limit holds while reading.
+		_, _ = w.Write(pngBytes)
+		w.(http.Flusher).Flush()
+		for range 10 {
+			_, _ = w.Write(make([]byte, 100))
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/slow.png", func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	mux.HandleFunc("/in", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/a.png", http.StatusFound) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	other := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	mux.HandleFunc("/out", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other+"/a.png", http.StatusFound) })
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	opts := Options{Media: MediaOptions{AllowedDomains: []string{"example.com", "127.0.0.1"}, MaxBytes: 500, FetchTimeout: 200 * time.Millisecond, Transport: tr}}
+	const field = "messages[0].content[1].image_url.url"
+	tests := []struct {
+		name, url string
+		opts      *Options
+		msg       string // "" for success
+	}{
+		{name: "allowed", url: srv.URL + "/a.png"},
+		{name: "redirect within the allowed hosts", url: srv.URL + "/in"},
+		{name: "host not allowed", url: other + "/a.png", msg: `"localhost" is not in --allowed-media-domains`},
+		{name: "no allowed domains", url: srv.URL + "/a.png", opts: &Options{Media: MediaOptions{Transport: tr}}, msg: "start the server with --allowed-media-domains"},
+		{name: "redirect out", url: srv.URL + "/out", msg: "redirects only to the hosts of --allowed-media-domains"},
+		{name: "too large", url: srv.URL + "/big.png", msg: "the limit of 500 bytes"},
+		{name: "too large, chunked", url: srv.URL + "/chunked.png", msg: "more than the limit of 500 bytes"},
+		{name: "not found", url: srv.URL + "/missing.png", msg: "answered 404 Not Found"},
+		{name: "gif", url: srv.URL + "/a.gif", msg: "PNG, JPEG or WebP"},
+		{name: "timeout", url: srv.URL + "/slow.png", msg: "did not answer within 200ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			if tt.opts != nil {
+				o = *tt.opts
+			}
+			m := newFakeMediaModel(t)
+			rec := do(t, mediaHandler(o, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", chatUser(textPart("x"), imagePartJSON(tt.url)))
+			if tt.msg == "" {
+				if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) {
+					t.Fatalf("status %d, items %v: %s", rec.Code, m.items, rec.Body)
+				}
+				return
+			}
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
+			}
+			if e := errorBody(t, rec.Body.Bytes()); str(e.Param) != field || !strings.Contains(e.Message, tt.msg) {
+				t.Errorf("param %q message %q, want %q", str(e.Param), e.Message, tt.msg)
+			}
+		})
+	}
+}
+
+// TestGoOpenAIImage sends an image_url chat request with the go-openai
+// client through the real HTTP stack.
+func TestGoOpenAIImage(t *testing.T) {
+	m := newFakeMediaModel(t)
+	srv := httptest.NewServer(mediaHandler(Options{}, m))
+	defer srv.Close()
+	cfg := goopenai.DefaultConfig("sk-unused")
+	cfg.BaseURL = srv.URL + "/v1"
+	client := goopenai.NewClientWithConfig(cfg)
+	resp, err := client.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+		Model: "test-model", MaxCompletionTokens: 20,
+		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, MultiContent: []goopenai.ChatMessagePart{
+			{Type: goopenai.ChatMessagePartTypeText, Text: "What is this?"},
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: dataURL("image/jpeg", jpegBytes), Detail: goopenai.ImageURLDetailLow}},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.wait()
+	if len(resp.Choices) != 1 || resp.Choices[0].Message.Content != "Hello world!" || resp.Usage.PromptTokens != len(m.toks) {
+		t.Fatalf("response %+v", resp)
+	}
+	if len(m.items) != 1 || m.items[0].Param != "messages[0].content[1]" || string(m.items[0].Data) != string(jpegBytes) ||
+		!strings.Contains(m.prompt, "What is this?\n"+media.Marker) {
+		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
+	}
+	// A bad image is an *APIError naming the field.
+	_, err = client.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+		Model: "test-model",
+		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, MultiContent: []goopenai.ChatMessagePart{
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: dataURL("image/png", gifBytes)}},
+		}}},
+	})
+	var apiErr *goopenai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 400 || apiErr.Param == nil || *apiErr.Param != "messages[0].content[0].image_url.url" {
+		t.Fatalf("error %v", err)
 	}
 }
