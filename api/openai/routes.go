@@ -16,8 +16,9 @@ import (
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is
-// zero: far above any text prompt a model here can take, small enough that
-// a client cannot make the server buffer arbitrary amounts.
+// zero (or one item of Options.Media.MaxBytes in base64 and 1 MiB, when
+// that is larger): far above any text prompt a model here can take, small
+// enough that a client cannot make the server buffer arbitrary amounts.
 const DefaultMaxBodyBytes = 16 << 20
 
 // Options configure the routes. The zero value is usable.
@@ -26,7 +27,7 @@ type Options struct {
 	// otherwise) and per finished request (Debug). Nil discards.
 	Logger *slog.Logger
 	// MaxBodyBytes limits request bodies; larger ones get 413. Zero means
-	// DefaultMaxBodyBytes; negative means no limit.
+	// DefaultMaxBodyBytes (see there); negative means no limit.
 	MaxBodyBytes int64
 	// RequestID returns the id of an HTTP request, typically the one a
 	// request-id middleware assigned. It becomes the response id
