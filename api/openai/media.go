@@ -311,15 +311,14 @@ func (c *mediaConfig) read(ctx context.Context, ref mediaRef) ([]byte, error) {
 
 // decodeBase64 decodes standard base64, padded or not, within the limit.
 func (c *mediaConfig) decodeBase64(s, param string) ([]byte, error) {
-	if int64(base64.RawStdEncoding.DecodedLen(len(strings.TrimRight(s, "=")))) > c.maxBytes {
-		return nil, c.tooLarge(param, int64(base64.RawStdEncoding.DecodedLen(len(s))))
+	if n := int64(base64.RawStdEncoding.DecodedLen(len(strings.TrimRight(s, "=")))); n > c.maxBytes {
+		return nil, c.tooLarge(param, n)
 	}
-	enc := base64.StdEncoding
-	if len(s)%4 != 0 {
-		enc = base64.RawStdEncoding
-	}
-	data, err := enc.DecodeString(s)
+	data, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
+		if raw, rerr := base64.RawStdEncoding.DecodeString(s); rerr == nil {
+			return raw, nil
+		}
 		return nil, invalid(param, "%s is not valid base64: %v.", param, err)
 	}
 	return data, nil

@@ -438,6 +438,26 @@ func TestMediaFetch(t *testing.T) {
 	}
 }
 
+// TestMediaFetchOtherAPIs fetches the image URLs of an Anthropic url
+// source and a Responses input_image.
+func TestMediaFetchOtherAPIs(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) }))
+	defer srv.Close()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	opts := Options{Media: MediaOptions{AllowedDomains: []string{"127.0.0.1"}, Transport: tr}}
+	for _, tt := range []struct{ path, body, param string }{
+		{"/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"` + srv.URL + `/a.png"}}]}]}`, "messages[0].content[0]"},
+		{"/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + srv.URL + `/a.png"}]}]}`, "input[0].content[0]"},
+	} {
+		m := newFakeMediaModel(t)
+		rec := do(t, mediaHandler(opts, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+		if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) || m.items[0].Param != tt.param {
+			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.items, rec.Body)
+		}
+	}
+}
+
 // TestGoOpenAIImage sends an image_url chat request with the go-openai
 // client through the real HTTP stack.
 func TestGoOpenAIImage(t *testing.T) {
