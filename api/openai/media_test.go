@@ -497,3 +497,57 @@ func TestGoOpenAIImage(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestMediaConversation continues a stored response whose input had an
+// image: the image goes to the model again, named previous_response_id.
+func TestMediaConversation(t *testing.T) {
+	m := newFakeMediaModel(t)
+	h := mediaHandler(Options{}, m)
+	rec := do(t, h, m.fakeModel, http.MethodPost, "/v1/responses",
+		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"`+dataURL("image/png", pngBytes)+`","detail":"low"},{"type":"input_text","text":"what?"}]}]}`)
+	var first struct{ ID string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &first); rec.Code != http.StatusOK || err != nil {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	items := do(t, h, nil, http.MethodGet, "/v1/responses/"+first.ID+"/input_items", "")
+	if !strings.Contains(items.Body.String(), `{"detail":"low","image_url":"data:image/png;base64,`) || strings.Contains(items.Body.String(), `"text":""`) {
+		t.Errorf("input items: %s", items.Body)
+	}
+	rec = do(t, h, m.fakeModel, http.MethodPost, "/v1/responses", `{"model":"test-model","previous_response_id":"`+first.ID+`","input":"and now?"}`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if len(m.items) != 1 || m.items[0].Param != "previous_response_id" || string(m.items[0].Data) != string(pngBytes) ||
+		!strings.Contains(m.prompt, media.Marker+"\nwhat?") || !strings.Contains(m.prompt, "and now?") {
+		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
+	}
+}
+
+// TestMediaBOS checks addSpecial against the BOS rule: false when the
+// template writes the BOS text itself.
+func TestMediaBOS(t *testing.T) {
+	m := newFakeMediaModel(t)
+	rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions",
+		`{"model":"test-model","messages":[{"role":"user","content":[`+imagePartJSON(dataURL("image/png", pngBytes))+`]}],"chat_template":"{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !startsWithBOS(m.tok, m.prompt) {
+		t.Errorf("addSpecial %v for prompt %q", m.bos, m.prompt)
+	}
+}
+
+// TestMediaContextLength checks that the media positions count against
+// max_model_len.
+func TestMediaContextLength(t *testing.T) {
+	m := newFakeMediaModel(t)
+	m.maxLen = 12
+	png := imagePartJSON(dataURL("image/png", pngBytes))
+	rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", chatUser(png, png, png))
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if e := errorBody(t, rec.Body.Bytes()); str(e.Code) != "context_length_exceeded" || !strings.Contains(e.Message, fmt.Sprint(len(m.toks))) {
+		t.Errorf("error %+v (prompt of %d tokens)", e, len(m.toks))
+	}
+}
