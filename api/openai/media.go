@@ -262,6 +262,29 @@ func nameMedia(msgs []chatInputMessage, names []mediaName) {
 	}
 }
 
+// markerText finds the first text of a request that holds media.Marker
+// itself: with media in the request it would take an item's place.
+type markerText struct{ param string }
+
+// see notes text, the value of param.
+func (m *markerText) see(param, text string) {
+	if m.param == "" && strings.Contains(text, media.Marker) {
+		m.param = param
+	}
+}
+
+// check returns the error for the text seen, when the request has media.
+func (m *markerText) check(hasMedia bool) error {
+	if !hasMedia || m.param == "" {
+		return nil
+	}
+	return markerError(m.param)
+}
+
+func markerError(param string) error {
+	return invalid(param, "%s holds the text %q, which marks where an image or audio clip goes: with images or audio in the request it would take one's place. Remove it from the text.", param, media.Marker)
+}
+
 // resolve turns the refs into items: base64 decoded, URLs fetched, each
 // within the byte limit and checked to be the format it claims.
 func (c *mediaConfig) resolve(ctx context.Context, refs []mediaRef) ([]media.Item, error) {

@@ -32,7 +32,7 @@ func (h *handler) prepareMedia(ctx context.Context, m Model, p *genParams, msgs 
 	}
 	for _, msg := range msgs {
 		if msg.markerParam != "" {
-			return promptInput{}, invalid(msg.markerParam, "%s holds the text %q, which marks where an image or audio clip goes: with images or audio in the request it would take one's place. Remove it from the text.", msg.markerParam, media.Marker)
+			return promptInput{}, markerError(msg.markerParam)
 		}
 	}
 	items, err := cfg.resolve(ctx, refs)

@@ -284,6 +284,12 @@ func TestMediaErrors(t *testing.T) {
 		{name: "responses image in a function output", path: "/v1/responses",
 			body:  `{"model":"test-model","input":[{"type":"function_call","call_id":"c","name":"f"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
 			param: "input[1].output[0].type", msg: "input_text parts only"},
+		{name: "responses marker in text", path: "/v1/responses",
+			body:  `{"model":"test-model","instructions":"x","input":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"input_text","text":"a ` + media.Marker + `"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			param: "input[1].content[0]", msg: "Remove it"},
+		{name: "responses marker in instructions", path: "/v1/responses",
+			body:  `{"model":"test-model","instructions":"` + media.Marker + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			param: "instructions", msg: "Remove it"},
 		{name: "responses file_id", path: "/v1/responses",
 			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`,
 			param: "input[0].content[0].file_id", msg: "no Files API"},
@@ -329,6 +335,8 @@ func TestMessagesMediaErrors(t *testing.T) {
 		{"file source", img(`{"type":"file","file_id":"f"}`), "messages[0].content[1].source.type"},
 		{"url not allowed", img(`{"type":"url","url":"https://example.com/a.png"}`), "messages[0].content[1].source.url: this server fetches no image URLs"},
 		{"image from the assistant", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[1].content[0]: image blocks are accepted only in a user message's content"},
+		{"marker in text", `{"model":"test-model","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"` + media.Marker + `"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[2].content[0].text holds the text"},
+		{"marker in system", `{"model":"test-model","max_tokens":5,"system":"` + media.Marker + `","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "system holds the text"},
 		{"image in system", `{"model":"test-model","max_tokens":5,"system":[{"type":"image","source":{}}],"messages":[{"role":"user","content":"x"}]}`, "system[0]: image blocks are accepted only"},
 	}
 	for _, tt := range tests {

@@ -109,16 +109,23 @@ func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
 // came from (for nameMedia). Every error is a *validationError naming the
 // Messages field at fault.
 func (req *messagesRequest) chatBody() ([]byte, []mediaName, error) {
-	var msgs []map[string]any
+	var (
+		msgs []map[string]any
+		mt   markerText // a text that holds media.Marker
+	)
 	if len(req.System) > 0 && jsonKind(req.System) != "null" {
 		sys, err := blocksText(req.System, "system")
 		if err != nil {
 			return nil, nil, err
 		}
+		mt.see("system", sys)
 		msgs = append(msgs, map[string]any{"role": "system", "content": sys})
 	}
-	conv, mediaParams, err := convertMessages(req.Messages)
+	conv, mediaParams, err := convertMessages(req.Messages, &mt)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := mt.check(len(mediaParams) > 0); err != nil {
 		return nil, nil, err
 	}
 	msgs = append(msgs, conv...)
@@ -263,9 +270,10 @@ func imagePart(b messagesBlock, param string) (part map[string]any, field string
 // turn's tool_use blocks its tool_calls and its thinking blocks its
 // reasoning_content. A user turn with image blocks gets content parts
 // (text and image_url) in block order; mediaParams names each image part
-// by its block, in prompt order. Consecutive turns of one role are
-// merged, as Anthropic merges them; the first turn must be the user's.
-func convertMessages(raws []json.RawMessage) (msgs []map[string]any, mediaParams []mediaName, err error) {
+// by its block, in prompt order; mt sees every text. Consecutive turns of
+// one role are merged, as Anthropic merges them; the first turn must be
+// the user's.
+func convertMessages(raws []json.RawMessage, mt *markerText) (msgs []map[string]any, mediaParams []mediaName, err error) {
 	if len(raws) == 0 {
 		return nil, nil, invalid("messages", "messages: at least one message is required")
 	}
@@ -317,6 +325,7 @@ func convertMessages(raws []json.RawMessage) (msgs []map[string]any, mediaParams
 				}
 				texts = append(texts, *b.Text)
 				parts = append(parts, map[string]any{"type": "text", "text": *b.Text})
+				mt.see(bp+".text", *b.Text)
 			case b.Type == "image" && m.Role == "user":
 				part, field, err := imagePart(b, bp)
 				if err != nil {
@@ -353,6 +362,7 @@ func convertMessages(raws []json.RawMessage) (msgs []map[string]any, mediaParams
 						return nil, nil, err
 					}
 				}
+				mt.see(bp+".content", content)
 				if b.IsError {
 					content = "Error: " + content
 				}

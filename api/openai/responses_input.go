@@ -421,7 +421,9 @@ func joinParts(parts []respContent) string {
 // it come from previous_response_id). names are the image parts' names,
 // in prompt order (for nameMedia).
 func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []map[string]any, names []mediaName, err error) {
+	var mt markerText // a text that holds media.Marker
 	if instructions != nil && *instructions != "" {
+		mt.see("instructions", *instructions)
 		msgs = append(msgs, map[string]any{"role": "system", "content": *instructions})
 	}
 	calls := map[string]bool{}
@@ -433,6 +435,13 @@ func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []m
 			msg := map[string]any{"role": it.Role, "content": joinParts(it.Content)}
 			if parts, n := imageParts(it.Content, i, first); n != nil {
 				msg["content"], names = parts, append(names, n...)
+			}
+			for j, c := range it.Content {
+				p := "previous_response_id"
+				if i >= first {
+					p = fmt.Sprintf("input[%d].content[%d]", i-first, j)
+				}
+				mt.see(p, c.Text)
 			}
 			if it.Role == "assistant" {
 				if reasoning != "" {
@@ -482,6 +491,9 @@ func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []m
 	}
 	if len(msgs) == 0 {
 		return nil, nil, invalid("input", "input must contain at least one item.")
+	}
+	if err := mt.check(len(names) > 0); err != nil {
+		return nil, nil, err
 	}
 	return msgs, names, nil
 }
