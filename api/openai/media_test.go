@@ -559,3 +559,24 @@ func TestMediaContextLength(t *testing.T) {
 		t.Errorf("error %+v (prompt of %d tokens)", e, len(m.toks))
 	}
 }
+
+// TestMediaCountTokens counts a prompt with an image, media positions
+// included, without generating.
+func TestMediaCountTokens(t *testing.T) {
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`},
+		{"/v1/responses/input_tokens", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`},
+	} {
+		m := newFakeMediaModel(t)
+		rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+		var resp struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", tt.path, rec.Code, rec.Body)
+		}
+		if resp.InputTokens != len(m.toks) || len(m.items) != 1 || len(m.requests()) != 0 {
+			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.toks), len(m.items))
+		}
+	}
+}
