@@ -153,6 +153,9 @@ func TestMediaPrompt(t *testing.T) {
 		{"responses input_image", "/v1/responses",
 			`{"model":"test-model","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"what"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `","detail":"high"}]}]}`,
 			[]want{{media.Image, pngBytes, "input[0].content[1]"}}, "what\n" + media.Marker},
+		{"responses input_audio", "/v1/responses",
+			`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(mp3Bytes) + `","format":"mp3"}},{"type":"input_text","text":"transcribe"}]}]}`,
+			[]want{{media.Audio, mp3Bytes, "input[0].content[0]"}}, media.Marker + "\ntranscribe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,6 +293,12 @@ func TestMediaErrors(t *testing.T) {
 		{name: "responses marker in instructions", path: "/v1/responses",
 			body:  `{"model":"test-model","instructions":"` + media.Marker + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
 			param: "instructions", msg: "Remove it"},
+		{name: "responses audio format", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(wavBytes) + `","format":"flac"}}]}]}`,
+			param: "input[0].content[0].input_audio.format", msg: "'wav' or 'mp3'"},
+		{name: "responses audio data mismatch", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(pngBytes) + `","format":"wav"}}]}]}`,
+			param: "input[0].content[0].input_audio.data", msg: "the format is wav but the data is a PNG image"},
 		{name: "responses file_id", path: "/v1/responses",
 			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`,
 			param: "input[0].content[0].file_id", msg: "no Files API"},

@@ -86,7 +86,8 @@ type respItem struct {
 	Summary []respContent `json:"summary,omitempty"`
 }
 
-// respContent is a content part: input_text, input_image, output_text
+// respContent is a content part: input_text, input_image, input_audio,
+// output_text
 // (with annotations), reasoning_text, summary_text.
 type respContent struct {
 	Type        string `json:"type"`
@@ -97,16 +98,27 @@ type respContent struct {
 	// and auto, low or high ("" when not sent).
 	ImageURL string `json:"image_url,omitempty"`
 	Detail   string `json:"detail,omitempty"`
+	// InputAudio is an input_audio's clip.
+	InputAudio *respAudio `json:"input_audio,omitempty"`
 }
 
-// MarshalJSON writes an input_image without text.
+// respAudio is an input_audio part's clip: base64 data, wav or mp3.
+type respAudio struct {
+	Data   string `json:"data"`
+	Format string `json:"format"`
+}
+
+// MarshalJSON writes an input_image or input_audio without text.
 func (c respContent) MarshalJSON() ([]byte, error) {
-	if c.Type == "input_image" {
+	switch c.Type {
+	case "input_image":
 		m := map[string]any{"type": c.Type, "image_url": c.ImageURL}
 		if c.Detail != "" {
 			m["detail"] = c.Detail
 		}
 		return json.Marshal(m)
+	case "input_audio":
+		return json.Marshal(map[string]any{"type": c.Type, "input_audio": c.InputAudio})
 	}
 	type plain respContent
 	return json.Marshal(plain(c))
@@ -298,9 +310,9 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 
 // partTypes are the content part types each role's message takes.
 var partTypes = map[string]map[string]bool{
-	"user":      {"input_text": true, "input_image": true},
-	"system":    {"input_text": true, "input_image": true},
-	"developer": {"input_text": true, "input_image": true},
+	"user":      {"input_text": true, "input_image": true, "input_audio": true},
+	"system":    {"input_text": true, "input_image": true, "input_audio": true},
+	"developer": {"input_text": true, "input_image": true, "input_audio": true},
 	"assistant": {"output_text": true, "input_text": true, "refusal": true},
 	"reasoning": {"reasoning_text": true},
 }
@@ -337,6 +349,10 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			ImageURL *string `json:"image_url"`
 			Detail   *string `json:"detail"`
 			FileID   *string `json:"file_id"`
+			Audio    *struct {
+				Data   *string `json:"data"`
+				Format *string `json:"format"`
+			} `json:"input_audio"`
 		}
 		if err := decodeJSON(e, &p); err != nil {
 			return nil, withPrefix(prefix, err)
@@ -350,12 +366,25 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			parts[j] = part
 			continue
 		}
+		if typ == "input_audio" && partTypes[role][typ] {
+			a := p.Audio
+			switch {
+			case a == nil:
+				return nil, invalid(prefix+".input_audio", "An input_audio part needs input_audio: {\"data\": base64, \"format\": \"wav\" or \"mp3\"}.")
+			case a.Data == nil || *a.Data == "":
+				return nil, invalid(prefix+".input_audio.data", "input_audio.data is required: the audio file in base64.")
+			case a.Format == nil || (*a.Format != "wav" && *a.Format != "mp3"):
+				return nil, invalid(prefix+".input_audio.format", "input_audio.format must be either 'wav' or 'mp3', got %q.", truncate(strOf(a.Format), 20))
+			}
+			parts[j] = respContent{Type: typ, InputAudio: &respAudio{Data: *a.Data, Format: *a.Format}}
+			continue
+		}
 		if !partTypes[role][typ] {
 			allowed := make([]string, 0, 3)
 			for t := range partTypes[role] {
 				allowed = append(allowed, t)
 			}
-			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (audio and files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
+			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
 		}
 		text := p.Text
 		if typ == "refusal" {
@@ -433,7 +462,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []m
 		switch it.Type {
 		case "message":
 			msg := map[string]any{"role": it.Role, "content": joinParts(it.Content)}
-			if parts, n := imageParts(it.Content, i, first); n != nil {
+			if parts, n := mediaParts(it.Content, i, first); n != nil {
 				msg["content"], names = parts, append(names, n...)
 			}
 			for j, c := range it.Content {
@@ -498,29 +527,36 @@ func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []m
 	return msgs, names, nil
 }
 
-// imageParts returns a message's content as chat parts when it has
-// input_image parts, and their names (input[i].content[j] for the
-// request's item i counting from first, previous_response_id for the
-// stored conversation's); nil names when it has none.
-func imageParts(content []respContent, i, first int) ([]any, []mediaName) {
+// mediaParts returns a message's content as chat parts when it has
+// input_image or input_audio parts, and their names (input[i].content[j]
+// for the request's item i counting from first, previous_response_id for
+// the stored conversation's); nil names when it has none.
+func mediaParts(content []respContent, i, first int) ([]any, []mediaName) {
 	var (
 		parts []any
 		names []mediaName
 	)
 	for j, c := range content {
-		if c.Type != "input_image" {
+		var field string
+		switch c.Type {
+		case "input_image":
+			iu := map[string]any{"url": c.ImageURL}
+			if c.Detail != "" {
+				iu["detail"] = c.Detail
+			}
+			parts = append(parts, map[string]any{"type": "image_url", "image_url": iu})
+			field = ".image_url"
+		case "input_audio":
+			parts = append(parts, map[string]any{"type": "input_audio", "input_audio": c.InputAudio})
+			field = ".input_audio.data"
+		default:
 			parts = append(parts, map[string]any{"type": "text", "text": c.Text})
 			continue
 		}
-		iu := map[string]any{"url": c.ImageURL}
-		if c.Detail != "" {
-			iu["detail"] = c.Detail
-		}
-		parts = append(parts, map[string]any{"type": "image_url", "image_url": iu})
 		n := mediaName{"previous_response_id", "previous_response_id"}
 		if i >= first {
 			p := fmt.Sprintf("input[%d].content[%d]", i-first, j)
-			n = mediaName{p, p + ".image_url"}
+			n = mediaName{p, p + field}
 		}
 		names = append(names, n)
 	}
