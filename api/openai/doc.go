@@ -176,10 +176,9 @@
 // A chat message's image_url and input_audio parts (media.go), an
 // Anthropic image block (turned into an image_url part by chatBody) and a
 // Responses input_image or input_audio part (by chatMessagesOf) each
-// become media.Marker
-// in the message text, in the part's place as llama.cpp's server puts it,
-// and a mediaRef named by its field (nameMedia gives the Messages and
-// Responses names). prepareChat hands a prompt with media to prepareMedia
+// become media.Marker in the message text, in the part's place as
+// llama.cpp's server puts it, and a mediaRef named by its field
+// (nameMedia gives the Messages and Responses names). prepareChat hands a prompt with media to prepareMedia
 // (media_prompt.go), which refuses first what cannot work, before fetching
 // anything: more items than MediaOptions.MaxPerPrompt, a Model that is not
 // a MediaModel or does not read the kind, prompt_logprobs, a text that
