@@ -48,6 +48,8 @@ type Options struct {
 	CORS CORSOptions
 	// MaxBodyBytes limits request bodies (0: the protocol default).
 	MaxBodyBytes int64
+	// Media bound the images and audio of OpenAI chat requests.
+	Media openai.MediaOptions
 	// Repository, when set, is the model repository that the V2
 	// repository routes load models from and unload them to.
 	Repository *models.Repository
@@ -162,6 +164,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 			Logger:       log,
 			MaxBodyBytes: opts.MaxBodyBytes,
 			KVTransfer:   opts.KVTransfer,
+			Media:        opts.Media,
 
 			ResponseStore: opts.ResponseStore,
 		})

@@ -82,13 +82,13 @@ func TestMessagesBadInputServer(t *testing.T) {
 	}{
 		{"missing max_tokens", "/v1/messages", `{"model":"stories260K",` + user + `}`, 400, "invalid_request_error", "max_tokens"},
 		{"unknown tool_use_id", "/v1/messages", `{"model":"stories260K","max_tokens":4,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"x"}]}]}`, 400, "invalid_request_error", "toolu_2"},
-		{"image block", "/v1/messages", `{"model":"stories260K","max_tokens":4,"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`, 400, "invalid_request_error", "images are not supported"},
+		{"image block", "/v1/messages", `{"model":"stories260K","max_tokens":4,"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`, 400, "invalid_request_error", "messages[0].content[1]: the model `stories260K` reads text only"},
 		{"system role in messages", "/v1/messages", `{"model":"stories260K","max_tokens":4,"messages":[{"role":"system","content":"x"},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "system"},
 		{"unknown role", "/v1/messages", `{"model":"stories260K","max_tokens":4,"messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request_error", "role"},
 		{"unknown model", "/v1/messages", `{"model":"claude-opus-4","max_tokens":4,` + user + `}`, 404, "not_found_error", "claude-opus-4"},
 		{"budget below 1024", "/v1/messages", `{"model":"stories260K","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":512},` + user + `}`, 400, "invalid_request_error", "budget_tokens"},
 		{"max_tokens beyond the context", "/v1/messages", `{"model":"stories260K","max_tokens":100000000,` + user + `}`, 400, "invalid_request_error", "max_tokens"},
-		{"count_tokens image", "/v1/messages/count_tokens", `{"model":"stories260K","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}`, 400, "invalid_request_error", "images are not supported"},
+		{"count_tokens image", "/v1/messages/count_tokens", `{"model":"stories260K","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}`, 400, "invalid_request_error", "reads text only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

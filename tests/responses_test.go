@@ -145,7 +145,7 @@ func TestResponsesBadInputReal(t *testing.T) {
 	}{
 		{`{"model":"` + model + `","input":"x","previous_response_id":"resp_nope"}`, 404, "previous_response_id"},
 		{`{"model":"` + model + `","input":[{"type":"function_call_output","call_id":"nope","output":"1"}]}`, 400, "input[0].call_id"},
-		{`{"model":"` + model + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0].type"},
+		{`{"model":"` + model + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0]"},
 		{`{"model":"` + model + `","input":[{"type":"item_reference","id":"x"}]}`, 400, "input[0].type"},
 		{`{"model":"` + model + `","input":"x","max_output_tokens":100000}`, 400, "max_output_tokens"},
 		{`{"model":"` + model + `","input":"x","text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=a)b"}}}}}}`, 400, ""},

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -48,7 +49,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	p, prompt, err := h.prepareChat(m, req, cp)
+	p, prompt, err := h.prepareChat(r.Context(), m, req, cp)
 	if err == nil {
 		err = p.setTools(tp, m, req.SkipSpecialTokens != nil)
 	}
@@ -111,8 +112,9 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	h.logDone(r, meta, resp.Usage)
 }
 
-// prepareChat validates a chat request for model m and renders its prompt.
-func (h *handler) prepareChat(m Model, req *chatRequest, cp *chatPrompt) (*genParams, promptInput, error) {
+// prepareChat validates a chat request for model m and renders its prompt
+// (with its images and audio, when it has any: prepareMedia).
+func (h *handler) prepareChat(ctx context.Context, m Model, req *chatRequest, cp *chatPrompt) (*genParams, promptInput, error) {
 	if !req.Messages.set || len(req.Messages.msgs) == 0 {
 		return nil, promptInput{}, invalid("messages", "messages must contain at least one message.")
 	}
@@ -160,6 +162,10 @@ func (h *handler) prepareChat(m Model, req *chatRequest, cp *chatPrompt) (*genPa
 	if total > maxBytes {
 		return nil, promptInput{}, tooMuchText("messages", total, maxLen, maxBytes)
 	}
+	if refs := chatMedia(req.Messages.msgs); len(refs) > 0 {
+		prompt, err := h.prepareMedia(ctx, m, p, req.Messages.msgs, cp, refs, maxBytes)
+		return p, prompt, err
+	}
 	toks, err := renderChat(tok, req.Messages.msgs, cp, maxBytes)
 	if err != nil {
 		return nil, promptInput{}, err
@@ -178,15 +184,9 @@ func (h *handler) prepareChat(m Model, req *chatRequest, cp *chatPrompt) (*genPa
 // BOS (or none, for models without one). Special-token text inside messages
 // becomes special tokens, as with Hugging Face and vLLM.
 func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPrompt, maxBytes int) ([]int32, error) {
-	text, err := applyTemplate(tok, msgs, cp)
+	text, err := renderText(tok, msgs, cp, maxBytes)
 	if err != nil {
 		return nil, err
-	}
-	cp.rendered = text
-	if len(text) > maxBytes {
-		return nil, &validationError{Param: "messages", Code: "context_length_exceeded", Message: fmt.Sprintf(
-			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
-				"Please reduce the length of the messages.", len(text), maxBytes)}
 	}
 	toks, err := tok.Encode(text, !startsWithBOS(tok, text))
 	if err != nil {
@@ -196,6 +196,22 @@ func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPromp
 		return nil, invalid("messages", "The messages render to an empty prompt.")
 	}
 	return toks, nil
+}
+
+// renderText renders the messages (renderChat) and checks the text's
+// length; cp.rendered is set to it.
+func renderText(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPrompt, maxBytes int) (string, error) {
+	text, err := applyTemplate(tok, msgs, cp)
+	if err != nil {
+		return "", err
+	}
+	cp.rendered = text
+	if len(text) > maxBytes {
+		return "", &validationError{Param: "messages", Code: "context_length_exceeded", Message: fmt.Sprintf(
+			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
+				"Please reduce the length of the messages.", len(text), maxBytes)}
+	}
+	return text, nil
 }
 
 // startsWithBOS reports whether text begins with the text of the model's

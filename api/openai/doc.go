@@ -89,8 +89,9 @@
 //     AdapterModel is listed with vLLM's "parent" and "root".
 //   - temperature must be in OpenAI's range [0, 2] (a 400 naming it
 //     otherwise); inside it, the engine's own range applies too.
-//   - messages: content is a string or an array of {"type":"text"} parts
-//     (joined with "\n"); other part types are a 400. Roles are system,
+//   - messages: content is a string or an array of text, image_url and
+//     input_audio parts (joined with "\n", see Images and audio below);
+//     other part types are a 400. Roles are system,
 //     developer (rendered as system), user, assistant and tool. An
 //     assistant message may carry tool_calls ({id, type, function: {name,
 //     arguments}}; arguments, a JSON string as OpenAI sends it or an
@@ -169,6 +170,28 @@
 // text it is encoded without adding special tokens, otherwise with them.
 // Completion prompts are encoded with special tokens; token-id prompts are
 // used as given.
+//
+// # Images and audio
+//
+// A chat message's image_url and input_audio parts (media.go), an
+// Anthropic image block (turned into an image_url part by chatBody) and a
+// Responses input_image or input_audio part (by chatMessagesOf) each
+// become media.Marker in the message text, in the part's place as
+// llama.cpp's server puts it, and a mediaRef named by its field
+// (nameMedia gives the Messages and Responses names). prepareChat hands a prompt with media to prepareMedia
+// (media_prompt.go), which refuses first what cannot work, before fetching
+// anything: more items than MediaOptions.MaxPerPrompt, a Model that is not
+// a MediaModel or does not read the kind, prompt_logprobs, a text that
+// holds the marker itself. It then resolves the refs (base64 decoding,
+// fetching http(s) URLs of MediaOptions.AllowedDomains with the request's
+// context, each item within MediaOptions.MaxBytes and sniffed to be the
+// PNG, JPEG, WebP, WAV or MP3 it claims), renders the template, checks
+// that the text holds one marker per item, and calls
+// MediaModel.PrepareMedia(ctx, text, addSpecial by the BOS rule, items)
+// instead of encoding: its tokens are the prompt (max_model_len and usage
+// count the media positions) and its spans go to scheduler.Request.Media.
+// A *media.Error from it is a 400 naming the item's field (toAPIError).
+// /tokenize refuses media; completions and embeddings take no parts.
 //
 // # Structured output
 //
@@ -358,6 +381,7 @@
 //
 //	cause                                    status  type                        code
 //	invalid JSON, bad type or value          400     BadRequestError             context_length_exceeded or null
+//	*media.Error, media.ErrNoProjector       400     BadRequestError             null
 //	engine.RangeError, scheduler.RequestError 400    BadRequestError             context_length_exceeded or null
 //	unknown model                            404     NotFoundError               model_not_found
 //	unknown stored response (Responses API)  404     NotFoundError               null

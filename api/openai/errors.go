@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -109,10 +110,17 @@ func toAPIError(err error) *apiError {
 		mb  *http.MaxBytesError
 		qf  *scheduler.QueueFullError
 		syn *json.SyntaxError
+		me  *media.Error
 	)
 	switch {
 	case errors.As(err, &ve):
 		return newAPIError(http.StatusBadRequest, typeBadRequest, ve.Message, ve.Param, ve.Code)
+	case errors.As(err, &me):
+		// The model could not read an item: the client's bytes.
+		return newAPIError(http.StatusBadRequest, typeBadRequest, me.Error(), me.Param, "")
+	case errors.Is(err, media.ErrNoProjector):
+		return newAPIError(http.StatusBadRequest, typeBadRequest,
+			"This model reads text only: "+media.ErrNoProjector.Error()+".", "messages", "")
 	case errors.As(err, &nf):
 		return newAPIError(http.StatusNotFound, typeNotFound, nf.Error(), "model", "model_not_found")
 	case errors.As(err, &rnf):
@@ -123,7 +131,7 @@ func toAPIError(err error) *apiError {
 		return newAPIError(http.StatusNotFound, typeNotFound, rnf.Error(), param, "")
 	case errors.As(err, &mb):
 		return newAPIError(http.StatusRequestEntityTooLarge, typeTooLarge,
-			fmt.Sprintf("The request body is larger than the limit of %d bytes.", mb.Limit), "", "request_too_large")
+			fmt.Sprintf("The request body is larger than the limit of %d bytes (--max-body-bytes); images and audio count in their base64 form.", mb.Limit), "", "request_too_large")
 	case errors.As(err, &syn):
 		return newAPIError(http.StatusBadRequest, typeBadRequest,
 			fmt.Sprintf("The request body is not valid JSON: %v (at byte %d).", syn, syn.Offset), "", "")

@@ -19,6 +19,10 @@ var fuzzSeeds = []string{
 	`{"model":"test-model","prompt":[[260],"a"]}`,
 	`{"model":5}`, `[]`, `{`, ``, `null`, `{"prompt":null,"messages":null}`,
 	`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
+	`{"model":"test-model","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAA=","detail":"low"}}]}]}`,
+	`{"model":"test-model","messages":[{"role":"user","content":[{"type":"image_url","image_url":"data:image/jpeg;base64,/9j/4A=="},{"type":"input_audio","input_audio":{"data":"UklGRiQAAABXQVZF","format":"wav"}}]}]}`,
+	`{"model":"test-model","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"}},{"type":"input_audio","input_audio":{"data":"!","format":"ogg"}}]}]}`,
+	`{"model":"test-model","messages":[{"role":"user","content":[{"type":"text","text":"<__media__>"},{"type":"image_url","image_url":{"url":"data:,"}}]}]}`,
 	`{"prompt":[1e400],"max_tokens":-1}`,
 	`{"model":"test-model","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"documents":[{"text":"d"}],"chat_template_kwargs":{"enable_thinking":false}}`,
 	`{"model":"test-model","messages":[{"role":"assistant","content":"Hel"}],"chat_template":"{% for m in messages %}{{ m.content }}{% endfor %}","add_generation_prompt":false,"continue_final_message":true}`,
@@ -61,7 +65,7 @@ func FuzzDecodeChatRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			_, _, err = h.prepareChat(model, req, cp)
+			_, _, err = h.prepareChat(context.Background(), model, req, cp)
 			return err
 		})
 	})

@@ -24,6 +24,9 @@ type promptInput struct {
 	// for completions: text is the prompt then). The reasoning parser
 	// reads its end to know whether the output starts inside thinking.
 	rendered string
+	// media are the encoded images and audio clips of a chat prompt
+	// (scheduler.Request.Media), whose placeholders tokens holds.
+	media []scheduler.Media
 }
 
 // generation is one HTTP request's work in the engine: one core.Stream per
@@ -90,6 +93,7 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 			req.ID = fmt.Sprintf("%s-%d", id, i)
 		}
 		req.Prompt = prompts[i].tokens
+		req.Media = prompts[i].media
 		req.MaxTokens = p.maxTokensFor(len(prompts[i].tokens), m.MaxModelLen())
 		req.Arrival = arrival
 		req.Deadline = deadline

@@ -79,7 +79,7 @@ func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count 
 	if err != nil {
 		return nil, err
 	}
-	cbody, err := req.chatBody()
+	cbody, mediaParams, err := req.chatBody()
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +87,7 @@ func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count 
 	if err != nil {
 		return nil, err
 	}
+	nameMedia(creq.Messages.msgs, mediaParams)
 	cp, err := decodeChatPrompt(cbody, creq.Messages.msgs)
 	if err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count 
 	if err != nil {
 		return nil, err
 	}
-	p, prompt, err := h.prepareChat(m, creq, cp)
+	p, prompt, err := h.prepareChat(r.Context(), m, creq, cp)
 	if err != nil {
 		return nil, err
 	}

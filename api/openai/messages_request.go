@@ -60,6 +60,7 @@ type messagesBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	Thinking  *string         `json:"thinking"`
+	Source    json.RawMessage `json:"source"`
 }
 
 // decodeMessagesRequest decodes a Messages request. count is set for
@@ -103,20 +104,29 @@ func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
 	return &req, nil
 }
 
-// chatBody translates the request into a chat completions request body.
-// Every error is a *validationError naming the Messages field at fault.
-func (req *messagesRequest) chatBody() ([]byte, error) {
-	var msgs []map[string]any
+// chatBody translates the request into a chat completions request body,
+// and names the body's image parts, in order, by the Messages blocks they
+// came from (for nameMedia). Every error is a *validationError naming the
+// Messages field at fault.
+func (req *messagesRequest) chatBody() ([]byte, []mediaName, error) {
+	var (
+		msgs []map[string]any
+		mt   markerText // a text that holds media.Marker
+	)
 	if len(req.System) > 0 && jsonKind(req.System) != "null" {
 		sys, err := blocksText(req.System, "system")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		mt.see("system", sys)
 		msgs = append(msgs, map[string]any{"role": "system", "content": sys})
 	}
-	conv, err := convertMessages(req.Messages)
+	conv, mediaParams, err := convertMessages(req.Messages, &mt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if err := mt.check(len(mediaParams) > 0); err != nil {
+		return nil, nil, err
 	}
 	msgs = append(msgs, conv...)
 	body := map[string]any{"model": req.Model, "messages": msgs}
@@ -150,7 +160,7 @@ func (req *messagesRequest) chatBody() ([]byte, error) {
 	if len(req.Tools) > 0 {
 		tools, err := convertTools(req.Tools)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		body["tools"] = tools
 	}
@@ -160,9 +170,10 @@ func (req *messagesRequest) chatBody() ([]byte, error) {
 		body["chat_template_kwargs"] = map[string]any{"enable_thinking": t.Type == "enabled"}
 	}
 	if err := convertToolChoice(req.ToolChoice, body); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.Marshal(body)
+	b, err := json.Marshal(body)
+	return b, mediaParams, err
 }
 
 // blocksText reads a string or an array of text blocks (system, a
@@ -197,24 +208,74 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// isMediaBlock reports whether a block type carries media this server
-// cannot read.
+// isMediaBlock reports whether a block type carries media: image blocks
+// are read in a user message's content, the others nowhere.
 func isMediaBlock(t string) bool {
 	return t == "image" || t == "document" || t == "audio" || t == "file"
 }
 
 func mediaError(param, typ string) error {
-	return invalid(param+".type", "%s: %s blocks are not supported: this server's models read text only (images are not supported by this model/server).", param, typ)
+	if typ == "image" {
+		return invalid(param+".type", "%s: image blocks are accepted only in a user message's content, not here.", param)
+	}
+	return invalid(param+".type", "%s: %s blocks are not supported: only text and image blocks are read.", param, typ)
+}
+
+// imagePart turns an image block into a chat image_url part: a base64
+// source becomes a data: URL (its media type and bytes are checked with
+// the chat path's image_url parts), a url source its URL. field names the
+// block's field that holds the data.
+func imagePart(b messagesBlock, param string) (part map[string]any, field string, err error) {
+	p := param + ".source"
+	if jsonKind(b.Source) != "object" {
+		return nil, "", invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
+	}
+	var src struct {
+		Type      string  `json:"type"`
+		MediaType *string `json:"media_type"`
+		Data      *string `json:"data"`
+		URL       *string `json:"url"`
+	}
+	if err := decodeJSON(b.Source, &src); err != nil {
+		return nil, "", withPrefix(p, err)
+	}
+	var u string
+	switch src.Type {
+	case "base64":
+		switch {
+		case src.MediaType == nil:
+			return nil, "", invalid(p+".media_type", "%s.media_type: Field required", p)
+		case !strings.HasPrefix(*src.MediaType, "image/") || strings.ContainsAny(*src.MediaType, ";,"):
+			return nil, "", invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, truncate(*src.MediaType, 40))
+		case src.Data == nil || *src.Data == "":
+			return nil, "", invalid(p+".data", "%s.data: Field required", p)
+		}
+		u, field = "data:"+*src.MediaType+";base64,"+*src.Data, p+".data"
+	case "url":
+		if src.URL == nil || *src.URL == "" {
+			return nil, "", invalid(p+".url", "%s.url: Field required", p)
+		}
+		if err := checkImageURL(*src.URL, p+".url"); err != nil {
+			return nil, "", err
+		}
+		u, field = *src.URL, p+".url"
+	default:
+		return nil, "", invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, truncate(src.Type, 40))
+	}
+	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}}, field, nil
 }
 
 // convertMessages turns Messages turns into chat messages: a user turn's
 // tool_result blocks become tool messages (before its text), an assistant
 // turn's tool_use blocks its tool_calls and its thinking blocks its
-// reasoning_content. Consecutive turns of one role are merged, as Anthropic
-// merges them; the first turn must be the user's.
-func convertMessages(raws []json.RawMessage) ([]map[string]any, error) {
+// reasoning_content. A user turn with image blocks gets content parts
+// (text and image_url) in block order; mediaParams names each image part
+// by its block, in prompt order; mt sees every text. Consecutive turns of
+// one role are merged, as Anthropic merges them; the first turn must be
+// the user's.
+func convertMessages(raws []json.RawMessage, mt *markerText) (msgs []map[string]any, mediaParams []mediaName, err error) {
 	if len(raws) == 0 {
-		return nil, invalid("messages", "messages: at least one message is required")
+		return nil, nil, invalid("messages", "messages: at least one message is required")
 	}
 	toolUses := map[string]bool{}
 	var out []map[string]any
@@ -222,33 +283,35 @@ func convertMessages(raws []json.RawMessage) ([]map[string]any, error) {
 	for i, raw := range raws {
 		p := fmt.Sprintf("messages[%d]", i)
 		if jsonKind(raw) != "object" {
-			return nil, typeError(p, "a message object", jsonKind(raw))
+			return nil, nil, typeError(p, "a message object", jsonKind(raw))
 		}
 		var m struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		}
 		if err := decodeJSON(raw, &m); err != nil {
-			return nil, withPrefix(p, err)
+			return nil, nil, withPrefix(p, err)
 		}
 		switch m.Role {
 		case "user", "assistant":
 		case "system":
-			return nil, invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
+			return nil, nil, invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
 		case "":
-			return nil, invalid(p+".role", "%s.role: Field required", p)
+			return nil, nil, invalid(p+".role", "%s.role: Field required", p)
 		default:
-			return nil, invalid(p+".role", "%s.role: Input should be 'user' or 'assistant', got %q", p, m.Role)
+			return nil, nil, invalid(p+".role", "%s.role: Input should be 'user' or 'assistant', got %q", p, m.Role)
 		}
 		if i == 0 && m.Role != "user" {
-			return nil, invalid(p+".role", "%s.role: the first message must use the \"user\" role", p)
+			return nil, nil, invalid(p+".role", "%s.role: the first message must use the \"user\" role", p)
 		}
 		blocks, err := decodeBlocks(m.Content, p+".content")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var (
 			texts    []string
+			parts    []any // texts and images, when there are images
+			images   int
 			calls    []map[string]any
 			thinking []string
 			results  []map[string]any
@@ -258,37 +321,48 @@ func convertMessages(raws []json.RawMessage) ([]map[string]any, error) {
 			switch {
 			case b.Type == "text":
 				if b.Text == nil {
-					return nil, invalid(bp+".text", "%s.text: Field required", bp)
+					return nil, nil, invalid(bp+".text", "%s.text: Field required", bp)
 				}
 				texts = append(texts, *b.Text)
+				parts = append(parts, map[string]any{"type": "text", "text": *b.Text})
+				mt.see(bp+".text", *b.Text)
+			case b.Type == "image" && m.Role == "user":
+				part, field, err := imagePart(b, bp)
+				if err != nil {
+					return nil, nil, err
+				}
+				parts = append(parts, part)
+				images++
+				mediaParams = append(mediaParams, mediaName{bp, field})
 			case isMediaBlock(b.Type):
-				return nil, mediaError(bp, b.Type)
+				return nil, nil, mediaError(bp, b.Type)
 			case b.Type == "tool_use" && m.Role == "assistant":
 				if b.ID == "" || b.Name == "" {
-					return nil, invalid(bp, "%s: a tool_use block needs an id and a name", bp)
+					return nil, nil, invalid(bp, "%s: a tool_use block needs an id and a name", bp)
 				}
 				input := b.Input
 				if k := jsonKind(input); k == "nothing" || k == "null" {
 					input = json.RawMessage("{}")
 				} else if k != "object" {
-					return nil, typeError(bp+".input", "an object", k)
+					return nil, nil, typeError(bp+".input", "an object", k)
 				}
 				toolUses[b.ID] = true
 				calls = append(calls, map[string]any{"id": b.ID, "type": "function",
 					"function": map[string]any{"name": b.Name, "arguments": string(input)}})
 			case b.Type == "tool_result" && m.Role == "user":
 				if b.ToolUseID == nil {
-					return nil, invalid(bp+".tool_use_id", "%s.tool_use_id: Field required", bp)
+					return nil, nil, invalid(bp+".tool_use_id", "%s.tool_use_id: Field required", bp)
 				}
 				if !toolUses[*b.ToolUseID] {
-					return nil, invalid(bp+".tool_use_id", "%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bp, *b.ToolUseID)
+					return nil, nil, invalid(bp+".tool_use_id", "%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bp, *b.ToolUseID)
 				}
 				content := ""
 				if k := jsonKind(b.Content); k != "nothing" && k != "null" {
 					if content, err = blocksText(b.Content, bp+".content"); err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 				}
+				mt.see(bp+".content", content)
 				if b.IsError {
 					content = "Error: " + content
 				}
@@ -298,15 +372,18 @@ func convertMessages(raws []json.RawMessage) ([]map[string]any, error) {
 					thinking = append(thinking, *b.Thinking)
 				}
 			default:
-				return nil, invalid(bp+".type", "%s.type: blocks of type %q are not accepted in a %s message", bp, b.Type, m.Role)
+				return nil, nil, invalid(bp+".type", "%s.type: blocks of type %q are not accepted in a %s message", bp, b.Type, m.Role)
 			}
 		}
 		out = append(out, results...)
-		if m.Role == "user" && len(texts) == 0 && len(results) > 0 {
+		if m.Role == "user" && len(texts) == 0 && images == 0 && len(results) > 0 {
 			lastRole = "tool"
 			continue
 		}
 		msg := map[string]any{"role": m.Role, "content": strings.Join(texts, "\n")}
+		if images > 0 {
+			msg["content"] = parts
+		}
 		if len(calls) > 0 {
 			msg["tool_calls"] = calls
 		}
@@ -320,13 +397,18 @@ func convertMessages(raws []json.RawMessage) ([]map[string]any, error) {
 		out = append(out, msg)
 		lastRole = m.Role
 	}
-	return out, nil
+	return out, mediaParams, nil
 }
 
 // mergeTurn appends turn next to prev, of the same role.
 func mergeTurn(prev, next map[string]any) {
-	a, b := prev["content"].(string), next["content"].(string)
+	a, aText := prev["content"].(string)
+	b, bText := next["content"].(string)
 	switch {
+	case !aText || !bText:
+		// Content parts (a turn with images): the parts of both, which
+		// the chat path joins with "\n" as the strings below are.
+		prev["content"] = append(contentParts(prev["content"]), contentParts(next["content"])...)
 	case a == "":
 		prev["content"] = b
 	case b != "":
@@ -340,6 +422,20 @@ func mergeTurn(prev, next map[string]any) {
 		old, _ := prev["reasoning_content"].(string)
 		prev["reasoning_content"] = old + r
 	}
+}
+
+// contentParts returns a chat message's content as parts: a string is one
+// text part ("" none).
+func contentParts(c any) []any {
+	switch c := c.(type) {
+	case []any:
+		return c
+	case string:
+		if c != "" {
+			return []any{map[string]any{"type": "text", "text": c}}
+		}
+	}
+	return nil
 }
 
 // decodeBlocks reads a message's content: a string (one text block) or

@@ -233,7 +233,7 @@ func TestMessagesChatBody(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, err := req.chatBody()
+			body, _, err := req.chatBody()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +262,7 @@ func TestMessagesChatBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, err := req.chatBody()
+		body, _, err := req.chatBody()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,8 @@ func TestMessagesBadInput(t *testing.T) {
 		{"zero max_tokens", "/v1/messages", `{"model":"test-model","max_tokens":0,` + user + `}`, 400, "invalid_request_error", "max_tokens"},
 		{"unknown model", "/v1/messages", `{"model":"nope","max_tokens":5,` + user + `}`, 404, "not_found_error", "nope"},
 		{"unknown tool_use_id", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_zz","content":"x"}]}]}`, 400, "invalid_request_error", "toolu_zz"},
-		{"image block", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, 400, "invalid_request_error", "images are not supported"},
+		{"image block", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, 400, "invalid_request_error", "messages[0].content[0]: the model `test-model` reads text only"},
+		{"document block", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, 400, "invalid_request_error", "messages[0].content[0]: document blocks are not supported"},
 		{"system role in messages", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"system","content":"x"},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "top-level `system`"},
 		{"assistant first", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"assistant","content":"Hi"},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "messages[0].role: the first message must use the \"user\" role"},
 		{"empty messages", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[]}`, 400, "invalid_request_error", "messages"},

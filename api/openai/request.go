@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/llmserve/llmserve/media"
 )
 
 // This file holds the request side of the wire format and its decoding.
@@ -390,12 +392,19 @@ type messageList struct {
 }
 
 // chatInputMessage is one validated-for-type message. Content holds the
-// text parts joined with "\n" (as vLLM joins them).
+// text parts joined with "\n" (as vLLM and llama.cpp's server join them),
+// each image or audio part written as media.Marker in its place.
 type chatInputMessage struct {
 	Role       string
 	Content    string
 	HasContent bool
 	Name       string
+	// Media are the message's image and audio parts, in order.
+	Media []mediaRef
+	// markerParam names the first text of the message that holds
+	// media.Marker itself ("" for none): with media in the request it
+	// would take an item's place.
+	markerParam string
 }
 
 // Roles a message may have. "developer" is OpenAI's newer name for
@@ -442,6 +451,14 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 			return invalid(prefix+".content", "A %s message needs content.", msg.Role)
 		}
 		msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
+		msg.Media = wm.Content.media
+		for k := range msg.Media {
+			msg.Media[k].param = prefix + "." + msg.Media[k].param
+			msg.Media[k].field = prefix + "." + msg.Media[k].field
+		}
+		if wm.Content.marker != "" {
+			msg.markerParam = prefix + "." + wm.Content.marker
+		}
 		if wm.Name != nil {
 			msg.Name = *wm.Name
 		}
@@ -450,11 +467,19 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 }
 
 // messageContent is a message's "content": a string or an array of
-// {"type":"text","text":...} parts. Other part types (images, audio,
-// files, refusals) are rejected: no model served here reads them yet.
+// parts: {"type":"text","text":...}, {"type":"image_url","image_url":
+// {"url":...,"detail":...}} and {"type":"input_audio","input_audio":
+// {"data":...,"format":"wav"|"mp3"}}. A media part becomes media.Marker
+// in the text, where llama.cpp's server puts it (the part is replaced by
+// a text part holding the marker), and a mediaRef. Other part types
+// (files, refusals) are rejected.
 type messageContent struct {
-	set  bool
-	text string
+	set   bool
+	text  string
+	media []mediaRef
+	// marker names the first text that holds media.Marker ("content" or
+	// "content[j]"), or "".
+	marker string
 }
 
 func (c *messageContent) UnmarshalJSON(raw []byte) error {
@@ -467,6 +492,9 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 			return typeError("content", "a string or an array of content parts", "string")
 		}
 		c.set = true
+		if strings.Contains(c.text, media.Marker) {
+			c.marker = "content"
+		}
 		return nil
 	case "array":
 	default:
@@ -495,12 +523,23 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 		switch {
 		case part.Type == nil:
 			return invalid(prefix+".type", "Each content part needs a type.")
+		case *part.Type == "image_url" || *part.Type == "input_audio":
+			ref, err := parseMediaPart(p, *part.Type, prefix)
+			if err != nil {
+				return err
+			}
+			c.media = append(c.media, ref)
+			texts[j] = media.Marker
+			continue
 		case *part.Type != "text":
-			return invalid(prefix+".type", "Content parts of type %q are not supported; only \"text\" is.", *part.Type)
+			return invalid(prefix+".type", "Content parts of type %q are not supported; use text, image_url or input_audio.", *part.Type)
 		case part.Text == nil:
 			return invalid(prefix+".text", "A text content part needs text.")
 		}
 		texts[j] = *part.Text
+		if c.marker == "" && strings.Contains(*part.Text, media.Marker) {
+			c.marker = prefix
+		}
 	}
 	c.set, c.text = true, strings.Join(texts, "\n")
 	return nil

@@ -89,9 +89,11 @@ type respParams struct {
 	input    []respItem     // this request's input items, with ids
 	conv     []respItem     // previous conversation + input
 	chatBody []byte
-	stream   bool
-	store    bool
-	bg       bool
+	// media names the chat body's image parts (nameMedia).
+	media  []mediaName
+	stream bool
+	store  bool
+	bg     bool
 }
 
 // decodeResponses decodes and checks a Responses request body, loads the
@@ -138,10 +140,11 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		prev = rec.Conversation
 	}
 	rp.conv = append(append([]respItem(nil), prev...), items...)
-	msgs, err := chatMessagesOf(req.Instructions, rp.conv, len(prev))
+	msgs, names, err := chatMessagesOf(req.Instructions, rp.conv, len(prev))
 	if err != nil {
 		return nil, err
 	}
+	rp.media = names
 	chat := map[string]any{"model": req.Model, "messages": msgs, "stream": rp.stream}
 	if req.MaxOutputTokens != nil {
 		chat["max_tokens"] = *req.MaxOutputTokens
@@ -471,6 +474,7 @@ func (h *handler) prepareResponse(ctx context.Context, rp *respParams) (Model, *
 	if err != nil {
 		return nil, nil, nil, promptInput{}, respParamOf(err)
 	}
+	nameMedia(req.Messages.msgs, rp.media)
 	cp, err := decodeChatPrompt(rp.chatBody, req.Messages.msgs)
 	if err != nil {
 		return nil, nil, nil, promptInput{}, respParamOf(err)
@@ -479,7 +483,7 @@ func (h *handler) prepareResponse(ctx context.Context, rp *respParams) (Model, *
 	if err != nil {
 		return nil, nil, nil, promptInput{}, err
 	}
-	p, prompt, err := h.prepareChat(m, req, cp)
+	p, prompt, err := h.prepareChat(ctx, m, req, cp)
 	if err != nil {
 		return nil, nil, nil, promptInput{}, respParamOf(err)
 	}

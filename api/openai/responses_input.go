@@ -86,13 +86,42 @@ type respItem struct {
 	Summary []respContent `json:"summary,omitempty"`
 }
 
-// respContent is a content part: input_text, output_text (with
-// annotations), reasoning_text, summary_text.
+// respContent is a content part: input_text, input_image, input_audio,
+// output_text
+// (with annotations), reasoning_text, summary_text.
 type respContent struct {
 	Type        string `json:"type"`
 	Text        string `json:"text"`
 	Annotations *[]any `json:"annotations,omitempty"`
 	Logprobs    *[]any `json:"logprobs,omitempty"`
+	// ImageURL and Detail are an input_image's: a data: or http(s) URL,
+	// and auto, low or high ("" when not sent).
+	ImageURL string `json:"image_url,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	// InputAudio is an input_audio's clip.
+	InputAudio *respAudio `json:"input_audio,omitempty"`
+}
+
+// respAudio is an input_audio part's clip: base64 data, wav or mp3.
+type respAudio struct {
+	Data   string `json:"data"`
+	Format string `json:"format"`
+}
+
+// MarshalJSON writes an input_image or input_audio without text.
+func (c respContent) MarshalJSON() ([]byte, error) {
+	switch c.Type {
+	case "input_image":
+		m := map[string]any{"type": c.Type, "image_url": c.ImageURL}
+		if c.Detail != "" {
+			m["detail"] = c.Detail
+		}
+		return json.Marshal(m)
+	case "input_audio":
+		return json.Marshal(map[string]any{"type": c.Type, "input_audio": c.InputAudio})
+	}
+	type plain respContent
+	return json.Marshal(plain(c))
 }
 
 // MarshalJSON writes the fields a type has, and its empty required ones
@@ -237,6 +266,11 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			if err != nil {
 				return it, withPrefix("output", err)
 			}
+			for j, p := range parts {
+				if p.Type != "input_text" {
+					return it, invalid(fmt.Sprintf("output[%d].type", j), "A function_call_output's output takes input_text parts only, got %q; put images in a user message.", p.Type)
+				}
+			}
 			it.Output = joinParts(parts)
 		default:
 			return it, typeError("output", "a string or an array of input_text parts", jsonKind(w.Output))
@@ -276,9 +310,9 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 
 // partTypes are the content part types each role's message takes.
 var partTypes = map[string]map[string]bool{
-	"user":      {"input_text": true},
-	"system":    {"input_text": true},
-	"developer": {"input_text": true},
+	"user":      {"input_text": true, "input_image": true, "input_audio": true},
+	"system":    {"input_text": true, "input_image": true, "input_audio": true},
+	"developer": {"input_text": true, "input_image": true, "input_audio": true},
 	"assistant": {"output_text": true, "input_text": true, "refusal": true},
 	"reasoning": {"reasoning_text": true},
 }
@@ -309,20 +343,48 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			return nil, typeError(prefix, "a content part object", jsonKind(e))
 		}
 		var p struct {
-			Type    *string `json:"type"`
-			Text    *string `json:"text"`
-			Refusal *string `json:"refusal"`
+			Type     *string `json:"type"`
+			Text     *string `json:"text"`
+			Refusal  *string `json:"refusal"`
+			ImageURL *string `json:"image_url"`
+			Detail   *string `json:"detail"`
+			FileID   *string `json:"file_id"`
+			Audio    *struct {
+				Data   *string `json:"data"`
+				Format *string `json:"format"`
+			} `json:"input_audio"`
 		}
 		if err := decodeJSON(e, &p); err != nil {
 			return nil, withPrefix(prefix, err)
 		}
 		typ := strOf(p.Type)
+		if typ == "input_image" && partTypes[role][typ] {
+			part, err := inputImage(p.ImageURL, p.Detail, p.FileID)
+			if err != nil {
+				return nil, withPrefix(prefix, err)
+			}
+			parts[j] = part
+			continue
+		}
+		if typ == "input_audio" && partTypes[role][typ] {
+			a := p.Audio
+			switch {
+			case a == nil:
+				return nil, invalid(prefix+".input_audio", "An input_audio part needs input_audio: {\"data\": base64, \"format\": \"wav\" or \"mp3\"}.")
+			case a.Data == nil || *a.Data == "":
+				return nil, invalid(prefix+".input_audio.data", "input_audio.data is required: the audio file in base64.")
+			case a.Format == nil || (*a.Format != "wav" && *a.Format != "mp3"):
+				return nil, invalid(prefix+".input_audio.format", "input_audio.format must be either 'wav' or 'mp3', got %q.", truncate(strOf(a.Format), 20))
+			}
+			parts[j] = respContent{Type: typ, InputAudio: &respAudio{Data: *a.Data, Format: *a.Format}}
+			continue
+		}
 		if !partTypes[role][typ] {
 			allowed := make([]string, 0, 3)
 			for t := range partTypes[role] {
 				allowed = append(allowed, t)
 			}
-			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (images, audio and files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
+			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
 		}
 		text := p.Text
 		if typ == "refusal" {
@@ -334,6 +396,30 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 		parts[j] = respContent{Type: typ, Text: *text}
 	}
 	return parts, nil
+}
+
+// inputImage checks an input_image part: image_url a data: or http(s)
+// URL (its bytes are checked with the chat path's image_url parts), no
+// file_id (the Files API is not served).
+func inputImage(u, detail, fileID *string) (respContent, error) {
+	part := respContent{Type: "input_image"}
+	switch {
+	case fileID != nil:
+		return part, invalid("file_id", "input_image.file_id is not supported: this server has no Files API; send the image as image_url (a data: URL, or an http(s) URL with --allowed-media-domains).")
+	case u == nil:
+		return part, invalid("image_url", "An input_image part needs image_url: a data: URL (data:image/png;base64,...) or an http(s) URL.")
+	}
+	if err := checkImageURL(*u, "image_url"); err != nil {
+		return part, err
+	}
+	part.ImageURL = *u
+	if detail != nil {
+		if *detail != "auto" && *detail != "low" && *detail != "high" {
+			return part, invalid("detail", "detail must be auto, low or high, got %q.", truncate(*detail, 20))
+		}
+		part.Detail = *detail
+	}
+	return part, nil
 }
 
 func sortedStrings(s []string) []string {
@@ -357,13 +443,16 @@ func joinParts(parts []respContent) string {
 // chat template takes them: consecutive function_call items become one
 // assistant message's tool_calls (joined to the assistant message right
 // before them), a function_call_output a tool message, a reasoning item
-// the next assistant message's reasoning_content. A
+// the next assistant message's reasoning_content, a message with
+// input_image parts content parts (text and image_url). A
 // function_call_output must answer a function_call of the conversation;
 // errors name the item as input[i] counting from first (the items before
-// it come from previous_response_id).
-func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[string]any, error) {
-	var msgs []map[string]any
+// it come from previous_response_id). names are the image parts' names,
+// in prompt order (for nameMedia).
+func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []map[string]any, names []mediaName, err error) {
+	var mt markerText // a text that holds media.Marker
 	if instructions != nil && *instructions != "" {
+		mt.see("instructions", *instructions)
 		msgs = append(msgs, map[string]any{"role": "system", "content": *instructions})
 	}
 	calls := map[string]bool{}
@@ -373,6 +462,16 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[st
 		switch it.Type {
 		case "message":
 			msg := map[string]any{"role": it.Role, "content": joinParts(it.Content)}
+			if parts, n := mediaParts(it.Content, i, first); n != nil {
+				msg["content"], names = parts, append(names, n...)
+			}
+			for j, c := range it.Content {
+				p := "previous_response_id"
+				if i >= first {
+					p = fmt.Sprintf("input[%d].content[%d]", i-first, j)
+				}
+				mt.see(p, c.Text)
+			}
 			if it.Role == "assistant" {
 				if reasoning != "" {
 					msg["reasoning_content"], reasoning = reasoning, ""
@@ -402,7 +501,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[st
 				if i >= first {
 					param = fmt.Sprintf("input[%d].call_id", i-first)
 				}
-				return nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
+				return nil, nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
 			}
 			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": it.Output})
 			lastAssistant = nil
@@ -420,7 +519,46 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]map[st
 		}
 	}
 	if len(msgs) == 0 {
-		return nil, invalid("input", "input must contain at least one item.")
+		return nil, nil, invalid("input", "input must contain at least one item.")
 	}
-	return msgs, nil
+	if err := mt.check(len(names) > 0); err != nil {
+		return nil, nil, err
+	}
+	return msgs, names, nil
+}
+
+// mediaParts returns a message's content as chat parts when it has
+// input_image or input_audio parts, and their names (input[i].content[j]
+// for the request's item i counting from first, previous_response_id for
+// the stored conversation's); nil names when it has none.
+func mediaParts(content []respContent, i, first int) ([]any, []mediaName) {
+	var (
+		parts []any
+		names []mediaName
+	)
+	for j, c := range content {
+		var field string
+		switch c.Type {
+		case "input_image":
+			iu := map[string]any{"url": c.ImageURL}
+			if c.Detail != "" {
+				iu["detail"] = c.Detail
+			}
+			parts = append(parts, map[string]any{"type": "image_url", "image_url": iu})
+			field = ".image_url"
+		case "input_audio":
+			parts = append(parts, map[string]any{"type": "input_audio", "input_audio": c.InputAudio})
+			field = ".input_audio.data"
+		default:
+			parts = append(parts, map[string]any{"type": "text", "text": c.Text})
+			continue
+		}
+		n := mediaName{"previous_response_id", "previous_response_id"}
+		if i >= first {
+			p := fmt.Sprintf("input[%d].content[%d]", i-first, j)
+			n = mediaName{p, p + field}
+		}
+		names = append(names, n)
+	}
+	return parts, names
 }

@@ -83,7 +83,11 @@ func TestDecodeInputItems(t *testing.T) {
 		{"no type", `[{"content":"Hi"}]`, nil, "input[0].type"},
 		{"unknown type", `[{"type":"web_search_call"}]`, nil, "input[0].type"},
 		{"bad role", `[{"role":"tool","content":"x"}]`, nil, "input[0].role"},
-		{"image", `[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]`, nil, "input[0].content[0].type"},
+		{"image bad url", `[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]`, nil, "input[0].content[0].image_url"},
+		{"image file_id", `[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]`, nil, "input[0].content[0].file_id"},
+		{"image detail", `[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,AA==","detail":"max"}]}]`, nil, "input[0].content[0].detail"},
+		{"image for assistant", `[{"role":"assistant","content":[{"type":"input_image","image_url":"data:image/png;base64,AA=="}]}]`, nil, "input[0].content[0].type"},
+		{"file part", `[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]`, nil, "input[0].content[0].type"},
 		{"output_text for user", `[{"role":"user","content":[{"type":"output_text","text":"x"}]}]`, nil, "input[0].content[0].type"},
 		{"part without text", `[{"role":"user","content":[{"type":"input_text"}]}]`, nil, "input[0].content[0].text"},
 		{"content number", `[{"role":"user","content":1}]`, nil, "input[0].content"},
@@ -129,7 +133,7 @@ func TestChatMessagesOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	instr := "be brief"
-	msgs, err := chatMessagesOf(&instr, items, 0)
+	msgs, _, err := chatMessagesOf(&instr, items, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +145,7 @@ func TestChatMessagesOf(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
 	// An output for a call the conversation never made.
-	_, err = chatMessagesOf(nil, items[5:], 0)
+	_, _, err = chatMessagesOf(nil, items[5:], 0)
 	if v := (*validationError)(nil); !errors.As(err, &v) || v.Param != "input[0].call_id" {
 		t.Fatalf("unknown call_id: %v", err)
 	}
@@ -275,7 +279,8 @@ func TestResponsesBadInput(t *testing.T) {
 		{"previous missing", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","previous_response_id":"resp_nope"}`, 404, "previous_response_id", "Previous response with id 'resp_nope' not found."},
 		{"input missing", "POST", "/v1/responses", `{"model":"test-model"}`, 400, "input", ""},
 		{"bad item", "POST", "/v1/responses", `{"model":"test-model","input":[{"type":"computer_call"}]}`, 400, "input[0].type", ""},
-		{"image", "POST", "/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image"}]}]}`, 400, "input[0].content[0].type", ""},
+		{"image without url", "POST", "/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image"}]}]}`, 400, "input[0].content[0].image_url", ""},
+		{"image to a text model", "POST", "/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}]}`, 400, "input[0].content[1]", ""},
 		{"unknown call", "POST", "/v1/responses", `{"model":"test-model","input":[{"type":"function_call_output","call_id":"x","output":"1"}]}`, 400, "input[0].call_id", ""},
 		{"tool type", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","tools":[{"type":"web_search"}]}`, 400, "tools[0].type", ""},
 		{"tool_choice unknown", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, 400, "tool_choice.name", ""},

@@ -16,8 +16,9 @@ import (
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is
-// zero: far above any text prompt a model here can take, small enough that
-// a client cannot make the server buffer arbitrary amounts.
+// zero (or one item of Options.Media.MaxBytes in base64 and 1 MiB, when
+// that is larger): far above any text prompt a model here can take, small
+// enough that a client cannot make the server buffer arbitrary amounts.
 const DefaultMaxBodyBytes = 16 << 20
 
 // Options configure the routes. The zero value is usable.
@@ -26,7 +27,7 @@ type Options struct {
 	// otherwise) and per finished request (Debug). Nil discards.
 	Logger *slog.Logger
 	// MaxBodyBytes limits request bodies; larger ones get 413. Zero means
-	// DefaultMaxBodyBytes; negative means no limit.
+	// DefaultMaxBodyBytes (see there); negative means no limit.
 	MaxBodyBytes int64
 	// RequestID returns the id of an HTTP request, typically the one a
 	// request-id middleware assigned. It becomes the response id
@@ -39,6 +40,10 @@ type Options struct {
 	// ResponseStore keeps the Responses API's stored responses; nil
 	// means one in memory of responsestore.DefaultSize.
 	ResponseStore *responsestore.Store
+	// Media bound the images and audio of chat requests. With
+	// MaxBodyBytes zero, the body limit grows to hold one item of
+	// Media.MaxBytes in base64.
+	Media MediaOptions
 }
 
 // Mount adds the OpenAI routes to r:
@@ -90,6 +95,7 @@ type handler struct {
 	now       func() time.Time
 	seed      func() uint32
 	resp      *responses
+	media     *mediaConfig
 }
 
 func newHandler(b Backend, opts Options) *handler {
@@ -102,6 +108,7 @@ func newHandler(b Backend, opts Options) *handler {
 		now:       time.Now,
 		seed:      mrand.Uint32,
 		resp:      &responses{store: opts.ResponseStore, bg: map[string]context.CancelFunc{}},
+		media:     newMediaConfig(opts.Media),
 	}
 	if h.resp.store == nil {
 		// An in-memory store cannot fail to open.
@@ -111,7 +118,7 @@ func newHandler(b Backend, opts Options) *handler {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBodyBytes
+		h.maxBody = h.media.bodyLimit(DefaultMaxBodyBytes)
 	}
 	return h
 }

@@ -315,7 +315,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 		ResponseStore: respStore,
 		Registry:      registry, Logger: log, Registerer: reg, Gatherer: reg, Infer: inferStats,
 		MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, Media: f.media.options(),
 		CORS: api.CORSOptions{
 			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
 			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,

@@ -114,6 +114,7 @@ type serveFlags struct {
 	logLevel           string
 	llamaLogLevel      string
 	kvLease            time.Duration
+	media              mediaFlags
 	// Speculative decoding (vLLM's flags).
 	specMethod, specConfig, specModel string
 	specTokens, lookupMin, lookupMax  int
@@ -228,6 +229,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.specModel, "speculative-model", "", "draft model for speculative decoding: not implemented yet (refused at start; use --speculative ngram)")
 	f.fs = fl
 	fl.DurationVar(&f.kvLease, "kv-transfer-lease", 30*time.Second, "how long a prefill's KV waits for a remote decode to pull it (kv_transfer_params do_remote_decode, the worker service's Prefill) before it is freed")
+	addMediaFlags(fl, &f.media)
 }
 
 // settings are the flags, checked and converted, ready to load models with.
@@ -322,6 +324,7 @@ func (f *serveFlags) validate() (*settings, error) {
 	case f.gpuLayers < -1:
 		checks = append(checks, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers))
 	}
+	checks = append(checks, f.media.validate())
 	if f.strictReadiness && f.modelRepository == "" {
 		checks = append(checks, bad("strict-readiness", "needs --model-repository (without a repository the server is ready only when every model is)"))
 	}
@@ -751,7 +754,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		ResponseStore: respStore,
 		KVTransfer:    kvTransfer, Infer: inferStats, MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
 		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, LoRARuntimeUpdates: f.loraRuntimeUpdate,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, LoRARuntimeUpdates: f.loraRuntimeUpdate, Media: f.media.options(),
 		CORS: api.CORSOptions{
 			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
 			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,

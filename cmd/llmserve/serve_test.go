@@ -283,6 +283,8 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--max-loras", "-1"}, "--max-loras: -1 is negative"},
 		{[]string{"--lora", "nopath"}, `--lora: LoRA adapter "nopath": want NAME=PATH`},
 		{[]string{"--lora", "x=/nonexistent/x.gguf"}, "--lora x=/nonexistent/x.gguf: llamacpp: bad LoRA adapter /nonexistent/x.gguf"},
+		{[]string{"--max-media-per-prompt", "-1"}, "--max-media-per-prompt: -1 is negative"},
+		{[]string{"--max-media-bytes", "0"}, "--max-media-bytes: 0: at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -1,0 +1,591 @@
+package openai
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/media"
+	"github.com/llmserve/llmserve/scheduler"
+)
+
+// Files as far as sniffing reads them: their magic numbers.
+var (
+	pngBytes  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
+	jpegBytes = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00-jpeg")
+	webpBytes = []byte("RIFF\x10\x00\x00\x00WEBPVP8 -webp")
+	gifBytes  = []byte("GIF89a\x01\x00\x01\x00-gif")
+	wavBytes  = []byte("RIFF\x24\x00\x00\x00WAVEfmt -wav")
+	mp3Bytes  = []byte("ID3\x03\x00\x00\x00\x00\x00\x00-mp3")
+)
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func dataURL(typ string, b []byte) string { return "data:" + typ + ";base64," + b64(b) }
+
+// mediaRows is how many placeholder positions the fake gives each item.
+const mediaRows = 3
+
+// fakeMediaModel is a fakeModel with a projector: PrepareMedia records
+// what it got and tokenizes the text between the markers, each item
+// taking mediaRows placeholder tokens.
+type fakeMediaModel struct {
+	*fakeModel
+	reads map[media.Kind]bool
+	// err, when set, is PrepareMedia's error.
+	err error
+
+	mu     sync.Mutex
+	calls  int
+	prompt string
+	bos    bool
+	items  []media.Item
+	toks   []int32
+	spans  []scheduler.Media
+}
+
+func newFakeMediaModel(t testing.TB) *fakeMediaModel {
+	m := newFakeModel(t)
+	m.maxLen = 512
+	return &fakeMediaModel{fakeModel: m, reads: map[media.Kind]bool{media.Image: true, media.Audio: true}}
+}
+
+func (m *fakeMediaModel) ReadsMedia(k media.Kind) bool { return m.reads[k] }
+
+func (m *fakeMediaModel) PrepareMedia(_ context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	m.prompt, m.bos, m.items = prompt, addSpecial, items
+	if m.err != nil {
+		return nil, nil, m.err
+	}
+	var (
+		toks  []int32
+		spans []scheduler.Media
+	)
+	for i, text := range strings.Split(prompt, media.Marker) {
+		t, err := m.tok.Encode(text, addSpecial && i == 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		toks = append(toks, t...)
+		if i < len(items) {
+			h := items[i].Hash()
+			spans = append(spans, scheduler.Media{Offset: len(toks), Rows: mediaRows, Embd: make([]float32, mediaRows)})
+			for r := range mediaRows {
+				toks = append(toks, engine.MediaToken(h, r))
+			}
+		}
+	}
+	m.toks, m.spans = toks, spans
+	return toks, spans, nil
+}
+
+// mediaHandler mounts every route over the models with opts.
+func mediaHandler(opts Options, models ...Model) http.Handler {
+	r := chi.NewRouter()
+	Mount(r, &fakeBackend{models: models}, opts)
+	return r
+}
+
+// chatUser is a chat body whose one user message has the parts.
+func chatUser(parts ...string) string {
+	return `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[` + strings.Join(parts, ",") + `]}]}`
+}
+
+func textPart(s string) string { return fmt.Sprintf(`{"type":"text","text":%q}`, s) }
+
+func imagePartJSON(url string) string {
+	return fmt.Sprintf(`{"type":"image_url","image_url":{"url":%q,"detail":"low"}}`, url)
+}
+
+func audioPart(data, format string) string {
+	return fmt.Sprintf(`{"type":"input_audio","input_audio":{"data":%q,"format":%q}}`, data, format)
+}
+
+// TestMediaPrompt checks that every API's media parts reach PrepareMedia as
+// items in prompt order, named by their field, with media.Marker in their
+// place in the rendered prompt, and that the tokens and spans it returns
+// are the request's prompt.
+func TestMediaPrompt(t *testing.T) {
+	type want struct {
+		kind  media.Kind
+		data  []byte
+		param string
+	}
+	tests := []struct {
+		name, path, body string
+		items            []want
+		// in is a piece the rendered prompt must contain.
+		in string
+	}{
+		{"chat image between texts", "/v1/chat/completions",
+			chatUser(textPart("a"), imagePartJSON(dataURL("image/png", pngBytes)), textPart("b")),
+			[]want{{media.Image, pngBytes, "messages[0].content[1]"}}, "user\na\n" + media.Marker + "\nb<|im_end|>"},
+		{"chat image_url as a string, jpeg, webp", "/v1/chat/completions",
+			chatUser(`{"type":"image_url","image_url":"`+dataURL("image/jpeg", jpegBytes)+`"}`, imagePartJSON(dataURL("image/webp", webpBytes))),
+			[]want{{media.Image, jpegBytes, "messages[0].content[0]"}, {media.Image, webpBytes, "messages[0].content[1]"}}, media.Marker + "\n" + media.Marker},
+		{"chat audio wav and mp3", "/v1/chat/completions",
+			chatUser(audioPart(b64(wavBytes), "wav"), textPart("what is said?"), audioPart(b64(mp3Bytes), "mp3")),
+			[]want{{media.Audio, wavBytes, "messages[0].content[0]"}, {media.Audio, mp3Bytes, "messages[0].content[2]"}}, media.Marker + "\nwhat is said?\n" + media.Marker},
+		{"chat media in several messages", "/v1/chat/completions",
+			`{"model":"test-model","messages":[{"role":"system","content":"s"},{"role":"user","content":[` + imagePartJSON(dataURL("image/png", pngBytes)) + `]},` +
+				`{"role":"assistant","content":"ok"},{"role":"user","content":[` + textPart("and") + `,` + imagePartJSON(dataURL("image/jpg", jpegBytes)) + `]}]}`,
+			[]want{{media.Image, pngBytes, "messages[1].content[0]"}, {media.Image, jpegBytes, "messages[3].content[1]"}}, "user\nand\n" + media.Marker},
+		{"anthropic base64 image, merged turns", "/v1/messages",
+			`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]},` +
+				`{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"` + b64(jpegBytes) + `"}},{"type":"text","text":"twice"}]}]}`,
+			[]want{{media.Image, pngBytes, "messages[0].content[1]"}, {media.Image, jpegBytes, "messages[1].content[0]"}}, "look\n" + media.Marker + "\n" + media.Marker + "\ntwice"},
+		{"responses input_image", "/v1/responses",
+			`{"model":"test-model","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"what"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `","detail":"high"}]}]}`,
+			[]want{{media.Image, pngBytes, "input[0].content[1]"}}, "what\n" + media.Marker},
+		{"responses input_audio", "/v1/responses",
+			`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(mp3Bytes) + `","format":"mp3"}},{"type":"input_text","text":"transcribe"}]}]}`,
+			[]want{{media.Audio, mp3Bytes, "input[0].content[0]"}}, media.Marker + "\ntranscribe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeMediaModel(t)
+			rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			if m.calls != 1 {
+				t.Fatalf("PrepareMedia called %d times", m.calls)
+			}
+			if !strings.Contains(m.prompt, tt.in) || strings.Count(m.prompt, media.Marker) != len(tt.items) {
+				t.Errorf("prompt %q: want %d markers and %q", m.prompt, len(tt.items), tt.in)
+			}
+			if !m.bos {
+				t.Error("addSpecial = false; the ChatML template writes no BOS, so the model must add it")
+			}
+			if len(m.items) != len(tt.items) {
+				t.Fatalf("items %+v, want %+v", m.items, tt.items)
+			}
+			for i, w := range tt.items {
+				if it := m.items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
+					t.Errorf("item %d: %s %q %s, want %s %q %s", i, it.Kind, it.Data, it.Param, w.kind, w.data, w.param)
+				}
+			}
+			reqs := m.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d requests submitted", len(reqs))
+			}
+			if !slices.Equal(reqs[0].Prompt, m.toks) || len(reqs[0].Media) != len(tt.items) {
+				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.toks, m.spans)
+			}
+			for i, s := range reqs[0].Media {
+				if s.Offset != m.spans[i].Offset || s.Rows != mediaRows || reqs[0].Prompt[s.Offset] >= 0 {
+					t.Errorf("span %d: %+v", i, s)
+				}
+			}
+			if tt.path == "/v1/chat/completions" {
+				var resp chatCompletion
+				if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+					t.Fatal(err)
+				}
+				if resp.Usage.PromptTokens != len(m.toks) {
+					t.Errorf("prompt_tokens %d, want %d (media positions included)", resp.Usage.PromptTokens, len(m.toks))
+				}
+			}
+		})
+	}
+}
+
+// TestMediaErrors checks that every bad media input is a 400 whose param
+// and message name the field at fault.
+func TestMediaErrors(t *testing.T) {
+	png := imagePartJSON(dataURL("image/png", pngBytes))
+	tests := []struct {
+		name, path, body string
+		opts             Options
+		// model changes the served model.
+		model      func(*fakeMediaModel) Model
+		param, msg string
+	}{
+		{name: "gif", body: chatUser(imagePartJSON(dataURL("image/gif", gifBytes))),
+			param: "messages[0].content[0].image_url.url", msg: "PNG, JPEG or WebP"},
+		{name: "declared png, bytes jpeg", body: chatUser(textPart("x"), imagePartJSON(dataURL("image/png", jpegBytes))),
+			param: "messages[0].content[1].image_url.url", msg: "declares image/png but the data is a JPEG image"},
+		{name: "declared bmp", body: chatUser(imagePartJSON(dataURL("image/bmp", pngBytes))),
+			param: "messages[0].content[0].image_url.url", msg: "image/bmp are not supported"},
+		{name: "not an image type", body: chatUser(imagePartJSON(dataURL("text/plain", pngBytes))),
+			param: "messages[0].content[0].image_url.url", msg: "not an image"},
+		{name: "not an image", body: chatUser(imagePartJSON(dataURL("image/png", []byte("hello there")))),
+			param: "messages[0].content[0].image_url.url", msg: "text/plain"},
+		{name: "bad base64", body: chatUser(imagePartJSON("data:image/png;base64,!!!!")),
+			param: "messages[0].content[0].image_url.url", msg: "not valid base64"},
+		{name: "data URL not base64", body: chatUser(imagePartJSON("data:image/png,abc")),
+			param: "messages[0].content[0].image_url.url", msg: "must be base64"},
+		{name: "ftp URL", body: chatUser(imagePartJSON("ftp://example.com/a.png")),
+			param: "messages[0].content[0].image_url.url", msg: "scheme"},
+		{name: "no url", body: chatUser(`{"type":"image_url","image_url":{}}`),
+			param: "messages[0].content[0].image_url.url", msg: "required"},
+		{name: "bad detail", body: chatUser(`{"type":"image_url","image_url":{"url":"` + dataURL("image/png", pngBytes) + `","detail":"max"}}`),
+			param: "messages[0].content[0].image_url.detail", msg: "auto, low or high"},
+		{name: "http URL without allowed domains", body: chatUser(imagePartJSON("https://example.com/a.png")),
+			param: "messages[0].content[0].image_url.url", msg: "--allowed-media-domains"},
+		{name: "audio format ogg", body: chatUser(audioPart(b64(wavBytes), "ogg")),
+			param: "messages[0].content[0].input_audio.format", msg: "'wav' or 'mp3'"},
+		{name: "audio without data", body: chatUser(`{"type":"input_audio","input_audio":{"format":"wav"}}`),
+			param: "messages[0].content[0].input_audio.data", msg: "required"},
+		{name: "audio wav holding mp3", body: chatUser(audioPart(b64(mp3Bytes), "wav")),
+			param: "messages[0].content[0].input_audio.data", msg: "the format is wav but the data is MP3 audio"},
+		{name: "too many", body: chatUser(png, png, textPart("x"), png), opts: Options{Media: MediaOptions{MaxPerPrompt: 2}},
+			param: "messages[0].content[3]", msg: "at most 2 are accepted per prompt (--max-media-per-prompt)"},
+		{name: "media refused", body: chatUser(png), opts: Options{Media: MediaOptions{MaxPerPrompt: -1}},
+			param: "messages[0].content[0]", msg: "takes no images or audio"},
+		{name: "too large", body: chatUser(imagePartJSON(dataURL("image/png", append(pngBytes, make([]byte, 100)...)))), opts: Options{Media: MediaOptions{MaxBytes: 64}},
+			param: "messages[0].content[0].image_url.url", msg: "more than the limit of 64 bytes per image or audio clip (--max-media-bytes)"},
+		{name: "audio too large", body: chatUser(audioPart(b64(append(wavBytes, make([]byte, 100)...)), "wav")), opts: Options{Media: MediaOptions{MaxBytes: 64}},
+			param: "messages[0].content[0].input_audio.data", msg: "--max-media-bytes"},
+		{name: "text-only model", body: chatUser(textPart("x"), png), model: func(m *fakeMediaModel) Model { return m.fakeModel },
+			param: "messages[0].content[1]", msg: "reads text only: the model has no multimodal projector (start it with --mmproj)"},
+		{name: "projector without audio", body: chatUser(png, audioPart(b64(wavBytes), "wav")),
+			model: func(m *fakeMediaModel) Model { m.reads = map[media.Kind]bool{media.Image: true}; return m },
+			param: "messages[0].content[1]", msg: "this model's projector does not read audio"},
+		{name: "projector not loaded", body: chatUser(png),
+			model: func(m *fakeMediaModel) Model { m.reads = nil; return m },
+			param: "messages[0].content[0]", msg: "--mmproj"},
+		{name: "marker in user text", body: chatUser(textPart("see "+media.Marker), png),
+			param: "messages[0].content[0]", msg: "marks where an image or audio clip goes"},
+		{name: "marker in a string content", body: `{"model":"test-model","messages":[{"role":"system","content":"` + media.Marker + `"},{"role":"user","content":[` + png + `]}]}`,
+			param: "messages[0].content", msg: "Remove it"},
+		{name: "template drops the media", body: `{"model":"test-model","messages":[{"role":"user","content":[` + png + `]}],"chat_template":"{% for m in messages %}x{% endfor %}"}`,
+			param: "messages", msg: "rendered 0 places for images and audio, not the 1"},
+		{name: "marker in the template", body: `{"model":"test-model","messages":[{"role":"user","content":[` + png + `]}],"chat_template":"` + media.Marker + `{% for m in messages %}{{ m.content }}{% endfor %}"}`,
+			param: "messages", msg: "rendered 2 places for images and audio, not the 1"},
+		{name: "prompt_logprobs", body: `{"model":"test-model","prompt_logprobs":1,"messages":[{"role":"user","content":[` + png + `]}]}`,
+			param: "prompt_logprobs", msg: "not supported for prompts with images or audio"},
+		{name: "truncation would cut media", body: `{"model":"test-model","truncate_prompt_tokens":2,"messages":[{"role":"user","content":[` + png + `]}]}`,
+			param: "truncate_prompt_tokens", msg: "cut into them"},
+		{name: "model cannot read the item", body: chatUser(textPart("x"), png),
+			model: func(m *fakeMediaModel) Model {
+				m.err = &media.Error{Param: "messages[0].content[1]", Err: fmt.Errorf("the image could not be decoded")}
+				return m
+			},
+			param: "messages[0].content[1]", msg: "messages[0].content[1]: the image could not be decoded"},
+		{name: "tokenize", path: "/tokenize", body: `{"model":"test-model","messages":[{"role":"user","content":[` + png + `]}]}`,
+			param: "messages[0].content[0]", msg: "/tokenize does not take images or audio"},
+		{name: "responses bytes mismatch", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/webp", pngBytes) + `"}]}]}`,
+			param: "input[0].content[0].image_url", msg: "declares image/webp but the data is a PNG image"},
+		{name: "responses image in a function output", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"type":"function_call","call_id":"c","name":"f"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			param: "input[1].output[0].type", msg: "input_text parts only"},
+		{name: "responses marker in text", path: "/v1/responses",
+			body:  `{"model":"test-model","instructions":"x","input":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"input_text","text":"a ` + media.Marker + `"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			param: "input[1].content[0]", msg: "Remove it"},
+		{name: "responses marker in instructions", path: "/v1/responses",
+			body:  `{"model":"test-model","instructions":"` + media.Marker + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			param: "instructions", msg: "Remove it"},
+		{name: "responses audio format", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(wavBytes) + `","format":"flac"}}]}]}`,
+			param: "input[0].content[0].input_audio.format", msg: "'wav' or 'mp3'"},
+		{name: "responses audio data mismatch", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(pngBytes) + `","format":"wav"}}]}]}`,
+			param: "input[0].content[0].input_audio.data", msg: "the format is wav but the data is a PNG image"},
+		{name: "responses file_id", path: "/v1/responses",
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`,
+			param: "input[0].content[0].file_id", msg: "no Files API"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeMediaModel(t)
+			var served Model = m
+			if tt.model != nil {
+				served = tt.model(m)
+			}
+			path := tt.path
+			if path == "" {
+				path = "/v1/chat/completions"
+			}
+			rec := do(t, mediaHandler(tt.opts, served), m.fakeModel, http.MethodPost, path, tt.body)
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
+			}
+			e := errorBody(t, rec.Body.Bytes())
+			if str(e.Param) != tt.param || !strings.Contains(e.Message, tt.msg) {
+				t.Errorf("param %q message %q, want %q and %q", str(e.Param), e.Message, tt.param, tt.msg)
+			}
+			if len(m.requests()) != 0 {
+				t.Error("a request was submitted")
+			}
+		})
+	}
+}
+
+// TestMessagesMediaErrors checks the Messages API's image errors: each
+// names the block's field in Anthropic's message.
+func TestMessagesMediaErrors(t *testing.T) {
+	img := func(source string) string {
+		return `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image","source":` + source + `}]}]}`
+	}
+	tests := []struct{ name, body, msg string }{
+		{"no source", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image"}]}]}`, "messages[0].content[0].source: Field required"},
+		{"media_type not an image", img(`{"type":"base64","media_type":"text/plain","data":"` + b64(pngBytes) + `"}`), "messages[0].content[1].source.media_type"},
+		{"bytes not the media_type", img(`{"type":"base64","media_type":"image/jpeg","data":"` + b64(pngBytes) + `"}`), "messages[0].content[1].source.data: the data URL declares image/jpeg but the data is a PNG image"},
+		{"gif", img(`{"type":"base64","media_type":"image/gif","data":"` + b64(gifBytes) + `"}`), "messages[0].content[1].source.data"},
+		{"bad base64", img(`{"type":"base64","media_type":"image/png","data":"%%%"}`), "messages[0].content[1].source.data is not valid base64"},
+		{"file source", img(`{"type":"file","file_id":"f"}`), "messages[0].content[1].source.type"},
+		{"url not allowed", img(`{"type":"url","url":"https://example.com/a.png"}`), "messages[0].content[1].source.url: this server fetches no image URLs"},
+		{"image from the assistant", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[1].content[0]: image blocks are accepted only in a user message's content"},
+		{"marker in text", `{"model":"test-model","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"` + media.Marker + `"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[2].content[0].text holds the text"},
+		{"marker in system", `{"model":"test-model","max_tokens":5,"system":"` + media.Marker + `","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "system holds the text"},
+		{"image in system", `{"model":"test-model","max_tokens":5,"system":[{"type":"image","source":{}}],"messages":[{"role":"user","content":"x"}]}`, "system[0]: image blocks are accepted only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeMediaModel(t)
+			rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/messages", tt.body)
+			var e messagesErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusBadRequest || e.Error.Type != "invalid_request_error" {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			if !strings.Contains(e.Error.Message, tt.msg) {
+				t.Errorf("message %q, want %q", e.Error.Message, tt.msg)
+			}
+		})
+	}
+}
+
+// TestMediaBodyLimit checks that a body too large for the limit is a 413
+// that says so, not a truncated image, and that the default limit holds
+// one item of the most bytes in base64.
+func TestMediaBodyLimit(t *testing.T) {
+	m := newFakeMediaModel(t)
+	body := chatUser(imagePartJSON(dataURL("image/png", append(pngBytes, make([]byte, 4000)...))))
+	rec := do(t, mediaHandler(Options{MaxBodyBytes: 2000}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", body)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413: %s", rec.Code, rec.Body)
+	}
+	if e := errorBody(t, rec.Body.Bytes()); !strings.Contains(e.Message, "limit of 2000 bytes (--max-body-bytes)") {
+		t.Errorf("message %q", e.Message)
+	}
+	if m.calls != 0 {
+		t.Error("PrepareMedia was called")
+	}
+	h := newHandler(&fakeBackend{}, Options{})
+	if want := int64(4*((DefaultMaxMediaBytes+2)/3) + 1<<20); h.maxBody != want || h.maxBody <= DefaultMaxBodyBytes {
+		t.Errorf("default body limit %d, want %d", h.maxBody, want)
+	}
+	if h := newHandler(&fakeBackend{}, Options{MaxBodyBytes: 100}); h.maxBody != 100 {
+		t.Errorf("--max-body-bytes 100 gave %d", h.maxBody)
+	}
+}
+
+// TestMediaFetch fetches image URLs from a server on loopback: only from
+// the allowed hosts, redirects only to them, within the byte limit and the
+// timeout.
+func TestMediaFetch(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/a.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) })
+	mux.HandleFunc("/a.gif", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(gifBytes) })
+	mux.HandleFunc("/big.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(append(pngBytes, make([]byte, 1000)...)) })
+	mux.HandleFunc("/chunked.png", func(w http.ResponseWriter, _ *http.Request) {
+		// No Content-Length: the limit holds while reading.
+		_, _ = w.Write(pngBytes)
+		w.(http.Flusher).Flush()
+		for range 10 {
+			_, _ = w.Write(make([]byte, 100))
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/slow.png", func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	mux.HandleFunc("/in", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/a.png", http.StatusFound) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	other := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	mux.HandleFunc("/out", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other+"/a.png", http.StatusFound) })
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	opts := Options{Media: MediaOptions{AllowedDomains: []string{"example.com", "127.0.0.1"}, MaxBytes: 500, FetchTimeout: 200 * time.Millisecond, Transport: tr}}
+	const field = "messages[0].content[1].image_url.url"
+	tests := []struct {
+		name, url string
+		opts      *Options
+		msg       string // "" for success
+	}{
+		{name: "allowed", url: srv.URL + "/a.png"},
+		{name: "redirect within the allowed hosts", url: srv.URL + "/in"},
+		{name: "host not allowed", url: other + "/a.png", msg: `"localhost" is not in --allowed-media-domains`},
+		{name: "no allowed domains", url: srv.URL + "/a.png", opts: &Options{Media: MediaOptions{Transport: tr}}, msg: "start the server with --allowed-media-domains"},
+		{name: "redirect out", url: srv.URL + "/out", msg: "redirects only to the hosts of --allowed-media-domains"},
+		{name: "too large", url: srv.URL + "/big.png", msg: "the limit of 500 bytes"},
+		{name: "too large, chunked", url: srv.URL + "/chunked.png", msg: "more than the limit of 500 bytes"},
+		{name: "not found", url: srv.URL + "/missing.png", msg: "answered 404 Not Found"},
+		{name: "gif", url: srv.URL + "/a.gif", msg: "PNG, JPEG or WebP"},
+		{name: "timeout", url: srv.URL + "/slow.png", msg: "did not answer within 200ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			if tt.opts != nil {
+				o = *tt.opts
+			}
+			m := newFakeMediaModel(t)
+			rec := do(t, mediaHandler(o, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", chatUser(textPart("x"), imagePartJSON(tt.url)))
+			if tt.msg == "" {
+				if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) {
+					t.Fatalf("status %d, items %v: %s", rec.Code, m.items, rec.Body)
+				}
+				return
+			}
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
+			}
+			if e := errorBody(t, rec.Body.Bytes()); str(e.Param) != field || !strings.Contains(e.Message, tt.msg) {
+				t.Errorf("param %q message %q, want %q", str(e.Param), e.Message, tt.msg)
+			}
+		})
+	}
+}
+
+// TestMediaFetchOtherAPIs fetches the image URLs of an Anthropic url
+// source and a Responses input_image.
+func TestMediaFetchOtherAPIs(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) }))
+	defer srv.Close()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	opts := Options{Media: MediaOptions{AllowedDomains: []string{"127.0.0.1"}, Transport: tr}}
+	for _, tt := range []struct{ path, body, param string }{
+		{"/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"` + srv.URL + `/a.png"}}]}]}`, "messages[0].content[0]"},
+		{"/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + srv.URL + `/a.png"}]}]}`, "input[0].content[0]"},
+	} {
+		m := newFakeMediaModel(t)
+		rec := do(t, mediaHandler(opts, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+		if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) || m.items[0].Param != tt.param {
+			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.items, rec.Body)
+		}
+	}
+}
+
+// TestGoOpenAIImage sends an image_url chat request with the go-openai
+// client through the real HTTP stack.
+func TestGoOpenAIImage(t *testing.T) {
+	m := newFakeMediaModel(t)
+	srv := httptest.NewServer(mediaHandler(Options{}, m))
+	defer srv.Close()
+	cfg := goopenai.DefaultConfig("sk-unused")
+	cfg.BaseURL = srv.URL + "/v1"
+	client := goopenai.NewClientWithConfig(cfg)
+	resp, err := client.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+		Model: "test-model", MaxCompletionTokens: 20,
+		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, MultiContent: []goopenai.ChatMessagePart{
+			{Type: goopenai.ChatMessagePartTypeText, Text: "What is this?"},
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: dataURL("image/jpeg", jpegBytes), Detail: goopenai.ImageURLDetailLow}},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.wait()
+	if len(resp.Choices) != 1 || resp.Choices[0].Message.Content != "Hello world!" || resp.Usage.PromptTokens != len(m.toks) {
+		t.Fatalf("response %+v", resp)
+	}
+	if len(m.items) != 1 || m.items[0].Param != "messages[0].content[1]" || string(m.items[0].Data) != string(jpegBytes) ||
+		!strings.Contains(m.prompt, "What is this?\n"+media.Marker) {
+		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
+	}
+	// A bad image is an *APIError naming the field.
+	_, err = client.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+		Model: "test-model",
+		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, MultiContent: []goopenai.ChatMessagePart{
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: dataURL("image/png", gifBytes)}},
+		}}},
+	})
+	var apiErr *goopenai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 400 || apiErr.Param == nil || *apiErr.Param != "messages[0].content[0].image_url.url" {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestMediaConversation continues a stored response whose input had an
+// image: the image goes to the model again, named previous_response_id.
+func TestMediaConversation(t *testing.T) {
+	m := newFakeMediaModel(t)
+	h := mediaHandler(Options{}, m)
+	rec := do(t, h, m.fakeModel, http.MethodPost, "/v1/responses",
+		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"`+dataURL("image/png", pngBytes)+`","detail":"low"},{"type":"input_text","text":"what?"}]}]}`)
+	var first struct{ ID string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &first); rec.Code != http.StatusOK || err != nil {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	items := do(t, h, nil, http.MethodGet, "/v1/responses/"+first.ID+"/input_items", "")
+	if !strings.Contains(items.Body.String(), `{"detail":"low","image_url":"data:image/png;base64,`) || strings.Contains(items.Body.String(), `"text":""`) {
+		t.Errorf("input items: %s", items.Body)
+	}
+	rec = do(t, h, m.fakeModel, http.MethodPost, "/v1/responses", `{"model":"test-model","previous_response_id":"`+first.ID+`","input":"and now?"}`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if len(m.items) != 1 || m.items[0].Param != "previous_response_id" || string(m.items[0].Data) != string(pngBytes) ||
+		!strings.Contains(m.prompt, media.Marker+"\nwhat?") || !strings.Contains(m.prompt, "and now?") {
+		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
+	}
+}
+
+// TestMediaBOS checks addSpecial against the BOS rule: false when the
+// template writes the BOS text itself.
+func TestMediaBOS(t *testing.T) {
+	m := newFakeMediaModel(t)
+	rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions",
+		`{"model":"test-model","messages":[{"role":"user","content":[`+imagePartJSON(dataURL("image/png", pngBytes))+`]}],"chat_template":"{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !startsWithBOS(m.tok, m.prompt) {
+		t.Errorf("addSpecial %v for prompt %q", m.bos, m.prompt)
+	}
+}
+
+// TestMediaContextLength checks that the media positions count against
+// max_model_len.
+func TestMediaContextLength(t *testing.T) {
+	m := newFakeMediaModel(t)
+	m.maxLen = 12
+	png := imagePartJSON(dataURL("image/png", pngBytes))
+	rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", chatUser(png, png, png))
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if e := errorBody(t, rec.Body.Bytes()); str(e.Code) != "context_length_exceeded" || !strings.Contains(e.Message, fmt.Sprint(len(m.toks))) {
+		t.Errorf("error %+v (prompt of %d tokens)", e, len(m.toks))
+	}
+}
+
+// TestMediaCountTokens counts a prompt with an image, media positions
+// included, without generating.
+func TestMediaCountTokens(t *testing.T) {
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`},
+		{"/v1/responses/input_tokens", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`},
+	} {
+		m := newFakeMediaModel(t)
+		rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+		var resp struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", tt.path, rec.Code, rec.Body)
+		}
+		if resp.InputTokens != len(m.toks) || len(m.items) != 1 || len(m.requests()) != 0 {
+			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.toks), len(m.items))
+		}
+	}
+}
