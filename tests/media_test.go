@@ -98,12 +98,14 @@ func TestImageChat(t *testing.T) {
 		{"image then text", []openai.ChatMessagePart{image, text("Describe")}, 98, "\"Momeape-eapy?\"\n\""},
 		{"two images", []openai.ChatMessagePart{text("Look:"), image, text("and this"), image}, 153, "\" said, \"Yes,\" said, \"Yes,\" S"},
 	} {
-		req := openai.ChatCompletionRequest{Model: "vision", MaxTokens: 16, Temperature: 0,
-			Messages: []openai.ChatCompletionMessage{{Role: "user", MultiContent: tc.parts}}}
+		// go-openai leaves out a temperature of 0 (omitempty), so the
+		// greedy requests go as JSON with the client's own message types.
+		body := map[string]any{"model": "vision", "max_tokens": 16, "temperature": 0,
+			"messages": []openai.ChatCompletionMessage{{Role: "user", MultiContent: tc.parts}}}
 		check := func(label string) {
-			resp, err := c.CreateChatCompletion(context.Background(), req)
-			if err != nil {
-				t.Errorf("%s %s: %v", tc.name, label, err)
+			var resp openai.ChatCompletionResponse
+			if code, _ := s.post(t, "/v1/chat/completions", body, &resp); code != 200 || len(resp.Choices) != 1 {
+				t.Errorf("%s %s: status %d, %+v", tc.name, label, code, resp)
 				return
 			}
 			if resp.Usage.PromptTokens != tc.prompt || resp.Choices[0].Message.Content != tc.answer {
@@ -117,6 +119,47 @@ func TestImageChat(t *testing.T) {
 			wg.Go(func() { check(strings.Repeat("+", i+1)) })
 		}
 		wg.Wait()
+	}
+	// The Messages and Responses APIs read the same image into the same
+	// prompt, so they answer as chat does.
+	b64 := base64.StdEncoding.EncodeToString(png)
+	var msg struct {
+		Content []struct{ Text string }
+		Usage   struct {
+			InputTokens int `json:"input_tokens"`
+			// The chat requests left the prompt in the prefix cache.
+			CacheRead int `json:"cache_read_input_tokens"`
+		}
+	}
+	if code, _ := s.post(t, "/v1/messages", map[string]any{"model": "vision", "max_tokens": 16, "temperature": 0,
+		"messages": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/png", "data": b64}},
+			map[string]any{"type": "text", "text": "Describe"}}}}}, &msg); code != 200 || len(msg.Content) != 1 ||
+		msg.Content[0].Text != "\"Momeape-eapy?\"\n\"" || msg.Usage.InputTokens+msg.Usage.CacheRead != 98 {
+		t.Errorf("messages with an image block: %d %+v", code, msg)
+	}
+	var rsp struct {
+		OutputText string `json:"output_text"`
+		Output     []struct {
+			Content []struct{ Text string }
+		}
+		Usage struct {
+			InputTokens int `json:"input_tokens"`
+		}
+	}
+	if code, _ := s.post(t, "/v1/responses", map[string]any{"model": "vision", "max_output_tokens": 16, "temperature": 0,
+		"input": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "input_image", "image_url": url},
+			map[string]any{"type": "input_text", "text": "Describe"}}}}}, &rsp); code != 200 || len(rsp.Output) == 0 ||
+		len(rsp.Output[len(rsp.Output)-1].Content) == 0 || rsp.Output[len(rsp.Output)-1].Content[0].Text != "\"Momeape-eapy?\"\n\"" || rsp.Usage.InputTokens != 98 {
+		t.Errorf("responses with an input_image: %d %+v", code, rsp)
+	}
+
+	// go-openai itself: the image's positions count in usage.
+	resp, err := c.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "vision", MaxTokens: 4,
+		Messages: []openai.ChatCompletionMessage{{Role: "user", MultiContent: []openai.ChatMessagePart{image, text("Describe")}}}})
+	if err != nil || resp.Usage.PromptTokens != 98 || resp.Usage.CompletionTokens != 4 {
+		t.Errorf("go-openai image chat: %v, usage %+v", err, resp.Usage)
 	}
 	q, h := s.model.MediaCacheStats()
 	if q == 0 || h < q-2 {
