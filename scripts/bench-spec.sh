@@ -3,9 +3,11 @@
 # acceptance is real): llmserve without and with n-gram speculation
 # (--speculative ngram, and the same with no drafts in steps of more than
 # 4 decodes: --speculative-disable-by-batch-size 4), and llama.cpp's
-# llama-server without and with its own speculative decoding
+# llmserve with the model as its own draft model (--speculative-model),
+# and llama-server without and with its own speculative decoding
 # (--model-draft; at the vendored commit llama-server has no n-gram mode,
-# so its draft is the only one it can take), alternating the five servers
+# so its draft is the only one it can take), in both of its KV layouts
+# (-kvu, one unified cache; -slot, a cache per slot), alternating the servers
 # REPS times in one run, at
 # concurrency 1 and 8, on two workloads:
 #
@@ -30,7 +32,7 @@ REPS=${REPS:-3}
 K=${K:-5}                 # draft tokens per step (both servers)
 LOOKUP=${LOOKUP:-"--prompt-lookup-min 2 --prompt-lookup-max 4"}  # llmserve's n-gram range
 OUTPUT=${OUTPUT:-128}
-SERVERS=${SERVERS:-llmserve llmserve-ngram llmserve-ngram-b4 llama-server llama-server-draft}
+SERVERS=${SERVERS:-llmserve llmserve-ngram llmserve-ngram-b4 llmserve-draft llama-server llama-server-draft llama-server-slot llama-server-draft-slot}
 mkdir -p "$OUT"
 
 server=
@@ -50,6 +52,11 @@ start() { # start SERVER
       --speculative ngram --num-speculative-tokens "$K" $LOOKUP & ;;
     llmserve-ngram-b4) "$BIN" serve --model "stories260K=$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
       --speculative ngram --num-speculative-tokens "$K" $LOOKUP --speculative-disable-by-batch-size 4 & ;;
+    llmserve-draft) "$BIN" serve --model "stories260K=$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
+      --speculative-model "$MODEL" --num-speculative-tokens "$K" & ;;
+    llama-server-slot) "$LLAMA_SERVER" -m "$MODEL" -a stories260K --port "$PORT" -np 16 -t 2 -c 8192 --log-disable & ;;
+    llama-server-draft-slot) "$LLAMA_SERVER" -m "$MODEL" -a stories260K --port "$PORT" -np 16 -t 2 -c 8192 --log-disable \
+      -md "$MODEL" --draft-max "$K" --draft-min 0 -td 2 & ;;
     llama-server) "$LLAMA_SERVER" -m "$MODEL" -a stories260K --port "$PORT" -np 16 -kvu -t 2 -c 8192 --log-disable & ;;
     llama-server-draft) "$LLAMA_SERVER" -m "$MODEL" -a stories260K --port "$PORT" -np 16 -kvu -t 2 -c 8192 --log-disable \
       -md "$MODEL" --draft-max "$K" --draft-min 0 -td 2 & ;;

@@ -55,12 +55,12 @@ type ProjectorParams struct {
 // Projector is a loaded multimodal projector. It is safe for concurrent
 // use; Close must not race with other calls.
 type Projector struct {
-	mu        sync.Mutex
-	c         *C.mtmd_context
-	model     *Model
-	nEmbd     int
-	vision    bool
-	audio     bool
+	mu     sync.Mutex
+	c      *C.mtmd_context
+	model  *Model
+	nEmbd  int
+	vision bool
+	audio  bool
 }
 
 // LoadProjector loads the projector at path for model.
