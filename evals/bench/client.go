@@ -80,9 +80,23 @@ type session struct {
 	model string
 }
 
+// chatMessage is a message whose content is a string, or content parts
+// when the request carries images.
 type chatMessage struct {
 	Role    string `json:"role"`
-	Content string `json:"content"`
+	Content any    `json:"content"`
+}
+
+type imagePart struct {
+	Type     string `json:"type"`
+	ImageURL struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+type textPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 type streamOptions struct {
@@ -115,6 +129,15 @@ func (s *session) body(req request) ([]byte, error) {
 	}
 	if s.cfg.Endpoint == EndpointChat {
 		b.Messages = []chatMessage{{Role: "user", Content: req.prompt}}
+		if len(s.cfg.ImageURLs) > 0 {
+			parts := make([]any, 0, len(s.cfg.ImageURLs)+1)
+			for _, u := range s.cfg.ImageURLs {
+				p := imagePart{Type: "image_url"}
+				p.ImageURL.URL = u
+				parts = append(parts, p)
+			}
+			b.Messages[0].Content = append(parts, textPart{Type: "text", Text: req.prompt})
+		}
 		b.MaxCompletionTokens = req.maxTokens
 	} else {
 		b.Prompt = req.prompt

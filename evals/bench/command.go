@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"time"
@@ -35,6 +37,7 @@ func NewCommand() *cobra.Command {
 		quiet       bool
 		backend     = "openai"
 		v2          V2Config
+		images      []string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -93,6 +96,13 @@ compare the JSON files:
 				return err
 			}
 			cfg.Endpoint = ep
+			for _, path := range images {
+				u, err := imageDataURL(path)
+				if err != nil {
+					return fmt.Errorf("--image: %w", err)
+				}
+				cfg.ImageURLs = append(cfg.ImageURLs, u)
+			}
 			if cfg.Dataset, err = ParseDataset(dataset); err != nil {
 				return err
 			}
@@ -161,6 +171,7 @@ compare the JSON files:
 	f.DurationVar(&cfg.Monitor.Interval, "monitor-interval", 500*time.Millisecond, "time between monitor samples")
 	f.DurationVar(&cfg.Monitor.Settle, "monitor-settle", 0, "wait this long after the last stream before taking the end figures (RSS, KV bytes)")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed for prompts, lengths and arrival times")
+	f.StringArrayVar(&images, "image", nil, "attach this PNG, JPEG or WebP file to every chat request, before its text, as an image_url data URL (repeatable; needs --endpoint chat and a multimodal model)")
 	f.BoolVar(&cfg.IgnoreEOS, "ignore-eos", cfg.IgnoreEOS, "send \"ignore_eos\": true so every request generates exactly max_tokens (vLLM and llama.cpp honour it; servers that do not know it ignore it and may stop early; --ignore-eos=false leaves it out)")
 	f.Float64Var(&cfg.Temperature, "temperature", cfg.Temperature, "sampling temperature")
 	f.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "requests sent and awaited before the measured run, not counted (vLLM: --num-warmups)")
@@ -271,4 +282,19 @@ func writeJSONFile(path string, rep any) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// imageDataURL reads an image file into a data: URL of its type.
+func imageDataURL(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	typ := http.DetectContentType(b)
+	switch typ {
+	case "image/png", "image/jpeg", "image/webp":
+	default:
+		return "", fmt.Errorf("%s is %s, not a PNG, JPEG or WebP image", path, typ)
+	}
+	return "data:" + typ + ";base64," + base64.StdEncoding.EncodeToString(b), nil
 }

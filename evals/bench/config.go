@@ -107,6 +107,10 @@ type Config struct {
 	IgnoreEOS bool
 	// Temperature is the sampling temperature sent with each request.
 	Temperature float64
+	// ImageURLs are attached to every chat request, before its text, as
+	// OpenAI image_url parts (data: URLs made from files by --image), so
+	// a multimodal server encodes them with each prompt.
+	ImageURLs []string
 	// Warmup is the number of requests sent, and waited for, before the
 	// measured run. Their prompts differ from the measured ones.
 	Warmup int
@@ -181,6 +185,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		add("dataset %q: use random, prefix_repetition, mixed or custom", c.Dataset)
+	}
+	if len(c.ImageURLs) > 0 && c.Endpoint != EndpointChat {
+		add("images go in chat messages: use --endpoint chat with --image")
 	}
 	if math.IsNaN(c.Temperature) || c.Temperature < 0 {
 		add("temperature %v: must not be negative", c.Temperature)

@@ -128,3 +128,22 @@ func TestParseDataset(t *testing.T) {
 		}
 	}
 }
+
+// TestChatBodyImages checks that --image puts each image before the text
+// as an image_url part, and that images need the chat route.
+func TestChatBodyImages(t *testing.T) {
+	s := &session{cfg: &Config{Endpoint: EndpointChat, ImageURLs: []string{"data:image/png;base64,AA=="}}, model: "m"}
+	b, err := s.body(request{prompt: "hi", maxTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}},{"type":"text","text":"hi"}]}]`
+	if !strings.Contains(string(b), want) {
+		t.Errorf("body %s\nwant it to hold %s", b, want)
+	}
+	cfg := DefaultConfig()
+	cfg.ImageURLs = []string{"data:image/png;base64,AA=="}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--endpoint chat") {
+		t.Errorf("images on the completions route: %v", err)
+	}
+}
