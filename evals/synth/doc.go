@@ -238,9 +238,12 @@
 // Of the audio projectors libmtmd runs at ec98e2002 (init_audio accepts
 // qwen2a, ultravox and voxtral; it aborts on glma), qwen2a has the
 // smallest projector (one linear map with bias) and no frame stacking.
-// (By our reading of clip.cpp, not run: ultravox and voxtral stack frames,
-// and with their real stack factors, 8 and 4, clip_n_output_tokens and the
-// graph disagree by one row for a 3000-frame window, which aborts.)
+// Ultravox and voxtral stack frames, and with their real models' stack
+// factors, 8 and 4, clip_n_output_tokens and the graph disagree by one row
+// for a 3000-frame window: llama-mtmd-cli aborts ("clip_image_batch_encode:
+// expected output 187 tokens, got 188"; tried with throwaway files of our
+// layout). A voxtral factor dividing 750 (5: 150 tokens a window) runs,
+// but is no real model's.
 //
 //	llmserve synth mmproj --shape tiny-audio --base stories260K-f32.gguf \
 //	    --base-out stories260K-audio.gguf -o mm-audio.gguf

@@ -18,7 +18,8 @@ import (
 // vision transformer and SmolVLM's "idefics3" projector (pixel shuffle by
 // the scale factor, then one linear map to the text model's width). The
 // layout is that of llama.cpp's convert_hf_to_gguf.py for SmolVLM; doc.go
-// lists the keys and tensors.
+// lists the keys and tensors. An audio shape (projector_audio.go) gives a
+// Whisper encoder and Qwen2-Audio's qwen2a projector instead.
 
 // ProjectorShape is the shape of a vision encoder and its idefics3
 // projector, or (Projector "qwen2a") of a Whisper-style audio encoder and
@@ -147,7 +148,8 @@ type ProjectorOptions struct {
 	// Shape is the encoder's shape (see ProjectorShapes).
 	Shape ProjectorShape
 	// NEmbd is the text model's width, the projector's output width
-	// (clip.vision.projection_dim). When 0 it is read from Base.
+	// (clip.vision.projection_dim, or clip.audio.projection_dim). When 0
+	// it is read from Base.
 	NEmbd int
 	// Base is a GGUF text model whose <arch>.embedding_length gives NEmbd.
 	Base string
