@@ -8,7 +8,7 @@
 //	llmserve synth        write a dummy-weight model of a real shape, for benchmarks
 //	llmserve synth mlp    write an MLP tensor model (ONNX, GGUF) from JSON or random weights
 //	llmserve synth lora   write a LoRA adapter (and the merged model) for a base GGUF
-//	llmserve synth mmproj write a vision projector (mmproj) GGUF for a text model
+//	llmserve synth mmproj write a vision or audio projector (mmproj) GGUF for a text model
 //	llmserve version      print the version
 package main
 

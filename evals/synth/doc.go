@@ -228,6 +228,83 @@
 // later test can hold llmserve's image path to llama.cpp's, token for
 // token, without committed model files.
 //
+// # Audio projectors
+//
+// With an audio shape (--shape tiny-audio) WriteProjector writes an audio
+// "mmproj" instead, for llama-mtmd-cli --audio and input_audio chat parts:
+// a Whisper-style encoder and Qwen2-Audio's "qwen2a" projector, in the
+// layout convert_hf_to_gguf.py writes for Qwen2-Audio
+// (WhisperEncoderModel) and clip.cpp builds (clip_graph_whisper_enc).
+// Of the audio projectors libmtmd runs at ec98e2002 (init_audio accepts
+// qwen2a, ultravox and voxtral; it aborts on glma), qwen2a has the
+// smallest projector (one linear map with bias) and no frame stacking.
+// Ultravox and voxtral stack frames, and with their real models' stack
+// factors, 8 and 4, clip_n_output_tokens and the graph disagree by one row
+// for a 3000-frame window: llama-mtmd-cli aborts ("clip_image_batch_encode:
+// expected output 187 tokens, got 188"; tried with throwaway files of our
+// layout). A voxtral factor dividing 750 (5: 150 tokens a window) runs,
+// but is no real model's.
+//
+//	llmserve synth mmproj --shape tiny-audio --base stories260K-f32.gguf \
+//	    --base-out stories260K-audio.gguf -o mm-audio.gguf
+//	llama-mtmd-cli -m stories260K-audio.gguf --mmproj mm-audio.gguf \
+//	    --audio clip.wav -p Describe -n 16 --temp 0 --chat-template chatml -c 1024
+//
+// Keys: general.* as for vision, clip.has_vision_encoder=false,
+// clip.has_audio_encoder=true, clip.projector_type=qwen2a, and
+// clip.audio.*: projection_dim, embedding_length, feed_forward_length,
+// block_count, attention.head_count, num_mel_bins (uint32),
+// attention.layer_norm_epsilon (float32). No stack factor (qwen2a reads
+// none) and no clip.use_gelu (clip.cpp fixes GELU (erf) for audio).
+// Tensors, with E the width, F the feed-forward width, M the mel bins, T
+// the positions and D the output width: a.conv1d.1.weight [3 M E] and
+// a.conv1d.2.weight [3 E E] (conv1d kernels, always F16 as the converter
+// forces them; the second has stride 2), a.conv1d.1.bias and
+// a.conv1d.2.bias [1 E] (unsqueezed, so they broadcast over the frames),
+// a.position_embd.weight [E T]; for each block a.blk.I.attn_q, attn_v,
+// attn_out (.weight [E E], .bias [E]), attn_k.weight [E E] (Whisper's k
+// has no bias; clip.cpp asserts there is none), ln1, ln2, ffn_up,
+// ffn_down as for vision; a.post_ln.weight and .bias [E] (after the
+// average pool); mm.a.fc.weight [E D] and mm.a.fc.bias [D]. Values as for
+// vision; a conv1d kernel is uniform in ±1/√(3·in channels).
+//
+//	name        mel  positions  width  ff   layers  heads  tokens/30s  params
+//	tiny-audio  128  1500       32     128  1       2      750         78272 (D=64)
+//
+// The front end is Whisper's, fixed by libmtmd for every audio
+// projector: 16 kHz, 400-sample windows, a hop of 160, 30-s windows of
+// 3000 mel frames, each its own audio chunk of 3000/2/2 = 750 embeddings
+// (the stride-2 conv, then the average pool). The mel bins are the file's
+// (libmtmd builds the filter bank for any count); 128 is Whisper-large-v3's
+// and Qwen2-Audio's. libmtmd pads a clip shorter than 31 s with zeros to
+// 31 s and keeps only whole windows, counting frames on the padded clip
+// alone, so any clip of up to 60 s is one window and 750 tokens
+// (AudioChunks). With stories260K that makes a prompt longer than its
+// 512-token context: llama-mtmd-cli needs -c 1024 (at 512 it aborts on
+// GGML_ASSERT(n_tokens_all <= cparams.n_batch)). The window's 1500
+// positions are fixed, so attention over them dominates the encoder's
+// cost whatever the clip: tiny-audio encodes a window in about 0.55 s on
+// one core of this (loaded, shared) machine, a 64-wide 2-layer shape took
+// 2.4 to 4 s, 64 wide with one layer about 1.2 s; stories260K then
+// decodes the 799-token prompt in 1.2 to 1.9 s.
+//
+// libmtmd puts "<|audio_bos|>" before a qwen2a chunk and "<|audio_eos|>"
+// after it, tokenized as text with special tokens parsed: a vocabulary
+// without them gets them spelled out in ordinary pieces (no failure, unlike
+// idefics3's lookups). WriteWithAudioTokens (--base-out with an audio
+// shape) adds them as user-defined tokens, as WriteWithImageTokens does
+// for images, so that each is one token as in Qwen2-Audio (512 and 513 in
+// stories260K).
+//
+// testdata/mmproj/golden-audio.json records the llama-mtmd-cli run above
+// with stories260K and the tiny-audio projector of seed 1 on
+// testdata/mmproj/sweep-1s.wav (one second of a 200 Hz to 2 kHz sine
+// sweep, 16 kHz mono 16-bit PCM, written by the tests' sweepWAV): the
+// prompt chunks (16 text tokens ending in <|audio_bos|>, 750 audio
+// tokens, 33 text tokens opening with <|audio_eos|>), the 16 generated ids
+// and the text, with mtmd_ids.cpp's ids. The tests regenerate the files
+// and check them against its checksums.
+//
 // # What the caller must guarantee
 //
 // Nothing beyond a readable vocabulary and a writable directory: Write

@@ -18,12 +18,17 @@ import (
 // vision transformer and SmolVLM's "idefics3" projector (pixel shuffle by
 // the scale factor, then one linear map to the text model's width). The
 // layout is that of llama.cpp's convert_hf_to_gguf.py for SmolVLM; doc.go
-// lists the keys and tensors.
+// lists the keys and tensors. An audio shape (projector_audio.go) gives a
+// Whisper encoder and Qwen2-Audio's qwen2a projector instead.
 
 // ProjectorShape is the shape of a vision encoder and its idefics3
-// projector.
+// projector, or (Projector "qwen2a") of a Whisper-style audio encoder and
+// its qwen2a projector (projector_audio.go).
 type ProjectorShape struct {
 	Name string
+	// Projector is clip.projector_type: "idefics3" (vision; "" means it)
+	// or "qwen2a" (audio).
+	Projector string
 	// ImageSize is the side of one tile in pixels (clip.vision.image_size)
 	// and PatchSize the side of a patch: a tile is (ImageSize/PatchSize)²
 	// patches, the encoder's sequence length.
@@ -40,6 +45,11 @@ type ProjectorShape struct {
 	// image of the whole picture resized to one tile. 0 writes no key:
 	// llama.cpp then encodes the global image only.
 	PreprocImageSize int
+	// NMel is an audio encoder's mel bins (clip.audio.num_mel_bins), the
+	// first conv1d's input channels, and Positions its position
+	// embeddings' rows: at least the 1500 of one 30-s window of 3000 mel
+	// frames after the stride-2 conv1d. Vision shapes leave both 0.
+	NMel, Positions int
 	// Eps is the layer norms' epsilon.
 	Eps float32
 	// Of names the real model the shape is taken from.
@@ -47,8 +57,11 @@ type ProjectorShape struct {
 }
 
 // TokensPerTile is the number of embeddings the projector gives for one
-// tile (or the global image).
+// tile (or the global image); 0 for an audio shape.
 func (s ProjectorShape) TokensPerTile() int {
+	if s.IsAudio() || s.PatchSize <= 0 || s.ScaleFactor <= 0 {
+		return 0
+	}
 	side := s.ImageSize / s.PatchSize / s.ScaleFactor
 	return side * side
 }
@@ -69,6 +82,13 @@ func (s ProjectorShape) Tiles(w, h int) int {
 
 // Validate checks that the shape is one llama.cpp can run.
 func (s ProjectorShape) Validate() error {
+	switch s.Projector {
+	case "", projIdefics3:
+	case projQwen2A:
+		return s.validateAudio()
+	default:
+		return fmt.Errorf("projector shape %q: unknown projector type %q (idefics3 or qwen2a)", s.Name, s.Projector)
+	}
 	switch {
 	case s.ImageSize <= 0 || s.PatchSize <= 0 || s.ImageSize%s.PatchSize != 0:
 		return fmt.Errorf("projector shape %q: image size %d is not a positive multiple of the patch size %d", s.Name, s.ImageSize, s.PatchSize)
@@ -97,6 +117,13 @@ var projectorShapes = []ProjectorShape{
 	// patch 16, 512 px) and connector; see doc.go for the sources.
 	{Name: "smolvlm-256m", ImageSize: 512, PatchSize: 16, Embd: 768, FF: 3072, Layers: 12, Heads: 12,
 		ScaleFactor: 4, PreprocImageSize: 2048, Eps: 1e-6, Of: "HuggingFaceTB/SmolVLM-256M-Instruct"},
+	// Tiny audio, for tests: Whisper's 128 mel bins and 1500 positions
+	// (libmtmd encodes whole 30-s windows, whatever the clip's length),
+	// 32 wide, one layer: 750 tokens per window, about 0.08 M parameters.
+	// Attention over the window's 1500 positions dominates its cost, so
+	// width and depth are kept at the least (doc.go has timings).
+	{Name: "tiny-audio", Projector: projQwen2A, NMel: 128, Positions: 1500, Embd: 32, FF: 128, Layers: 1, Heads: 2,
+		Eps: 1e-5, Of: "nothing (tests); Qwen2-Audio's layout"},
 }
 
 // ProjectorShapes returns the table of projector shapes.
@@ -121,7 +148,8 @@ type ProjectorOptions struct {
 	// Shape is the encoder's shape (see ProjectorShapes).
 	Shape ProjectorShape
 	// NEmbd is the text model's width, the projector's output width
-	// (clip.vision.projection_dim). When 0 it is read from Base.
+	// (clip.vision.projection_dim, or clip.audio.projection_dim). When 0
+	// it is read from Base.
 	NEmbd int
 	// Base is a GGUF text model whose <arch>.embedding_length gives NEmbd.
 	Base string
@@ -164,10 +192,16 @@ func WriteProjector(path string, o ProjectorOptions) (sum ProjectorSummary, err 
 	if o.NEmbd <= 0 {
 		return sum, errors.New("projector: no text model width (give NEmbd or Base)")
 	}
-	kvs := projectorMetadata(s, o)
+	var kvs []kv
+	var plan []projectorTensor
+	if s.IsAudio() {
+		kvs, plan = audioMetadata(s, o), audioPlan(s, o.NEmbd, o.DType.tensorType())
+	} else {
+		kvs, plan = projectorMetadata(s, o), projectorPlan(s, o.NEmbd, o.DType.tensorType())
+	}
 	var tensors []tensorData
 	var params int64
-	for _, t := range projectorPlan(s, o.NEmbd, o.DType.tensorType()) {
+	for _, t := range plan {
 		tensors = append(tensors, tensorData{tensorInfo: t.tensorInfo, write: projectorWeights(t, o.Seed)})
 		params += int64(t.elements())
 	}
@@ -250,6 +284,7 @@ const (
 	fillZero                   // all 0 (norm biases)
 	fillSmall                  // uniform in ±0.02 (linear biases, position embeddings)
 	fillConv                   // uniform in ±1/√(patch²·3): the patch embedding's kernel
+	fillConv1d                 // uniform in ±1/√(kernel·in channels): an audio conv1d kernel
 )
 
 // projectorPlan lists the tensors in file order, with their ggml shapes
@@ -303,6 +338,8 @@ func projectorWeights(t projectorTensor, seed uint64) func(io.Writer) error {
 			bound = float32(1 / math.Sqrt(float64(rowLen)))
 		case fillConv:
 			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1]*t.shape[2])))
+		case fillConv1d:
+			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1])))
 		case fillSmall:
 			bound = 0.02
 		}

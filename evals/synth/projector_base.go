@@ -26,6 +26,27 @@ var IdeficsImageTokens = []string{"\n", "\n\n", "<fake_token_around_image>", "<g
 // <arch>.vocab_size, if present, is updated. The model is otherwise
 // unchanged: it generates what base generates after the same tokens.
 func WriteWithImageTokens(path, base string) (added []string, err error) {
+	return writeWithTokens(path, base, IdeficsImageTokens)
+}
+
+// WriteWithAudioTokens is WriteWithImageTokens for an audio projector of
+// type qwen2a: it adds those of Qwen2AudioTokens the vocabulary lacks.
+func WriteWithAudioTokens(path, base string) (added []string, err error) {
+	return writeWithTokens(path, base, Qwen2AudioTokens)
+}
+
+// WriteWithMarkerTokens adds the marker tokens of the shape's projector
+// (WriteWithImageTokens or WriteWithAudioTokens).
+func WriteWithMarkerTokens(path, base string, s ProjectorShape) (added []string, err error) {
+	if s.IsAudio() {
+		return WriteWithAudioTokens(path, base)
+	}
+	return WriteWithImageTokens(path, base)
+}
+
+// writeWithTokens writes base with those of want its vocabulary lacks
+// appended (see WriteWithImageTokens).
+func writeWithTokens(path, base string, want []string) (added []string, err error) {
 	bf, err := readGGUFFile(base)
 	if err != nil {
 		return nil, err
@@ -39,7 +60,7 @@ func WriteWithImageTokens(path, base string) (added []string, err error) {
 	if !ok || len(tokens) == 0 {
 		return nil, fmt.Errorf("%s: no tokenizer.ggml.tokens", base)
 	}
-	for _, t := range IdeficsImageTokens {
+	for _, t := range want {
 		if !hasPiece(tokens, t) {
 			added = append(added, t)
 		}

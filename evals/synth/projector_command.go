@@ -20,12 +20,17 @@ func NewProjectorCommand() *cobra.Command {
 		shapesListing strings.Builder
 	)
 	for _, s := range projectorShapes {
+		if s.IsAudio() {
+			fmt.Fprintf(&shapesListing, "  %-13s audio (qwen2a), %d mel bins, %d positions, width %d, ff %d, %d layers, %d heads, %d tokens per 30 s (%s)\n",
+				s.Name, s.NMel, s.Positions, s.Embd, s.FF, s.Layers, s.Heads, s.TokensPerAudioChunk(), s.Of)
+			continue
+		}
 		fmt.Fprintf(&shapesListing, "  %-13s image %d, patch %d, width %d, ff %d, %d layers, %d heads, scale %d, %d tokens per tile (%s)\n",
 			s.Name, s.ImageSize, s.PatchSize, s.Embd, s.FF, s.Layers, s.Heads, s.ScaleFactor, s.TokensPerTile(), s.Of)
 	}
 	cmd := &cobra.Command{
 		Use:   "mmproj",
-		Short: "Write a multimodal projector GGUF (vision encoder) with pseudo-random weights",
+		Short: "Write a multimodal projector GGUF (vision or audio encoder) with pseudo-random weights",
 		Long: `Write a multimodal projector ("mmproj") GGUF for a text model, as llama.cpp's
 libmtmd loads it (llama-server --mmproj, llama-mtmd-cli --mmproj): a SigLIP-style
 vision transformer and SmolVLM's idefics3 projector (pixel shuffle, one linear
@@ -41,6 +46,13 @@ vocabulary by their text ("\n\n", "<fake_token_around_image>", "<global-img>");
 a vocabulary without them (stories260K's) makes it fail ("invalid token[0] =
 -1"). --base-out writes a copy of --base with the missing ones added as
 user-defined tokens (zero embeddings, zero logits), the rest unchanged.
+
+--shape tiny-audio writes an audio projector instead: a Whisper-style encoder
+(128 mel bins) and Qwen2-Audio's "qwen2a" projector, for llama-mtmd-cli
+--audio. libmtmd pads audio to 30-s windows of 750 tokens each (any clip of up
+to 31 s is one), so a text model needs a context of at least that (-c 1024
+with stories260K). --base-out then adds "<|audio_bos|>" and "<|audio_eos|>",
+which libmtmd puts around the audio.
 
 Shapes:
 
@@ -75,14 +87,20 @@ Example:
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: idefics3 projector %s, output width %d, %d tokens per tile, %.2fM parameters, %d bytes\n",
-				sum.Path, s.Name, sum.NEmbd, s.TokensPerTile(), float64(sum.Params)/1e6, sum.Bytes)
+			if s.IsAudio() {
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: qwen2a audio projector %s, output width %d, %d tokens per 30 s of audio, %.2fM parameters, %d bytes\n",
+					sum.Path, s.Name, sum.NEmbd, s.TokensPerAudioChunk(), float64(sum.Params)/1e6, sum.Bytes)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: idefics3 projector %s, output width %d, %d tokens per tile, %.2fM parameters, %d bytes\n",
+					sum.Path, s.Name, sum.NEmbd, s.TokensPerTile(), float64(sum.Params)/1e6, sum.Bytes)
+			}
 			if baseOut != "" {
-				added, err := WriteWithImageTokens(baseOut, o.Base)
+				added, err := WriteWithMarkerTokens(baseOut, o.Base, s)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s with %d image tokens added %q\n", baseOut, o.Base, len(added), added)
+				kind := map[bool]string{false: "image", true: "audio"}[s.IsAudio()]
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s with %d %s tokens added %q\n", baseOut, o.Base, len(added), kind, added)
 			}
 			return nil
 		},
@@ -94,6 +112,6 @@ Example:
 	fl.StringVar(&dtype, "dtype", string(F32), "type of the weight matrices: f32 or f16")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the pseudo-random weights")
 	fl.StringVarP(&output, "output", "o", "", "GGUF file to write (required)")
-	fl.StringVar(&baseOut, "base-out", "", "also write --base with the idefics3 image tokens it lacks added to its vocabulary, to this file")
+	fl.StringVar(&baseOut, "base-out", "", "also write --base with the projector's marker tokens it lacks (idefics3's image tokens, qwen2a's audio tokens) added to its vocabulary, to this file")
 	return cmd
 }

@@ -365,6 +365,10 @@ func TestDocListsProjectorShapes(t *testing.T) {
 	doc := string(readFile(t, "doc.go"))
 	for _, s := range projectorShapes {
 		fields := []int{s.ImageSize, s.PatchSize, s.Embd, s.FF, s.Layers, s.Heads, s.ScaleFactor, s.PreprocImageSize, s.TokensPerTile()}
+		if s.IsAudio() {
+			// the audio table: mel, positions, width, ff, layers, heads, tokens/30 s
+			fields = []int{s.NMel, s.Positions, s.Embd, s.FF, s.Layers, s.Heads, s.TokensPerAudioChunk()}
+		}
 		var line []string
 		for _, f := range fields {
 			line = append(line, strconv.Itoa(f))
@@ -375,7 +379,7 @@ func TestDocListsProjectorShapes(t *testing.T) {
 			continue
 		}
 		row := strings.Fields(doc[i+3 : i+strings.IndexByte(doc[i:], '\n')])
-		if len(row) < 10 || strings.Join(row[1:10], " ") != strings.Join(line, " ") {
+		if len(row) < len(line)+1 || strings.Join(row[1:len(line)+1], " ") != strings.Join(line, " ") {
 			t.Errorf("doc.go lists %s as %v, want %v", s.Name, row, line)
 		}
 	}

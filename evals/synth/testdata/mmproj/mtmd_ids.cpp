@@ -1,12 +1,15 @@
 // mtmd_ids prints what llama-mtmd-cli does not: the token ids of a greedy
-// image chat through libmtmd. It takes the prompt already formatted (with
-// <__media__> where the image goes), tokenizes it with mtmd_tokenize as
-// llama-mtmd-cli does (BOS added, special tokens parsed), evaluates the
-// chunks with mtmd_helper_eval_chunks, then takes the argmax token
-// n_predict times. Output: one line per prompt chunk ("text" and its ids,
-// or "image", its token count and its embeddings' range and count of
-// values that are not finite), then "generated" and the ids, then the
-// text of each generated token as JSON-ish escaped pieces.
+// image or audio chat through libmtmd. It takes the prompt already
+// formatted (with <__media__> where the image or audio goes), tokenizes it
+// with mtmd_tokenize as llama-mtmd-cli does (BOS added, special tokens
+// parsed), evaluates the chunks with mtmd_helper_eval_chunks, then takes
+// the argmax token n_predict times. The media file is read with
+// mtmd_helper_bitmap_init_from_file, as llama-mtmd-cli's --image and
+// --audio do (a WAV, MP3 or FLAC file is audio). Output: one line per
+// prompt chunk ("text" and its ids, or "image" or "audio", its token
+// count and its embeddings' range and count of values that are not
+// finite), then "generated" and the ids, then the text of each generated
+// token as JSON-ish escaped pieces.
 //
 // Build against a llama.cpp build tree (ec98e2002), e.g.:
 //
@@ -14,6 +17,8 @@
 //	g++ -O2 -std=c++17 mtmd_ids.cpp -I$L/include -I$L/ggml/include -I$L/tools/mtmd \
 //	    -L$L/build/bin -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,$L/build/bin -o mtmd_ids
 //	./mtmd_ids stories260K-img.gguf mmproj-tiny.gguf gradient-64.png \
+//	    $'<|im_start|>user\n<__media__>Describe<|im_end|>\n<|im_start|>assistant\n' 16
+//	./mtmd_ids stories260K-audio.gguf mmproj-tiny-audio.gguf sweep-1s.wav \
 //	    $'<|im_start|>user\n<__media__>Describe<|im_end|>\n<|im_start|>assistant\n' 16
 //
 // (the prompt must keep its last newline, which "$(...)" would strip).
@@ -32,7 +37,7 @@ static void quiet(ggml_log_level, const char *, void *) {}
 
 int main(int argc, char ** argv) {
     if (argc != 6) {
-        fprintf(stderr, "usage: %s model.gguf mmproj.gguf image prompt n_predict\n", argv[0]);
+        fprintf(stderr, "usage: %s model.gguf mmproj.gguf image-or-audio prompt n_predict\n", argv[0]);
         return 2;
     }
     llama_log_set(quiet, nullptr);
@@ -67,7 +72,9 @@ int main(int argc, char ** argv) {
             for (size_t j = 0; j < n; j++) printf(" %d", t[j]);
             printf("\n");
         } else {
-            // Encode the image chunk on its own to look at its embeddings.
+            // Encode the image or audio chunk on its own to look at its
+            // embeddings.
+            const bool audio = mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_AUDIO;
             const size_t n_tok = mtmd_input_chunk_get_n_tokens(c);
             if (mtmd_encode_chunk(mctx, c) != 0) return 1;
             const float * e = mtmd_get_output_embd(mctx);
@@ -81,7 +88,7 @@ int main(int argc, char ** argv) {
                 hi = std::max(hi, e[j]);
                 abs_sum += std::fabs(e[j]);
             }
-            printf("image %zu (embeddings: min %.4f max %.4f mean|x| %.4f, %zu not finite)\n", n_tok, lo, hi, abs_sum / n, bad);
+            printf("%s %zu (embeddings: min %.4f max %.4f mean|x| %.4f, %zu not finite)\n", audio ? "audio" : "image", n_tok, lo, hi, abs_sum / n, bad);
         }
     }
     llama_pos n_past = 0;
