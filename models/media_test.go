@@ -192,3 +192,78 @@ func TestMediaRefuses(t *testing.T) {
 		t.Errorf("without a projector: %v, want ErrNoProjector", err)
 	}
 }
+
+// TestAudioServe runs the audio golden (evals/synth/testdata/mmproj/
+// golden-audio.json: llama-mtmd-cli --audio on stories260K with qwen2a's
+// audio tokens and the tiny-audio projector) through PrepareMedia, where
+// libmtmd's helper decodes the WAV, and the engine core: the prompt has
+// the CLI's 799 positions and greedy decoding its tokens.
+func TestAudioServe(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(mmprojTestdata, "golden-audio.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Prompt       string  `json:"prompt"`
+		NPrompt      int     `json:"n_prompt_tokens"`
+		NPredict     int     `json:"n_predict"`
+		GeneratedIDs []int32 `json:"generated_ids"`
+		Audio        struct {
+			File string `json:"file"`
+		} `json:"audio"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	wav, err := os.ReadFile(filepath.Join(mmprojTestdata, golden.Audio.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	base, err := stories260k.File(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTokens := filepath.Join(dir, "stories260K-audio-512.gguf")
+	if _, err := synth.WriteWithAudioTokens(withTokens, base); err != nil {
+		t.Fatal(err)
+	}
+	// The CLI ran with -c 1024: one clip takes 750 positions.
+	text := filepath.Join(dir, "stories260K-audio.gguf")
+	if err := synth.WriteWithContextLength(text, withTokens, 1024); err != nil {
+		t.Fatal(err)
+	}
+	shape, err := synth.LookupProjectorShape("tiny-audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm := filepath.Join(dir, "mmproj-audio.gguf")
+	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := LoadGenerative(GenerativeConfig{Path: text, MMProj: mm, CacheDir: dir, MaxNumSeqs: 2}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if !g.ReadsMedia(media.Audio) || g.ReadsMedia(media.Image) {
+		t.Fatalf("ReadsMedia: image %v, audio %v", g.ReadsMedia(media.Image), g.ReadsMedia(media.Audio))
+	}
+	items := []media.Item{{Kind: media.Audio, Data: wav, Param: "messages[0].content[0]"}}
+	toks, spans, err := g.PrepareMedia(context.Background(), golden.Prompt, true, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != golden.NPrompt || len(spans) != 1 {
+		t.Fatalf("%d prompt tokens in %d media spans; want %d (llama-mtmd-cli's) in 1", len(toks), len(spans), golden.NPrompt)
+	}
+	if got := greedyRun(t, g, "audio", toks, spans, golden.NPredict); !slices.Equal(got, golden.GeneratedIDs) {
+		t.Fatalf("generated %v, llama-mtmd-cli %v", got, golden.GeneratedIDs)
+	}
+	// Bytes that are not audio are a client error naming the part.
+	_, _, err = g.PrepareMedia(context.Background(), golden.Prompt, true, []media.Item{{Kind: media.Audio, Data: []byte("RIFF\x00\x00\x00\x00WAVEjunk"), Param: "messages[0].content[0]"}})
+	var me *media.Error
+	if !errors.As(err, &me) || me.Param != "messages[0].content[0]" {
+		t.Errorf("corrupt WAV: %v, want a *media.Error naming the part", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -370,4 +371,32 @@ func sweepWAV() []byte {
 	le(uint32(pcm.Len()))
 	b.Write(pcm.Bytes())
 	return b.Bytes()
+}
+
+// TestWriteWithContextLength raises stories260K's trained context and
+// changes nothing else.
+func TestWriteWithContextLength(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.gguf")
+	if err := os.WriteFile(base, stories260k.GGUF(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "long.gguf")
+	if err := WriteWithContextLength(out, base, 1024); err != nil {
+		t.Fatal(err)
+	}
+	a, err := readGGUFFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := readGGUFFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := b.lookup("llama.context_length"); v != uint32(1024) {
+		t.Errorf("context_length %v (%T), want uint32 1024", v, v)
+	}
+	if len(a.kvs) != len(b.kvs) || len(a.tensors) != len(b.tensors) {
+		t.Errorf("%d keys, %d tensors; the base has %d, %d", len(b.kvs), len(b.tensors), len(a.kvs), len(a.tensors))
+	}
 }

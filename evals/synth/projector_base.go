@@ -131,3 +131,53 @@ func hasPiece(tokens []string, piece string) bool {
 	}
 	return false
 }
+
+// WriteWithContextLength writes to path a copy of the GGUF model base
+// whose <arch>.context_length is n: a one-window audio clip takes 750
+// positions, more than stories260K's 512 (llama-mtmd-cli runs it with
+// -c 1024). Nothing else changes: the model computes every position as
+// before (its RoPE has no scaling that depends on the trained length).
+func WriteWithContextLength(path, base string, n int) error {
+	bf, err := readGGUFFile(base)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(base)
+	if err != nil {
+		return err
+	}
+	arch, _ := bf.lookup("general.architecture")
+	archName, _ := arch.(string)
+	found := false
+	var kvs []kv
+	for _, e := range bf.kvs {
+		switch {
+		case e.key == "general.alignment":
+			continue
+		case archName != "" && e.key == archName+".context_length":
+			switch e.value.(type) {
+			case uint32:
+				e.value = uint32(n)
+			case uint64:
+				e.value = uint64(n)
+			default:
+				return fmt.Errorf("%s: %s is a %T", base, e.key, e.value)
+			}
+			found = true
+		}
+		kvs = append(kvs, e)
+	}
+	if !found {
+		return fmt.Errorf("%s: no %s.context_length", base, archName)
+	}
+	var tensors []tensorData
+	for _, t := range bf.tensors {
+		raw, err := tensorBytes(data, bf, t)
+		if err != nil {
+			return fmt.Errorf("%s: %w", base, err)
+		}
+		tensors = append(tensors, tensorData{tensorInfo: t, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+	}
+	_, err = writeGGUFFile(path, kvs, tensors)
+	return err
+}
