@@ -9,6 +9,11 @@
 // the model (Model.PrepareMedia in api/openai's terms). The model decodes
 // and encodes them with its projector (engine/llamacpp's libmtmd binding).
 //
+// DecodeImage decodes an image to RGB pixels in Go (PNG, JPEG, WebP),
+// after checking its header's dimensions: no C decoder reads a client's
+// image bytes, and an oversized image is refused before its pixels are
+// allocated (FuzzDecodeImage feeds it arbitrary bytes).
+//
 // It must not import the engine, the scheduler or an API package: both
 // sides import it.
 package media

@@ -1,20 +1,13 @@
 package models
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"image"
-	"image/draw"
-	_ "image/jpeg" // decoders for image.Decode
-	_ "image/png"
 	"slices"
 	"sync"
-
-	_ "golang.org/x/image/webp"
 
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/engine/llamacpp"
@@ -215,44 +208,11 @@ func (pr *projector) bitmap(it *media.Item, id string) (*llamacpp.Bitmap, error)
 		}
 		return b, nil
 	}
-	nx, ny, rgb, err := decodeRGB(it.Data, pr.maxPixels)
+	nx, ny, rgb, err := media.DecodeImage(it.Data, pr.maxPixels)
 	if err != nil {
 		return nil, err
 	}
 	return llamacpp.NewImageBitmap(nx, ny, rgb, id)
-}
-
-// decodeRGB decodes a PNG, JPEG or WebP image to 8-bit RGB, dropping alpha
-// as stb_image does for llama.cpp (the colour values of a non-premultiplied
-// pixel are kept, not blended). An image of more than maxPixels pixels is
-// refused from its header.
-func decodeRGB(data []byte, maxPixels int) (int, int, []byte, error) {
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("cannot decode the image (PNG, JPEG or WebP): %w", err)
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
-		return 0, 0, nil, fmt.Errorf("the %s image is %d×%d pixels, more than the %d this server decodes", format, cfg.Width, cfg.Height, maxPixels)
-	}
-	img, _, err := image.Decode(bytes.NewReader(data))
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("cannot decode the %s image: %w", format, err)
-	}
-	b := img.Bounds()
-	nx, ny := b.Dx(), b.Dy()
-	nrgba, ok := img.(*image.NRGBA)
-	if !ok {
-		nrgba = image.NewNRGBA(image.Rect(0, 0, nx, ny))
-		draw.Draw(nrgba, nrgba.Bounds(), img, b.Min, draw.Src)
-	}
-	rgb := make([]byte, 0, nx*ny*3)
-	for y := range ny {
-		for x := range nx {
-			c := nrgba.NRGBAAt(nrgba.Rect.Min.X+x, nrgba.Rect.Min.Y+y)
-			rgb = append(rgb, c.R, c.G, c.B)
-		}
-	}
-	return nx, ny, rgb, nil
 }
 
 // mediaCache keeps encoded media rows by item hash, least recently used
