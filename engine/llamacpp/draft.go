@@ -211,11 +211,11 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 		var rows []row
 		var who []*drafting
 		for _, g := range ds {
-			if !g.ok {
+			if !g.ok || len(g.ch.Draft) >= g.k {
 				continue
 			}
 			g.ch.Draft = append(g.ch.Draft, g.next)
-			if len(g.ch.Draft) >= g.k {
+			if len(g.ch.Draft) == g.k {
 				continue
 			}
 			rows = append(rows, row{slot: g.ch.Slot, pos: int32(g.end + i - 1), token: g.next, output: true, chunk: g.ch})
@@ -225,11 +225,12 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 			break
 		}
 		if err := d.c.evaluate(rows); err != nil {
+			// The drafts so far stand; the stream is cut in settle.
 			d.c.undo(rows)
 			for _, g := range who {
-				g.ok = false
+				g.ok, g.k = false, len(g.ch.Draft)
 			}
-			break
+			continue
 		}
 		for j, g := range who {
 			g.next = d.argmax(j)
