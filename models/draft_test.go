@@ -114,7 +114,7 @@ func TestDraftModelStartupErrors(t *testing.T) {
 		want  []string
 	}{
 		{filepath.Join(dir, "missing.gguf"), []string{"missing.gguf", "no such file"}},
-		{notGGUF, []string{notGGUF, "not a GGUF file"}},
+		{notGGUF, []string{notGGUF, "is not a GGUF file"}},
 		{other, []string{other, path, "vocabulary", "513 tokens"}},
 	} {
 		_, err := LoadGenerative(GenerativeConfig{Path: path, CacheDir: dir, MaxNumSeqs: 2, MaxWaiting: 4,

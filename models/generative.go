@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -664,8 +663,8 @@ func loadDraft(spec scheduler.Speculative, target string, cfg GenerativeConfig, 
 	} else if fi.IsDir() {
 		return nil, bad("a folder, not a GGUF file")
 	}
-	if !isGGUF(spec.Model) {
-		return nil, bad("not a GGUF file")
+	if err := checkGGUF(spec.Model, ""); err != nil {
+		return nil, bad("%v", err)
 	}
 	d, err := llamacpp.Load(spec.Model, llamacpp.ModelParams{
 		GPULayers: cfg.GPULayers, MainGPU: cfg.MainGPU, SplitMode: cfg.SplitMode, NoMmap: cfg.NoMmap, Mlock: cfg.Mlock,
@@ -677,18 +676,6 @@ func loadDraft(spec scheduler.Speculative, target string, cfg GenerativeConfig, 
 		return nil, errors.Join(bad("its vocabulary is not that of the model %s: %v", target, err), d.Close())
 	}
 	return d, nil
-}
-
-// isGGUF reports whether the file at path starts with GGUF's magic.
-func isGGUF(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var magic [4]byte
-	_, err = io.ReadFull(f, magic[:])
-	return err == nil && string(magic[:]) == "GGUF"
 }
 
 // ErrNotServed is returned for a model the registry does not hold.
