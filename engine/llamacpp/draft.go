@@ -32,13 +32,15 @@ import (
 // positions: where they differ from what was recorded (they never do,
 // unless the scheduler rewrote a sequence), the record and the draft's KV
 // are cut there. Per draft slot it knows which sequence's tokens the
-// stream holds and how many (draftSlot). Before proposing it catches the
-// draft's stream up to the chunk's last token: the positions the draft
-// has not computed (the whole prompt the first time, a prefix the target
-// restored from the cache, everything after a preemption, or the one or
-// two tokens of the step before) are computed from the token record, the
-// rows of all drafting sequences packed into as few llama_decode calls as
-// the batch takes; the last row of each gives the first draft token.
+// stream holds and how many (draftSlot). A prompt chunk is computed in
+// the draft's stream in the same step; before proposing, a decoding
+// chunk's draft stream is caught up to the chunk's last token. Either
+// way the positions the draft has not computed (a prefix the target
+// restored from the cache, everything after a preemption, the one or two
+// tokens of the step before, or the decodes of steps without drafts) are
+// computed from the token record, the rows of all these sequences packed
+// into as few llama_decode calls as the batch takes; the last row of a
+// drafting chunk gives its first draft token.
 // Then each further draft position is one llama_decode over all drafting
 // sequences, one row each. Drafts are greedy (the first largest logit,
 // no sampler chain: Ban, grammars and penalties apply in the
@@ -73,7 +75,8 @@ type draftSlot struct {
 	n   int
 }
 
-// drafting is one chunk's draft being made.
+// drafting is one chunk's draft being made, or a prompt chunk the draft's
+// stream computes too (k 0).
 type drafting struct {
 	ch   *engine.Chunk
 	seq  *draftSeq
@@ -177,7 +180,11 @@ func (d *drafter) cut(seq engine.SeqID, n int) {
 }
 
 // propose fills the Draft of the batch's chunks that have a DraftLimit
-// and no Draft, and records every chunk's tokens.
+// and no Draft, and records every chunk's tokens. Prompt chunks (more
+// than one token, or no sample) are computed in the draft's streams too,
+// in this step, so that a sequence's first drafting step does not carry
+// its whole prompt; a decode chunk without a DraftLimit is left for the
+// next step that drafts to catch up.
 func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []*drafting {
 	var ds []*drafting
 	for i := range batch {
@@ -186,12 +193,17 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 			continue
 		}
 		s := d.record(ch)
-		if s == nil || s.media || ch.DraftLimit <= 0 || !ch.Sample || len(ch.Draft) > 0 || !d.c.validSlot(ch.Slot) {
+		drafts := ch.DraftLimit > 0 && ch.Sample && len(ch.Draft) == 0
+		prompt := len(ch.Tokens) > 1 || !ch.Sample
+		if s == nil || s.media || !(drafts || prompt) || !d.c.validSlot(ch.Slot) {
 			continue
 		}
 		end := int(ch.Pos) + len(ch.Tokens)
-		k := min(ch.DraftLimit, d.c.slotTokens-end)
-		if k <= 0 || end < 1 {
+		k := 0
+		if drafts {
+			k = min(ch.DraftLimit, d.c.slotTokens-end)
+		}
+		if k <= 0 && !prompt || end < 1 {
 			continue
 		}
 		if sl := &d.slots[ch.Slot]; sl.seq != ch.Seq || sl.n > end {
@@ -211,7 +223,7 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 		var rows []row
 		var who []*drafting
 		for _, g := range ds {
-			if !g.ok || len(g.ch.Draft) >= g.k {
+			if !g.ok || g.k == 0 || len(g.ch.Draft) >= g.k {
 				continue
 			}
 			g.ch.Draft = append(g.ch.Draft, g.next)
@@ -270,7 +282,7 @@ func (d *drafter) catchUp(ds []*drafting) {
 	for _, g := range ds {
 		sl := &d.slots[g.ch.Slot]
 		C.llama_memory_seq_rm(d.c.mem, C.llama_seq_id(g.ch.Slot), C.llama_pos(sl.n), -1)
-		if sl.n == g.end {
+		if sl.n == g.end && g.k > 0 {
 			// The last token is computed already, its logits are not
 			// kept: compute it again.
 			sl.n--
@@ -283,7 +295,7 @@ func (d *drafter) catchUp(ds []*drafting) {
 					break
 				}
 			}
-			rows = append(rows, row{slot: g.ch.Slot, pos: int32(p), token: g.seq.tokens[p], output: p == g.end-1, chunk: g.ch})
+			rows = append(rows, row{slot: g.ch.Slot, pos: int32(p), token: g.seq.tokens[p], output: g.k > 0 && p == g.end-1, chunk: g.ch})
 			outs = append(outs, g)
 		}
 		if g.ok {

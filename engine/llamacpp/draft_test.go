@@ -181,6 +181,9 @@ func TestDraftModelAcrossPreemption(t *testing.T) {
 				smp := draftStep(t, c, &engine.Step{Added: []engine.NewSequence{{Seq: seq, Sampling: greedy, History: prompt}},
 					Batch: []engine.Chunk{{Seq: seq, Slot: slot, Tokens: prompt, Sample: true}}})
 				out, pos := []int32{smp.Token}, int32(len(prompt))
+				if ds := c.draft.slots[slot]; ds.seq != seq || ds.n != len(prompt) || c.draft.c.SlotLen(slot) != len(prompt) {
+					t.Fatalf("after the prompt the draft's stream holds %d positions (%+v), want the prompt's %d", c.draft.c.SlotLen(slot), ds, len(prompt))
+				}
 				decode := func(until int) {
 					for len(out) < until {
 						ch := engine.Chunk{Seq: seq, Slot: slot, Pos: pos, Tokens: out[len(out)-1:], Sample: true, DraftLimit: min(4, ref.n-len(out)-1)}
@@ -211,6 +214,9 @@ func TestDraftModelAcrossPreemption(t *testing.T) {
 					smp := draftStep(t, c, &engine.Step{Batch: []engine.Chunk{{Seq: seq, Slot: slot, Tokens: all[:len(all)-1], Sample: true}}})
 					if smp.Token != out[len(out)-1] {
 						t.Fatalf("recomputed: drew %d, want %d", smp.Token, out[len(out)-1])
+					}
+					if c.draft.c.SlotLen(slot) != len(all)-1 {
+						t.Fatalf("recomputed: the draft's stream holds %d positions, want %d", c.draft.c.SlotLen(slot), len(all)-1)
 					}
 				}
 				decode(35)
