@@ -134,6 +134,9 @@ type Context struct {
 	adapters map[engine.SeqID]*Adapter // sequences' LoRA adapters (lora.go)
 	embed    *embedContext             // nil until a step embeds
 	draft    *drafter                  // nil without ContextParams.Draft
+	// sharedPools is set when pool and batchPool are another context's
+	// (a draft model's context uses its target's).
+	sharedPools bool
 	// cand is the candidate array llmserve_sample fills, one entry per
 	// vocabulary token.
 	cand    []C.llama_token_data
@@ -143,6 +146,14 @@ type Context struct {
 
 // NewContext creates a context over m.
 func NewContext(m *Model, p ContextParams) (*Context, error) {
+	return newContextWith(m, p, nil)
+}
+
+// newContextWith creates a context over m; with shared, it computes with
+// shared's thread pools (a draft model's context runs between the
+// target's evaluations: its own pools would poll for work beside them)
+// and leaves them to shared to free.
+func newContextWith(m *Model, p ContextParams, shared *Context) (*Context, error) {
 	if p.Slots < 1 || p.Slots > MaxSlots {
 		return nil, fmt.Errorf("new context: %d slots outside [1, %d]", p.Slots, MaxSlots)
 	}
@@ -166,9 +177,14 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	}
 	// Without a thread pool of its own, ggml creates and joins its worker
 	// threads on every evaluation.
-	ctx.pool = newThreadPool(threads, p.Poll)
-	if batchThreads != threads {
-		ctx.batchPool = newThreadPool(batchThreads, p.Poll)
+	switch {
+	case shared != nil:
+		ctx.pool, ctx.batchPool, ctx.sharedPools = shared.pool, shared.batchPool, true
+	default:
+		ctx.pool = newThreadPool(threads, p.Poll)
+		if batchThreads != threads {
+			ctx.batchPool = newThreadPool(batchThreads, p.Poll)
+		}
 	}
 	if ctx.pool == nil || (batchThreads != threads && ctx.batchPool == nil) {
 		return nil, errors.Join(errors.New("new context: ggml could not create its thread pool"), ctx.Close())
@@ -177,7 +193,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, errors.Join(fmt.Errorf("new context: %w", err), ctx.Close())
 	}
 	if p.Draft != nil {
-		d, err := newDrafter(m, p)
+		d, err := newDrafter(ctx, p)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("new context: %w", err), ctx.Close())
 		}
@@ -551,9 +567,6 @@ func (c *Context) Idle() {
 	if c.batchPool != nil {
 		C.ggml_threadpool_pause(c.batchPool)
 	}
-	if c.draft != nil {
-		c.draft.c.Idle()
-	}
 }
 
 func (c *Context) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < c.slots }
@@ -604,6 +617,9 @@ func (c *Context) Close() error {
 		c.draft = nil
 	}
 	c.freeLlama()
+	if c.sharedPools {
+		c.pool, c.batchPool = nil, nil
+	}
 	if c.pool != nil {
 		C.ggml_threadpool_free(c.pool)
 		c.pool = nil

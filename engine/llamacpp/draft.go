@@ -100,14 +100,15 @@ func CheckDraftVocab(target, draft *Model) error {
 	return nil
 }
 
-// newDrafter builds the draft context for a target context of p.
-func newDrafter(target *Model, p ContextParams) (*drafter, error) {
-	if err := CheckDraftVocab(target, p.Draft); err != nil {
+// newDrafter builds the draft context for target, a context of p; it
+// computes with target's thread pools.
+func newDrafter(target *Context, p ContextParams) (*drafter, error) {
+	if err := CheckDraftVocab(target.model, p.Draft); err != nil {
 		return nil, err
 	}
 	dp := p
 	dp.Draft, dp.LoRA, dp.Pooling = nil, false, ""
-	dc, err := NewContext(p.Draft, dp)
+	dc, err := newContextWith(p.Draft, dp, target)
 	if err != nil {
 		return nil, fmt.Errorf("draft model: %w", err)
 	}

@@ -89,6 +89,18 @@ func TestDraftModelMatchesGreedy(t *testing.T) {
 			}
 			t.Logf("eight at once: %d of %d draft tokens accepted", accepted, drafted)
 			checkAcceptance(t, name, accepted, drafted)
+			// Four in slots with gaps between them (llama.cpp splits a
+			// draft position's evaluation at every gap).
+			runs = nil
+			for i, slot := range []engine.Slot{0, 2, 5, 6} {
+				runs = append(runs, &specRun{seq: engine.SeqID(30 + i), slot: slot, prompt: prompts[i+4], n: n, sampling: greedy, limit: 3 + i})
+			}
+			specDrive(t, c, runs...)
+			for i, r := range runs {
+				if !slices.Equal(r.out, refs[i+4].out) || !sameLogprobs(r.lps, refs[i+4].lps) {
+					t.Errorf("run %d in slot %d, beside gaps\n got %v\nwant %v", i, r.slot, r.out, refs[i+4].out)
+				}
+			}
 			if st := c.Stats(); st.DraftModelTokens == 0 || st.DraftTokens == 0 {
 				t.Fatalf("stats %+v", st)
 			}
