@@ -124,7 +124,7 @@ func (d *drafter) add(n *engine.NewSequence) {
 	d.seqs[n.Seq] = s
 	// A sequence added again starts over: no stream holds its tokens.
 	for i := range d.slots {
-		if d.slots[i].seq == n.Seq {
+		if d.slots[i].seq == n.Seq && d.slots[i].n > 0 {
 			d.empty(engine.Slot(i))
 		}
 	}
