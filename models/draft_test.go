@@ -18,12 +18,13 @@ import (
 	"github.com/llmserve/llmserve/scheduler"
 )
 
-// generateAll serves four greedy requests at once and returns their
+// generateAll serves five greedy requests at once and returns their
 // tokens.
 func generateAll(t *testing.T, g *Generative) [][]int32 {
 	t.Helper()
 	var reqs []*scheduler.Request
-	for i, text := range []string{"Once upon a time", "Lily and Tom", "The cat sat on the mat and", "One day"} {
+	for i, text := range []string{"Once upon a time", "Lily and Tom", "The cat sat on the mat and", "One day",
+		"Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her big dog"} {
 		prompt, err := g.Tokenizer().Encode(text, true)
 		if err != nil {
 			t.Fatal(err)
@@ -86,6 +87,43 @@ func TestDraftModelServes(t *testing.T) {
 		t.Fatalf("spec stats %+v", st)
 	}
 	t.Logf("%+v", st)
+}
+
+// Under a KV memory cap that preempts sequences, with the prefix cache
+// restoring what they had, a self-drafting model still generates what it
+// generates without speculation and without the cap.
+func TestDraftModelPreempted(t *testing.T) {
+	dir := t.TempDir()
+	path, err := stories260k.File(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(cfg GenerativeConfig) *Generative {
+		cfg.Path, cfg.CacheDir, cfg.MaxNumSeqs, cfg.MaxWaiting = path, dir, 4, 8
+		g, err := LoadGenerative(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		return g
+	}
+	want := generateAll(t, load(GenerativeConfig{}))
+	g := load(GenerativeConfig{KVMemoryBytes: 96 << 10, PrefixCacheBytes: 1 << 20,
+		Speculative: scheduler.Speculative{Method: scheduler.SpecDraft, Model: path, NumTokens: 4}})
+	// The second time, the long prompt's blocks come from the cache.
+	for range 2 {
+		got := generateAll(t, g)
+		for i := range want {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("request %d\n got %v\nwant %v", i, got[i], want[i])
+			}
+		}
+	}
+	st := g.Stats()
+	if st.Preemptions == 0 || st.KV.HitTokens == 0 || st.Spec.AcceptedTokens == 0 {
+		t.Fatalf("%d preemptions, %d prefix cache hit tokens, spec %+v", st.Preemptions, st.KV.HitTokens, st.Spec)
+	}
+	t.Logf("%d preemptions, %d prefix cache hit tokens, spec %+v", st.Preemptions, st.KV.HitTokens, st.Spec)
 }
 
 // A draft model that is missing, not a GGUF file or of another
