@@ -218,11 +218,15 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 	if len(ds) == 0 {
 		return nil
 	}
+	// In slot order: llama.cpp evaluates the rows of consecutive streams
+	// together, and only in increasing order (decode.go).
+	slices.SortFunc(ds, func(a, b *drafting) int { return int(a.ch.Slot) - int(b.ch.Slot) })
 	d.catchUp(ds)
-	// Each further draft position: one evaluation over all sequences.
+	// Each further draft position: one evaluation over all sequences,
+	// the streams between theirs filled with a throwaway row each where
+	// they have room, removed after the call (as decodeSingles does).
 	for i := 1; ; i++ {
 		var rows []row
-		var who []*drafting
 		for _, g := range ds {
 			if !g.ok || g.k == 0 || len(g.ch.Draft) >= g.k {
 				continue
@@ -231,8 +235,10 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 			if len(g.ch.Draft) == g.k {
 				continue
 			}
+			if n := len(rows); n > 0 {
+				rows = d.fillGap(rows, rows[n-1].slot, g.ch.Slot, g.next)
+			}
 			rows = append(rows, row{slot: g.ch.Slot, pos: int32(g.end + i - 1), token: g.next, output: true, chunk: g.ch})
-			who = append(who, g)
 		}
 		if len(rows) == 0 {
 			break
@@ -240,16 +246,50 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 		if err := d.c.evaluate(rows); err != nil {
 			// The drafts so far stand; the stream is cut in settle.
 			d.c.undo(rows)
-			for _, g := range who {
-				g.ok, g.k = false, len(g.ch.Draft)
+			for _, r := range rows {
+				if g := draftingOf(ds, r.chunk); g != nil {
+					g.ok, g.k = false, len(g.ch.Draft)
+				}
 			}
 			continue
 		}
-		for j, g := range who {
-			g.next = d.argmax(j)
+		for j, r := range rows {
+			if g := draftingOf(ds, r.chunk); g != nil {
+				g.next = d.argmax(j)
+			} else {
+				C.llama_memory_seq_rm(d.c.mem, C.llama_seq_id(r.slot), C.llama_pos(r.pos), -1)
+			}
 		}
 	}
 	return ds
+}
+
+// fillGap appends a throwaway row for every stream strictly between
+// slots a and b when all of them have room for one, so that the rows of
+// a and b stay in one evaluation.
+func (d *drafter) fillGap(rows []row, a, b engine.Slot, tok int32) []row {
+	for s := a + 1; s < b; s++ {
+		if int(d.c.slotLen(s)) >= d.c.slotTokens {
+			return rows
+		}
+	}
+	for s := a + 1; s < b; s++ {
+		rows = append(rows, row{slot: s, pos: d.c.slotLen(s), token: tok})
+	}
+	return rows
+}
+
+// draftingOf is the drafting of chunk ch, or nil (a throwaway row).
+func draftingOf(ds []*drafting, ch *engine.Chunk) *drafting {
+	if ch == nil {
+		return nil
+	}
+	for _, g := range ds {
+		if g.ch == ch {
+			return g
+		}
+	}
+	return nil
 }
 
 // catchUp computes the positions the draft streams lack up to each

@@ -96,9 +96,19 @@ func TestDraftModelMatchesGreedy(t *testing.T) {
 				runs = append(runs, &specRun{seq: engine.SeqID(30 + i), slot: slot, prompt: prompts[i+4], n: n, sampling: greedy, limit: 3 + i})
 			}
 			specDrive(t, c, runs...)
+			accepted, drafted = 0, 0
 			for i, r := range runs {
 				if !slices.Equal(r.out, refs[i+4].out) || !sameLogprobs(r.lps, refs[i+4].lps) {
 					t.Errorf("run %d in slot %d, beside gaps\n got %v\nwant %v", i, r.slot, r.out, refs[i+4].out)
+				}
+				accepted += r.accepted
+				drafted += r.drafted
+			}
+			t.Logf("four with gaps: %d of %d draft tokens accepted", accepted, drafted)
+			checkAcceptance(t, name, accepted, drafted)
+			for _, s := range []engine.Slot{1, 3, 4} {
+				if n := c.draft.c.SlotLen(s); n != 0 {
+					t.Errorf("the draft's stream %d between drafting ones holds %d positions: a throwaway row stayed", s, n)
 				}
 			}
 			if st := c.Stats(); st.DraftModelTokens == 0 || st.DraftTokens == 0 {
