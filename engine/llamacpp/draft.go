@@ -196,7 +196,7 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 		s := d.record(ch)
 		drafts := ch.DraftLimit > 0 && ch.Sample && len(ch.Draft) == 0
 		prompt := len(ch.Tokens) > 1 || !ch.Sample
-		if s == nil || s.media || !(drafts || prompt) || !d.c.validSlot(ch.Slot) {
+		if s == nil || s.media || !drafts && !prompt || !d.c.validSlot(ch.Slot) {
 			continue
 		}
 		end := int(ch.Pos) + len(ch.Tokens)
