@@ -54,6 +54,13 @@
 // computes, never what is drawn. Ban and Only apply at every position of
 // the chunk: the scheduler drafts only where they would not change.
 //
+// With a draft model (draft-model speculation) the scheduler cannot guess
+// itself: it sets Chunk.DraftLimit, how many draft tokens the chunk may
+// carry (their KV reserved), and an executor that owns a draft model
+// proposes them, writes them into Chunk.Draft and verifies them exactly
+// as above. The executor's draft is greedy on the draft model; the
+// verification alone decides the output.
+//
 // # KV in host memory
 //
 // KV is the KV-cache content of a run of positions of one sequence, laid

@@ -73,11 +73,11 @@ type EmbedCapacity struct {
 }
 
 // NumTokens is the number of tokens the step passes to the model, draft
-// tokens included.
+// tokens (or, before the executor proposes them, DraftLimit) included.
 func (s *Step) NumTokens() int {
 	n := 0
 	for i := range s.Batch {
-		n += len(s.Batch[i].Tokens) + len(s.Batch[i].Draft)
+		n += len(s.Batch[i].Tokens) + max(len(s.Batch[i].Draft), s.Batch[i].DraftLimit)
 	}
 	return n
 }
@@ -166,6 +166,15 @@ type Chunk struct {
 	// KV of rejected draft tokens is removed: afterwards the slot holds
 	// Pos+len(Tokens)+len(Sample.Accepted) positions.
 	Draft []int32
+	// DraftLimit, with Sample set and Draft empty, lets an executor that
+	// has a draft model of its own propose up to DraftLimit draft tokens
+	// for the chunk (draft-model speculation: the scheduler decides how
+	// many, and has reserved their KV, but cannot propose them). The
+	// executor sets Draft to what it proposed before computing the chunk,
+	// so that after Execute the step records the draft the chunk carried,
+	// and verifies it as above. An executor without a draft model ignores
+	// it.
+	DraftLimit int
 }
 
 // MediaToken is the placeholder token of a media position: negative, so

@@ -98,8 +98,12 @@ type GenerativeConfig struct {
 	PrefixCacheBytes int64
 	// Speculative turns on speculative decoding (vLLM's
 	// --speculative-config): Method "ngram" proposes draft tokens by
-	// prompt lookup; zero counts take scheduler.Speculative.WithDefaults.
-	// Method "draft" (a draft model) is refused: not implemented yet.
+	// prompt lookup; method "draft" with a draft model's GGUF (Model)
+	// proposes them with that model, loaded beside the target with the
+	// same GPU settings and the target's vocabulary (engine/llamacpp,
+	// draft.go); zero counts take scheduler.Speculative.WithDefaults. An
+	// error about the draft model's file is a ConfigError for
+	// "SpeculativeModel".
 	Speculative scheduler.Speculative
 	// RequestTimeout, when positive, is every request's deadline.
 	RequestTimeout time.Duration
@@ -164,6 +168,7 @@ type Generative struct {
 	task      string
 
 	model *llamacpp.Model
+	draft *llamacpp.Model // the draft model, or nil
 	path  string
 	tok   *tokenizer.Tokenizer
 	core  *core.EngineCore
@@ -268,10 +273,19 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 			return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"MatryoshkaDimensions", fmt.Sprintf("%d is outside [1, %d] (the model's embedding size)", d, info.NEmbd)})
 		}
 	}
+	draft, err := loadDraft(spec, path, cfg, m)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", name, err)
+	}
+	defer func() {
+		if err != nil && draft != nil {
+			err = errors.Join(err, draft.Close())
+		}
+	}()
 	g := &Generative{
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
 		version: version, task: task, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
-		model: m, path: path, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
+		model: m, draft: draft, path: path, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 		lora: len(cfg.LoRAs) > 0 || cfg.LoRARuntime, adapters: make(map[string]*Adapter),
 	}
 	if cfg.MaxLoRAs < 0 {
@@ -305,6 +319,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		Pooling:        pooling,
 		EmbedTokens:    sz.maxLen,
 		LoRA:           g.lora,
+		Draft:          draft,
 	}
 	var obs core.Observer
 	var ec *core.EngineCore
@@ -648,7 +663,42 @@ func (g *Generative) Close() error {
 	g.Stop()
 	g.closeAdapters()
 	g.closeProjector()
-	return g.model.Close()
+	err := g.model.Close()
+	if g.draft != nil {
+		err = errors.Join(err, g.draft.Close())
+	}
+	return err
+}
+
+// loadDraft loads the draft model of method "draft" (nil for any other)
+// with the target's GPU settings and checks that it has the target's
+// vocabulary. Its errors are ConfigErrors for "SpeculativeModel" that
+// name both files.
+func loadDraft(spec scheduler.Speculative, target string, cfg GenerativeConfig, m *llamacpp.Model) (*llamacpp.Model, error) {
+	if spec.Method != scheduler.SpecDraft {
+		return nil, nil
+	}
+	bad := func(format string, a ...any) error {
+		return &ConfigError{"SpeculativeModel", fmt.Sprintf("draft model %s: ", spec.Model) + fmt.Sprintf(format, a...)}
+	}
+	if fi, err := os.Stat(spec.Model); err != nil {
+		return nil, bad("%v", err)
+	} else if fi.IsDir() {
+		return nil, bad("a folder, not a GGUF file")
+	}
+	if err := checkGGUF(spec.Model, ""); err != nil {
+		return nil, bad("%v", err)
+	}
+	d, err := llamacpp.Load(spec.Model, llamacpp.ModelParams{
+		GPULayers: cfg.GPULayers, MainGPU: cfg.MainGPU, SplitMode: cfg.SplitMode, NoMmap: cfg.NoMmap, Mlock: cfg.Mlock,
+	})
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := llamacpp.CheckDraftVocab(m, d); err != nil {
+		return nil, errors.Join(bad("its vocabulary is not that of the model %s: %v", target, err), d.Close())
+	}
+	return d, nil
 }
 
 // closeProjector frees the projector, if any.

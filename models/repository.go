@@ -139,8 +139,10 @@ type ModelSettings struct {
 
 // SpeculativeConfig is vLLM's speculative_config: {"method": "ngram",
 // "num_speculative_tokens": 5, "prompt_lookup_min": 2,
-// "prompt_lookup_max": 5}. A "model" (a draft model) is refused: draft-
-// model speculation is not implemented yet.
+// "prompt_lookup_max": 5}, or {"method": "draft", "model":
+// "draft.gguf", "num_speculative_tokens": 5} for a draft model (a
+// "model" alone implies method "draft"; in model-settings.json a
+// relative path is in the model's folder).
 type SpeculativeConfig struct {
 	Method               string `json:"method"`
 	NumSpeculativeTokens int    `json:"num_speculative_tokens"`
@@ -166,7 +168,7 @@ func ParseSpeculativeConfig(text string) (*SpeculativeConfig, error) {
 // defaults filled in (scheduler.Speculative.WithDefaults) and out-of-range
 // values refused with an error that names the key.
 func (c *SpeculativeConfig) Speculative() (scheduler.Speculative, error) {
-	sp := scheduler.Speculative{Method: c.Method, NumTokens: c.NumSpeculativeTokens, PromptLookupMin: c.PromptLookupMin, PromptLookupMax: c.PromptLookupMax, DisableByBatchSize: c.DisableByBatchSize}
+	sp := scheduler.Speculative{Method: c.Method, NumTokens: c.NumSpeculativeTokens, PromptLookupMin: c.PromptLookupMin, PromptLookupMax: c.PromptLookupMax, DisableByBatchSize: c.DisableByBatchSize, Model: c.Model}
 	if c.Model != "" {
 		if sp.Method != "" && sp.Method != scheduler.SpecDraft {
 			return sp, fmt.Errorf("speculative model %q with method %q: a draft model goes with method %q", c.Model, sp.Method, scheduler.SpecDraft)
@@ -259,7 +261,8 @@ var settingsKeys = map[string]string{
 	"MaxModelLen": "max_model_len", "MaxNumSeqs": "max_num_seqs", "KVMemoryBytes": "kv_cache_memory_bytes",
 	"PrefixCacheBytes": "prefix_cache_memory_bytes", "Pooling": "pooling", "MatryoshkaDimensions": "matryoshka_dimensions",
 	"ReasoningParser": "reasoning_parser", "Task": "parameters.task", "MaxLoRAs": "max_loras", "Speculative": "speculative_config",
-	"MMProj": "mmproj",
+	"MMProj":           "mmproj",
+	"SpeculativeModel": "speculative_config.model",
 }
 
 // apply lays the settings over base.
@@ -332,6 +335,9 @@ func (s *ModelSettings) apply(base GenerativeConfig, modelDir string) (Generativ
 		sp, err := s.SpeculativeConfig.Speculative()
 		if err != nil {
 			return c, fmt.Errorf("speculative_config: %w", err)
+		}
+		if sp.Model != "" && !filepath.IsAbs(sp.Model) {
+			sp.Model = filepath.Join(modelDir, sp.Model)
 		}
 		c.Speculative = sp
 	}

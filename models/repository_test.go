@@ -76,7 +76,17 @@ func TestRepositoryConfig(t *testing.T) {
 		{"speculative K too large", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"ngram","num_speculative_tokens":32}}`},
 			"", "", nil, "speculative_config: num_speculative_tokens 32 is outside [1, 16]"},
 		{"speculative draft model", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"model":"draft.gguf","num_speculative_tokens":3}}`},
-			"", "", nil, "draft-model speculation is not implemented yet"},
+			"1", "1/a.gguf", func(c GenerativeConfig) bool {
+				sp := c.Speculative
+				return sp.Method == "draft" && sp.NumTokens == 3 && sp.Model == filepath.Join(filepath.Dir(filepath.Dir(c.Path)), "draft.gguf")
+			}, ""},
+		{"speculative draft model, absolute", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"draft","model":"/x/d.gguf"}}`},
+			"1", "1/a.gguf", func(c GenerativeConfig) bool {
+				sp := c.Speculative
+				return sp.Method == "draft" && sp.NumTokens == 5 && sp.Model == "/x/d.gguf"
+			}, ""},
+		{"speculative method draft without a model", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"draft"}}`},
+			"", "", nil, `speculative_config: speculative method "draft" needs a draft model (model)`},
 		{"speculative unknown method", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"speculative_config":{"method":"medusa"}}`},
 			"", "", nil, `speculative method "medusa" is unknown`},
 	}

@@ -94,6 +94,16 @@
 // committed, so it never reaches the prefix cache. Stats.Spec counts drafts
 // and accepted tokens (vLLM's spec_decode counters).
 //
+// With Method "draft" (a draft model, Speculative.Model) the scheduler
+// decides everything above but the tokens: it sets the chunk's
+// engine.Chunk.DraftLimit to the draft length it would give an n-gram
+// draft, reserves that many KV tokens (shortened when they do not fit)
+// and takes them from the step's budget; the executor, which owns the
+// draft model, proposes up to that many tokens and writes them into the
+// chunk's Draft, where Update finds them: the counters and the adaptive
+// length work from them as for n-gram drafts. Positions reserved but not
+// proposed are left like rejected ones.
+//
 // Config.CheckRequest and Config.CheckBatch are the one place where a
 // request's capacity is checked (n against MaxNumSeqs, prompt and
 // max_tokens against MaxModelLen, the prompt against KVCapacityTokens, a

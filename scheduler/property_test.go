@@ -80,17 +80,21 @@ func TestSchedulerRandomizedKVCapacity(t *testing.T) {
 }
 
 // TestSchedulerRandomizedSpeculative is TestSchedulerRandomized (with and
-// without a KV token capacity) with n-gram speculation on: every choice
-// still produces exactly what it produces alone without speculation, and
-// the step budget, the KV reservations and every other invariant hold
-// with drafts in the steps.
+// without a KV token capacity) with n-gram speculation on (seeds 0 to 7)
+// or a fake draft model (8 to 11, right in part): every choice still
+// produces exactly what it produces alone without speculation, and the
+// step budget, the KV reservations and every other invariant hold with
+// drafts in the steps.
 func TestSchedulerRandomizedSpeculative(t *testing.T) {
-	for seed := range uint64(8) {
+	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := newSchedRand(t, seed, seed%2 == 1)
 			rng := rand.New(rand.NewPCG(seed, 3))
 			minN := 1 + rng.IntN(2)
 			r.spec = Speculative{Method: SpecNgram, NumTokens: 1 + rng.IntN(6), PromptLookupMin: minN, PromptLookupMax: minN + rng.IntN(3)}
+			if seed >= 8 {
+				r.spec = Speculative{Method: SpecDraft, Model: "draft.gguf", NumTokens: r.spec.NumTokens, DisableByBatchSize: int(seed % 3)}
+			}
 			r.s, r.kv, r.fake = r.newScheduler(true)
 			t.Logf("speculative %+v", r.spec)
 			for range 4000 {
@@ -201,6 +205,9 @@ func (r *schedRand) newScheduler(spec bool) (*Scheduler, *kvcache.Manager, *engi
 		// token would have failed it alone, losing that step's tokens.
 		f.PoisonToken = 0
 		f.Model = periodic(7, 5)
+		if r.spec.Method == SpecDraft {
+			f.Drafter = modelDrafter(f.Model, f.Vocab, 4)
+		}
 	}
 	return s, kv, f
 }

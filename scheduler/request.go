@@ -118,6 +118,10 @@ type Speculative struct {
 	// PromptLookupMin and PromptLookupMax bound the n-gram matched for
 	// "ngram" (vLLM's prompt_lookup_min/max).
 	PromptLookupMin, PromptLookupMax int
+	// Model is the draft model's GGUF file for "draft" (vLLM's "model"):
+	// the executor loads and runs it; the scheduler only checks that it
+	// is set.
+	Model string
 	// DisableByBatchSize, when positive, leaves out the drafts of a step
 	// that decodes more sequences than it (vLLM's disable_by_batch_size):
 	// in a full batch every rejected draft row is work the step did not

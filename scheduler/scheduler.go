@@ -530,7 +530,7 @@ func (s *Scheduler) Schedule() *engine.Step {
 	// Their drafts next (speculative.go): before prompts, as vLLM
 	// schedules a running request's speculative tokens with it; none in a
 	// step of more decodes than DisableByBatchSize.
-	if sp := s.cfg.Speculative; sp.Method == SpecNgram && (sp.DisableByBatchSize == 0 || decodes <= sp.DisableByBatchSize) {
+	if sp := s.cfg.Speculative; sp.Method != SpecNone && (sp.DisableByBatchSize == 0 || decodes <= sp.DisableByBatchSize) {
 		budget = s.addDrafts(step.Batch, budget)
 	}
 	// Long prompts share the long-prefill budget while others decode.

@@ -14,8 +14,10 @@ const (
 	// SpecNgram proposes by prompt lookup: the tokens that followed the
 	// latest earlier occurrence of the sequence's last tokens.
 	SpecNgram = "ngram"
-	// SpecDraft proposes with a smaller draft model. Not implemented yet:
-	// Validate refuses it.
+	// SpecDraft proposes with a smaller draft model that the executor
+	// owns: the scheduler decides how many draft tokens each decode chunk
+	// may carry (engine.Chunk.DraftLimit) and reserves their KV; the
+	// executor proposes them.
 	SpecDraft = "draft"
 )
 
@@ -45,6 +47,9 @@ func (sp Speculative) WithDefaults() Speculative {
 	if sp.NumTokens == 0 {
 		sp.NumTokens = DefaultSpeculativeTokens
 	}
+	if sp.Method != SpecNgram {
+		return sp
+	}
 	switch {
 	case sp.PromptLookupMin == 0 && sp.PromptLookupMax == 0:
 		sp.PromptLookupMin, sp.PromptLookupMax = DefaultPromptLookup, DefaultPromptLookup
@@ -64,11 +69,21 @@ func (sp *Speculative) Validate() error {
 		return nil
 	case SpecNgram:
 	case SpecDraft:
-		return fmt.Errorf("speculative method %q: draft-model speculation is not implemented yet; use \"ngram\" (prompt lookup)", sp.Method)
+		switch {
+		case sp.Model == "":
+			return fmt.Errorf("speculative method %q needs a draft model (model)", sp.Method)
+		case sp.NumTokens < 1 || sp.NumTokens > MaxSpeculativeTokens:
+			return fmt.Errorf("num_speculative_tokens %d is outside [1, %d]", sp.NumTokens, MaxSpeculativeTokens)
+		case sp.DisableByBatchSize < 0:
+			return fmt.Errorf("disable_by_batch_size %d is negative (0: never)", sp.DisableByBatchSize)
+		}
+		return nil
 	default:
-		return fmt.Errorf("speculative method %q is unknown (want %q)", sp.Method, SpecNgram)
+		return fmt.Errorf("speculative method %q is unknown (want %q or %q)", sp.Method, SpecNgram, SpecDraft)
 	}
 	switch {
+	case sp.Model != "":
+		return fmt.Errorf("speculative model %q with method %q: a draft model goes with method %q", sp.Model, sp.Method, SpecDraft)
 	case sp.NumTokens < 1 || sp.NumTokens > MaxSpeculativeTokens:
 		return fmt.Errorf("num_speculative_tokens %d is outside [1, %d]", sp.NumTokens, MaxSpeculativeTokens)
 	case sp.PromptLookupMin < 1 || sp.PromptLookupMin > MaxPromptLookup:
@@ -168,7 +183,9 @@ func (s *Scheduler) draftLimit(sq *sequence, ch *engine.Chunk, budget int) int {
 // addDrafts gives the decode chunks of batch their drafts, within budget,
 // and returns the budget left. A draft's positions are reserved in the
 // KV tokens first; a draft that does not fit is shortened, never the
-// cause of a preemption.
+// cause of a preemption. With method "draft" the scheduler cannot
+// propose: it sets the chunk's DraftLimit to the number of positions it
+// reserved, and the executor's draft model proposes up to that many.
 func (s *Scheduler) addDrafts(batch []engine.Chunk, budget int) int {
 	sp := &s.cfg.Speculative
 	for i := range batch {
@@ -179,6 +196,14 @@ func (s *Scheduler) addDrafts(batch []engine.Chunk, budget int) int {
 		sq := s.byID[ch.Seq]
 		k := s.draftLimit(sq, ch, budget)
 		if k == 0 {
+			continue
+		}
+		if sp.Method == SpecDraft {
+			for k > 0 && !s.kv.Grow(sq.id, sq.computed+1+k) {
+				k--
+			}
+			ch.DraftLimit = k
+			budget -= k
 			continue
 		}
 		d := promptLookup(sq.tokens, sp.PromptLookupMin, sp.PromptLookupMax, k)

@@ -55,7 +55,9 @@ func TestSpeculativeValidate(t *testing.T) {
 		want string
 	}{
 		{Speculative{Method: "eagle", NumTokens: 3, PromptLookupMin: 1, PromptLookupMax: 3}, `method "eagle" is unknown`},
-		{Speculative{Method: SpecDraft, NumTokens: 3}, "draft-model speculation is not implemented yet"},
+		{Speculative{Method: SpecDraft, NumTokens: 3}, `method "draft" needs a draft model`},
+		{Speculative{Method: SpecDraft, Model: "d.gguf", NumTokens: 17}, "num_speculative_tokens 17"},
+		{Speculative{Method: SpecNgram, Model: "d.gguf", NumTokens: 3, PromptLookupMin: 1, PromptLookupMax: 3}, `a draft model goes with method "draft"`},
 		{Speculative{Method: SpecNgram, NumTokens: 0, PromptLookupMin: 1, PromptLookupMax: 3}, "num_speculative_tokens 0 is outside [1, 16]"},
 		{Speculative{Method: SpecNgram, NumTokens: 17, PromptLookupMin: 1, PromptLookupMax: 3}, "num_speculative_tokens 17"},
 		{Speculative{Method: SpecNgram, NumTokens: 3, PromptLookupMin: 0, PromptLookupMax: 3}, "prompt_lookup_min 0"},
@@ -70,6 +72,39 @@ func TestSpeculativeValidate(t *testing.T) {
 	if err := (&Speculative{}).Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if d := (Speculative{Method: SpecDraft, Model: "d.gguf"}).WithDefaults(); d.NumTokens != DefaultSpeculativeTokens || d.Validate() != nil {
+		t.Fatalf("draft defaults %+v: %v", d, d.Validate())
+	}
+}
+
+// modelDrafter is a fake draft model: the greedy continuation of model
+// (enginetest.Next when nil) with every wrong-th position changed (0:
+// none; 1: all).
+func modelDrafter(model func([]int32, int) int32, vocab, wrong int) func([]int32, int) []int32 {
+	if model == nil {
+		model = enginetest.Next
+	}
+	return func(h []int32, limit int) []int32 {
+		h = slices.Clone(h)
+		var d []int32
+		for range limit {
+			tok := model(h, vocab)
+			if wrong > 0 && len(h)%wrong == 0 {
+				tok = (tok + 1) % int32(vocab)
+			}
+			d = append(d, tok)
+			h = append(h, tok)
+		}
+		return d
+	}
+}
+
+// bothMethods is sp (method ngram) and its draft-model twin: the
+// scheduler's limits on a draft are the same for both.
+func bothMethods(sp Speculative) []Speculative {
+	d := sp
+	d.Method, d.Model, d.PromptLookupMin, d.PromptLookupMax = SpecDraft, "draft.gguf", 0, 0
+	return []Speculative{sp, d}
 }
 
 // periodic is a fake model whose greedy output repeats the last period
@@ -100,7 +135,7 @@ type specResult struct {
 
 // runSpec serves reqs to the end with the fake model and returns each
 // request's result, the scheduler's stats and the number of steps.
-func runSpec(t *testing.T, sp Speculative, model func([]int32, int) int32, cfg Config, reqs []*Request) (map[string]*specResult, Stats, int) {
+func runSpec(t *testing.T, sp Speculative, model func([]int32, int) int32, cfg Config, reqs []*Request, hooks ...func(*enginetest.Fake)) (map[string]*specResult, Stats, int) {
 	t.Helper()
 	if cfg.MaxNumSeqs == 0 {
 		cfg = Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 256, MaxWaiting: 16, MaxModelLen: 256}
@@ -110,6 +145,15 @@ func runSpec(t *testing.T, sp Speculative, model func([]int32, int) int32, cfg C
 	s, fake := newTestScheduler(t, cfg, kc)
 	fake.Model = model
 	fake.CapacityTokens = cfg.KVCapacityTokens
+	if sp.Method == SpecDraft {
+		fake.Drafter = modelDrafter(model, fake.Vocab, 0)
+	}
+	if len(hooks) > 0 {
+		hooks[0](fake)
+	}
+	if len(hooks) > 1 {
+		defer hooks[1](fake)
+	}
 	results := map[string]*specResult{}
 	for _, r := range reqs {
 		r := *r
@@ -126,6 +170,9 @@ func runSpec(t *testing.T, sp Speculative, model func([]int32, int) int32, cfg C
 			ch := &st.Batch[i]
 			if len(ch.Draft) > 0 && (!ch.Sample || len(ch.Tokens) != 1) {
 				t.Fatalf("step %d: a draft on a chunk of %d tokens (sample %v)", steps, len(ch.Tokens), ch.Sample)
+			}
+			if ch.DraftLimit > 0 && (sp.Method != SpecDraft || !ch.Sample || len(ch.Tokens) != 1 || len(ch.Draft) > ch.DraftLimit || ch.DraftLimit > sp.NumTokens) {
+				t.Fatalf("step %d: DraftLimit %d with method %q on a chunk of %d tokens (sample %v), draft %v", steps, ch.DraftLimit, sp.Method, len(ch.Tokens), ch.Sample, ch.Draft)
 			}
 		}
 		if n := st.NumTokens(); n > cfg.MaxNumBatchedTokens {
@@ -240,7 +287,12 @@ func TestSpeculativeStopInsideAccepted(t *testing.T) {
 // Drafts never reach past max_tokens or the context: a step's tokens
 // fit both, and the choice ends exactly at the limit.
 func TestSpeculativeLimits(t *testing.T) {
-	sp := Speculative{Method: SpecNgram, NumTokens: 16, PromptLookupMin: 1, PromptLookupMax: 3}
+	for _, sp := range bothMethods(Speculative{Method: SpecNgram, NumTokens: 16, PromptLookupMin: 1, PromptLookupMax: 3}) {
+		t.Run(sp.Method, func(t *testing.T) { testSpeculativeLimits(t, sp) })
+	}
+}
+
+func testSpeculativeLimits(t *testing.T, sp Speculative) {
 	prompt := []int32{1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1}
 	cfg := Config{MaxNumSeqs: 2, MaxNumBatchedTokens: 64, MaxWaiting: 4, MaxModelLen: 40}
 	reqs := []*Request{
@@ -263,7 +315,12 @@ func TestSpeculativeLimits(t *testing.T) {
 // there is none: bad words, a forced token, a thinking budget; min_tokens
 // lets drafts run only while every position stays under it.
 func TestSpeculativeNoDraftWhereUnsafe(t *testing.T) {
-	sp := Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3}
+	for _, sp := range bothMethods(Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3}) {
+		t.Run(sp.Method, func(t *testing.T) { testSpeculativeNoDraftWhereUnsafe(t, sp) })
+	}
+}
+
+func testSpeculativeNoDraftWhereUnsafe(t *testing.T, sp Speculative) {
 	prompt := []int32{1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1}
 	mk := func(id string) *Request {
 		return &Request{ID: id, Prompt: prompt, Sampling: engine.DefaultSampling(), N: 1, MaxTokens: 20, Arrival: testBase, PromptLogprobs: -1}
@@ -278,6 +335,7 @@ func TestSpeculativeNoDraftWhereUnsafe(t *testing.T) {
 		cfg := Config{MaxNumSeqs: 1, MaxNumBatchedTokens: 64, MaxWaiting: 4, MaxModelLen: 64, Speculative: sp}
 		s, fake := newTestScheduler(t, cfg, kvcache.Config{BlockSize: 4, Slots: 1, SlotTokens: 64})
 		fake.Model = periodic(5, 0)
+		fake.Drafter = modelDrafter(fake.Model, fake.Vocab, 0)
 		s.Add(r)
 		drafted := 0
 		for s.HasWork() {
@@ -307,7 +365,12 @@ func TestSpeculativeNoDraftWhereUnsafe(t *testing.T) {
 // Drafts take what the token budget leaves after every decode, before
 // prompts; with KV tokens short they shrink rather than preempt anyone.
 func TestSpeculativeBudgetAndKV(t *testing.T) {
-	sp := Speculative{Method: SpecNgram, NumTokens: 8, PromptLookupMin: 1, PromptLookupMax: 3}
+	for _, sp := range bothMethods(Speculative{Method: SpecNgram, NumTokens: 8, PromptLookupMin: 1, PromptLookupMax: 3}) {
+		t.Run(sp.Method, func(t *testing.T) { testSpeculativeBudgetAndKV(t, sp) })
+	}
+}
+
+func testSpeculativeBudgetAndKV(t *testing.T, sp Speculative) {
 	var reqs []*Request
 	for i := range 4 {
 		p := []int32{1, 2, 3, 4, 5, 1, 2, 3, 4, 5, int32(1 + i)}
@@ -342,6 +405,12 @@ func TestSpeculativeBudgetAndKV(t *testing.T) {
 // DisableByBatchSize leaves out the drafts of steps that decode more
 // sequences than it, and outputs stay those of plain decoding.
 func TestSpeculativeDisableByBatchSize(t *testing.T) {
+	for _, method := range []string{SpecNgram, SpecDraft} {
+		t.Run(method, func(t *testing.T) { testSpeculativeDisableByBatchSize(t, method) })
+	}
+}
+
+func testSpeculativeDisableByBatchSize(t *testing.T, method string) {
 	var reqs []*Request
 	for i := range 4 {
 		p := []int32{1, 2, 3, 4, 5, 1, 2, 3, 4, 5, int32(1 + i)}
@@ -352,7 +421,7 @@ func TestSpeculativeDisableByBatchSize(t *testing.T) {
 		disable int
 		drafts  bool
 	}{{0, true}, {4, true}, {3, false}, {1, false}} {
-		sp := Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: c.disable}
+		sp := bothMethods(Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: c.disable})[map[string]int{SpecNgram: 0, SpecDraft: 1}[method]]
 		got, st, _ := runSpec(t, sp, periodic(5, 0), Config{}, reqs)
 		for id := range want {
 			if !reflect.DeepEqual(got[id].tokens, want[id].tokens) {
@@ -364,7 +433,49 @@ func TestSpeculativeDisableByBatchSize(t *testing.T) {
 		}
 	}
 	// Alone, a request drafts under any positive setting.
-	if _, st, _ := runSpec(t, Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: 1}, periodic(5, 0), Config{}, reqs[:1]); st.Spec.Drafts == 0 {
+	sp := bothMethods(Speculative{Method: SpecNgram, NumTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3, DisableByBatchSize: 1})[map[string]int{SpecNgram: 0, SpecDraft: 1}[method]]
+	if _, st, _ := runSpec(t, sp, periodic(5, 0), Config{}, reqs[:1]); st.Spec.Drafts == 0 {
 		t.Error("a lone request made no drafts with disable_by_batch_size 1")
+	}
+}
+
+// With a draft model, the scheduler hands each decode chunk a DraftLimit
+// (the executor proposes): every request gets exactly the tokens,
+// logprobs, finish reasons and usage it gets without, whether the draft
+// model is right, right in part or always wrong; the spec_decode stats
+// count what the executor proposed and what was accepted; and a right
+// draft model takes fewer steps.
+func TestDraftModelMatchesPlain(t *testing.T) {
+	sp := Speculative{Method: SpecDraft, Model: "draft.gguf", NumTokens: 4}
+	for _, m := range []struct {
+		name  string
+		wrong int
+	}{{"right", 0}, {"right in part", 3}, {"wrong", 1}} {
+		t.Run(m.name, func(t *testing.T) {
+			want, _, plainSteps := runSpec(t, Speculative{}, nil, Config{}, specRequests())
+			var limits [][]int
+			cfg := Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 256, MaxWaiting: 16, MaxModelLen: 256, Speculative: sp}
+			got, st, steps := runSpec(t, sp, nil, cfg, specRequests(), func(f *enginetest.Fake) {
+				f.Drafter = modelDrafter(nil, f.Vocab, m.wrong)
+			}, func(f *enginetest.Fake) { limits = f.Stats().DraftLimits })
+			for id, w := range want {
+				g := got[id]
+				if !reflect.DeepEqual(g.tokens, w.tokens) || !reflect.DeepEqual(g.lps, w.lps) || !slices.Equal(g.finish, w.finish) || g.usage != w.usage {
+					t.Errorf("request %s\n got %v %v %+v\nwant %v %v %+v", id, g.tokens, g.finish, g.usage, w.tokens, w.finish, w.usage)
+				}
+			}
+			if len(limits) == 0 || st.Spec.Drafts == 0 || st.Spec.DraftTokens < st.Spec.Drafts {
+				t.Fatalf("%d steps with draft limits; spec stats %+v", len(limits), st.Spec)
+			}
+			switch {
+			case m.wrong == 1 && st.Spec.AcceptedTokens*10 > st.Spec.DraftTokens: // the seeded request may draw a wrong draft token
+				t.Fatalf("a wrong draft model: %+v", st.Spec)
+			case m.wrong == 0 && (steps >= plainSteps || st.Spec.AcceptedTokens == 0):
+				t.Fatalf("%d steps with a right draft model, %d without; %+v", steps, plainSteps, st.Spec)
+			case m.wrong == 3 && (st.Spec.AcceptedTokens == 0 || st.Spec.AcceptedTokens == st.Spec.DraftTokens):
+				t.Fatalf("a draft model right in part: %+v", st.Spec)
+			}
+			t.Logf("%d steps, %d without; %+v", steps, plainSteps, st.Spec)
+		})
 	}
 }

@@ -137,7 +137,8 @@ func TestSpeculativeConfigRefused(t *testing.T) {
 		want string
 	}{
 		{scheduler.Speculative{Method: "ngram", NumTokens: 17}, "num_speculative_tokens 17 is outside [1, 16]"},
-		{scheduler.Speculative{Method: "draft"}, "draft-model speculation is not implemented yet"},
+		{scheduler.Speculative{Method: "draft"}, `speculative method "draft" needs a draft model (model)`},
+		{scheduler.Speculative{Method: "draft", Model: "/nonexistent/d.gguf"}, "draft model /nonexistent/d.gguf: stat /nonexistent/d.gguf"},
 		{scheduler.Speculative{Method: "lookahead"}, `speculative method "lookahead" is unknown`},
 	} {
 		_, err := models.LoadGenerative(models.GenerativeConfig{CacheDir: modelDir, Speculative: c.sp}, nil, nil)

@@ -220,13 +220,13 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.llamaLogLevel, "llama-log-level", "warn", "level of llama.cpp's own messages: debug, info, warn or error")
-	fl.StringVar(&f.specMethod, "speculative", "", "speculative decoding method for every LLM: ngram (prompt lookup: draft tokens continue the latest earlier occurrence of the last tokens, verified in the same step; greedy output unchanged, seeded sampling exactly distributed); default: off")
-	fl.StringVar(&f.specConfig, "speculative-config", "", `vLLM's speculative config as JSON, e.g. {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_min":2,"prompt_lookup_max":5}; the flags below override its keys`)
+	fl.StringVar(&f.specMethod, "speculative", "", "speculative decoding method for every LLM: ngram (prompt lookup: draft tokens continue the latest earlier occurrence of the last tokens) or draft (a draft model proposes them: --speculative-model); drafts are verified in the same step: greedy output unchanged, seeded sampling exactly distributed; default: off")
+	fl.StringVar(&f.specConfig, "speculative-config", "", `vLLM's speculative config as JSON, e.g. {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_min":2,"prompt_lookup_max":5} or {"method":"draft","model":"/models/draft.gguf","num_speculative_tokens":5}; the flags below override its keys`)
 	fl.IntVar(&f.specTokens, "num-speculative-tokens", 0, fmt.Sprintf("most draft tokens per sequence and step, 1 to %d (default %d)", scheduler.MaxSpeculativeTokens, scheduler.DefaultSpeculativeTokens))
 	fl.IntVar(&f.lookupMin, "prompt-lookup-min", 0, fmt.Sprintf("shortest n-gram prompt lookup matches (default: --prompt-lookup-max, or %d)", scheduler.DefaultPromptLookup))
 	fl.IntVar(&f.specDisableBatch, "speculative-disable-by-batch-size", 0, "no drafts in a step that decodes more sequences than this (vLLM's disable_by_batch_size; default: drafts at every batch size)")
 	fl.IntVar(&f.lookupMax, "prompt-lookup-max", 0, fmt.Sprintf("longest n-gram prompt lookup matches, at most %d (default: --prompt-lookup-min, or %d)", scheduler.MaxPromptLookup, scheduler.DefaultPromptLookup))
-	fl.StringVar(&f.specModel, "speculative-model", "", "draft model for speculative decoding: not implemented yet (refused at start; use --speculative ngram)")
+	fl.StringVar(&f.specModel, "speculative-model", "", "draft model GGUF for speculative decoding (method draft, implied): a small model with the served model's vocabulary, loaded beside it with the same GPU settings, proposes --num-speculative-tokens greedy draft tokens per sequence and step")
 	f.fs = fl
 	fl.DurationVar(&f.kvLease, "kv-transfer-lease", 30*time.Second, "how long a prefill's KV waits for a remote decode to pull it (kv_transfer_params do_remote_decode, the worker service's Prefill) before it is freed")
 	addMediaFlags(fl, &f.media)
@@ -426,7 +426,10 @@ func (f *serveFlags) speculative() (scheduler.Speculative, error) {
 		}
 		*x.dst = x.v
 		if sc.Method == "" && sc.Model == "" {
-			return scheduler.Speculative{}, fmt.Errorf("--%s needs --speculative ngram", x.name)
+			return scheduler.Speculative{}, fmt.Errorf("--%s needs --speculative ngram or --speculative-model", x.name)
+		}
+		if strings.HasPrefix(x.name, "prompt-lookup") && (sc.Model != "" || sc.Method == scheduler.SpecDraft) {
+			return scheduler.Speculative{}, fmt.Errorf("--%s is for --speculative ngram, not a draft model", x.name)
 		}
 	}
 	if sc.Method == "" && sc.Model == "" && f.specConfig == "" {
@@ -435,8 +438,6 @@ func (f *serveFlags) speculative() (scheduler.Speculative, error) {
 	sp, err := sc.Speculative()
 	if err != nil {
 		switch msg := err.Error(); {
-		case f.specModel != "":
-			flag = "--speculative-model"
 		case strings.Contains(msg, "num_speculative_tokens") && changed("num-speculative-tokens"):
 			flag = "--num-speculative-tokens"
 		case strings.Contains(msg, "prompt_lookup_max") && changed("prompt-lookup-max"):
@@ -445,6 +446,8 @@ func (f *serveFlags) speculative() (scheduler.Speculative, error) {
 			flag = "--speculative-disable-by-batch-size"
 		case strings.Contains(msg, "prompt_lookup_min") && changed("prompt-lookup-min"):
 			flag = "--prompt-lookup-min"
+		case f.specModel != "":
+			flag = "--speculative-model"
 		case strings.Contains(msg, "method") && f.specMethod != "":
 			flag = "--speculative"
 		}
@@ -469,6 +472,7 @@ var configFlags = map[string]string{
 	"MaxImagePixels":       "--max-image-pixels",
 	"MediaCacheBytes":      "--media-cache-memory",
 	"Speculative":          "--speculative",
+	"SpeculativeModel":     "--speculative-model",
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -700,7 +704,11 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		g, err := models.LoadGenerative(cfg, log, reg)
 		var ce *models.ConfigError
 		if errors.As(err, &ce) && configFlags[ce.Setting] != "" {
-			return fmt.Errorf("%s: %s", configFlags[ce.Setting], ce.Msg)
+			flag := configFlags[ce.Setting]
+			if ce.Setting == "SpeculativeModel" && f.specModel == "" {
+				flag = "--speculative-config" // its "model"
+			}
+			return fmt.Errorf("%s: %s", flag, ce.Msg)
 		}
 		var ae *models.AdapterError
 		if errors.As(err, &ae) {

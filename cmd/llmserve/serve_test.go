@@ -269,17 +269,22 @@ func TestFlagsValidatedAtStartup(t *testing.T) {
 		{[]string{"--http-port", "9123", "--metrics-port", "9123"}, "--metrics-port: 9123 is also the HTTP port (--http-port)"},
 		{[]string{"--grpc-port", "9124", "--metrics-port", "9124"}, "--metrics-port: 9124 is also the gRPC port (--grpc-port)"},
 		{[]string{"--metrics-endpoint", "metrics"}, `--metrics-endpoint: "metrics" is not a URL path`},
-		{[]string{"--speculative", "eagle"}, `--speculative: speculative method "eagle" is unknown (want "ngram")`},
+		{[]string{"--speculative", "eagle"}, `--speculative: speculative method "eagle" is unknown (want "ngram" or "draft")`},
 		{[]string{"--speculative", "ngram", "--num-speculative-tokens", "17"}, "--num-speculative-tokens: num_speculative_tokens 17 is outside [1, 16]"},
 		{[]string{"--speculative", "ngram", "--num-speculative-tokens", "0"}, "--num-speculative-tokens: 0: at least 1"},
-		{[]string{"--num-speculative-tokens", "4"}, "--num-speculative-tokens needs --speculative ngram"},
+		{[]string{"--num-speculative-tokens", "4"}, "--num-speculative-tokens needs --speculative ngram or --speculative-model"},
 		{[]string{"--speculative", "ngram", "--prompt-lookup-min", "4", "--prompt-lookup-max", "2"}, "--prompt-lookup-max: prompt_lookup_max 2 is outside [prompt_lookup_min 4, 64]"},
 		{[]string{"--speculative-config", `{"method":"ngram","num_speculative_tokens":40}`}, "--speculative-config: num_speculative_tokens 40 is outside [1, 16]"},
 		{[]string{"--speculative-config", `{"method":"ngram","k":4}`}, `--speculative-config: speculative config "{\"method\":\"ngram\",\"k\":4}": json: unknown field "k"`},
 		{[]string{"--speculative", "ngram", "--speculative-config", `{"method":"draft"}`}, `--speculative: "ngram" contradicts --speculative-config's method "draft"`},
 		{[]string{"--speculative", "ngram", "--speculative-disable-by-batch-size", "0"}, "--speculative-disable-by-batch-size: 0: at least 1"},
 		{[]string{"--speculative-config", `{"method":"ngram","disable_by_batch_size":-2}`}, "--speculative-config: disable_by_batch_size -2 is negative (0: never)"},
-		{[]string{"--speculative-model", "/models/draft.gguf"}, "--speculative-model: speculative method \"draft\": draft-model speculation is not implemented yet"},
+		{[]string{"--speculative-model", "/nonexistent/draft.gguf"}, "--speculative-model: draft model /nonexistent/draft.gguf: stat /nonexistent/draft.gguf: no such file or directory"},
+		{[]string{"--speculative-config", `{"method":"draft","model":"/nonexistent/d.gguf"}`}, "--speculative-config: draft model /nonexistent/d.gguf: stat /nonexistent/d.gguf: no such file or directory"},
+		{[]string{"--speculative", "draft"}, `--speculative: speculative method "draft" needs a draft model (model)`},
+		{[]string{"--speculative", "ngram", "--speculative-model", "/models/d.gguf"}, `--speculative-model: speculative model "/models/d.gguf" with method "ngram": a draft model goes with method "draft"`},
+		{[]string{"--speculative-model", "/models/d.gguf", "--prompt-lookup-max", "3"}, "--prompt-lookup-max is for --speculative ngram, not a draft model"},
+		{[]string{"--speculative-model", "/models/d.gguf", "--num-speculative-tokens", "17"}, "--num-speculative-tokens: num_speculative_tokens 17 is outside [1, 16]"},
 		{[]string{"--max-loras", "-1"}, "--max-loras: -1 is negative"},
 		{[]string{"--lora", "nopath"}, `--lora: LoRA adapter "nopath": want NAME=PATH`},
 		{[]string{"--lora", "x=/nonexistent/x.gguf"}, "--lora x=/nonexistent/x.gguf: llamacpp: bad LoRA adapter /nonexistent/x.gguf"},
@@ -646,14 +651,28 @@ func TestServeTensorModel(t *testing.T) {
 }
 
 // serve --speculative-config with --num-speculative-tokens over it serves
-// with n-gram speculation: the greedy answer is the usual one and
-// /metrics counts the drafts.
+// with n-gram speculation, and --speculative-model (the served model as
+// its own draft) with a draft model: the greedy answer is the usual one
+// and /metrics counts the drafts.
 func TestServeSpeculative(t *testing.T) {
+	t.Run("ngram", func(t *testing.T) {
+		testServeSpeculative(t, "--speculative-config", `{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_min":1,"prompt_lookup_max":3}`,
+			"--num-speculative-tokens", "3")
+	})
+	t.Run("draft model", func(t *testing.T) {
+		draft, err := stories260k.File(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		testServeSpeculative(t, "--speculative-model", draft, "--num-speculative-tokens", "3")
+	})
+}
+
+func testServeSpeculative(t *testing.T, args ...string) {
 	httpPort := freePort(t)
 	root := newRootCommand()
-	root.SetArgs([]string{"serve", "--http-port", strconv.Itoa(httpPort), "--grpc-port", "0", "--model-name", "tiny", "--cache-dir", t.TempDir(),
-		"--log-level", "error", "--speculative-config", `{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_min":1,"prompt_lookup_max":3}`,
-		"--num-speculative-tokens", "3"})
+	root.SetArgs(append([]string{"serve", "--http-port", strconv.Itoa(httpPort), "--grpc-port", "0", "--model-name", "tiny", "--cache-dir", t.TempDir(),
+		"--log-level", "error"}, args...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()

@@ -59,6 +59,12 @@ type Fake struct {
 	// token after history (tests of speculative decoding give it one that
 	// repeats itself, so that prompt lookup finds right drafts).
 	Model func(history []int32, vocab int) int32
+	// Drafter, when not nil, is the fake's draft model: for a chunk with
+	// DraftLimit and no Draft it proposes the draft after history (the
+	// slot's tokens and the chunk's), which the fake cuts to DraftLimit
+	// and writes into the step's chunk, as an executor with a draft model
+	// does. Without it DraftLimit is ignored.
+	Drafter func(history []int32, limit int) []int32
 
 	mu       sync.Mutex
 	slots    [][]int32
@@ -78,6 +84,9 @@ type FakeStats struct {
 	// DraftTokens counts draft tokens decoded (Chunk.Draft, counted in
 	// DecodedTokens too), AcceptedTokens those accepted.
 	DraftTokens, AcceptedTokens int
+	// DraftLimits lists, per step with one, the DraftLimit of its chunks
+	// in Batch order (0 for a chunk without).
+	DraftLimits [][]int
 	// Embedded counts embedded tokens; MaxEmbedInputs is the most inputs
 	// one step embedded; MaxStepTokens the most tokens (batch and
 	// embeddings) of one step.
@@ -169,8 +178,20 @@ func (f *Fake) Execute(ctx context.Context, step *engine.Step) (engine.StepResul
 		f.stats.Steps++
 		f.stats.MaxBatchSeqs = max(f.stats.MaxBatchSeqs, len(step.Batch))
 	}
+	var limits []int
+	for i := range step.Batch {
+		limits = append(limits, step.Batch[i].DraftLimit)
+	}
+	if slices.ContainsFunc(limits, func(n int) bool { return n != 0 }) {
+		f.stats.DraftLimits = append(f.stats.DraftLimits, limits)
+	}
 	seen := map[engine.Slot]bool{}
-	for _, ch := range step.Batch {
+	for i := range step.Batch {
+		if p := &step.Batch[i]; f.Drafter != nil && p.DraftLimit > 0 && len(p.Draft) == 0 && p.Sample && f.validSlot(p.Slot) && !failed[p.Seq] {
+			d := f.Drafter(slices.Concat(f.slots[p.Slot], p.Tokens), p.DraftLimit)
+			p.Draft = slices.Clone(d[:min(len(d), p.DraftLimit)])
+		}
+		ch := step.Batch[i]
 		if failed[ch.Seq] {
 			continue
 		}

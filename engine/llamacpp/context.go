@@ -65,6 +65,14 @@ type ContextParams struct {
 	// (engine.NewSequence.Adapter); it turns llama.cpp's graph reuse off
 	// (lora.go).
 	LoRA bool
+
+	// Draft, when not nil, is a draft model for draft-model speculation
+	// (draft.go): the context builds a second context over it with the
+	// same slots and slot capacity, and proposes the draft tokens of
+	// chunks with a DraftLimit. Its vocabulary must be the model's
+	// (CheckDraftVocab). The caller keeps it loaded while the context
+	// lives.
+	Draft *Model
 }
 
 // MaxSlots is the most slots a context can have (llama.cpp's LLAMA_MAX_SEQ
@@ -99,6 +107,11 @@ type Stats struct {
 	// (one per adapter per step, lora.go); AdapterSteps the steps that
 	// decoded at least one.
 	AdapterSwitches, AdapterSteps uint64
+	// DraftModelTokens counts the rows the draft model computed (catching
+	// its streams up and proposing) in DraftModelEvaluations llama_decode
+	// calls (draft.go); DraftTokens above counts the tokens it proposed
+	// that the model verified.
+	DraftModelTokens, DraftModelEvaluations uint64
 }
 
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
@@ -126,6 +139,10 @@ type Context struct {
 	samplers map[engine.SeqID]*sampler
 	adapters map[engine.SeqID]*Adapter // sequences' LoRA adapters (lora.go)
 	embed    *embedContext             // nil until a step embeds
+	draft    *drafter                  // nil without ContextParams.Draft
+	// sharedPools is set when pool and batchPool are another context's
+	// (a draft model's context uses its target's).
+	sharedPools bool
 	// cand is the candidate array llmserve_sample fills, one entry per
 	// vocabulary token.
 	cand    []C.llama_token_data
@@ -135,6 +152,14 @@ type Context struct {
 
 // NewContext creates a context over m.
 func NewContext(m *Model, p ContextParams) (*Context, error) {
+	return newContextWith(m, p, nil)
+}
+
+// newContextWith creates a context over m; with shared, it computes with
+// shared's thread pools (a draft model's context runs between the
+// target's evaluations: its own pools would poll for work beside them)
+// and leaves them to shared to free.
+func newContextWith(m *Model, p ContextParams, shared *Context) (*Context, error) {
 	if p.Slots < 1 || p.Slots > MaxSlots {
 		return nil, fmt.Errorf("new context: %d slots outside [1, %d]", p.Slots, MaxSlots)
 	}
@@ -159,15 +184,27 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	}
 	// Without a thread pool of its own, ggml creates and joins its worker
 	// threads on every evaluation.
-	ctx.pool = newThreadPool(threads, p.Poll)
-	if batchThreads != threads {
-		ctx.batchPool = newThreadPool(batchThreads, p.Poll)
+	switch {
+	case shared != nil:
+		ctx.pool, ctx.batchPool, ctx.sharedPools = shared.pool, shared.batchPool, true
+	default:
+		ctx.pool = newThreadPool(threads, p.Poll)
+		if batchThreads != threads {
+			ctx.batchPool = newThreadPool(batchThreads, p.Poll)
+		}
 	}
 	if ctx.pool == nil || (batchThreads != threads && ctx.batchPool == nil) {
 		return nil, errors.Join(errors.New("new context: ggml could not create its thread pool"), ctx.Close())
 	}
 	if err := ctx.build(p.Slots); err != nil {
 		return nil, errors.Join(fmt.Errorf("new context: %w", err), ctx.Close())
+	}
+	if p.Draft != nil {
+		d, err := newDrafter(ctx, p)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("new context: %w", err), ctx.Close())
+		}
+		ctx.draft = d
 	}
 	return ctx, nil
 }
@@ -335,6 +372,21 @@ func (c *Context) Resize(n int) error {
 	if n == c.slots {
 		return nil
 	}
+	if c.draft != nil {
+		old := c.slots
+		if err := c.draft.resize(n); err != nil {
+			return fmt.Errorf("resize the draft model's context: %w", err)
+		}
+		if err := c.resize(n); err != nil {
+			return errors.Join(err, c.draft.resize(old))
+		}
+		return nil
+	}
+	return c.resize(n)
+}
+
+// resize is Resize of the target's context.
+func (c *Context) resize(n int) error {
 	// Copy the occupied slots out of the old context first.
 	kept := make(map[engine.Slot]*engine.KV)
 	for s := range c.slots {
@@ -423,7 +475,14 @@ func (c *Context) SlotTokens() int { return c.slotTokens }
 func (c *Context) KVLayout() *engine.KVLayout { return c.format.layout }
 
 // Stats returns the counters. Call it from the goroutine that owns c.
-func (c *Context) Stats() Stats { return c.stats }
+func (c *Context) Stats() Stats {
+	st := c.stats
+	if c.draft != nil {
+		st.DraftModelTokens = c.draft.c.stats.DecodedTokens
+		st.DraftModelEvaluations = c.draft.c.stats.Evaluations
+	}
+	return st
+}
 
 // Execute implements engine.Executor.
 func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepResult, error) {
@@ -446,6 +505,9 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 		if err := c.addSequence(n); err != nil {
 			fail(n.Seq, err)
 		}
+		if c.draft != nil {
+			c.draft.add(n)
+		}
 	}
 	for _, e := range step.Exports {
 		kv, err := c.export(e.Slot, e.From, e.To)
@@ -458,6 +520,9 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 	for _, s := range step.Clears {
 		if c.validSlot(s) {
 			c.clearSlot(s)
+			if c.draft != nil {
+				c.draft.empty(s)
+			}
 		}
 	}
 	for i := range step.Restores {
@@ -465,9 +530,19 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 		if err := c.restore(r.Slot, r.KV); err != nil {
 			fail(r.Seq, err)
 		}
+		if c.draft != nil && c.validSlot(r.Slot) {
+			c.draft.empty(r.Slot)
+		}
 	}
 	if len(step.Batch) > 0 {
+		var ds []*drafting
+		if c.draft != nil {
+			ds = c.draft.propose(step.Batch, failed)
+		}
 		c.decodeByAdapter(step.Batch, failed, fail, &res)
+		if c.draft != nil {
+			c.draft.settle(step.Batch, ds, &res, failed)
+		}
 		c.stats.Steps++
 	}
 	for _, id := range step.Removed {
@@ -476,6 +551,9 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 			delete(c.samplers, id)
 		}
 		c.dropAdapter(id)
+		if c.draft != nil {
+			c.draft.remove(id)
+		}
 	}
 	if len(step.Embeds) > 0 {
 		res.Embeddings = c.embedAll(step.Embeds)
@@ -544,7 +622,15 @@ func (c *Context) Close() error {
 		C.llama_batch_free(c.mediaBatch)
 		c.hasMediaBatch = false
 	}
+	var err error
+	if c.draft != nil {
+		err = c.draft.close()
+		c.draft = nil
+	}
 	c.freeLlama()
+	if c.sharedPools {
+		c.pool, c.batchPool = nil, nil
+	}
 	if c.pool != nil {
 		C.ggml_threadpool_free(c.pool)
 		c.pool = nil
@@ -553,5 +639,5 @@ func (c *Context) Close() error {
 		C.ggml_threadpool_free(c.batchPool)
 		c.batchPool = nil
 	}
-	return nil
+	return err
 }

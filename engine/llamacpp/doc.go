@@ -49,6 +49,21 @@
 // committed and counted (held) until the slot is cleared; the next
 // positions overwrite them.
 //
+// # Draft model
+//
+// With ContextParams.Draft the context owns a second context over a draft
+// model of the same vocabulary (CheckDraftVocab), with the same slots, and
+// fills the Draft of chunks that carry a DraftLimit before it decodes the
+// batch (draft.go): it catches each drafting sequence's draft stream up to
+// the chunk's last token from a record of the sequence's tokens (History,
+// chunks, accepted drafts), then runs DraftLimit greedy positions, one
+// llama_decode per position over all drafting sequences. Verification is
+// the path above, unchanged. After it, the draft stream keeps the accepted
+// tokens it computed; Clears, Restores (which leave the draft stream
+// empty, recomputed from the record) and Resize are mirrored. The draft's
+// own numbers need not be batch-invariant: they only decide what is
+// proposed (TestDraftModelMatchesGreedy, TestDraftModelAcrossPreemption).
+//
 // # Virtual KV memory
 //
 // A slot's capacity is address space, not memory: kvmem.c backs the KV

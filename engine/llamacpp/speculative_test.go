@@ -26,6 +26,9 @@ type specRun struct {
 	sampling engine.Sampling
 	// propose returns the draft for the next step, given the output so far.
 	propose func(out []int32) []int32
+	// limit, when positive, is every decode chunk's DraftLimit (cut to the
+	// tokens still wanted): the context's draft model proposes.
+	limit int
 
 	out  []int32
 	lps  []engine.Logprobs
@@ -61,6 +64,9 @@ func specDrive(t *testing.T, c *Context, runs ...*specRun) {
 					d := r.propose(r.out)
 					ch.Draft = d[:min(len(d), r.n-len(r.out)-1)]
 				}
+				if r.limit > 0 {
+					ch.DraftLimit = min(r.limit, r.n-len(r.out)-1)
+				}
 				r.steps++
 				r.drafted += len(ch.Draft)
 			}
@@ -84,6 +90,12 @@ func specDrive(t *testing.T, c *Context, runs ...*specRun) {
 				ch := st.Batch[slices.IndexFunc(st.Batch, func(ch engine.Chunk) bool { return ch.Seq == r.seq })]
 				if !slices.Equal(smp.Accepted, ch.Draft[:len(smp.Accepted)]) || len(smp.AcceptedLogprobs) != len(smp.Accepted) {
 					t.Fatalf("run %d: accepted %v (%d logprobs) of draft %v", i, smp.Accepted, len(smp.AcceptedLogprobs), ch.Draft)
+				}
+				if ch.DraftLimit > 0 {
+					if len(ch.Draft) > ch.DraftLimit {
+						t.Fatalf("run %d: draft %v over the limit %d", i, ch.Draft, ch.DraftLimit)
+					}
+					r.drafted += len(ch.Draft)
 				}
 				r.pos += int32(len(ch.Tokens) + len(smp.Accepted))
 				r.accepted += len(smp.Accepted)

@@ -77,6 +77,7 @@ type ContextParams struct {
 	NoOffloadKQV, PauseEachStep         bool
 	EmbedTokens, EmbedInputs            int
 	LoRA                                bool
+	Draft                               *Model
 }
 
 // Stats are counters of a context's work.
@@ -84,7 +85,12 @@ type Stats struct {
 	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
 	Resizes, GrammarTokens, GrammarScans, EmbeddedTokens                 uint64
 	AdapterSwitches, AdapterSteps                                        uint64
+	DraftTokens, AcceptedTokens                                          uint64
+	DraftModelTokens, DraftModelEvaluations                              uint64
 }
+
+// CheckDraftVocab returns ErrNoCgo.
+func CheckDraftVocab(target, draft *Model) error { return ErrNoCgo }
 
 // ErrAdapter is wrapped by the errors of adapter files llama.cpp refuses.
 var ErrAdapter = errors.New("llamacpp: bad LoRA adapter")
