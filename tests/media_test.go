@@ -156,7 +156,7 @@ func TestImageChat(t *testing.T) {
 	}
 
 	// go-openai itself: the image's positions count in usage.
-	resp, err := c.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "vision", MaxTokens: 4,
+	resp, err := c.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "vision", MaxCompletionTokens: 4,
 		Messages: []openai.ChatCompletionMessage{{Role: "user", MultiContent: []openai.ChatMessagePart{image, text("Describe")}}}})
 	if err != nil || resp.Usage.PromptTokens != 98 || resp.Usage.CompletionTokens != 4 {
 		t.Errorf("go-openai image chat: %v, usage %+v", err, resp.Usage)

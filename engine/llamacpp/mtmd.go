@@ -103,14 +103,13 @@ func (p *Projector) Vision() bool { return p.vision }
 func (p *Projector) Audio() bool { return p.audio }
 
 // Close frees the projector. It is idempotent.
-func (p *Projector) Close() error {
+func (p *Projector) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.c != nil {
 		C.mtmd_free(p.c)
 		p.c = nil
 	}
-	return nil
 }
 
 // ErrMediaData says a media item's bytes could not be read as an image or
