@@ -36,16 +36,8 @@ func loadVisionModel(t *testing.T, cfg GenerativeConfig) *Generative {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := filepath.Join(dir, "stories260K-img.gguf")
-	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
-		t.Fatal(err)
-	}
-	shape, err := synth.LookupProjectorShape("tiny")
+	text, mm, err := synth.WriteTinyVision(dir, base)
 	if err != nil {
-		t.Fatal(err)
-	}
-	mm := filepath.Join(dir, "mmproj.gguf")
-	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Path, cfg.MMProj, cfg.CacheDir = text, mm, dir

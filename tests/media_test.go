@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -31,16 +30,8 @@ func visionServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := filepath.Join(dir, "stories260K-img.gguf")
-	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
-		t.Fatal(err)
-	}
-	shape, err := synth.LookupProjectorShape("tiny")
+	text, mm, err := synth.WriteTinyVision(dir, base)
 	if err != nil {
-		t.Fatal(err)
-	}
-	mm := filepath.Join(dir, "mmproj.gguf")
-	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

@@ -43,16 +43,8 @@ func loadVision(t testing.TB) (*Model, *Projector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := filepath.Join(dir, "stories260K-img.gguf")
-	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
-		t.Fatal(err)
-	}
-	shape, err := synth.LookupProjectorShape("tiny")
+	text, mm, err := synth.WriteTinyVision(dir, base)
 	if err != nil {
-		t.Fatal(err)
-	}
-	mm := filepath.Join(dir, "mmproj-tiny.gguf")
-	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	m := loadFile(t, text)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -180,4 +181,24 @@ func WriteWithContextLength(path, base string, n int) error {
 	}
 	_, err = writeGGUFFile(path, kvs, tensors)
 	return err
+}
+
+// WriteTinyVision writes into dir the vision pair the mmproj goldens use
+// (testdata/mmproj/golden.json): the text model base with idefics3's
+// image tokens added, and the tiny projector of seed 1 for it. It returns
+// their paths.
+func WriteTinyVision(dir, base string) (text, projector string, err error) {
+	text = filepath.Join(dir, "stories260K-img.gguf")
+	if _, err := WriteWithImageTokens(text, base); err != nil {
+		return "", "", err
+	}
+	shape, err := LookupProjectorShape("tiny")
+	if err != nil {
+		return "", "", err
+	}
+	projector = filepath.Join(dir, "mmproj-tiny.gguf")
+	if _, err := WriteProjector(projector, ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
+		return "", "", err
+	}
+	return text, projector, nil
 }
