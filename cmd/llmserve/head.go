@@ -420,6 +420,9 @@ func firstKey(keys []string) string {
 
 // loadHeadModel waits for a healthy worker, then builds the tokenizer from
 // --model (vocabulary only) or from the worker's Vocabulary.
+// The head's model reads images and audio through its workers' projectors.
+var _ openai.MediaModel = (*router.Model)(nil)
+
 func loadHeadModel(ctx context.Context, rt *router.Router, f *serveFlags, set *settings, log *slog.Logger) (*router.Model, error) {
 	info, client, err := rt.Info(ctx)
 	if err != nil {
