@@ -188,7 +188,7 @@ func dialWorker(addr, key string) (router.Client, error) {
 	bo := backoff.DefaultConfig
 	bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, time.Second
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(workerMaxMessage)), // PrepareMedia's rows
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second})}
 	if key != "" {
 		md := metadata.Pairs("authorization", "Bearer "+key)
