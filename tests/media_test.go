@@ -26,23 +26,7 @@ import (
 // with the chatml template, as llama-server was run for the answers below.
 func visionServer(t *testing.T) *server {
 	t.Helper()
-	dir := t.TempDir()
-	base, err := stories260k.File(modelDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := filepath.Join(dir, "stories260K-img.gguf")
-	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
-		t.Fatal(err)
-	}
-	shape, err := synth.LookupProjectorShape("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mm := filepath.Join(dir, "mmproj.gguf")
-	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
+	text, mm := visionFiles(t)
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	registry := models.NewRegistry()
@@ -64,6 +48,30 @@ func visionServer(t *testing.T) *server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &server{URL: srv.URL, model: g, reg: reg, registry: registry}
+}
+
+// visionFiles writes the vision model of visionServer: stories260K with
+// idefics3's image tokens (text) and the tiny projector of seed 1 (mm).
+func visionFiles(t *testing.T) (text, mm string) {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = filepath.Join(dir, "stories260K-img.gguf")
+	if _, err := synth.WriteWithImageTokens(text, base); err != nil {
+		t.Fatal(err)
+	}
+	shape, err := synth.LookupProjectorShape("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm = filepath.Join(dir, "mmproj.gguf")
+	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return text, mm
 }
 
 // chatmlTemplate is ChatML as llama.cpp's --chat-template chatml renders it.
