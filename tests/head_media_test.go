@@ -13,9 +13,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/llmserve/llmserve/api/worker"
 	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/media"
 )
 
 // TestHeadImageChat runs TestImageChat's image chat through a head: a
@@ -93,8 +97,9 @@ func TestHeadImageChat(t *testing.T) {
 	if err != nil || len(prep.Prompt) < wantPrompt-8 || len(prep.Media) == 0 {
 		t.Fatalf("PrepareMedia: %v, %d tokens", err, len(prep.GetPrompt()))
 	}
-	if _, err := pc.PrepareMedia(ctx, &workerpb.PrepareMediaRequest{Prompt: prompt, Items: items}); err == nil {
-		t.Error("PrepareMedia on a worker without a projector succeeded")
+	_, err = pc.PrepareMedia(ctx, &workerpb.PrepareMediaRequest{Prompt: prompt, Items: items})
+	if e := worker.ErrorDetail(err); status.Code(err) != codes.InvalidArgument || e.GetParam() != "messages[0].content[0]" || e.GetMessage() != media.ErrNoProjector.Error() {
+		t.Errorf("PrepareMedia on a worker without a projector: %v; want INVALID_ARGUMENT naming the item, media.ErrNoProjector", err)
 	}
 	generate := func(c workerpb.WorkerClient) []int32 {
 		call, err := c.Generate(ctx)
