@@ -138,3 +138,42 @@ func TestHeadImageChat(t *testing.T) {
 		t.Errorf("no projector behind the head: %d %s; want a 400 naming messages[0].content[0]", code, body)
 	}
 }
+
+// TestHeadImagePrefillDecode: an image chat split over a prefill worker
+// with the projector and a decode worker without one: the prefill worker
+// encodes the image and computes the prompt with its rows, the decode
+// worker pulls that KV (its request carries the same rows) and continues;
+// the answer is llama-server's, with no recomputation.
+func TestHeadImagePrefillDecode(t *testing.T) {
+	t.Parallel()
+	text, mm := visionFiles(t)
+	tmpl := filepath.Join(t.TempDir(), "chatml.jinja")
+	if err := os.WriteFile(tmpl, []byte(chatmlTemplate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startWorkerProc(t, "prefill", "--model", text, "--mmproj", mm, "--chat-template", tmpl)
+	d := startWorkerProc(t, "decode", "--model", text, "--chat-template", tmpl)
+	h := startHeadProc(t, []*headWorker{p, d}, "--pd-min-prefill-tokens", "1")
+	png, err := os.ReadFile("../evals/synth/testdata/mmproj/gradient-64.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+	headWait(t, "both workers healthy", func() bool {
+		return h.metric(t, "llmserve_router_workers", `state="healthy"`) == 2
+	})
+	req := map[string]any{"model": servedModel(t, h), "max_tokens": 16, "temperature": 0, "messages": []map[string]any{{"role": "user", "content": []map[string]any{
+		{"type": "image_url", "image_url": map[string]any{"url": url}},
+		{"type": "text", "text": "Describe"},
+	}}}}
+	code, body := h.post(t, "/v1/chat/completions", req)
+	if got := answerText(t, body); code != http.StatusOK || got != "\"Momeape-eapy?\"\n\"" {
+		t.Fatalf("P/D image chat: %d %s; llama-server answers %q", code, body, "\"Momeape-eapy?\"\n\"")
+	}
+	if n := d.metric(t, "llmserve_kv_transfer_bytes_total", `direction="received"`); n == 0 {
+		t.Error("the decode worker pulled no KV")
+	}
+	if n := d.metric(t, "llmserve_kv_transfer_recomputed_total", ""); n != 0 {
+		t.Errorf("%v transfers were recomputed", n)
+	}
+}
