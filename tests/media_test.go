@@ -25,15 +25,7 @@ import (
 // with the chatml template, as llama-server was run for the answers below.
 func visionServer(t *testing.T) *server {
 	t.Helper()
-	dir := t.TempDir()
-	base, err := stories260k.File(modelDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, mm, err := synth.WriteTinyVision(dir, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, mm := visionFiles(t)
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	registry := models.NewRegistry()
@@ -55,6 +47,21 @@ func visionServer(t *testing.T) *server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &server{URL: srv.URL, model: g, reg: reg, registry: registry}
+}
+
+// visionFiles writes the vision model of visionServer: stories260K with
+// idefics3's image tokens (text) and the tiny projector of seed 1 (mm).
+func visionFiles(t *testing.T) (text, mm string) {
+	t.Helper()
+	base, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, mm, err = synth.WriteTinyVision(t.TempDir(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text, mm
 }
 
 // chatmlTemplate is ChatML as llama.cpp's --chat-template chatml renders it.

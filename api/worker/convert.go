@@ -125,9 +125,9 @@ func submitError(err error) error {
 }
 
 // toRequest checks a wire request and converts it. vocab is the model's
-// vocabulary size, maxLen its context; the scheduler's own checks
-// (CheckRequest) run at Submit.
-func toRequest(in *workerpb.Request, vocab int, now time.Time) (*scheduler.Request, error) {
+// vocabulary size, width its embedding width (the rows of media spans);
+// the scheduler's own checks (CheckRequest) run at Submit.
+func toRequest(in *workerpb.Request, vocab, width int, now time.Time) (*scheduler.Request, error) {
 	if in == nil {
 		return nil, invalid("request", "request is required.")
 	}
@@ -142,8 +142,14 @@ func toRequest(in *workerpb.Request, vocab int, now time.Time) (*scheduler.Reque
 		}
 		return nil
 	}
-	if err := inVocab("prompt", in.Prompt); err != nil {
+	spans, err := fromMedia(in.Media, in.Prompt, vocab, width)
+	if err != nil {
 		return nil, err
+	}
+	if spans == nil {
+		if err := inVocab("prompt", in.Prompt); err != nil {
+			return nil, err
+		}
 	}
 	if err := inVocab("stop_tokens", in.StopTokens); err != nil {
 		return nil, err
@@ -151,7 +157,7 @@ func toRequest(in *workerpb.Request, vocab int, now time.Time) (*scheduler.Reque
 	r := &scheduler.Request{
 		ID: in.RequestId, Prompt: in.Prompt, N: int(in.N), MaxTokens: int(in.MaxTokens), MinTokens: int(in.MinTokens),
 		StopTokens: in.StopTokens, IgnoreEOS: in.IgnoreEos, Priority: int(in.Priority), Arrival: now,
-		CacheSalt: in.CacheSalt, PromptLogprobs: -1, Sampling: engine.DefaultSampling(),
+		CacheSalt: in.CacheSalt, PromptLogprobs: -1, Sampling: engine.DefaultSampling(), Media: spans,
 	}
 	if r.N == 0 {
 		r.N = 1

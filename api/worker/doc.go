@@ -14,6 +14,27 @@
 //	Stats, WatchKVEvents       load, and the prefix cache's block events (snapshot first)
 //	Embed                      token-id inputs pooled on the engine core (core.EngineCore.Embed):
 //	                           unnormalized vectors, or a reranker's class outputs
+//	PrepareMedia               a rendered chat prompt with images or audio tokenized and
+//	                           encoded by the worker's projector (media.go)
+//
+// # Media
+//
+// A worker started with --mmproj says what its projector reads in Info
+// (reads_images, reads_audio) and serves PrepareMedia: the model's
+// PrepareMedia (models.Generative, its media cache included) over a
+// prompt the head rendered, answering the prompt's token ids, the media
+// positions holding placeholders (engine.MediaToken: negative ids), and
+// the spans' rows as little-endian float32 bytes. The head sends both in a
+// Request (prompt, media), to any worker of the model: the rows travel
+// with the request, so the worker that runs it (or a prefill worker, or
+// the worker a migrated request moves to) needs no projector. toRequest
+// checks the spans: in order, inside the prompt, rows × the model's n_embd
+// floats each, placeholders inside and vocabulary ids outside them (a
+// placeholder never stands for text in the prefix cache), else
+// INVALID_ARGUMENT naming "media[i]" or "prompt[j]". A *media.Error (an
+// item the model cannot read, no projector) is INVALID_ARGUMENT with the
+// item's param and the message of its Err, which the head turns back into
+// the same *media.Error.
 //
 // # Thinking budget
 //

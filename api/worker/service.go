@@ -20,6 +20,7 @@ import (
 	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/kvcache"
+	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -170,6 +171,7 @@ func (s *Server) Info(ctx context.Context, _ *workerpb.InfoRequest) (*workerpb.I
 		Commit: s.opts.Commit, LlamaCommit: s.opts.LlamaCommit,
 		Pooling: g.Pooling(), MaxEmbedTokens: int32(g.MaxEmbedTokens()), Task: g.Task(),
 		ReasoningParser: g.ReasoningParser(),
+		ReadsImages:     g.ReadsMedia(media.Image), ReadsAudio: g.ReadsMedia(media.Audio),
 	}
 	for _, d := range g.MatryoshkaDimensions() {
 		resp.MatryoshkaDimensions = append(resp.MatryoshkaDimensions, int32(d))
@@ -207,7 +209,7 @@ func (s *Server) Vocabulary(_ *workerpb.VocabularyRequest, stream grpc.ServerStr
 
 // request converts and checks a wire request against the model.
 func (s *Server) request(g *models.Generative, in *workerpb.Request) (*scheduler.Request, error) {
-	r, err := toRequest(in, g.Tokenizer().Vocab().NumTokens(), time.Now())
+	r, err := toRequest(in, g.Tokenizer().Vocab().NumTokens(), g.Info().NEmbd, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -188,7 +188,7 @@ func dialWorker(addr, key string) (router.Client, error) {
 	bo := backoff.DefaultConfig
 	bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, time.Second
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(workerMaxMessage)), // PrepareMedia's rows
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second})}
 	if key != "" {
 		md := metadata.Pairs("authorization", "Bearer "+key)
@@ -420,6 +420,9 @@ func firstKey(keys []string) string {
 
 // loadHeadModel waits for a healthy worker, then builds the tokenizer from
 // --model (vocabulary only) or from the worker's Vocabulary.
+// The head's model reads images and audio through its workers' projectors.
+var _ openai.MediaModel = (*router.Model)(nil)
+
 func loadHeadModel(ctx context.Context, rt *router.Router, f *serveFlags, set *settings, log *slog.Logger) (*router.Model, error) {
 	info, client, err := rt.Info(ctx)
 	if err != nil {

@@ -817,7 +817,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 			return fmt.Errorf("--worker-port: %w", err)
 		}
 		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
-		ws := grpc.NewServer(grpc.ChainUnaryInterceptor(unaryAuth), grpc.ChainStreamInterceptor(streamAuth))
+		ws := grpc.NewServer(grpc.MaxRecvMsgSize(workerMaxMessage), grpc.ChainUnaryInterceptor(unaryAuth), grpc.ChainStreamInterceptor(streamAuth))
 		hs := health.NewServer()
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(ws, hs)
@@ -1016,6 +1016,13 @@ func newPublicGRPC(registry *models.Registry, gm *grpcprom.ServerMetrics, maxMsg
 	healthpb.RegisterHealthServer(srv, hs)
 	return srv, hs.Shutdown
 }
+
+// workerMaxMessage is the largest message the worker port takes, and a
+// head takes from its workers: a head's Generate request carries its
+// prompt's encoded images and audio (rows × n_embd float32s each: tens of
+// MiB for a large image of a large model) and PrepareMedia the client's
+// files, far past grpc-go's 4 MiB default.
+const workerMaxMessage = 1 << 30
 
 // grpcMaxMessage is the largest gRPC message the public server takes:
 // --max-body-bytes when set, else the V2 REST body limit (64 MiB), so

@@ -95,4 +95,21 @@
 // task are the workers' (ModelOptions, from Info); rerank pairs are
 // formatted by ModelOptions.RerankTokens (models.VocabRerankTokens over
 // the head's vocabulary) as the worker would format them.
+//
+// # Images and audio (media.go)
+//
+// Model also implements api/openai.MediaModel. ReadsMedia(kind) is true
+// when a healthy worker's Info says its projector reads kind (with none
+// healthy, the Info of the model the head serves). The API layer renders
+// the chat prompt and resolves the items on the head; PrepareMedia sends
+// them to one healthy worker of any role whose Info reads every kind
+// among them, the least loaded (no prefix scoring, not counted in
+// llmserve_router_requests_total), and retries once elsewhere when it is
+// gone, as Embed does. A worker's INVALID_ARGUMENT naming an item comes
+// back as the *media.Error it was (a 400 naming the part). The spans'
+// rows come back with the prompt, and every Generate and Prefill of the
+// request carries them (Request.media, encoded once per request): any
+// worker of the model runs it, with or without a projector, and the P/D
+// decode request and a migrated continuation carry the same spans (they
+// cover the original prompt, to which the continuation only appends).
 package router

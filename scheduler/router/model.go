@@ -192,6 +192,10 @@ type run struct {
 	m      *Model
 	req    *scheduler.Request
 	stream *core.Stream
+	// media is req.Media's wire form, built once: every leg (a P/D
+	// prefill and its decode, a migrated continuation) carries the same
+	// spans, which cover the original prompt.
+	media  []*workerpb.MediaSpan
 	ctx    context.Context //nolint:containedctx // the request's life: Cancel ends it
 	cancel context.CancelFunc
 
@@ -241,6 +245,7 @@ func newRun(m *Model, req *scheduler.Request) *run {
 			r.think[i] = scheduler.NewThinkingCount(req.Thinking)
 		}
 	}
+	r.media = wireMedia(req.Media)
 	r.stream = core.NewStream(req.ID, n, r.abort)
 	return r
 }
@@ -306,7 +311,7 @@ func (r *run) wireRequest(choices []int) *workerpb.Request {
 	w := &workerpb.Request{
 		RequestId: q.ID, Prompt: q.Prompt, N: int32(len(choices)), MaxTokens: int32(q.MaxTokens), MinTokens: int32(q.MinTokens),
 		StopTokens: q.StopTokens, IgnoreEos: q.IgnoreEOS, Priority: int32(q.Priority), CacheSalt: q.CacheSalt,
-		Sampling: wireSampling(&q.Sampling),
+		Sampling: wireSampling(&q.Sampling), Media: r.media,
 	}
 	for _, bw := range q.BadWords {
 		w.BadWords = append(w.BadWords, &workerpb.TokenSequence{Tokens: bw})

@@ -583,6 +583,12 @@ type pick struct {
 // the addresses in exclude; ok is false when there is none. The pick
 // counts as in flight until release.
 func (r *Router) choose(p pool, prompt []int32, salt string, exclude []string) (pick, bool) {
+	return r.chooseWhere(p, prompt, salt, exclude, nil)
+}
+
+// chooseWhere is choose among the workers whose Info satisfies accept
+// (nil: every worker).
+func (r *Router) chooseWhere(p pool, prompt []int32, salt string, exclude []string, accept func(*workerpb.InfoResponse) bool) (pick, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	addrs := make([]string, 0, len(r.workers))
@@ -594,7 +600,7 @@ func (r *Router) choose(p pool, prompt []int32, salt string, exclude []string) (
 	for _, want := range [][]workerpb.Role{rolesOf(p), {workerpb.Role_ROLE_PREFILL}} {
 		for _, a := range addrs {
 			w := r.workers[a]
-			if w.healthy && w.info != nil && slices.Contains(want, w.info.Role) && !slices.Contains(exclude, a) {
+			if w.healthy && w.info != nil && slices.Contains(want, w.info.Role) && !slices.Contains(exclude, a) && (accept == nil || accept(w.info)) {
 				ws = append(ws, w)
 			}
 		}

@@ -158,6 +158,12 @@ type fakeWorker struct {
 	llama, model string
 	// parser is the reasoning parser Info reports. guarded by mu
 	parser string
+	// images and audio are what Info says the projector reads. guarded by mu
+	images, audio bool
+	// prepare answers PrepareMedia (nil: UNIMPLEMENTED); prepares counts
+	// the calls.
+	prepare  func(*workerpb.PrepareMediaRequest) (*workerpb.PrepareMediaResponse, error)
+	prepares atomic.Int32
 }
 
 func newFake(role workerpb.Role) *fakeWorker {
@@ -175,7 +181,8 @@ func (f *fakeWorker) Info(context.Context, *workerpb.InfoRequest, ...grpc.CallOp
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	model := cmp.Or(f.model, "m")
-	return &workerpb.InfoResponse{ModelName: model, MaxModelLen: 100, Role: f.role, KvBlockSize: 4, PrefixCaching: true, LlamaCommit: f.llama, Version: "v1", ReasoningParser: f.parser}, nil
+	return &workerpb.InfoResponse{ModelName: model, MaxModelLen: 100, Role: f.role, KvBlockSize: 4, PrefixCaching: true, LlamaCommit: f.llama, Version: "v1", ReasoningParser: f.parser,
+		ReadsImages: f.images, ReadsAudio: f.audio}, nil
 }
 
 func (f *fakeWorker) Stats(context.Context, *workerpb.StatsRequest, ...grpc.CallOption) (*workerpb.StatsResponse, error) {

@@ -391,8 +391,13 @@ type InfoResponse struct {
 	// head refuses a worker whose reasoning_parser differs from the one the
 	// head serves.
 	ReasoningParser string `protobuf:"bytes,19,opt,name=reasoning_parser,json=reasoningParser,proto3" json:"reasoning_parser,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// reads_images and reads_audio say whether the worker's projector
+	// (--mmproj) encodes images and audio clips: PrepareMedia serves those
+	// kinds. Both false for a worker without a projector.
+	ReadsImages   bool `protobuf:"varint,20,opt,name=reads_images,json=readsImages,proto3" json:"reads_images,omitempty"`
+	ReadsAudio    bool `protobuf:"varint,21,opt,name=reads_audio,json=readsAudio,proto3" json:"reads_audio,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -556,6 +561,20 @@ func (x *InfoResponse) GetReasoningParser() string {
 		return x.ReasoningParser
 	}
 	return ""
+}
+
+func (x *InfoResponse) GetReadsImages() bool {
+	if x != nil {
+		return x.ReadsImages
+	}
+	return false
+}
+
+func (x *InfoResponse) GetReadsAudio() bool {
+	if x != nil {
+		return x.ReadsAudio
+	}
+	return false
 }
 
 // VocabularyRequest has no fields.
@@ -1020,7 +1039,17 @@ type Request struct {
 	KvSource *KVSource `protobuf:"bytes,14,opt,name=kv_source,json=kvSource,proto3" json:"kv_source,omitempty"`
 	// thinking, when set, counts each choice's thinking section
 	// (Usage.reasoning_tokens) and bounds it (scheduler.Thinking).
-	Thinking      *Thinking `protobuf:"bytes,15,opt,name=thinking,proto3" json:"thinking,omitempty"`
+	Thinking *Thinking `protobuf:"bytes,15,opt,name=thinking,proto3" json:"thinking,omitempty"`
+	// media are the prompt's encoded images and audio clips
+	// (scheduler.Request.Media), as PrepareMedia returned them, in prompt
+	// order: prompt[offset : offset+rows] are a span's placeholder ids
+	// (engine.MediaToken, negative; the only ids outside the vocabulary a
+	// prompt may hold), and its rows are what the model reads there. Spans
+	// must not overlap, must lie inside the prompt, and each must hold rows
+	// rows of the model's embedding width (INVALID_ARGUMENT, param
+	// "media[i]"). A migrated continuation or a P/D decode request carries
+	// the same spans (they cover the original prompt).
+	Media         []*MediaSpan `protobuf:"bytes,16,rep,name=media,proto3" json:"media,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1160,6 +1189,78 @@ func (x *Request) GetThinking() *Thinking {
 	return nil
 }
 
+func (x *Request) GetMedia() []*MediaSpan {
+	if x != nil {
+		return x.Media
+	}
+	return nil
+}
+
+// MediaSpan is scheduler.Media: one encoded media chunk of a prompt.
+type MediaSpan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// offset is the index in the prompt of the span's first position.
+	Offset int32 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// rows is the number of positions it takes (>= 1).
+	Rows int32 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	// embd holds rows rows of the model's embedding width (n_embd), row-major,
+	// each value a little-endian IEEE 754 float32: 4 * rows * n_embd bytes.
+	Embd          []byte `protobuf:"bytes,3,opt,name=embd,proto3" json:"embd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MediaSpan) Reset() {
+	*x = MediaSpan{}
+	mi := &file_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MediaSpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MediaSpan) ProtoMessage() {}
+
+func (x *MediaSpan) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MediaSpan.ProtoReflect.Descriptor instead.
+func (*MediaSpan) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MediaSpan) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *MediaSpan) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *MediaSpan) GetEmbd() []byte {
+	if x != nil {
+		return x.Embd
+	}
+	return nil
+}
+
 // Thinking is scheduler.Thinking: a reasoning model's thinking section in
 // token ids, and its budget.
 type Thinking struct {
@@ -1186,7 +1287,7 @@ type Thinking struct {
 
 func (x *Thinking) Reset() {
 	*x = Thinking{}
-	mi := &file_worker_proto_msgTypes[9]
+	mi := &file_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1299,7 @@ func (x *Thinking) String() string {
 func (*Thinking) ProtoMessage() {}
 
 func (x *Thinking) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[9]
+	mi := &file_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1312,7 @@ func (x *Thinking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Thinking.ProtoReflect.Descriptor instead.
 func (*Thinking) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{9}
+	return file_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Thinking) GetStart() []int32 {
@@ -1274,7 +1375,7 @@ type StopChoice struct {
 
 func (x *StopChoice) Reset() {
 	*x = StopChoice{}
-	mi := &file_worker_proto_msgTypes[10]
+	mi := &file_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1387,7 @@ func (x *StopChoice) String() string {
 func (*StopChoice) ProtoMessage() {}
 
 func (x *StopChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[10]
+	mi := &file_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1400,7 @@ func (x *StopChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopChoice.ProtoReflect.Descriptor instead.
 func (*StopChoice) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{10}
+	return file_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StopChoice) GetChoice() int32 {
@@ -1324,7 +1425,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_worker_proto_msgTypes[11]
+	mi := &file_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1437,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[11]
+	mi := &file_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1450,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{11}
+	return file_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GenerateRequest) GetMsg() isGenerateRequest_Msg {
@@ -1404,7 +1505,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_worker_proto_msgTypes[12]
+	mi := &file_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1517,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[12]
+	mi := &file_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1530,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{12}
+	return file_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TokenLogprob) GetToken() int32 {
@@ -1459,7 +1560,7 @@ type Logprobs struct {
 
 func (x *Logprobs) Reset() {
 	*x = Logprobs{}
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1572,7 @@ func (x *Logprobs) String() string {
 func (*Logprobs) ProtoMessage() {}
 
 func (x *Logprobs) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1585,7 @@ func (x *Logprobs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Logprobs.ProtoReflect.Descriptor instead.
 func (*Logprobs) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{13}
+	return file_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Logprobs) GetChosen() *TokenLogprob {
@@ -1531,7 +1632,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1644,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1657,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{14}
+	return file_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1609,7 +1710,7 @@ type RequestLimit struct {
 
 func (x *RequestLimit) Reset() {
 	*x = RequestLimit{}
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1722,7 @@ func (x *RequestLimit) String() string {
 func (*RequestLimit) ProtoMessage() {}
 
 func (x *RequestLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1735,7 @@ func (x *RequestLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestLimit.ProtoReflect.Descriptor instead.
 func (*RequestLimit) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{15}
+	return file_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RequestLimit) GetField() string {
@@ -1696,7 +1797,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1809,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1822,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Output) GetChoice() int32 {
@@ -1790,7 +1891,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1903,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1916,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Usage) GetPromptTokens() int32 {
@@ -1863,7 +1964,7 @@ type KVTransferReport struct {
 
 func (x *KVTransferReport) Reset() {
 	*x = KVTransferReport{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1976,7 @@ func (x *KVTransferReport) String() string {
 func (*KVTransferReport) ProtoMessage() {}
 
 func (x *KVTransferReport) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1989,7 @@ func (x *KVTransferReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVTransferReport.ProtoReflect.Descriptor instead.
 func (*KVTransferReport) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KVTransferReport) GetBytesReceived() int64 {
@@ -1931,7 +2032,7 @@ type Final struct {
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2044,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2057,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{19}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Final) GetUsage() *Usage {
@@ -1987,7 +2088,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2100,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2113,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{20}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GenerateResponse) GetMsg() isGenerateResponse_Msg {
@@ -2071,7 +2172,7 @@ type PrefillRequest struct {
 
 func (x *PrefillRequest) Reset() {
 	*x = PrefillRequest{}
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2184,7 @@ func (x *PrefillRequest) String() string {
 func (*PrefillRequest) ProtoMessage() {}
 
 func (x *PrefillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2197,7 @@ func (x *PrefillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillRequest.ProtoReflect.Descriptor instead.
 func (*PrefillRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{21}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PrefillRequest) GetRequest() *Request {
@@ -2144,7 +2245,7 @@ type PrefillResponse struct {
 
 func (x *PrefillResponse) Reset() {
 	*x = PrefillResponse{}
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2257,7 @@ func (x *PrefillResponse) String() string {
 func (*PrefillResponse) ProtoMessage() {}
 
 func (x *PrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2270,7 @@ func (x *PrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillResponse.ProtoReflect.Descriptor instead.
 func (*PrefillResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{22}
+	return file_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PrefillResponse) GetTransferId() string {
@@ -2247,7 +2348,7 @@ type PullKVRequest struct {
 
 func (x *PullKVRequest) Reset() {
 	*x = PullKVRequest{}
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2360,7 @@ func (x *PullKVRequest) String() string {
 func (*PullKVRequest) ProtoMessage() {}
 
 func (x *PullKVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2373,7 @@ func (x *PullKVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullKVRequest.ProtoReflect.Descriptor instead.
 func (*PullKVRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{23}
+	return file_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PullKVRequest) GetTransferId() string {
@@ -2302,7 +2403,7 @@ type KVChunk struct {
 
 func (x *KVChunk) Reset() {
 	*x = KVChunk{}
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2415,7 @@ func (x *KVChunk) String() string {
 func (*KVChunk) ProtoMessage() {}
 
 func (x *KVChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2428,7 @@ func (x *KVChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVChunk.ProtoReflect.Descriptor instead.
 func (*KVChunk) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{24}
+	return file_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KVChunk) GetOffset() int64 {
@@ -2362,7 +2463,7 @@ type KVSection struct {
 
 func (x *KVSection) Reset() {
 	*x = KVSection{}
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2475,7 @@ func (x *KVSection) String() string {
 func (*KVSection) ProtoMessage() {}
 
 func (x *KVSection) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2488,7 @@ func (x *KVSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSection.ProtoReflect.Descriptor instead.
 func (*KVSection) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{25}
+	return file_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KVSection) GetGroups() int32 {
@@ -2414,7 +2515,7 @@ type KVLayout struct {
 
 func (x *KVLayout) Reset() {
 	*x = KVLayout{}
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2527,7 @@ func (x *KVLayout) String() string {
 func (*KVLayout) ProtoMessage() {}
 
 func (x *KVLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2540,7 @@ func (x *KVLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLayout.ProtoReflect.Descriptor instead.
 func (*KVLayout) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{26}
+	return file_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KVLayout) GetSections() []*KVSection {
@@ -2470,7 +2571,7 @@ type KVTrailer struct {
 
 func (x *KVTrailer) Reset() {
 	*x = KVTrailer{}
-	mi := &file_worker_proto_msgTypes[27]
+	mi := &file_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2583,7 @@ func (x *KVTrailer) String() string {
 func (*KVTrailer) ProtoMessage() {}
 
 func (x *KVTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[27]
+	mi := &file_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2596,7 @@ func (x *KVTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVTrailer.ProtoReflect.Descriptor instead.
 func (*KVTrailer) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{27}
+	return file_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KVTrailer) GetTotalBytes() int64 {
@@ -2554,7 +2655,7 @@ type PullKVResponse struct {
 
 func (x *PullKVResponse) Reset() {
 	*x = PullKVResponse{}
-	mi := &file_worker_proto_msgTypes[28]
+	mi := &file_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2667,7 @@ func (x *PullKVResponse) String() string {
 func (*PullKVResponse) ProtoMessage() {}
 
 func (x *PullKVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[28]
+	mi := &file_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2680,7 @@ func (x *PullKVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullKVResponse.ProtoReflect.Descriptor instead.
 func (*PullKVResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{28}
+	return file_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PullKVResponse) GetMsg() isPullKVResponse_Msg {
@@ -2633,7 +2734,7 @@ type ReleaseKVRequest struct {
 
 func (x *ReleaseKVRequest) Reset() {
 	*x = ReleaseKVRequest{}
-	mi := &file_worker_proto_msgTypes[29]
+	mi := &file_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2746,7 @@ func (x *ReleaseKVRequest) String() string {
 func (*ReleaseKVRequest) ProtoMessage() {}
 
 func (x *ReleaseKVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[29]
+	mi := &file_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2759,7 @@ func (x *ReleaseKVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseKVRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseKVRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{29}
+	return file_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseKVRequest) GetTransferId() string {
@@ -2678,7 +2779,7 @@ type ReleaseKVResponse struct {
 
 func (x *ReleaseKVResponse) Reset() {
 	*x = ReleaseKVResponse{}
-	mi := &file_worker_proto_msgTypes[30]
+	mi := &file_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2791,7 @@ func (x *ReleaseKVResponse) String() string {
 func (*ReleaseKVResponse) ProtoMessage() {}
 
 func (x *ReleaseKVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[30]
+	mi := &file_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2804,7 @@ func (x *ReleaseKVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseKVResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseKVResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{30}
+	return file_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReleaseKVResponse) GetReleased() bool {
@@ -2722,7 +2823,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_worker_proto_msgTypes[31]
+	mi := &file_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2835,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[31]
+	mi := &file_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2848,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{31}
+	return file_worker_proto_rawDescGZIP(), []int{32}
 }
 
 // StatsResponse is the worker's load and cache state.
@@ -2779,7 +2880,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_worker_proto_msgTypes[32]
+	mi := &file_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2892,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[32]
+	mi := &file_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2905,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{32}
+	return file_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatsResponse) GetWaiting() int32 {
@@ -2893,7 +2994,7 @@ type WatchKVEventsRequest struct {
 
 func (x *WatchKVEventsRequest) Reset() {
 	*x = WatchKVEventsRequest{}
-	mi := &file_worker_proto_msgTypes[33]
+	mi := &file_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3006,7 @@ func (x *WatchKVEventsRequest) String() string {
 func (*WatchKVEventsRequest) ProtoMessage() {}
 
 func (x *WatchKVEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[33]
+	mi := &file_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3019,7 @@ func (x *WatchKVEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchKVEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchKVEventsRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{33}
+	return file_worker_proto_rawDescGZIP(), []int{34}
 }
 
 // KVEvent is kvcache.Event with a sequence number. Besides full blocks,
@@ -2942,7 +3043,7 @@ type KVEvent struct {
 
 func (x *KVEvent) Reset() {
 	*x = KVEvent{}
-	mi := &file_worker_proto_msgTypes[34]
+	mi := &file_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3055,7 @@ func (x *KVEvent) String() string {
 func (*KVEvent) ProtoMessage() {}
 
 func (x *KVEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[34]
+	mi := &file_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3068,7 @@ func (x *KVEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEvent.ProtoReflect.Descriptor instead.
 func (*KVEvent) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{34}
+	return file_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KVEvent) GetSequence() uint64 {
@@ -3019,7 +3120,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_worker_proto_msgTypes[35]
+	mi := &file_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3132,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[35]
+	mi := &file_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3145,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{35}
+	return file_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -3073,7 +3174,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_worker_proto_msgTypes[36]
+	mi := &file_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3186,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[36]
+	mi := &file_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3199,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{36}
+	return file_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -3121,7 +3222,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_worker_proto_msgTypes[37]
+	mi := &file_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3234,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[37]
+	mi := &file_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3247,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{37}
+	return file_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -3163,12 +3264,210 @@ func (x *EmbedResponse) GetPromptTokens() int32 {
 	return 0
 }
 
+// MediaItem is media.Item: one image or audio clip as the client sent it.
+type MediaItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "image" or "audio" (media.Kind).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// data is the file's bytes (base64 decoded): PNG, JPEG or WebP for an
+	// image; WAV or MP3 for audio.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// param is the client's request field the item came from (such as
+	// "messages[1].content[0]"): an error about the item names it.
+	Param         string `protobuf:"bytes,3,opt,name=param,proto3" json:"param,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MediaItem) Reset() {
+	*x = MediaItem{}
+	mi := &file_worker_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MediaItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MediaItem) ProtoMessage() {}
+
+func (x *MediaItem) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MediaItem.ProtoReflect.Descriptor instead.
+func (*MediaItem) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MediaItem) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *MediaItem) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *MediaItem) GetParam() string {
+	if x != nil {
+		return x.Param
+	}
+	return ""
+}
+
+// PrepareMediaRequest is a rendered chat prompt and its media items.
+type PrepareMediaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id appears in the worker's logs (the head's id); optional.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// prompt is the rendered chat prompt, holding "<__media__>" once per
+	// item, in order.
+	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// add_special adds the BOS token (the head's BOS rule, as renderChat's).
+	AddSpecial bool `protobuf:"varint,3,opt,name=add_special,json=addSpecial,proto3" json:"add_special,omitempty"`
+	// items, in prompt order; at least one.
+	Items         []*MediaItem `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareMediaRequest) Reset() {
+	*x = PrepareMediaRequest{}
+	mi := &file_worker_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareMediaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareMediaRequest) ProtoMessage() {}
+
+func (x *PrepareMediaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareMediaRequest.ProtoReflect.Descriptor instead.
+func (*PrepareMediaRequest) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *PrepareMediaRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PrepareMediaRequest) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *PrepareMediaRequest) GetAddSpecial() bool {
+	if x != nil {
+		return x.AddSpecial
+	}
+	return false
+}
+
+func (x *PrepareMediaRequest) GetItems() []*MediaItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// PrepareMediaResponse is the tokenized prompt with its encoded media.
+type PrepareMediaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prompt is the prompt's token ids, each media chunk's positions holding
+	// placeholders (engine.MediaToken of the chunk's key, negative): send it
+	// as Request.prompt.
+	Prompt []int32 `protobuf:"varint,1,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
+	// media are the chunks' spans, in prompt order: send them as
+	// Request.media.
+	Media         []*MediaSpan `protobuf:"bytes,2,rep,name=media,proto3" json:"media,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareMediaResponse) Reset() {
+	*x = PrepareMediaResponse{}
+	mi := &file_worker_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareMediaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareMediaResponse) ProtoMessage() {}
+
+func (x *PrepareMediaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareMediaResponse.ProtoReflect.Descriptor instead.
+func (*PrepareMediaResponse) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PrepareMediaResponse) GetPrompt() []int32 {
+	if x != nil {
+		return x.Prompt
+	}
+	return nil
+}
+
+func (x *PrepareMediaResponse) GetMedia() []*MediaSpan {
+	if x != nil {
+		return x.Media
+	}
+	return nil
+}
+
 var File_worker_proto protoreflect.FileDescriptor
 
 const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"\fworker.proto\x12\x12llmserve.worker.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
-	"\vInfoRequest\"\xbf\x05\n" +
+	"\vInfoRequest\"\x83\x06\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\"\n" +
@@ -3193,7 +3492,10 @@ const file_worker_proto_rawDesc = "" +
 	"\x04task\x18\x10 \x01(\tR\x04task\x12\x16\n" +
 	"\x06commit\x18\x11 \x01(\tR\x06commit\x12!\n" +
 	"\fllama_commit\x18\x12 \x01(\tR\vllamaCommit\x12)\n" +
-	"\x10reasoning_parser\x18\x13 \x01(\tR\x0freasoningParser\"\x13\n" +
+	"\x10reasoning_parser\x18\x13 \x01(\tR\x0freasoningParser\x12!\n" +
+	"\freads_images\x18\x14 \x01(\bR\vreadsImages\x12\x1f\n" +
+	"\vreads_audio\x18\x15 \x01(\bR\n" +
+	"readsAudio\"\x13\n" +
 	"\x11VocabularyRequest\"S\n" +
 	"\x0fVocabularyChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
@@ -3227,7 +3529,7 @@ const file_worker_proto_rawDesc = "" +
 	"\vtransfer_id\x18\x02 \x01(\tR\n" +
 	"transferId\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\xf0\x04\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\xa5\x05\n" +
 	"\aRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -3250,8 +3552,13 @@ const file_worker_proto_rawDesc = "" +
 	"cache_salt\x18\f \x01(\tR\tcacheSalt\x12,\n" +
 	"\x0fprompt_logprobs\x18\r \x01(\x05H\x00R\x0epromptLogprobs\x88\x01\x01\x129\n" +
 	"\tkv_source\x18\x0e \x01(\v2\x1c.llmserve.worker.v1.KVSourceR\bkvSource\x128\n" +
-	"\bthinking\x18\x0f \x01(\v2\x1c.llmserve.worker.v1.ThinkingR\bthinkingB\x12\n" +
-	"\x10_prompt_logprobs\"\xb3\x01\n" +
+	"\bthinking\x18\x0f \x01(\v2\x1c.llmserve.worker.v1.ThinkingR\bthinking\x123\n" +
+	"\x05media\x18\x10 \x03(\v2\x1d.llmserve.worker.v1.MediaSpanR\x05mediaB\x12\n" +
+	"\x10_prompt_logprobs\"K\n" +
+	"\tMediaSpan\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x05R\x06offset\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x05R\x04rows\x12\x12\n" +
+	"\x04embd\x18\x03 \x01(\fR\x04embd\"\xb3\x01\n" +
 	"\bThinking\x12\x14\n" +
 	"\x05start\x18\x01 \x03(\x05R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x03(\x05R\x03end\x12\x14\n" +
@@ -3396,7 +3703,21 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2\x1d.llmserve.worker.v1.EmbeddingR\n" +
 	"embeddings\x12#\n" +
-	"\rprompt_tokens\x18\x02 \x01(\x05R\fpromptTokens*N\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x05R\fpromptTokens\"I\n" +
+	"\tMediaItem\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05param\x18\x03 \x01(\tR\x05param\"\xa2\x01\n" +
+	"\x13PrepareMediaRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x1f\n" +
+	"\vadd_special\x18\x03 \x01(\bR\n" +
+	"addSpecial\x123\n" +
+	"\x05items\x18\x04 \x03(\v2\x1d.llmserve.worker.v1.MediaItemR\x05items\"c\n" +
+	"\x14PrepareMediaResponse\x12\x16\n" +
+	"\x06prompt\x18\x01 \x03(\x05R\x06prompt\x123\n" +
+	"\x05media\x18\x02 \x03(\v2\x1d.llmserve.worker.v1.MediaSpanR\x05media*N\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_BOTH\x10\x01\x12\x10\n" +
@@ -3423,7 +3744,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x14KV_EVENT_KIND_STORED\x10\x01\x12\x19\n" +
 	"\x15KV_EVENT_KIND_REMOVED\x10\x02\x12\x1e\n" +
 	"\x1aKV_EVENT_KIND_SNAPSHOT_END\x10\x03\x12\x19\n" +
-	"\x15KV_EVENT_KIND_CLEARED\x10\x042\x81\x06\n" +
+	"\x15KV_EVENT_KIND_CLEARED\x10\x042\xe4\x06\n" +
 	"\x06Worker\x12I\n" +
 	"\x04Info\x12\x1f.llmserve.worker.v1.InfoRequest\x1a .llmserve.worker.v1.InfoResponse\x12Z\n" +
 	"\n" +
@@ -3434,7 +3755,8 @@ const file_worker_proto_rawDesc = "" +
 	"\tReleaseKV\x12$.llmserve.worker.v1.ReleaseKVRequest\x1a%.llmserve.worker.v1.ReleaseKVResponse\x12L\n" +
 	"\x05Stats\x12 .llmserve.worker.v1.StatsRequest\x1a!.llmserve.worker.v1.StatsResponse\x12X\n" +
 	"\rWatchKVEvents\x12(.llmserve.worker.v1.WatchKVEventsRequest\x1a\x1b.llmserve.worker.v1.KVEvent0\x01\x12L\n" +
-	"\x05Embed\x12 .llmserve.worker.v1.EmbedRequest\x1a!.llmserve.worker.v1.EmbedResponseB2Z0github.com/llmserve/llmserve/api/worker/workerpbb\x06proto3"
+	"\x05Embed\x12 .llmserve.worker.v1.EmbedRequest\x1a!.llmserve.worker.v1.EmbedResponse\x12a\n" +
+	"\fPrepareMedia\x12'.llmserve.worker.v1.PrepareMediaRequest\x1a(.llmserve.worker.v1.PrepareMediaResponseB2Z0github.com/llmserve/llmserve/api/worker/workerpbb\x06proto3"
 
 var (
 	file_worker_proto_rawDescOnce sync.Once
@@ -3449,7 +3771,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_worker_proto_goTypes = []any{
 	(Role)(0),                     // 0: llmserve.worker.v1.Role
 	(FinishReason)(0),             // 1: llmserve.worker.v1.FinishReason
@@ -3464,94 +3786,103 @@ var file_worker_proto_goTypes = []any{
 	(*TokenSequence)(nil),         // 10: llmserve.worker.v1.TokenSequence
 	(*KVSource)(nil),              // 11: llmserve.worker.v1.KVSource
 	(*Request)(nil),               // 12: llmserve.worker.v1.Request
-	(*Thinking)(nil),              // 13: llmserve.worker.v1.Thinking
-	(*StopChoice)(nil),            // 14: llmserve.worker.v1.StopChoice
-	(*GenerateRequest)(nil),       // 15: llmserve.worker.v1.GenerateRequest
-	(*TokenLogprob)(nil),          // 16: llmserve.worker.v1.TokenLogprob
-	(*Logprobs)(nil),              // 17: llmserve.worker.v1.Logprobs
-	(*Error)(nil),                 // 18: llmserve.worker.v1.Error
-	(*RequestLimit)(nil),          // 19: llmserve.worker.v1.RequestLimit
-	(*Output)(nil),                // 20: llmserve.worker.v1.Output
-	(*Usage)(nil),                 // 21: llmserve.worker.v1.Usage
-	(*KVTransferReport)(nil),      // 22: llmserve.worker.v1.KVTransferReport
-	(*Final)(nil),                 // 23: llmserve.worker.v1.Final
-	(*GenerateResponse)(nil),      // 24: llmserve.worker.v1.GenerateResponse
-	(*PrefillRequest)(nil),        // 25: llmserve.worker.v1.PrefillRequest
-	(*PrefillResponse)(nil),       // 26: llmserve.worker.v1.PrefillResponse
-	(*PullKVRequest)(nil),         // 27: llmserve.worker.v1.PullKVRequest
-	(*KVChunk)(nil),               // 28: llmserve.worker.v1.KVChunk
-	(*KVSection)(nil),             // 29: llmserve.worker.v1.KVSection
-	(*KVLayout)(nil),              // 30: llmserve.worker.v1.KVLayout
-	(*KVTrailer)(nil),             // 31: llmserve.worker.v1.KVTrailer
-	(*PullKVResponse)(nil),        // 32: llmserve.worker.v1.PullKVResponse
-	(*ReleaseKVRequest)(nil),      // 33: llmserve.worker.v1.ReleaseKVRequest
-	(*ReleaseKVResponse)(nil),     // 34: llmserve.worker.v1.ReleaseKVResponse
-	(*StatsRequest)(nil),          // 35: llmserve.worker.v1.StatsRequest
-	(*StatsResponse)(nil),         // 36: llmserve.worker.v1.StatsResponse
-	(*WatchKVEventsRequest)(nil),  // 37: llmserve.worker.v1.WatchKVEventsRequest
-	(*KVEvent)(nil),               // 38: llmserve.worker.v1.KVEvent
-	(*EmbedRequest)(nil),          // 39: llmserve.worker.v1.EmbedRequest
-	(*Embedding)(nil),             // 40: llmserve.worker.v1.Embedding
-	(*EmbedResponse)(nil),         // 41: llmserve.worker.v1.EmbedResponse
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*MediaSpan)(nil),             // 13: llmserve.worker.v1.MediaSpan
+	(*Thinking)(nil),              // 14: llmserve.worker.v1.Thinking
+	(*StopChoice)(nil),            // 15: llmserve.worker.v1.StopChoice
+	(*GenerateRequest)(nil),       // 16: llmserve.worker.v1.GenerateRequest
+	(*TokenLogprob)(nil),          // 17: llmserve.worker.v1.TokenLogprob
+	(*Logprobs)(nil),              // 18: llmserve.worker.v1.Logprobs
+	(*Error)(nil),                 // 19: llmserve.worker.v1.Error
+	(*RequestLimit)(nil),          // 20: llmserve.worker.v1.RequestLimit
+	(*Output)(nil),                // 21: llmserve.worker.v1.Output
+	(*Usage)(nil),                 // 22: llmserve.worker.v1.Usage
+	(*KVTransferReport)(nil),      // 23: llmserve.worker.v1.KVTransferReport
+	(*Final)(nil),                 // 24: llmserve.worker.v1.Final
+	(*GenerateResponse)(nil),      // 25: llmserve.worker.v1.GenerateResponse
+	(*PrefillRequest)(nil),        // 26: llmserve.worker.v1.PrefillRequest
+	(*PrefillResponse)(nil),       // 27: llmserve.worker.v1.PrefillResponse
+	(*PullKVRequest)(nil),         // 28: llmserve.worker.v1.PullKVRequest
+	(*KVChunk)(nil),               // 29: llmserve.worker.v1.KVChunk
+	(*KVSection)(nil),             // 30: llmserve.worker.v1.KVSection
+	(*KVLayout)(nil),              // 31: llmserve.worker.v1.KVLayout
+	(*KVTrailer)(nil),             // 32: llmserve.worker.v1.KVTrailer
+	(*PullKVResponse)(nil),        // 33: llmserve.worker.v1.PullKVResponse
+	(*ReleaseKVRequest)(nil),      // 34: llmserve.worker.v1.ReleaseKVRequest
+	(*ReleaseKVResponse)(nil),     // 35: llmserve.worker.v1.ReleaseKVResponse
+	(*StatsRequest)(nil),          // 36: llmserve.worker.v1.StatsRequest
+	(*StatsResponse)(nil),         // 37: llmserve.worker.v1.StatsResponse
+	(*WatchKVEventsRequest)(nil),  // 38: llmserve.worker.v1.WatchKVEventsRequest
+	(*KVEvent)(nil),               // 39: llmserve.worker.v1.KVEvent
+	(*EmbedRequest)(nil),          // 40: llmserve.worker.v1.EmbedRequest
+	(*Embedding)(nil),             // 41: llmserve.worker.v1.Embedding
+	(*EmbedResponse)(nil),         // 42: llmserve.worker.v1.EmbedResponse
+	(*MediaItem)(nil),             // 43: llmserve.worker.v1.MediaItem
+	(*PrepareMediaRequest)(nil),   // 44: llmserve.worker.v1.PrepareMediaRequest
+	(*PrepareMediaResponse)(nil),  // 45: llmserve.worker.v1.PrepareMediaResponse
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
 }
 var file_worker_proto_depIdxs = []int32{
 	0,  // 0: llmserve.worker.v1.InfoResponse.role:type_name -> llmserve.worker.v1.Role
 	8,  // 1: llmserve.worker.v1.Sampling.logit_bias:type_name -> llmserve.worker.v1.TokenBias
 	9,  // 2: llmserve.worker.v1.Request.sampling:type_name -> llmserve.worker.v1.Sampling
 	10, // 3: llmserve.worker.v1.Request.bad_words:type_name -> llmserve.worker.v1.TokenSequence
-	42, // 4: llmserve.worker.v1.Request.deadline:type_name -> google.protobuf.Timestamp
+	46, // 4: llmserve.worker.v1.Request.deadline:type_name -> google.protobuf.Timestamp
 	11, // 5: llmserve.worker.v1.Request.kv_source:type_name -> llmserve.worker.v1.KVSource
-	13, // 6: llmserve.worker.v1.Request.thinking:type_name -> llmserve.worker.v1.Thinking
-	12, // 7: llmserve.worker.v1.GenerateRequest.request:type_name -> llmserve.worker.v1.Request
-	14, // 8: llmserve.worker.v1.GenerateRequest.stop_choice:type_name -> llmserve.worker.v1.StopChoice
-	16, // 9: llmserve.worker.v1.Logprobs.chosen:type_name -> llmserve.worker.v1.TokenLogprob
-	16, // 10: llmserve.worker.v1.Logprobs.top:type_name -> llmserve.worker.v1.TokenLogprob
-	2,  // 11: llmserve.worker.v1.Error.code:type_name -> llmserve.worker.v1.ErrorCode
-	19, // 12: llmserve.worker.v1.Error.request:type_name -> llmserve.worker.v1.RequestLimit
-	17, // 13: llmserve.worker.v1.Output.logprobs:type_name -> llmserve.worker.v1.Logprobs
-	17, // 14: llmserve.worker.v1.Output.prompt_logprobs:type_name -> llmserve.worker.v1.Logprobs
-	1,  // 15: llmserve.worker.v1.Output.finish_reason:type_name -> llmserve.worker.v1.FinishReason
-	18, // 16: llmserve.worker.v1.Output.error:type_name -> llmserve.worker.v1.Error
-	21, // 17: llmserve.worker.v1.Final.usage:type_name -> llmserve.worker.v1.Usage
-	22, // 18: llmserve.worker.v1.Final.kv_transfer:type_name -> llmserve.worker.v1.KVTransferReport
-	20, // 19: llmserve.worker.v1.GenerateResponse.output:type_name -> llmserve.worker.v1.Output
-	23, // 20: llmserve.worker.v1.GenerateResponse.final:type_name -> llmserve.worker.v1.Final
-	12, // 21: llmserve.worker.v1.PrefillRequest.request:type_name -> llmserve.worker.v1.Request
-	17, // 22: llmserve.worker.v1.PrefillResponse.first_logprobs:type_name -> llmserve.worker.v1.Logprobs
-	1,  // 23: llmserve.worker.v1.PrefillResponse.finish_reason:type_name -> llmserve.worker.v1.FinishReason
-	21, // 24: llmserve.worker.v1.PrefillResponse.usage:type_name -> llmserve.worker.v1.Usage
-	29, // 25: llmserve.worker.v1.KVLayout.sections:type_name -> llmserve.worker.v1.KVSection
-	30, // 26: llmserve.worker.v1.KVTrailer.layout:type_name -> llmserve.worker.v1.KVLayout
-	28, // 27: llmserve.worker.v1.PullKVResponse.chunk:type_name -> llmserve.worker.v1.KVChunk
-	31, // 28: llmserve.worker.v1.PullKVResponse.trailer:type_name -> llmserve.worker.v1.KVTrailer
-	0,  // 29: llmserve.worker.v1.StatsResponse.role:type_name -> llmserve.worker.v1.Role
-	3,  // 30: llmserve.worker.v1.KVEvent.kind:type_name -> llmserve.worker.v1.KVEventKind
-	10, // 31: llmserve.worker.v1.EmbedRequest.inputs:type_name -> llmserve.worker.v1.TokenSequence
-	40, // 32: llmserve.worker.v1.EmbedResponse.embeddings:type_name -> llmserve.worker.v1.Embedding
-	4,  // 33: llmserve.worker.v1.Worker.Info:input_type -> llmserve.worker.v1.InfoRequest
-	6,  // 34: llmserve.worker.v1.Worker.Vocabulary:input_type -> llmserve.worker.v1.VocabularyRequest
-	15, // 35: llmserve.worker.v1.Worker.Generate:input_type -> llmserve.worker.v1.GenerateRequest
-	25, // 36: llmserve.worker.v1.Worker.Prefill:input_type -> llmserve.worker.v1.PrefillRequest
-	27, // 37: llmserve.worker.v1.Worker.PullKV:input_type -> llmserve.worker.v1.PullKVRequest
-	33, // 38: llmserve.worker.v1.Worker.ReleaseKV:input_type -> llmserve.worker.v1.ReleaseKVRequest
-	35, // 39: llmserve.worker.v1.Worker.Stats:input_type -> llmserve.worker.v1.StatsRequest
-	37, // 40: llmserve.worker.v1.Worker.WatchKVEvents:input_type -> llmserve.worker.v1.WatchKVEventsRequest
-	39, // 41: llmserve.worker.v1.Worker.Embed:input_type -> llmserve.worker.v1.EmbedRequest
-	5,  // 42: llmserve.worker.v1.Worker.Info:output_type -> llmserve.worker.v1.InfoResponse
-	7,  // 43: llmserve.worker.v1.Worker.Vocabulary:output_type -> llmserve.worker.v1.VocabularyChunk
-	24, // 44: llmserve.worker.v1.Worker.Generate:output_type -> llmserve.worker.v1.GenerateResponse
-	26, // 45: llmserve.worker.v1.Worker.Prefill:output_type -> llmserve.worker.v1.PrefillResponse
-	32, // 46: llmserve.worker.v1.Worker.PullKV:output_type -> llmserve.worker.v1.PullKVResponse
-	34, // 47: llmserve.worker.v1.Worker.ReleaseKV:output_type -> llmserve.worker.v1.ReleaseKVResponse
-	36, // 48: llmserve.worker.v1.Worker.Stats:output_type -> llmserve.worker.v1.StatsResponse
-	38, // 49: llmserve.worker.v1.Worker.WatchKVEvents:output_type -> llmserve.worker.v1.KVEvent
-	41, // 50: llmserve.worker.v1.Worker.Embed:output_type -> llmserve.worker.v1.EmbedResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	14, // 6: llmserve.worker.v1.Request.thinking:type_name -> llmserve.worker.v1.Thinking
+	13, // 7: llmserve.worker.v1.Request.media:type_name -> llmserve.worker.v1.MediaSpan
+	12, // 8: llmserve.worker.v1.GenerateRequest.request:type_name -> llmserve.worker.v1.Request
+	15, // 9: llmserve.worker.v1.GenerateRequest.stop_choice:type_name -> llmserve.worker.v1.StopChoice
+	17, // 10: llmserve.worker.v1.Logprobs.chosen:type_name -> llmserve.worker.v1.TokenLogprob
+	17, // 11: llmserve.worker.v1.Logprobs.top:type_name -> llmserve.worker.v1.TokenLogprob
+	2,  // 12: llmserve.worker.v1.Error.code:type_name -> llmserve.worker.v1.ErrorCode
+	20, // 13: llmserve.worker.v1.Error.request:type_name -> llmserve.worker.v1.RequestLimit
+	18, // 14: llmserve.worker.v1.Output.logprobs:type_name -> llmserve.worker.v1.Logprobs
+	18, // 15: llmserve.worker.v1.Output.prompt_logprobs:type_name -> llmserve.worker.v1.Logprobs
+	1,  // 16: llmserve.worker.v1.Output.finish_reason:type_name -> llmserve.worker.v1.FinishReason
+	19, // 17: llmserve.worker.v1.Output.error:type_name -> llmserve.worker.v1.Error
+	22, // 18: llmserve.worker.v1.Final.usage:type_name -> llmserve.worker.v1.Usage
+	23, // 19: llmserve.worker.v1.Final.kv_transfer:type_name -> llmserve.worker.v1.KVTransferReport
+	21, // 20: llmserve.worker.v1.GenerateResponse.output:type_name -> llmserve.worker.v1.Output
+	24, // 21: llmserve.worker.v1.GenerateResponse.final:type_name -> llmserve.worker.v1.Final
+	12, // 22: llmserve.worker.v1.PrefillRequest.request:type_name -> llmserve.worker.v1.Request
+	18, // 23: llmserve.worker.v1.PrefillResponse.first_logprobs:type_name -> llmserve.worker.v1.Logprobs
+	1,  // 24: llmserve.worker.v1.PrefillResponse.finish_reason:type_name -> llmserve.worker.v1.FinishReason
+	22, // 25: llmserve.worker.v1.PrefillResponse.usage:type_name -> llmserve.worker.v1.Usage
+	30, // 26: llmserve.worker.v1.KVLayout.sections:type_name -> llmserve.worker.v1.KVSection
+	31, // 27: llmserve.worker.v1.KVTrailer.layout:type_name -> llmserve.worker.v1.KVLayout
+	29, // 28: llmserve.worker.v1.PullKVResponse.chunk:type_name -> llmserve.worker.v1.KVChunk
+	32, // 29: llmserve.worker.v1.PullKVResponse.trailer:type_name -> llmserve.worker.v1.KVTrailer
+	0,  // 30: llmserve.worker.v1.StatsResponse.role:type_name -> llmserve.worker.v1.Role
+	3,  // 31: llmserve.worker.v1.KVEvent.kind:type_name -> llmserve.worker.v1.KVEventKind
+	10, // 32: llmserve.worker.v1.EmbedRequest.inputs:type_name -> llmserve.worker.v1.TokenSequence
+	41, // 33: llmserve.worker.v1.EmbedResponse.embeddings:type_name -> llmserve.worker.v1.Embedding
+	43, // 34: llmserve.worker.v1.PrepareMediaRequest.items:type_name -> llmserve.worker.v1.MediaItem
+	13, // 35: llmserve.worker.v1.PrepareMediaResponse.media:type_name -> llmserve.worker.v1.MediaSpan
+	4,  // 36: llmserve.worker.v1.Worker.Info:input_type -> llmserve.worker.v1.InfoRequest
+	6,  // 37: llmserve.worker.v1.Worker.Vocabulary:input_type -> llmserve.worker.v1.VocabularyRequest
+	16, // 38: llmserve.worker.v1.Worker.Generate:input_type -> llmserve.worker.v1.GenerateRequest
+	26, // 39: llmserve.worker.v1.Worker.Prefill:input_type -> llmserve.worker.v1.PrefillRequest
+	28, // 40: llmserve.worker.v1.Worker.PullKV:input_type -> llmserve.worker.v1.PullKVRequest
+	34, // 41: llmserve.worker.v1.Worker.ReleaseKV:input_type -> llmserve.worker.v1.ReleaseKVRequest
+	36, // 42: llmserve.worker.v1.Worker.Stats:input_type -> llmserve.worker.v1.StatsRequest
+	38, // 43: llmserve.worker.v1.Worker.WatchKVEvents:input_type -> llmserve.worker.v1.WatchKVEventsRequest
+	40, // 44: llmserve.worker.v1.Worker.Embed:input_type -> llmserve.worker.v1.EmbedRequest
+	44, // 45: llmserve.worker.v1.Worker.PrepareMedia:input_type -> llmserve.worker.v1.PrepareMediaRequest
+	5,  // 46: llmserve.worker.v1.Worker.Info:output_type -> llmserve.worker.v1.InfoResponse
+	7,  // 47: llmserve.worker.v1.Worker.Vocabulary:output_type -> llmserve.worker.v1.VocabularyChunk
+	25, // 48: llmserve.worker.v1.Worker.Generate:output_type -> llmserve.worker.v1.GenerateResponse
+	27, // 49: llmserve.worker.v1.Worker.Prefill:output_type -> llmserve.worker.v1.PrefillResponse
+	33, // 50: llmserve.worker.v1.Worker.PullKV:output_type -> llmserve.worker.v1.PullKVResponse
+	35, // 51: llmserve.worker.v1.Worker.ReleaseKV:output_type -> llmserve.worker.v1.ReleaseKVResponse
+	37, // 52: llmserve.worker.v1.Worker.Stats:output_type -> llmserve.worker.v1.StatsResponse
+	39, // 53: llmserve.worker.v1.Worker.WatchKVEvents:output_type -> llmserve.worker.v1.KVEvent
+	42, // 54: llmserve.worker.v1.Worker.Embed:output_type -> llmserve.worker.v1.EmbedResponse
+	45, // 55: llmserve.worker.v1.Worker.PrepareMedia:output_type -> llmserve.worker.v1.PrepareMediaResponse
+	46, // [46:56] is the sub-list for method output_type
+	36, // [36:46] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -3561,15 +3892,15 @@ func file_worker_proto_init() {
 	}
 	file_worker_proto_msgTypes[5].OneofWrappers = []any{}
 	file_worker_proto_msgTypes[8].OneofWrappers = []any{}
-	file_worker_proto_msgTypes[11].OneofWrappers = []any{
+	file_worker_proto_msgTypes[12].OneofWrappers = []any{
 		(*GenerateRequest_Request)(nil),
 		(*GenerateRequest_StopChoice)(nil),
 	}
-	file_worker_proto_msgTypes[20].OneofWrappers = []any{
+	file_worker_proto_msgTypes[21].OneofWrappers = []any{
 		(*GenerateResponse_Output)(nil),
 		(*GenerateResponse_Final)(nil),
 	}
-	file_worker_proto_msgTypes[28].OneofWrappers = []any{
+	file_worker_proto_msgTypes[29].OneofWrappers = []any{
 		(*PullKVResponse_Chunk)(nil),
 		(*PullKVResponse_Trailer)(nil),
 	}
@@ -3579,7 +3910,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,6 +49,7 @@ const (
 	Worker_Stats_FullMethodName         = "/llmserve.worker.v1.Worker/Stats"
 	Worker_WatchKVEvents_FullMethodName = "/llmserve.worker.v1.Worker/WatchKVEvents"
 	Worker_Embed_FullMethodName         = "/llmserve.worker.v1.Worker/Embed"
+	Worker_PrepareMedia_FullMethodName  = "/llmserve.worker.v1.Worker/PrepareMedia"
 )
 
 // WorkerClient is the client API for Worker service.
@@ -140,6 +141,31 @@ type WorkerClient interface {
 	//	an input the engine refuses     -> INVALID_ARGUMENT, ERROR_CODE_INVALID
 	//	shutting down                   -> UNAVAILABLE, ERROR_CODE_CLOSED (the head may retry elsewhere)
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
+	// PrepareMedia is the model's projector (a worker started with --mmproj)
+	// at work for a head: it tokenizes a rendered chat prompt that holds
+	// media.Marker ("<__media__>") once per item, in order, and encodes the
+	// items, as serve's api/openai does locally (models.Generative's
+	// PrepareMedia, the worker's media cache included). The head then sends
+	// the prompt and the spans in a Request (prompt, media) to any worker of
+	// the model: the rows travel with the request, so the worker that runs
+	// it needs no projector. Idempotent: a head may resend it to another
+	// worker.
+	//
+	// Errors (with an Error detail):
+	//
+	//	an item the model cannot read (corrupt, too large, a kind its
+	//	projector does not encode)
+	//	                                -> INVALID_ARGUMENT, ERROR_CODE_INVALID,
+	//	                                   param the item's param, message
+	//	                                   without it (media.Error's Err)
+	//	a worker without a projector    -> INVALID_ARGUMENT, ERROR_CODE_INVALID,
+	//	                                   message media.ErrNoProjector's, param
+	//	                                   the first item's
+	//	no items, an item with no data or no kind
+	//	                                -> INVALID_ARGUMENT, ERROR_CODE_INVALID, param "items[i]"
+	//	anything else (a projector made for another model, ...)
+	//	                                -> INTERNAL, ERROR_CODE_ENGINE
+	PrepareMedia(ctx context.Context, in *PrepareMediaRequest, opts ...grpc.CallOption) (*PrepareMediaResponse, error)
 }
 
 type workerClient struct {
@@ -270,6 +296,16 @@ func (c *workerClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *workerClient) PrepareMedia(ctx context.Context, in *PrepareMediaRequest, opts ...grpc.CallOption) (*PrepareMediaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareMediaResponse)
+	err := c.cc.Invoke(ctx, Worker_PrepareMedia_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServer is the server API for Worker service.
 // All implementations must embed UnimplementedWorkerServer
 // for forward compatibility.
@@ -359,6 +395,31 @@ type WorkerServer interface {
 	//	an input the engine refuses     -> INVALID_ARGUMENT, ERROR_CODE_INVALID
 	//	shutting down                   -> UNAVAILABLE, ERROR_CODE_CLOSED (the head may retry elsewhere)
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
+	// PrepareMedia is the model's projector (a worker started with --mmproj)
+	// at work for a head: it tokenizes a rendered chat prompt that holds
+	// media.Marker ("<__media__>") once per item, in order, and encodes the
+	// items, as serve's api/openai does locally (models.Generative's
+	// PrepareMedia, the worker's media cache included). The head then sends
+	// the prompt and the spans in a Request (prompt, media) to any worker of
+	// the model: the rows travel with the request, so the worker that runs
+	// it needs no projector. Idempotent: a head may resend it to another
+	// worker.
+	//
+	// Errors (with an Error detail):
+	//
+	//	an item the model cannot read (corrupt, too large, a kind its
+	//	projector does not encode)
+	//	                                -> INVALID_ARGUMENT, ERROR_CODE_INVALID,
+	//	                                   param the item's param, message
+	//	                                   without it (media.Error's Err)
+	//	a worker without a projector    -> INVALID_ARGUMENT, ERROR_CODE_INVALID,
+	//	                                   message media.ErrNoProjector's, param
+	//	                                   the first item's
+	//	no items, an item with no data or no kind
+	//	                                -> INVALID_ARGUMENT, ERROR_CODE_INVALID, param "items[i]"
+	//	anything else (a projector made for another model, ...)
+	//	                                -> INTERNAL, ERROR_CODE_ENGINE
+	PrepareMedia(context.Context, *PrepareMediaRequest) (*PrepareMediaResponse, error)
 	mustEmbedUnimplementedWorkerServer()
 }
 
@@ -395,6 +456,9 @@ func (UnimplementedWorkerServer) WatchKVEvents(*WatchKVEventsRequest, grpc.Serve
 }
 func (UnimplementedWorkerServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
+}
+func (UnimplementedWorkerServer) PrepareMedia(context.Context, *PrepareMediaRequest) (*PrepareMediaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareMedia not implemented")
 }
 func (UnimplementedWorkerServer) mustEmbedUnimplementedWorkerServer() {}
 func (UnimplementedWorkerServer) testEmbeddedByValue()                {}
@@ -547,6 +611,24 @@ func _Worker_Embed_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Worker_PrepareMedia_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareMediaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).PrepareMedia(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_PrepareMedia_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).PrepareMedia(ctx, req.(*PrepareMediaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Worker_ServiceDesc is the grpc.ServiceDesc for Worker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -573,6 +655,10 @@ var Worker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Embed",
 			Handler:    _Worker_Embed_Handler,
+		},
+		{
+			MethodName: "PrepareMedia",
+			Handler:    _Worker_PrepareMedia_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
