@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,12 +27,19 @@ import (
 func visionServer(t *testing.T) *server {
 	t.Helper()
 	text, mm := visionFiles(t)
+	return mediaServer(t, "vision", text, mm)
+}
+
+// mediaServer serves the text model with the projector mm as name, with
+// the chatml template.
+func mediaServer(t *testing.T, name, text, mm string) *server {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	registry := models.NewRegistry()
 	t.Cleanup(func() { registry.Close() })
 	g, err := models.LoadGenerative(models.GenerativeConfig{
-		Name: "vision", Path: text, MMProj: mm, ChatTemplate: chatmlTemplate, CacheDir: modelDir,
+		Name: name, Path: text, MMProj: mm, ChatTemplate: chatmlTemplate, CacheDir: modelDir,
 		MaxNumSeqs: 8, MaxWaiting: 32, Threads: 1, PrefixCacheBytes: 64 << 20,
 	}, log, reg)
 	if err != nil {
@@ -162,5 +170,63 @@ func TestImageChat(t *testing.T) {
 	q, h := s.model.MediaCacheStats()
 	if q == 0 || h < q-2 {
 		t.Errorf("media cache: %d queries, %d hits; want every query after the first image's two chunks to hit", q, h)
+	}
+}
+
+// TestAudioChat sends an input_audio part (the audio golden's 1-s WAV) to
+// stories260K with qwen2a's audio tokens, a 1024-position context and the
+// tiny-audio projector, and checks the answer against llama-server
+// (ec98e2002, --mmproj, the same files, -c 1024 --chat-template chatml,
+// temperature 0): 800 prompt tokens (a 30-s window is 750) and the same
+// text.
+func TestAudioChat(t *testing.T) {
+	wav, err := os.ReadFile("../evals/synth/testdata/mmproj/sweep-1s.wav")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	base, err := stories260k.File(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "stories260K-audio-512.gguf")
+	if _, err := synth.WriteWithAudioTokens(short, base); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "stories260K-audio.gguf")
+	if err := synth.WriteWithContextLength(text, short, 1024); err != nil {
+		t.Fatal(err)
+	}
+	shape, err := synth.LookupProjectorShape("tiny-audio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm := filepath.Join(dir, "mmproj-audio.gguf")
+	if _, err := synth.WriteProjector(mm, synth.ProjectorOptions{Shape: shape, Base: text, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := mediaServer(t, "audio", text, mm)
+	body := map[string]any{"model": "audio", "max_tokens": 16, "temperature": 0,
+		"messages": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "input_audio", "input_audio": map[string]any{"data": base64.StdEncoding.EncodeToString(wav), "format": "wav"}},
+			map[string]any{"type": "text", "text": "Describe"}}}}}
+	var resp openai.ChatCompletionResponse
+	if code, _ := s.post(t, "/v1/chat/completions", body, &resp); code != 200 || len(resp.Choices) != 1 ||
+		resp.Usage.PromptTokens != 800 || resp.Choices[0].Message.Content != "Sent up to the. Fromeake the fam" {
+		t.Fatalf("audio chat: %d %+v; llama-server: 800 prompt tokens, %q", code, resp, "Sent up to the. Fromeake the fam")
+	}
+	// An image to this audio-only projector is a 400 naming the part.
+	png, err := os.ReadFile("../evals/synth/testdata/mmproj/gradient-64.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad struct {
+		Error struct{ Message, Param string }
+	}
+	code, _ := s.post(t, "/v1/chat/completions", map[string]any{"model": "audio", "max_tokens": 4,
+		"messages": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)}}}}}}, &bad)
+	if code != 400 || bad.Error.Param != "messages[0].content[0]" {
+		t.Errorf("image to an audio projector: %d %+v", code, bad)
 	}
 }
