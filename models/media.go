@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"sync"
 
@@ -37,7 +39,10 @@ import (
 //     item's bytes too.
 //
 // An image may give several media chunks (tiles and the whole image); a
-// chunk is keyed by its item's hash and its place among the item's chunks.
+// chunk is keyed by the projector file's SHA-256, its item's hash and its
+// place among the item's chunks. The projector's digest keeps the rows of
+// two projectors apart, and so the KV computed from them: a head's
+// workers may load different projector files for one model.
 // The cache holds encoded rows up to MediaCacheBytes, least recently used
 // first out. Its queries and hits are vLLM's vllm:mm_cache_queries and
 // vllm:mm_cache_hits.
@@ -55,6 +60,11 @@ type projector struct {
 	p         *llamacpp.Projector
 	maxPixels int
 	cache     *mediaCache
+	// digest is the SHA-256 of the projector file: part of every media
+	// chunk's key, so that rows (and the KV computed from them) of two
+	// different projectors never share placeholders, in this server's
+	// prefix cache or in a worker's behind a head.
+	digest [32]byte
 }
 
 // loadProjector loads cfg.MMProj for m, or returns nil when it is "".
@@ -68,11 +78,15 @@ func loadProjector(cfg GenerativeConfig, m *llamacpp.Model) (*projector, error) 
 	case cfg.MediaCacheBytes < 0:
 		return nil, &ConfigError{"MediaCacheBytes", fmt.Sprintf("%d is negative", cfg.MediaCacheBytes)}
 	}
+	digest, err := fileDigest(cfg.MMProj)
+	if err != nil {
+		return nil, &ConfigError{"MMProj", err.Error()}
+	}
 	p, err := m.LoadProjector(cfg.MMProj, llamacpp.ProjectorParams{Threads: max(cfg.Threads, 1), GPU: cfg.GPULayers != 0})
 	if err != nil {
 		return nil, &ConfigError{"MMProj", err.Error()}
 	}
-	pr := &projector{p: p, maxPixels: cfg.MaxImagePixels, cache: newMediaCache(cfg.MediaCacheBytes)}
+	pr := &projector{p: p, maxPixels: cfg.MaxImagePixels, cache: newMediaCache(cfg.MediaCacheBytes), digest: digest}
 	if pr.maxPixels == 0 {
 		pr.maxPixels = DefaultMaxImagePixels
 	}
@@ -170,9 +184,10 @@ func (g *Generative) PrepareMedia(ctx context.Context, prompt string, addSpecial
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		// A chunk's key is its item's hash and its place among the item's
-		// chunks: the same bytes always give the same chunks.
-		key := sha256.Sum256(append(hashes[k][:], byte(parts[k]), byte(parts[k]>>8)))
+		// A chunk's key is the projector's digest, its item's hash and its
+		// place among the item's chunks: the same bytes always give the
+		// same chunks.
+		key := sha256.Sum256(slices.Concat(pr.digest[:], hashes[k][:], []byte{byte(parts[k]), byte(parts[k] >> 8)}))
 		parts[k]++
 		rows := chunks.MediaRows(i)
 		embd, ok := pr.cache.get(key)
@@ -272,4 +287,20 @@ func (c *mediaCache) stats() (queries, hits uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.queries, c.hits
+}
+
+// fileDigest is the SHA-256 of a file's bytes.
+func fileDigest(path string) ([32]byte, error) {
+	var sum [32]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, fmt.Errorf("read %s: %w", path, err)
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }

@@ -259,3 +259,52 @@ func TestAudioServe(t *testing.T) {
 		t.Errorf("corrupt WAV: %v, want a *media.Error naming the part", err)
 	}
 }
+
+// TestMediaKeysByProjector checks that an image's placeholders depend on
+// the projector file: two projectors' rows never share prefix-cache keys,
+// and the same projector always gives the same ones.
+func TestMediaKeysByProjector(t *testing.T) {
+	png, err := os.ReadFile(filepath.Join(mmprojTestdata, "gradient-64.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := loadVisionModel(t, GenerativeConfig{})
+	other := filepath.Join(t.TempDir(), "mmproj-seed2.gguf")
+	shape, err := synth.LookupProjectorShape("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.WriteProjector(other, synth.ProjectorOptions{Shape: shape, Base: a.Path(), Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadGenerative(GenerativeConfig{Path: a.Path(), MMProj: other, CacheDir: t.TempDir()}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	items := []media.Item{{Kind: media.Image, Data: png, Param: "p"}}
+	prompt := "look: " + media.Marker
+	ta, _, err := a.PrepareMedia(context.Background(), prompt, true, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := a.PrepareMedia(context.Background(), prompt, true, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := b.PrepareMedia(context.Background(), prompt, true, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ta, again) {
+		t.Errorf("the same projector gave other placeholders: %v, %v", ta, again)
+	}
+	if len(ta) != len(tb) {
+		t.Fatalf("%d and %d positions", len(ta), len(tb))
+	}
+	for i := range ta {
+		if (ta[i] < 0) != (tb[i] < 0) || (ta[i] >= 0 && ta[i] != tb[i]) || (ta[i] < 0 && ta[i] == tb[i]) {
+			t.Fatalf("position %d: %d and %d; want equal text tokens and different placeholders", i, ta[i], tb[i])
+		}
+	}
+}
