@@ -290,13 +290,12 @@ func (c *mediaCache) stats() (queries, hits uint64) {
 }
 
 // fileDigest is the SHA-256 of a file's bytes.
-func fileDigest(path string) ([32]byte, error) {
-	var sum [32]byte
+func fileDigest(path string) (sum [32]byte, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return sum, err
 	}
-	defer f.Close()
+	defer func() { err = errors.Join(err, f.Close()) }()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return sum, fmt.Errorf("read %s: %w", path, err)
