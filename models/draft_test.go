@@ -108,8 +108,13 @@ func TestDraftModelPreempted(t *testing.T) {
 		return g
 	}
 	want := generateAll(t, load(GenerativeConfig{}))
-	g := load(GenerativeConfig{KVMemoryBytes: 96 << 10, PrefixCacheBytes: 1 << 20,
+	// The cap counts the draft's KV too: 192 KiB holds the positions 96
+	// KiB of the target alone would.
+	g := load(GenerativeConfig{KVMemoryBytes: 192 << 10, PrefixCacheBytes: 1 << 20,
 		Speculative: scheduler.Speculative{Method: scheduler.SpecDraft, Model: path, NumTokens: 4}})
+	if got, alone := g.Stats().KV.CapacityTokens, load(GenerativeConfig{KVMemoryBytes: 96 << 10}).Stats().KV.CapacityTokens; got != alone || got == 0 {
+		t.Fatalf("a 192 KiB cap with a self-draft holds %d tokens, 96 KiB without a draft %d: the cap must count the draft's KV", got, alone)
+	}
 	// The second time, the long prompt's blocks come from the cache.
 	for range 2 {
 		got := generateAll(t, g)

@@ -241,7 +241,23 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		}
 	}()
 	info := m.Info()
-	sz, err := size(cfg, info)
+	draft, err := loadDraft(spec, path, cfg, m)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", name, err)
+	}
+	defer func() {
+		if err != nil && draft != nil {
+			err = errors.Join(err, draft.Close())
+		}
+	}()
+	// A draft model keeps a KV stream per slot beside the target's, as
+	// many positions as the target's: the KV memory cap and the sizes
+	// count both.
+	kvInfo := info
+	if draft != nil {
+		kvInfo.KVBytesPerToken += draft.Info().KVBytesPerToken
+	}
+	sz, err := size(cfg, kvInfo)
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", name, err)
 	}
@@ -273,15 +289,6 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 			return nil, fmt.Errorf("load model %q: %w", name, &ConfigError{"MatryoshkaDimensions", fmt.Sprintf("%d is outside [1, %d] (the model's embedding size)", d, info.NEmbd)})
 		}
 	}
-	draft, err := loadDraft(spec, path, cfg, m)
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", name, err)
-	}
-	defer func() {
-		if err != nil && draft != nil {
-			err = errors.Join(err, draft.Close())
-		}
-	}()
 	g := &Generative{
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
 		version: version, task: task, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
@@ -376,7 +383,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		<-g.stopped
 		return nil, fmt.Errorf("load model %q: %w", name, g.runErr)
 	}
-	kvDesc := describeKV(sz, cfg, info)
+	kvDesc := describeKV(sz, cfg, kvInfo)
 	if mem := ec.Stats().EngineKV; sz.paged && !mem.Paged {
 		g.log.Warn("the KV memory is not paged: every KV stream commits its full capacity", "kv_streams", sz.initialSeqs,
 			"committed", formatBytes(mem.Committed))
@@ -387,7 +394,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		"kv_cache", kvDesc,
 		"prefix_cache", formatBytes(cfg.PrefixCacheBytes), "pooling", pooling, "threads", ctxParams.Threads, "flash_attn", cfg.FlashAttention,
 		"chat_template", templateSource(cfg.ChatTemplate, info.ChatTemplate), "took", time.Since(start).Round(time.Millisecond))
-	logMemoryCaps(g.log, int64(info.Size), kvCapBytes(sz, cfg, info), cfg.PrefixCacheBytes)
+	logMemoryCaps(g.log, int64(info.Size), kvCapBytes(sz, cfg, kvInfo), cfg.PrefixCacheBytes)
 	return g, nil
 }
 

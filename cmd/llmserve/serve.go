@@ -226,7 +226,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.IntVar(&f.lookupMin, "prompt-lookup-min", 0, fmt.Sprintf("shortest n-gram prompt lookup matches (default: --prompt-lookup-max, or %d)", scheduler.DefaultPromptLookup))
 	fl.IntVar(&f.specDisableBatch, "speculative-disable-by-batch-size", 0, "no drafts in a step that decodes more sequences than this (vLLM's disable_by_batch_size; default: drafts at every batch size)")
 	fl.IntVar(&f.lookupMax, "prompt-lookup-max", 0, fmt.Sprintf("longest n-gram prompt lookup matches, at most %d (default: --prompt-lookup-min, or %d)", scheduler.MaxPromptLookup, scheduler.DefaultPromptLookup))
-	fl.StringVar(&f.specModel, "speculative-model", "", "draft model GGUF for speculative decoding (method draft, implied): a small model with the served model's vocabulary, loaded beside it with the same GPU settings, proposes --num-speculative-tokens greedy draft tokens per sequence and step")
+	fl.StringVar(&f.specModel, "speculative-model", "", "draft model GGUF for speculative decoding (method draft, implied): a small model with the served model's vocabulary, loaded beside it with the same GPU settings, proposes --num-speculative-tokens greedy draft tokens per sequence and step; its KV counts against --kv-cache-memory")
 	f.fs = fl
 	fl.DurationVar(&f.kvLease, "kv-transfer-lease", 30*time.Second, "how long a prefill's KV waits for a remote decode to pull it (kv_transfer_params do_remote_decode, the worker service's Prefill) before it is freed")
 	addMediaFlags(fl, &f.media)
