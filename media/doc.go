@@ -14,6 +14,10 @@
 // image bytes, and an oversized image is refused before its pixels are
 // allocated (FuzzDecodeImage feeds it arbitrary bytes).
 //
+// EncodeRows and DecodeRows are the wire form of encoded rows, which a
+// head and its workers exchange (api/worker and scheduler/router both use
+// them, so the two sides cannot drift).
+//
 // It must not import the engine, the scheduler or an API package: both
 // sides import it.
 package media

@@ -3,12 +3,14 @@ package media
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
 	"image/draw"
 	_ "image/jpeg" // decoders for image.Decode
 	_ "image/png"
+	"math"
 
 	_ "golang.org/x/image/webp"
 )
@@ -95,4 +97,24 @@ func DecodeImage(data []byte, maxPixels int) (width, height int, rgb []byte, err
 		}
 	}
 	return nx, ny, rgb, nil
+}
+
+// EncodeRows is the wire form of encoded media rows (the worker service's
+// MediaSpan.embd): each float32 in little-endian order.
+func EncodeRows(rows []float32) []byte {
+	b := make([]byte, 4*len(rows))
+	for i, v := range rows {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// DecodeRows is EncodeRows' inverse; a trailing partial value is ignored
+// (callers check that len(b) is a multiple of 4).
+func DecodeRows(b []byte) []float32 {
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
 }

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"strings"
 	"testing"
 )
@@ -84,4 +85,18 @@ func FuzzDecodeImage(f *testing.F) {
 			t.Fatalf("%d×%d with %d bytes", w, h, len(rgb))
 		}
 	})
+}
+
+// TestRows checks that encoded rows survive the wire form bit for bit.
+func TestRows(t *testing.T) {
+	in := []float32{0, -1.5, float32(math.Inf(1)), math.SmallestNonzeroFloat32, float32(math.NaN())}
+	b := EncodeRows(in)
+	if len(b) != 4*len(in) {
+		t.Fatalf("%d bytes for %d values", len(b), len(in))
+	}
+	for i, v := range DecodeRows(b) {
+		if math.Float32bits(v) != math.Float32bits(in[i]) {
+			t.Errorf("value %d: %v, want %v", i, v, in[i])
+		}
+	}
 }

@@ -2,10 +2,8 @@ package worker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -74,7 +72,7 @@ func toMediaSpans(spans []scheduler.Media) []*workerpb.MediaSpan {
 	}
 	out := make([]*workerpb.MediaSpan, len(spans))
 	for i, m := range spans {
-		out[i] = &workerpb.MediaSpan{Offset: int32(m.Offset), Rows: int32(m.Rows), Embd: embdBytes(m.Embd)}
+		out[i] = &workerpb.MediaSpan{Offset: int32(m.Offset), Rows: int32(m.Rows), Embd: media.EncodeRows(m.Embd)}
 	}
 	return out
 }
@@ -120,29 +118,11 @@ func fromMedia(in []*workerpb.MediaSpan, prompt []int32, vocab, width int) ([]sc
 				return nil, invalid(fmt.Sprintf("prompt[%d]", j), "token id %d is inside media span %d, which holds placeholders (negative ids).", prompt[j], i)
 			}
 		}
-		out[i] = scheduler.Media{Offset: int(off), Rows: int(rows), Embd: embdFloats(sp.GetEmbd())}
+		out[i] = scheduler.Media{Offset: int(off), Rows: int(rows), Embd: media.DecodeRows(sp.GetEmbd())}
 		next = int(off + rows)
 	}
 	if err := checkText(len(prompt)); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// embdBytes is rows of float32 as little-endian bytes (MediaSpan.embd).
-func embdBytes(f []float32) []byte {
-	b := make([]byte, 4*len(f))
-	for i, v := range f {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
-}
-
-// embdFloats is embdBytes' inverse; len(b) is a multiple of 4.
-func embdFloats(b []byte) []float32 {
-	f := make([]float32, len(b)/4)
-	for i := range f {
-		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return f
 }

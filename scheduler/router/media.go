@@ -2,10 +2,8 @@ package router
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -135,11 +133,7 @@ func wireMedia(spans []scheduler.Media) []*workerpb.MediaSpan {
 	}
 	out := make([]*workerpb.MediaSpan, len(spans))
 	for i, m := range spans {
-		b := make([]byte, 4*len(m.Embd))
-		for j, v := range m.Embd {
-			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
-		}
-		out[i] = &workerpb.MediaSpan{Offset: int32(m.Offset), Rows: int32(m.Rows), Embd: b}
+		out[i] = &workerpb.MediaSpan{Offset: int32(m.Offset), Rows: int32(m.Rows), Embd: media.EncodeRows(m.Embd)}
 	}
 	return out
 }
@@ -155,11 +149,7 @@ func fromMediaSpans(in []*workerpb.MediaSpan, n int) ([]scheduler.Media, error) 
 		if rows < 1 || off < next || off+rows > int64(n) || size == 0 || size%(4*rows) != 0 {
 			return nil, fmt.Errorf("media span %d ([%d, %d), %d bytes) does not fit its prompt of %d tokens", i, off, off+rows, size, n)
 		}
-		f := make([]float32, size/4)
-		for j := range f {
-			f[j] = math.Float32frombits(binary.LittleEndian.Uint32(sp.Embd[4*j:]))
-		}
-		out = append(out, scheduler.Media{Offset: int(off), Rows: int(rows), Embd: f})
+		out = append(out, scheduler.Media{Offset: int(off), Rows: int(rows), Embd: media.DecodeRows(sp.GetEmbd())})
 		next = off + rows
 	}
 	return out, nil
