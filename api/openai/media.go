@@ -164,8 +164,8 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 				return ref, invalid(p+".url", "image_url.url is required: a data: URL (data:image/png;base64,...) or an http(s) URL.")
 			}
 			ref.url = *iu.URL
-			if d := iu.Detail; d != nil && *d != "auto" && *d != "low" && *d != "high" {
-				return ref, invalid(p+".detail", "image_url.detail must be auto, low or high, got %q.", truncate(*d, 20))
+			if err := checkDetail(iu.Detail, p+".detail", "image_url.detail"); err != nil {
+				return ref, err
 			}
 		case "nothing", "null":
 			return ref, invalid(p, "An image_url part needs image_url: {\"url\": \"data:image/png;base64,...\"}.")
@@ -177,10 +177,7 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		}
 	case "input_audio":
 		var part struct {
-			InputAudio *struct {
-				Data   *string `json:"data"`
-				Format *string `json:"format"`
-			} `json:"input_audio"`
+			InputAudio *wireInputAudio `json:"input_audio"`
 		}
 		if err := decodeJSON(raw, &part); err != nil {
 			return ref, withPrefix(param, err)
@@ -189,17 +186,43 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		p := param + ".input_audio"
 		ref.field = p + ".data"
 		a := part.InputAudio
-		switch {
-		case a == nil:
-			return ref, invalid(p, "An input_audio part needs input_audio: {\"data\": base64, \"format\": \"wav\" or \"mp3\"}.")
-		case a.Data == nil || *a.Data == "":
-			return ref, invalid(p+".data", "input_audio.data is required: the audio file in base64.")
-		case a.Format == nil || (*a.Format != "wav" && *a.Format != "mp3"):
-			return ref, invalid(p+".format", "input_audio.format must be either 'wav' or 'mp3', got %q.", truncate(strOf(a.Format), 20))
+		if err := a.check(p); err != nil {
+			return ref, err
 		}
 		ref.data, ref.format = *a.Data, *a.Format
 	}
 	return ref, nil
+}
+
+// checkDetail checks an image's detail (auto, low or high, checked and
+// ignored as llama.cpp does); param is its field, name how the message
+// calls it.
+func checkDetail(d *string, param, name string) error {
+	if d != nil && *d != "auto" && *d != "low" && *d != "high" {
+		return invalid(param, "%s must be auto, low or high, got %q.", name, truncate(*d, 20))
+	}
+	return nil
+}
+
+// wireInputAudio is an input_audio object as chat and Responses parts
+// carry it.
+type wireInputAudio struct {
+	Data   *string `json:"data"`
+	Format *string `json:"format"`
+}
+
+// check reports what is missing or wrong in a (nil: absent): base64 data
+// and a wav or mp3 format; p names it.
+func (a *wireInputAudio) check(p string) error {
+	switch {
+	case a == nil:
+		return invalid(p, "An input_audio part needs input_audio: {\"data\": base64, \"format\": \"wav\" or \"mp3\"}.")
+	case a.Data == nil || *a.Data == "":
+		return invalid(p+".data", "input_audio.data is required: the audio file in base64.")
+	case a.Format == nil || (*a.Format != "wav" && *a.Format != "mp3"):
+		return invalid(p+".format", "input_audio.format must be either 'wav' or 'mp3', got %q.", truncate(strOf(a.Format), 20))
+	}
+	return nil
 }
 
 // checkImageURL checks the shape of an image URL: a base64 data: URL or

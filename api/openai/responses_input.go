@@ -349,10 +349,7 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			ImageURL *string `json:"image_url"`
 			Detail   *string `json:"detail"`
 			FileID   *string `json:"file_id"`
-			Audio    *struct {
-				Data   *string `json:"data"`
-				Format *string `json:"format"`
-			} `json:"input_audio"`
+			Audio    *wireInputAudio `json:"input_audio"`
 		}
 		if err := decodeJSON(e, &p); err != nil {
 			return nil, withPrefix(prefix, err)
@@ -368,13 +365,8 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 		}
 		if typ == "input_audio" && partTypes[role][typ] {
 			a := p.Audio
-			switch {
-			case a == nil:
-				return nil, invalid(prefix+".input_audio", "An input_audio part needs input_audio: {\"data\": base64, \"format\": \"wav\" or \"mp3\"}.")
-			case a.Data == nil || *a.Data == "":
-				return nil, invalid(prefix+".input_audio.data", "input_audio.data is required: the audio file in base64.")
-			case a.Format == nil || (*a.Format != "wav" && *a.Format != "mp3"):
-				return nil, invalid(prefix+".input_audio.format", "input_audio.format must be either 'wav' or 'mp3', got %q.", truncate(strOf(a.Format), 20))
+			if err := a.check(prefix + ".input_audio"); err != nil {
+				return nil, err
 			}
 			parts[j] = respContent{Type: typ, InputAudio: &respAudio{Data: *a.Data, Format: *a.Format}}
 			continue
@@ -413,10 +405,10 @@ func inputImage(u, detail, fileID *string) (respContent, error) {
 		return part, err
 	}
 	part.ImageURL = *u
+	if err := checkDetail(detail, "detail", "detail"); err != nil {
+		return part, err
+	}
 	if detail != nil {
-		if *detail != "auto" && *detail != "low" && *detail != "high" {
-			return part, invalid("detail", "detail must be auto, low or high, got %q.", truncate(*detail, 20))
-		}
 		part.Detail = *detail
 	}
 	return part, nil
