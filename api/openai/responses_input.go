@@ -343,12 +343,12 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			return nil, typeError(prefix, "a content part object", jsonKind(e))
 		}
 		var p struct {
-			Type     *string `json:"type"`
-			Text     *string `json:"text"`
-			Refusal  *string `json:"refusal"`
-			ImageURL *string `json:"image_url"`
-			Detail   *string `json:"detail"`
-			FileID   *string `json:"file_id"`
+			Type     *string         `json:"type"`
+			Text     *string         `json:"text"`
+			Refusal  *string         `json:"refusal"`
+			ImageURL *string         `json:"image_url"`
+			Detail   *string         `json:"detail"`
+			FileID   *string         `json:"file_id"`
 			Audio    *wireInputAudio `json:"input_audio"`
 		}
 		if err := decodeJSON(e, &p); err != nil {
