@@ -203,11 +203,11 @@ func (c *Context) decodeSingles(chunks []*engine.Chunk, fail func(engine.SeqID, 
 	// this call uses, empty or not: it is removed after the call, which
 	// leaves the stream as it was.
 	room := func(s engine.Slot) bool {
-		return s >= 0 && int(s) < c.streams && !used[s] && int(c.slotLen(s)) < c.slotTokens
+		return !used[s] && c.hasRoom(s)
 	}
 	filler := func(s engine.Slot) row {
 		used[s] = true
-		return row{slot: s, pos: c.slotLen(s), token: chunks[0].Tokens[0]}
+		return c.throwaway(s, chunks[0].Tokens[0])
 	}
 
 	// Group the chunks into runs of consecutive streams.
@@ -273,6 +273,19 @@ func (c *Context) decodeSingles(chunks []*engine.Chunk, fail func(engine.SeqID, 
 			fail(r.chunk.Seq, err)
 		}
 	}
+}
+
+// hasRoom reports whether stream s exists and has room for a throwaway
+// row at its next position.
+func (c *Context) hasRoom(s engine.Slot) bool {
+	return s >= 0 && int(s) < c.streams && int(c.slotLen(s)) < c.slotTokens
+}
+
+// throwaway is a row of token at stream s's next position, whatever the
+// stream holds: it keeps an evaluation's streams consecutive (or gives it
+// a second row) and is removed right after the call.
+func (c *Context) throwaway(s engine.Slot, token int32) row {
+	return row{slot: s, pos: c.slotLen(s), token: token}
 }
 
 // ensureOutputs marks rows as outputs until there are two (when there are

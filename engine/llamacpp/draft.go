@@ -269,12 +269,12 @@ func (d *drafter) propose(batch []engine.Chunk, failed map[engine.SeqID]bool) []
 // a and b stay in one evaluation.
 func (d *drafter) fillGap(rows []row, a, b engine.Slot, tok int32) []row {
 	for s := a + 1; s < b; s++ {
-		if int(d.c.slotLen(s)) >= d.c.slotTokens {
+		if !d.c.hasRoom(s) {
 			return rows
 		}
 	}
 	for s := a + 1; s < b; s++ {
-		rows = append(rows, row{slot: s, pos: d.c.slotLen(s), token: tok})
+		rows = append(rows, d.c.throwaway(s, tok))
 	}
 	return rows
 }

@@ -128,11 +128,11 @@ func (c *Context) mediaRows(ch *engine.Chunk, span *engine.MediaSpan, a, b int) 
 		return rows, 0
 	}
 	for _, s := range []engine.Slot{ch.Slot + 1, ch.Slot - 1} {
-		if s < 0 || int(s) >= c.streams || int(c.slotLen(s)) >= c.slotTokens {
+		if !c.hasRoom(s) {
 			continue
 		}
-		filler := rows[0]
-		filler.slot, filler.pos, filler.chunk, filler.output = s, c.slotLen(s), nil, false
+		filler := c.throwaway(s, rows[0].token)
+		filler.embd = rows[0].embd
 		if s < ch.Slot {
 			return []row{filler, rows[0]}, 1
 		}
