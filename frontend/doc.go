@@ -1,0 +1,48 @@
+// Package frontend is what every protocol shares between its wire format and
+// the engine core, the way vLLM's serving layer shares one chat
+// preprocessing path and one OutputProcessor across its APIs. A feature added
+// here reaches OpenAI chat and completions, Responses, Anthropic Messages, V2
+// generate/generate_stream/infer, Triton v1 and the head's worker service at
+// once; a protocol package only decodes its wire types into a Request and
+// renders the Deltas it gets back.
+//
+// # The target layout (issue 27; landing in steps that each stay green)
+//
+//	api/openai, api/anthropic,      each decodes its own wire types ONCE,
+//	api/responses (+ its store),    directly into a frontend.Request (no JSON
+//	api/v2, api/tritonv1,           round trip between protocols), with field
+//	api/kservev1, api/worker        errors in its own field paths; renders
+//	        │                       frontend.Deltas; maps frontend.Error to its
+//	        ▼                       wire in one place.
+//	frontend            (this package, pure Go, no cgo, no net/http)
+//	  request.go        Request: messages with media parts, tools and tool
+//	                    choice, response format / grammar, sampling, stop,
+//	                    reasoning budget, logprobs, n, cache salt, LoRA,
+//	                    priority; or a raw prompt (text or token ids).
+//	  render.go         Render: chat template, media preparation, grammar,
+//	                    limits, tokenization, the BOS rule → a prepared prompt.
+//	  submit.go         Submit: scheduler.Requests with their defaults
+//	                    (arrival, deadline, generation cap), all or none.
+//	  output*.go        ONE output processor: incremental detokenization,
+//	                    stop strings and stop tokens, reasoning and tool-call
+//	                    splitting, logprobs, finish reason and usage, as
+//	                    Deltas per choice, for streaming and non-streaming
+//	                    answers alike.
+//	  errors.go         ONE error classification (bad request with its
+//	                    param, not found, too long for the context,
+//	                    overloaded, unavailable, timed out, canceled,
+//	                    internal) that each protocol maps to its wire once.
+//	  model.go          what the frontend needs of an LLM (name, context
+//	                    length, tokenizer, submit, media); embedding, tensor
+//	                    and custom-runtime models have interfaces of their
+//	                    own elsewhere, never stubs of this one.
+//	core, scheduler, tokenizer, media, grammar   (below: the frontend calls
+//	                    core.EngineCore through Model.Submit and reads
+//	                    core.Streams)
+//
+// # What it must not do
+//
+// It knows no protocol: no net/http, no gRPC, no wire type of any API, no
+// JSON body parsing. It holds no model state and makes no scheduling
+// decision. It takes the time from a clock it is given, never time.Now.
+package frontend
