@@ -75,7 +75,9 @@ type GenerativeConfig struct {
 	MaxNumSeqs int
 	// InitialSeqs is how many KV streams are allocated at start-up (0:
 	// MaxNumSeqs). The KV memory grows to MaxNumSeqs streams when requests
-	// wait for one, and shrinks back after a minute without work.
+	// wait for one, and shrinks back after a minute without work. KV on a
+	// GPU (GPULayers != 0) ignores it: all MaxNumSeqs streams are allocated
+	// at start-up and never resized (see size).
 	InitialSeqs int
 	// KVMemoryBytes, when > 0, caps the KV memory. Paged KV (in host
 	// memory, GPULayers 0): the positions all running sequences hold
@@ -498,9 +500,8 @@ func describeKV(sz sizing, cfg GenerativeConfig, info llamacpp.Info) string {
 	perTok := int64(kvBytesPerToken(info, cfg.KVType))
 	if !sz.paged {
 		perSeq := int64(roundUp(sz.maxLen, 256)) * perTok
-		return fmt.Sprintf("%d sequences × %d positions now (%s, %s), growing with the load to %d (%s)",
-			sz.initialSeqs, roundUp(sz.maxLen, 256), formatBytes(int64(sz.initialSeqs)*perSeq), kvTypeName(cfg.KVType),
-			sz.maxSeqs, formatBytes(int64(sz.maxSeqs)*perSeq))
+		return fmt.Sprintf("not paged: %d sequences × %d positions, allocated at start-up and never resized (%s, %s)",
+			sz.maxSeqs, roundUp(sz.maxLen, 256), formatBytes(int64(sz.maxSeqs)*perSeq), kvTypeName(cfg.KVType))
 	}
 	if sz.capacityTokens == 0 {
 		return fmt.Sprintf("paged, no cap: memory follows the tokens in use (%s per token, %s); up to %d sequences of up to %d tokens",
@@ -551,7 +552,12 @@ func size(cfg GenerativeConfig, info llamacpp.Info) (sizing, error) {
 		}
 	}
 	s.initialSeqs = s.maxSeqs
-	if cfg.InitialSeqs > 0 {
+	// KV on a GPU is allocated whole at start-up and never resized: a
+	// resize builds a second llama.cpp context and frees the first, and
+	// with the CUDA backend llama_free of the old context crashed (SIGSEGV,
+	// NVIDIA H200, CUDA 13.0, docs/BENCHMARKS.md "CUDA"). The cap already
+	// bounds what it commits (MaxNumSeqs × MaxModelLen positions).
+	if cfg.InitialSeqs > 0 && s.paged {
 		s.initialSeqs = min(cfg.InitialSeqs, s.maxSeqs)
 	}
 	s.batchTokens = cfg.MaxNumBatchedTokens

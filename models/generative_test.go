@@ -32,7 +32,7 @@ func TestSize(t *testing.T) {
 			sizing{maxLen: 8192, maxSeqs: 64, initialSeqs: 4, batchTokens: 2048, maxWaiting: 512, paged: true, capacityTokens: 87712}},
 		// KV on a GPU is not paged: 2048 positions of 23,040 bytes are 45 MiB
 		// a sequence, and 1 GiB holds 22.
-		{"GPU: lowered to the KV cap", GenerativeConfig{GPULayers: -1, MaxModelLen: 2048, MaxNumSeqs: 64, KVMemoryBytes: 1 << 30},
+		{"GPU: lowered to the KV cap, allocated whole", GenerativeConfig{GPULayers: -1, MaxModelLen: 2048, MaxNumSeqs: 64, InitialSeqs: 4, KVMemoryBytes: 1 << 30},
 			sizing{maxLen: 2048, maxSeqs: 22, initialSeqs: 22, batchTokens: 2048, maxWaiting: 512, lowered: true}},
 		{"batch raised to the sequences", GenerativeConfig{MaxModelLen: 256, MaxNumSeqs: 100, MaxNumBatchedTokens: 10},
 			sizing{maxLen: 256, maxSeqs: 100, initialSeqs: 100, batchTokens: 100, maxWaiting: 512, paged: true}},

@@ -179,7 +179,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where the embedded model is written for llama.cpp to map (default: the user cache dir)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "most tokens (prompt + output) per sequence; 0: the model's context length")
 	fl.IntVar(&f.maxNumSeqs, "max-num-seqs", 64, fmt.Sprintf("most sequences running at once (the continuous batch), 1 to %d; each has a KV stream of max-model-len positions, whose memory follows the tokens it holds", llamacpp.MaxSlots))
-	fl.IntVar(&f.initialSeqs, "kv-initial-seqs", 4, "sequences the KV cache holds at start-up; it grows up to --max-num-seqs when requests wait, and shrinks back after a minute idle")
+	fl.IntVar(&f.initialSeqs, "kv-initial-seqs", 4, "sequences the KV cache holds at start-up; it grows up to --max-num-seqs when requests wait, and shrinks back after a minute idle (KV in host memory only: KV on a GPU holds --max-num-seqs from the start)")
 	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 2048, "most tokens computed in one step (at least max-num-seqs); longer prompts are prefilled in chunks")
 	fl.IntVar(&f.longPrefill, "long-prefill-token-threshold", 512, "a prompt of more tokens than this is long: while other requests decode, long prompts compute in small chunks paced by measured step times, so that streams keep their token rate (about 3× their usual inter-token latency at most); 0: off")
 	fl.IntVar(&f.maxWaiting, "max-waiting", 512, "most requests waiting to start; more get 429 with Retry-After")
