@@ -1,47 +1,33 @@
 package openai
 
 import (
-	"errors"
-	"slices"
-	"unicode/utf8"
-
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
-// choice turns one choice's scheduler outputs into text: it detokenizes
-// incrementally, finds stop strings, drops stop tokens and keeps the count
-// of tokens that usage reports. It is the same for both endpoints and for
-// streaming and non-streaming answers.
+// choice is one choice of a request on the wire: frontend.Choice (the
+// output processor every protocol shares: detokenization, stop strings,
+// stop tokens, logprobs, the finish reason and the token count usage
+// reports) with the choice's place in the request and what the OpenAI
+// renderers remember of it.
 type choice struct {
-	index     int // index on the wire: prompt*n + i
-	sched     int // index inside the prompt's scheduler.Stream
-	dec       *tokenizer.Decoder
-	stops     *tokenizer.StopMatcher
-	stopToks  []int32 // sorted
-	minTokens int
+	index int // index on the wire: prompt*n + i
+	sched int // index inside the prompt's scheduler.Stream
+	out   *frontend.Choice
+	// buf is reused for the deltas of one output.
+	buf []frontend.Delta
 
-	// tokens counts generated tokens up to the end of the visible text:
-	// a stop token counts, tokens that arrive after a stop string do not.
-	tokens int
-	// runes counts the characters the decoder produced, the base of the
-	// next token's text_offset.
-	runes int
-	// final is set when the scheduler sent the choice's last Output.
-	final bool
-	// done is set when the choice ended for the client; later outputs are
-	// discarded.
-	done   bool
-	finish string
+	// tokens, final and done mirror out's Tokens, Final and Done after
+	// each add.
+	tokens      int
+	final, done bool
 	// stopString is the stop string that ended the choice, if one did
 	// (the Messages API reports it as stop_sequence).
 	stopString string
 	// echoed is set once the echoed prompt was sent (completions).
 	echoed bool
-	// topK is how many alternatives the client asked for per token; the
-	// engine may list more (for prompt_logprobs).
-	topK int
 }
 
 // delta is what one or more outputs added to a choice.
@@ -66,108 +52,53 @@ type tokenLogprob struct {
 
 func (d *delta) empty() bool { return d.text == "" && len(d.lps) == 0 && d.finish == "" }
 
-// errAborted ends a choice that the scheduler aborted without a reason.
-var errAborted = errors.New("openai: generation aborted")
-
 func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice {
-	return &choice{
-		index:     index,
-		sched:     sched,
-		dec:       newDecoder(tok, p.keepSpecial),
-		stops:     tokenizer.NewStopMatcher(p.stops),
-		stopToks:  p.base.StopTokens,
-		minTokens: p.base.MinTokens,
-		topK:      p.topLogprobs,
+	cfg := &frontend.OutputConfig{
+		Tokenizer:   tok,
+		KeepSpecial: p.keepSpecial,
+		Stops:       p.stops,
+		StopTokens:  p.base.StopTokens,
+		MinTokens:   p.base.MinTokens,
+		Logprobs:    p.logprobs,
+		TopLogprobs: p.topLogprobs,
 	}
+	out, _ := frontend.NewChoice(cfg) // fails only for an unknown reasoning parser; none is set
+	return &choice{index: index, sched: sched, out: out}
 }
 
 // add applies out to the choice and appends what it produced to d. A non-nil
 // error means the server ended the choice (deadline, engine failure).
-func (c *choice) add(out *scheduler.Output, wantLogprobs bool, d *delta) error {
-	if out.Finish != scheduler.FinishNone {
-		c.final = true
-	}
-	if c.done {
-		return nil
-	}
-	toks := out.Tokens
-	stopTok := false
-	if out.Finish == scheduler.FinishStop && len(toks) > 0 {
-		_, stopTok = slices.BinarySearch(c.stopToks, toks[len(toks)-1])
-		if stopTok {
-			toks = toks[:len(toks)-1]
+func (c *choice) add(out *scheduler.Output, d *delta) error {
+	ds, stopped, err := c.out.Add(out, c.buf[:0])
+	c.buf = ds
+	for i := range ds {
+		x := &ds[i]
+		d.text += x.Text
+		// The stop token counts as generated but is not text, and has no
+		// logprob entry.
+		if x.Logprobs != nil && !x.StopToken {
+			d.lps = append(d.lps, tokenLogprob{lp: *x.Logprobs, offset: x.Offset})
+		}
+		if x.Finish != frontend.FinishNone {
+			d.finish = finishName(x.Finish)
 		}
 	}
-	for j, t := range toks {
-		c.tokens++
-		if wantLogprobs && j < len(out.Logprobs) {
-			d.lps = append(d.lps, tokenLogprob{lp: cutTop(out.Logprobs[j], c.topK), offset: c.runes})
-		}
-		piece := c.dec.Add(t)
-		c.runes += utf8.RuneCountInString(piece)
-		if c.push(piece, d) {
-			// Tokens after the stop string's token are never shown, and do
-			// not count: a client sees the answer end at the stop string.
-			d.stopped = !c.final
-			return nil
-		}
-	}
-	if stopTok {
-		// The stop token counts as generated but is not text.
-		c.tokens++
-	}
-	switch out.Finish {
-	case scheduler.FinishNone:
-		return nil
-	case scheduler.FinishStop, scheduler.FinishLength:
-		piece := c.dec.Flush()
-		c.runes += utf8.RuneCountInString(piece)
-		if c.push(piece, d) {
-			return nil
-		}
-		d.text += c.stops.Flush()
-		c.end(string(out.Finish), d)
-		return nil
-	default: // FinishAbort
-		c.done = true
-		if out.Err != nil {
-			return out.Err
-		}
-		return errAborted
-	}
+	d.stopped = d.stopped || stopped
+	c.tokens, c.final, c.done = c.out.Tokens(), c.out.Final(), c.out.Done()
+	c.stopString = c.out.StopString()
+	return err
 }
 
-// push feeds decoded text through the stop matcher and reports whether a
-// stop string ended the choice. The first minTokens tokens are not checked
-// for stop strings, as in vLLM.
-func (c *choice) push(piece string, d *delta) bool {
-	if piece == "" {
-		return false
+// finishName is a finish reason on the OpenAI wire: a stop string is a
+// "stop", as a stop token is.
+func finishName(f frontend.Finish) string {
+	switch f {
+	case frontend.FinishLength:
+		return "length"
+	case frontend.FinishNone:
+		return ""
 	}
-	if c.tokens <= c.minTokens {
-		d.text += piece
-		return false
-	}
-	emit, matched, stopped := c.stops.Push(piece)
-	d.text += emit
-	if stopped {
-		c.stopString = matched
-		c.end("stop", d)
-	}
-	return stopped
-}
-
-func (c *choice) end(reason string, d *delta) {
-	c.done, c.finish, d.finish = true, reason, reason
-}
-
-// newDecoder is the choice's decoder: control tokens dropped, or shown
-// when the client set skip_special_tokens to false.
-func newDecoder(tok *tokenizer.Tokenizer, keepSpecial bool) *tokenizer.Decoder {
-	if keepSpecial {
-		return tok.NewSpecialDecoder()
-	}
-	return tok.NewDecoder()
+	return "stop"
 }
 
 // cutTop keeps the k most likely alternatives of l.

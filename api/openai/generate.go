@@ -198,7 +198,8 @@ func (g *generation) apply(p int, outs []scheduler.Output) ([]choiceDelta, error
 		}
 		c := g.choices[p*n+out.Choice]
 		if c.done {
-			c.final = c.final || out.Finish != scheduler.FinishNone
+			var discard delta
+			_ = c.add(out, &discard) // notes the final output; adds nothing
 			continue
 		}
 		i := len(ds) - 1
@@ -210,7 +211,7 @@ func (g *generation) apply(p int, outs []scheduler.Output) ([]choiceDelta, error
 			i = len(ds) - 1
 		}
 		d := &ds[i].d
-		err := c.add(out, g.params.logprobs, d)
+		err := c.add(out, d)
 		if c.done {
 			g.open--
 		}

@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"fmt"
-	"slices"
-
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -131,53 +129,11 @@ func thinkingFor(m Model, p *genParams, pr promptInput) (*scheduler.Thinking, er
 	if parser == "" {
 		return nil, nil
 	}
-	marks, err := tokenizer.ReasoningMarkers(parser)
-	if err != nil {
-		return nil, err
-	}
 	text := pr.rendered
 	if text == "" {
 		text = pr.text
 	}
-	start, err := tokenizer.ReasoningStartOf(parser, text)
-	if err != nil {
-		return nil, err
-	}
-	tok := m.Tokenizer()
-	th := &scheduler.Thinking{Budget: budget, StartInside: start == tokenizer.ReasoningInside, Off: start == tokenizer.ReasoningOff}
-	for _, x := range []struct {
-		dst  *[]int32
-		text string
-	}{{&th.Start, marks.Open}, {&th.End, marks.Close}, {&th.After, marks.After}} {
-		if *x.dst, err = markerTokens(tok, x.text); err != nil {
-			return nil, fmt.Errorf("tokenize the reasoning marker %q: %w", x.text, err)
-		}
-	}
-	if len(th.Start) == 0 || len(th.End) == 0 {
-		return nil, fmt.Errorf("the reasoning markers %q and %q tokenize to nothing", marks.Open, marks.Close)
-	}
-	return th, nil
-}
-
-// markerTokens tokenizes a marker as it appears after other text, which
-// is how the model writes it: alone, a SentencePiece vocabulary would put
-// its dummy-prefix space in front ("▁<", ...), and a forced </think> would
-// then add a space to the reasoning and the answer. The marker is encoded
-// after "a" and the tokens of "a" are dropped, when they are a prefix;
-// otherwise (the two merged) the marker is encoded alone.
-func markerTokens(tok *tokenizer.Tokenizer, marker string) ([]int32, error) {
-	lead, err := tok.Encode("a", false)
-	if err != nil {
-		return nil, err
-	}
-	both, err := tok.Encode("a"+marker, false)
-	if err != nil {
-		return nil, err
-	}
-	if len(both) > len(lead) && slices.Equal(both[:len(lead)], lead) {
-		return both[len(lead):], nil
-	}
-	return tok.Encode(marker, false)
+	return frontend.Thinking(m.Tokenizer(), parser, text, budget)
 }
 
 // Budgets the Responses API's reasoning.effort stands for: a share of

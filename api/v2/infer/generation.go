@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -62,20 +62,14 @@ type Generation struct {
 	open    int
 }
 
-// seq turns one prompt's outputs into text: incremental detokenization,
-// stop strings, the stop token dropped from the text.
+// seq is one prompt's answer: frontend.Choice (the output processor every
+// protocol shares) with the prompt's index and token count.
 type seq struct {
 	index        int
 	tok          *tokenizer.Tokenizer
-	dec          *tokenizer.Decoder
-	stops        *tokenizer.StopMatcher
-	stopToks     []int32
-	minTokens    int
+	out          *frontend.Choice
+	buf          []frontend.Delta // reused for one output's deltas
 	promptTokens int
-	tokens       int // generated tokens up to the end of the answer
-	cumLogprob   float64
-	final        bool // the scheduler sent the last output
-	done         bool // the answer ended for the client
 }
 
 // Start tokenizes the prompts and submits them, all or none, with the
@@ -125,10 +119,14 @@ func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id stri
 		req.Arrival = arrival
 		req.Deadline = deadline
 		reqs[i] = &req
-		g.seqs = append(g.seqs, &seq{
-			index: i, tok: tok, dec: tok.NewDecoder(), stops: tokenizer.NewStopMatcher(p.stops),
-			stopToks: p.base.StopTokens, minTokens: p.base.MinTokens, promptTokens: len(toks),
+		out, err := frontend.NewChoice(&frontend.OutputConfig{
+			Tokenizer: tok, Stops: p.stops, StopTokens: p.base.StopTokens, MinTokens: p.base.MinTokens,
+			Logprobs: p.base.Sampling.Logprobs,
 		})
+		if err != nil {
+			return nil, err
+		}
+		g.seqs = append(g.seqs, &seq{index: i, tok: tok, out: out, promptTokens: len(toks)})
 	}
 	streams, err := m.Submit(ctx, reqs)
 	if err != nil {
@@ -148,7 +146,7 @@ func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id stri
 // their sequences within one engine step.
 func (g *Generation) Close() {
 	for i, s := range g.seqs {
-		if !s.final {
+		if !s.out.Final() {
 			g.streams[i].Cancel()
 		}
 	}
@@ -156,11 +154,11 @@ func (g *Generation) Close() {
 
 // CumLogprob is the sum of prompt i's generated tokens' logprobs so far
 // (0 unless logprobs were asked for: details or return_cumulative_logprob).
-func (g *Generation) CumLogprob(i int) float64 { return g.seqs[i].cumLogprob }
+func (g *Generation) CumLogprob(i int) float64 { return g.seqs[i].out.CumLogprob() }
 
 // Usage returns prompt i's token counts.
 func (g *Generation) Usage(i int) (prompt, output int) {
-	return g.seqs[i].promptTokens, g.seqs[i].tokens
+	return g.seqs[i].promptTokens, g.seqs[i].out.Tokens()
 }
 
 // Run hands every delta to fn, in order per prompt, until every prompt is
@@ -172,14 +170,14 @@ func (g *Generation) Run(ctx context.Context, fn func(Delta) error) error {
 	apply := func(p int, outs []scheduler.Output) error {
 		s := g.seqs[p]
 		for k := range outs {
-			wasDone := s.done
+			wasDone := s.out.Done()
 			ds, stopped, err := s.add(&outs[k], g.params.base.Sampling.Logprobs)
 			for _, d := range ds {
 				if ferr := fn(d); ferr != nil {
 					return ferr
 				}
 			}
-			if s.done && !wasDone {
+			if s.out.Done() && !wasDone {
 				g.open--
 			}
 			if stopped {
@@ -210,7 +208,7 @@ func (g *Generation) Run(ctx context.Context, fn func(Delta) error) error {
 // the prompt is done; anything else ends the request.
 func (g *Generation) recvError(p int, err error) error {
 	if errors.Is(err, io.EOF) {
-		if g.seqs[p].done {
+		if g.seqs[p].out.Done() {
 			return nil
 		}
 		return AsError(fmt.Errorf("%w: stream %s ended early", scheduler.ErrEngine, g.streams[p].ID()))
@@ -249,89 +247,41 @@ func (g *Generation) Collect(ctx context.Context) ([]Result, error) {
 	return res, nil
 }
 
-// errAborted ends a prompt the scheduler aborted without a reason.
-var errAborted = errors.New("generation aborted")
-
-// add applies one output and returns the deltas it made, whether a stop
-// string ended the answer (the caller must stop the choice), and the
-// error that ended it on the server's side.
+// add applies one output and returns the deltas it made, one per token
+// (with its details when details is set), whether a stop string ended the
+// answer (the caller must stop the choice), and the error that ended it on
+// the server's side.
 func (s *seq) add(out *scheduler.Output, details bool) (ds []Delta, stopped bool, err error) {
-	if out.Finish != scheduler.FinishNone {
-		s.final = true
-	}
-	if s.done {
-		return nil, false, nil
-	}
-	last := len(out.Tokens) - 1
-	for j, t := range out.Tokens {
-		s.tokens++
-		d := Delta{Index: s.index, Token: s.token(t, out, j, details)}
-		// The stop token that ended the answer counts, but is not text.
-		_, isStopTok := slices.BinarySearch(s.stopToks, t)
-		if endsAnswer := isStopTok && j == last && out.Finish == scheduler.FinishStop; !endsAnswer {
-			if s.push(s.dec.Add(t), &d) {
-				return append(ds, d), !s.final, nil
+	fds, stopped, err := s.out.Add(out, s.buf[:0])
+	s.buf = fds
+	for i := range fds {
+		x := &fds[i]
+		d := Delta{Index: s.index, Text: x.Text, Finish: finishName(x.Finish)}
+		if details && x.HasToken {
+			d.Token = &Token{ID: x.Token, Text: s.tok.TokenText(x.Token), Special: s.tok.Vocab().IsControl(x.Token)}
+			if x.Logprobs != nil {
+				d.Token.Logprob = x.Logprobs.Chosen.Logprob
 			}
 		}
 		ds = append(ds, d)
 	}
-	switch out.Finish {
-	case scheduler.FinishNone:
-		return ds, false, nil
-	case scheduler.FinishStop, scheduler.FinishLength:
-		if len(ds) == 0 {
-			ds = append(ds, Delta{Index: s.index})
-		}
-		d := &ds[len(ds)-1]
-		if s.push(s.dec.Flush(), d) {
-			return ds, false, nil
-		}
-		d.Text += s.stops.Flush()
-		s.done = true
-		d.Finish = FinishLength
-		if out.Finish == scheduler.FinishStop {
-			d.Finish = FinishEOS
-		}
-		return ds, false, nil
-	default: // FinishAbort
-		s.done = true
-		if out.Err != nil {
-			return ds, false, AsError(out.Err)
-		}
-		return ds, false, AsError(errAborted)
+	if err != nil {
+		return ds, stopped, AsError(err)
 	}
+	return ds, stopped, nil
 }
 
-// push feeds text through the stop matcher into d; it reports whether a
-// stop string ended the answer. The first minTokens tokens are not checked
-// for stop strings, as in vLLM.
-func (s *seq) push(piece string, d *Delta) bool {
-	if piece == "" {
-		return false
+// finishName is a finish reason as the generate extension names it.
+func finishName(f frontend.Finish) string {
+	switch f {
+	case frontend.FinishStop:
+		return FinishEOS
+	case frontend.FinishLength:
+		return FinishLength
+	case frontend.FinishStopString:
+		return FinishStopSequence
 	}
-	if s.tokens <= s.minTokens {
-		d.Text += piece
-		return false
-	}
-	emit, _, stopped := s.stops.Push(piece)
-	d.Text += emit
-	if stopped {
-		s.done = true
-		d.Finish = FinishStopSequence
-	}
-	return stopped
-}
-
-func (s *seq) token(t int32, out *scheduler.Output, j int, details bool) *Token {
-	if !details {
-		return nil
-	}
-	tk := &Token{ID: t, Text: s.tok.TokenText(t), Special: s.tok.Vocab().IsControl(t)}
-	if j < len(out.Logprobs) {
-		tk.Logprob = out.Logprobs[j].Chosen.Logprob
-		s.cumLogprob += float64(tk.Logprob)
-	}
-	return tk
+	return ""
 }
 
 // NewRequestID returns a scheduler request id unique among live requests
