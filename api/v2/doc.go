@@ -48,7 +48,11 @@
 // fields are parameters too (a key in "parameters" wins). The answer is
 // {"id", "model_name", "model_version", "text_output"}, plus the OIP
 // generate extension's "details" ({"finish_reason", "logprobs": [{"id",
-// "text", "logprob", "special"}]}) when the parameter details is true.
+// "text", "logprob", "special"}]}) when the parameter details (or chat's
+// logprobs) is true; top_logprobs n adds each token's n most likely
+// alternatives ("top_logprobs": [{"id", "text", "logprob"}]). A model with
+// a reasoning parser takes thinking_token_budget and answers its thinking
+// as "reasoning_content" apart from text_output, as chat does.
 // generate_stream answers text/event-stream: one "data: {...}" event per
 // generated token holding that token's text (with details, its
 // {"token"} and, on the last event, its "finish_reason"), and no [DONE].

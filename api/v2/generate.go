@@ -61,11 +61,15 @@ func decodeGenerate(body []byte) (*generateRequest, error) {
 
 // generateResponse is generate's answer, and each generate_stream event.
 type generateResponse struct {
-	ID           string           `json:"id,omitempty"`
-	ModelName    string           `json:"model_name"`
-	ModelVersion string           `json:"model_version"`
-	TextOutput   string           `json:"text_output"`
-	Details      *generateDetails `json:"details,omitempty"`
+	ID           string `json:"id,omitempty"`
+	ModelName    string `json:"model_name"`
+	ModelVersion string `json:"model_version"`
+	TextOutput   string `json:"text_output"`
+	// ReasoningContent is the thinking of a model with a reasoning parser
+	// (the tags dropped; text_output is then the answer alone), as chat's
+	// message.reasoning_content.
+	ReasoningContent string           `json:"reasoning_content,omitempty"`
+	Details          *generateDetails `json:"details,omitempty"`
 }
 
 // generateDetails are the OIP generate details: finish_reason and logprobs
@@ -119,7 +123,7 @@ func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	resp := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.VersionOf(m), TextOutput: res[0].Text}
+	resp := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.VersionOf(m), TextOutput: res[0].Text, ReasoningContent: res[0].Reasoning}
 	if p.Details {
 		lps := res[0].Tokens
 		if lps == nil {
@@ -141,10 +145,10 @@ func (h *handler) generateStream(w http.ResponseWriter, r *http.Request) {
 	defer g.Close()
 	send := startSSE(w)
 	err := g.Run(r.Context(), func(d infer.Delta) error {
-		if d.Text == "" && d.Finish == "" && !p.Details {
+		if d.Text == "" && d.Reasoning == "" && d.Finish == "" && !p.Details {
 			return nil
 		}
-		ev := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.VersionOf(m), TextOutput: d.Text}
+		ev := generateResponse{ID: req.id, ModelName: m.Name(), ModelVersion: infer.VersionOf(m), TextOutput: d.Text, ReasoningContent: d.Reasoning}
 		if p.Details {
 			ev.Details = &generateDetails{FinishReason: d.Finish, Token: d.Token}
 		}

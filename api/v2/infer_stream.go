@@ -62,19 +62,26 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 	defer g.Close()
 	send := startSSE(w)
 	err = g.Run(r.Context(), func(dl infer.Delta) error {
-		if dl.Text == "" && dl.Finish == "" {
+		if dl.Text == "" && dl.Reasoning == "" && dl.Finish == "" {
 			return nil
 		}
 		params := map[string]any{"index": dl.Index}
 		if dl.Finish != "" {
 			params["finish_reason"] = dl.Finish
 		}
+		outputs := []map[string]any{{
+			"name": infer.OutputText, "datatype": "BYTES", "shape": []int{1}, "data": []string{dl.Text},
+			"parameters": map[string]string{infer.ParamContentType: infer.ContentStr},
+		}}
+		if p.Reasoning != "" {
+			outputs = append(outputs, map[string]any{
+				"name": infer.OutputReasoning, "datatype": "BYTES", "shape": []int{1}, "data": []string{dl.Reasoning},
+				"parameters": map[string]string{infer.ParamContentType: infer.ContentStr},
+			})
+		}
 		return send(map[string]any{
 			"model_name": m.Name(), "model_version": infer.VersionOf(m), "id": d.ID, "parameters": params,
-			"outputs": []map[string]any{{
-				"name": infer.OutputText, "datatype": "BYTES", "shape": []int{1}, "data": []string{dl.Text},
-				"parameters": map[string]string{infer.ParamContentType: infer.ContentStr},
-			}},
+			"outputs": outputs,
 		})
 	})
 	if err != nil {

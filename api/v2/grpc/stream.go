@@ -146,10 +146,10 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 		return
 	}
 	err = g.Run(ctx, func(d infer.Delta) error {
-		if d.Text == "" && d.Finish == "" && !p.Details {
+		if d.Text == "" && d.Reasoning == "" && d.Finish == "" && !p.Details {
 			return nil
 		}
-		res := infer.Result{Text: d.Text, Finish: d.Finish}
+		res := infer.Result{Text: d.Text, Reasoning: d.Reasoning, Finish: d.Finish}
 		res.PromptTokens, res.OutputTokens = g.Usage(0)
 		if err := respond(lr.BuildOutputs([]infer.Result{res}), d.Finish != ""); err != nil {
 			return infer.Errorf(infer.Canceled, "the stream is gone: %v", err)

@@ -50,6 +50,18 @@
 //	         finish_reason BYTES, num_input_tokens INT32, num_output_tokens INT32,
 //	         cumulative_logprob FP32         one per prompt
 //
+// A model with a reasoning parser (ReasoningParserOf) also takes
+// thinking_token_budget INT32 and return_reasoning_content BOOL, and
+// produces reasoning_content BYTES (its thinking; text_output is then the
+// answer alone); its metadata lists them. Any LLM request may name them:
+// the budget is Invalid for a model without a parser, its
+// reasoning_content is empty.
+//
+// Generation turns outputs into text through the output processor every
+// protocol shares (frontend.Choice): detokenization, stop strings and stop
+// tokens, reasoning split from the answer, logprobs, the finish reason
+// (named here: eos_token, length, stop_sequence) and the token counts.
+//
 // The optional inputs take any datatype of their kind (an integer input
 // any integer type, a float input any numeric type). Without requested
 // outputs only text_output is returned; the others when asked for by name

@@ -30,21 +30,35 @@ type Token struct {
 	Text    string  `json:"text"`
 	Logprob float32 `json:"logprob"`
 	Special bool    `json:"special"`
+	// TopLogprobs are the most likely tokens at this position, most likely
+	// first, when top_logprobs asked for them.
+	TopLogprobs []TopToken `json:"top_logprobs,omitempty"`
+}
+
+// TopToken is one alternative at a generated token's position.
+type TopToken struct {
+	ID      int32   `json:"id"`
+	Text    string  `json:"text"`
+	Logprob float32 `json:"logprob"`
 }
 
 // Delta is what one generated token added to prompt Index's answer. The
 // last delta of a prompt has Finish set (and may carry no token: text
-// held back until the end).
+// held back until the end). With a reasoning parser, Text is the answer
+// and Reasoning the thinking, the tags dropped.
 type Delta struct {
-	Index  int
-	Text   string
-	Token  *Token
-	Finish string
+	Index     int
+	Text      string
+	Reasoning string
+	Token     *Token
+	Finish    string
 }
 
 // Result is one prompt's complete answer.
 type Result struct {
-	Text         string
+	Text string
+	// Reasoning is the thinking of a model with a reasoning parser.
+	Reasoning    string
 	Finish       string
 	Tokens       []Token
 	PromptTokens int
@@ -116,12 +130,18 @@ func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id stri
 			req.ID = fmt.Sprintf("%s-%d", id, i)
 		}
 		req.Prompt = toks
+		if p.Reasoning != "" {
+			if req.Thinking, err = frontend.Thinking(tok, p.Reasoning, text, p.ThinkingBudget); err != nil {
+				return nil, err
+			}
+		}
 		req.Arrival = arrival
 		req.Deadline = deadline
 		reqs[i] = &req
 		out, err := frontend.NewChoice(&frontend.OutputConfig{
 			Tokenizer: tok, Stops: p.stops, StopTokens: p.base.StopTokens, MinTokens: p.base.MinTokens,
-			Logprobs: p.base.Sampling.Logprobs,
+			Logprobs: p.base.Sampling.Logprobs, TopLogprobs: p.TopLogprobs,
+			Reasoning: p.Reasoning, Prompt: text,
 		})
 		if err != nil {
 			return nil, err
@@ -221,6 +241,7 @@ func (g *Generation) recvError(p int, err error) error {
 func (g *Generation) Collect(ctx context.Context) ([]Result, error) {
 	res := make([]Result, len(g.seqs))
 	texts := make([]strings.Builder, len(g.seqs))
+	reasoning := make([]strings.Builder, len(g.seqs))
 	if !g.params.ExcludeInput {
 		for i := range texts {
 			texts[i].WriteString(g.prompts[i])
@@ -228,6 +249,7 @@ func (g *Generation) Collect(ctx context.Context) ([]Result, error) {
 	}
 	err := g.Run(ctx, func(d Delta) error {
 		texts[d.Index].WriteString(d.Text)
+		reasoning[d.Index].WriteString(d.Reasoning)
 		if d.Token != nil && g.params.Details {
 			res[d.Index].Tokens = append(res[d.Index].Tokens, *d.Token)
 		}
@@ -241,6 +263,7 @@ func (g *Generation) Collect(ctx context.Context) ([]Result, error) {
 	}
 	for i := range res {
 		res[i].Text = texts[i].String()
+		res[i].Reasoning = reasoning[i].String()
 		res[i].PromptTokens, res[i].OutputTokens = g.Usage(i)
 		res[i].CumLogprob = g.CumLogprob(i)
 	}
@@ -256,11 +279,14 @@ func (s *seq) add(out *scheduler.Output, details bool) (ds []Delta, stopped bool
 	s.buf = fds
 	for i := range fds {
 		x := &fds[i]
-		d := Delta{Index: s.index, Text: x.Text, Finish: finishName(x.Finish)}
+		d := Delta{Index: s.index, Text: x.Text, Reasoning: x.Reasoning, Finish: finishName(x.Finish)}
 		if details && x.HasToken {
 			d.Token = &Token{ID: x.Token, Text: s.tok.TokenText(x.Token), Special: s.tok.Vocab().IsControl(x.Token)}
 			if x.Logprobs != nil {
 				d.Token.Logprob = x.Logprobs.Chosen.Logprob
+				for _, t := range x.Logprobs.Top {
+					d.Token.TopLogprobs = append(d.Token.TopLogprobs, TopToken{ID: t.Token, Text: s.tok.TokenText(t.Token), Logprob: t.Logprob})
+				}
 			}
 		}
 		ds = append(ds, d)

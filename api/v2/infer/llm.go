@@ -19,6 +19,10 @@ const (
 	OutputNumInput   = "num_input_tokens"
 	OutputNumOutput  = "num_output_tokens"
 	OutputCumLogprob = "cumulative_logprob"
+	// OutputReasoning is the thinking of a model with a reasoning parser
+	// (the tags dropped; text_output is then the answer alone), as chat's
+	// reasoning_content; empty for other models.
+	OutputReasoning = "reasoning_content"
 )
 
 // returnFlags are Triton's vLLM backend's BOOL inputs (or parameters) that
@@ -28,6 +32,7 @@ var returnFlags = [][2]string{
 	{"return_num_input_tokens", OutputNumInput},
 	{"return_num_output_tokens", OutputNumOutput},
 	{"return_cumulative_logprob", OutputCumLogprob},
+	{"return_reasoning_content", OutputReasoning},
 }
 
 var llmInputs = []TensorMetadata{
@@ -61,6 +66,40 @@ var llmOutputs = []TensorMetadata{
 	{Name: OutputCumLogprob, Datatype: FP32, Shape: []int64{-1}},
 }
 
+// reasoningInputs and reasoningOutputs are what a model with a reasoning
+// parser takes and produces beyond llmInputs and llmOutputs; its metadata
+// lists them. Any LLM request may name them: the budget is refused for a
+// model without a parser, reasoning_content is empty for it.
+var (
+	reasoningInputs = []TensorMetadata{
+		{Name: ParamThinkingBudget, Datatype: INT32, Shape: []int64{1}, Optional: true},
+		{Name: "return_reasoning_content", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	}
+	reasoningOutputs = []TensorMetadata{
+		{Name: OutputReasoning, Datatype: BYTES, Shape: []int64{-1}},
+	}
+)
+
+// llmInput is the metadata of the LLM input called name.
+func llmInput(name string) (TensorMetadata, bool) {
+	for _, list := range [][]TensorMetadata{llmInputs, reasoningInputs} {
+		if i := slices.IndexFunc(list, func(m TensorMetadata) bool { return m.Name == name }); i >= 0 {
+			return list[i], true
+		}
+	}
+	return TensorMetadata{}, false
+}
+
+// llmOutput is the metadata of the LLM output called name.
+func llmOutput(name string) (TensorMetadata, bool) {
+	for _, list := range [][]TensorMetadata{llmOutputs, reasoningOutputs} {
+		if i := slices.IndexFunc(list, func(m TensorMetadata) bool { return m.Name == name }); i >= 0 {
+			return list[i], true
+		}
+	}
+	return TensorMetadata{}, false
+}
+
 // LLMRequest is an inference request for a generative model, decoded from
 // its tensors.
 type LLMRequest struct {
@@ -90,8 +129,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 		lr.Params[k] = v
 	}
 	for _, t := range r.Inputs {
-		i := slices.IndexFunc(llmInputs, func(m TensorMetadata) bool { return m.Name == t.Name })
-		if i < 0 {
+		if _, ok := llmInput(t.Name); !ok {
 			return nil, invalidf("unknown input %q: this model takes %s", truncate(t.Name), inputNames())
 		}
 	}
@@ -145,12 +183,12 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 		lr.Outputs = []string{OutputText}
 	}
 	for _, o := range r.Outputs {
-		i := slices.IndexFunc(llmOutputs, func(m TensorMetadata) bool { return m.Name == o.Name })
-		if i < 0 {
+		md, ok := llmOutput(o.Name)
+		if !ok {
 			return nil, invalidf("unknown output %q: this model produces %s", truncate(o.Name), outputNames())
 		}
-		if ct, _ := o.Parameters[ParamContentType].(string); (ct == ContentStr || ct == ContentBase64) && llmOutputs[i].Datatype != BYTES {
-			return nil, invalidf("output %q has datatype %s; content type %s takes BYTES (ask for np, or no content type)", o.Name, llmOutputs[i].Datatype, ct)
+		if ct, _ := o.Parameters[ParamContentType].(string); (ct == ContentStr || ct == ContentBase64) && md.Datatype != BYTES {
+			return nil, invalidf("output %q has datatype %s; content type %s takes BYTES (ask for np, or no content type)", o.Name, md.Datatype, ct)
 		}
 		lr.Outputs = append(lr.Outputs, o.Name)
 	}
@@ -185,8 +223,8 @@ func mergeSamplingJSON(p Parameters, raw []byte) error {
 // scalarOf turns an optional input tensor into a parameter value, checking
 // its datatype against what the parameter takes.
 func scalarOf(t *Tensor) (any, error) {
-	i := slices.IndexFunc(llmInputs, func(m TensorMetadata) bool { return m.Name == t.Name })
-	want := llmInputs[i].Datatype
+	md, _ := llmInput(t.Name)
+	want := md.Datatype
 	if t.Name == "stop" {
 		if t.Datatype != BYTES {
 			return nil, invalidf("input %q must have datatype BYTES (one stop string per element), got %s", t.Name, t.Datatype)
@@ -257,6 +295,12 @@ func (lr *LLMRequest) BuildOutputs(res []Result) []*Tensor {
 			vals := make([][]byte, len(res))
 			for i := range res {
 				vals[i] = []byte(res[i].Text)
+			}
+			t = NewBytesTensor(name, shape, vals)
+		case OutputReasoning:
+			vals := make([][]byte, len(res))
+			for i := range res {
+				vals[i] = []byte(res[i].Reasoning)
 			}
 			t = NewBytesTensor(name, shape, vals)
 		case OutputFinish:

@@ -3,6 +3,7 @@ package infer
 import (
 	"context"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/llmserve/llmserve/core"
@@ -162,6 +163,8 @@ func Metadata(m Model) ModelMetadata {
 	}
 	if IsEmbedding(m) {
 		md.Inputs, md.Outputs = embedInputs, embedOutputs
+	} else if ReasoningParserOf(m) != "" {
+		md.Inputs, md.Outputs = slices.Concat(llmInputs, reasoningInputs), slices.Concat(llmOutputs, reasoningOutputs)
 	}
 	return md
 }

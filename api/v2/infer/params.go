@@ -26,12 +26,41 @@ type GenParams struct {
 	// ExcludeInput leaves the prompt out of text_output (true unless
 	// exclude_input_in_output is false; streams never repeat it).
 	ExcludeInput bool
+	// Reasoning is the model's reasoning parser ("" for none): its
+	// thinking is counted (and bounded by ThinkingBudget, -1 for no bound)
+	// and returned apart from the answer, as reasoning_content.
+	Reasoning      string
+	ThinkingBudget int
+	// TopLogprobs is how many alternatives each token's details list
+	// (top_logprobs, as chat's).
+	TopLogprobs int
+}
+
+// ParamThinkingBudget is the parameter (and optional input) that bounds a
+// reasoning model's thinking, as chat's thinking_token_budget does.
+const ParamThinkingBudget = "thinking_token_budget"
+
+// maxTopLogprobs is the most alternatives per token a request may ask
+// for, as on the OpenAI routes.
+const maxTopLogprobs = 20
+
+// reasoningModel is a Model with a reasoning parser (serve
+// --reasoning-parser).
+type reasoningModel interface{ ReasoningParser() string }
+
+// ReasoningParserOf is m's reasoning parser, "" for none.
+func ReasoningParserOf(m Model) string {
+	if rm, ok := m.(reasoningModel); ok {
+		return rm.ReasoningParser()
+	}
+	return ""
 }
 
 // ParseParams reads the generation settings from parameters (vLLM's
 // names): max_tokens, min_tokens, temperature, top_p, top_k, min_p,
 // repetition_penalty, presence_penalty, frequency_penalty, seed, stop,
-// ignore_eos, details, stream, exclude_input_in_output. Other names are
+// ignore_eos, details, logprobs, top_logprobs, thinking_token_budget,
+// stream, exclude_input_in_output. Other names are
 // ignored, as V2 parameters are open-ended. randomSeed is used when no
 // seed is sent. Ranges are the engine's (engine.Sampling.Validate).
 func ParseParams(m Model, p Parameters, randomSeed uint32) (*GenParams, error) {
@@ -129,7 +158,36 @@ func ParseParams(m Model, p Parameters, randomSeed uint32) (*GenParams, error) {
 	if err != nil {
 		return nil, bad(err)
 	}
+	lps, _, err := p.Bool("logprobs")
+	if err != nil {
+		return nil, bad(err)
+	}
+	if v, ok, err := p.Int64("top_logprobs"); err != nil {
+		return nil, bad(err)
+	} else if ok {
+		if v < 0 || v > maxTopLogprobs {
+			return nil, invalidf("parameter top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, v)
+		}
+		g.TopLogprobs = int(v)
+		lps = lps || v > 0
+	}
+	// logprobs (chat's name) asks for what details gives: each token with
+	// its logprob.
+	g.Details = g.Details || lps
 	s.Logprobs = g.Details || cum
+	s.TopLogprobs = g.TopLogprobs
+	g.Reasoning, g.ThinkingBudget = ReasoningParserOf(m), -1
+	if v, ok, err := p.Int64(ParamThinkingBudget); err != nil {
+		return nil, bad(err)
+	} else if ok {
+		if v < 0 || v > math.MaxInt32 {
+			return nil, invalidf("parameter %s must be a non-negative integer, got %d", ParamThinkingBudget, v)
+		}
+		if g.Reasoning == "" {
+			return nil, invalidf("parameter %s needs a model with a reasoning parser; model %q has none (serve it with --reasoning-parser)", ParamThinkingBudget, m.Name())
+		}
+		g.ThinkingBudget = int(v)
+	}
 	if g.Stream, g.StreamSet, err = p.Bool("stream"); err != nil {
 		return nil, bad(err)
 	}
@@ -155,7 +213,7 @@ func rangeError(err error) error {
 		engine.FieldTemperature: "temperature", engine.FieldTopP: "top_p", engine.FieldMinP: "min_p",
 		engine.FieldTopK: "top_k", engine.FieldRepetitionPenalty: "repetition_penalty",
 		engine.FieldPresencePenalty: "presence_penalty", engine.FieldFrequencyPenalty: "frequency_penalty",
-		engine.FieldTopLogprobs: "details",
+		engine.FieldTopLogprobs: "top_logprobs",
 	}[re.Field]
 	if name == "" {
 		name = string(re.Field)
