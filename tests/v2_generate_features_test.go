@@ -3,9 +3,11 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -251,5 +253,87 @@ func TestV2GenerateLogprobs(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(v2Error(t, raw), "top_logprobs") {
 			t.Errorf("top_logprobs %v: %d %s", bad, code, raw)
 		}
+	}
+}
+
+// TestV2GenerateImage: an image beside text_input, on the tiny vision
+// model TestImageChat checks against llama-server: V2 generate (the image
+// parameter, base64 or a data: URL) and infer (a BYTES image input, base64
+// content type) read the image into the same prompt as chat and give its
+// answer and prompt token count. A text-only model, a marker count that
+// does not match, and bytes that are no image are 400s.
+func TestV2GenerateImage(t *testing.T) {
+	png, err := os.ReadFile("../evals/synth/testdata/mmproj/gradient-64.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString(png)
+	s := visionServer(t)
+	// The chatml prompt chat renders for [image, "Describe"] (parts joined
+	// by newlines).
+	const prompt = "<|im_start|>user\n<__media__>\nDescribe<|im_end|>\n<|im_start|>assistant\n"
+	const answer = "\"Momeape-eapy?\"\n\""
+	for _, tc := range []struct {
+		name, text string
+		image      any
+	}{
+		{"base64", prompt, b64},
+		{"data URL in a list", prompt, []string{"data:image/png;base64," + b64}},
+	} {
+		a := s.v2GenOK(t, "vision", map[string]any{"text_input": tc.text, "image": tc.image, "max_tokens": 16, "temperature": 0})
+		if a.TextOutput != answer {
+			t.Errorf("%s: %q, chat answers %q", tc.name, a.TextOutput, answer)
+		}
+	}
+	// Without the marker, the images go in front of the text.
+	front := s.v2GenOK(t, "vision", map[string]any{"text_input": "<__media__>Once", "image": b64, "max_tokens": 8, "temperature": 0})
+	if a := s.v2GenOK(t, "vision", map[string]any{"text_input": "Once", "image": b64, "max_tokens": 8, "temperature": 0}); a.TextOutput != front.TextOutput {
+		t.Errorf("no marker: %q; with the marker in front %q", a.TextOutput, front.TextOutput)
+	}
+	code, _, raw := s.v2Do(t, "POST", "/v2/models/vision/infer", []byte(mustJSON(map[string]any{
+		"inputs": []map[string]any{
+			{"name": "text_input", "datatype": "BYTES", "shape": []int{1}, "data": []string{prompt}},
+			{"name": "image", "datatype": "BYTES", "shape": []int{1}, "data": []string{b64}, "parameters": map[string]any{"content_type": "base64"}},
+			{"name": "max_tokens", "datatype": "INT32", "shape": []int{1}, "data": []int{16}},
+			{"name": "temperature", "datatype": "FP32", "shape": []int{1}, "data": []float32{0}},
+		},
+		"outputs": []map[string]any{{"name": "text_output"}, {"name": "num_input_tokens"}},
+	})), nil)
+	var inf struct {
+		Outputs []struct {
+			Data []any `json:"data"`
+		} `json:"outputs"`
+	}
+	if code != 200 || json.Unmarshal(raw, &inf) != nil || len(inf.Outputs) != 2 || inf.Outputs[0].Data[0] != answer || inf.Outputs[1].Data[0] != float64(98) {
+		t.Errorf("infer with an image: %d %s; want %q and 98 prompt tokens, as chat", code, raw, answer)
+	}
+	var md struct {
+		Inputs []struct {
+			Name string `json:"name"`
+		} `json:"inputs"`
+	}
+	if code, _, raw := s.v2Do(t, "GET", "/v2/models/vision", nil, nil); code != 200 || json.Unmarshal(raw, &md) != nil ||
+		md.Inputs[len(md.Inputs)-1].Name != "image" {
+		t.Errorf("metadata of the vision model does not list the image input: %s", raw)
+	}
+
+	for _, tc := range []struct {
+		name, model, text string
+		image             any
+		want              string
+	}{
+		{"two markers, one image", "vision", prompt + "<__media__>", b64, "2 times"},
+		{"not an image", "vision", prompt, base64.StdEncoding.EncodeToString([]byte("hello")), "image element 0"},
+		{"not base64", "vision", prompt, "%%%", "image element 0"},
+	} {
+		code, raw := s.v2Gen(t, tc.model, map[string]any{"text_input": tc.text, "image": tc.image, "max_tokens": 2})
+		if code != http.StatusBadRequest || !strings.Contains(v2Error(t, raw), tc.want) {
+			t.Errorf("%s: %d %s; want a 400 saying %q", tc.name, code, raw, tc.want)
+		}
+	}
+	text := startServer(t, models.GenerativeConfig{})
+	if code, raw := text.v2Gen(t, "stories260K", map[string]any{"text_input": "Hi", "image": b64, "max_tokens": 2}); code != http.StatusBadRequest ||
+		!strings.Contains(v2Error(t, raw), "reads text only") {
+		t.Errorf("an image for a text-only model: %d %s", code, raw)
 	}
 }

@@ -55,7 +55,10 @@
 // produces reasoning_content BYTES (its thinking; text_output is then the
 // answer alone); its metadata lists them. Any LLM request may name them:
 // the budget is Invalid for a model without a parser, its
-// reasoning_content is empty.
+// reasoning_content is empty. A model with a vision projector (MediaModel)
+// also takes image BYTES [-1] (image.go): encoded images beside one prompt,
+// each where the prompt holds media.Marker (all in front without it); the
+// generate parameter image carries the same as base64 or data: URLs.
 //
 // Generation turns outputs into text through the output processor every
 // protocol shares (frontend.Choice): detokenization, stop strings and stop

@@ -117,14 +117,26 @@ func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id stri
 		if len(text) > maxBytes {
 			return nil, invalidf("%s has %d bytes, more than the model's context of %d tokens can hold; shorten it", name, len(text), maxLen)
 		}
-		toks, err := tok.Encode(text, true)
-		if err != nil {
+		var (
+			toks  []int32
+			spans []scheduler.Media
+			err   error
+		)
+		if len(p.Images) > 0 {
+			if len(prompts) > 1 {
+				return nil, invalidf("%s goes with one prompt; %s has %d", InputImage, InputText, len(prompts))
+			}
+			if text, toks, spans, err = prepareImages(ctx, m, text, p.Images); err != nil {
+				return nil, err
+			}
+		} else if toks, err = tok.Encode(text, true); err != nil {
 			return nil, invalidf("%s could not be tokenized: %v", name, err)
 		}
 		if len(toks) == 0 {
 			return nil, invalidf("%s is empty after tokenization", name)
 		}
 		req := p.base // slices shared read-only
+		req.Media = spans
 		req.ID = id
 		if len(prompts) > 1 {
 			req.ID = fmt.Sprintf("%s-%d", id, i)

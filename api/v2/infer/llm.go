@@ -82,7 +82,7 @@ var (
 
 // llmInput is the metadata of the LLM input called name.
 func llmInput(name string) (TensorMetadata, bool) {
-	for _, list := range [][]TensorMetadata{llmInputs, reasoningInputs} {
+	for _, list := range [][]TensorMetadata{llmInputs, reasoningInputs, mediaInputs} {
 		if i := slices.IndexFunc(list, func(m TensorMetadata) bool { return m.Name == name }); i >= 0 {
 			return list[i], true
 		}
@@ -171,6 +171,13 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 	}
 	for _, t := range r.Inputs {
 		if t.Name == InputText || t.Name == InputSampling {
+			continue
+		}
+		if t.Name == InputImage {
+			if t.Datatype != BYTES {
+				return nil, invalidf("input %q must have datatype BYTES (one encoded image per element), got %s", InputImage, t.Datatype)
+			}
+			lr.Params[InputImage] = t.Bytes
 			continue
 		}
 		v, err := scalarOf(t)

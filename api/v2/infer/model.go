@@ -163,8 +163,13 @@ func Metadata(m Model) ModelMetadata {
 	}
 	if IsEmbedding(m) {
 		md.Inputs, md.Outputs = embedInputs, embedOutputs
-	} else if ReasoningParserOf(m) != "" {
-		md.Inputs, md.Outputs = slices.Concat(llmInputs, reasoningInputs), slices.Concat(llmOutputs, reasoningOutputs)
+		return md
+	}
+	if ReasoningParserOf(m) != "" {
+		md.Inputs, md.Outputs = slices.Concat(md.Inputs, reasoningInputs), slices.Concat(md.Outputs, reasoningOutputs)
+	}
+	if readsImages(m) {
+		md.Inputs = slices.Concat(md.Inputs, mediaInputs)
 	}
 	return md
 }

@@ -34,6 +34,9 @@ type GenParams struct {
 	// TopLogprobs is how many alternatives each token's details list
 	// (top_logprobs, as chat's).
 	TopLogprobs int
+	// Images are the encoded images of the prompt (the image input or
+	// parameter), for a model with a vision projector.
+	Images [][]byte
 }
 
 // ParamThinkingBudget is the parameter (and optional input) that bounds a
@@ -195,6 +198,9 @@ func ParseParams(m Model, p Parameters, randomSeed uint32) (*GenParams, error) {
 		return nil, bad(err)
 	} else if ok {
 		g.ExcludeInput = v
+	}
+	if g.Images, err = imagesParam(p); err != nil {
+		return nil, err
 	}
 	if err := s.Validate(nVocab); err != nil {
 		return nil, rangeError(err)
