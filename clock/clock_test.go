@@ -78,19 +78,20 @@ func TestFakeResetDropsStale(t *testing.T) {
 	}
 }
 
-// TestWaitArmed: WaitArmed returns once a timer due within the given time
-// is armed, and not for a later one.
+// TestWaitArmed: WaitArmed returns once a timer due the given time from
+// now is armed, and not for another.
 func TestWaitArmed(t *testing.T) {
 	f := NewFake(t0)
 	f.NewTimer(time.Hour)
+	f.NewTimer(time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := f.WaitArmed(ctx, time.Minute); err == nil {
-		t.Fatal("WaitArmed found a timer an hour away within a minute")
+		t.Fatal("WaitArmed found a minute's timer among an hour's and a second's")
 	}
 	done := make(chan error, 1)
 	go func() { done <- f.WaitArmed(context.Background(), time.Minute) }()
-	f.NewTimer(time.Second)
+	f.NewTimer(time.Minute)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

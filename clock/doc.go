@@ -27,7 +27,7 @@
 // A Fake stands still until the test calls Advance, which fires the timers
 // that come due, in order. A test that must know the code under test is
 // waiting before it moves time waits for that event with WaitArmed (a
-// timer armed to fire within a given time), never by sleeping. Deadlines
+// timer armed to fire a given time from now), never by sleeping. Deadlines
 // that cross the process boundary (RPC timeouts, the network) stay on the
 // real clock: a Fake governs what the component itself schedules.
 package clock

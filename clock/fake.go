@@ -76,16 +76,16 @@ func (f *Fake) advanceToLocked(end time.Time) {
 	f.now = end
 }
 
-// WaitArmed blocks until a timer is armed that fires at most within after
-// Now (so that the code under test is waiting for it), or until ctx ends.
-// It is how a test knows when to Advance.
-func (f *Fake) WaitArmed(ctx context.Context, within time.Duration) error {
+// WaitArmed blocks until a timer is armed to fire d after Now (so that
+// the code under test waits for it), or until ctx ends. It is how a test
+// knows when to Advance; d tells the timer it waits for from the others.
+func (f *Fake) WaitArmed(ctx context.Context, d time.Duration) error {
 	for {
 		f.mu.Lock()
-		limit := f.now.Add(within)
+		at := f.now.Add(d)
 		ch := f.armedCh
 		for t := range f.armed {
-			if !t.when.After(limit) {
+			if t.when.Equal(at) {
 				f.mu.Unlock()
 				return nil
 			}
