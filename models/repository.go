@@ -830,11 +830,14 @@ const drainPoll = 10 * time.Millisecond
 // RepositoryConfig.Clock.
 func (r *Repository) drain(ctx context.Context, g served, mark uint64) {
 	clk := r.cfg.Clock
-	t := clk.NewTimer(drainPoll)
-	defer t.Stop()
+	var t clock.Timer
 	pause := func() {
+		if t == nil {
+			t = clk.NewTimer(drainPoll)
+		} else {
+			t.Reset(drainPoll)
+		}
 		<-t.C()
-		t.Reset(drainPoll)
 	}
 	deadline := clk.Now().Add(r.cfg.DrainTimeout)
 	var idleSince time.Time
