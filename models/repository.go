@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/models/runtime"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -360,6 +361,8 @@ type RepositoryConfig struct {
 	// DrainTimeout bounds how long Unload waits for running requests
 	// before it cuts them (default 5 minutes).
 	DrainTimeout time.Duration
+	// Clock times the drain (nil: clock.Real).
+	Clock clock.Clock
 	// RuntimeStartTimeout bounds how long a custom runtime's process may
 	// take to answer that it is ready (0: models/runtime's default, 2
 	// minutes).
@@ -415,6 +418,7 @@ func NewRepository(cfg RepositoryConfig, reg *Registry) (*Repository, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 5 * time.Minute
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -816,29 +820,44 @@ func (r *Repository) Unload(ctx context.Context, name string) error {
 // end (they may be writing its last tokens), before it frees it anyway.
 const linger = 10 * time.Second
 
+// drainPoll is how often a drain looks again: neither a model turning idle
+// nor a request ending is signalled.
+const drainPoll = 10 * time.Millisecond
+
 // drain waits for the model's requests to finish and for the requests
 // that began before mark (but ctx's own) to end, up to DrainTimeout, and stops the
-// model's engine (cutting what still runs).
+// model's engine (cutting what still runs). It reads and waits on
+// RepositoryConfig.Clock.
 func (r *Repository) drain(ctx context.Context, g served, mark uint64) {
-	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	clk := r.cfg.Clock
+	var t clock.Timer
+	pause := func() {
+		if t == nil {
+			t = clk.NewTimer(drainPoll)
+		} else {
+			t.Reset(drainPoll)
+		}
+		<-t.C()
+	}
+	deadline := clk.Now().Add(r.cfg.DrainTimeout)
 	var idleSince time.Time
-	for !r.reg.endedBefore(ctx, mark) && time.Now().Before(deadline) {
-		switch {
+	for !r.reg.endedBefore(ctx, mark) && clk.Now().Before(deadline) {
+		switch now := clk.Now(); {
 		case !g.Idle():
 			idleSince = time.Time{}
 		case idleSince.IsZero():
-			idleSince = time.Now()
-		case time.Since(idleSince) > linger:
+			idleSince = now
+		case now.Sub(idleSince) > linger:
 			// Only requests on other models are left.
-			deadline = time.Now()
+			deadline = now
 		}
-		time.Sleep(10 * time.Millisecond)
+		pause()
 	}
 	if cut := g.Stop(); cut > 0 {
 		r.log.Warn("unload cut running requests after the drain timeout", "model", g.Name(), "cut", cut)
 		// Their handlers answer at once; let them.
-		for end := time.Now().Add(linger); !r.reg.endedBefore(ctx, mark) && time.Now().Before(end); {
-			time.Sleep(10 * time.Millisecond)
+		for end := clk.Now().Add(linger); !r.reg.endedBefore(ctx, mark) && clk.Now().Before(end); {
+			pause()
 		}
 	}
 }
