@@ -675,7 +675,7 @@ func testServeSpeculative(t *testing.T, args ...string) {
 	}
 	var drafts string
 	waitFor(t, func() bool { // a step's counters are recorded after its answer leaves
-		resp, err = http.Get(base + "/metrics")
+		resp, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
