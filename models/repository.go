@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmserve/llmserve/models/runtime"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -613,12 +614,23 @@ func (r *Repository) build(lc loadConfig, tr *trackingRegisterer) (served, error
 		lc.runtime.Logger = r.log
 		return runtime.Start(*lc.runtime)
 	case lc.tensor != nil:
-		return LoadTensor(*lc.tensor, r.log, reg)
+		m, err := LoadTensor(*lc.tensor, r.log, reg)
+		if err == nil && lc.triton != nil {
+			if err = completeTensorConfig(lc.tensor.Triton, m.Inputs(), m.Outputs()); err != nil {
+				err = errors.Join(err, m.Close())
+				return nil, err
+			}
+		}
+		return m, err
 	}
 	g, err := LoadGenerative(lc.gen, r.log, reg)
 	var ce *ConfigError
 	if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
-		err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		if lc.triton != nil {
+			err = fmt.Errorf("%s parameters[%s]: %s", ConfigFile, settingsKeys[ce.Setting], ce.Msg)
+		} else {
+			err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		}
 	}
 	return g, err
 }
@@ -630,11 +642,21 @@ type loadConfig struct {
 	gen     GenerativeConfig
 	tensor  *TensorConfig
 	runtime *runtime.Config
+	// triton is the model's config.pbtxt, nil for a model-settings.json
+	// folder.
+	triton *tc.ModelConfig
 }
 
 // config reads the settings of the model in dir, finds its file and says
 // which kind of model it is.
 func (r *Repository) config(name, dir string) (loadConfig, error) {
+	tcfg, err := ReadTritonConfig(dir)
+	if err != nil {
+		return loadConfig{}, err
+	}
+	if tcfg != nil {
+		return r.tritonConfig(name, dir, tcfg)
+	}
 	s, err := ReadSettings(filepath.Join(dir, SettingsFile))
 	if err != nil {
 		return loadConfig{}, err

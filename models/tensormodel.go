@@ -17,6 +17,7 @@ import (
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models/batching"
 	"github.com/llmserve/llmserve/models/tensor"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
 // Tensor model platforms, as V2 model metadata names them.
@@ -60,6 +61,9 @@ type TensorConfig struct {
 	// MaxRequestRows bounds one request's batch size (0:
 	// DefaultMaxRequestRows); more is a client error.
 	MaxRequestRows int
+	// Triton is the model's Triton configuration when it was loaded from
+	// a config.pbtxt (TritonConfig reports it), else nil.
+	Triton *tc.ModelConfig
 }
 
 // OpenTensorExecutor opens a tensor model file with threads CPU threads
@@ -193,6 +197,11 @@ func (m *TensorModel) MaxRequestRows() int { return m.cfg.MaxRequestRows }
 
 // MaxBatchSize is the adaptive batch size (<= 1: batching off).
 func (m *TensorModel) MaxBatchSize() int { return m.cfg.MaxBatchSize }
+
+// TritonConfig is the model's Triton configuration (its config.pbtxt,
+// completed with the model's tensors), nil when it was not loaded from
+// one. The caller must not modify it.
+func (m *TensorModel) TritonConfig() *tc.ModelConfig { return m.cfg.Triton }
 
 // Ready reports whether the model accepts requests: until it is closed.
 func (m *TensorModel) Ready() bool { return !m.closed.Load() }
