@@ -390,7 +390,8 @@ func (r *Repository) tritonLLMConfig(name, dir, version, path string, tm tritonM
 
 // checkLLMTensors checks an LLM's input and output in config.pbtxt: an
 // LLM takes text_input (TYPE_STRING) and answers text_output
-// (TYPE_STRING), or embedding (TYPE_FP32) for an embedding model.
+// (TYPE_STRING), or embedding (TYPE_FP32) for an embedding model. Left
+// out, the protocols report the model's own (api/v2/infer.TritonConfig).
 func checkLLMTensors(c *tc.ModelConfig, task string) error {
 	out, outType := "text_output", tc.DataType_TYPE_STRING
 	if task == "embed" {
@@ -405,16 +406,6 @@ func checkLLMTensors(c *tc.ModelConfig, task string) error {
 		if o.Name != out || o.DataType != outType {
 			return fmt.Errorf("%s: output[%d] %q %s: this model's output is %s, %s", ConfigFile, i, o.Name, o.DataType, out, outType)
 		}
-	}
-	if len(c.Input) == 0 {
-		c.Input = []*tc.ModelInput{{Name: "text_input", DataType: tc.DataType_TYPE_STRING, Dims: []int64{-1}}}
-	}
-	if len(c.Output) == 0 {
-		dims := []int64{-1}
-		if task == "embed" {
-			dims = []int64{-1, -1}
-		}
-		c.Output = []*tc.ModelOutput{{Name: out, DataType: outType, Dims: dims}}
 	}
 	return nil
 }
