@@ -575,6 +575,12 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 			r.finish(e, StateReady, fmt.Sprintf("reload failed; version %s still serving: %v", oldVersion, err))
 			r.log.Warn("model reload failed; the loaded version keeps serving", "model", name, "version", oldVersion, "err", err)
 		} else {
+			// The version it failed as, when its configuration said.
+			if lc.version != "" {
+				r.mu.Lock()
+				e.version = lc.version
+				r.mu.Unlock()
+			}
 			r.finish(e, StateUnavailable, err.Error())
 		}
 		return &LoadError{Name: name, Err: err}

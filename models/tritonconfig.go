@@ -388,23 +388,76 @@ func (r *Repository) tritonLLMConfig(name, dir, version, path string, tm tritonM
 	return loadConfig{version: version, gen: cfg, triton: c}, nil
 }
 
-// checkLLMTensors checks an LLM's input and output in config.pbtxt: an
-// LLM takes text_input (TYPE_STRING) and answers text_output
-// (TYPE_STRING), or embedding (TYPE_FP32) for an embedding model. Left
-// out, the protocols report the model's own (api/v2/infer.TritonConfig).
+// TritonTensor is one input or output as config.pbtxt writes it.
+type TritonTensor struct {
+	DataType tc.DataType
+	Dims     []int64
+}
+
+// LLMInputs and LLMOutputs are an LLM's tensors over the tensor protocols
+// (text_input and the optional inputs Triton's vLLM backend and llmserve's
+// sampling settings take; api/v2/infer's metadata of an LLM, which a test
+// in tests/ holds them to), and EmbedOutputs an embedding model's.
+var (
+	LLMInputs = map[string]TritonTensor{
+		"text_input": {tc.DataType_TYPE_STRING, []int64{-1}}, "stream": {tc.DataType_TYPE_BOOL, []int64{1}},
+		"sampling_parameters": {tc.DataType_TYPE_STRING, []int64{1}}, "exclude_input_in_output": {tc.DataType_TYPE_BOOL, []int64{1}},
+		"max_tokens": {tc.DataType_TYPE_INT32, []int64{1}}, "min_tokens": {tc.DataType_TYPE_INT32, []int64{1}},
+		"temperature": {tc.DataType_TYPE_FP32, []int64{1}}, "top_p": {tc.DataType_TYPE_FP32, []int64{1}},
+		"top_k": {tc.DataType_TYPE_INT32, []int64{1}}, "min_p": {tc.DataType_TYPE_FP32, []int64{1}},
+		"repetition_penalty": {tc.DataType_TYPE_FP32, []int64{1}}, "presence_penalty": {tc.DataType_TYPE_FP32, []int64{1}},
+		"frequency_penalty": {tc.DataType_TYPE_FP32, []int64{1}}, "seed": {tc.DataType_TYPE_UINT64, []int64{1}},
+		"ignore_eos": {tc.DataType_TYPE_BOOL, []int64{1}}, "stop": {tc.DataType_TYPE_STRING, []int64{-1}},
+		"return_finish_reason": {tc.DataType_TYPE_BOOL, []int64{1}}, "return_num_input_tokens": {tc.DataType_TYPE_BOOL, []int64{1}},
+		"return_num_output_tokens": {tc.DataType_TYPE_BOOL, []int64{1}}, "return_cumulative_logprob": {tc.DataType_TYPE_BOOL, []int64{1}},
+	}
+	LLMOutputs = map[string]TritonTensor{
+		"text_output": {tc.DataType_TYPE_STRING, []int64{-1}}, "finish_reason": {tc.DataType_TYPE_STRING, []int64{-1}},
+		"num_input_tokens": {tc.DataType_TYPE_INT32, []int64{-1}}, "num_output_tokens": {tc.DataType_TYPE_INT32, []int64{-1}},
+		"cumulative_logprob": {tc.DataType_TYPE_FP32, []int64{-1}},
+	}
+	EmbedOutputs = map[string]TritonTensor{"embedding": {tc.DataType_TYPE_FP32, []int64{-1, -1}}}
+)
+
+// checkLLMTensors checks an LLM's input and output in config.pbtxt
+// against LLMInputs and LLMOutputs (EmbedOutputs for an embedding model):
+// name, data_type and dims. Left out, the protocols report the model's
+// own (api/v2/infer.TritonConfig).
 func checkLLMTensors(c *tc.ModelConfig, task string) error {
-	out, outType := "text_output", tc.DataType_TYPE_STRING
+	outs := LLMOutputs
 	if task == "embed" {
-		out, outType = "embedding", tc.DataType_TYPE_FP32
+		outs = EmbedOutputs
+	}
+	check := func(what string, i int, name string, dt tc.DataType, dims []int64, reshape *tc.ModelTensorReshape, table map[string]TritonTensor) error {
+		want, ok := table[name]
+		switch {
+		case !ok:
+			names := make([]string, 0, len(table))
+			for n := range table {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			return fmt.Errorf("%s: %s[%d] %q: this model has no such %s (it has %s)", ConfigFile, what, i, name, what, strings.Join(names, ", "))
+		case dt != want.DataType:
+			return fmt.Errorf("%s: %s[%d] %q data_type %s: the model's is %s", ConfigFile, what, i, name, dt, want.DataType)
+		case !slices.Equal(dims, want.Dims):
+			return fmt.Errorf("%s: %s[%d] %q dims %v: the model's are %v", ConfigFile, what, i, name, dims, want.Dims)
+		case reshape != nil:
+			return fmt.Errorf("%s: %s[%d] %q reshape: llmserve does not reshape an LLM's tensors", ConfigFile, what, i, name)
+		}
+		return nil
 	}
 	for i, in := range c.Input {
-		if in.Name != "text_input" || in.DataType != tc.DataType_TYPE_STRING {
-			return fmt.Errorf("%s: input[%d] %q %s: an LLM's input is text_input, TYPE_STRING (its sampling settings are optional inputs it knows without configuration)", ConfigFile, i, in.Name, in.DataType)
+		if err := check("input", i, in.Name, in.DataType, in.Dims, in.Reshape, LLMInputs); err != nil {
+			return err
+		}
+		if in.Format != tc.ModelInput_FORMAT_NONE {
+			return fmt.Errorf("%s: input[%d] %q format %s: an LLM's inputs have none", ConfigFile, i, in.Name, in.Format)
 		}
 	}
 	for i, o := range c.Output {
-		if o.Name != out || o.DataType != outType {
-			return fmt.Errorf("%s: output[%d] %q %s: this model's output is %s, %s", ConfigFile, i, o.Name, o.DataType, out, outType)
+		if err := check("output", i, o.Name, o.DataType, o.Dims, o.Reshape, outs); err != nil {
+			return err
 		}
 	}
 	return nil

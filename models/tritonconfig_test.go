@@ -86,11 +86,12 @@ instance_group [{ count: 2 kind: KIND_CPU }, { count: 1 }]`, nil,
 // settings.
 func TestTritonConfigLLM(t *testing.T) {
 	for _, c := range []struct{ name, config, err string }{
-		{"ok", `backend: "llama.cpp" max_batch_size: 4 parameters { key: "max_model_len" value { string_value: "128" } } parameters { key: "reasoning_parser" value { string_value: "deepseek_r1" } }`, ""},
+		{"ok", `backend: "llama.cpp" max_batch_size: 4 input [{ name: "text_input" data_type: TYPE_STRING dims: -1 }, { name: "stream" data_type: TYPE_BOOL dims: 1 }] output { name: "text_output" data_type: TYPE_STRING dims: -1 } parameters { key: "max_model_len" value { string_value: "128" } } parameters { key: "reasoning_parser" value { string_value: "deepseek_r1" } }`, ""},
 		{"unknown parameter", `backend: "llama.cpp" parameters { key: "nope" value { string_value: "1" } }`, `unknown field "nope"`},
 		{"config field as parameter", `backend: "llama.cpp" parameters { key: "max_batch_size" value { string_value: "1" } }`, "parameters[max_batch_size]"},
 		{"instances", `backend: "llama.cpp" instance_group { count: 2 }`, "instance_group count 2"},
-		{"input", `backend: "llama.cpp" input { name: "prompt" data_type: TYPE_STRING dims: -1 }`, `input[0] "prompt"`},
+		{"input", `backend: "llama.cpp" input { name: "prompt" data_type: TYPE_STRING dims: -1 }`, `input[0] "prompt": this model has no such input`},
+		{"input dims", `backend: "llama.cpp" input { name: "text_input" data_type: TYPE_STRING dims: 1 }`, `dims [1]: the model's are [-1]`},
 		{"onnx platform", `platform: "onnxruntime_onnx"`, "no model file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

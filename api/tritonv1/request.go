@@ -303,6 +303,10 @@ func encodeResponse(s *modelSpec, d *decoded, resp *infer.Response) (*pb.InferRe
 				return nil, nil, err
 			}
 			h.Output = append(h.Output, &pb.InferResponseHeader_Output{Name: t.Name, BatchClasses: classes})
+			// An empty raw entry, as v1.2.0's GRPCInferResponseProvider
+			// allocates one for every output: the official client takes
+			// raw_output(i) for output i.
+			raw = append(raw, nil)
 			continue
 		}
 		data := tensorBytes(t)

@@ -798,7 +798,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		grpcSrv, stopHealth = newPublicGRPC(registry, grpcMetrics, grpcMaxMessage(f), set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
 		defer stopHealth()
 		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo), Infer: inferStats})
-		tritonv1.Register(grpcSrv, api.V2Backend(registry), tritonv1.Options{Logger: log, Infer: inferStats})
+		tritonv1.Register(grpcSrv, api.V2Backend(registry), tritonv1.Options{Logger: log, Infer: inferStats, Repository: api.V2Repository(repo)})
 	}
 	// The internal worker service: on serve's gRPC server (so that a peer
 	// pulls KV through vLLM's kv_transfer_params), and on --worker-port for
