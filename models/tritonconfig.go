@@ -133,6 +133,16 @@ type tritonModel struct {
 // each field mapped onto what llmserve has (see docs/API.md, "Triton
 // model repositories"), a field it cannot honour a load error naming it.
 func (r *Repository) tritonConfig(name, dir string, c *tc.ModelConfig) (loadConfig, error) {
+	lc, err := r.tritonConfigOf(name, dir, c)
+	if err != nil && lc.version == "" {
+		// The version the model failed as, for the index, when the
+		// version policy picks one.
+		lc.version, _ = tritonVersion(dir, c.GetVersionPolicy())
+	}
+	return lc, err
+}
+
+func (r *Repository) tritonConfigOf(name, dir string, c *tc.ModelConfig) (loadConfig, error) {
 	if _, err := os.Stat(filepath.Join(dir, SettingsFile)); err == nil {
 		return loadConfig{}, fmt.Errorf("the folder holds both %s and %s: keep one", ConfigFile, SettingsFile)
 	}
