@@ -28,8 +28,9 @@ type batchSizer interface{ MaxBatchSize() int }
 // outputs. A tensor model's max_batch_size is its adaptive batch size
 // where it has one (max_batch_size in its settings), else the rows one
 // request may carry, and its dims leave out the batch dimension; other
-// models (LLMs, embedding models) have max_batch_size 0 and their V2
-// shapes as dims. A tensor with no dimension besides the batch is dims
+// models (LLMs, embedding models) have max_batch_size 0 (a config.pbtxt's
+// max_batch_size there is the LLM's max_num_seqs) and their V2 shapes as
+// dims, whatever the max_batch_size. A tensor with no dimension besides the batch is dims
 // [1] with an empty reshape, as Triton writes it. The answer is the
 // caller's to change.
 func TritonConfig(m Model) *tc.ModelConfig {
@@ -50,9 +51,10 @@ func TritonConfig(m Model) *tc.ModelConfig {
 			c.MaxBatchSize = int32(min(max(n, 1), math.MaxInt32))
 		}
 	}
+	_, tensorKind := AsTensor(m)
 	dims := func(shape []int64) ([]int64, *tc.ModelTensorReshape) {
 		d := slices.Clone(shape)
-		if c.MaxBatchSize > 0 && len(d) > 0 {
+		if tensorKind && c.MaxBatchSize > 0 && len(d) > 0 {
 			d = d[1:]
 		}
 		if len(d) == 0 {
