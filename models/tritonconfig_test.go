@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/prototext"
+
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
 // TestTritonConfigTensor: config.pbtxt's fields map onto a tensor model's
@@ -162,4 +166,33 @@ func TestTritonConfigChecksTensors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzTritonConfig: any config.pbtxt is loaded or refused with an error,
+// never a panic.
+func FuzzTritonConfig(f *testing.F) {
+	for _, s := range []string{
+		`platform: "onnxruntime_onnx" max_batch_size: 8 dynamic_batching { preferred_batch_size: [4] } instance_group { count: 2 }`,
+		`backend: "llama.cpp" parameters { key: "max_model_len" value { string_value: "64" } }`,
+		`version_policy { specific { versions: [1, 2] } }`,
+		`input { name: "x" data_type: TYPE_FP32 dims: [2] reshape { shape: [] } }`,
+	} {
+		f.Add(s)
+	}
+	root := f.TempDir()
+	writeFiles(f, filepath.Join(root, "m"), map[string]string{"1/model.onnx": "x", "1/model.gguf": ggufWithArch("llama")})
+	repo, err := NewRepository(RepositoryConfig{Dir: root}, NewRegistry())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var c tc.ModelConfig
+		if prototext.Unmarshal([]byte(text), &c) != nil {
+			return
+		}
+		lc, err := repo.tritonConfig("m", filepath.Join(root, "m"), &c)
+		if err == nil && lc.tensor != nil {
+			_ = completeTensorConfig(lc.tensor.Triton, (&identity{}).Inputs(), (&identity{}).Outputs())
+		}
+	})
 }
