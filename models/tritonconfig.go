@@ -507,7 +507,8 @@ func completeTensorConfig(c *tc.ModelConfig, inputs, outputs []tensor.Spec) erro
 			// dims [1] reshaped to [] is a tensor with no dimension besides
 			// the batch; another reshape would change the model's shapes,
 			// which llmserve does not do.
-			if !(len(reshape.Shape) == 0 && slices.Equal(dims, []int64{1}) && len(model) == 0) && !slices.Equal(reshape.Shape, dims) {
+			scalar := len(reshape.Shape) == 0 && slices.Equal(dims, []int64{1}) && len(model) == 0
+			if !scalar && !slices.Equal(reshape.Shape, dims) {
 				return fmt.Errorf("%s: %s[%d] %q reshape %v: llmserve does not reshape tensors (only dims [1] to [] for a tensor with no dimension besides the batch)", ConfigFile, what, i, name, reshape.Shape)
 			}
 			if len(reshape.Shape) == 0 {

@@ -90,10 +90,9 @@ func (s *service) status(model string) (st *pb.ServerStatus, msg string, err err
 	}
 	if model != "" {
 		m, err := infer.Lookup(s.b, model, "")
-		switch {
-		case err == nil:
+		if err == nil {
 			ms, idx = []infer.Model{m}, nil
-		default:
+		} else {
 			i := slices.IndexFunc(idx, func(e infer.IndexEntry) bool { return e.Name == model })
 			if i < 0 {
 				return nil, "", err
