@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/prototext"
 
+	"github.com/llmserve/llmserve/models/tensor"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
@@ -195,4 +196,42 @@ func FuzzTritonConfig(f *testing.F) {
 			_ = completeTensorConfig(lc.tensor.Triton, (&identity{}).Inputs(), (&identity{}).Outputs())
 		}
 	})
+}
+
+// imageExec is an Executor with an NCHW image input, as an image classifier
+// has: x FP32 [-1, 3, 2, 2] → probs FP32 [-1, 4].
+type imageExec struct{ identity }
+
+func (imageExec) Inputs() []tensor.Spec {
+	return []tensor.Spec{{Name: "x", DType: tensor.FP32, Shape: []int64{-1, 3, 2, 2}}}
+}
+
+func (imageExec) Outputs() []tensor.Spec {
+	return []tensor.Spec{{Name: "probs", DType: tensor.FP32, Shape: []int64{-1, 4}}}
+}
+
+// TestTritonConfigImageFormat: an image model's input format (NCHW) is
+// kept in the configuration the model reports, which an image client
+// (grpc_image_client.py) reads.
+func TestTritonConfigImageFormat(t *testing.T) {
+	old := OpenTensorExecutor
+	t.Cleanup(func() { OpenTensorExecutor = old })
+	OpenTensorExecutor = func(string, int) (tensor.Executor, error) { return &imageExec{}, nil }
+	root := t.TempDir()
+	writeFiles(t, filepath.Join(root, "m"), map[string]string{"1/model.onnx": "x", ConfigFile: `platform: "onnxruntime_onnx" max_batch_size: 2
+input { name: "x" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [3, 2, 2] }`})
+	reg := NewRegistry()
+	defer reg.Close()
+	repo, err := NewRepository(RepositoryConfig{Dir: root}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Load(context.Background(), "m"); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := reg.GetTensor("m")
+	c := m.TritonConfig()
+	if c.Input[0].Format != tc.ModelInput_FORMAT_NCHW || c.MaxBatchSize != 2 || len(c.Output) != 1 || c.Output[0].Name != "probs" || c.Output[0].Dims[0] != 4 || m.MaxRequestRows() != 2 {
+		t.Fatalf("config %v", c)
+	}
 }
