@@ -91,6 +91,10 @@ func (r v2Runtime) Submit(context.Context, []*scheduler.Request) ([]*core.Stream
 	return nil, infer.NotLLM(r, "generate")
 }
 
+// MaxBatchSize is the runtime's adaptive batch size (its settings'
+// max_batch_size), which Triton's configuration reports.
+func (r v2Runtime) MaxBatchSize() int { return r.Config().MaxBatchSize }
+
 // Platform is the settings' platform, "custom" by default.
 func (r v2Runtime) Platform() string {
 	if p := r.Config().Platform; p != "" {
@@ -102,10 +106,6 @@ func (r v2Runtime) Platform() string {
 func (r v2Runtime) Inputs() []tensor.Spec  { return runtimeSpecs(r.Config().Inputs) }
 func (r v2Runtime) Outputs() []tensor.Spec { return runtimeSpecs(r.Config().Outputs) }
 func (v2Runtime) MaxRequestRows() int      { return math.MaxInt32 }
-
-// MaxBatchSize is the runtime's adaptive batch size (its settings'
-// max_batch_size), which Triton's configuration reports.
-func (r v2Runtime) MaxBatchSize() int { return r.Config().MaxBatchSize }
 
 // ContentTypes are those the runtime's own codecs decode (its settings).
 func (r v2Runtime) ContentTypes() []string { return r.Config().ContentTypes }
