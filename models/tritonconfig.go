@@ -48,7 +48,9 @@ func ReadTritonConfig(dir string) (*tc.ModelConfig, error) {
 	}
 	var c tc.ModelConfig
 	if err := prototext.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
+		// protobuf-go's errors put a non-breaking space after "proto:" at
+		// random (so that nobody matches them); the reason has a plain one.
+		return nil, fmt.Errorf("%s: %s", ConfigFile, strings.ReplaceAll(err.Error(), "\u00a0", " "))
 	}
 	return &c, nil
 }
