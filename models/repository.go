@@ -24,6 +24,7 @@ import (
 
 	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/models/runtime"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -578,6 +579,12 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 			r.finish(e, StateReady, fmt.Sprintf("reload failed; version %s still serving: %v", oldVersion, err))
 			r.log.Warn("model reload failed; the loaded version keeps serving", "model", name, "version", oldVersion, "err", err)
 		} else {
+			// The version it failed as, when its configuration said.
+			if lc.version != "" {
+				r.mu.Lock()
+				e.version = lc.version
+				r.mu.Unlock()
+			}
 			r.finish(e, StateUnavailable, err.Error())
 		}
 		return &LoadError{Name: name, Err: err}
@@ -617,12 +624,23 @@ func (r *Repository) build(lc loadConfig, tr *trackingRegisterer) (served, error
 		lc.runtime.Logger = r.log
 		return runtime.Start(*lc.runtime)
 	case lc.tensor != nil:
-		return LoadTensor(*lc.tensor, r.log, reg)
+		m, err := LoadTensor(*lc.tensor, r.log, reg)
+		if err == nil && lc.triton != nil {
+			if err = completeTensorConfig(lc.tensor.Triton, m.Inputs(), m.Outputs()); err != nil {
+				err = errors.Join(err, m.Close())
+				return nil, err
+			}
+		}
+		return m, err
 	}
 	g, err := LoadGenerative(lc.gen, r.log, reg)
 	var ce *ConfigError
 	if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
-		err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		if lc.triton != nil {
+			err = fmt.Errorf("%s parameters[%s]: %s", ConfigFile, settingsKeys[ce.Setting], ce.Msg)
+		} else {
+			err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		}
 	}
 	return g, err
 }
@@ -634,11 +652,21 @@ type loadConfig struct {
 	gen     GenerativeConfig
 	tensor  *TensorConfig
 	runtime *runtime.Config
+	// triton is the model's config.pbtxt, nil for a model-settings.json
+	// folder.
+	triton *tc.ModelConfig
 }
 
 // config reads the settings of the model in dir, finds its file and says
 // which kind of model it is.
 func (r *Repository) config(name, dir string) (loadConfig, error) {
+	tcfg, err := ReadTritonConfig(dir)
+	if err != nil {
+		return loadConfig{}, err
+	}
+	if tcfg != nil {
+		return r.tritonConfig(name, dir, tcfg)
+	}
 	s, err := ReadSettings(filepath.Join(dir, SettingsFile))
 	if err != nil {
 		return loadConfig{}, err
