@@ -231,12 +231,13 @@ protoc-plugins:
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO_GRPC)
 
-## proto: regenerate the V2 gRPC code from Triton's protos, Triton v1's
+## proto: regenerate Triton's model configuration (proto/tritonconfigpb) and
+## the V2 gRPC code from Triton's protos, Triton v1's
 ## (api/tritonv1/tritonpb) from the TensorRT Inference Server's, the ONNX
 ## types (models/tensor/onnxpb) and the internal worker service's
 ## (api/worker/workerpb) from ours (needs protoc).
 proto: protoc-plugins
-	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./api/v2/grpc/inferencepb ./models/tensor/onnxpb ./api/worker/workerpb ./api/tritonv1/tritonpb
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/tritonconfigpb ./api/v2/grpc/inferencepb ./models/tensor/onnxpb ./api/worker/workerpb ./api/tritonv1/tritonpb
 
 ## python-proto: regenerate the custom runtime package's Python messages
 ## (runtimes/python/llmserve_runtime/open_inference_grpc_pb2.py) from the

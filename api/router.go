@@ -172,7 +172,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		kservev1.Mount(r, v2b, kservev1.Options{
 			Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Other: http.HandlerFunc(methodNotAllowed), Infer: opts.Infer,
 		})
-		tritonv1.Mount(r, v2b, tritonv1.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Infer: opts.Infer})
+		tritonv1.Mount(r, v2b, tritonv1.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Infer: opts.Infer, Repository: V2Repository(opts.Repository)})
 		if opts.LoRARuntimeUpdates && reg != nil {
 			mountLoRA(r, reg, log)
 		}

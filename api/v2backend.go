@@ -91,6 +91,10 @@ func (r v2Runtime) Submit(context.Context, []*scheduler.Request) ([]*core.Stream
 	return nil, infer.NotLLM(r, "generate")
 }
 
+// MaxBatchSize is the runtime's adaptive batch size (its settings'
+// max_batch_size), which Triton's configuration reports.
+func (r v2Runtime) MaxBatchSize() int { return r.Config().MaxBatchSize }
+
 // Platform is the settings' platform, "custom" by default.
 func (r v2Runtime) Platform() string {
 	if p := r.Config().Platform; p != "" {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/scheduler"
@@ -39,6 +40,9 @@ type Config struct {
 	// executor that grew (an engine.Resizer) back to KV.InitialSlots; 0
 	// means a minute, negative never.
 	IdleShrink time.Duration
+	// Clock is the time the core reads (step times, deadlines, leases,
+	// the idle shrink) and waits on; nil means clock.Real.
+	Clock clock.Clock
 }
 
 // EngineCore is the one goroutine that owns a model's scheduler, KV manager
@@ -46,6 +50,7 @@ type Config struct {
 // goroutines talk to it through Submit and the Streams it returns.
 type EngineCore struct {
 	cfg      Config
+	clock    clock.Clock
 	log      *slog.Logger
 	obs      Observer
 	maxQueue int64
@@ -150,6 +155,7 @@ func New(cfg Config) (*EngineCore, error) {
 	}
 	c := &EngineCore{
 		cfg:      cfg,
+		clock:    clock.Or(cfg.Clock),
 		log:      cfg.Logger,
 		obs:      cfg.Observer,
 		maxQueue: int64(cfg.Scheduler.MaxWaiting),
@@ -310,8 +316,8 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		// Every pass starts with the inbox, so a wake-up is never consumed
 		// without looking at what was posted.
 		c.intake()
-		c.expireLeases(time.Now())
-		c.resize(time.Now())
+		c.expireLeases(c.clock.Now())
+		c.resize(c.clock.Now())
 		generating := c.sched.HasWork()
 		if !generating && len(c.embeds) == 0 {
 			c.publish()
@@ -320,7 +326,7 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 			}
 			continue
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		c.lastWork = now
 		step := &engine.Step{}
 		if generating {
@@ -338,7 +344,7 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 			}
 			continue
 		}
-		start := time.Now()
+		start := c.clock.Now()
 		res, err := c.exec.Execute(ctx, step)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -353,7 +359,7 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		if generating {
 			c.sched.Update(step, res)
 		}
-		end := time.Now()
+		end := c.clock.Now()
 		events := c.drainEvents()
 		st := c.publish()
 		// After publish: a caller woken by its lease sees it in Stats.
@@ -401,7 +407,7 @@ func (c *EngineCore) start() error {
 // than the restart policy allows.
 func (c *EngineCore) restart(cause error) error {
 	c.ready.Store(false)
-	now := time.Now()
+	now := c.clock.Now()
 	c.log.Error("engine failed; ending its requests and restarting it", "err", cause)
 	c.sched.AbortAll(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
 	c.failEmbeds(fmt.Errorf("%w: %w", scheduler.ErrEngine, cause))
@@ -438,7 +444,7 @@ func (c *EngineCore) stop() {
 	cmds := c.inbox
 	c.inbox = nil
 	c.mu.Unlock()
-	now := time.Now()
+	now := c.clock.Now()
 	for _, cmd := range cmds {
 		for _, s := range cmd.subs {
 			c.queued.Add(-1)
@@ -502,7 +508,7 @@ func (c *EngineCore) resize(now time.Time) {
 	if target == active {
 		return
 	}
-	start := time.Now()
+	start := c.clock.Now()
 	if err := rs.Resize(target); err != nil {
 		c.log.Warn("could not resize the KV cache; trying again later", "slots", active, "want", target, "err", err)
 		c.resizeAfter = now.Add(10 * time.Second)
@@ -512,7 +518,7 @@ func (c *EngineCore) resize(now time.Time) {
 		// The engine resized, the manager cannot follow: a bug.
 		c.log.Error("KV manager refused the engine's new slot count", "slots", target, "err", err)
 	}
-	c.log.Info("KV cache resized", "slots", target, "from", active, "took", time.Since(start).Round(time.Microsecond))
+	c.log.Info("KV cache resized", "slots", target, "from", active, "took", c.clock.Now().Sub(start).Round(time.Microsecond))
 	c.publish()
 }
 
@@ -528,7 +534,7 @@ func (c *EngineCore) sleep(ctx context.Context) bool {
 			deadline = d
 		}
 	}
-	if at := c.expireLeases(time.Now()); !at.IsZero() && (deadline.IsZero() || at.Before(deadline)) {
+	if at := c.expireLeases(c.clock.Now()); !at.IsZero() && (deadline.IsZero() || at.Before(deadline)) {
 		deadline = at
 	}
 	if initial := c.cfg.KV.InitialSlots; initial > 0 && c.kv.ActiveSlots() > initial && c.cfg.IdleShrink > 0 && !c.lastWork.IsZero() {
@@ -538,9 +544,9 @@ func (c *EngineCore) sleep(ctx context.Context) bool {
 	}
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
+		t := c.clock.NewTimer(deadline.Sub(c.clock.Now()))
 		defer t.Stop()
-		timeout = t.C
+		timeout = t.C()
 	}
 	select {
 	case <-c.wake:
@@ -576,7 +582,7 @@ func (c *EngineCore) add(s submission) {
 		c.queued.Add(-1)
 		s.stream.Push(failAll(r, fmt.Errorf("request id %q is already running", r.ID)), scheduler.Usage{})
 		if s.lease != nil {
-			s.lease.settle(KeptInfo{}, fmt.Errorf("request id %q is already running", r.ID), time.Now())
+			s.lease.settle(KeptInfo{}, fmt.Errorf("request id %q is already running", r.ID), c.clock.Now())
 		}
 		if s.imp != nil {
 			s.imp.done <- 0

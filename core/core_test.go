@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/engine/enginetest"
 	"github.com/llmserve/llmserve/kvcache"
@@ -60,6 +61,18 @@ func request(id string, prompt []int32, maxTokens int) *scheduler.Request {
 	return &scheduler.Request{
 		ID: id, Prompt: prompt, N: 1, MaxTokens: maxTokens, PromptLogprobs: -1,
 		Sampling: engine.DefaultSampling(), Arrival: time.Now(),
+	}
+}
+
+// passed returns once the core finished the iteration it was in when
+// passed was called (two round trips through its inbox: a call's function
+// runs at the start of an iteration).
+func passed(t *testing.T, c *EngineCore) {
+	t.Helper()
+	for range 2 {
+		if err := c.call(context.Background(), func() {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -222,10 +235,10 @@ func TestExecutorFailureRestarts(t *testing.T) {
 	if last.Finish != scheduler.FinishAbort || !errors.Is(last.Err, scheduler.ErrEngine) {
 		t.Fatalf("request on the failed executor ended %s %v", last.Finish, last.Err)
 	}
-	// The request's end is delivered before the new executor is built.
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.Ready() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	// The request's end is delivered before the new executor is built; a
+	// call through the inbox runs after it was.
+	if err := c.call(context.Background(), func() {}); err != nil {
+		t.Fatal(err)
 	}
 	if c.Restarts() != 1 || !c.Ready() {
 		t.Fatalf("restarts %d, ready %v", c.Restarts(), c.Ready())
@@ -331,9 +344,11 @@ func TestDeadline(t *testing.T) {
 // change.
 func TestSlotsFollowTheLoad(t *testing.T) {
 	var fake *enginetest.Fake
+	fc := clock.NewFake(time.Now())
 	c := testCore(t, func() *enginetest.Fake { fake = &enginetest.Fake{}; return fake }, func(cfg *Config) {
 		cfg.KV.InitialSlots = 1
-		cfg.IdleShrink = 50 * time.Millisecond
+		cfg.IdleShrink = time.Minute
+		cfg.Clock = fc
 	})
 	if fake.SlotCount() != 1 {
 		t.Fatalf("started with %d slots", fake.SlotCount())
@@ -354,11 +369,19 @@ func TestSlotsFollowTheLoad(t *testing.T) {
 	if got := fake.Stats().Resizes; len(got) == 0 || got[0] != 4 {
 		t.Fatalf("resizes %v, want a grow to 4 first", got)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	// The executor shrinks first; the core publishes its stats after.
-	for (fake.SlotCount() != 1 || c.Stats().KV.ActiveSlots != 1) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	// Idle, the core sleeps until the shrink is due (its only timer);
+	// nothing shrinks before.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := fc.WaitArmed(ctx, time.Minute); err != nil {
+		t.Fatalf("the idle core set no timer for its shrink: %v", err)
 	}
+	passed(t, c)
+	if n := fake.SlotCount(); n != 4 {
+		t.Fatalf("%d slots before IdleShrink passed, want 4", n)
+	}
+	fc.Advance(time.Minute)
+	passed(t, c)
 	if n := fake.SlotCount(); n != 1 || c.Stats().KV.ActiveSlots != 1 {
 		t.Fatalf("after idling: %d slots (stats %d), want 1", n, c.Stats().KV.ActiveSlots)
 	}

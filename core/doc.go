@@ -68,6 +68,14 @@
 // needs, up to KV.Slots; after IdleShrink without work it shrinks it back.
 // A resize keeps every running sequence's KV bit for bit.
 //
+// # Time
+//
+// The core reads the time and waits for it only through Config.Clock
+// (clock.Real when nil): step durations, the scheduler's deadlines, lease
+// expiries, the restart window and the idle shrink. When it has nothing to
+// do it sleeps until a post, the earliest deadline, lease expiry or shrink,
+// whichever comes first; a test with a clock.Fake moves that time itself.
+//
 // # Failures
 //
 // A sequence the engine fails ends alone (its choice gets ErrEngine). An

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/engine/enginetest"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/scheduler"
@@ -94,9 +96,11 @@ func TestPrefillTransfer(t *testing.T) {
 // TestLeaseExpires: a lease nobody pulls is freed when it ends, and
 // counted.
 func TestLeaseExpires(t *testing.T) {
-	ctx := context.Background()
-	c := testCore(t, nil, nil)
-	s, lease, err := c.Prefill(ctx, request("p", []int32{1, 2, 3, 4, 5}, 1), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fc := clock.NewFake(time.Now())
+	c := testCore(t, nil, func(cfg *Config) { cfg.Clock = fc })
+	s, lease, err := c.Prefill(ctx, request("p", []int32{1, 2, 3, 4, 5}, 1), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +108,18 @@ func TestLeaseExpires(t *testing.T) {
 	if _, err := lease.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for c.LeasesExpired() == 0 {
-		time.Sleep(10 * time.Millisecond)
+	// The idle core sleeps until the lease's expiry.
+	if err := fc.WaitArmed(ctx, time.Second); err != nil {
+		t.Fatalf("the core set no timer for the lease: %v", err)
+	}
+	passed(t, c)
+	if n := c.LeasesExpired(); n != 0 {
+		t.Fatalf("%d leases expired before their time", n)
+	}
+	fc.Advance(time.Second)
+	passed(t, c)
+	if n := c.LeasesExpired(); n != 1 {
+		t.Fatalf("%d leases expired, want 1", n)
 	}
 	if _, _, _, err := c.LeaseKV(ctx, lease.Name()); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("after expiry: %v", err)
@@ -146,16 +160,15 @@ func TestPrefillAborted(t *testing.T) {
 // live events.
 func TestWatchKV(t *testing.T) {
 	ctx := context.Background()
-	c := testCore(t, nil, nil)
+	cached := &cachedSignal{ch: make(chan struct{})}
+	c := testCore(t, nil, func(cfg *Config) { cfg.Observer = cached })
 	s, err := c.Submit(ctx, []*scheduler.Request{request("a", []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	drain(t, s[0])
 	// The export comes back a step after the last output.
-	for c.Stats().KV.CachedBlocks == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-cached.ch
 	w, err := c.WatchKV(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +217,22 @@ func TestWatchKV(t *testing.T) {
 		}
 	}
 }
+
+// cachedSignal is an Observer that closes ch after the first step whose
+// published stats hold a cached block.
+type cachedSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (o *cachedSignal) StepDone(s StepInfo) {
+	if s.Stats.KV.CachedBlocks > 0 {
+		o.once.Do(func() { close(o.ch) })
+	}
+}
+func (*cachedSignal) FirstToken(time.Duration) {}
+func (*cachedSignal) RequestDone(RequestInfo)  {}
+func (*cachedSignal) EngineRestarted()         {}
 
 // TestWatchKVResync: when the KV manager's outbox overflows between
 // drains, a watch gets a fresh snapshot instead of a gap.

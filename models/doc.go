@@ -49,7 +49,13 @@
 // MLServer's model-settings.json (ReadSettings: MLServer's names plus the
 // LLM settings, unknown keys an error naming them; an implementation
 // command makes a custom runtime, which needs no model file), laid over a base
-// GenerativeConfig. Load and Unload work by name at run time, one at a
+// GenerativeConfig, or with Triton's config.pbtxt (tritonconfig.go: text
+// protobuf of Triton's ModelConfig, proto/tritonconfigpb; each field mapped
+// onto a TensorConfig or a GenerativeConfig, a field llmserve cannot
+// honour a load error naming it; a tensor model's input and output are
+// checked against the model once it is open, and the completed
+// configuration is what TritonConfig reports). One repository may mix the
+// two kinds of folder. Load and Unload work by name at run time, one at a
 // time per model (ErrBusy otherwise): Load reloads a loaded model, and a
 // model that fails is a *LoadError whose message the index shows as the
 // reason, the others untouched; Unload removes the model from the

@@ -20,6 +20,7 @@ import (
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models/stories260k"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -39,6 +40,10 @@ type GenerativeConfig struct {
 	// Version is the version the V2 protocol serves the model as; ""
 	// means "1". The model repository sets it from the version folder.
 	Version string
+	// Triton is the model's Triton configuration when the model
+	// repository loaded it from a config.pbtxt (TritonConfig reports it),
+	// else nil.
+	Triton *tc.ModelConfig
 	// Task is the model's V2 task: TaskGenerate ("" too) or TaskEmbed,
 	// whose V2 infer answers embeddings.
 	Task string
@@ -168,6 +173,7 @@ type Generative struct {
 	reasoning string
 	version   string
 	task      string
+	triton    *tc.ModelConfig
 
 	model *llamacpp.Model
 	draft *llamacpp.Model // the draft model, or nil
@@ -293,7 +299,7 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 	}
 	g := &Generative{
 		name: name, created: time.Now().Unix(), maxLen: sz.maxLen, timeout: cfg.RequestTimeout, info: info, reasoning: cfg.ReasoningParser,
-		version: version, task: task, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
+		version: version, task: task, triton: cfg.Triton, pooling: pooling, mrl: slices.Clone(cfg.MatryoshkaDimensions),
 		model: m, draft: draft, path: path, tok: tok, stopped: make(chan struct{}), log: log.With("model", name),
 		lora: len(cfg.LoRAs) > 0 || cfg.LoRARuntime, adapters: make(map[string]*Adapter),
 	}
@@ -580,6 +586,10 @@ func (g *Generative) Name() string { return g.name }
 
 // Version is the version the V2 protocol serves the model as.
 func (g *Generative) Version() string { return g.version }
+
+// TritonConfig is the model's Triton configuration (its config.pbtxt), nil
+// when it was not loaded from one. The caller must not modify it.
+func (g *Generative) TritonConfig() *tc.ModelConfig { return g.triton }
 
 // Task is the model's V2 task, TaskGenerate or TaskEmbed.
 func (g *Generative) Task() string { return g.task }

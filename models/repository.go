@@ -22,7 +22,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/models/runtime"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -360,6 +362,8 @@ type RepositoryConfig struct {
 	// DrainTimeout bounds how long Unload waits for running requests
 	// before it cuts them (default 5 minutes).
 	DrainTimeout time.Duration
+	// Clock times the drain (nil: clock.Real).
+	Clock clock.Clock
 	// RuntimeStartTimeout bounds how long a custom runtime's process may
 	// take to answer that it is ready (0: models/runtime's default, 2
 	// minutes).
@@ -415,6 +419,7 @@ func NewRepository(cfg RepositoryConfig, reg *Registry) (*Repository, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 5 * time.Minute
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -574,6 +579,12 @@ func (r *Repository) Load(ctx context.Context, name string) error {
 			r.finish(e, StateReady, fmt.Sprintf("reload failed; version %s still serving: %v", oldVersion, err))
 			r.log.Warn("model reload failed; the loaded version keeps serving", "model", name, "version", oldVersion, "err", err)
 		} else {
+			// The version it failed as, when its configuration said.
+			if lc.version != "" {
+				r.mu.Lock()
+				e.version = lc.version
+				r.mu.Unlock()
+			}
 			r.finish(e, StateUnavailable, err.Error())
 		}
 		return &LoadError{Name: name, Err: err}
@@ -613,12 +624,23 @@ func (r *Repository) build(lc loadConfig, tr *trackingRegisterer) (served, error
 		lc.runtime.Logger = r.log
 		return runtime.Start(*lc.runtime)
 	case lc.tensor != nil:
-		return LoadTensor(*lc.tensor, r.log, reg)
+		m, err := LoadTensor(*lc.tensor, r.log, reg)
+		if err == nil && lc.triton != nil {
+			if err = completeTensorConfig(lc.tensor.Triton, m.Inputs(), m.Outputs()); err != nil {
+				err = errors.Join(err, m.Close())
+				return nil, err
+			}
+		}
+		return m, err
 	}
 	g, err := LoadGenerative(lc.gen, r.log, reg)
 	var ce *ConfigError
 	if errors.As(err, &ce) && settingsKeys[ce.Setting] != "" {
-		err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		if lc.triton != nil {
+			err = fmt.Errorf("%s parameters[%s]: %s", ConfigFile, settingsKeys[ce.Setting], ce.Msg)
+		} else {
+			err = fmt.Errorf("%s %s: %s", SettingsFile, settingsKeys[ce.Setting], ce.Msg)
+		}
 	}
 	return g, err
 }
@@ -630,11 +652,21 @@ type loadConfig struct {
 	gen     GenerativeConfig
 	tensor  *TensorConfig
 	runtime *runtime.Config
+	// triton is the model's config.pbtxt, nil for a model-settings.json
+	// folder.
+	triton *tc.ModelConfig
 }
 
 // config reads the settings of the model in dir, finds its file and says
 // which kind of model it is.
 func (r *Repository) config(name, dir string) (loadConfig, error) {
+	tcfg, err := ReadTritonConfig(dir)
+	if err != nil {
+		return loadConfig{}, err
+	}
+	if tcfg != nil {
+		return r.tritonConfig(name, dir, tcfg)
+	}
 	s, err := ReadSettings(filepath.Join(dir, SettingsFile))
 	if err != nil {
 		return loadConfig{}, err
@@ -816,29 +848,44 @@ func (r *Repository) Unload(ctx context.Context, name string) error {
 // end (they may be writing its last tokens), before it frees it anyway.
 const linger = 10 * time.Second
 
+// drainPoll is how often a drain looks again: neither a model turning idle
+// nor a request ending is signalled.
+const drainPoll = 10 * time.Millisecond
+
 // drain waits for the model's requests to finish and for the requests
 // that began before mark (but ctx's own) to end, up to DrainTimeout, and stops the
-// model's engine (cutting what still runs).
+// model's engine (cutting what still runs). It reads and waits on
+// RepositoryConfig.Clock.
 func (r *Repository) drain(ctx context.Context, g served, mark uint64) {
-	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	clk := r.cfg.Clock
+	var t clock.Timer
+	pause := func() {
+		if t == nil {
+			t = clk.NewTimer(drainPoll)
+		} else {
+			t.Reset(drainPoll)
+		}
+		<-t.C()
+	}
+	deadline := clk.Now().Add(r.cfg.DrainTimeout)
 	var idleSince time.Time
-	for !r.reg.endedBefore(ctx, mark) && time.Now().Before(deadline) {
-		switch {
+	for !r.reg.endedBefore(ctx, mark) && clk.Now().Before(deadline) {
+		switch now := clk.Now(); {
 		case !g.Idle():
 			idleSince = time.Time{}
 		case idleSince.IsZero():
-			idleSince = time.Now()
-		case time.Since(idleSince) > linger:
+			idleSince = now
+		case now.Sub(idleSince) > linger:
 			// Only requests on other models are left.
-			deadline = time.Now()
+			deadline = now
 		}
-		time.Sleep(10 * time.Millisecond)
+		pause()
 	}
 	if cut := g.Stop(); cut > 0 {
 		r.log.Warn("unload cut running requests after the drain timeout", "model", g.Name(), "cut", cut)
 		// Their handlers answer at once; let them.
-		for end := time.Now().Add(linger); !r.reg.endedBefore(ctx, mark) && time.Now().Before(end); {
-			time.Sleep(10 * time.Millisecond)
+		for end := clk.Now().Add(linger); !r.reg.endedBefore(ctx, mark) && clk.Now().Before(end); {
+			pause()
 		}
 	}
 }

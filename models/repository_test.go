@@ -9,7 +9,7 @@ import (
 )
 
 // writeFiles creates files (path → content) under dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for p, c := range files {
 		p = filepath.Join(dir, p)

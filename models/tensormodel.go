@@ -17,6 +17,7 @@ import (
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models/batching"
 	"github.com/llmserve/llmserve/models/tensor"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
 // Tensor model platforms, as V2 model metadata names them.
@@ -60,6 +61,9 @@ type TensorConfig struct {
 	// MaxRequestRows bounds one request's batch size (0:
 	// DefaultMaxRequestRows); more is a client error.
 	MaxRequestRows int
+	// Triton is the model's Triton configuration when it was loaded from
+	// a config.pbtxt (TritonConfig reports it), else nil.
+	Triton *tc.ModelConfig
 }
 
 // OpenTensorExecutor opens a tensor model file with threads CPU threads
@@ -77,6 +81,7 @@ type TensorModel struct {
 	exec                    tensor.Executor
 	batch                   *batching.Batcher
 	metrics                 *metrics.Tensor
+	stats                   tensorStats
 	closed                  atomic.Bool
 	closeOnce               sync.Once
 	closeErr                error
@@ -128,7 +133,7 @@ func LoadTensor(cfg TensorConfig, log *slog.Logger, reg prometheus.Registerer) (
 		return nil, errors.Join(fmt.Errorf("load model %q: metrics: %w", name, err), exec.Close())
 	}
 	m.batch = batching.New(exec, batching.Config{
-		MaxBatchSize: cfg.MaxBatchSize, MaxBatchTime: cfg.MaxBatchTime, Workers: cfg.ParallelWorkers, Observer: m.metrics,
+		MaxBatchSize: cfg.MaxBatchSize, MaxBatchTime: cfg.MaxBatchTime, Workers: cfg.ParallelWorkers, Observer: countingObserver{m.metrics, &m.stats},
 	})
 	log.Info("tensor model loaded", "model", name, "path", cfg.Path, "platform", platform,
 		"inputs", specsString(exec.Inputs()), "outputs", specsString(exec.Outputs()),
@@ -194,6 +199,11 @@ func (m *TensorModel) MaxRequestRows() int { return m.cfg.MaxRequestRows }
 // MaxBatchSize is the adaptive batch size (<= 1: batching off).
 func (m *TensorModel) MaxBatchSize() int { return m.cfg.MaxBatchSize }
 
+// TritonConfig is the model's Triton configuration (its config.pbtxt,
+// completed with the model's tensors), nil when it was not loaded from
+// one. The caller must not modify it.
+func (m *TensorModel) TritonConfig() *tc.ModelConfig { return m.cfg.Triton }
+
 // Ready reports whether the model accepts requests: until it is closed.
 func (m *TensorModel) Ready() bool { return !m.closed.Load() }
 
@@ -219,11 +229,63 @@ func (m *TensorModel) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.T
 	default:
 		outcome = metrics.OutcomeError
 	}
-	m.metrics.Request(outcome, time.Since(start))
+	took := time.Since(start)
+	m.metrics.Request(outcome, took)
+	if err == nil {
+		m.stats.answered.Add(1)
+		m.stats.answeredNs.Add(uint64(took))
+	}
 	if errors.Is(err, batching.ErrClosed) {
 		err = fmt.Errorf("model %q: %w", m.name, ErrClosed)
 	}
 	return out, err
+}
+
+// TensorStats are a tensor model's counts since it loaded, as Triton
+// reports a model version's statistics.
+type TensorStats struct {
+	// Executions is the batches run (Triton's model_execution_count) and
+	// Inferences the rows they held (model_inference_count).
+	Executions, Inferences uint64
+	// Queued is the requests whose batch started and QueueTime their time
+	// from Infer to that start (Triton's queue duration); Answered is the
+	// requests answered and AnswerTime their time in Infer, so that
+	// AnswerTime - QueueTime is the time their batches computed.
+	Queued, Answered      uint64
+	QueueTime, AnswerTime time.Duration
+}
+
+// tensorStats counts TensorStats; every field is updated atomically.
+type tensorStats struct {
+	executions, inferences, queued, queuedNs, answered, answeredNs atomic.Uint64
+}
+
+// countingObserver passes the batcher's events to the metrics and counts
+// them for Stats.
+type countingObserver struct {
+	*metrics.Tensor
+	s *tensorStats
+}
+
+func (o countingObserver) Batch(rows int) {
+	o.s.executions.Add(1)
+	o.s.inferences.Add(uint64(rows))
+	o.Tensor.Batch(rows)
+}
+
+func (o countingObserver) Queued(d time.Duration) {
+	o.s.queued.Add(1)
+	o.s.queuedNs.Add(uint64(max(d, 0)))
+	o.Tensor.Queued(d)
+}
+
+// Stats are the model's counts since it loaded.
+func (m *TensorModel) Stats() TensorStats {
+	return TensorStats{
+		Executions: m.stats.executions.Load(), Inferences: m.stats.inferences.Load(),
+		Queued: m.stats.queued.Load(), QueueTime: time.Duration(m.stats.queuedNs.Load()),
+		Answered: m.stats.answered.Load(), AnswerTime: time.Duration(m.stats.answeredNs.Load()),
+	}
 }
 
 // ErrClosed is returned for a request to a tensor model that has been

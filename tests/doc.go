@@ -28,6 +28,12 @@
 // gRPC, KServe V1, headers both ways, 32 concurrent requests over REST and
 // gRPC in one predict call, the runtime's own metrics, unload and reload,
 // and runtimes that crash mid-request, hang past request_timeout, answer
-// malformed tensors or never start. They assert what a user sees (exact greedy tokens,
+// malformed tensors or never start. triton_repo_test.go serves a Triton
+// user's repository (config.pbtxt: an ONNX model with dynamic_batching and
+// instance_group, a GGUF LLM, a config llmserve refuses, beside a
+// model-settings.json folder) over V2 and Triton v1, driven by a Python
+// port of the official v1 client's calls (testdata/tritonv1_client.py on
+// /usr/bin/python3; it fails, not skips, without python3-grpcio and
+// -protobuf). They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

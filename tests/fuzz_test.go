@@ -1229,31 +1229,28 @@ func (r *fuzzRun) hangDiagnosis() string {
 
 // checkIdle checks that every request has left the scheduler.
 func (r *fuzzRun) checkIdle() {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	busy := ""
+	// The poll ends (idle or not) on a failed scrape or without gauges.
+	idle := poll(r.t, 10*time.Second, 100*time.Millisecond, func() bool {
 		g, err := r.gauges()
 		if err != nil {
 			r.fail("metrics", "GET /metrics", "after the run: "+err.Error(), nil, "")
-			return
+			return true
 		}
 		if g == nil {
 			r.t.Logf("no %s in /metrics; not checking that the server is idle", strings.Join(fuzzGauges, ", "))
-			return
+			return true
 		}
-		busy := ""
+		busy = ""
 		for _, name := range fuzzGauges {
 			if g[name] != 0 {
 				busy += fmt.Sprintf(" %s %g", name, g[name])
 			}
 		}
-		if busy == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.fail("not idle", "GET /metrics", "10 s after the last request:"+busy, nil, "")
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return busy == ""
+	})
+	if !idle {
+		r.fail("not idle", "GET /metrics", "10 s after the last request:"+busy, nil, "")
 	}
 }
 

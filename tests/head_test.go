@@ -355,12 +355,8 @@ func TestHeadMigration(t *testing.T) {
 // assertion: it fails only when the state never comes).
 func headWait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !poll(t, 60*time.Second, 50*time.Millisecond, cond) {
+		t.Fatalf("never: %s", what)
 	}
 }
 

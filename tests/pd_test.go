@@ -146,13 +146,12 @@ func startProc(t *testing.T, command string, extra ...string) *pdProc {
 			<-p.done
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	healthy := poll(t, 60*time.Second, 50*time.Millisecond, func() bool {
 		resp, err := http.Get(p.url + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return true
 			}
 		}
 		select {
@@ -160,10 +159,10 @@ func startProc(t *testing.T, command string, extra ...string) *pdProc {
 			t.Fatalf("serve exited:\n%s", p.out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not healthy:\n%s", p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !healthy {
+		t.Fatalf("serve not healthy:\n%s", p.out.String())
 	}
 	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -388,8 +387,8 @@ func TestPDLeaseAndDeadPeer(t *testing.T) {
 	if err != nil || st.Leases != 1 || st.LeaseBytes == 0 {
 		t.Fatalf("after the prefill: %v %v", st, err)
 	}
-	for prefill.metric(t, "llmserve_kv_leases_expired_total", "") != 1 {
-		time.Sleep(50 * time.Millisecond)
+	if !poll(t, time.Minute, 50*time.Millisecond, func() bool { return prefill.metric(t, "llmserve_kv_leases_expired_total", "") == 1 }) {
+		t.Fatal("the unpulled lease did not expire within a minute")
 	}
 	if st, err = prefill.worker.Stats(ctx, &workerpb.StatsRequest{}); err != nil || st.Leases != 0 || st.LeaseBytes != 0 || st.Running != 0 || st.KvUsage != 0 {
 		t.Fatalf("after the lease: %v %v", st, err)

@@ -434,17 +434,13 @@ func TestCustomRuntime(t *testing.T) {
 			t.Fatalf("numpy_model after the crash: %d", code)
 		}
 		// The runtime is restarted and serves again.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var a v2Answer
-			code, _ := s.post(t, "/v2/models/faulty/infer", v2X(1, 1, nil), &a)
-			if code == 200 {
-				break
-			}
-			if code != 503 || time.Now().After(deadline) {
-				t.Fatalf("faulty after the crash: %d %q", code, a.Error)
-			}
-			time.Sleep(100 * time.Millisecond)
+		restarted := poll(t, 60*time.Second, 100*time.Millisecond, func() bool {
+			a = v2Answer{}
+			code, _ = s.post(t, "/v2/models/faulty/infer", v2X(1, 1, nil), &a)
+			return code != 503 // 503 while it restarts
+		})
+		if !restarted || code != 200 {
+			t.Fatalf("faulty after the crash: %d %q", code, a.Error)
 		}
 	})
 

@@ -133,17 +133,11 @@ func (s *server) metric(t *testing.T, name string) float64 {
 // waitMetric polls until cond holds for the metric or the deadline passes.
 func (s *server) waitMetric(t *testing.T, name string, cond func(float64) bool) float64 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		v := s.metric(t, name)
-		if cond(v) {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metric %s = %v never met the condition", name, v)
-		}
-		time.Sleep(2 * time.Millisecond)
+	var v float64
+	if !poll(t, 5*time.Second, 2*time.Millisecond, func() bool { v = s.metric(t, name); return cond(v) }) {
+		t.Fatalf("metric %s = %v never met the condition", name, v)
 	}
+	return v
 }
 
 // post sends a JSON body and decodes the JSON answer into out (if not nil).

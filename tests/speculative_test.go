@@ -116,17 +116,18 @@ func TestSpeculativeMatchesPlain(t *testing.T) {
 // settled returns a metric once it stayed the same for 50ms.
 func (s *server) settled(t *testing.T, name string) float64 {
 	t.Helper()
-	v := s.metric(t, name)
-	for range 100 {
-		time.Sleep(50 * time.Millisecond)
+	var v float64
+	seen := false
+	settled := poll(t, 5*time.Second, 50*time.Millisecond, func() bool {
 		w := s.metric(t, name)
-		if w == v {
-			return v
-		}
-		v = w
+		same := seen && w == v
+		v, seen = w, true
+		return same
+	})
+	if !settled {
+		t.Fatalf("metric %s never settled", name)
 	}
-	t.Fatalf("metric %s never settled", name)
-	return 0
+	return v
 }
 
 // A served model refuses a bad speculative configuration at load, naming

@@ -350,11 +350,11 @@ func TestRepositoryStrictReadiness(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds (the test's deadline bounds it).
+// waitFor polls cond until it holds, for up to a minute.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		time.Sleep(5 * time.Millisecond)
+	if !poll(t, time.Minute, 5*time.Millisecond, cond) {
+		t.Fatal("condition not met within a minute")
 	}
 }
 

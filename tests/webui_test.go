@@ -464,11 +464,7 @@ func modelMetric(t *testing.T, s *server, name, model string, more ...string) fl
 // waitUntil polls cond until it holds or the deadline passes.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, wait)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll(t, wait, 10*time.Millisecond, cond) {
+		t.Fatalf("%s: not after %v", what, wait)
 	}
 }

@@ -356,7 +356,7 @@ func TestResponsesBackgroundCancel(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stored status %v", g["status"])
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a bounded poll: the background run stores its end unannounced
 	}
 }
 
@@ -377,7 +377,7 @@ func TestResponsesBackgroundCompletes(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stored status %v", g["status"])
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a bounded poll: the background run stores its end unannounced
 	}
 }
 

@@ -5,8 +5,11 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
 // dataTypes maps V2 datatypes to the v1 model configuration's DataType.
@@ -48,20 +51,26 @@ type modelSpec struct {
 	MaxBatch int
 	Inputs   []tensorSpec
 	Outputs  []tensorSpec
+	// cfg is the model's Triton configuration.
+	cfg *tc.ModelConfig
 }
 
-// specOf describes m for the v1 API, from its V2 metadata.
+// specOf describes m for the v1 API, from its V2 metadata and its Triton
+// configuration (infer.TritonConfig): a tensor model's max_batch_size is
+// the configuration's (its config.pbtxt's, or its adaptive batch size, or
+// the rows one request may carry), and 0 means its dims are its V2 shapes.
 func specOf(m infer.Model) *modelSpec {
 	md := infer.Metadata(m)
-	s := &modelSpec{Name: md.Name, Version: infer.VersionOf(m), Platform: md.Platform}
-	if t, ok := infer.AsTensor(m); ok && batchedShapes(md) {
-		s.MaxBatch = max(t.MaxRequestRows(), 1)
+	cfg := infer.TritonConfig(m)
+	s := &modelSpec{Name: md.Name, Version: infer.VersionOf(m), Platform: md.Platform, cfg: cfg}
+	if _, ok := infer.AsTensor(m); ok {
+		s.MaxBatch = int(cfg.GetMaxBatchSize())
 	}
 	conv := func(ts []infer.TensorMetadata) []tensorSpec {
 		out := make([]tensorSpec, len(ts))
 		for i, t := range ts {
 			dims := slices.Clone(t.Shape)
-			if s.MaxBatch > 0 {
+			if s.MaxBatch > 0 && len(dims) > 0 {
 				dims = dims[1:]
 			}
 			out[i] = tensorSpec{Name: t.Name, Datatype: t.Datatype, Dims: dims}
@@ -73,17 +82,6 @@ func specOf(m infer.Model) *modelSpec {
 	}
 	s.Inputs, s.Outputs = conv(md.Inputs), conv(md.Outputs)
 	return s
-}
-
-// batchedShapes reports whether every tensor's V2 shape starts with the
-// batch dimension (-1), as a tensor model's do.
-func batchedShapes(md infer.ModelMetadata) bool {
-	for _, t := range slices.Concat(md.Inputs, md.Outputs) {
-		if len(t.Shape) == 0 || t.Shape[0] != -1 {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *modelSpec) input(name string) (tensorSpec, bool) {
@@ -113,29 +111,21 @@ func (s *modelSpec) versionNumber() int64 {
 	return v
 }
 
-// config is the model's v1 ModelConfig: name, platform, the latest
-// version, max_batch_size, and its inputs and outputs with their types
-// and dims.
+// config is the model's v1 ModelConfig: its Triton configuration in the
+// v1 message, which has the same field numbers for what both have (name,
+// platform, version_policy, max_batch_size, input, output with format and
+// reshape, instance_group, dynamic_batching, parameters, ...); what v1
+// lacks (backend, newer fields) is left out, and an empty platform is the
+// V2 one ("llama.cpp" for a GGUF LLM, "onnx").
 func (s *modelSpec) config() *pb.ModelConfig {
-	c := &pb.ModelConfig{
-		Name: s.Name, Platform: s.Platform, MaxBatchSize: int32(min(s.MaxBatch, 1<<31-1)),
-		VersionPolicy: &pb.ModelVersionPolicy{PolicyChoice: &pb.ModelVersionPolicy_Latest_{Latest: &pb.ModelVersionPolicy_Latest{NumVersions: 1}}},
+	c := &pb.ModelConfig{}
+	if b, err := proto.Marshal(s.cfg); err == nil {
+		_ = proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, c)
 	}
-	for _, t := range s.Inputs {
-		c.Input = append(c.Input, &pb.ModelInput{Name: t.Name, DataType: dataType(t.Datatype), Dims: slices.Clone(t.Dims), Reshape: t.reshape()})
-	}
-	for _, t := range s.Outputs {
-		c.Output = append(c.Output, &pb.ModelOutput{Name: t.Name, DataType: dataType(t.Datatype), Dims: slices.Clone(t.Dims), Reshape: t.reshape()})
+	if c.Platform == "" {
+		c.Platform = s.Platform
 	}
 	return c
-}
-
-// reshape is the tensor's reshape in the model configuration, if any.
-func (t tensorSpec) reshape() *pb.ModelTensorReshape {
-	if !t.Reshape {
-		return nil
-	}
-	return &pb.ModelTensorReshape{Shape: []int64{}}
 }
 
 // v1Dims is an output's shape as v1 reports it: without the batch

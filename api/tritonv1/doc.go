@@ -18,11 +18,13 @@
 //
 // # Models as v1 sees them
 //
-// A model's ModelConfig comes from its V2 metadata: name, platform (the
-// V2 one: "llama.cpp", "onnx", "ggml"), a latest-version policy, inputs
-// and outputs with their data_type (TYPE_STRING for BYTES) and dims. A
-// tensor model batches: max_batch_size is the rows one request may carry,
-// and dims leave out the batch dimension; a tensor with no dimension
+// A model's ModelConfig is its Triton configuration (infer.TritonConfig:
+// its config.pbtxt, or one made from its V2 metadata) converted to v1's
+// message, which has the same field numbers: name, platform (an empty one
+// is the V2 one: "llama.cpp", "onnx", "ggml"), version policy, inputs and
+// outputs with their data_type (TYPE_STRING for BYTES) and dims. A
+// tensor model batches: max_batch_size is the configuration's (the rows
+// one request may carry), and dims leave out the batch dimension; a tensor with no dimension
 // besides the batch is dims [1] with an empty reshape, as v1 configurations
 // write it (an input takes dims [1] or none). Other models (LLMs, embedding
 // models) have max_batch_size 0: their dims are their V2 shapes and their
@@ -54,7 +56,9 @@
 // holds the raw outputs' data in that order followed by the same
 // InferResponseHeader, as text or, with ?format=binary, in binary.
 // gRPC's Infer takes the header as meta_data and one raw_input per input;
-// its answer has meta_data and one raw_output per raw output.
+// its answer has meta_data and one raw_output per output, in its order,
+// empty for a classification, as v1.2.0's GRPCInferResponseProvider
+// allocates them and its client reads them (raw_output(i) for output i).
 // model_version 0 or -1 (gRPC) and the path without a version (HTTP) mean
 // the version the model is served as. StreamInfer serves the requests of
 // a stream one after the other and answers them in order; a failed
@@ -64,11 +68,25 @@
 //
 // ServerStatus holds the server's name and version, its uptime, ready
 // state (SERVER_READY, or SERVER_INITIALIZING while a model is not ready)
-// and, per model, its config and one ModelVersionStatus: ready_state and
-// infer_stats from Options.Infer (success and failed counts and times;
-// queue and compute where the model reports them), which every tensor
-// protocol records into. The recorder counts requests, not batch sizes, so
-// infer_stats has one entry, under batch size 1, for all of them.
+// and, per model, its config and one ModelVersionStatus: ready_state,
+// infer_stats from Options.Infer (success and failed counts and times),
+// which every tensor protocol records into, and for a tensor model queue
+// and compute times and model_execution_count / model_inference_count
+// (batches, rows) from the model itself (models.TensorModel.Stats); an
+// LLM's counts are its successful requests. The recorder counts requests,
+// not batch sizes, so infer_stats has one entry, under batch size 1, for
+// all of them. With Options.Repository the status lists every model of
+// the repository, as v1.2.0 does: one not served (failed, loading,
+// unloaded) has its state under its version (-1 when unknown), and asked
+// for by name, its reason is the RequestStatus's msg (v1's status has no
+// field for it).
+//
+// # Text format
+//
+// Every text protobuf the API writes (NV-Status, NV-InferResponse, the
+// status, the response trailer) comes from marshalText: one fixed,
+// deterministic form that Python's text_format and C++ TextFormat parse,
+// non-ASCII bytes as octal escapes. Go's prototext is only used to read.
 //
 // # Errors
 //

@@ -38,12 +38,14 @@ func Register(gs *grpc.Server, b infer.Backend, opts Options) *Server {
 // Status answers the server's status, with every model's or with
 // model_name's alone (NOT_FOUND when it is not served).
 func (g *Server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
-	st, err := g.s.status(req.GetModelName())
+	st, msg, err := g.s.status(req.GetModelName())
 	if err != nil {
 		g.s.logFailure(ctx, "Status", err)
 		return &pb.StatusResponse{RequestStatus: requestStatus(err)}, nil
 	}
-	return &pb.StatusResponse{RequestStatus: requestStatus(nil), ServerStatus: st}, nil
+	rs := requestStatus(nil)
+	rs.Msg = msg
+	return &pb.StatusResponse{RequestStatus: rs, ServerStatus: st}, nil
 }
 
 // Profile answers UNSUPPORTED: llmserve has no GPU profiler to start or

@@ -103,3 +103,26 @@ func TestGRPCStreamInOrder(t *testing.T) {
 		t.Fatal("the stream did not end")
 	}
 }
+
+// TestGRPCMixedClsAndRaw: a request that asks for a classification and a
+// raw output gets one raw_output per output, in the header's order, the
+// classification's empty, as v1.2.0's GRPCInferResponseProvider answers
+// and the official client (request_grpc.cc) reads them: raw_output(i) for
+// output i.
+func TestGRPCMixedClsAndRaw(t *testing.T) {
+	c, _ := grpcClient(t)
+	var h pb.InferRequestHeader
+	if err := prototext.Unmarshal([]byte(`batch_size: 2 input { name: "x" } input { name: "ids" } output { name: "probs" cls { count: 1 } } output { name: "label" }`), &h); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Infer(context.Background(), &pb.InferRequest{ModelName: "mlp", MetaData: &h, RawInput: [][]byte{fp32(1, 9, 3, 7, 2, 3), i64(4, 5)}})
+	if err != nil || r.GetRequestStatus().GetCode() != pb.RequestStatusCode_SUCCESS {
+		t.Fatalf("%v %v", r, err)
+	}
+	outs, raw := r.GetMetaData().GetOutput(), r.GetRawOutput()
+	if len(outs) != 2 || len(raw) != 2 || outs[0].GetName() != "probs" || outs[0].GetRaw() != nil || len(raw[0]) != 0 ||
+		outs[0].GetBatchClasses()[0].GetCls()[0].GetIdx() != 1 || outs[0].GetBatchClasses()[1].GetCls()[0].GetIdx() != 0 ||
+		outs[1].GetName() != "label" || string(raw[1]) != string(i64(4, 5)) {
+		t.Fatalf("outputs %v, raw_output %q", outs, raw)
+	}
+}

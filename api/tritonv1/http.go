@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
@@ -116,7 +115,7 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	st, err := h.s.status(pathParam(r, "model"))
+	st, msg, err := h.s.status(pathParam(r, "model"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -126,7 +125,9 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	w.Header().Set(HeaderStatus, headerText(requestStatus(nil)))
+	rs := requestStatus(nil)
+	rs.Msg = msg
+	w.Header().Set(HeaderStatus, headerText(rs))
 	writeBody(w, bin, b)
 }
 
@@ -200,7 +201,7 @@ func encode(m proto.Message, bin, multiline bool) ([]byte, error) {
 	if bin {
 		return proto.Marshal(m)
 	}
-	return prototext.MarshalOptions{Multiline: multiline, EmitASCII: true}.Marshal(m)
+	return marshalText(m, !multiline), nil
 }
 
 func writeBody(w http.ResponseWriter, bin bool, b []byte) {

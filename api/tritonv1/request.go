@@ -68,7 +68,9 @@ func parseRequestHeader(v string, present bool) (*pb.InferRequestHeader, error) 
 	}
 	hdr := &pb.InferRequestHeader{}
 	if err := prototext.Unmarshal([]byte(v), hdr); err != nil {
-		return nil, invalid("the %s header is not a text InferRequestHeader: %v", HeaderInferRequest, err)
+		// protobuf-go's errors put a non-breaking space after "proto:" at
+		// random (so that nobody matches them); the message has a plain one.
+		return nil, invalid("the %s header is not a text InferRequestHeader: %s", HeaderInferRequest, strings.ReplaceAll(err.Error(), "\u00a0", " "))
 	}
 	return hdr, nil
 }
@@ -303,6 +305,10 @@ func encodeResponse(s *modelSpec, d *decoded, resp *infer.Response) (*pb.InferRe
 				return nil, nil, err
 			}
 			h.Output = append(h.Output, &pb.InferResponseHeader_Output{Name: t.Name, BatchClasses: classes})
+			// An empty raw entry, as v1.2.0's GRPCInferResponseProvider
+			// allocates one for every output: the official client takes
+			// raw_output(i) for output i.
+			raw = append(raw, nil)
 			continue
 		}
 		data := tensorBytes(t)

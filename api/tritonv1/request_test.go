@@ -234,3 +234,15 @@ func TestHeaderText(t *testing.T) {
 		t.Fatalf("header %q reads back as %v (%v)", s, &back, err)
 	}
 }
+
+// TestHeaderParseErrorIsPlainText: a header that does not parse is refused
+// with protobuf's error in plain ASCII (protobuf-go writes a non-breaking
+// space after "proto:" at random).
+func TestHeaderParseErrorIsPlainText(t *testing.T) {
+	for range 20 {
+		_, err := parseRequestHeader("batch_size: x", true)
+		if err == nil || strings.Contains(err.Error(), "\u00a0") || !strings.Contains(err.Error(), "is not a text InferRequestHeader") {
+			t.Fatalf("%q", err)
+		}
+	}
+}

@@ -2,13 +2,18 @@ package tritonv1
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/metrics"
+	"github.com/llmserve/llmserve/models"
 )
 
 // Options configure the HTTP routes and the gRPC service. The zero value
@@ -31,12 +36,18 @@ type Options struct {
 	// MaxBodyBytes limits HTTP request bodies (413 beyond); zero means
 	// DefaultMaxBodyBytes, negative no limit.
 	MaxBodyBytes int64
+	// Repository, when the server has a model repository, makes the
+	// status list every model in it: one that is not served (it failed to
+	// load, is loading, or was unloaded) has its version's ready_state
+	// and, asked for by name, its reason in the status's message.
+	Repository infer.Repository
 }
 
 // service is what HTTP and gRPC share: status and inference over the
 // backend, the statistics and the error mapping.
 type service struct {
 	b       infer.Backend
+	repo    infer.Repository
 	log     *slog.Logger
 	stats   *metrics.Infer
 	version string
@@ -46,7 +57,7 @@ type service struct {
 }
 
 func newService(b infer.Backend, opts Options) *service {
-	s := &service{b: b, log: opts.Logger, stats: opts.Infer, version: opts.Version, started: opts.Started, now: time.Now, seed: mrand.Uint32}
+	s := &service{b: b, repo: opts.Repository, log: opts.Logger, stats: opts.Infer, version: opts.Version, started: opts.Started, now: time.Now, seed: mrand.Uint32}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -60,9 +71,12 @@ func newService(b infer.Backend, opts Options) *service {
 }
 
 // status is the server's status with every model's, or with model's alone
-// (NOT_FOUND when it is not served).
-func (s *service) status(model string) (*pb.ServerStatus, error) {
-	st := &pb.ServerStatus{
+// (NOT_FOUND when it is neither served nor in the repository). A model of
+// the repository that is not served is listed with its version's state
+// (MODEL_UNAVAILABLE for one that failed to load or was unloaded); asked
+// for by name, its reason comes back as msg, for the RequestStatus.
+func (s *service) status(model string) (st *pb.ServerStatus, msg string, err error) {
+	st = &pb.ServerStatus{
 		Id: infer.ServerName, Version: s.version, ReadyState: pb.ServerReadyState_SERVER_READY,
 		UptimeNs: uint64(max(s.now().Sub(s.started), 0)), ModelStatus: map[string]*pb.ModelStatus{},
 	}
@@ -70,12 +84,25 @@ func (s *service) status(model string) (*pb.ServerStatus, error) {
 		st.ReadyState = pb.ServerReadyState_SERVER_INITIALIZING
 	}
 	ms := s.b.Models()
+	var idx []infer.IndexEntry
+	if s.repo != nil {
+		idx = s.repo.Index(false)
+	}
 	if model != "" {
 		m, err := infer.Lookup(s.b, model, "")
-		if err != nil {
-			return nil, err
+		if err == nil {
+			ms, idx = []infer.Model{m}, nil
+		} else {
+			i := slices.IndexFunc(idx, func(e infer.IndexEntry) bool { return e.Name == model })
+			if i < 0 {
+				return nil, "", err
+			}
+			ms, idx = nil, idx[i:i+1]
+			msg = fmt.Sprintf("model %q is %s", model, strings.ToLower(idx[0].State))
+			if idx[0].Reason != "" {
+				msg += ": " + idx[0].Reason
+			}
 		}
-		ms = []infer.Model{m}
 	}
 	for _, m := range ms {
 		spec := specOf(m)
@@ -83,7 +110,21 @@ func (s *service) status(model string) (*pb.ServerStatus, error) {
 		if m.Ready() {
 			vs.ReadyState = pb.ModelReadyState_MODEL_READY
 		}
-		if is := inferStats(s.stats.Snapshot(spec.Name, spec.Version)); is != nil {
+		snap := s.stats.Snapshot(spec.Name, spec.Version)
+		if t, ok := m.(tensorStatser); ok {
+			// The tensor model counts its batches, their rows, and how
+			// long its requests waited for their batch and ran in it.
+			ts := t.Stats()
+			vs.ModelExecutionCount, vs.ModelInferenceCount = ts.Executions, ts.Inferences
+			snap.Queue = metrics.StatDuration{Count: ts.Queued, TotalTime: ts.QueueTime}
+			snap.Compute = metrics.StatDuration{Count: ts.Answered, TotalTime: max(ts.AnswerTime-ts.QueueTime, 0)}
+		} else if _, tensorKind := infer.AsTensor(m); !tensorKind {
+			// A model that does not batch requests (an LLM batches
+			// sequences continuously) runs each request once. A custom
+			// runtime batches in its own process, uncounted here.
+			vs.ModelExecutionCount, vs.ModelInferenceCount = snap.Success.Count, snap.Success.Count
+		}
+		if is := inferStats(snap); is != nil {
 			// The recorder counts requests, not batch sizes: every
 			// request's statistics are under batch size 1.
 			vs.InferStats = map[uint32]*pb.InferRequestStats{1: is}
@@ -93,8 +134,31 @@ func (s *service) status(model string) (*pb.ServerStatus, error) {
 			VersionStatus: map[int64]*pb.ModelVersionStatus{spec.versionNumber(): vs},
 		}
 	}
-	return st, nil
+	for _, e := range idx {
+		if _, served := st.ModelStatus[e.Name]; served {
+			continue
+		}
+		v, err := strconv.ParseInt(e.Version, 10, 64)
+		if err != nil {
+			v = -1 // the version could not be determined
+		}
+		st.ModelStatus[e.Name] = &pb.ModelStatus{
+			Config:        &pb.ModelConfig{Name: e.Name},
+			VersionStatus: map[int64]*pb.ModelVersionStatus{v: {ReadyState: readyStates[e.State]}},
+		}
+	}
+	return st, msg, nil
 }
+
+// readyStates maps the repository's states onto v1's.
+var readyStates = map[string]pb.ModelReadyState{
+	"READY": pb.ModelReadyState_MODEL_READY, "UNAVAILABLE": pb.ModelReadyState_MODEL_UNAVAILABLE,
+	"LOADING": pb.ModelReadyState_MODEL_LOADING, "UNLOADING": pb.ModelReadyState_MODEL_UNLOADING,
+}
+
+// tensorStatser is a tensor model that counts its batches
+// (models.TensorModel).
+type tensorStatser interface{ Stats() models.TensorStats }
 
 // inferStats converts a snapshot; nil when no request was recorded.
 func inferStats(snap metrics.InferSnapshot) *pb.InferRequestStats {

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
@@ -56,11 +55,6 @@ func requestStatus(err error) *pb.RequestStatus {
 }
 
 // headerText is m as one line of text protobuf for an HTTP header:
-// ASCII only (other characters escaped), no newlines.
-func headerText(m proto.Message) string {
-	b, err := prototext.MarshalOptions{EmitASCII: true}.Marshal(m)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
+// ASCII only (other bytes escaped), no newlines, readable by the reference
+// parsers (marshalText).
+func headerText(m proto.Message) string { return string(marshalText(m, true)) }

@@ -1,9 +1,11 @@
 // Package v2 serves the Open Inference Protocol (KServe V2) over REST,
-// with Triton's binary tensor data and generate extensions:
+// with Triton's binary tensor data, generate and model configuration
+// extensions:
 //
 //	GET  /v2                                          server metadata
 //	GET  /v2/models/{m}[/versions/{v}]                model metadata
 //	GET  /v2/models/{m}[/versions/{v}]/ready          model readiness
+//	GET  /v2/models/{m}[/versions/{v}]/config         Triton's model configuration (JSON ModelConfig)
 //	POST /v2/models/{m}[/versions/{v}]/infer          inference (tensors)
 //	POST /v2/models/{m}[/versions/{v}]/generate       Triton's generate
 //	POST /v2/models/{m}[/versions/{v}]/generate_stream  the same as SSE

@@ -49,8 +49,9 @@ type handler struct {
 }
 
 // Mount adds the V2 routes to r: server metadata, and for every model,
-// with and without /versions/{version}: metadata, ready, infer, generate
-// generate_stream and infer_stream. The health probes stay with the router.
+// with and without /versions/{version}: metadata, ready, config (Triton's
+// model configuration extension), infer, generate, generate_stream and
+// infer_stream. The health probes stay with the router.
 func Mount(r chi.Router, b infer.Backend, opts Options) {
 	h := &handler{b: b, rec: opts.Infer, log: opts.Logger, maxBody: opts.MaxBodyBytes, version: opts.Version, now: time.Now, seed: mrand.Uint32}
 	if h.log == nil {
@@ -66,6 +67,7 @@ func Mount(r chi.Router, b infer.Backend, opts Options) {
 	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
 		r.Get(base, h.modelMetadata)
 		r.Get(base+"/ready", h.modelReady)
+		r.Get(base+"/config", h.modelConfig)
 		r.Post(base+"/infer", h.infer)
 		r.Post(base+"/generate", h.generate)
 		r.Post(base+"/generate_stream", h.generateStream)

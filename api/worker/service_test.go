@@ -84,6 +84,22 @@ func startNodeWith(t *testing.T, role workerpb.Role, mutate func(*models.Generat
 	return n
 }
 
+// eventually polls cond until it holds, failing the test after a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		// A poll, bounded by the deadline: these tests watch a worker
+		// with a real model from outside, through its Stats call (as the
+		// head does) or its model's published stats, which signal no
+		// change.
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func tokens(t *testing.T, g *models.Generative, text string) []int32 {
 	t.Helper()
 	toks, err := g.Tokenizer().Encode(text, true)
@@ -296,13 +312,10 @@ func TestLeaseExpiresUnpulled(t *testing.T) {
 	if st.Leases != 1 || st.LeaseBytes != pre.KvBytes {
 		t.Fatalf("holding %d leases, %d bytes; want 1, %d", st.Leases, st.LeaseBytes, pre.KvBytes)
 	}
-	for {
+	eventually(t, "the lease's end", func() bool {
 		st, _ = p.client.Stats(ctx, &workerpb.StatsRequest{})
-		if st.Leases == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.Leases == 0
+	})
 	if st.LeaseBytes != 0 || p.g.Core().LeasesExpired() != 1 {
 		t.Fatalf("after the lease: %d bytes held, %d expired", st.LeaseBytes, p.g.Core().LeasesExpired())
 	}
@@ -371,16 +384,13 @@ func TestGenerateControls(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	for {
+	eventually(t, "the cancelled request's end", func() bool {
 		st, err := n.client.Stats(ctx, &workerpb.StatsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Running == 0 && st.Waiting == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.Running == 0 && st.Waiting == 0
+	})
 }
 
 func TestWatchKVEvents(t *testing.T) {
@@ -389,9 +399,7 @@ func TestWatchKVEvents(t *testing.T) {
 	defer cancel()
 	prompt := tokens(t, n.g, story)
 	generate(t, n.client, &workerpb.Request{Prompt: prompt, MaxTokens: 4})
-	for n.g.Stats().KV.CachedBlocks == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, "a cached block", func() bool { return n.g.Stats().KV.CachedBlocks > 0 })
 	w, err := n.client.WatchKVEvents(ctx, &workerpb.WatchKVEventsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -758,16 +766,13 @@ func TestQueueFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		open()
-		for {
+		eventually(t, "a waiting request", func() bool {
 			st, err := n.client.Stats(ctx, &workerpb.StatsRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Waiting == 1 || st.Running == 0 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return st.Waiting == 1 || st.Running == 0
+		})
 		_, err := open().Recv()
 		cancel()
 		if err == nil {

@@ -29,6 +29,7 @@ import (
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
@@ -98,8 +99,10 @@ type headModel struct {
 	draining atomic.Bool
 	// loaded is closed when m is set.
 	loaded chan struct{}
-	// wait bounds a request's wait for the model (--no-worker-wait).
-	wait time.Duration
+	// wait bounds a request's wait for the model (--no-worker-wait), on
+	// clock.
+	wait  time.Duration
+	clock clock.Clock
 }
 
 // waitModel waits until the model is known (a worker answered and the
@@ -108,14 +111,14 @@ func (h *headModel) waitModel(ctx context.Context) (*router.Model, error) {
 	if m := h.m.Load(); m != nil {
 		return m, nil
 	}
-	t := time.NewTimer(max(h.wait, 0))
+	t := h.clock.NewTimer(max(h.wait, 0))
 	defer t.Stop()
 	select {
 	case <-h.loaded:
 		return h.m.Load(), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-t.C:
+	case <-t.C():
 		return nil, fmt.Errorf("%w: no worker answered within --no-worker-wait (%s)", scheduler.ErrNoWorker, h.wait)
 	}
 }
@@ -263,10 +266,13 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The shell owns the clock: the router's probes and waits and the
+	// head's own waits run on it.
+	clk := clock.Real
 	ropts := router.Options{
 		Dial: workerDialer(firstKey(set.apiKeys)), CheckInterval: hf.checkInterval, RPCTimeout: hf.rpcTimeout,
 		PDMinPrefillTokens: hf.pdMinPrefill, MaxMigrations: hf.maxMigrations, Logger: log, Registerer: reg,
-		NoWorkerWait: hf.noWorkerWait,
+		NoWorkerWait: hf.noWorkerWait, Clock: clk,
 	}
 	if hf.noWorkerWait == 0 {
 		ropts.NoWorkerWait = -1
@@ -292,7 +298,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 		rt.SetWorkers(static)
 	}
 
-	hm := &headModel{loaded: make(chan struct{}), wait: hf.noWorkerWait}
+	hm := &headModel{loaded: make(chan struct{}), wait: hf.noWorkerWait, clock: clk}
 	registry := models.NewRegistry() // no models: it tracks requests for the shutdown
 	inferStats, err := metrics.NewInfer(reg)
 	if err != nil {
@@ -370,10 +376,12 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 				return
 			}
 			log.Warn("loading the vocabulary from a worker failed; retrying", "err", err)
+			t := clk.NewTimer(time.Second)
 			select {
 			case <-loadCtx.Done():
-			case <-time.After(time.Second):
+			case <-t.C():
 			}
+			t.Stop()
 		}
 		if err != nil {
 			return

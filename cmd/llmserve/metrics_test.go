@@ -100,20 +100,7 @@ func TestServeMLServerMetrics(t *testing.T) {
 	}()
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	metricsURL := "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/prom"
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/v2/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitOK(t, base+"/v2/health/ready")
 	post := func(path, body string) int {
 		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
 		if err != nil {

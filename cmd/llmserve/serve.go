@@ -167,7 +167,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable): a .gguf LLM, or a tensor model (.onnx, or a GGUF whose general.architecture is llmserve.graph); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
 	fl.StringVar(&f.modelDir, "model-dir", "", "directory holding one model file to serve, .gguf or .onnx (KServe's --model_dir, e.g. /mnt/models)")
-	fl.StringVar(&f.modelRepository, "model-repository", "", "model repository: one folder per model, numbered version folders with a .gguf, and an optional model-settings.json (Triton's layout, MLServer's settings); every model is loaded at start and can be loaded and unloaded through /v2/repository")
+	fl.StringVar(&f.modelRepository, "model-repository", "", "model repository: one folder per model, numbered version folders with a .gguf or .onnx, and an optional model-settings.json (MLServer's settings) or config.pbtxt (Triton's); every model is loaded at start and can be loaded and unloaded through /v2/repository")
 	fl.StringVar(&f.task, "task", "generate", "what the models do over V2 infer (vLLM's --task): generate (text_input → text_output) or embed (text_input → embedding FP32 [n, dim]); a repository model's parameters.task overrides it")
 	fl.BoolVar(&f.strictReadiness, "strict-readiness", false, "with --model-repository: the server is ready only when every model in the repository is (Triton's); without it, ready when the server is up")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "file with a Jinja chat template that replaces the model's own")
@@ -798,7 +798,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		grpcSrv, stopHealth = newPublicGRPC(registry, grpcMetrics, grpcMaxMessage(f), set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
 		defer stopHealth()
 		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo), Infer: inferStats})
-		tritonv1.Register(grpcSrv, api.V2Backend(registry), tritonv1.Options{Logger: log, Infer: inferStats})
+		tritonv1.Register(grpcSrv, api.V2Backend(registry), tritonv1.Options{Logger: log, Infer: inferStats, Repository: api.V2Repository(repo)})
 	}
 	// The internal worker service: on serve's gRPC server (so that a peer
 	// pulls KV through vLLM's kv_transfer_params), and on --worker-port for

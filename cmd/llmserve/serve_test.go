@@ -50,20 +50,7 @@ func TestServeCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not healthy: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitOK(t, base+"/health")
 
 	resp, err := http.Get(base + "/v1/models")
 	if err != nil {
@@ -497,8 +484,25 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 60 s")
 		}
+		// A poll, bounded by the deadline: these tests drive the whole
+		// command, which tells its state only over HTTP (health
+		// endpoints, /metrics), so there is no event to wait on.
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitOK waits until url answers 200 (the server started by the test is
+// up).
+func waitOK(t *testing.T, url string) {
+	t.Helper()
+	waitFor(t, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // TestServeModelRepository: serve --model-repository loads the repository's
@@ -532,18 +536,13 @@ func TestServeModelRepository(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitFor(t, func() bool { // live: it answers, ready or not
 		resp, err := http.Get(base + "/api/health/live")
 		if err == nil {
 			resp.Body.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not live: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	resp, err := http.Post(base+"/v2/repository/index", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -606,20 +605,7 @@ func TestServeTensorModel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/v2/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitOK(t, base+"/v2/health/ready")
 	resp, err := http.Post(base+"/v2/models/clf/infer", "application/json", strings.NewReader(
 		`{"inputs":[{"name":"input","datatype":"FP32","shape":[2,4],"data":[1,2,3,4,5,6,7,8]}],"outputs":[{"name":"label"}]}`))
 	if err != nil {
@@ -677,20 +663,7 @@ func testServeSpeculative(t *testing.T, args ...string) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not healthy: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitOK(t, base+"/health")
 	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model":"tiny","prompt":"Once upon a time","max_tokens":40,"temperature":0}`))
 	if err != nil {
 		t.Fatal(err)
@@ -701,8 +674,8 @@ func testServeSpeculative(t *testing.T, args ...string) {
 		t.Fatalf("completion: %d %s", resp.StatusCode, body)
 	}
 	var drafts string
-	for range 100 { // a step's counters are recorded after its answer leaves
-		resp, err = http.Get(base + "/metrics")
+	waitFor(t, func() bool { // a step's counters are recorded after its answer leaves
+		resp, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -713,11 +686,8 @@ func testServeSpeculative(t *testing.T, args ...string) {
 				drafts = strings.TrimSpace(v)
 			}
 		}
-		if drafts != "" && drafts != "0" {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return drafts != "" && drafts != "0"
+	})
 	if drafts == "" || drafts == "0" || !strings.Contains(string(body), `vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="tiny",position="2"}`) ||
 		strings.Contains(string(body), `position="3"`) {
 		t.Fatalf("draft tokens %q; /metrics:\n%s", drafts, body)

@@ -174,7 +174,7 @@ func TestCrashRestarts(t *testing.T) {
 		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
 			t.Fatalf("after crash: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a bounded poll: the runtime's process restarts unannounced
 	}
 	if !m.Ready() {
 		t.Fatal("not ready after the restart")
@@ -241,7 +241,7 @@ func TestParallelWorkers(t *testing.T) {
 		_, _, err := m.Infer(context.Background(), request(1, 1, "sleep"), nil)
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // no event says the first request reached its process
 	if _, _, err := m.Infer(context.Background(), request(1, 1, ""), nil); err != nil {
 		t.Fatalf("second worker: %v", err)
 	}

@@ -67,14 +67,15 @@ func (r *Router) WatchDNS(ctx context.Context, nameport string, interval time.Du
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		t := time.NewTicker(interval)
+		t := r.opts.Clock.NewTimer(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				lookup()
+				t.Reset(interval)
 			}
 		}
 	}()

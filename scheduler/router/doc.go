@@ -24,7 +24,9 @@
 // monitors of the workers not healthy to probe them meanwhile; then it
 // fails with scheduler.ErrNoWorker (a 503 that says so; scheduler.ErrClosed
 // is only the head's own shutdown). A request skips a worker that failed
-// under it until that worker is healthy again.
+// under it until that worker is healthy again. These checks, probes and
+// waits run on Options.Clock (the real clock unless a test passes a
+// clock.Fake); the RPC timeouts are on the real clock.
 //
 // Each worker's Info names its version, commit and llama.cpp commit (logged,
 // and in llmserve_router_worker_info). A worker whose model (name and

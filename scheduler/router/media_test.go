@@ -130,15 +130,11 @@ func TestPrepareMedia(t *testing.T) {
 // waitLoad waits until the router saw a worker's load in its Stats.
 func waitLoad(t *testing.T, r *Router, addr string, load int32) {
 	t.Helper()
-	for {
+	await(t, r, addr+"'s load", func() bool {
 		r.mu.Lock()
-		st := r.workers[addr].stats
-		r.mu.Unlock()
-		if st.GetWaiting() == load {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer r.mu.Unlock()
+		return r.workers[addr].stats.GetWaiting() == load
+	})
 }
 
 // TestSubmitMedia: a request's media spans travel with it, in the rows'

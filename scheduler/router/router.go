@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -64,6 +65,9 @@ type Options struct {
 	Logger                        *slog.Logger
 	// Registerer receives the router's metrics (nil: none).
 	Registerer prometheus.Registerer
+	// Clock times the checks, the probes and the waits for a worker (nil:
+	// clock.Real). RPC timeouts stay on the real clock.
+	Clock clock.Clock
 }
 
 func (o *Options) defaults() {
@@ -101,6 +105,7 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Clock = clock.Or(o.Clock)
 }
 
 // Router keeps the worker set and picks workers for requests. It is safe
@@ -241,11 +246,11 @@ func (r *Router) notifyLocked() {
 // last check.
 func (r *Router) monitor(ctx context.Context, w *worker) {
 	defer r.wg.Done()
-	t := time.NewTimer(r.opts.CheckInterval) // (Go 1.23 timers: Reset drops a stale tick)
+	t := r.opts.Clock.NewTimer(r.opts.CheckInterval) // (Go 1.23 timers: Reset drops a stale tick)
 	defer t.Stop()
 	backoff := r.opts.ProbeMin
 	for {
-		last := time.Now()
+		last := r.opts.Clock.Now()
 		delay := r.opts.CheckInterval
 		if !r.check(ctx, w) {
 			delay, backoff = backoff, min(2*backoff, r.opts.CheckInterval)
@@ -256,15 +261,15 @@ func (r *Router) monitor(ctx context.Context, w *worker) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-w.probe:
 			// Someone waits for a worker: check again once ProbeMin has
 			// passed since the last check.
-			t.Reset(max(0, r.opts.ProbeMin-time.Since(last)))
+			t.Reset(max(0, r.opts.ProbeMin-r.opts.Clock.Now().Sub(last)))
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 		}
 	}
@@ -419,12 +424,7 @@ func (r *Router) watchEvents(ctx context.Context, w *worker) {
 		ch := r.changed
 		r.mu.Unlock()
 		if !ok {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ch:
-			case <-time.After(r.opts.CheckInterval):
-			}
+			r.pause(ctx, ch)
 			continue
 		}
 		err := r.followEvents(ctx, w)
@@ -436,11 +436,20 @@ func (r *Router) watchEvents(ctx context.Context, w *worker) {
 		r.mu.Unlock()
 		if ctx.Err() == nil {
 			r.log.Debug("worker: KV event stream ended; reconnecting", "worker", w.addr, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(r.opts.CheckInterval):
-			}
+			r.pause(ctx, nil)
 		}
+	}
+}
+
+// pause waits CheckInterval on the router's clock, or until changed (nil:
+// never) closes or ctx ends.
+func (r *Router) pause(ctx context.Context, changed <-chan struct{}) {
+	t := r.opts.Clock.NewTimer(r.opts.CheckInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-changed:
+	case <-t.C():
 	}
 }
 
@@ -652,7 +661,7 @@ func (r *Router) chooseWhere(p pool, prompt []int32, salt string, exclude []stri
 // meanwhile. It gives up at until (zero: Options.NoWorkerWait from now)
 // with scheduler.ErrNoWorker, or when ctx ends with ctx's error.
 func (r *Router) waitFor(ctx context.Context, until time.Time, try func() bool) error {
-	start := time.Now()
+	start := r.opts.Clock.Now()
 	if until.IsZero() {
 		until = r.waitUntil(time.Time{})
 	}
@@ -668,12 +677,13 @@ func (r *Router) waitFor(ctx context.Context, until time.Time, try func() bool) 
 			return nil
 		}
 		if expired == nil {
-			if !until.After(time.Now()) {
-				return r.noWorkerError(time.Since(start))
+			now := r.opts.Clock.Now()
+			if !until.After(now) {
+				return r.noWorkerError(now.Sub(start))
 			}
-			t := time.NewTimer(time.Until(until))
+			t := r.opts.Clock.NewTimer(until.Sub(now))
 			defer t.Stop()
-			expired = t.C
+			expired = t.C()
 		}
 		r.mu.Lock()
 		for _, w := range r.workers {
@@ -689,7 +699,7 @@ func (r *Router) waitFor(ctx context.Context, until time.Time, try func() bool) 
 			if try() {
 				return nil
 			}
-			return r.noWorkerError(time.Since(start))
+			return r.noWorkerError(r.opts.Clock.Now().Sub(start))
 		case <-changed:
 		}
 	}
@@ -699,7 +709,7 @@ func (r *Router) waitFor(ctx context.Context, until time.Time, try func() bool) 
 // Options.NoWorkerWait from now (now itself when it is negative), or
 // deadline when that is sooner.
 func (r *Router) waitUntil(deadline time.Time) time.Time {
-	until := time.Now().Add(max(r.opts.NoWorkerWait, 0))
+	until := r.opts.Clock.Now().Add(max(r.opts.NoWorkerWait, 0))
 	if !deadline.IsZero() && deadline.Before(until) {
 		until = deadline
 	}

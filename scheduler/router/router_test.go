@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -174,7 +175,50 @@ func (f *fakeWorker) Close() error { return nil }
 
 var errDown = status.Error(codes.Unavailable, "connection refused")
 
+// activity is closed and replaced whenever a fake's Info, Stats or event
+// stream is called. A monitor or an event follower calls its worker again
+// only after it handled the previous answer, so a test waiting for the
+// router to act on an answer looks again then (await).
+var activity = struct {
+	mu sync.Mutex
+	ch chan struct{}
+}{ch: make(chan struct{})}
+
+func touch() {
+	activity.mu.Lock()
+	defer activity.mu.Unlock()
+	close(activity.ch)
+	activity.ch = make(chan struct{})
+}
+
+// await waits until cond holds, looking again whenever a worker's health
+// or the worker set changes (Router.changed) or a fake is called; it fails
+// the test after a minute.
+func await(t *testing.T, r *Router, what string, cond func() bool) {
+	t.Helper()
+	limit := time.NewTimer(time.Minute)
+	defer limit.Stop()
+	for {
+		r.mu.Lock()
+		changed := r.changed
+		r.mu.Unlock()
+		activity.mu.Lock()
+		called := activity.ch
+		activity.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-called:
+		case <-limit.C:
+			t.Fatalf("waited a minute for %s", what)
+		}
+	}
+}
+
 func (f *fakeWorker) Info(context.Context, *workerpb.InfoRequest, ...grpc.CallOption) (*workerpb.InfoResponse, error) {
+	touch()
 	if f.down.Load() {
 		return nil, errDown
 	}
@@ -186,6 +230,7 @@ func (f *fakeWorker) Info(context.Context, *workerpb.InfoRequest, ...grpc.CallOp
 }
 
 func (f *fakeWorker) Stats(context.Context, *workerpb.StatsRequest, ...grpc.CallOption) (*workerpb.StatsResponse, error) {
+	touch()
 	if f.down.Load() {
 		return nil, errDown
 	}
@@ -227,6 +272,7 @@ type fakeEvents struct {
 }
 
 func (s *fakeEvents) Recv() (*workerpb.KVEvent, error) {
+	touch()
 	select {
 	case ev := <-s.ch:
 		return ev, nil
@@ -315,18 +361,15 @@ func newTestRouter(t *testing.T, opts Options, fakes map[string]*fakeWorker) (*R
 
 func waitHealthy(t *testing.T, r *Router, n int) {
 	t.Helper()
-	for {
+	await(t, r, fmt.Sprintf("%d healthy workers", n), func() bool {
 		h := 0
 		for _, w := range r.Workers() {
 			if w.Healthy {
 				h++
 			}
 		}
-		if h == n {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return h == n
+	})
 }
 
 // TestWatchDNS: the worker set follows the name's addresses; a failed
@@ -341,7 +384,10 @@ func TestWatchDNS(t *testing.T) {
 	var answer atomic.Pointer[[]string]
 	set := func(ips ...string) { answer.Store(&ips) }
 	set("10.0.0.2", "10.0.0.1")
+	var lookups atomic.Int64 // counted as they start
 	resolve := func(_ context.Context, host string) ([]string, error) {
+		lookups.Add(1)
+		touch()
 		if host != "llm-workers.ns.svc" {
 			return nil, errors.New("unknown host")
 		}
@@ -366,16 +412,20 @@ func TestWatchDNS(t *testing.T) {
 		return out
 	}
 	waitFor := func(want ...string) {
-		for !slices.Equal(addrs(), want) {
-			time.Sleep(time.Millisecond)
-		}
+		t.Helper()
+		await(t, r, fmt.Sprint("workers ", want), func() bool { return slices.Equal(addrs(), want) })
 	}
 	waitFor("10.0.0.1:8090", "10.0.0.2:8090")
 	set("fd00::3", "10.0.0.2")
 	waitFor("10.0.0.2:8090", "[fd00::3]:8090")
 	set() // a failed lookup: the set stays
-	time.Sleep(5 * time.Millisecond)
-	waitFor("10.0.0.2:8090", "[fd00::3]:8090")
+	// Lookup n+1 started after set (n counts those started before it) and
+	// failed; it ended before lookup n+2 started.
+	n := lookups.Load()
+	await(t, r, "two more lookups", func() bool { return lookups.Load() >= n+2 })
+	if got := addrs(); !slices.Equal(got, []string{"10.0.0.2:8090", "[fd00::3]:8090"}) {
+		t.Fatalf("after a failed lookup the workers are %v; want them kept", got)
+	}
 }
 
 // TestHealth: a worker failing its checks turns unhealthy, is not
@@ -420,12 +470,7 @@ func TestChoosePrefix(t *testing.T) {
 		}
 		b.events <- &workerpb.KVEvent{Sequence: uint64(i + 1), Kind: workerpb.KVEventKind_KV_EVENT_KIND_STORED, Hash: h[:], Parent: parent, Depth: int32(i)}
 	}
-	for {
-		if ws := r.Workers(); ws[1].Blocks == len(hs) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await(t, r, "b's blocks", func() bool { return r.Workers()[1].Blocks == len(hs) })
 	for range 3 {
 		p, _ := r.choose(poolDecode, prompt, "salt", nil)
 		if p.addr != "b:1" || p.cached != 12 {
@@ -834,19 +879,16 @@ func TestEmbed(t *testing.T) {
 			a.embed, b.embed = tt.first, tt.other
 			b.load.Store(5)
 			r, _ := newTestRouter(t, Options{FailThreshold: 1000}, map[string]*fakeWorker{"a:1": a, "b:1": b})
-			for {
-				// Wait until the router saw b's load: a is the pick.
-				// (two picks in a row, so that round robin among equals
-				// cannot pass for it).
+			// Wait until the router saw b's load: a is the pick (two
+			// picks in a row, so that round robin among equals cannot
+			// pass for it).
+			await(t, r, "b's load", func() bool {
 				p, _ := r.choose(poolAny, nil, "", nil)
 				r.release(p.addr)
 				p2, _ := r.choose(poolAny, nil, "", nil)
 				r.release(p2.addr)
-				if p.addr == "a:1" && p2.addr == "a:1" {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+				return p.addr == "a:1" && p2.addr == "a:1"
+			})
 			m := NewModel(r, ModelOptions{Name: "m", MaxModelLen: 100, Pooling: "mean"})
 			got, err := m.Embed(context.Background(), [][]int32{{1, 2, 3}, {4}})
 			if tt.wantErr != nil {

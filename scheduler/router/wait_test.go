@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -48,24 +49,31 @@ func healthy(r *Router, addr string) bool {
 }
 
 // TestProbeAfterFailure: a worker that is down when added is probed again
-// soon (backoff from ProbeMin), not at the next CheckInterval, and is
-// used once it answers.
+// soon (backoff from ProbeMin, doubling), not at the next CheckInterval,
+// and is used once it answers.
 func TestProbeAfterFailure(t *testing.T) {
 	a := newFake(workerpb.Role_ROLE_BOTH)
 	a.down.Store(true)
-	r := newWaitRouter(t, Options{}, map[string]*fakeWorker{"a:1": a})
-	time.Sleep(30 * time.Millisecond) // a few failed probes
-	if healthy(r, "a:1") {
-		t.Fatal("a worker that is down is healthy")
-	}
-	a.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for !healthy(r, "a:1") {
-		if time.Now().After(deadline) {
-			t.Fatal("a worker that came up was not probed again (the checks are an hour apart)")
+	fc := clock.NewFake(time.Now())
+	r := newWaitRouter(t, Options{Clock: fc}, map[string]*fakeWorker{"a:1": a})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ms := time.Millisecond
+	for i, d := range []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms} {
+		// The check failed: the next one is due d later (the checks are
+		// an hour apart).
+		if err := fc.WaitArmed(ctx, d); err != nil {
+			t.Fatalf("failed check %d: no probe %v later: %v", i+1, d, err)
 		}
-		time.Sleep(time.Millisecond)
+		if healthy(r, "a:1") {
+			t.Fatal("a worker that is down is healthy")
+		}
+		if i == 3 {
+			a.down.Store(false)
+		}
+		fc.Advance(d)
 	}
+	await(t, r, "a:1 healthy", func() bool { return healthy(r, "a:1") })
 	if _, ok := r.choose(poolDecode, []int32{1}, "", nil); !ok {
 		t.Fatal("a healthy worker was not picked")
 	}
@@ -223,13 +231,7 @@ func TestRefuseMismatch(t *testing.T) {
 	b.down.Store(false)
 	c.down.Store(false)
 	d.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(r.m.workers.WithLabelValues("refused")) != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("workers %+v; want b, c and d refused", r.Workers())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await(t, r, "b, c and d refused", func() bool { return testutil.ToFloat64(r.m.workers.WithLabelValues("refused")) == 3 })
 	for _, w := range r.Workers() {
 		want := map[string]string{"a:1": "", "b:1": "llama.cpp commit", "c:1": `model "other"`, "d:1": `reasoning parser is ""`}[w.Addr]
 		if w.Healthy != (want == "") || (want == "") != (w.Refused == "") || !strings.Contains(w.Refused, want) {

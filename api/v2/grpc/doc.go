@@ -6,6 +6,8 @@
 //
 //	ServerLive, ServerReady, ServerMetadata
 //	ModelReady, ModelMetadata           NOT_FOUND for an unknown model or a version it is not served as
+//	ModelConfig                         Triton's ModelConfig (infer.TritonConfig): the model's
+//	                                    config.pbtxt, or one made from its metadata
 //	ModelInfer                          one inference to the end
 //	ModelStreamInfer                    many requests on one bidirectional stream
 //	RepositoryIndex                     the model repository's models with state and reason
@@ -13,7 +15,7 @@
 //	RepositoryModelLoad, ...Unload      with Options.Repository: load (INVALID_ARGUMENT
 //	                                    with the load error) and drain-then-unload
 //
-// The other RPCs of Triton's service (model config and statistics, shared
+// The other RPCs of Triton's service (model statistics, shared
 // memory, tracing, logging), and load and unload without a repository,
 // answer UNIMPLEMENTED. Register adds the service and server reflection, so
 // grpcurl and other tools work without the proto files.

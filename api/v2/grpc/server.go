@@ -126,6 +126,17 @@ func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb
 }
 
 // ModelMetadata answers the model's versions, platform, inputs and outputs.
+// ModelConfig is Triton's model configuration extension: the model's
+// ModelConfig (infer.TritonConfig), its config.pbtxt when it was loaded
+// from one.
+func (s *Server) ModelConfig(ctx context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	m, err := infer.Lookup(s.b, req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, s.fail(ctx, "ModelConfig", err)
+	}
+	return &pb.ModelConfigResponse{Config: infer.TritonConfig(m)}, nil
+}
+
 func (s *Server) ModelMetadata(ctx context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
 	m, err := infer.Lookup(s.b, req.GetName(), req.GetVersion())
 	if err != nil {

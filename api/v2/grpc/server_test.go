@@ -146,7 +146,7 @@ func TestNotReady(t *testing.T) {
 	if r, err := c.RepositoryIndex(context.Background(), &pb.RepositoryIndexRequest{}); err != nil || r.GetModels()[0].GetState() != "UNAVAILABLE" {
 		t.Fatalf("RepositoryIndex: %v %v", r, err)
 	}
-	if _, err := c.ModelConfig(context.Background(), &pb.ModelConfigRequest{Name: "m"}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("ModelConfig: %v", err)
+	if r, err := c.ModelConfig(context.Background(), &pb.ModelConfigRequest{Name: "m"}); err != nil || r.GetConfig().GetName() != "m" || r.GetConfig().GetInput()[0].GetName() != "text_input" {
+		t.Fatalf("ModelConfig: %v %v", r, err)
 	}
 }

@@ -33,7 +33,7 @@ func ServerVersion() string {
 
 // Extensions are the protocol extensions the server implements, as server
 // metadata lists them.
-var Extensions = []string{"binary_tensor_data", "generate"}
+var Extensions = []string{"binary_tensor_data", "generate", "model_configuration"}
 
 // Backend is what the V2 protocols need from the model registry.
 type Backend interface {

@@ -33,6 +33,7 @@
 package inferencepb
 
 import (
+	tritonconfigpb "github.com/llmserve/llmserve/proto/tritonconfigpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1415,7 +1416,7 @@ type ModelConfigResponse struct {
 	// @@
 	// @@     The model configuration.
 	// @@
-	Config        *ModelConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Config        *tritonconfigpb.ModelConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1450,7 +1451,7 @@ func (*ModelConfigResponse) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *ModelConfigResponse) GetConfig() *ModelConfig {
+func (x *ModelConfigResponse) GetConfig() *tritonconfigpb.ModelConfig {
 	if x != nil {
 		return x.Config
 	}
@@ -5052,7 +5053,7 @@ var file_grpc_service_proto_goTypes = []any{
 	nil,                                      // 70: inference.LogSettingsRequest.SettingsEntry
 	(*LogSettingsResponse_SettingValue)(nil), // 71: inference.LogSettingsResponse.SettingValue
 	nil,                                      // 72: inference.LogSettingsResponse.SettingsEntry
-	(*ModelConfig)(nil),                      // 73: inference.ModelConfig
+	(*tritonconfigpb.ModelConfig)(nil),       // 73: inference.ModelConfig
 }
 var file_grpc_service_proto_depIdxs = []int32{
 	48, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
@@ -5166,7 +5167,6 @@ func file_grpc_service_proto_init() {
 	if File_grpc_service_proto != nil {
 		return
 	}
-	file_model_config_proto_init()
 	file_grpc_service_proto_msgTypes[10].OneofWrappers = []any{
 		(*InferParameter_BoolParam)(nil),
 		(*InferParameter_Int64Param)(nil),

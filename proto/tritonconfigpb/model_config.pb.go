@@ -32,7 +32,7 @@
 // 	protoc        v3.21.12
 // source: model_config.proto
 
-package inferencepb
+package tritonconfigpb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"

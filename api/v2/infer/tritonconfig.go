@@ -1,0 +1,101 @@
+package infer
+
+import (
+	"math"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
+)
+
+// tritonConfigured is a model loaded from a Triton model folder: its
+// config.pbtxt (nil when it was not).
+type tritonConfigured interface {
+	TritonConfig() *tc.ModelConfig
+}
+
+// batchSizer is a model with an adaptive batch size of its own (a tensor
+// model's or a custom runtime's max_batch_size setting).
+type batchSizer interface{ MaxBatchSize() int }
+
+// TritonConfig is m's Triton model configuration, as Triton's model
+// configuration extension (GET /v2/models/{m}/config, gRPC ModelConfig)
+// and Triton v1's status report it. A model loaded from a config.pbtxt
+// reports that file (completed with the model's tensors where it leaves
+// them out); another gets one made from its V2 metadata: its name, the
+// V2 platform, a latest-version policy, max_batch_size and its inputs and
+// outputs. A tensor model's max_batch_size is its adaptive batch size
+// where it has one (max_batch_size in its settings), else the rows one
+// request may carry, and its dims leave out the batch dimension; other
+// models (LLMs, embedding models) have max_batch_size 0 (a config.pbtxt's
+// max_batch_size there is the LLM's max_num_seqs) and their V2 shapes as
+// dims, whatever the max_batch_size. A tensor with no dimension besides the batch is dims
+// [1] with an empty reshape, as Triton writes it. The answer is the
+// caller's to change.
+func TritonConfig(m Model) *tc.ModelConfig {
+	md := Metadata(m)
+	var c *tc.ModelConfig
+	if t, ok := m.(tritonConfigured); ok && t.TritonConfig() != nil {
+		c = proto.Clone(t.TritonConfig()).(*tc.ModelConfig)
+	} else {
+		c = &tc.ModelConfig{
+			Name: md.Name, Platform: md.Platform,
+			VersionPolicy: &tc.ModelVersionPolicy{PolicyChoice: &tc.ModelVersionPolicy_Latest_{Latest: &tc.ModelVersionPolicy_Latest{NumVersions: 1}}},
+		}
+		if t, ok := AsTensor(m); ok && batchedShapes(md) {
+			n := t.MaxRequestRows()
+			if b, ok := m.(batchSizer); ok && b.MaxBatchSize() > 1 {
+				n = b.MaxBatchSize()
+			}
+			c.MaxBatchSize = int32(min(max(n, 1), math.MaxInt32))
+		}
+	}
+	_, tensorKind := AsTensor(m)
+	dims := func(shape []int64) ([]int64, *tc.ModelTensorReshape) {
+		d := slices.Clone(shape)
+		if tensorKind && c.MaxBatchSize > 0 && len(d) > 0 {
+			d = d[1:]
+		}
+		if len(d) == 0 {
+			return []int64{1}, &tc.ModelTensorReshape{Shape: []int64{}}
+		}
+		return d, nil
+	}
+	if len(c.Input) == 0 {
+		for _, t := range md.Inputs {
+			d, r := dims(t.Shape)
+			c.Input = append(c.Input, &tc.ModelInput{Name: t.Name, DataType: TritonDataType(t.Datatype), Dims: d, Reshape: r})
+		}
+	}
+	if len(c.Output) == 0 {
+		for _, t := range md.Outputs {
+			d, r := dims(t.Shape)
+			c.Output = append(c.Output, &tc.ModelOutput{Name: t.Name, DataType: TritonDataType(t.Datatype), Dims: d, Reshape: r})
+		}
+	}
+	return c
+}
+
+// batchedShapes reports whether every tensor's V2 shape starts with the
+// batch dimension (-1), as a tensor model's do.
+func batchedShapes(md ModelMetadata) bool {
+	for _, t := range slices.Concat(md.Inputs, md.Outputs) {
+		if len(t.Shape) == 0 || t.Shape[0] != -1 {
+			return false
+		}
+	}
+	return true
+}
+
+var tritonDataTypes = map[Datatype]tc.DataType{
+	BOOL: tc.DataType_TYPE_BOOL, UINT8: tc.DataType_TYPE_UINT8, UINT16: tc.DataType_TYPE_UINT16,
+	UINT32: tc.DataType_TYPE_UINT32, UINT64: tc.DataType_TYPE_UINT64, INT8: tc.DataType_TYPE_INT8,
+	INT16: tc.DataType_TYPE_INT16, INT32: tc.DataType_TYPE_INT32, INT64: tc.DataType_TYPE_INT64,
+	FP16: tc.DataType_TYPE_FP16, FP32: tc.DataType_TYPE_FP32, FP64: tc.DataType_TYPE_FP64,
+	BYTES: tc.DataType_TYPE_STRING,
+}
+
+// TritonDataType is d as Triton's model configuration names it
+// (TYPE_STRING for BYTES; TYPE_INVALID for none).
+func TritonDataType(d Datatype) tc.DataType { return tritonDataTypes[d] }
