@@ -78,8 +78,10 @@ type Delta struct {
 	// Reasoning is the reasoning text it settled (reasoning parser only).
 	Reasoning string
 	// Logprobs is the token's logprob with at most TopLogprobs
-	// alternatives, when asked for and known.
-	Logprobs *engine.Logprobs
+	// alternatives, when HasLogprobs (asked for and known). It is a value,
+	// not a pointer, so that a token costs no allocation.
+	Logprobs    engine.Logprobs
+	HasLogprobs bool
 	// Offset is the number of characters the choice's decoded text had
 	// before this token's (OpenAI's text_offset).
 	Offset int
@@ -171,7 +173,7 @@ func (c *Choice) Add(out *scheduler.Output, ds []Delta) (_ []Delta, stopped bool
 			if len(lp.Top) > c.cfg.TopLogprobs {
 				lp.Top = lp.Top[:c.cfg.TopLogprobs]
 			}
-			d.Logprobs = &lp
+			d.Logprobs, d.HasLogprobs = lp, true
 			c.cumLogprob += float64(lp.Chosen.Logprob)
 		}
 		if j == last && out.Finish == scheduler.FinishStop {

@@ -176,7 +176,7 @@ func TestChoiceLogprobs(t *testing.T) {
 	}
 	for i, want := range []int{0, 1, 2, 3} {
 		d := ds[i]
-		if d.Logprobs == nil || len(d.Logprobs.Top) != 2 || d.Offset != want || d.StopToken != (i == 3) {
+		if !d.HasLogprobs || len(d.Logprobs.Top) != 2 || d.Offset != want || d.StopToken != (i == 3) {
 			t.Errorf("delta %d: %+v", i, d)
 		}
 	}

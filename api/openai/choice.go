@@ -76,8 +76,8 @@ func (c *choice) add(out *scheduler.Output, d *delta) error {
 		d.text += x.Text
 		// The stop token counts as generated but is not text, and has no
 		// logprob entry.
-		if x.Logprobs != nil && !x.StopToken {
-			d.lps = append(d.lps, tokenLogprob{lp: *x.Logprobs, offset: x.Offset})
+		if x.HasLogprobs && !x.StopToken {
+			d.lps = append(d.lps, tokenLogprob{lp: x.Logprobs, offset: x.Offset})
 		}
 		if x.Finish != frontend.FinishNone {
 			d.finish = finishName(x.Finish)

@@ -294,7 +294,7 @@ func (s *seq) add(out *scheduler.Output, details bool) (ds []Delta, stopped bool
 		d := Delta{Index: s.index, Text: x.Text, Reasoning: x.Reasoning, Finish: finishName(x.Finish)}
 		if details && x.HasToken {
 			d.Token = &Token{ID: x.Token, Text: s.tok.TokenText(x.Token), Special: s.tok.Vocab().IsControl(x.Token)}
-			if x.Logprobs != nil {
+			if x.HasLogprobs {
 				d.Token.Logprob = x.Logprobs.Chosen.Logprob
 				for _, t := range x.Logprobs.Top {
 					d.Token.TopLogprobs = append(d.Token.TopLogprobs, TopToken{ID: t.Token, Text: s.tok.TokenText(t.Token), Logprob: t.Logprob})
