@@ -1,10 +1,15 @@
 package metrics
 
 import (
+	"context"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestRESTSkipsAndUnmatched(t *testing.T) {
@@ -76,5 +81,47 @@ func TestTensorQueues(t *testing.T) {
 	}
 	if found != 2 {
 		t.Errorf("found %d of the queue histograms", found)
+	}
+}
+
+// TestGRPCCodesAsPython: grpc_code holds Python's status code names, as
+// py-grpc-prometheus (MLServer's) writes them.
+func TestGRPCCodesAsPython(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewGRPCServer(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/inference.GRPCInferenceService/ModelInfer"}
+	for _, c := range []codes.Code{codes.OK, codes.InvalidArgument, codes.Canceled} {
+		_, _ = m.UnaryServerInterceptor()(context.Background(), nil, info, func(context.Context, any) (any, error) {
+			return nil, status.Error(c, "x")
+		})
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "grpc_code" {
+					got = append(got, l.GetValue())
+				}
+			}
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"CANCELLED", "INVALID_ARGUMENT", "OK"}; !slices.Equal(got, want) {
+		t.Errorf("grpc_code values %v, want %v", got, want)
+	}
+	for i := range 17 {
+		if _, ok := grpcCodeNames[codes.Code(i).String()]; !ok {
+			t.Errorf("no Python name for %s", codes.Code(i))
+		}
 	}
 }
