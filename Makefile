@@ -107,12 +107,13 @@ debian-deps:
 	fi
 
 ## python-deps: python3-grpcio, python3-numpy and python3-protobuf for the
-## custom runtime package (runtimes/python) and its tests, and python3-onnx
-## for the ONNX test corpus (scripts/onnx-corpus), all run by
-## /usr/bin/python3; `make test` runs this. The build does not need them.
+## custom runtime package (runtimes/python) and its tests, python3-pandas
+## for its mlserver.codecs.PandasCodec, and python3-onnx for the ONNX test
+## corpus (scripts/onnx-corpus), all run by /usr/bin/python3; `make test`
+## runs this. The build does not need them.
 python-deps:
 	@missing=""; \
-	for p in python3-grpcio python3-numpy python3-protobuf python3-onnx; do \
+	for p in python3-grpcio python3-numpy python3-protobuf python3-pandas python3-onnx; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -15,7 +15,9 @@ import (
 const finalParam = "triton_final_response"
 
 // ModelStreamInfer serves many requests on one stream, each in its own
-// goroutine, answered as they finish and matched by id. An LLM request
+// goroutine, answered as they finish and matched by id. A custom
+// runtime's request gets each response its predict_stream yields, then an
+// empty one with triton_final_response true. An LLM request
 // streams its tokens as decoupled responses (one per generated token, the
 // last with triton_final_response true) unless it sets stream to false,
 // which gives one final response. A bad request gets an in-band error
@@ -85,6 +87,28 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 	r, raw, err := decodeRequest(req)
 	if err != nil {
 		fail(err)
+		return
+	}
+	if rt, ok := infer.AsRuntime(m); ok {
+		// A custom runtime's predict_stream: each response it yields, as
+		// it yields it, then an empty one marked final (Triton's
+		// decoupled end of a request).
+		err := infer.RunRuntimeStream(ctx, m, rt, r, func(resp *infer.Response) error {
+			if resp.Parameters == nil {
+				resp.Parameters = infer.Parameters{}
+			}
+			resp.Parameters[finalParam] = false
+			return send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(resp, raw)})
+		})
+		if err == nil {
+			err = send(&pb.ModelStreamInferResponse{InferResponse: &pb.ModelInferResponse{
+				ModelName: m.Name(), ModelVersion: infer.VersionOf(m), Id: r.ID,
+				Parameters: infer.ProtoParameters(infer.Parameters{finalParam: true}),
+			}})
+		}
+		if err != nil {
+			fail(err)
+		}
 		return
 	}
 	if t, ok := infer.AsTensor(m); ok {
