@@ -16,8 +16,9 @@ const finalParam = "triton_final_response"
 
 // ModelStreamInfer serves many requests on one stream, each in its own
 // goroutine, answered as they finish and matched by id. A custom
-// runtime's request gets each response its predict_stream yields, then an
-// empty one with triton_final_response true. An LLM request
+// runtime's request gets each response its predict_stream yields (the
+// last with triton_final_response true; each is sent once the next one
+// is known). An LLM request
 // streams its tokens as decoupled responses (one per generated token, the
 // last with triton_final_response true) unless it sets stream to false,
 // which gives one final response. A bad request gets an in-band error
@@ -90,21 +91,32 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 		return
 	}
 	if rt, ok := infer.AsRuntime(m); ok {
-		// A custom runtime's predict_stream: each response it yields, as
-		// it yields it, then an empty one marked final (Triton's
-		// decoupled end of a request).
-		err := infer.RunRuntimeStream(ctx, m, rt, r, func(resp *infer.Response) error {
-			if resp.Parameters == nil {
-				resp.Parameters = infer.Parameters{}
+		// A custom runtime's predict_stream: each response it yields,
+		// the last one marked final. A response is sent when the next
+		// one comes (or the stream ends), so that the last is known; a
+		// runtime that answers once answers as a tensor model does.
+		var held *infer.Response
+		emit := func(final bool) error {
+			if held.Parameters == nil {
+				held.Parameters = infer.Parameters{}
 			}
-			resp.Parameters[finalParam] = false
-			return send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(resp, raw)})
+			held.Parameters[finalParam] = final
+			return send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(held, raw)})
+		}
+		err := infer.RunRuntimeStream(ctx, m, rt, r, func(resp *infer.Response) error {
+			if held != nil {
+				if err := emit(false); err != nil {
+					return err
+				}
+			}
+			held = resp
+			return nil
 		})
 		if err == nil {
-			err = send(&pb.ModelStreamInferResponse{InferResponse: &pb.ModelInferResponse{
-				ModelName: m.Name(), ModelVersion: infer.VersionOf(m), Id: r.ID,
-				Parameters: infer.ProtoParameters(infer.Parameters{finalParam: true}),
-			}})
+			if held == nil { // it yielded nothing: an empty final response
+				held = &infer.Response{ModelName: m.Name(), ModelVersion: infer.VersionOf(m), ID: r.ID}
+			}
+			err = emit(true)
 		}
 		if err != nil {
 			fail(err)
