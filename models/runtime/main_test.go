@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 // x-batch-rows. The request parameter "action" makes it misbehave:
 // "crash" exits, "sleep" sleeps 30 s, "badshape" answers one row too few,
 // "malformed" answers data that does not fit its shape, "invalid"
-// refuses the request. Mode "ignore-term" ignores SIGTERM.
+// refuses the request. Mode "ignore-term" ignores SIGTERM, mode
+// "nostream" answers ModelStreamInfer UNIMPLEMENTED.
 func fakeRuntime(mode string) {
 	if mode == "ignore-term" {
 		signal.Ignore(syscall.SIGTERM)
@@ -81,6 +82,9 @@ func fakeRuntime(mode string) {
 // times, the parameter "seq" 0, 1, 2 (the first with the header
 // x-stream); the action "crash" exits after the first.
 func (f fakeServer) ModelStreamInfer(st pb.GRPCInferenceService_ModelStreamInferServer) error {
+	if os.Getenv(envFake) == "nostream" {
+		return status.Error(codes.Unimplemented, "no streaming here")
+	}
 	for {
 		r, err := st.Recv()
 		if err != nil {

@@ -306,4 +306,17 @@ func TestInferStream(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || n > 1 {
 		t.Fatalf("crash mid-stream: %v after %d responses", err, n)
 	}
+	// A runtime without ModelStreamInfer answers once, through ModelInfer.
+	plain := startFake(t, "nostream", Config{})
+	n = 0
+	err = plain.InferStream(context.Background(), request(1, 1, ""), nil, func(resp *pb.ModelInferResponse, hdr metadata.MD) error {
+		n++
+		if len(hdr.Get("x-batch-rows")) != 1 || resp.GetParameters()["seq"] != nil {
+			t.Errorf("fallback answer %v, headers %v", resp, hdr)
+		}
+		return nil
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("no streaming: %v after %d responses", err, n)
+	}
 }

@@ -66,8 +66,9 @@ func (m *Model) learnContentTypes(inc *incarnation) {
 // it arrives (outputs in raw_output_contents, checked as Infer's), the
 // first time with the headers the runtime sent back. Streams are not
 // batched: each goes to a ready process, in turn. request_timeout bounds
-// the whole stream. The errors are *Error (ErrUnavailable when no process
-// is ready), fn's own, or ctx's.
+// the whole stream. A runtime that does not serve ModelStreamInfer
+// (UNIMPLEMENTED) answers once, through Infer. The errors are *Error
+// (ErrUnavailable when no process is ready), fn's own, or ctx's.
 func (m *Model) InferStream(ctx context.Context, req *pb.ModelInferRequest, md metadata.MD, fn func(resp *pb.ModelInferResponse, headers metadata.MD) error) error {
 	m.inflight.Add(1)
 	defer m.inflight.Add(-1)
@@ -111,6 +112,14 @@ func (m *Model) InferStream(ctx context.Context, req *pb.ModelInferRequest, md m
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if first && status.Code(err) == codes.Unimplemented {
+			// A runtime without streaming answers once, through Infer.
+			resp, hdr, err := m.Infer(ctx, req, md)
+			if err != nil {
+				return err
+			}
+			return fn(resp, hdr)
 		}
 		if err != nil {
 			return m.streamError(ctx, p, inc, err)
