@@ -124,7 +124,7 @@ func (r v2Runtime) CallRuntime(ctx context.Context, req *pb.ModelInferRequest, h
 // StreamRuntime runs the request on the runtime's streaming call
 // (predict_stream), with CallRuntime's headers and errors.
 func (r v2Runtime) StreamRuntime(ctx context.Context, req *pb.ModelInferRequest, headers metadata.MD, fn func(*pb.ModelInferResponse, metadata.MD) error) error {
-	return runtimeError(r.Model.InferStream(ctx, req, runtime.Headers(headers), fn))
+	return runtimeError(r.InferStream(ctx, req, runtime.Headers(headers), fn))
 }
 
 // runtimeError maps a runtime's error to the V2 kinds; others (the
