@@ -19,8 +19,7 @@ from . import metrics
 from . import open_inference_grpc_pb2 as pb
 from .codecs import to_dtype
 from .model import LLMServeModel
-from .types import (InferenceRequest, InferenceResponse, InvalidInput, Parameters, RequestInput,
-                    RequestOutput)
+from .types import InferenceRequest, InferenceResponse, InvalidInput
 
 SERVICE = "inference.GRPCInferenceService"
 METRICS_SERVICE = "llmserve.runtime.v1.RuntimeMetrics"
