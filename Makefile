@@ -188,8 +188,10 @@ run: build
 ## test: every test, race detector on the pure-Go packages.
 test: deps browser-deps python-deps grpcurl node-clients test-pure test-cgo test-deploy test-python
 
-## test-python: the custom runtime package's tests (runtimes/python), on
-## Debian's /usr/bin/python3 with python3-grpcio, -numpy and -protobuf.
+## test-python: the custom runtime package's tests (runtimes/python: its
+## llmserve_runtime and mlserver packages, MLServer's codec test cases
+## ported), on Debian's /usr/bin/python3 with python3-grpcio, -numpy,
+## -protobuf and -pandas.
 PYTHON := /usr/bin/python3
 test-python: python-deps
 	$(PYTHON) -m unittest discover -s runtimes/python/tests

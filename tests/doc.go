@@ -28,6 +28,12 @@
 // gRPC, KServe V1, headers both ways, 32 concurrent requests over REST and
 // gRPC in one predict call, the runtime's own metrics, unload and reload,
 // and runtimes that crash mid-request, hang past request_timeout, answer
-// malformed tensors or never start. They assert what a user sees (exact greedy tokens,
+// malformed tensors or never start. mlserver_runtime_test.go serves
+// runtimes written as MLServer's docs write them (runtimes/python/
+// examples/mlserver_model, unchanged, "implementation": "models.SumModel";
+// it also needs python3-pandas) over V2 REST infer and infer_stream, V2
+// gRPC ModelInfer and ModelStreamInfer and KServe V1, with MLServer's
+// payloads (null as NaN, a bare string, a runtime codec's content type)
+// and its request metrics. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests
