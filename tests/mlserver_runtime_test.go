@@ -182,6 +182,12 @@ func TestMLServerRuntime(t *testing.T) {
 		if strings.Join(words, "|") != `["hello"]|[" streaming"]|[" world"]` {
 			t.Fatalf("events %q", words)
 		}
+		// predict_stream's default answers predict once; its InferenceError
+		// before the first event is the route's 400.
+		var a v2Raw
+		if code, _ := postHeaders(t, s.URL+"/v2/models/failing-model/infer_stream", text("x", ""), nil, &a); code != 400 || !strings.Contains(a.Error, "cannot infer on 1 inputs") {
+			t.Fatalf("failing stream: %d %q", code, a.Error)
+		}
 	})
 
 	t.Run("v2 grpc", func(t *testing.T) {
