@@ -289,6 +289,26 @@ class MLModelCases(unittest.TestCase):
         self.assertEqual(model.decode(inp), ["HI"])
         self.assertIn("shout", mlserver.codecs.registered_content_types())
 
+    def test_init_with_settings(self):
+        # A runtime whose __init__ takes the settings, as MLServer passes them.
+        class WithInit(mlserver.MLModel):
+            def __init__(self, settings: ModelSettings):
+                super().__init__(settings)
+                self.seen = settings.name
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "model-settings.json")
+            with open(path, "w") as f:
+                json.dump({"name": "with-init", "implementation": "x.WithInit"}, f)
+            os.environ["LLMSERVE_MODEL_SETTINGS"] = path
+            os.environ["LLMSERVE_MODEL_VERSION"] = "7"
+            try:
+                from llmserve_runtime.__main__ import instantiate
+                model = instantiate(WithInit)
+            finally:
+                del os.environ["LLMSERVE_MODEL_VERSION"]
+        self.assertEqual((model.seen, model.name, model.version), ("with-init", "with-init", "7"))
+
     def test_metrics_registered_on_the_fly(self):
         mlserver.log(never_registered_total=3)
         self.assertIn("# TYPE never_registered_total histogram", metrics.REGISTRY.text())
