@@ -236,6 +236,8 @@ func FuzzSetJSONData(f *testing.F) {
 	f.Add(uint8(7), []byte(`[[1, 2], [3, -4]]`))
 	f.Add(uint8(9), []byte(`[1.5, 65504]`))
 	f.Add(uint8(12), []byte(`["a", ["b"]]`))
+	f.Add(uint8(9), []byte(`[1, null]`))
+	f.Add(uint8(12), []byte(`"bare"`))
 	f.Fuzz(func(t *testing.T, di uint8, data []byte) {
 		dt := Datatypes[int(di)%len(Datatypes)]
 		tt := &Tensor{Datatype: dt}
