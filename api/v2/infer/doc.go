@@ -88,7 +88,8 @@
 //   - CheckContentTypes(r, known...) makes the same checks and changes
 //     nothing, for a model that gets the request as the client sent it
 //     and decodes it with codecs of its own (a custom runtime); known are
-//     content types that model's codecs add, passed unchecked.
+//     content types that model's codecs add, passed unchecked (a
+//     runtime's settings name them, or the runtime reports its codecs').
 //
 // EncodeResponse puts content_type on every output as MLServer's encoders
 // do (str for BYTES, np otherwise, or what the request asked for the
