@@ -40,6 +40,18 @@
 //	                    core.EngineCore through Model.Submit and reads
 //	                    core.Streams)
 //
+// # Where it stands
+//
+// Landed: request.go, the typed Request of the chat family. OpenAI chat
+// (api/openai decodeChat), Anthropic Messages and Responses (with the
+// conversation of previous_response_id) each decode their own wire types
+// into it once, and api/openai's prepareChat is the one prepare sequence
+// they share; Request.Fields names the fields in each protocol's terms for
+// the errors found after decoding. Completions still validate their raw
+// prompts beside a Request of the shared sampling fields; LoRA adapters
+// are chosen by model name, so Request has no field for them yet. The
+// other files above are still to land.
+//
 // # What it must not do
 //
 // It knows no protocol: no net/http, no gRPC, no wire type of any API, no

@@ -93,7 +93,7 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
-	p, err := validateCommon(&req.commonRequest, nVocab, tok.StopTokens(), h.seed())
+	p, err := validateCommon(req.commonRequest.request(), req.commonRequest.options(), nVocab, tok.StopTokens(), h.seed())
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -110,13 +110,18 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 	}
 	maxLen := m.MaxModelLen()
 	p.ThinkingBudget = req.ThinkingTokenBudget
-	if err := p.applyExtras(&req.extraFields, tok, maxLen); err != nil {
+	ext := req.extraFields.extensions()
+	if err := p.applyExtras(&ext, tok, maxLen); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := p.finish(nVocab); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := p.setStructured(&req.structuredFields, m); err != nil {
+	cs, err := req.structuredFields.constraints()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := p.setStructured(cs, m); err != nil {
 		return nil, nil, nil, err
 	}
 	// Refuse text no context could hold before tokenizing it: tokenizing

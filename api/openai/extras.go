@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -22,9 +23,15 @@ type extraFields struct {
 	BestOf               *int     `json:"best_of"`
 }
 
+// extensions are the typed request's extensions.
+func (e *extraFields) extensions() frontend.Extensions {
+	return frontend.Extensions{BadWords: e.BadWords, AllowedTokenIDs: e.AllowedTokenIDs, SkipSpecialTokens: e.SkipSpecialTokens,
+		TruncatePromptTokens: e.TruncatePromptTokens, PromptLogprobs: e.PromptLogprobs, BestOf: e.BestOf}
+}
+
 // applyExtras validates the extension fields into p, tokenizing bad words
 // with tok. maxLen is the model's length (truncate_prompt_tokens -1).
-func (p *genParams) applyExtras(e *extraFields, tok *tokenizer.Tokenizer, maxLen int) error {
+func (p *genParams) applyExtras(e *frontend.Extensions, tok *tokenizer.Tokenizer, maxLen int) error {
 	nVocab := tok.Vocab().NumTokens()
 	if e.BestOf != nil && *e.BestOf != p.base.N {
 		return invalid("best_of", "best_of is not supported (as in vLLM's V1 engine): leave it out, or set it equal to n (%d), and rank the n choices by their logprobs yourself.", p.base.N)

@@ -60,16 +60,13 @@ func messagesUsageOf(u usage) messagesUsage {
 // messagesRun is a Messages request ready to generate: validated and
 // rendered by the chat path.
 type messagesRun struct {
-	req    *messagesRequest
-	m      Model
-	cp     *chatPrompt
-	tp     *toolPlan
-	p      *genParams
-	prompt promptInput
+	*chatRun
+	req *messagesRequest
 }
 
-// prepareMessages reads, checks and renders a Messages request through the
-// chat path's decoders and prepareChat. count is set for count_tokens.
+// prepareMessages reads and checks a Messages request, decodes it into
+// the typed request and prepares it (prepareChat). count is set for
+// count_tokens.
 func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count bool) (*messagesRun, error) {
 	body, err := h.readBody(w, r)
 	if err != nil {
@@ -79,43 +76,15 @@ func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count 
 	if err != nil {
 		return nil, err
 	}
-	cbody, mediaParams, err := req.chatBody()
+	typed, err := req.request()
 	if err != nil {
 		return nil, err
 	}
-	creq, err := decodeChatRequest(cbody)
+	run, err := h.prepareChat(r.Context(), typed, nil)
 	if err != nil {
 		return nil, err
 	}
-	nameMedia(creq.Messages.msgs, mediaParams)
-	cp, err := decodeChatPrompt(cbody, creq.Messages.msgs)
-	if err != nil {
-		return nil, err
-	}
-	m, err := h.model(r.Context(), creq.Model)
-	if err != nil {
-		return nil, err
-	}
-	tp, err := decodeToolPlan(cbody, cp.opts.Tools, toolTemplate(m, cp))
-	if err != nil {
-		return nil, err
-	}
-	p, prompt, err := h.prepareChat(r.Context(), m, creq, cp)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.setTools(tp, m, false); err != nil {
-		return nil, err
-	}
-	if t := req.Thinking; t != nil {
-		switch {
-		case t.Type == "enabled" && t.BudgetTokens != nil:
-			setThinkingBudget(m, p, *t.BudgetTokens, "thinking.budget_tokens")
-		case t.Type == "disabled":
-			setThinkingBudget(m, p, 0, "thinking")
-		}
-	}
-	return &messagesRun{req: req, m: m, cp: cp, tp: tp, p: p, prompt: prompt}, nil
+	return &messagesRun{chatRun: run, req: req}, nil
 }
 
 // messages serves POST /v1/messages.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/llmserve/llmserve/frontend"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -190,6 +191,30 @@ func TestMessagesStreamSequence(t *testing.T) {
 	}
 }
 
+// chatView writes typed messages as chat messages in JSON, for comparing.
+func chatView(msgs []frontend.Message) string {
+	out := make([]map[string]any, len(msgs))
+	for i, m := range msgs {
+		v := map[string]any{"role": m.Role, "content": m.Content}
+		if m.ReasoningContent != "" {
+			v["reasoning_content"] = m.ReasoningContent
+		}
+		if m.ToolCallID != "" {
+			v["tool_call_id"] = m.ToolCallID
+		}
+		if len(m.ToolCalls) > 0 {
+			var calls []any
+			for _, c := range m.ToolCalls {
+				calls = append(calls, map[string]any{"id": c.ID, "type": c.Type, "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+			}
+			v["tool_calls"] = calls
+		}
+		out[i] = v
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
 // Messages turns become the chat messages the template renders.
 func TestMessagesChatBody(t *testing.T) {
 	tests := []struct {
@@ -233,22 +258,16 @@ func TestMessagesChatBody(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _, err := req.chatBody()
+			typed, err := req.request()
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got struct {
-				Messages             json.RawMessage `json:"messages"`
-				ContinueFinalMessage bool            `json:"continue_final_message"`
+			if got := chatView(typed.Messages); got != tt.want {
+				t.Errorf("messages\n got %s\nwant %s", got, tt.want)
 			}
-			if err := json.Unmarshal(body, &got); err != nil {
-				t.Fatal(err)
-			}
-			if string(got.Messages) != tt.want {
-				t.Errorf("messages\n got %s\nwant %s", got.Messages, tt.want)
-			}
-			if prefill := strings.Contains(tt.name, "continued"); got.ContinueFinalMessage != prefill {
-				t.Errorf("continue_final_message %v, want %v", got.ContinueFinalMessage, prefill)
+			prefill := strings.Contains(tt.name, "continued")
+			if tpl := typed.Template; tpl.ContinueFinalMessage != prefill || tpl.AddGenerationPrompt == prefill {
+				t.Errorf("template options %+v, want continue_final_message %v", tpl, prefill)
 			}
 		})
 	}
@@ -262,18 +281,13 @@ func TestMessagesChatBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _, err := req.chatBody()
+		typed, err := req.request()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got struct {
-			Kwargs json.RawMessage `json:"chat_template_kwargs"`
-		}
-		if got.Kwargs == nil {
-			got.Kwargs = json.RawMessage("null")
-		}
-		if err := json.Unmarshal(body, &got); err != nil || string(got.Kwargs) != want {
-			t.Errorf("%s: chat_template_kwargs %s, want %s", typ, got.Kwargs, want)
+		got, _ := json.Marshal(typed.Template.Kwargs)
+		if string(got) != want {
+			t.Errorf("%s: chat_template_kwargs %s, want %s", typ, got, want)
 		}
 	}
 }

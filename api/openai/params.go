@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -52,8 +53,10 @@ type genParams struct {
 	user string
 	// topLogprobsParam names the field that set TopLogprobs.
 	topLogprobsParam string
-	// wire is the decoded request, for error messages.
-	wire *commonRequest
+	// wire are the OpenAI-only options (kv_transfer_params); sampling
+	// the request's sampling fields, for error messages.
+	wire     *wireOptions
+	sampling *frontend.Sampling
 	// transfer serves kv_transfer_params (nil: refused).
 	transfer KVTransfer
 	// keepSpecial shows control tokens in the text (skip_special_tokens
@@ -92,8 +95,12 @@ type genParams struct {
 // the scheduler's (mapped by requestError). stopTokens are the model's
 // end-of-generation tokens. randomSeed is used when the client sent no
 // seed.
-func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed uint32) (*genParams, error) {
-	p := &genParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling()}, wire: c, promptLogprobs: -1}
+func validateCommon(r *frontend.Request, o *wireOptions, nVocab int, stopTokens []int32, randomSeed uint32) (*genParams, error) {
+	if o == nil {
+		o = &wireOptions{}
+	}
+	c := &r.Sampling
+	p := &genParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling()}, wire: o, sampling: c, promptLogprobs: -1}
 	s := &p.base.Sampling
 	s.Temperature = 1 // OpenAI's and vLLM's default
 
@@ -108,9 +115,9 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 		}
 		p.base.N = *c.N
 	}
-	p.maxTokensParam = "max_tokens"
-	if c.MaxTokens != nil {
-		p.maxTokens, p.maxTokensSet = *c.MaxTokens, true
+	p.maxTokensParam = frontend.Name(r.Fields.MaxTokens, "max_tokens")
+	if r.MaxTokens != nil {
+		p.maxTokens, p.maxTokensSet = *r.MaxTokens, true
 	}
 	if c.MinTokens != nil {
 		p.base.MinTokens = *c.MinTokens
@@ -161,8 +168,8 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 		slices.SortFunc(s.LogitBias, func(a, b engine.TokenBias) int { return cmp.Compare(a.Token, b.Token) })
 	}
 
-	p.tokensAsIDs = c.ReturnTokensAsTokenIDs != nil && *c.ReturnTokensAsTokenIDs
-	if c.IgnoreEOS != nil && *c.IgnoreEOS {
+	p.tokensAsIDs = o.ReturnTokensAsTokenIDs != nil && *o.ReturnTokensAsTokenIDs
+	if c.IgnoreEOS {
 		p.base.IgnoreEOS = true
 	} else {
 		p.base.StopTokens = append(p.base.StopTokens, stopTokens...)
@@ -179,20 +186,20 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 		return nil, invalid("stop_token_ids", "With min_tokens, the stop tokens are banned until min_tokens are generated, and these stop tokens cover the whole vocabulary of %d tokens.", nVocab)
 	}
 
-	for _, st := range c.Stop.list {
+	for _, st := range c.Stop {
 		if st != "" {
 			p.stops = append(p.stops, st)
 		}
 	}
 
-	p.stream = c.Stream != nil && *c.Stream
-	if c.StreamOptions != nil {
+	p.stream = r.Stream
+	if so := o.StreamOptions; so != nil {
 		if !p.stream {
 			return nil, invalid("stream_options", "stream_options is only allowed when stream is true.")
 		}
-		p.includeUsage = c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
+		p.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 		// As in vLLM, continuous_usage_stats only counts with include_usage.
-		p.continuousUsage = p.includeUsage && c.StreamOptions.ContinuousUsageStats != nil && *c.StreamOptions.ContinuousUsageStats
+		p.continuousUsage = p.includeUsage && so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
 	}
 
 	if c.CacheSalt != nil {
@@ -204,8 +211,8 @@ func validateCommon(c *commonRequest, nVocab int, stopTokens []int32, randomSeed
 	if c.Priority != nil {
 		p.base.Priority = *c.Priority
 	}
-	if c.User != nil {
-		p.user = *c.User
+	if r.User != nil {
+		p.user = *r.User
 	}
 	return p, nil
 }
@@ -232,7 +239,7 @@ func (p *genParams) rangeError(err error) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	c := p.wire
+	c := p.sampling
 	sent := func(v *float64) any {
 		if v == nil {
 			return re.Value

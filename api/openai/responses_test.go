@@ -133,11 +133,11 @@ func TestChatMessagesOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	instr := "be brief"
-	msgs, _, err := chatMessagesOf(&instr, items, 0)
+	msgs, err := chatMessagesOf(&instr, items, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(msgs)
+	b := chatView(msgs)
 	want := `[{"content":"be brief","role":"system"},{"content":"q","role":"user"},` +
 		`{"content":"let me see","reasoning_content":"think","role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"f"},"id":"c1","type":"function"},{"function":{"arguments":"{}","name":"g"},"id":"c2","type":"function"}]},` +
 		`{"content":"1","role":"tool","tool_call_id":"c1"},{"content":"2","role":"tool","tool_call_id":"c2"}]`
@@ -145,7 +145,7 @@ func TestChatMessagesOf(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
 	// An output for a call the conversation never made.
-	_, _, err = chatMessagesOf(nil, items[5:], 0)
+	_, err = chatMessagesOf(nil, items[5:], 0)
 	if v := (*validationError)(nil); !errors.As(err, &v) || v.Param != "input[0].call_id" {
 		t.Fatalf("unknown call_id: %v", err)
 	}

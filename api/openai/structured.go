@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/grammar"
 )
 
@@ -158,8 +159,8 @@ func grammarConstraint(param, g string) constraint {
 }
 
 // constraints lists the structured-output requests in s.
-func (s *structuredFields) constraints() ([]constraint, error) {
-	var cs []constraint
+func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
+	var cs []frontend.Constraint
 	if rf := s.ResponseFormat; rf != nil {
 		if rf.Type == nil {
 			return nil, invalid("response_format.type", "response_format needs a type: text, json_object or json_schema.")
@@ -167,7 +168,7 @@ func (s *structuredFields) constraints() ([]constraint, error) {
 		switch *rf.Type {
 		case "text":
 		case "json_object":
-			cs = append(cs, constraint{param: "response_format", build: func() (string, error) { return grammar.AnyJSONObject(), nil }})
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONObject, Param: "response_format"})
 		case "json_schema":
 			if rf.JSONSchema == nil {
 				return nil, invalid("response_format.json_schema", "response_format of type json_schema needs json_schema with a schema.")
@@ -175,58 +176,73 @@ func (s *structuredFields) constraints() ([]constraint, error) {
 			if isAbsent(rf.JSONSchema.Schema) {
 				return nil, invalid("response_format.json_schema.schema", "response_format.json_schema needs a schema.")
 			}
-			cs = append(cs, schemaConstraint("response_format.json_schema.schema", rf.JSONSchema.Schema))
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "response_format.json_schema.schema", Schema: rf.JSONSchema.Schema})
 		default:
 			return nil, invalid("response_format.type", "Unknown response_format type %q; use text, json_object or json_schema.", *rf.Type)
 		}
 	}
 	if !isAbsent(s.GuidedJSON) {
-		cs = append(cs, schemaConstraint("guided_json", s.GuidedJSON))
+		cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "guided_json", Schema: s.GuidedJSON})
 	}
 	if s.GuidedRegex != nil {
-		cs = append(cs, regexConstraint("guided_regex", *s.GuidedRegex))
+		cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: "guided_regex", Pattern: *s.GuidedRegex})
 	}
 	if s.GuidedChoice != nil {
-		cs = append(cs, choiceConstraint("guided_choice", s.GuidedChoice))
+		cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: "guided_choice", Choices: s.GuidedChoice})
 	}
 	if s.GuidedGrammar != nil {
-		cs = append(cs, grammarConstraint("guided_grammar", *s.GuidedGrammar))
+		cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "guided_grammar", Pattern: *s.GuidedGrammar})
 	}
 	if so := s.StructuredOutputs; so != nil {
 		if !isAbsent(so.JSON) {
-			cs = append(cs, schemaConstraint("structured_outputs.json", so.JSON))
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "structured_outputs.json", Schema: so.JSON})
 		}
 		if so.Regex != nil {
-			cs = append(cs, regexConstraint("structured_outputs.regex", *so.Regex))
+			cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: "structured_outputs.regex", Pattern: *so.Regex})
 		}
 		if so.Choice != nil {
-			cs = append(cs, choiceConstraint("structured_outputs.choice", so.Choice))
+			cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: "structured_outputs.choice", Choices: so.Choice})
 		}
 		if so.Grammar != nil {
-			cs = append(cs, grammarConstraint("structured_outputs.grammar", *so.Grammar))
+			cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "structured_outputs.grammar", Pattern: *so.Grammar})
 		}
 		if so.JSONObject != nil && *so.JSONObject {
-			cs = append(cs, constraint{param: "structured_outputs.json_object", build: func() (string, error) { return grammar.AnyJSONObject(), nil }})
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONObject, Param: "structured_outputs.json_object"})
 		}
 	}
 	if len(cs) > 1 {
 		names := make([]string, len(cs))
 		for i, c := range cs {
-			names[i] = c.param
+			names[i] = c.Param
 		}
-		return nil, invalid(cs[1].param, "Use at most one kind of structured output per request; this one asks for %s.", strings.Join(names, " and "))
+		return nil, invalid(cs[1].Param, "Use at most one kind of structured output per request; this one asks for %s.", strings.Join(names, " and "))
 	}
 	return cs, nil
 }
 
+// constraintOf is how to build c's grammar.
+func constraintOf(c frontend.Constraint) constraint {
+	switch c.Kind {
+	case frontend.JSONObject:
+		return constraint{param: c.Param, build: func() (string, error) { return grammar.AnyJSONObject(), nil }}
+	case frontend.Regex:
+		return regexConstraint(c.Param, c.Pattern)
+	case frontend.Choice:
+		return choiceConstraint(c.Param, c.Choices)
+	case frontend.Grammar:
+		return grammarConstraint(c.Param, c.Pattern)
+	default:
+		return schemaConstraint(c.Param, c.Schema)
+	}
+}
+
 // setStructured turns the structured-output fields into the request's
 // grammar, checked by the model's runtime when it can.
-func (p *genParams) setStructured(s *structuredFields, m Model) error {
-	cs, err := s.constraints()
-	if err != nil || len(cs) == 0 {
-		return err
+func (p *genParams) setStructured(cs []frontend.Constraint, m Model) error {
+	if len(cs) == 0 {
+		return nil
 	}
-	c := cs[0]
+	c := constraintOf(cs[0])
 	g, err := c.build()
 	if err != nil {
 		return err

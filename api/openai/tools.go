@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -61,41 +62,30 @@ type toolFields struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
-// decodeToolPlan reads tool_choice and parallel_tool_calls against the
-// request's tools (already checked by decodeChatPrompt). template is the
-// chat template that renders them, for the auto mode's parser.
-func decodeToolPlan(body []byte, tools []json.RawMessage, template string) (*toolPlan, error) {
+// decodeToolChoice decodes a chat body's tool_choice and
+// parallel_tool_calls into req.
+func decodeToolChoice(body []byte, req *frontend.Request) error {
 	var f toolFields
 	if err := decodeJSON(body, &f); err != nil {
-		return nil, err
+		return err
 	}
-	tp := &toolPlan{parallel: f.ParallelToolCalls == nil || *f.ParallelToolCalls}
-	for _, raw := range tools {
-		var t struct {
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, invalid("tools", "A tool could not be read: %v", err)
-		}
-		fn := toolFunction{name: t.Function.Name}
-		if k := jsonKind(t.Function.Parameters); k != "nothing" && k != "null" {
-			fn.params = t.Function.Parameters
-		}
-		tp.tools = append(tp.tools, fn)
-	}
-	choice := "auto"
+	req.ParallelToolCalls = f.ParallelToolCalls
+	tc := frontend.ToolChoice{Text: string(f.ToolChoice)}
 	switch jsonKind(f.ToolChoice) {
 	case "nothing", "null":
-		if len(tools) == 0 {
-			choice = "none"
-		}
+		tc.Text = ""
 	case "string":
+		var choice string
 		_ = json.Unmarshal(f.ToolChoice, &choice)
-		if choice != "none" && choice != "auto" && choice != "required" {
-			return nil, invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.", choice)
+		switch choice {
+		case "none":
+			tc.Mode = frontend.ToolNone
+		case "auto":
+			tc.Mode = frontend.ToolAuto
+		case "required":
+			tc.Mode = frontend.ToolRequired
+		default:
+			return invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.", choice)
 		}
 	case "object":
 		var named struct {
@@ -105,39 +95,82 @@ func decodeToolPlan(body []byte, tools []json.RawMessage, template string) (*too
 			} `json:"function"`
 		}
 		if err := decodeJSON(f.ToolChoice, &named); err != nil {
-			return nil, withPrefix("tool_choice", err)
+			return withPrefix("tool_choice", err)
 		}
 		if named.Type != nil && *named.Type != "function" {
-			return nil, invalid("tool_choice.type", "tool_choice.type must be \"function\", got %q.", *named.Type)
+			return invalid("tool_choice.type", "tool_choice.type must be \"function\", got %q.", *named.Type)
 		}
 		if named.Function == nil || named.Function.Name == nil {
-			return nil, invalid("tool_choice.function.name", "A named tool_choice needs function.name.")
+			return invalid("tool_choice.function.name", "A named tool_choice needs function.name.")
 		}
-		choice = ""
+		tc.Mode, tc.Name = frontend.ToolNamed, *named.Function.Name
+	default:
+		return typeError("tool_choice", "a string or an object", jsonKind(f.ToolChoice))
+	}
+	req.ToolChoice = tc
+	return nil
+}
+
+// toolChoiceText is how errors quote a tool choice given in another form
+// than chat's: as chat would have written it.
+func toolChoiceText(mode frontend.ToolMode, name string) string {
+	var v any
+	switch mode {
+	case frontend.ToolNone:
+		v = "none"
+	case frontend.ToolAuto:
+		v = "auto"
+	case frontend.ToolRequired:
+		v = "required"
+	case frontend.ToolNamed:
+		v = map[string]any{"type": "function", "function": map[string]any{"name": name}}
+	default:
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// toolPlanOf decides the tool handling of req against its tools. template
+// is the chat template that renders them, for the auto mode's parser.
+func toolPlanOf(req *frontend.Request, template string) (*toolPlan, error) {
+	tp := &toolPlan{parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
+	for _, t := range req.Tools {
+		tp.tools = append(tp.tools, toolFunction{name: t.Name, params: t.Parameters})
+	}
+	tc := req.ToolChoice
+	mode := tc.Mode
+	switch mode {
+	case frontend.ToolDefault:
+		mode = frontend.ToolAuto
+		if len(req.Tools) == 0 {
+			mode = frontend.ToolNone
+		}
+	case frontend.ToolNamed:
 		tp.named = -1
 		for i, fn := range tp.tools {
-			if fn.name == *named.Function.Name {
+			if fn.name == tc.Name {
 				tp.named = i
 			}
 		}
 		if tp.named < 0 {
-			return nil, invalid("tool_choice.function.name", "tool_choice names the function %q, which is not among the request's tools.", *named.Function.Name)
+			return nil, invalid(frontend.Name(req.Fields.ToolChoiceName, "tool_choice.function.name"),
+				"tool_choice names the function %q, which is not among the request's tools.", tc.Name)
 		}
-		tp.mode = toolsNamed
-	default:
-		return nil, typeError("tool_choice", "a string or an object", jsonKind(f.ToolChoice))
 	}
-	if len(tools) == 0 && choice != "none" {
-		return nil, invalid("tool_choice", "tool_choice %s needs tools; give tools or leave tool_choice out.", string(f.ToolChoice))
+	if len(req.Tools) == 0 && mode != frontend.ToolNone {
+		return nil, invalid("tool_choice", "tool_choice %s needs tools; give tools or leave tool_choice out.", tc.Text)
 	}
-	switch choice {
-	case "none":
+	switch mode {
+	case frontend.ToolNone:
 		tp.mode = toolsOff
-	case "auto":
+	case frontend.ToolAuto:
 		tp.mode = toolsAuto
 		tp.parser = tokenizer.ToolCallParserFor(template)
-	case "required":
+	case frontend.ToolRequired:
 		tp.mode = toolsRequired
+	case frontend.ToolNamed:
+		tp.mode = toolsNamed
 	}
 	return tp, nil
 }
@@ -388,7 +421,7 @@ func toolTemplate(m Model, cp *chatPrompt) string {
 // checked as a JSON schema, errors naming the tool); in the auto mode, a
 // decoder that keeps control tokens, since several families write their
 // call markers as control tokens ([TOOL_CALLS], <|python_tag|>).
-func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool) error {
+func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool, paramsName string) error {
 	if tp.mode == toolsAuto && tp.parser != "" && !skipSpecialSet {
 		p.keepSpecial = true
 	}
@@ -406,7 +439,7 @@ func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool) error {
 			continue
 		}
 		if _, err := grammar.FromJSONSchema(fn.params); err != nil {
-			return schemaError(fmt.Sprintf("tools[%d].function.parameters", i), err)
+			return schemaError(fmt.Sprintf(paramsName, i), err)
 		}
 	}
 	g, err := grammar.FromJSONSchema(tp.schema())

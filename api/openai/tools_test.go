@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"github.com/llmserve/llmserve/frontend"
 	"strings"
 	"testing"
 )
@@ -66,8 +67,22 @@ func TestDecodeToolPlan(t *testing.T) {
 		{`{"tool_choice":5}`, tools, 0, "tool_choice"},
 		{`{"parallel_tool_calls":"yes"}`, tools, 0, "parallel_tool_calls"},
 	}
+	plan := func(body string, tools []json.RawMessage) (*toolPlan, error) {
+		req := &frontend.Request{}
+		for _, raw := range tools {
+			tool, err := decodeTool(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Tools = append(req.Tools, tool)
+		}
+		if err := decodeToolChoice([]byte(body), req); err != nil {
+			return nil, err
+		}
+		return toolPlanOf(req, "")
+	}
 	for _, tt := range tests {
-		tp, err := decodeToolPlan([]byte(tt.body), tt.tools, "")
+		tp, err := plan(tt.body, tt.tools)
 		if tt.param != "" {
 			var ve *validationError
 			if !errors.As(err, &ve) || ve.Param != tt.param {
@@ -79,7 +94,7 @@ func TestDecodeToolPlan(t *testing.T) {
 			t.Errorf("%s: %+v %v", tt.body, tp, err)
 		}
 	}
-	tp, _ := decodeToolPlan([]byte(`{"tool_choice":"required","parallel_tool_calls":false}`), tools, "")
+	tp, _ := plan(`{"tool_choice":"required","parallel_tool_calls":false}`, tools)
 	if s := string(tp.schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.schema()) {
 		t.Errorf("schema %s", s)
 	}
