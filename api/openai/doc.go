@@ -383,7 +383,11 @@
 // # Errors
 //
 // Every error is {"error":{"message","type","param","code"}}; one function
-// (toAPIError) chooses the status:
+// (toAPIError) chooses the status. This protocol's own lookups and body
+// reading (unknown model or stored response, body size, JSON syntax) are
+// mapped there; every other cause is classified once by frontend.Classify
+// (a frontend.Error: kind, param, message, code, retry advice), and its
+// kind maps to the status:
 //
 //	cause                                    status  type                        code
 //	invalid JSON, bad type or value          400     BadRequestError             context_length_exceeded or null
