@@ -19,8 +19,9 @@
 //	                    choice, response format / grammar, sampling, stop,
 //	                    reasoning budget, logprobs, n, cache salt, LoRA,
 //	                    priority; or a raw prompt (text or token ids).
-//	  render.go         Render: chat template, media preparation, grammar,
-//	                    limits, tokenization, the BOS rule → a prepared prompt.
+//	  render.go         Render: chat template, media preparation, grammar
+//	                    (grammar.go), limits, tokenization, the BOS rule →
+//	                    a prepared prompt.
 //	  submit.go         Submit: scheduler.Requests with their defaults
 //	                    (arrival, deadline, generation cap), all or none.
 //	  output*.go        ONE output processor: incremental detokenization,
@@ -49,8 +50,17 @@
 // they share; Request.Fields names the fields in each protocol's terms for
 // the errors found after decoding. Completions still validate their raw
 // prompts beside a Request of the shared sampling fields; LoRA adapters
-// are chosen by model name, so Request has no field for them yet. The
-// other files above are still to land.
+// are chosen by model name, so Request has no field for them yet.
+//
+// render.go renders (Prompt: template, BOS rule, length limits, media
+// through a MediaModel once the protocol resolved the items: fetching is
+// net/http's, which stays in the protocol), grammar.go turns structured-
+// output constraints into grammars, submit.go builds the
+// scheduler.Requests with their defaults (Submission), errors.go
+// classifies errors (Error, Classify) and model.go says what the frontend
+// needs of an LLM (Model, MediaModel, GrammarChecker). Still in
+// api/openai: the sampling validation into its genParams and the tool
+// plan, which the output side reads; output*.go is another branch's.
 //
 // # What it must not do
 //

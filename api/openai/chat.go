@@ -2,14 +2,11 @@ package openai
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // respMeta is what every response object and chunk of a request repeats.
@@ -118,7 +115,7 @@ func (h *handler) prepareChat(ctx context.Context, req *frontend.Request, o *wir
 		return nil, err
 	}
 	cp := chatPromptOf(req)
-	tp, err := toolPlanOf(req, toolTemplate(m, cp))
+	tp, err := toolPlanOf(req, cp.ToolTemplate(m.Tokenizer()))
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +139,7 @@ func (h *handler) prepareChat(ctx context.Context, req *frontend.Request, o *wir
 // renderRequest validates req for model m and renders its prompt.
 func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Request, o *wireOptions, cp *chatPrompt) (*genParams, promptInput, error) {
 	if len(req.Messages) == 0 {
-		return nil, promptInput{}, invalid(cp.param, "%s must contain at least one message.", cp.param)
+		return nil, promptInput{}, invalid(cp.Param, "%s must contain at least one message.", cp.Param)
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
@@ -172,78 +169,22 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 		return nil, promptInput{}, err
 	}
 	// Refuse text no context could hold before rendering and tokenizing
-	// it: the rendered prompt holds every message's content.
+	// it.
 	maxLen := m.MaxModelLen()
 	maxBytes := tok.MaxTextBytes(maxLen)
-	total := cp.size
-	for _, msg := range req.Messages {
-		total += len(msg.Content)
+	if err := cp.CheckSize(req.Messages, maxLen, maxBytes); err != nil {
+		return nil, promptInput{}, err
 	}
-	if total > maxBytes {
-		return nil, promptInput{}, tooMuchText(cp.param, total, maxLen, maxBytes)
-	}
-	if refs := chatMedia(req.Messages); len(refs) > 0 {
+	if refs := frontend.MediaOf(req.Messages); len(refs) > 0 {
 		prompt, err := h.prepareMedia(ctx, m, p, req.Messages, cp, refs, maxBytes)
 		return p, prompt, err
 	}
-	toks, err := renderChat(tok, req.Messages, cp, maxBytes)
+	toks, text, err := cp.Render(tok, req.Messages, maxBytes)
+	cp.rendered = text
 	if err != nil {
 		return nil, promptInput{}, err
 	}
 	return p, promptInput{tokens: p.truncatePrompt(toks), rendered: cp.rendered}, nil
-}
-
-// renderChat renders messages with the chat template (the model's, or the
-// request's chat_template) as the request's prompt fields ask (by default
-// ending with the assistant's turn opener) and tokenizes the result.
-//
-// BOS rule: Hugging Face templates write the BOS token's text themselves
-// ("{{ bos_token }}..."). When the rendered text starts with the BOS text it
-// is encoded without adding special tokens, else the tokenizer adds BOS as
-// the model is configured to. Either way the prompt starts with exactly one
-// BOS (or none, for models without one). Special-token text inside messages
-// becomes special tokens, as with Hugging Face and vLLM.
-func renderChat(tok *tokenizer.Tokenizer, msgs []frontend.Message, cp *chatPrompt, maxBytes int) ([]int32, error) {
-	text, err := renderText(tok, msgs, cp, maxBytes)
-	if err != nil {
-		return nil, err
-	}
-	toks, err := tok.Encode(text, !startsWithBOS(tok, text))
-	if err != nil {
-		return nil, invalid(cp.param, "The rendered prompt could not be tokenized: %v", err)
-	}
-	if len(toks) == 0 {
-		return nil, invalid(cp.param, "The messages render to an empty prompt.")
-	}
-	return toks, nil
-}
-
-// renderText renders the messages (renderChat) and checks the text's
-// length; cp.rendered is set to it.
-func renderText(tok *tokenizer.Tokenizer, msgs []frontend.Message, cp *chatPrompt, maxBytes int) (string, error) {
-	text, err := applyTemplate(tok, msgs, cp)
-	if err != nil {
-		return "", err
-	}
-	cp.rendered = text
-	if len(text) > maxBytes {
-		return "", &validationError{Param: cp.param, Code: "context_length_exceeded", Message: fmt.Sprintf(
-			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
-				"Please reduce the length of the messages.", len(text), maxBytes)}
-	}
-	return text, nil
-}
-
-// startsWithBOS reports whether text begins with the text of the model's
-// BOS token.
-func startsWithBOS(tok *tokenizer.Tokenizer, text string) bool {
-	v := tok.Vocab()
-	bos := v.BOS()
-	if bos < 0 {
-		return false
-	}
-	piece := v.Piece(bos, true)
-	return len(piece) > 0 && strings.HasPrefix(text, string(piece))
 }
 
 // streamChat streams a chat answer as server-sent events.

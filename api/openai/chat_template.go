@@ -2,7 +2,6 @@ package openai
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/llmserve/llmserve/frontend"
@@ -96,49 +95,17 @@ func decodePromptFields(body []byte, req *frontend.Request) error {
 	return nil
 }
 
-// chatPrompt is what renderChat needs besides the messages.
+// chatPrompt is a request's frontend.Prompt and, once rendered, its text
+// (a reasoning parser looks at how it ends).
 type chatPrompt struct {
-	opts     tokenizer.ChatOptions
-	template string // the client's template; "" for the model's
-	// rendered is the prompt text, once rendered (a reasoning parser
-	// looks at how it ends).
+	*frontend.Prompt
 	rendered string
-	// size is the bytes of prompt text the fields add (tools, documents,
-	// tool call arguments), for the early length check.
-	size int
-	// param names the messages in the request's protocol.
-	param string
 }
 
 // chatPromptOf gathers what the template needs of req besides the
 // messages.
 func chatPromptOf(req *frontend.Request) *chatPrompt {
-	t := &req.Template
-	p := &chatPrompt{
-		opts: tokenizer.ChatOptions{
-			AddGenerationPrompt: t.AddGenerationPrompt, ContinueFinalMessage: t.ContinueFinalMessage,
-			Kwargs: t.Kwargs, Documents: t.Documents,
-		},
-		template: t.Source,
-		param:    frontend.Name(req.Fields.Messages, "messages"),
-	}
-	if req.Tools != nil {
-		p.opts.Tools = make([]json.RawMessage, len(req.Tools))
-		for i, tool := range req.Tools {
-			p.opts.Tools[i] = tool.Definition
-			p.size += len(tool.Definition)
-		}
-	}
-	for _, d := range t.Documents {
-		p.size += len(d)
-	}
-	for _, m := range req.Messages {
-		for _, c := range m.ToolCalls {
-			p.size += len(c.Arguments) + len(c.Name)
-		}
-		p.size += len(m.ReasoningContent)
-	}
-	return p
+	return &chatPrompt{Prompt: frontend.NewPrompt(req)}
 }
 
 // functionTool is a function tool of another protocol: its Definition in
@@ -306,44 +273,8 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 	return call, nil
 }
 
-// templateMessages builds the messages the chat template sees.
-func templateMessages(msgs []frontend.Message) []tokenizer.Message {
-	tm := make([]tokenizer.Message, len(msgs))
-	for i, m := range msgs {
-		role := m.Role
-		if role == "developer" {
-			role = "system"
-		}
-		tm[i] = tokenizer.Message{Role: role, Content: m.Content, Name: m.Name,
-			ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
-	}
-	return tm
-}
-
 // applyTemplate renders the messages with the request's template (the
 // client's when it sent one, else the model's).
 func applyTemplate(tok *tokenizer.Tokenizer, msgs []frontend.Message, p *chatPrompt) (string, error) {
-	tm := templateMessages(msgs)
-	if p.template == "" {
-		text, err := tok.ApplyChatTemplate(tm, p.opts)
-		if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
-			return "", invalid("continue_final_message", "%v", err)
-		}
-		if err != nil {
-			return "", invalid(p.param, "The model's chat template could not render these messages: %v", err)
-		}
-		return text, nil
-	}
-	ct, err := tok.ParseChatTemplate(p.template)
-	if err != nil {
-		return "", invalid("chat_template", "chat_template is not a valid Jinja chat template: %v", err)
-	}
-	text, err := ct.Render(tm, p.opts)
-	if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
-		return "", invalid("continue_final_message", "%v", err)
-	}
-	if err != nil {
-		return "", invalid("chat_template", "chat_template could not render these messages: %v", err)
-	}
-	return text, nil
+	return p.Apply(tok, msgs)
 }

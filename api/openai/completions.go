@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -190,9 +191,7 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 // tooMuchText is the error for text longer than any prompt the context
 // can hold.
 func tooMuchText(param string, n, maxLen, maxBytes int) error {
-	return &validationError{Param: param, Code: "context_length_exceeded", Message: fmt.Sprintf(
-		"This model's maximum context length is %d tokens, which no text longer than %d bytes fits; "+
-			"the %s is %d bytes. Please reduce the length of the input.", maxLen, maxBytes, param, n)}
+	return frontend.TooMuchText(param, n, maxLen, maxBytes)
 }
 
 // completionChoice formats a choice's text, or a chunk of it. When echo is

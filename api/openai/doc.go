@@ -157,7 +157,8 @@
 //     per request (see below).
 //
 // Chat prompts are rendered with the model's template (or the request's
-// chat_template) and, by default, add_generation_prompt (chat_template.go).
+// chat_template) and, by default, add_generation_prompt (chat_template.go
+// decodes the fields; frontend.Prompt renders).
 // With serve --reasoning-parser, the text between <think> and </think> is
 // returned as message.reasoning_content (delta.reasoning_content when
 // streaming) and never as content (reasoning.go; the Model offers
@@ -170,9 +171,10 @@
 // thinking.budget_tokens) by forcing </think> and "\n\n" once the budget
 // is spent. A negative budget, or a budget for a model without a reasoning
 // parser, is a 400 naming the field (vLLM ignores the latter; refusing
-// tells the client its cap would do nothing). BOS rule: templates from Hugging Face write the BOS
-// text themselves, so when the rendered text starts with the BOS token's
-// text it is encoded without adding special tokens, otherwise with them.
+// tells the client its cap would do nothing). BOS rule
+// (frontend.Prompt.Render): templates from Hugging Face write the BOS text
+// themselves, so when the rendered text starts with the BOS token's text
+// it is encoded without adding special tokens, otherwise with them.
 // Completion prompts are encoded with special tokens; token-id prompts are
 // used as given.
 //
@@ -190,8 +192,9 @@
 // holds the marker itself. It then resolves the refs (base64 decoding,
 // fetching http(s) URLs of MediaOptions.AllowedDomains with the request's
 // context, each item within MediaOptions.MaxBytes and sniffed to be the
-// PNG, JPEG, WebP, WAV or MP3 it claims), renders the template, checks
-// that the text holds one marker per item, and calls
+// PNG, JPEG, WebP, WAV or MP3 it claims), and frontend.Prompt.RenderMedia
+// renders the template, checks that the text holds one marker per item,
+// and calls
 // MediaModel.PrepareMedia(ctx, text, addSpecial by the BOS rule, items)
 // instead of encoding: its tokens are the prompt (max_model_len and usage
 // count the media positions) and its spans go to scheduler.Request.Media.

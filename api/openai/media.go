@@ -249,15 +249,6 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
-// chatMedia lists the media of the messages, in prompt order.
-func chatMedia(msgs []frontend.Message) []mediaRef {
-	var refs []mediaRef
-	for _, m := range msgs {
-		refs = append(refs, m.Media...)
-	}
-	return refs
-}
-
 // markerText finds the first text of a request that holds media.Marker
 // itself: with media in the request it would take an item's place.
 type markerText struct{ param string }
@@ -277,9 +268,7 @@ func (m *markerText) check(hasMedia bool) error {
 	return markerError(m.param)
 }
 
-func markerError(param string) error {
-	return invalid(param, "%s holds the text %q, which marks where an image or audio clip goes: with images or audio in the request it would take one's place. Remove it from the text.", param, media.Marker)
-}
+func markerError(param string) error { return frontend.MarkerError(param) }
 
 // resolve turns the refs into items: base64 decoded, URLs fetched, each
 // within the byte limit and checked to be the format it claims.

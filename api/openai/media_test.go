@@ -18,6 +18,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -549,7 +550,7 @@ func TestMediaBOS(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !startsWithBOS(m.tok, m.prompt) {
+	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !frontend.StartsWithBOS(m.tok, m.prompt) {
 		t.Errorf("addSpecial %v for prompt %q", m.bos, m.prompt)
 	}
 }

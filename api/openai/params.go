@@ -331,13 +331,3 @@ func (p *genParams) requestError(err error, promptParam func(int) string) error 
 	}
 	return invalid("", "%v", re)
 }
-
-// maxTokensFor returns the generation cap for a prompt of promptLen
-// tokens on a model with context maxLen: the client's, or the rest of the
-// context. Whether it fits is the scheduler's check.
-func (p *genParams) maxTokensFor(promptLen, maxLen int) int {
-	if p.maxTokensSet {
-		return p.maxTokens
-	}
-	return max(maxLen-promptLen, 0)
-}

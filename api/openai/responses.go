@@ -333,7 +333,7 @@ func (h *handler) startResponse(ctx context.Context, rp *respParams, id string, 
 	if err != nil {
 		return nil, err
 	}
-	g, err := submit(ctx, run.m, run.p, []promptInput{run.prompt}, id, arrival, func(int) string { return run.cp.param })
+	g, err := submit(ctx, run.m, run.p, []promptInput{run.prompt}, id, arrival, func(int) string { return run.cp.Param })
 	if err != nil {
 		return nil, err
 	}

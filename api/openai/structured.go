@@ -3,11 +3,9 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 
 	"github.com/llmserve/llmserve/frontend"
-	"github.com/llmserve/llmserve/grammar"
 )
 
 // This file holds structured output: the request fields that constrain
@@ -62,101 +60,32 @@ type structuredOutputs struct {
 // GrammarChecker is a Model whose runtime parses a grammar itself before
 // it runs one (llamacpp.Model.CheckGrammar); the handlers find it by type
 // assertion and refuse, with a 400, a grammar it rejects.
-type GrammarChecker interface {
-	CheckGrammar(gbnf string) error
-}
-
-// constraint is one structured-output request: the field that made it and
-// how to build its grammar.
-type constraint struct {
-	param string
-	build func() (string, error)
-}
+type GrammarChecker = frontend.GrammarChecker
 
 func isAbsent(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-// schemaConstraint reads a JSON schema given as an object or as a string
-// holding one (vLLM accepts both for guided_json).
-func schemaConstraint(param string, raw json.RawMessage) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		doc := []byte(raw)
-		switch jsonKind(raw) {
-		case "object", "bool":
-		case "string":
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return "", typeError(param, "a JSON schema (an object or a string holding one)", "string")
-			}
-			doc = []byte(s)
-		default:
-			return "", typeError(param, "a JSON schema (an object or a string holding one)", jsonKind(raw))
+// schemaDoc is the schema document of a JSON schema given as an object or
+// as a string holding one (vLLM accepts both for guided_json); param
+// names it.
+func schemaDoc(param string, raw json.RawMessage) (json.RawMessage, error) {
+	switch jsonKind(raw) {
+	case "object", "bool":
+		return raw, nil
+	case "string":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, typeError(param, "a JSON schema (an object or a string holding one)", "string")
 		}
-		g, err := grammar.FromJSONSchema(doc)
-		if err != nil {
-			return "", schemaError(param, err)
-		}
-		return g, nil
-	}}
-}
-
-func schemaError(param string, err error) error {
-	var se *grammar.SchemaError
-	if !errors.As(err, &se) {
-		return invalid(param, "The JSON schema cannot be used: %v.", err)
-	}
-	at := se.Pointer()
-	if at == "" {
-		at = "its root"
-	} else {
-		at = "#" + at
-	}
-	switch {
-	case se.Keyword == "":
-		return invalid(param, "The JSON schema is invalid at %s: %s.", at, se.Msg)
-	case strings.HasPrefix(se.Msg, "not supported"):
-		return invalid(param, "The JSON schema keyword %q at %s is %s.", se.Keyword, at, se.Msg)
+		return json.RawMessage(s), nil
 	default:
-		return invalid(param, "The JSON schema keyword %q at %s %s.", se.Keyword, at, se.Msg)
+		return nil, typeError(param, "a JSON schema (an object or a string holding one)", jsonKind(raw))
 	}
 }
 
-func regexConstraint(param, pattern string) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		g, err := grammar.FromRegex(pattern)
-		if err != nil {
-			return "", invalid(param, "The regular expression cannot be used: %v.", strings.TrimPrefix(err.Error(), "regex: "))
-		}
-		return g, nil
-	}}
-}
-
-func choiceConstraint(param string, choices []string) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		if len(choices) == 0 {
-			return "", invalid(param, "%s must list at least one choice.", param)
-		}
-		g, err := grammar.Choices(choices)
-		if err != nil {
-			return "", invalid(param, "The choices cannot be used: %v.", err)
-		}
-		return g, nil
-	}}
-}
-
-func grammarConstraint(param, g string) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		if strings.TrimSpace(g) == "" {
-			return "", invalid(param, "%s must not be empty.", param)
-		}
-		if err := grammar.Check(g); err != nil {
-			return "", invalid(param, "The grammar cannot be used: %v.", strings.TrimPrefix(err.Error(), "gbnf: "))
-		}
-		return g, nil
-	}}
-}
+func schemaError(param string, err error) error { return frontend.SchemaError(param, err) }
 
 // constraints lists the structured-output requests in s.
 func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
@@ -220,40 +149,31 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 	return cs, nil
 }
 
-// constraintOf is how to build c's grammar.
-func constraintOf(c frontend.Constraint) constraint {
-	switch c.Kind {
-	case frontend.JSONObject:
-		return constraint{param: c.Param, build: func() (string, error) { return grammar.AnyJSONObject(), nil }}
-	case frontend.Regex:
-		return regexConstraint(c.Param, c.Pattern)
-	case frontend.Choice:
-		return choiceConstraint(c.Param, c.Choices)
-	case frontend.Grammar:
-		return grammarConstraint(c.Param, c.Pattern)
-	default:
-		return schemaConstraint(c.Param, c.Schema)
-	}
-}
-
 // setStructured turns the structured-output fields into the request's
 // grammar, checked by the model's runtime when it can.
 func (p *genParams) setStructured(cs []frontend.Constraint, m Model) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	c := constraintOf(cs[0])
-	g, err := c.build()
+	c := cs[0]
+	if c.Kind == frontend.JSONSchema {
+		doc, err := schemaDoc(c.Param, c.Schema)
+		if err != nil {
+			return err
+		}
+		c.Schema = doc
+	}
+	g, err := c.Grammar()
 	if err != nil {
 		return err
 	}
 	if gc, ok := m.(GrammarChecker); ok {
 		if err := gc.CheckGrammar(g); err != nil {
-			return invalid(c.param, "The model's runtime cannot use the grammar this gives: %v.", err)
+			return invalid(c.Param, "The model's runtime cannot use the grammar this gives: %v.", err)
 		}
 	}
 	if p.base.MinTokens > 0 {
-		return invalid("min_tokens", "min_tokens cannot be combined with %s: the grammar decides where the output ends, and a stop token held back past that point leaves nothing to write.", c.param)
+		return invalid("min_tokens", "min_tokens cannot be combined with %s: the grammar decides where the output ends, and a stop token held back past that point leaves nothing to write.", c.Param)
 	}
 	p.base.Sampling.Grammar = g
 	return nil

@@ -106,7 +106,7 @@ func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 		if len(req.Messages.msgs) == 0 {
 			return nil, invalid("messages", "messages must not be empty.")
 		}
-		if refs := chatMedia(req.Messages.msgs); len(refs) > 0 {
+		if refs := frontend.MediaOf(req.Messages.msgs); len(refs) > 0 {
 			return nil, invalid(refs[0].Param, "%s: /tokenize does not take images or audio (their tokens come from the model's projector); POST /v1/chat/completions counts them in usage.prompt_tokens.", refs[0].Param)
 		}
 		// The chat request's prompt fields, checked as chat checks them.

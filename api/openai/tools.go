@@ -407,15 +407,6 @@ func (sc *callArrayScanner) step(r rune) {
 	}
 }
 
-// toolTemplate is the template that renders the request's tools: the
-// client's chat_template, else the model's.
-func toolTemplate(m Model, cp *chatPrompt) string {
-	if cp.template != "" {
-		return cp.template
-	}
-	return m.Tokenizer().ChatTemplate().Source()
-}
-
 // setTools applies the tool plan to the request: in the constrained modes,
 // the grammar that holds the answer to calls (each function's parameters
 // checked as a JSON schema, errors naming the tool); in the auto mode, a
