@@ -56,7 +56,7 @@ func TestWithPrefix(t *testing.T) {
 		}
 	}
 	plain := errors.New("plain")
-	if WithPrefix("x", plain) != plain {
+	if !errors.Is(WithPrefix("x", plain), plain) {
 		t.Error("a plain error changed")
 	}
 }

@@ -94,7 +94,7 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
-	p, err := validateCommon(req.commonRequest.request(), req.commonRequest.options(), nVocab, tok.StopTokens(), h.seed())
+	p, err := validateCommon(req.request(), req.options(), nVocab, tok.StopTokens(), h.seed())
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -111,14 +111,14 @@ func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams
 	}
 	maxLen := m.MaxModelLen()
 	p.ThinkingBudget = req.ThinkingTokenBudget
-	ext := req.extraFields.extensions()
+	ext := req.extensions()
 	if err := p.applyExtras(&ext, tok, maxLen); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := p.finish(nVocab); err != nil {
 		return nil, nil, nil, err
 	}
-	cs, err := req.structuredFields.constraints()
+	cs, err := req.constraints()
 	if err != nil {
 		return nil, nil, nil, err
 	}

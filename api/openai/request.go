@@ -154,9 +154,9 @@ func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	req := w.commonRequest.request()
+	req := w.request()
 	req.Messages = w.Messages.msgs
-	req.Extensions = w.extraFields.extensions()
+	req.Extensions = w.extensions()
 	if w.MaxCompletionTokens != nil {
 		// It supersedes max_tokens, as in OpenAI and vLLM.
 		req.MaxTokens, req.Fields.MaxTokens = w.MaxCompletionTokens, "max_completion_tokens"
@@ -173,7 +173,7 @@ func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
 	if err := decodeToolChoice(body, req); err != nil {
 		return nil, nil, err
 	}
-	return req, w.commonRequest.options(), nil
+	return req, w.options(), nil
 }
 
 // request is the typed request of the fields both chat and completions
