@@ -58,9 +58,11 @@
 // output constraints into grammars, submit.go builds the
 // scheduler.Requests with their defaults (Submission), errors.go
 // classifies errors (Error, Classify) and model.go says what the frontend
-// needs of an LLM (Model, MediaModel, GrammarChecker). Still in
-// api/openai: the sampling validation into its genParams and the tool
-// plan, which the output side reads; output*.go is another branch's.
+// needs of an LLM (Model, MediaModel, GrammarChecker); tools.go decides
+// the tool plan (ToolPlan: mode, parser, the grammar of the constrained
+// modes), which the output side reads to split calls. Still in
+// api/openai: the sampling validation into its genParams, which the
+// output side reads too; output*.go is another branch's.
 //
 // # What it must not do
 //

@@ -115,7 +115,7 @@ func (h *handler) prepareChat(ctx context.Context, req *frontend.Request, o *wir
 		return nil, err
 	}
 	cp := chatPromptOf(req)
-	tp, err := toolPlanOf(req, cp.ToolTemplate(m.Tokenizer()))
+	tp, err := frontend.NewToolPlan(req, cp.ToolTemplate(m.Tokenizer()))
 	if err != nil {
 		return nil, err
 	}

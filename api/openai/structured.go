@@ -85,8 +85,6 @@ func schemaDoc(param string, raw json.RawMessage) (json.RawMessage, error) {
 	}
 }
 
-func schemaError(param string, err error) error { return frontend.SchemaError(param, err) }
-
 // constraints lists the structured-output requests in s.
 func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 	var cs []frontend.Constraint

@@ -3,11 +3,9 @@ package openai
 import (
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/llmserve/llmserve/frontend"
-	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -31,30 +29,8 @@ import (
 // Constrained calls stream as they are generated: a first tool_calls delta
 // with the call's id, type and name, then its arguments piece by piece.
 
-// toolChoiceMode is how tool_choice shapes the answer.
-type toolChoiceMode int
-
-const (
-	toolsOff toolChoiceMode = iota // no tools, or tool_choice "none"
-	toolsAuto
-	toolsRequired
-	toolsNamed
-)
-
-// toolFunction is one tool's function as the client defined it.
-type toolFunction struct {
-	name   string
-	params json.RawMessage // nil: no parameters
-}
-
-// toolPlan is a request's decided tool handling.
-type toolPlan struct {
-	mode     toolChoiceMode
-	tools    []toolFunction
-	named    int  // index of the named function (toolsNamed)
-	parallel bool // more than one call may be made
-	parser   string
-}
+// toolPlan is a request's decided tool handling (frontend.NewToolPlan).
+type toolPlan = frontend.ToolPlan
 
 // toolFields are the request fields that choose the handling.
 type toolFields struct {
@@ -131,79 +107,6 @@ func toolChoiceText(mode frontend.ToolMode, name string) string {
 	return string(b)
 }
 
-// toolPlanOf decides the tool handling of req against its tools. template
-// is the chat template that renders them, for the auto mode's parser.
-func toolPlanOf(req *frontend.Request, template string) (*toolPlan, error) {
-	tp := &toolPlan{parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
-	for _, t := range req.Tools {
-		tp.tools = append(tp.tools, toolFunction{name: t.Name, params: t.Parameters})
-	}
-	tc := req.ToolChoice
-	mode := tc.Mode
-	switch mode {
-	case frontend.ToolDefault:
-		mode = frontend.ToolAuto
-		if len(req.Tools) == 0 {
-			mode = frontend.ToolNone
-		}
-	case frontend.ToolNamed:
-		tp.named = -1
-		for i, fn := range tp.tools {
-			if fn.name == tc.Name {
-				tp.named = i
-			}
-		}
-		if tp.named < 0 {
-			return nil, invalid(frontend.Name(req.Fields.ToolChoiceName, "tool_choice.function.name"),
-				"tool_choice names the function %q, which is not among the request's tools.", tc.Name)
-		}
-	}
-	if len(req.Tools) == 0 && mode != frontend.ToolNone {
-		return nil, invalid("tool_choice", "tool_choice %s needs tools; give tools or leave tool_choice out.", tc.Text)
-	}
-	switch mode {
-	case frontend.ToolNone:
-		tp.mode = toolsOff
-	case frontend.ToolAuto:
-		tp.mode = toolsAuto
-		tp.parser = tokenizer.ToolCallParserFor(template)
-	case frontend.ToolRequired:
-		tp.mode = toolsRequired
-	case frontend.ToolNamed:
-		tp.mode = toolsNamed
-	}
-	return tp, nil
-}
-
-// constrained reports whether the answer is held to a grammar.
-func (tp *toolPlan) constrained() bool {
-	return tp.mode == toolsRequired || tp.mode == toolsNamed
-}
-
-// schema is the JSON schema the answer is held to in the constrained
-// modes: the named function's parameters, or the array of calls.
-func (tp *toolPlan) schema() []byte {
-	params := func(fn toolFunction) json.RawMessage {
-		if fn.params == nil {
-			return json.RawMessage(`{"type": "object", "properties": {}}`)
-		}
-		return fn.params
-	}
-	if tp.mode == toolsNamed {
-		return params(tp.tools[tp.named])
-	}
-	var alts []string
-	for _, fn := range tp.tools {
-		name, _ := json.Marshal(fn.name)
-		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, "parameters": %s}, "required": ["name", "parameters"]}`, name, params(fn)))
-	}
-	maxItems := ""
-	if !tp.parallel {
-		maxItems = `, "maxItems": 1`
-	}
-	return fmt.Appendf(nil, `{"type": "array", "minItems": 1%s, "items": {"anyOf": [%s]}}`, maxItems, strings.Join(alts, ", "))
-}
-
 // toolCallDelta is what one push adds to a tool call: the header once
 // (id, name), then arguments text.
 type toolCallDelta struct {
@@ -228,23 +131,23 @@ type toolStream struct {
 
 func newToolStream(tp *toolPlan) *toolStream {
 	s := &toolStream{plan: tp}
-	if tp.mode == toolsAuto && tp.parser != "" {
-		s.parser, _ = tokenizer.NewToolCallParser(tp.parser)
+	if tp.Mode == frontend.ToolAuto && tp.Parser != "" {
+		s.parser, _ = tokenizer.NewToolCallParser(tp.Parser)
 	}
 	return s
 }
 
 // active reports whether the stream changes the answer at all.
-func (s *toolStream) active() bool { return s.parser != nil || s.plan.constrained() }
+func (s *toolStream) active() bool { return s.parser != nil || s.plan.Constrained() }
 
 // push adds generated text and returns the content and call deltas it
 // settles.
 func (s *toolStream) push(text string) (content string, deltas []toolCallDelta) {
 	switch {
-	case s.plan.mode == toolsNamed:
+	case s.plan.Mode == frontend.ToolNamed:
 		if !s.started {
 			s.started = true
-			s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: s.plan.tools[s.plan.named].name})
+			s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: s.plan.Tools[s.plan.Named].Name})
 			deltas = append(deltas, toolCallDelta{index: 0, id: s.calls[0].ID, name: s.calls[0].Name})
 		}
 		if text != "" {
@@ -252,7 +155,7 @@ func (s *toolStream) push(text string) (content string, deltas []toolCallDelta) 
 			deltas = append(deltas, toolCallDelta{index: 0, arguments: text})
 		}
 		return "", mergeToolDeltas(deltas)
-	case s.plan.mode == toolsRequired:
+	case s.plan.Mode == frontend.ToolRequired:
 		for _, ev := range s.scan.push(text) {
 			if ev.start {
 				s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: ev.name})
@@ -413,44 +316,24 @@ func (sc *callArrayScanner) step(r rune) {
 // decoder that keeps control tokens, since several families write their
 // call markers as control tokens ([TOOL_CALLS], <|python_tag|>).
 func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool, paramsName string) error {
-	if tp.mode == toolsAuto && tp.parser != "" && !skipSpecialSet {
+	if tp.Mode == frontend.ToolAuto && tp.Parser != "" && !skipSpecialSet {
 		p.keepSpecial = true
 	}
-	if !tp.constrained() {
+	if !tp.Constrained() {
 		return nil
 	}
 	if p.base.Sampling.Grammar != "" {
-		return invalid("tool_choice", "tool_choice %s cannot be combined with structured output (response_format or guided_*): both decide the answer's form.", tp.choiceName())
+		return invalid("tool_choice", "tool_choice %s cannot be combined with structured output (response_format or guided_*): both decide the answer's form.", tp.ChoiceName())
 	}
 	if p.base.MinTokens > 0 {
-		return invalid("min_tokens", "min_tokens cannot be combined with tool_choice %s: the grammar decides where the calls end.", tp.choiceName())
+		return invalid("min_tokens", "min_tokens cannot be combined with tool_choice %s: the grammar decides where the calls end.", tp.ChoiceName())
 	}
-	for i, fn := range tp.tools {
-		if fn.params == nil || (tp.mode == toolsNamed && i != tp.named) {
-			continue
-		}
-		if _, err := grammar.FromJSONSchema(fn.params); err != nil {
-			return schemaError(fmt.Sprintf(paramsName, i), err)
-		}
-	}
-	g, err := grammar.FromJSONSchema(tp.schema())
+	g, err := tp.Grammar(m, paramsName)
 	if err != nil {
-		return schemaError("tools", err)
-	}
-	if gc, ok := m.(GrammarChecker); ok {
-		if err := gc.CheckGrammar(g); err != nil {
-			return invalid("tools", "The model's runtime cannot use the grammar the tools give: %v.", err)
-		}
+		return err
 	}
 	p.base.Sampling.Grammar = g
 	return nil
-}
-
-func (tp *toolPlan) choiceName() string {
-	if tp.mode == toolsNamed {
-		return fmt.Sprintf("naming %q", tp.tools[tp.named].name)
-	}
-	return `"required"`
 }
 
 // wireToolCalls converts calls to a message's tool_calls.

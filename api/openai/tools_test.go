@@ -52,14 +52,14 @@ func TestDecodeToolPlan(t *testing.T) {
 	tests := []struct {
 		body  string
 		tools []json.RawMessage
-		mode  toolChoiceMode
+		mode  frontend.ToolMode
 		param string // "" when valid
 	}{
-		{`{}`, tools, toolsAuto, ""},
-		{`{}`, nil, toolsOff, ""},
-		{`{"tool_choice":"none"}`, tools, toolsOff, ""},
-		{`{"tool_choice":"required"}`, tools, toolsRequired, ""},
-		{`{"tool_choice":{"type":"function","function":{"name":"now"}}}`, tools, toolsNamed, ""},
+		{`{}`, tools, frontend.ToolAuto, ""},
+		{`{}`, nil, frontend.ToolNone, ""},
+		{`{"tool_choice":"none"}`, tools, frontend.ToolNone, ""},
+		{`{"tool_choice":"required"}`, tools, frontend.ToolRequired, ""},
+		{`{"tool_choice":{"type":"function","function":{"name":"now"}}}`, tools, frontend.ToolNamed, ""},
 		{`{"tool_choice":{"type":"function","function":{"name":"later"}}}`, tools, 0, "tool_choice.function.name"},
 		{`{"tool_choice":{"type":"function"}}`, tools, 0, "tool_choice.function.name"},
 		{`{"tool_choice":"sometimes"}`, tools, 0, "tool_choice"},
@@ -79,7 +79,7 @@ func TestDecodeToolPlan(t *testing.T) {
 		if err := decodeToolChoice([]byte(body), req); err != nil {
 			return nil, err
 		}
-		return toolPlanOf(req, "")
+		return frontend.NewToolPlan(req, "")
 	}
 	for _, tt := range tests {
 		tp, err := plan(tt.body, tt.tools)
@@ -90,12 +90,12 @@ func TestDecodeToolPlan(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || tp.mode != tt.mode {
+		if err != nil || tp.Mode != tt.mode {
 			t.Errorf("%s: %+v %v", tt.body, tp, err)
 		}
 	}
 	tp, _ := plan(`{"tool_choice":"required","parallel_tool_calls":false}`, tools)
-	if s := string(tp.schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.schema()) {
+	if s := string(tp.Schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.Schema()) {
 		t.Errorf("schema %s", s)
 	}
 }
