@@ -223,11 +223,12 @@ func checkImageURL(s, param string) error {
 	if s == "" {
 		return invalid(param, "The image URL is empty: give a data: URL (data:image/png;base64,...) or an http(s) URL.")
 	}
-	scheme, _, _ := strings.Cut(s, ":")
+	scheme, rest, colon := strings.Cut(s, ":")
 	switch strings.ToLower(scheme) {
 	case "data":
-		meta, _, ok := strings.Cut(s[len("data:"):], ",")
-		if !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
+		// "data" alone has no colon: it is no data URL either.
+		meta, _, ok := strings.Cut(rest, ",")
+		if !colon || !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
 			return invalid(param, "A data URL must be base64: data:image/png;base64,....")
 		}
 		return nil

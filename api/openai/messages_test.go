@@ -541,3 +541,35 @@ func TestMessagesClientGone(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// FuzzDecodeMessages: no Messages body makes the decoder or the prepare
+// path it feeds panic or fail with anything but a 4xx.
+func FuzzDecodeMessages(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`,
+		`{"model":"test-model","max_tokens":5,"system":[{"type":"text","text":"s"}],"stop_sequences":["x"],"temperature":0.5,"top_k":2,"metadata":{"user_id":"u"},` +
+			`"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},` +
+			`"messages":[{"role":"user","content":"w?"},{"role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"ok"}],"is_error":true},{"type":"text","text":"and?"}]}]}`,
+		`{"model":"test-model","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},{"role":"user","content":"x"},{"role":"assistant","content":"pre"}]}`,
+		`{"messages":[null,{"role":"system"}],"tools":[1],"tool_choice":"any"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	m := newFakeModel(f)
+	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzDecode(t, body, func(b []byte) error {
+			req, err := decodeMessagesRequest(b, false)
+			if err != nil {
+				return err
+			}
+			typed, err := req.request()
+			if err != nil {
+				return err
+			}
+			_, err = h.prepareChat(context.Background(), typed, nil)
+			return err
+		})
+	})
+}

@@ -462,16 +462,24 @@ func FuzzDecodeResponses(f *testing.F) {
 		`{"model":"m","input":[{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}]}],"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"f"}}`,
 		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","schema":{}}},"reasoning":{"effort":"low"}}`,
 		`{"input":[null,1,"a",{}]}`,
+		`{"model":"test-model","input":[{"role":"user","content":"q"},{"type":"function_call","call_id":"c","name":"f","arguments":"{x"}],"instructions":"i","max_output_tokens":4,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"required","parallel_tool_calls":false}`,
+		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}],"text":{"format":{"type":"json_object"}}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	m := newFakeModel(f)
 	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, err := h.decodeResponses(body)
+		rp, err := h.decodeResponses(body)
+		if err == nil {
+			// The typed request it decoded to goes through the prepare
+			// path like any chat request.
+			_, err = h.prepareChat(context.Background(), rp.typed, nil)
+		}
 		var v *validationError
 		var nf *responseNotFoundError
-		if err != nil && !errors.As(err, &v) && !errors.As(err, &nf) {
+		var mnf *modelNotFoundError
+		if err != nil && !errors.As(err, &v) && !errors.As(err, &nf) && !errors.As(err, &mnf) {
 			t.Fatalf("%q: %T %v", body, err, err)
 		}
 	})
