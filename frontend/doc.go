@@ -60,9 +60,13 @@
 // classifies errors (Error, Classify) and model.go says what the frontend
 // needs of an LLM (Model, MediaModel, GrammarChecker); tools.go decides
 // the tool plan (ToolPlan: mode, parser, the grammar of the constrained
-// modes), which the output side reads to split calls. Still in
-// api/openai: the sampling validation into its genParams, which the
-// output side reads too; output*.go is another branch's.
+// modes), which the output side reads to split calls; sampling.go
+// validates the sampling and scheduling fields and vLLM's extensions into
+// the scheduler.Request every prompt starts from, and names the engine's
+// range errors and the scheduler's capacity errors by the request's
+// fields. (grammar.go, tools.go and sampling.go are render.go's grammar
+// and limits, split by concern.) api/openai keeps the results in its
+// genParams, which its output side reads; output*.go is another branch's.
 //
 // # What it must not do
 //

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/llmserve/llmserve/engine"
@@ -29,61 +28,15 @@ func (e *extraFields) extensions() frontend.Extensions {
 		TruncatePromptTokens: e.TruncatePromptTokens, PromptLogprobs: e.PromptLogprobs, BestOf: e.BestOf}
 }
 
-// applyExtras validates the extension fields into p, tokenizing bad words
-// with tok. maxLen is the model's length (truncate_prompt_tokens -1).
+// applyExtras validates the extension fields into p (frontend's
+// Extensions.Apply), tokenizing bad words with tok. maxLen is the model's
+// length (truncate_prompt_tokens -1).
 func (p *genParams) applyExtras(e *frontend.Extensions, tok *tokenizer.Tokenizer, maxLen int) error {
-	nVocab := tok.Vocab().NumTokens()
-	if e.BestOf != nil && *e.BestOf != p.base.N {
-		return invalid("best_of", "best_of is not supported (as in vLLM's V1 engine): leave it out, or set it equal to n (%d), and rank the n choices by their logprobs yourself.", p.base.N)
+	x, err := e.Apply(&p.base, tok, maxLen, p.stream)
+	if err != nil {
+		return err
 	}
-	for i, id := range e.AllowedTokenIDs {
-		if id < 0 || id >= int64(nVocab) {
-			return invalid(fmt.Sprintf("allowed_token_ids[%d]", i), "Token id %d is outside the vocabulary [0, %d).", id, nVocab)
-		}
-		p.base.Sampling.AllowedTokens = append(p.base.Sampling.AllowedTokens, int32(id))
-	}
-	if e.AllowedTokenIDs != nil && len(e.AllowedTokenIDs) == 0 {
-		return invalid("allowed_token_ids", "allowed_token_ids must not be empty: no token could be generated.")
-	}
-	for i, w := range e.BadWords {
-		if w == "" {
-			return invalid(fmt.Sprintf("bad_words[%d]", i), "A bad word must not be empty.")
-		}
-		// As vLLM: the word as it would start the text and after a space.
-		for _, text := range []string{w, " " + w} {
-			ids, err := tok.Encode(text, false)
-			if err != nil {
-				return invalid(fmt.Sprintf("bad_words[%d]", i), "The word could not be tokenized: %v", err)
-			}
-			if len(ids) > 0 {
-				p.base.BadWords = append(p.base.BadWords, ids)
-			}
-		}
-	}
-	p.keepSpecial = e.SkipSpecialTokens != nil && !*e.SkipSpecialTokens
-	if t := e.TruncatePromptTokens; t != nil {
-		switch {
-		case *t == -1:
-			p.truncate = maxLen
-		case *t >= 1 && *t <= maxLen:
-			p.truncate = *t
-		default:
-			return invalid("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's length) or in [1, %d], got %d.", maxLen, *t)
-		}
-	}
-	if k := e.PromptLogprobs; k != nil {
-		if *k < 0 || *k > maxTopLogprobs {
-			return invalid("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *k)
-		}
-		if p.stream {
-			return invalid("prompt_logprobs", "prompt_logprobs is only returned in non-streamed answers; set stream to false.")
-		}
-		p.promptLogprobs = *k
-		// The engine lists one number of alternatives for prompt and
-		// output tokens; the answer cuts each list to what was asked.
-		p.base.PromptLogprobs = max(p.base.PromptLogprobs, *k)
-		p.base.Sampling.TopLogprobs = max(p.base.Sampling.TopLogprobs, *k)
-	}
+	p.keepSpecial, p.truncate, p.promptLogprobs = x.KeepSpecial, x.Truncate, x.PromptLogprobs
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -596,17 +595,4 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	}
 	c.set, c.text = true, strings.Join(texts, "\n")
 	return nil
-}
-
-// float32Of converts a request value to the engine's float32 without
-// changing what it means to the range checks: beyond float32's range it
-// becomes infinite, and a value too small for float32 becomes the smallest
-// float32 of its sign rather than 0 (a temperature of 1e-46 must be refused
-// as out of range, not served as greedy).
-func float32Of(v float64) float32 {
-	f := float32(v)
-	if f == 0 && v != 0 {
-		return float32(math.Copysign(math.SmallestNonzeroFloat32, v))
-	}
-	return f
 }
