@@ -277,16 +277,11 @@ func respToolChoiceOf(raw json.RawMessage) (frontend.ToolChoice, error) {
 	case "string":
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		switch s {
-		case "none":
-			tc.Mode = frontend.ToolNone
-		case "auto":
-			tc.Mode = frontend.ToolAuto
-		case "required":
-			tc.Mode = frontend.ToolRequired
-		default:
+		mode, ok := toolModes[s]
+		if !ok {
 			return tc, invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}.", s)
 		}
+		tc.Mode = mode
 	case "object":
 		var named struct {
 			Type *string `json:"type"`

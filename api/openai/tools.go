@@ -38,6 +38,9 @@ type toolFields struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
+// toolModes are the tool_choice strings of OpenAI's chat and Responses.
+var toolModes = map[string]frontend.ToolMode{"none": frontend.ToolNone, "auto": frontend.ToolAuto, "required": frontend.ToolRequired}
+
 // decodeToolChoice decodes a chat body's tool_choice and
 // parallel_tool_calls into req.
 func decodeToolChoice(body []byte, req *frontend.Request) error {
@@ -53,16 +56,11 @@ func decodeToolChoice(body []byte, req *frontend.Request) error {
 	case "string":
 		var choice string
 		_ = json.Unmarshal(f.ToolChoice, &choice)
-		switch choice {
-		case "none":
-			tc.Mode = frontend.ToolNone
-		case "auto":
-			tc.Mode = frontend.ToolAuto
-		case "required":
-			tc.Mode = frontend.ToolRequired
-		default:
+		mode, ok := toolModes[choice]
+		if !ok {
 			return invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.", choice)
 		}
+		tc.Mode = mode
 	case "object":
 		var named struct {
 			Type     *string `json:"type"`
