@@ -48,9 +48,11 @@
 // conversation of previous_response_id) each decode their own wire types
 // into it once, and api/openai's prepareChat is the one prepare sequence
 // they share; Request.Fields names the fields in each protocol's terms for
-// the errors found after decoding. Completions still validate their raw
-// prompts beside a Request of the shared sampling fields; LoRA adapters
-// are chosen by model name, so Request has no field for them yet.
+// the errors found after decoding. OpenAI completions decode into it too,
+// with their raw prompts (Request.Prompt, rendered by render_raw.go's
+// RenderRaw: token ids checked, fill-in-the-middle, truncation). LoRA
+// adapters are chosen by model name, so Request has no field for them
+// yet.
 //
 // render.go renders (Prompt: template, BOS rule, length limits, media
 // through a MediaModel once the protocol resolved the items: fetching is

@@ -7,9 +7,9 @@ import (
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
-// Request is one generation request of the chat family (OpenAI chat,
-// Responses, Anthropic Messages) as its protocol decoded it, once, from its
-// own wire types. Every field is plain data: the protocol has checked the
+// Request is one generation request of the chat family (OpenAI chat and
+// completions, Responses, Anthropic Messages) as its protocol decoded it,
+// once, from its own wire types: messages, or a raw prompt. Every field is plain data: the protocol has checked the
 // shapes (types, required fields, enums) and named what it found wrong in
 // its own field paths; ranges that depend on the model (vocabulary,
 // context length, grammar support) are checked when the request is
@@ -21,6 +21,11 @@ type Request struct {
 	// Messages is the conversation, in the order the chat template sees
 	// it (a protocol that merges or splits turns has done so).
 	Messages []Message
+	// Prompt is a completion request's raw prompts instead (nil for a
+	// chat request), and Suffix the text to fill in before
+	// (fill-in-the-middle; nil: none).
+	Prompt *RawPrompt
+	Suffix *string
 	// Template shapes how the messages become the prompt.
 	Template Template
 	// Tools are the functions the model may call, and ToolChoice how the

@@ -74,52 +74,5 @@ func promptLogprobsList(tok tokenNames, prompt []int32, lps []engine.Logprobs, k
 }
 
 // FIMVocab is a vocabulary that knows its fill-in-the-middle tokens
-// (llama.cpp reads them from the GGUF), -1 for those it lacks.
-type FIMVocab interface {
-	FIMTokens() (pre, suf, mid int32)
-}
-
-// fimSuffix turns a completion's prompt and suffix into a fill-in-the-
-// middle prompt, as llama.cpp's server formats infill (prefix-suffix-
-// middle order): [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID.
-type fimSuffix struct {
-	pre, suf, mid int32
-	bos           int32 // -1: the model adds none
-	suffix        []int32
-}
-
-func newFIM(tok *tokenizer.Tokenizer, suffix string, maxBytes int) (*fimSuffix, error) {
-	fv, ok := tok.Vocab().(FIMVocab)
-	f := &fimSuffix{pre: -1, suf: -1, mid: -1, bos: -1}
-	if ok {
-		f.pre, f.suf, f.mid = fv.FIMTokens()
-	}
-	if f.pre < 0 || f.suf < 0 || f.mid < 0 {
-		return nil, invalid("suffix", "This model's vocabulary has no fill-in-the-middle tokens (FIM prefix, suffix and middle), so it cannot complete between a prompt and a suffix. Leave out suffix.")
-	}
-	if len(suffix) > maxBytes {
-		return nil, invalid("suffix", "The suffix is %d bytes, longer than any context of this model holds (%d bytes).", len(suffix), maxBytes)
-	}
-	var err error
-	if f.suffix, err = tok.Encode(suffix, false); err != nil {
-		return nil, invalid("suffix", "The suffix could not be tokenized: %v", err)
-	}
-	if probe, err := tok.Encode("a", true); err == nil && len(probe) > 0 && probe[0] == tok.Vocab().BOS() {
-		f.bos = probe[0]
-	}
-	return f, nil
-}
-
-// wrap builds the FIM prompt around prefix (encoded without special
-// tokens).
-func (f *fimSuffix) wrap(prefix []int32) []int32 {
-	out := make([]int32, 0, len(prefix)+len(f.suffix)+4)
-	if f.bos >= 0 {
-		out = append(out, f.bos)
-	}
-	out = append(out, f.pre)
-	out = append(out, prefix...)
-	out = append(out, f.suf)
-	out = append(out, f.suffix...)
-	return append(out, f.mid)
-}
+// (frontend.RenderRaw builds the infill prompt with them).
+type FIMVocab = frontend.FIMVocab

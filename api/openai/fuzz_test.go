@@ -71,7 +71,7 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
-			req, err := decodeCompletionRequest(b)
+			req, opts, copts, err := decodeCompletion(b)
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			_, _, _, err = h.prepareCompletion(model, req)
+			_, _, _, err = h.prepareCompletion(model, req, opts, copts)
 			return err
 		})
 	})

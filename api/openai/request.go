@@ -175,6 +175,35 @@ func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
 	return req, w.options(), nil
 }
 
+// completionOptions are the completion fields that shape only the
+// answer: logprobs (completions' number of alternatives) and echo.
+type completionOptions struct {
+	logprobs *int
+	echo     bool
+}
+
+// decodeCompletion decodes a completion request body into the typed
+// request (its raw prompts, RenderRaw's), the OpenAI-only options and the
+// completion's answer options, once. Every error it returns is a
+// *validationError naming the field.
+func decodeCompletion(body []byte) (*frontend.Request, *wireOptions, *completionOptions, error) {
+	w, err := decodeCompletionRequest(body)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	req := w.request()
+	req.Extensions = w.extensions()
+	req.ThinkingBudget = w.ThinkingTokenBudget
+	req.Suffix = w.Suffix
+	if pf := &w.Prompt; pf.set {
+		req.Prompt = &frontend.RawPrompt{Field: "prompt", Single: pf.single, Texts: pf.texts, Tokens: pf.tokens}
+	}
+	if req.Constraints, err = w.constraints(); err != nil {
+		return nil, nil, nil, err
+	}
+	return req, w.options(), &completionOptions{logprobs: w.Logprobs, echo: w.Echo != nil && *w.Echo}, nil
+}
+
 // request is the typed request of the fields both chat and completions
 // accept.
 func (c *commonRequest) request() *frontend.Request {
