@@ -272,9 +272,3 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 	}
 	return call, nil
 }
-
-// applyTemplate renders the messages with the request's template (the
-// client's when it sent one, else the model's).
-func applyTemplate(tok *tokenizer.Tokenizer, msgs []frontend.Message, p *chatPrompt) (string, error) {
-	return p.Apply(tok, msgs)
-}

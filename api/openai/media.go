@@ -266,10 +266,8 @@ func (m *markerText) check(hasMedia bool) error {
 	if !hasMedia || m.param == "" {
 		return nil
 	}
-	return markerError(m.param)
+	return frontend.MarkerError(m.param)
 }
-
-func markerError(param string) error { return frontend.MarkerError(param) }
 
 // resolve turns the refs into items: base64 decoded, URLs fetched, each
 // within the byte limit and checked to be the format it claims.

@@ -96,8 +96,8 @@ type respParams struct {
 	bg     bool
 }
 
-// decodeResponses decodes and checks a Responses request body, loads the
-// previous response's conversation and builds the chat body.
+// decodeResponses decodes and checks a Responses request body, once, loads
+// the previous response's conversation and builds the typed request.
 func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 	if err := checkText(body); err != nil {
 		return nil, err

@@ -114,7 +114,7 @@ func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 		if err := decodePromptFields(body, typed); err != nil {
 			return nil, err
 		}
-		text, err := applyTemplate(tok, typed.Messages, chatPromptOf(typed))
+		text, err := frontend.NewPrompt(typed).Apply(tok, typed.Messages)
 		if err != nil {
 			return nil, err
 		}

@@ -41,7 +41,7 @@ type toolFields struct {
 // toolModes are the tool_choice strings of OpenAI's chat and Responses.
 var toolModes = map[string]frontend.ToolMode{"none": frontend.ToolNone, "auto": frontend.ToolAuto, "required": frontend.ToolRequired}
 
-// decodeToolChoice decodes a chat body's tool_choice and
+// decodeToolChoice decodes a chat request body's tool_choice and
 // parallel_tool_calls into req.
 func decodeToolChoice(body []byte, req *frontend.Request) error {
 	var f toolFields
