@@ -107,12 +107,13 @@ debian-deps:
 	fi
 
 ## python-deps: python3-grpcio, python3-numpy and python3-protobuf for the
-## custom runtime package (runtimes/python) and its tests, and python3-onnx
-## for the ONNX test corpus (scripts/onnx-corpus), all run by
-## /usr/bin/python3; `make test` runs this. The build does not need them.
+## custom runtime package (runtimes/python) and its tests, python3-pandas
+## for its mlserver.codecs.PandasCodec, and python3-onnx for the ONNX test
+## corpus (scripts/onnx-corpus), all run by /usr/bin/python3; `make test`
+## runs this. The build does not need them.
 python-deps:
 	@missing=""; \
-	for p in python3-grpcio python3-numpy python3-protobuf python3-onnx; do \
+	for p in python3-grpcio python3-numpy python3-protobuf python3-pandas python3-onnx; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -187,8 +188,10 @@ run: build
 ## test: every test, race detector on the pure-Go packages.
 test: deps browser-deps python-deps grpcurl node-clients test-pure test-cgo test-deploy test-python
 
-## test-python: the custom runtime package's tests (runtimes/python), on
-## Debian's /usr/bin/python3 with python3-grpcio, -numpy and -protobuf.
+## test-python: the custom runtime package's tests (runtimes/python: its
+## llmserve_runtime and mlserver packages, MLServer's codec test cases
+## ported), on Debian's /usr/bin/python3 with python3-grpcio, -numpy,
+## -protobuf and -pandas.
 PYTHON := /usr/bin/python3
 test-python: python-deps
 	$(PYTHON) -m unittest discover -s runtimes/python/tests

@@ -107,8 +107,9 @@ func (r v2Runtime) Inputs() []tensor.Spec  { return runtimeSpecs(r.Config().Inpu
 func (r v2Runtime) Outputs() []tensor.Spec { return runtimeSpecs(r.Config().Outputs) }
 func (v2Runtime) MaxRequestRows() int      { return math.MaxInt32 }
 
-// ContentTypes are those the runtime's own codecs decode (its settings).
-func (r v2Runtime) ContentTypes() []string { return r.Config().ContentTypes }
+// ContentTypes are those the runtime's own codecs decode (its settings,
+// and those its processes report).
+func (r v2Runtime) ContentTypes() []string { return r.Model.ContentTypes() }
 
 func (r v2Runtime) Infer(context.Context, []tensor.Tensor) ([]tensor.Tensor, error) {
 	return nil, infer.Errorf(infer.Internal, "model %q is a custom runtime: its requests go through infer.RunRuntime", r.Name())
@@ -121,9 +122,21 @@ func (r v2Runtime) CallRuntime(ctx context.Context, req *pb.ModelInferRequest, h
 	if err == nil {
 		return resp, back, nil
 	}
+	return nil, nil, runtimeError(err)
+}
+
+// StreamRuntime runs the request on the runtime's streaming call
+// (predict_stream), with CallRuntime's headers and errors.
+func (r v2Runtime) StreamRuntime(ctx context.Context, req *pb.ModelInferRequest, headers metadata.MD, fn func(*pb.ModelInferResponse, metadata.MD) error) error {
+	return runtimeError(r.InferStream(ctx, req, runtime.Headers(headers), fn))
+}
+
+// runtimeError maps a runtime's error to the V2 kinds; others (the
+// request's context, the caller's own) pass as they are.
+func runtimeError(err error) error {
 	var re *runtime.Error
 	if !errors.As(err, &re) {
-		return nil, nil, err // the request's context: infer.AsError maps it
+		return err // the request's context: infer.AsError maps it
 	}
 	code := infer.Internal
 	switch {
@@ -134,7 +147,7 @@ func (r v2Runtime) CallRuntime(ctx context.Context, req *pb.ModelInferRequest, h
 	case errors.Is(err, runtime.ErrInvalid):
 		code = infer.Invalid
 	}
-	return nil, nil, infer.Errorf(code, "%s", re.Msg)
+	return infer.Errorf(code, "%s", re.Msg)
 }
 
 func runtimeSpecs(ts []runtime.TensorSpec) []tensor.Spec {

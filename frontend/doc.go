@@ -19,8 +19,9 @@
 //	                    choice, response format / grammar, sampling, stop,
 //	                    reasoning budget, logprobs, n, cache salt, LoRA,
 //	                    priority; or a raw prompt (text or token ids).
-//	  render.go         Render: chat template, media preparation, grammar,
-//	                    limits, tokenization, the BOS rule → a prepared prompt.
+//	  render.go         Render: chat template, media preparation, grammar
+//	                    (grammar.go), limits, tokenization, the BOS rule →
+//	                    a prepared prompt.
 //	  submit.go         Submit: scheduler.Requests with their defaults
 //	                    (arrival, deadline, generation cap), all or none.
 //	  output*.go        ONE output processor: incremental detokenization,
@@ -39,6 +40,35 @@
 //	core, scheduler, tokenizer, media, grammar   (below: the frontend calls
 //	                    core.EngineCore through Model.Submit and reads
 //	                    core.Streams)
+//
+// # Where it stands
+//
+// Landed: request.go, the typed Request of the chat family. OpenAI chat
+// (api/openai decodeChat), Anthropic Messages and Responses (with the
+// conversation of previous_response_id) each decode their own wire types
+// into it once, and api/openai's prepareChat is the one prepare sequence
+// they share; Request.Fields names the fields in each protocol's terms for
+// the errors found after decoding. OpenAI completions decode into it too,
+// with their raw prompts (Request.Prompt, rendered by render_raw.go's
+// RenderRaw: token ids checked, fill-in-the-middle, truncation). LoRA
+// adapters are chosen by model name, so Request has no field for them
+// yet.
+//
+// render.go renders (Prompt: template, BOS rule, length limits, media
+// through a MediaModel once the protocol resolved the items: fetching is
+// net/http's, which stays in the protocol), grammar.go turns structured-
+// output constraints into grammars, submit.go builds the
+// scheduler.Requests with their defaults (Submission), errors.go
+// classifies errors (Error, Classify) and model.go says what the frontend
+// needs of an LLM (Model, MediaModel, GrammarChecker); tools.go decides
+// the tool plan (ToolPlan: mode, parser, the grammar of the constrained
+// modes), which the output side reads to split calls; sampling.go
+// validates the sampling and scheduling fields and vLLM's extensions into
+// the scheduler.Request every prompt starts from, and names the engine's
+// range errors and the scheduler's capacity errors by the request's
+// fields. (grammar.go, tools.go and sampling.go are render.go's grammar
+// and limits, split by concern.) api/openai keeps the results in its
+// genParams, which its output side reads; output*.go is another branch's.
 //
 // # What it must not do
 //

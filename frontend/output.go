@@ -23,7 +23,7 @@ const (
 	FinishStop
 	// FinishLength: the generation cap or the context length was reached.
 	FinishLength
-	// FinishStopString: a stop string ended the answer (Choice.StopString
+	// FinishStopString: a stop string ended the answer (Output.StopString
 	// names it); the text ends before it.
 	FinishStopString
 )
@@ -89,14 +89,14 @@ type Delta struct {
 	Finish Finish
 }
 
-// Choice turns one choice's scheduler outputs into deltas: incremental
+// Output turns one choice's scheduler outputs into deltas: incremental
 // detokenization that never splits a character, stop strings held back
 // until they can no longer match, the stop token dropped from the text,
 // reasoning split from the answer, logprobs, the finish reason and the
 // count of tokens that usage reports. Every protocol uses it, for
-// streaming and non-streaming answers alike. A Choice is used by one
+// streaming and non-streaming answers alike. An Output is used by one
 // goroutine.
-type Choice struct {
+type Output struct {
 	cfg       *OutputConfig
 	dec       *tokenizer.Decoder
 	stops     *tokenizer.StopMatcher
@@ -111,10 +111,10 @@ type Choice struct {
 	stopString string
 }
 
-// NewChoice returns the processor of one choice. cfg must outlive it. A
+// NewOutput returns the processor of one choice. cfg must outlive it. A
 // reasoning parser name that is not known is an error.
-func NewChoice(cfg *OutputConfig) (*Choice, error) {
-	c := &Choice{cfg: cfg, stops: tokenizer.NewStopMatcher(cfg.Stops)}
+func NewOutput(cfg *OutputConfig) (*Output, error) {
+	c := &Output{cfg: cfg, stops: tokenizer.NewStopMatcher(cfg.Stops)}
 	if cfg.KeepSpecial {
 		c.dec = cfg.Tokenizer.NewSpecialDecoder()
 	} else {
@@ -132,32 +132,32 @@ func NewChoice(cfg *OutputConfig) (*Choice, error) {
 // Tokens is the number of generated tokens up to the end of the answer: a
 // stop token counts, tokens after a stop string do not (a client sees the
 // answer end at the stop string).
-func (c *Choice) Tokens() int { return c.tokens }
+func (c *Output) Tokens() int { return c.tokens }
 
 // CumLogprob is the sum of the logprobs of the tokens so far (0 unless
 // logprobs were asked for).
-func (c *Choice) CumLogprob() float64 { return c.cumLogprob }
+func (c *Output) CumLogprob() float64 { return c.cumLogprob }
 
 // Final reports whether the scheduler sent the choice's last output;
 // until then the caller must cancel or stop its sequence when it gives up.
-func (c *Choice) Final() bool { return c.final }
+func (c *Output) Final() bool { return c.final }
 
 // Done reports whether the answer ended for the client; later outputs
 // are discarded.
-func (c *Choice) Done() bool { return c.done }
+func (c *Output) Done() bool { return c.done }
 
 // Finish is why the answer ended (FinishNone while it runs).
-func (c *Choice) Finish() Finish { return c.finish }
+func (c *Output) Finish() Finish { return c.finish }
 
 // StopString is the stop string that ended the answer, if one did.
-func (c *Choice) StopString() string { return c.stopString }
+func (c *Output) StopString() string { return c.stopString }
 
 // Add applies out to the choice and appends its deltas, one per token, to
 // ds. stopped reports that a stop string ended the answer before the
 // scheduler did: the caller must stop the choice's sequence
 // (core.Stream.StopChoice). A non-nil error means the server ended the
 // choice (deadline, engine failure); it wraps out.Err, or is ErrAborted.
-func (c *Choice) Add(out *scheduler.Output, ds []Delta) (_ []Delta, stopped bool, err error) {
+func (c *Output) Add(out *scheduler.Output, ds []Delta) (_ []Delta, stopped bool, err error) {
 	if out.Finish != scheduler.FinishNone {
 		c.final = true
 	}
@@ -220,7 +220,7 @@ func (c *Choice) Add(out *scheduler.Output, ds []Delta) (_ []Delta, stopped bool
 // push feeds decoded text through the stop matcher into d and reports
 // whether a stop string ended the answer. The first MinTokens tokens are
 // not checked for stop strings, as in vLLM.
-func (c *Choice) push(piece string, d *Delta) bool {
+func (c *Output) push(piece string, d *Delta) bool {
 	if piece == "" {
 		return false
 	}
@@ -238,7 +238,7 @@ func (c *Choice) push(piece string, d *Delta) bool {
 }
 
 // emit adds settled answer text to d, split by the reasoning parser.
-func (c *Choice) emit(text string, d *Delta) {
+func (c *Output) emit(text string, d *Delta) {
 	if c.reasoning == nil {
 		d.Text += text
 		return
@@ -250,7 +250,7 @@ func (c *Choice) emit(text string, d *Delta) {
 
 // end ends the answer in d; what the reasoning parser held back is
 // released.
-func (c *Choice) end(f Finish, d *Delta) {
+func (c *Output) end(f Finish, d *Delta) {
 	c.done, c.finish, d.Finish = true, f, f
 	if c.reasoning != nil {
 		r, t := c.reasoning.Flush()

@@ -60,7 +60,7 @@ func outToks(t *testing.T, s string) []int32 {
 
 // run feeds outs to a new choice and returns the deltas' text, reasoning
 // and finish, and whether a stop string asked to stop the sequence.
-func run(t *testing.T, cfg OutputConfig, outs ...scheduler.Output) (c *Choice, ds []Delta, stopped bool, err error) {
+func run(t *testing.T, cfg OutputConfig, outs ...scheduler.Output) (c *Output, ds []Delta, stopped bool, err error) {
 	t.Helper()
 	tok, terr := tokenizer.New(outVocab{}, "")
 	if terr != nil {
@@ -70,7 +70,7 @@ func run(t *testing.T, cfg OutputConfig, outs ...scheduler.Output) (c *Choice, d
 	if cfg.StopTokens == nil {
 		cfg.StopTokens = []int32{outEOS}
 	}
-	c, nerr := NewChoice(&cfg)
+	c, nerr := NewOutput(&cfg)
 	if nerr != nil {
 		t.Fatal(nerr)
 	}
@@ -97,7 +97,7 @@ func joined(ds []Delta) (text, reasoning string, finish Finish) {
 	return b.String(), r.String(), finish
 }
 
-func TestChoice(t *testing.T) {
+func TestOutput(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		cfg      OutputConfig
@@ -164,7 +164,7 @@ func TestChoice(t *testing.T) {
 
 // Logprobs: one per token, cut to TopLogprobs, with the token's character
 // offset; the stop token is marked; the sum is kept.
-func TestChoiceLogprobs(t *testing.T) {
+func TestOutputLogprobs(t *testing.T) {
 	lp := func(tok int32, v float32) engine.Logprobs {
 		return engine.Logprobs{Chosen: engine.TokenLogprob{Token: tok, Logprob: v},
 			Top: []engine.TokenLogprob{{Token: tok, Logprob: v}, {Token: 1, Logprob: -3}, {Token: 2, Logprob: -4}}}
@@ -187,7 +187,7 @@ func TestChoiceLogprobs(t *testing.T) {
 
 // An abort ends the choice with the scheduler's error, or ErrAborted;
 // outputs after the end are discarded but the final one is noted.
-func TestChoiceAbortAndAfterEnd(t *testing.T) {
+func TestOutputAbortAndAfterEnd(t *testing.T) {
 	boom := errors.New("boom")
 	if _, _, _, err := run(t, OutputConfig{}, scheduler.Output{Finish: scheduler.FinishAbort, Err: boom}); !errors.Is(err, boom) {
 		t.Errorf("abort with an error: %v", err)

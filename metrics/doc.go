@@ -16,8 +16,10 @@
 //
 // Beside them, MLServer's names, so that its dashboards work:
 //
-//   - Infer (infer.go): model_infer_request_success and
-//     model_infer_request_failure{model_name, model_version}, one count
+//   - Infer (infer.go): model_infer_request_success_total,
+//     model_infer_request_failure_total and the Summary
+//     model_infer_request_duration {model, version}, as MLServer's
+//     dataplane exports them (its docs name them otherwise), one count
 //     per V2 infer (REST and gRPC, a stream's requests one by one) and
 //     KServe V1 predict, on every kind of model; the protocols record
 //     into it (api/v2/infer.Observe). Triton v1's status statistics read

@@ -9,14 +9,18 @@ import (
 
 // Infer counts the inference requests the tensor protocols serve (V2 REST
 // and gRPC infer, KServe V1 predict, Triton's v1 infer), per model and
-// version, whatever the model's kind. MLServer's counters read it
-// (model_infer_request_success and model_infer_request_failure, labelled
-// model_name and model_version), and so do the statistics of Triton's v1
-// status (Snapshot), so that both always agree. It is safe for concurrent
-// use; a nil *Infer records nothing.
+// version, whatever the model's kind. MLServer's metrics read it, named
+// and labelled as its code (mlserver/handlers/dataplane.py, through
+// prometheus_client) exports them: the counters
+// model_infer_request_success_total and model_infer_request_failure_total
+// and the Summary model_infer_request_duration (_sum and _count, in
+// seconds, successes and failures both), labelled model and version. So
+// do the statistics of Triton's v1 status (Snapshot), so that both always
+// agree. It is safe for concurrent use; a nil *Infer records nothing.
 type Infer struct {
-	success *prometheus.CounterVec
-	failure *prometheus.CounterVec
+	success  *prometheus.CounterVec
+	failure  *prometheus.CounterVec
+	duration *prometheus.SummaryVec
 
 	mu    sync.Mutex
 	stats map[inferKey]*InferSnapshot
@@ -55,20 +59,32 @@ type InferObservation struct {
 	Queue, Compute time.Duration
 }
 
-// NewInfer registers MLServer's request counters on reg (nil: none).
+// Label names of MLServer's request metrics (its dataplane's, not the
+// model_name of vLLM's and of the other MLServer metrics).
+const (
+	LabelInferModel   = "model"
+	LabelInferVersion = "version"
+)
+
+// NewInfer registers MLServer's request metrics on reg (nil: none).
 func NewInfer(reg prometheus.Registerer) (*Infer, error) {
-	labels := []string{"model_name", "model_version"}
+	labels := []string{LabelInferModel, LabelInferVersion}
 	in := &Infer{
+		// prometheus_client adds _total to a counter's name; the Go
+		// client does not, so the names carry it.
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "model_infer_request_success", Help: "Successful inference requests (MLServer's name): V2 infer, KServe V1 predict and Triton v1 infer.",
+			Name: "model_infer_request_success_total", Help: "Model infer request success count (MLServer's metric): V2 infer, KServe V1 predict and Triton v1 infer.",
 		}, labels),
 		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "model_infer_request_failure", Help: "Failed inference requests (MLServer's name): V2 infer, KServe V1 predict and Triton v1 infer.",
+			Name: "model_infer_request_failure_total", Help: "Model infer request failure count (MLServer's metric): V2 infer, KServe V1 predict and Triton v1 infer.",
+		}, labels),
+		duration: prometheus.NewSummaryVec(prometheus.SummaryOpts{
+			Name: "model_infer_request_duration", Help: "Model infer request duration in seconds, successes and failures (MLServer's metric).",
 		}, labels),
 		stats: map[inferKey]*InferSnapshot{},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{in.success, in.failure} {
+		for _, c := range []prometheus.Collector{in.success, in.failure, in.duration} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -87,6 +103,7 @@ func (in *Infer) Observe(o InferObservation) {
 	} else {
 		in.failure.WithLabelValues(o.Model, o.Version).Inc()
 	}
+	in.duration.WithLabelValues(o.Model, o.Version).Observe(o.Duration.Seconds())
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	k := inferKey{o.Model, o.Version}
@@ -127,9 +144,10 @@ func (in *Infer) Forget(model, version string) {
 	if in == nil {
 		return
 	}
-	l := prometheus.Labels{"model_name": model, "model_version": version}
+	l := prometheus.Labels{LabelInferModel: model, LabelInferVersion: version}
 	in.success.DeletePartialMatch(l)
 	in.failure.DeletePartialMatch(l)
+	in.duration.DeletePartialMatch(l)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.stats, inferKey{model, version})

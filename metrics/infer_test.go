@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,17 @@ func TestInferCountsAndSnapshot(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(in.failure.WithLabelValues("m", "1")); got != 1 {
 		t.Errorf("model_infer_request_failure = %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(in.duration, "model_infer_request_duration"); n != 2 {
+		t.Errorf("model_infer_request_duration has %d series, want 2 (m 1, other 2)", n)
+	}
+	if err := testutil.CollectAndCompare(in.success, strings.NewReader(`
+# HELP model_infer_request_success_total Model infer request success count (MLServer's metric): V2 infer, KServe V1 predict and Triton v1 infer.
+# TYPE model_infer_request_success_total counter
+model_infer_request_success_total{model="m",version="1"} 2
+model_infer_request_success_total{model="other",version="2"} 1
+`)); err != nil {
+		t.Error(err)
 	}
 	in.Observe(InferObservation{Model: "m", Version: "2"})
 	in.Forget("m", "1")

@@ -7,6 +7,7 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // RESTAppName is the app_name label of the REST server metrics.
@@ -82,12 +83,57 @@ func (m *REST) Start(method, urlPath string) (done func(route string, status int
 // grpc_server_started_total, grpc_server_handled_total,
 // grpc_server_msg_received_total, grpc_server_msg_sent_total and
 // grpc_server_handling_seconds, labelled grpc_type, grpc_service,
-// grpc_method (and grpc_code on handled). Its UnaryServerInterceptor and
+// grpc_method (and grpc_code on handled, written as py-grpc-prometheus
+// writes it: Python's StatusCode names, INVALID_ARGUMENT where Go writes
+// InvalidArgument). Its UnaryServerInterceptor and
 // StreamServerInterceptor go on the gRPC server.
 func NewGRPCServer(reg prometheus.Registerer) (*grpcprom.ServerMetrics, error) {
 	m := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
-	if err := reg.Register(m); err != nil {
+	if err := reg.Register(pythonCodes{m}); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// pythonCodes is a collector whose grpc_code label values are Python's
+// grpc.StatusCode names (py-grpc-prometheus writes code.name) rather than
+// Go's codes.Code.String().
+type pythonCodes struct{ prometheus.Collector }
+
+func (c pythonCodes) Collect(ch chan<- prometheus.Metric) {
+	in := make(chan prometheus.Metric)
+	go func() {
+		c.Collector.Collect(in)
+		close(in)
+	}()
+	for m := range in {
+		ch <- pythonCodeMetric{m}
+	}
+}
+
+// pythonCodeMetric renames the value of its grpc_code label.
+type pythonCodeMetric struct{ prometheus.Metric }
+
+func (m pythonCodeMetric) Write(out *dto.Metric) error {
+	if err := m.Metric.Write(out); err != nil {
+		return err
+	}
+	for _, l := range out.GetLabel() {
+		if l.GetName() == "grpc_code" {
+			if name, ok := grpcCodeNames[l.GetValue()]; ok {
+				l.Value = &name
+			}
+		}
+	}
+	return nil
+}
+
+// grpcCodeNames maps Go's names of the gRPC status codes to Python's.
+var grpcCodeNames = map[string]string{
+	"OK": "OK", "Canceled": "CANCELLED", "Unknown": "UNKNOWN", "InvalidArgument": "INVALID_ARGUMENT",
+	"DeadlineExceeded": "DEADLINE_EXCEEDED", "NotFound": "NOT_FOUND", "AlreadyExists": "ALREADY_EXISTS",
+	"PermissionDenied": "PERMISSION_DENIED", "ResourceExhausted": "RESOURCE_EXHAUSTED",
+	"FailedPrecondition": "FAILED_PRECONDITION", "Aborted": "ABORTED", "OutOfRange": "OUT_OF_RANGE",
+	"Unimplemented": "UNIMPLEMENTED", "Internal": "INTERNAL", "Unavailable": "UNAVAILABLE",
+	"DataLoss": "DATA_LOSS", "Unauthenticated": "UNAUTHENTICATED",
 }

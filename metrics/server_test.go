@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,5 +77,34 @@ func TestTensorQueues(t *testing.T) {
 	}
 	if found != 2 {
 		t.Errorf("found %d of the queue histograms", found)
+	}
+}
+
+// TestGRPCCodesAsPython: grpc_code holds Python's status code names, as
+// py-grpc-prometheus (MLServer's) writes them; other labels and values
+// are untouched.
+func TestGRPCCodesAsPython(t *testing.T) {
+	handled := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "grpc_server_handled_total", Help: "h"}, []string{"grpc_method", "grpc_code"})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pythonCodes{handled})
+	handled.WithLabelValues("ModelInfer", "OK").Inc()
+	handled.WithLabelValues("ModelInfer", "InvalidArgument").Add(2)
+	handled.WithLabelValues("Canceled", "Canceled").Inc()
+	handled.WithLabelValues("ModelInfer", "SomethingNew").Inc()
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP grpc_server_handled_total h
+# TYPE grpc_server_handled_total counter
+grpc_server_handled_total{grpc_code="CANCELLED",grpc_method="Canceled"} 1
+grpc_server_handled_total{grpc_code="INVALID_ARGUMENT",grpc_method="ModelInfer"} 2
+grpc_server_handled_total{grpc_code="OK",grpc_method="ModelInfer"} 1
+grpc_server_handled_total{grpc_code="SomethingNew",grpc_method="ModelInfer"} 1
+`)); err != nil {
+		t.Error(err)
+	}
+	if len(grpcCodeNames) != 17 {
+		t.Errorf("%d gRPC code names, want the 17 codes", len(grpcCodeNames))
+	}
+	if _, err := NewGRPCServer(prometheus.NewRegistry()); err != nil {
+		t.Fatal(err)
 	}
 }

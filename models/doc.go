@@ -25,8 +25,9 @@
 //
 // A custom runtime model (models/runtime) is MLServer's extension point
 // as child processes: a repository folder whose model-settings.json names
-// an implementation that is a command line (not llmserve or llama.cpp) is
-// started with /bin/sh -c in its folder, parallel_workers times, each
+// an implementation that is a command line (not llmserve or llama.cpp),
+// or a Python class path as MLServer writes it (run with runtimes/python,
+// runtime.Command), is started with /bin/sh -c in its folder, parallel_workers times, each
 // serving the Open Inference Protocol's gRPC service on a Unix socket of
 // its own; llmserve supervises them (restart with backoff, output to the
 // log with the model's name), batches requests in front of them

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -67,8 +66,9 @@ type ModelSettings struct {
 	// "llama.cpp" for a model llmserve runs itself; anything else is a
 	// custom runtime, a command line that llmserve runs with /bin/sh -c
 	// in the model's folder and fronts (models/runtime), such as
-	// "/usr/bin/python3 -m llmserve_runtime model:MyModel". An MLServer
-	// class path ("mlserver_sklearn.SKLearnModel") is refused with a hint.
+	// "/usr/bin/python3 -m llmserve_runtime model:MyModel", or a Python
+	// class path as MLServer writes it ("models.SumModel"), which
+	// runtime.Command runs with runtimes/python.
 	Implementation string `json:"implementation"`
 	// Platform is a custom runtime's platform in its V2 metadata.
 	Platform string `json:"platform"`
@@ -200,9 +200,6 @@ func ReadSettings(path string) (*ModelSettings, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	if classPath.MatchString(s.Implementation) {
-		return nil, fmt.Errorf("%s: implementation %q is an MLServer class path; llmserve runs a custom runtime as a command line in the model's folder, such as \"/usr/bin/python3 -m llmserve_runtime model:MyModel\" (runtimes/python), or is one of llmserve, llama.cpp", filepath.Base(path), s.Implementation)
-	}
 	for i, t := range append(slices.Clone(s.Inputs), s.Outputs...) {
 		if t.Name == "" {
 			return nil, fmt.Errorf("%s: inputs and outputs need a name (entry %d has none)", filepath.Base(path), i)
@@ -244,9 +241,6 @@ func ReadSettings(path string) (*ModelSettings, error) {
 	}
 	return &s, nil
 }
-
-// classPath matches a dotted Python name (MLServer's implementation).
-var classPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
 
 // IsRuntime reports whether the settings name a custom runtime.
 func (s *ModelSettings) IsRuntime() bool {
@@ -742,7 +736,7 @@ func (r *Repository) runtimeConfig(name, dir, version string, s *ModelSettings) 
 		timeout = r.cfg.Base.RequestTimeout
 	}
 	return loadConfig{version: version, runtime: &runtime.Config{
-		Name: name, Version: version, Dir: abs, Command: s.Implementation,
+		Name: name, Version: version, Dir: abs, Command: runtime.Command(s.Implementation),
 		SettingsPath:   filepath.Join(abs, SettingsFile),
 		Workers:        s.ParallelWorkers,
 		MaxBatchSize:   s.MaxBatchSize,

@@ -48,7 +48,6 @@ func TestRepositoryConfig(t *testing.T) {
 		{"unknown key", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"max_model_len":1,"colour":"blue"}`}, "", "", nil, `unknown field "colour"`},
 		{"unknown nested key", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"shape":1}}`}, "", "", nil, `unknown field "shape"`},
 		{"bad task", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"task":"classify"}}`}, "", "", nil, "parameters.task"},
-		{"bad implementation", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"implementation":"mlserver_sklearn.SKLearnModel"}`}, "", "", nil, `implementation "mlserver_sklearn.SKLearnModel" is an MLServer class path`},
 		{"bad timeout", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"request_timeout":"soon"}`}, "", "", nil, "request_timeout"},
 		{"name differs", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"name":"other"}`}, "", "", nil, `name "other" differs`},
 		{"missing version", map[string]string{"1/a.gguf": ggufHead, SettingsFile: `{"parameters":{"version":"7"}}`}, "", "", nil, `version "7" has no folder`},
@@ -142,6 +141,12 @@ func TestRepositoryRuntimeConfig(t *testing.T) {
 		c.SettingsPath != filepath.Join(root, "m", SettingsFile) || c.MaxBatchSize != 8 || c.MaxBatchTime.Seconds() != 0.25 || c.Workers != 3 ||
 		c.RequestTimeout.Seconds() != 5 || c.Platform != "sklearn" || len(c.Inputs) != 1 || c.Inputs[0].Datatype != "BYTES" {
 		t.Fatalf("runtime config %+v (version %q)", c, lc.version)
+	}
+	// MLServer's form: a class path, run with runtimes/python.
+	writeFiles(t, filepath.Join(root, "sum"), map[string]string{SettingsFile: `{"name":"sum","implementation":"models.SumModel","parameters":{"version":"v1.2.3","extra":{"scale":2}}}`})
+	lc, err = repo.config("sum", filepath.Join(root, "sum"))
+	if err != nil || lc.runtime == nil || lc.runtime.Command != "/usr/bin/python3 -m llmserve_runtime models.SumModel" || lc.version != "v1.2.3" {
+		t.Fatalf("class path: %+v, %v", lc.runtime, err)
 	}
 	writeFiles(t, filepath.Join(root, "n"), map[string]string{SettingsFile: `{"implementation":"./serve","inputs":[{"datatype":"FP32"}]}`})
 	if _, err := repo.config("n", filepath.Join(root, "n")); err == nil || !strings.Contains(err.Error(), "inputs and outputs need a name") {

@@ -34,6 +34,12 @@
 // model-settings.json folder) over V2 and Triton v1, driven by a Python
 // port of the official v1 client's calls (testdata/tritonv1_client.py on
 // /usr/bin/python3; it fails, not skips, without python3-grpcio and
-// -protobuf). They assert what a user sees (exact greedy tokens,
+// -protobuf). mlserver_runtime_test.go serves
+// runtimes written as MLServer's docs write them (runtimes/python/
+// examples/mlserver_model, unchanged, "implementation": "models.SumModel";
+// it also needs python3-pandas) over V2 REST infer and infer_stream, V2
+// gRPC ModelInfer and ModelStreamInfer and KServe V1, with MLServer's
+// payloads (null as NaN, a bare string, a runtime codec's content type)
+// and its request metrics. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

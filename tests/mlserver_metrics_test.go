@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
@@ -26,8 +27,9 @@ import (
 
 // TestMLServerMetricsLLM: the LLM's V2 infer over REST (JSON and an
 // infer_stream) and gRPC (ModelInfer and the requests of a stream), good
-// and bad, are counted in model_infer_request_success and _failure under
-// model_name and model_version, read from /metrics over HTTP; generate
+// and bad, are counted in model_infer_request_success_total and
+// _failure_total (and model_infer_request_duration) under model and
+// version, as MLServer's dataplane labels them, read from /metrics over HTTP; generate
 // and the OpenAI routes are not inference requests of the tensor
 // protocols and are not counted.
 func TestMLServerMetricsLLM(t *testing.T) {
@@ -125,20 +127,27 @@ func TestMLServerMetricsLLM(t *testing.T) {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["model_name"] != "stories260K" || labels["model_version"] != "1" || len(labels) != 2 {
+			if labels["model"] != "stories260K" || labels["version"] != "1" || len(labels) != 2 {
 				t.Errorf("%s has labels %v", name, labels)
+			}
+			if mfs[name].GetType() == dto.MetricType_SUMMARY {
+				sum += float64(m.GetSummary().GetSampleCount())
+				continue
 			}
 			sum += m.GetCounter().GetValue()
 		}
 		return sum
 	}
 	// 3 infer, 1 infer_stream, 1 ModelInfer, 2 good stream requests.
-	if got := count("model_infer_request_success"); got != 7 {
-		t.Errorf("model_infer_request_success = %v, want 7", got)
+	if got := count("model_infer_request_success_total"); got != 7 {
+		t.Errorf("model_infer_request_success_total = %v, want 7", got)
 	}
 	// The bad base64, the unknown version, the stream's unknown content type.
-	if got := count("model_infer_request_failure"); got != 3 {
-		t.Errorf("model_infer_request_failure = %v, want 3", got)
+	if got := count("model_infer_request_failure_total"); got != 3 {
+		t.Errorf("model_infer_request_failure_total = %v, want 3", got)
+	}
+	if got := count("model_infer_request_duration"); got != 10 {
+		t.Errorf("model_infer_request_duration_count = %v, want 10 (successes and failures)", got)
 	}
 	if mf := mfs["rest_server_requests_total"]; mf == nil || !strings.Contains(mf.String(), "/v2/models/{model_name}/infer_stream") {
 		t.Errorf("rest_server_requests_total has no infer_stream series: %v", mf)

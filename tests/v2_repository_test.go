@@ -25,6 +25,7 @@ import (
 	"github.com/llmserve/llmserve/api"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
 	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/stories260k"
 )
@@ -88,7 +89,11 @@ func startRepoServer(t *testing.T, dir string, strict bool) *repoServer {
 		t.Fatal(err)
 	}
 	repo.LoadAll(context.Background())
-	h, err := api.NewHandler(api.Options{Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg})
+	rec, err := metrics.NewInfer(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.NewHandler(api.Options{Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg, Infer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +105,7 @@ func startRepoServer(t *testing.T, dir string, strict bool) *repoServer {
 	}
 	unary, stream := api.GRPCTracking(registry)
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
-	v2grpc.Register(gs, api.V2Backend(registry), v2grpc.Options{Repository: api.V2Repository(repo)})
+	v2grpc.Register(gs, api.V2Backend(registry), v2grpc.Options{Repository: api.V2Repository(repo), Infer: rec})
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

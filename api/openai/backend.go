@@ -2,12 +2,10 @@ package openai
 
 import (
 	"context"
-	"time"
 
-	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // Backend is what the OpenAI routes need from the model registry.
@@ -38,22 +36,13 @@ type ModelWaiter interface {
 	WaitModel(ctx context.Context, name string) (Model, error)
 }
 
-// Model is one served generative model.
+// Model is one served generative model: what the frontend needs of an
+// LLM (frontend.Model: name, context length, request timeout, tokenizer,
+// Submit) and the time it was loaded, which the model list shows.
 type Model interface {
-	// Name is the id clients put in "model".
-	Name() string
+	frontend.Model
 	// Created is the Unix time the model was loaded.
 	Created() int64
-	// MaxModelLen is the most tokens (prompt plus output) one sequence may
-	// hold.
-	MaxModelLen() int
-	// RequestTimeout is the deadline the server gives every request, or 0.
-	RequestTimeout() time.Duration
-	// Tokenizer encodes prompts, renders chat templates and decodes output.
-	Tokenizer() *tokenizer.Tokenizer
-	// Submit starts generation of the requests, all or none, with one
-	// stream each (see core.EngineCore.Submit for the errors).
-	Submit(ctx context.Context, reqs []*scheduler.Request) ([]*core.Stream, error)
 }
 
 // MediaModel is a Model with a multimodal projector (--mmproj): its chat
@@ -68,7 +57,7 @@ type MediaModel interface {
 	// returns the prompt's tokens, in which each item's positions are
 	// placeholders (engine.MediaToken of its hash), and the spans for
 	// scheduler.Request.Media. addSpecial adds the BOS token as
-	// renderChat's BOS rule says. An item the model cannot read is a
+	// frontend.Prompt.Render's BOS rule says. An item the model cannot read is a
 	// *media.Error naming its Param.
 	PrepareMedia(ctx context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error)
 }

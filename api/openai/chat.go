@@ -2,13 +2,11 @@ package openai
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // respMeta is what every response object and chunk of a request repeats.
@@ -29,34 +27,17 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	req, err := decodeChatRequest(body)
+	req, opts, err := decodeChat(body)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
-	cp, err := decodeChatPrompt(body, req.Messages.msgs)
+	run, err := h.prepareChat(r.Context(), req, opts)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, err := h.model(r.Context(), req.Model)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	tp, err := decodeToolPlan(body, cp.opts.Tools, toolTemplate(m, cp))
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	p, prompt, err := h.prepareChat(r.Context(), m, req, cp)
-	if err == nil {
-		err = p.setTools(tp, m, req.SkipSpecialTokens != nil)
-	}
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	m, cp, tp, p, prompt := run.m, run.cp, run.tp, run.p, run.prompt
 	p.transfer = h.transfer
 	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
 	if err != nil {
@@ -112,118 +93,98 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	h.logDone(r, meta, resp.Usage)
 }
 
-// prepareChat validates a chat request for model m and renders its prompt
-// (with its images and audio, when it has any: prepareMedia).
-func (h *handler) prepareChat(ctx context.Context, m Model, req *chatRequest, cp *chatPrompt) (*genParams, promptInput, error) {
-	if !req.Messages.set || len(req.Messages.msgs) == 0 {
-		return nil, promptInput{}, invalid("messages", "messages must contain at least one message.")
+// chatRun is a chat-family request (chat, Responses, Messages) prepared
+// for its model: validated, its tool plan decided and its prompt rendered.
+type chatRun struct {
+	m      Model
+	cp     *chatPrompt
+	tp     *toolPlan
+	p      *genParams
+	prompt promptInput
+}
+
+// prepareChat is the one prepare sequence of the chat family: it finds
+// req's model, decides the tool plan, validates the request for the model
+// and renders its prompt (with its images and audio, when it has any:
+// prepareMedia), applies the tools and the thinking budget. o holds the
+// OpenAI-only options (nil for the other protocols). Errors name req's
+// fields in its protocol's terms (req.Fields).
+func (h *handler) prepareChat(ctx context.Context, req *frontend.Request, o *wireOptions) (*chatRun, error) {
+	m, err := h.model(ctx, req.Model)
+	if err != nil {
+		return nil, err
+	}
+	cp := chatPromptOf(req)
+	tp, err := frontend.NewToolPlan(req, cp.ToolTemplate(m.Tokenizer()))
+	if err != nil {
+		return nil, err
+	}
+	p, prompt, err := h.renderRequest(ctx, m, req, o, cp)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.setTools(tp, m, req.Extensions.SkipSpecialTokens != nil, frontend.Name(req.Fields.ToolParameters, "tools[%d].function.parameters")); err != nil {
+		return nil, err
+	}
+	if req.IgnoreThinkingWithoutParser {
+		if req.ThinkingBudget != nil {
+			setThinkingBudget(m, p, *req.ThinkingBudget, req.Fields.Thinking)
+		}
+	} else {
+		p.ThinkingBudget, p.ThinkingParam = req.ThinkingBudget, req.Fields.Thinking
+	}
+	return &chatRun{m: m, cp: cp, tp: tp, p: p, prompt: prompt}, nil
+}
+
+// renderRequest validates req for model m and renders its prompt.
+func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Request, o *wireOptions, cp *chatPrompt) (*genParams, promptInput, error) {
+	if len(req.Messages) == 0 {
+		return nil, promptInput{}, invalid(cp.Param, "%s must contain at least one message.", cp.Param)
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
-	p, err := validateCommon(&req.commonRequest, nVocab, tok.StopTokens(), h.seed())
+	p, err := validateCommon(req, o, nVocab, tok.StopTokens(), h.seed())
 	if err != nil {
 		return nil, promptInput{}, err
 	}
-	if req.MaxCompletionTokens != nil {
-		// It supersedes max_tokens, as in OpenAI and vLLM.
-		p.maxTokens, p.maxTokensSet, p.maxTokensParam = *req.MaxCompletionTokens, true, "max_completion_tokens"
-	}
-	p.topLogprobsParam = "top_logprobs"
-	logprobs := req.Logprobs != nil && *req.Logprobs
+	p.topLogprobsParam = frontend.Name(req.Fields.TopLogprobs, "top_logprobs")
 	top := 0
 	if req.TopLogprobs != nil {
-		if !logprobs {
-			return nil, promptInput{}, invalid("top_logprobs", "top_logprobs requires logprobs to be true.")
+		if !req.Logprobs {
+			return nil, promptInput{}, invalid(p.topLogprobsParam, "top_logprobs requires logprobs to be true.")
 		}
 		if *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs {
-			return nil, promptInput{}, invalid("top_logprobs", "top_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.TopLogprobs)
+			return nil, promptInput{}, invalid(p.topLogprobsParam, "top_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.TopLogprobs)
 		}
 		top = *req.TopLogprobs
 	}
-	p.setLogprobs(logprobs, top)
-	p.ThinkingBudget = req.ThinkingTokenBudget
-	if err := p.applyExtras(&req.extraFields, tok, m.MaxModelLen()); err != nil {
+	p.setLogprobs(req.Logprobs, top)
+	if err := p.applyExtras(&req.Extensions, tok, m.MaxModelLen()); err != nil {
 		return nil, promptInput{}, err
 	}
 	if err := p.finish(nVocab); err != nil {
 		return nil, promptInput{}, err
 	}
-	if err := p.setStructured(&req.structuredFields, m); err != nil {
+	if err := p.setStructured(req.Constraints, m); err != nil {
 		return nil, promptInput{}, err
 	}
 	// Refuse text no context could hold before rendering and tokenizing
-	// it: the rendered prompt holds every message's content.
+	// it.
 	maxLen := m.MaxModelLen()
 	maxBytes := tok.MaxTextBytes(maxLen)
-	total := cp.size
-	for _, msg := range req.Messages.msgs {
-		total += len(msg.Content)
+	if err := cp.CheckSize(req.Messages, maxLen, maxBytes); err != nil {
+		return nil, promptInput{}, err
 	}
-	if total > maxBytes {
-		return nil, promptInput{}, tooMuchText("messages", total, maxLen, maxBytes)
-	}
-	if refs := chatMedia(req.Messages.msgs); len(refs) > 0 {
-		prompt, err := h.prepareMedia(ctx, m, p, req.Messages.msgs, cp, refs, maxBytes)
+	if refs := frontend.MediaOf(req.Messages); len(refs) > 0 {
+		prompt, err := h.prepareMedia(ctx, m, p, req.Messages, cp, refs, maxBytes)
 		return p, prompt, err
 	}
-	toks, err := renderChat(tok, req.Messages.msgs, cp, maxBytes)
+	toks, text, err := cp.Render(tok, req.Messages, maxBytes)
+	cp.rendered = text
 	if err != nil {
 		return nil, promptInput{}, err
 	}
 	return p, promptInput{tokens: p.truncatePrompt(toks), rendered: cp.rendered}, nil
-}
-
-// renderChat renders messages with the chat template (the model's, or the
-// request's chat_template) as the request's prompt fields ask (by default
-// ending with the assistant's turn opener) and tokenizes the result.
-//
-// BOS rule: Hugging Face templates write the BOS token's text themselves
-// ("{{ bos_token }}..."). When the rendered text starts with the BOS text it
-// is encoded without adding special tokens, else the tokenizer adds BOS as
-// the model is configured to. Either way the prompt starts with exactly one
-// BOS (or none, for models without one). Special-token text inside messages
-// becomes special tokens, as with Hugging Face and vLLM.
-func renderChat(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPrompt, maxBytes int) ([]int32, error) {
-	text, err := renderText(tok, msgs, cp, maxBytes)
-	if err != nil {
-		return nil, err
-	}
-	toks, err := tok.Encode(text, !startsWithBOS(tok, text))
-	if err != nil {
-		return nil, invalid("messages", "The rendered prompt could not be tokenized: %v", err)
-	}
-	if len(toks) == 0 {
-		return nil, invalid("messages", "The messages render to an empty prompt.")
-	}
-	return toks, nil
-}
-
-// renderText renders the messages (renderChat) and checks the text's
-// length; cp.rendered is set to it.
-func renderText(tok *tokenizer.Tokenizer, msgs []chatInputMessage, cp *chatPrompt, maxBytes int) (string, error) {
-	text, err := applyTemplate(tok, msgs, cp)
-	if err != nil {
-		return "", err
-	}
-	cp.rendered = text
-	if len(text) > maxBytes {
-		return "", &validationError{Param: "messages", Code: "context_length_exceeded", Message: fmt.Sprintf(
-			"The messages render to a prompt of %d bytes, longer than any prompt this model's context can hold (%d bytes). "+
-				"Please reduce the length of the messages.", len(text), maxBytes)}
-	}
-	return text, nil
-}
-
-// startsWithBOS reports whether text begins with the text of the model's
-// BOS token.
-func startsWithBOS(tok *tokenizer.Tokenizer, text string) bool {
-	v := tok.Vocab()
-	bos := v.BOS()
-	if bos < 0 {
-		return false
-	}
-	piece := v.Piece(bos, true)
-	return len(piece) > 0 && strings.HasPrefix(text, string(piece))
 }
 
 // streamChat streams a chat answer as server-sent events.

@@ -2,9 +2,9 @@ package openai
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -15,7 +15,7 @@ import (
 // and the message fields chat templates read beyond role, content and name
 // (an assistant's tool_calls and reasoning_content, a tool message's
 // tool_call_id). They are decoded from the body on their own, next to the
-// common and chat fields.
+// common and chat fields, into the frontend.Request.
 
 // chatPromptFields are the chat request fields that shape the prompt.
 type chatPromptFields struct {
@@ -28,96 +28,119 @@ type chatPromptFields struct {
 	Messages             []json.RawMessage          `json:"messages"`
 }
 
-// chatPrompt is what renderChat needs besides the messages' text.
-type chatPrompt struct {
-	opts     tokenizer.ChatOptions
-	template string // the client's template; "" for the model's
-	// rendered is the prompt text, once rendered (a reasoning parser
-	// looks at how it ends).
-	rendered string
-	// extra holds, per message, the fields beyond role, content and name.
-	extra []messageExtra
-	// size is the bytes of prompt text the fields add (tools, documents,
-	// tool call arguments), for the early length check.
-	size int
-}
-
-type messageExtra struct {
-	toolCalls        []tokenizer.ToolCall
-	toolCallID       string
-	reasoningContent string
-}
-
-// decodeChatPrompt decodes and checks the prompt-shaping fields of a chat
-// request body whose messages decoded as msgs. Every error is a
-// *validationError naming the field.
-func decodeChatPrompt(body []byte, msgs []chatInputMessage) (*chatPrompt, error) {
+// decodePromptFields decodes and checks the prompt-shaping fields of a
+// chat request body into req, whose messages are decoded: the template
+// and its options, the tools and documents, and each message's fields
+// beyond role, content and name. Every error is a *validationError naming
+// the field.
+func decodePromptFields(body []byte, req *frontend.Request) error {
 	var f chatPromptFields
 	if err := decodeJSON(body, &f); err != nil {
-		return nil, err
+		return err
 	}
-	p := &chatPrompt{opts: tokenizer.ChatOptions{AddGenerationPrompt: true}}
+	t := frontend.Template{AddGenerationPrompt: true}
 	if f.AddGenerationPrompt != nil {
-		p.opts.AddGenerationPrompt = *f.AddGenerationPrompt
+		t.AddGenerationPrompt = *f.AddGenerationPrompt
 	}
 	if f.ContinueFinalMessage != nil && *f.ContinueFinalMessage {
-		if p.opts.AddGenerationPrompt {
-			return nil, invalid("continue_final_message",
+		if t.AddGenerationPrompt {
+			return invalid("continue_final_message",
 				"continue_final_message and add_generation_prompt cannot both be true; set add_generation_prompt to false to continue the final message.")
 		}
-		p.opts.ContinueFinalMessage = true
+		t.ContinueFinalMessage = true
 	}
 	if f.ChatTemplate != nil {
 		if *f.ChatTemplate == "" {
-			return nil, invalid("chat_template", "chat_template must not be empty; leave it out to use the model's template.")
+			return invalid("chat_template", "chat_template must not be empty; leave it out to use the model's template.")
 		}
 		if len(*f.ChatTemplate) > tokenizer.MaxChatTemplateBytes {
-			return nil, invalid("chat_template", "chat_template has %d bytes; at most %d are accepted.", len(*f.ChatTemplate), tokenizer.MaxChatTemplateBytes)
+			return invalid("chat_template", "chat_template has %d bytes; at most %d are accepted.", len(*f.ChatTemplate), tokenizer.MaxChatTemplateBytes)
 		}
-		p.template = *f.ChatTemplate
+		t.Source = *f.ChatTemplate
 	}
 	if f.ChatTemplateKwargs != nil {
-		p.opts.Kwargs = make(map[string]any, len(f.ChatTemplateKwargs))
+		t.Kwargs = make(map[string]any, len(f.ChatTemplateKwargs))
 		for k, v := range f.ChatTemplateKwargs {
-			p.opts.Kwargs[k] = v
+			t.Kwargs[k] = v
 		}
 	}
 	if f.Tools != nil {
-		p.opts.Tools = make([]json.RawMessage, len(f.Tools))
-		for i, t := range f.Tools {
-			if err := checkTool(t); err != nil {
-				return nil, withPrefix(fmt.Sprintf("tools[%d]", i), err)
+		req.Tools = make([]frontend.Tool, len(f.Tools))
+		for i, raw := range f.Tools {
+			tool, err := decodeTool(raw)
+			if err != nil {
+				return withPrefix(fmt.Sprintf("tools[%d]", i), err)
 			}
-			p.opts.Tools[i] = t
-			p.size += len(t)
+			req.Tools[i] = tool
 		}
 	}
 	if f.Documents != nil {
-		p.opts.Documents = make([]json.RawMessage, len(f.Documents))
+		t.Documents = make([]json.RawMessage, len(f.Documents))
 		for i, d := range f.Documents {
 			if jsonKind(d) != "object" {
-				return nil, typeError(fmt.Sprintf("documents[%d]", i), "a document object", jsonKind(d))
+				return typeError(fmt.Sprintf("documents[%d]", i), "a document object", jsonKind(d))
 			}
-			p.opts.Documents[i] = d
-			p.size += len(d)
+			t.Documents[i] = d
 		}
 	}
-	p.extra = make([]messageExtra, len(msgs))
+	req.Template = t
 	for i, raw := range f.Messages {
-		if i >= len(msgs) {
+		if i >= len(req.Messages) {
 			break
 		}
-		x, err := decodeMessageExtra(raw, msgs[i].Role)
-		if err != nil {
-			return nil, withPrefix(fmt.Sprintf("messages[%d]", i), err)
+		if err := decodeMessageExtra(raw, &req.Messages[i]); err != nil {
+			return withPrefix(fmt.Sprintf("messages[%d]", i), err)
 		}
-		p.extra[i] = x
-		for _, c := range x.toolCalls {
-			p.size += len(c.Arguments) + len(c.Name)
-		}
-		p.size += len(x.reasoningContent)
 	}
-	return p, nil
+	return nil
+}
+
+// chatPrompt is a request's frontend.Prompt and, once rendered, its text
+// (a reasoning parser looks at how it ends).
+type chatPrompt struct {
+	*frontend.Prompt
+	rendered string
+}
+
+// chatPromptOf gathers what the template needs of req besides the
+// messages.
+func chatPromptOf(req *frontend.Request) *chatPrompt {
+	return &chatPrompt{Prompt: frontend.NewPrompt(req)}
+}
+
+// functionTool is a function tool of another protocol: its Definition in
+// the form chat templates read (frontend.FunctionTool).
+func functionTool(name string, description *string, parameters json.RawMessage) (frontend.Tool, error) {
+	if isAbsent(parameters) {
+		parameters = nil
+	}
+	def, err := frontend.FunctionTool(name, description, parameters)
+	if err != nil {
+		return frontend.Tool{}, invalid("", "The tool could not be read: %v", err)
+	}
+	return frontend.Tool{Name: name, Parameters: parameters, Definition: def}, nil
+}
+
+// decodeTool checks one tool definition (checkTool) and reads its
+// function's name and parameters.
+func decodeTool(raw json.RawMessage) (frontend.Tool, error) {
+	if err := checkTool(raw); err != nil {
+		return frontend.Tool{}, err
+	}
+	var t struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return frontend.Tool{}, invalid("", "A tool could not be read: %v", err)
+	}
+	tool := frontend.Tool{Name: t.Function.Name, Definition: raw}
+	if k := jsonKind(t.Function.Parameters); k != "nothing" && k != "null" {
+		tool.Parameters = t.Function.Parameters
+	}
+	return tool, nil
 }
 
 // checkTool checks one tool definition as vLLM's does: an object with
@@ -162,39 +185,38 @@ func checkTool(raw json.RawMessage) error {
 }
 
 // decodeMessageExtra reads the fields of one message that templates use
-// beyond role, content and name.
-func decodeMessageExtra(raw json.RawMessage, role string) (messageExtra, error) {
+// beyond role, content and name into msg.
+func decodeMessageExtra(raw json.RawMessage, msg *frontend.Message) error {
 	var m struct {
 		ToolCalls        []json.RawMessage `json:"tool_calls"`
 		ToolCallID       *string           `json:"tool_call_id"`
 		ReasoningContent *string           `json:"reasoning_content"`
 		Reasoning        *string           `json:"reasoning"`
 	}
-	var x messageExtra
 	if err := decodeJSON(raw, &m); err != nil {
-		return x, err
+		return err
 	}
-	switch role {
+	switch msg.Role {
 	case "assistant":
 		for j, c := range m.ToolCalls {
 			call, err := decodeToolCall(c)
 			if err != nil {
-				return x, withPrefix(fmt.Sprintf("tool_calls[%d]", j), err)
+				return withPrefix(fmt.Sprintf("tool_calls[%d]", j), err)
 			}
-			x.toolCalls = append(x.toolCalls, call)
+			msg.ToolCalls = append(msg.ToolCalls, call)
 		}
 		switch {
 		case m.ReasoningContent != nil:
-			x.reasoningContent = *m.ReasoningContent
+			msg.ReasoningContent = *m.ReasoningContent
 		case m.Reasoning != nil:
-			x.reasoningContent = *m.Reasoning
+			msg.ReasoningContent = *m.Reasoning
 		}
 	case "tool":
 		if m.ToolCallID != nil {
-			x.toolCallID = *m.ToolCallID
+			msg.ToolCallID = *m.ToolCallID
 		}
 	}
-	return x, nil
+	return nil
 }
 
 // decodeToolCall reads one of an assistant's tool calls. The OpenAI API
@@ -249,49 +271,4 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 		return call, typeError("function.arguments", "a JSON string", jsonKind(fn.Arguments))
 	}
 	return call, nil
-}
-
-// templateMessages builds the messages the chat template sees.
-func templateMessages(msgs []chatInputMessage, p *chatPrompt) []tokenizer.Message {
-	tm := make([]tokenizer.Message, len(msgs))
-	for i, m := range msgs {
-		role := m.Role
-		if role == "developer" {
-			role = "system"
-		}
-		tm[i] = tokenizer.Message{Role: role, Content: m.Content, Name: m.Name}
-		if i < len(p.extra) {
-			x := p.extra[i]
-			tm[i].ToolCalls, tm[i].ToolCallID, tm[i].ReasoningContent = x.toolCalls, x.toolCallID, x.reasoningContent
-		}
-	}
-	return tm
-}
-
-// applyTemplate renders the messages with the request's template (the
-// client's when it sent one, else the model's).
-func applyTemplate(tok *tokenizer.Tokenizer, msgs []chatInputMessage, p *chatPrompt) (string, error) {
-	tm := templateMessages(msgs, p)
-	if p.template == "" {
-		text, err := tok.ApplyChatTemplate(tm, p.opts)
-		if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
-			return "", invalid("continue_final_message", "%v", err)
-		}
-		if err != nil {
-			return "", invalid("messages", "The model's chat template could not render these messages: %v", err)
-		}
-		return text, nil
-	}
-	ct, err := tok.ParseChatTemplate(p.template)
-	if err != nil {
-		return "", invalid("chat_template", "chat_template is not a valid Jinja chat template: %v", err)
-	}
-	text, err := ct.Render(tm, p.opts)
-	if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
-		return "", invalid("continue_final_message", "%v", err)
-	}
-	if err != nil {
-		return "", invalid("chat_template", "chat_template could not render these messages: %v", err)
-	}
-	return text, nil
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
-// choice is one choice of a request on the wire: frontend.Choice (the
+// choice is one choice of a request on the wire: frontend.Output (the
 // output processor every protocol shares: detokenization, stop strings,
 // stop tokens, logprobs, the finish reason and the token count usage
 // reports) with the choice's place in the request and what the OpenAI
@@ -15,7 +15,7 @@ import (
 type choice struct {
 	index int // index on the wire: prompt*n + i
 	sched int // index inside the prompt's scheduler.Stream
-	out   *frontend.Choice
+	out   *frontend.Output
 	// buf is reused for the deltas of one output.
 	buf []frontend.Delta
 
@@ -62,7 +62,7 @@ func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice
 		Logprobs:    p.logprobs,
 		TopLogprobs: p.topLogprobs,
 	}
-	out, _ := frontend.NewChoice(cfg) // fails only for an unknown reasoning parser; none is set
+	out, _ := frontend.NewOutput(cfg) // fails only for an unknown reasoning parser; none is set
 	return &choice{index: index, sched: sched, out: out}
 }
 

@@ -1,11 +1,11 @@
 package openai
 
 import (
-	"fmt"
 	"net/http"
 	"unicode/utf8"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -18,7 +18,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	req, err := decodeCompletionRequest(body)
+	req, opts, copts, err := decodeCompletion(body)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -28,12 +28,12 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	p, prompts, param, err := h.prepareCompletion(m, req)
+	p, prompts, param, err := h.prepareCompletion(m, req, opts, copts)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
-	echo := req.Echo != nil && *req.Echo
+	echo := copts.echo
 	p.transfer = h.transfer
 	g, err := submit(r.Context(), m, p, prompts, id, arrival, param)
 	if err != nil {
@@ -76,118 +76,59 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 // prepareCompletion validates a completion request for model m and
-// tokenizes its prompts. It also returns the wire name of prompt i.
-func (h *handler) prepareCompletion(m Model, req *completionRequest) (*genParams, []promptInput, func(int) string, error) {
-	pf := &req.Prompt
-	param := func(i int) string {
-		if pf.single {
-			return "prompt"
-		}
-		return fmt.Sprintf("prompt[%d]", i)
-	}
-	if !pf.set {
+// tokenizes its prompts (frontend.RenderRaw). It also returns the wire
+// name of prompt i.
+func (h *handler) prepareCompletion(m Model, req *frontend.Request, o *wireOptions, c *completionOptions) (*genParams, []promptInput, func(int) string, error) {
+	rp := req.Prompt
+	if rp == nil {
 		return nil, nil, nil, invalid("prompt", "prompt is required.")
 	}
-	if len(pf.texts) == 0 && len(pf.tokens) == 0 {
+	if len(rp.Texts) == 0 && len(rp.Tokens) == 0 {
 		return nil, nil, nil, invalid("prompt", "prompt must not be empty.")
 	}
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
-	p, err := validateCommon(&req.commonRequest, nVocab, tok.StopTokens(), h.seed())
+	p, err := validateCommon(req, o, nVocab, tok.StopTokens(), h.seed())
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	p.topLogprobsParam = "logprobs"
-	if req.Logprobs != nil {
-		if *req.Logprobs < 0 || *req.Logprobs > maxTopLogprobs {
-			return nil, nil, nil, invalid("logprobs", "logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.Logprobs)
+	if c.logprobs != nil {
+		if *c.logprobs < 0 || *c.logprobs > maxTopLogprobs {
+			return nil, nil, nil, invalid("logprobs", "logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *c.logprobs)
 		}
-		p.setLogprobs(true, *req.Logprobs)
+		p.setLogprobs(true, *c.logprobs)
 	}
-	if req.Echo != nil && *req.Echo && p.logprobs {
+	if c.echo && p.logprobs {
 		// Echo with logprobs lists the prompt's tokens too.
 		p.base.PromptLogprobs = p.topLogprobs
 	}
 	maxLen := m.MaxModelLen()
-	p.ThinkingBudget = req.ThinkingTokenBudget
-	if err := p.applyExtras(&req.extraFields, tok, maxLen); err != nil {
+	p.ThinkingBudget = req.ThinkingBudget
+	if err := p.applyExtras(&req.Extensions, tok, maxLen); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := p.finish(nVocab); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := p.setStructured(&req.structuredFields, m); err != nil {
+	if err := p.setStructured(req.Constraints, m); err != nil {
 		return nil, nil, nil, err
 	}
-	// Refuse text no context could hold before tokenizing it: tokenizing
-	// megabytes costs seconds of CPU. With truncation the text may be
-	// longer, within bounds.
-	maxBytes := tok.MaxTextBytes(maxLen)
-	if p.truncate > 0 {
-		maxBytes *= 4
+	inputs, err := frontend.RenderRaw(tok, rp, req.Suffix, maxLen, p.truncate, c.echo)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	for i, text := range pf.texts {
-		if len(text) > maxBytes {
-			return nil, nil, nil, tooMuchText(param(i), len(text), maxLen, maxBytes)
-		}
+	prompts := make([]promptInput, len(inputs))
+	for i, in := range inputs {
+		prompts[i] = promptInput{tokens: in.Tokens, text: in.Text}
 	}
-	var fim *fimSuffix
-	if req.Suffix != nil {
-		if fim, err = newFIM(tok, *req.Suffix, maxBytes); err != nil {
-			return nil, nil, nil, err
-		}
-		if len(pf.tokens) > 0 {
-			return nil, nil, nil, invalid("suffix", "suffix needs the prompt as text, not token ids.")
-		}
-	}
-	var prompts []promptInput
-	for i, text := range pf.texts {
-		if text == "" {
-			return nil, nil, nil, invalid(param(i), "A prompt must not be empty.")
-		}
-		toks, err := tok.Encode(text, fim == nil)
-		if err != nil {
-			return nil, nil, nil, invalid(param(i), "The prompt could not be tokenized: %v", err)
-		}
-		if fim != nil {
-			toks = fim.wrap(toks)
-		}
-		if len(toks) == 0 {
-			return nil, nil, nil, invalid(param(i), "The prompt is empty after tokenization.")
-		}
-		in := promptInput{tokens: p.truncatePrompt(toks), text: text}
-		if len(in.tokens) < len(toks) {
-			in.text = tok.Decode(in.tokens) // echo shows what the model saw
-		}
-		prompts = append(prompts, in)
-	}
-	for i, ids := range pf.tokens {
-		if len(ids) == 0 {
-			return nil, nil, nil, invalid(param(i), "A prompt must not be empty.")
-		}
-		toks := make([]int32, len(ids))
-		for j, id := range ids {
-			if id < 0 || id >= int64(nVocab) {
-				at := fmt.Sprintf("%s[%d]", param(i), j)
-				return nil, nil, nil, invalid(at, "Token id %d is outside the vocabulary [0, %d).", id, nVocab)
-			}
-			toks[j] = int32(id)
-		}
-		in := promptInput{tokens: p.truncatePrompt(toks)}
-		if req.Echo != nil && *req.Echo {
-			in.text = tok.Decode(toks)
-		}
-		prompts = append(prompts, in)
-	}
-	return p, prompts, param, nil
+	return p, prompts, rp.Param, nil
 }
 
 // tooMuchText is the error for text longer than any prompt the context
 // can hold.
 func tooMuchText(param string, n, maxLen, maxBytes int) error {
-	return &validationError{Param: param, Code: "context_length_exceeded", Message: fmt.Sprintf(
-		"This model's maximum context length is %d tokens, which no text longer than %d bytes fits; "+
-			"the %s is %d bytes. Please reduce the length of the input.", maxLen, maxBytes, param, n)}
+	return frontend.TooMuchText(param, n, maxLen, maxBytes)
 }
 
 // completionChoice formats a choice's text, or a chunk of it. When echo is

@@ -19,13 +19,18 @@
 // decoding, prepareChat (validation, template, tokenization), tool plans,
 // the reasoning parser, submit and generation (the one generation loop:
 // stop strings, cancellation on disconnect, usage), and the error mapping's
-// causes. Each API is a wire format over that path. A Messages request is
-// translated into a chat request body (messages_request.go: system and
-// content blocks into chat messages, tool_use into tool_calls, tool_result
-// into tool messages, thinking into reasoning_content, tool_choice any/tool
-// into required/named) and decoded by the chat decoders, so its checks,
-// limits and rendering are chat's by construction; its answer is shaped as
-// content blocks, or as Anthropic's event sequence (messages_stream.go).
+// causes. Each API is a wire format over that path: it decodes its own
+// wire types once, straight into a frontend.Request (decodeChat for chat,
+// messagesRequest.request, decodeResponses), with errors in its own field
+// paths and req.Fields naming the fields for the errors found later, and
+// hands it to prepareChat, the one prepare sequence (model, tool plan,
+// validation, template, media, grammar, limits). A Messages request
+// becomes chat messages (messages_request.go: system and content blocks
+// into messages, tool_use into tool calls, tool_result into tool messages,
+// thinking into reasoning content, tool_choice any/tool into
+// required/named), so its checks, limits and rendering are chat's by
+// construction; its answer is shaped as content blocks, or as Anthropic's
+// event sequence (messages_stream.go).
 // Its errors are Anthropic's {"type": "error", "error": {"type",
 // "message"}}, mapped from toAPIError's status in one place,
 // messagesErrorOf (messages_errors.go), so both APIs agree on whose fault
@@ -152,7 +157,8 @@
 //     per request (see below).
 //
 // Chat prompts are rendered with the model's template (or the request's
-// chat_template) and, by default, add_generation_prompt (chat_template.go).
+// chat_template) and, by default, add_generation_prompt (chat_template.go
+// decodes the fields; frontend.Prompt renders).
 // With serve --reasoning-parser, the text between <think> and </think> is
 // returned as message.reasoning_content (delta.reasoning_content when
 // streaming) and never as content (reasoning.go; the Model offers
@@ -165,28 +171,30 @@
 // thinking.budget_tokens) by forcing </think> and "\n\n" once the budget
 // is spent. A negative budget, or a budget for a model without a reasoning
 // parser, is a 400 naming the field (vLLM ignores the latter; refusing
-// tells the client its cap would do nothing). BOS rule: templates from Hugging Face write the BOS
-// text themselves, so when the rendered text starts with the BOS token's
-// text it is encoded without adding special tokens, otherwise with them.
+// tells the client its cap would do nothing). BOS rule
+// (frontend.Prompt.Render): templates from Hugging Face write the BOS text
+// themselves, so when the rendered text starts with the BOS token's text
+// it is encoded without adding special tokens, otherwise with them.
 // Completion prompts are encoded with special tokens; token-id prompts are
 // used as given.
 //
 // # Images and audio
 //
 // A chat message's image_url and input_audio parts (media.go), an
-// Anthropic image block (turned into an image_url part by chatBody) and a
-// Responses input_image or input_audio part (by chatMessagesOf) each
-// become media.Marker in the message text, in the part's place as
-// llama.cpp's server puts it, and a mediaRef named by its field
-// (nameMedia gives the Messages and Responses names). prepareChat hands a prompt with media to prepareMedia
+// Anthropic image block (imagePart) and a Responses input_image or
+// input_audio part (mediaContent) each become media.Marker in the message
+// text, in the part's place as llama.cpp's server puts it, and a mediaRef
+// (a frontend.MediaRef) named by its field in the request's own protocol.
+// prepareChat hands a prompt with media to prepareMedia
 // (media_prompt.go), which refuses first what cannot work, before fetching
 // anything: more items than MediaOptions.MaxPerPrompt, a Model that is not
 // a MediaModel or does not read the kind, prompt_logprobs, a text that
 // holds the marker itself. It then resolves the refs (base64 decoding,
 // fetching http(s) URLs of MediaOptions.AllowedDomains with the request's
 // context, each item within MediaOptions.MaxBytes and sniffed to be the
-// PNG, JPEG, WebP, WAV or MP3 it claims), renders the template, checks
-// that the text holds one marker per item, and calls
+// PNG, JPEG, WebP, WAV or MP3 it claims), and frontend.Prompt.RenderMedia
+// renders the template, checks that the text holds one marker per item,
+// and calls
 // MediaModel.PrepareMedia(ctx, text, addSpecial by the BOS rule, items)
 // instead of encoding: its tokens are the prompt (max_model_len and usage
 // count the media positions) and its spans go to scheduler.Request.Media.
@@ -343,15 +351,15 @@
 // POST /v1/responses (responses*.go) is OpenAI's Responses API built on
 // the chat path, not beside it: decodeResponses checks the request and its
 // input items (errors name input[i]...), prepends the conversation of
-// previous_response_id from the store, and turns the items into a chat
-// completions body (function_call items become an assistant message's
-// tool_calls, function_call_output a tool message, reasoning the next
-// assistant message's reasoning_content, instructions a system message,
-// text.format chat's response_format). startResponse then runs that body
-// through decodeChatRequest, decodeChatPrompt, decodeToolPlan,
-// prepareChat, setTools and submit, so templates, tools, structured
-// output, limits, cancellation and metrics are the chat path's; validation
-// errors from it are renamed to the Responses fields (respParamOf). The
+// previous_response_id from the store, and turns the items, decoded once,
+// into a frontend.Request (function_call items become an assistant
+// message's tool calls, function_call_output a tool message, reasoning the
+// next assistant message's reasoning content, instructions a system
+// message, text.format a structured-output constraint). startResponse then
+// runs it through prepareChat and submit, so templates, tools, structured
+// output, limits, cancellation and metrics are the chat path's; errors
+// found there name the Responses fields (input, max_output_tokens,
+// tools[i].parameters, tool_choice.name: the request's Fields). The
 // answer is split into output items (reasoning, message, function calls)
 // as chat splits it into reasoning_content, content and tool_calls. The
 // stream (responses_stream.go) writes named events with sequence numbers,
@@ -368,8 +376,9 @@
 // or DELETE. reasoning.effort is the thinking budget (effortBudget:
 // minimal 0, low a quarter, medium half, high three quarters of
 // max_output_tokens; without it 1024, 4096, 16384 tokens), set as
-// Messages' thinking.budget_tokens is (setThinkingBudget) and ignored for a
-// model without a reasoning parser.
+// Messages' thinking.budget_tokens is (setThinkingBudget, through the
+// request's ThinkingBudget) and ignored for a model without a reasoning
+// parser.
 // An unknown response id is a 404 (responseNotFoundError; "Previous
 // response with id '...' not found." with param previous_response_id, as
 // OpenAI).
@@ -377,7 +386,11 @@
 // # Errors
 //
 // Every error is {"error":{"message","type","param","code"}}; one function
-// (toAPIError) chooses the status:
+// (toAPIError) chooses the status. This protocol's own lookups and body
+// reading (unknown model or stored response, body size, JSON syntax) are
+// mapped there; every other cause is classified once by frontend.Classify
+// (a frontend.Error: kind, param, message, code, retry advice), and its
+// kind maps to the status:
 //
 //	cause                                    status  type                        code
 //	invalid JSON, bad type or value          400     BadRequestError             context_length_exceeded or null

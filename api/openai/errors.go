@@ -5,59 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/llmserve/llmserve/core"
-	"github.com/llmserve/llmserve/engine"
-	"github.com/llmserve/llmserve/media"
-	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // validationError is bad client input: HTTP 400 naming the offending
-// request field in param. Every check in this package that rejects a
-// request returns one.
-type validationError struct {
-	// Param is the request field at fault ("max_tokens",
-	// "messages[2].content"), or "" when no single field is.
-	Param string
-	// Message says what is wrong and how to fix it.
-	Message string
-	// Code is OpenAI's machine-readable code, such as
-	// "context_length_exceeded", or "" for none.
-	Code string
-}
-
-func (e *validationError) Error() string {
-	if e.Param == "" {
-		return e.Message
-	}
-	return e.Param + ": " + e.Message
-}
+// request field in param (a frontend.Error of kind BadRequest). Every
+// check in this package that rejects a request returns one.
+type validationError = frontend.Error
 
 // invalid returns a validationError for param.
 func invalid(param, format string, args ...any) *validationError {
-	return &validationError{Param: param, Message: fmt.Sprintf(format, args...)}
+	return frontend.Invalid(param, format, args...)
 }
 
 // withPrefix returns err with param prefixed by prefix when err is a
 // validationError; other errors are returned unchanged.
 func withPrefix(prefix string, err error) error {
-	var v *validationError
-	if !errors.As(err, &v) {
-		return err
-	}
-	p := prefix
-	switch {
-	case v.Param == "":
-	case v.Param[0] == '[':
-		p += v.Param
-	default:
-		p += "." + v.Param
-	}
-	return &validationError{Param: p, Message: v.Message, Code: v.Code}
+	return frontend.WithPrefix(prefix, err)
 }
 
 // modelNotFoundError is a request for a model this server does not serve.
@@ -100,27 +68,22 @@ const (
 )
 
 // toAPIError maps any error a handler meets to its wire form. It is the only
-// place that chooses a status code; doc.go has the table. Errors it does not
-// know are 500s: bad input must never end up there.
+// place that chooses a status code; doc.go has the table. The errors of
+// this protocol's own lookups and body reading are mapped here; every
+// other error is classified once by frontend.Classify, whose kinds map to
+// statuses below. Errors nobody expected are 500s: bad input must never
+// end up there.
 func toAPIError(err error) *apiError {
 	var (
-		ve  *validationError
 		nf  *modelNotFoundError
 		rnf *responseNotFoundError
 		mb  *http.MaxBytesError
-		qf  *scheduler.QueueFullError
 		syn *json.SyntaxError
-		me  *media.Error
+		fe  *frontend.Error
 	)
 	switch {
-	case errors.As(err, &ve):
-		return newAPIError(http.StatusBadRequest, typeBadRequest, ve.Message, ve.Param, ve.Code)
-	case errors.As(err, &me):
-		// The model could not read an item: the client's bytes.
-		return newAPIError(http.StatusBadRequest, typeBadRequest, me.Error(), me.Param, "")
-	case errors.Is(err, media.ErrNoProjector):
-		return newAPIError(http.StatusBadRequest, typeBadRequest,
-			"This model reads text only: "+media.ErrNoProjector.Error()+".", "messages", "")
+	case errors.As(err, &fe):
+		// Checked first: bad input found below a lookup keeps its field.
 	case errors.As(err, &nf):
 		return newAPIError(http.StatusNotFound, typeNotFound, nf.Error(), "model", "model_not_found")
 	case errors.As(err, &rnf):
@@ -135,47 +98,32 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &syn):
 		return newAPIError(http.StatusBadRequest, typeBadRequest,
 			fmt.Sprintf("The request body is not valid JSON: %v (at byte %d).", syn, syn.Offset), "", "")
-	case errors.Is(err, scheduler.ErrQueueFull):
-		e := newAPIError(http.StatusTooManyRequests, typeRateLimit,
-			"The server is busy: too many requests are waiting. Please retry later.", "", "rate_limit_exceeded")
-		e.retryAfter = 1
-		if errors.As(err, &qf) && qf.RetryAfter > 0 {
-			e.retryAfter = int(math.Ceil(qf.RetryAfter.Seconds()))
-		}
-		return e
-	case errors.Is(err, scheduler.ErrTooLong):
-		return newAPIError(http.StatusBadRequest, typeBadRequest,
-			"The prompt does not fit the model's context. Please reduce the length of the prompt.",
-			"", "context_length_exceeded")
-	case errors.Is(err, scheduler.ErrLimit), errors.Is(err, scheduler.ErrInvalid):
-		// Mapped with their field by genParams.requestError; this is the
-		// fallback for a path that did not.
-		return newAPIError(http.StatusBadRequest, typeBadRequest, err.Error(), "", "")
-	case errors.Is(err, engine.ErrInvalidBatch), errors.Is(err, core.ErrCannotEmbed):
-		// Inputs are checked before they reach the engine; this is the
-		// engine's own refusal of one (an embedding input it cannot take).
-		return newAPIError(http.StatusBadRequest, typeBadRequest,
-			"The model could not process this input: "+err.Error(), "", "")
-	case errors.Is(err, scheduler.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
-		return newAPIError(http.StatusRequestTimeout, typeTimeout,
-			"The request did not finish before its deadline.", "", "")
-	case errors.Is(err, scheduler.ErrNoWorker):
-		e := newAPIError(http.StatusServiceUnavailable, typeServiceUnavailable,
-			"No healthy worker can take this request: the server's workers are down or starting. Please retry it.", "", "no_healthy_worker")
-		e.retryAfter = 1
-		return e
-	case errors.Is(err, scheduler.ErrClosed):
-		return newAPIError(http.StatusServiceUnavailable, typeServiceUnavailable,
-			"The server is shutting down: this request was not finished. Please retry it on another replica.", "", "")
-	case errors.Is(err, scheduler.ErrEngine):
-		return newAPIError(http.StatusInternalServerError, typeInternal,
-			"The engine failed while generating this request; other requests are not affected. Please retry it.", "", "")
-	default:
-		// scheduler.ErrEngine and anything unexpected. The message stays
-		// generic: internals go to the log, not to the client.
+	}
+	e := frontend.Classify(err)
+	var status int
+	var typ string
+	switch e.Kind {
+	case frontend.BadRequest:
+		status, typ = http.StatusBadRequest, typeBadRequest
+	case frontend.NotFound:
+		status, typ = http.StatusNotFound, typeNotFound
+	case frontend.Overloaded:
+		status, typ = http.StatusTooManyRequests, typeRateLimit
+	case frontend.Unavailable:
+		status, typ = http.StatusServiceUnavailable, typeServiceUnavailable
+	case frontend.TimedOut:
+		status, typ = http.StatusRequestTimeout, typeTimeout
+	case frontend.Canceled:
+		// The client went away: handlers answer nobody (isClientGone), so
+		// one that gets here is this server's fault.
 		return newAPIError(http.StatusInternalServerError, typeInternal,
 			"The server had an error while processing your request.", "", "")
+	default:
+		status, typ = http.StatusInternalServerError, typeInternal
 	}
+	ae := newAPIError(status, typ, e.Message, e.Param, e.Code)
+	ae.retryAfter = e.RetryAfter
+	return ae
 }
 
 // maxParam bounds the length of "param": it can name a key the client

@@ -1,10 +1,10 @@
 package openai
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -22,61 +22,21 @@ type extraFields struct {
 	BestOf               *int     `json:"best_of"`
 }
 
-// applyExtras validates the extension fields into p, tokenizing bad words
-// with tok. maxLen is the model's length (truncate_prompt_tokens -1).
-func (p *genParams) applyExtras(e *extraFields, tok *tokenizer.Tokenizer, maxLen int) error {
-	nVocab := tok.Vocab().NumTokens()
-	if e.BestOf != nil && *e.BestOf != p.base.N {
-		return invalid("best_of", "best_of is not supported (as in vLLM's V1 engine): leave it out, or set it equal to n (%d), and rank the n choices by their logprobs yourself.", p.base.N)
+// extensions are the typed request's extensions.
+func (e *extraFields) extensions() frontend.Extensions {
+	return frontend.Extensions{BadWords: e.BadWords, AllowedTokenIDs: e.AllowedTokenIDs, SkipSpecialTokens: e.SkipSpecialTokens,
+		TruncatePromptTokens: e.TruncatePromptTokens, PromptLogprobs: e.PromptLogprobs, BestOf: e.BestOf}
+}
+
+// applyExtras validates the extension fields into p (frontend's
+// Extensions.Apply), tokenizing bad words with tok. maxLen is the model's
+// length (truncate_prompt_tokens -1).
+func (p *genParams) applyExtras(e *frontend.Extensions, tok *tokenizer.Tokenizer, maxLen int) error {
+	x, err := e.Apply(&p.base, tok, maxLen, p.stream)
+	if err != nil {
+		return err
 	}
-	for i, id := range e.AllowedTokenIDs {
-		if id < 0 || id >= int64(nVocab) {
-			return invalid(fmt.Sprintf("allowed_token_ids[%d]", i), "Token id %d is outside the vocabulary [0, %d).", id, nVocab)
-		}
-		p.base.Sampling.AllowedTokens = append(p.base.Sampling.AllowedTokens, int32(id))
-	}
-	if e.AllowedTokenIDs != nil && len(e.AllowedTokenIDs) == 0 {
-		return invalid("allowed_token_ids", "allowed_token_ids must not be empty: no token could be generated.")
-	}
-	for i, w := range e.BadWords {
-		if w == "" {
-			return invalid(fmt.Sprintf("bad_words[%d]", i), "A bad word must not be empty.")
-		}
-		// As vLLM: the word as it would start the text and after a space.
-		for _, text := range []string{w, " " + w} {
-			ids, err := tok.Encode(text, false)
-			if err != nil {
-				return invalid(fmt.Sprintf("bad_words[%d]", i), "The word could not be tokenized: %v", err)
-			}
-			if len(ids) > 0 {
-				p.base.BadWords = append(p.base.BadWords, ids)
-			}
-		}
-	}
-	p.keepSpecial = e.SkipSpecialTokens != nil && !*e.SkipSpecialTokens
-	if t := e.TruncatePromptTokens; t != nil {
-		switch {
-		case *t == -1:
-			p.truncate = maxLen
-		case *t >= 1 && *t <= maxLen:
-			p.truncate = *t
-		default:
-			return invalid("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's length) or in [1, %d], got %d.", maxLen, *t)
-		}
-	}
-	if k := e.PromptLogprobs; k != nil {
-		if *k < 0 || *k > maxTopLogprobs {
-			return invalid("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *k)
-		}
-		if p.stream {
-			return invalid("prompt_logprobs", "prompt_logprobs is only returned in non-streamed answers; set stream to false.")
-		}
-		p.promptLogprobs = *k
-		// The engine lists one number of alternatives for prompt and
-		// output tokens; the answer cuts each list to what was asked.
-		p.base.PromptLogprobs = max(p.base.PromptLogprobs, *k)
-		p.base.Sampling.TopLogprobs = max(p.base.Sampling.TopLogprobs, *k)
-	}
+	p.keepSpecial, p.truncate, p.promptLogprobs = x.KeepSpecial, x.Truncate, x.PromptLogprobs
 	return nil
 }
 
@@ -114,52 +74,5 @@ func promptLogprobsList(tok tokenNames, prompt []int32, lps []engine.Logprobs, k
 }
 
 // FIMVocab is a vocabulary that knows its fill-in-the-middle tokens
-// (llama.cpp reads them from the GGUF), -1 for those it lacks.
-type FIMVocab interface {
-	FIMTokens() (pre, suf, mid int32)
-}
-
-// fimSuffix turns a completion's prompt and suffix into a fill-in-the-
-// middle prompt, as llama.cpp's server formats infill (prefix-suffix-
-// middle order): [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID.
-type fimSuffix struct {
-	pre, suf, mid int32
-	bos           int32 // -1: the model adds none
-	suffix        []int32
-}
-
-func newFIM(tok *tokenizer.Tokenizer, suffix string, maxBytes int) (*fimSuffix, error) {
-	fv, ok := tok.Vocab().(FIMVocab)
-	f := &fimSuffix{pre: -1, suf: -1, mid: -1, bos: -1}
-	if ok {
-		f.pre, f.suf, f.mid = fv.FIMTokens()
-	}
-	if f.pre < 0 || f.suf < 0 || f.mid < 0 {
-		return nil, invalid("suffix", "This model's vocabulary has no fill-in-the-middle tokens (FIM prefix, suffix and middle), so it cannot complete between a prompt and a suffix. Leave out suffix.")
-	}
-	if len(suffix) > maxBytes {
-		return nil, invalid("suffix", "The suffix is %d bytes, longer than any context of this model holds (%d bytes).", len(suffix), maxBytes)
-	}
-	var err error
-	if f.suffix, err = tok.Encode(suffix, false); err != nil {
-		return nil, invalid("suffix", "The suffix could not be tokenized: %v", err)
-	}
-	if probe, err := tok.Encode("a", true); err == nil && len(probe) > 0 && probe[0] == tok.Vocab().BOS() {
-		f.bos = probe[0]
-	}
-	return f, nil
-}
-
-// wrap builds the FIM prompt around prefix (encoded without special
-// tokens).
-func (f *fimSuffix) wrap(prefix []int32) []int32 {
-	out := make([]int32, 0, len(prefix)+len(f.suffix)+4)
-	if f.bos >= 0 {
-		out = append(out, f.bos)
-	}
-	out = append(out, f.pre)
-	out = append(out, prefix...)
-	out = append(out, f.suf)
-	out = append(out, f.suffix...)
-	return append(out, f.mid)
-}
+// (frontend.RenderRaw builds the infill prompt with them).
+type FIMVocab = frontend.FIMVocab

@@ -53,19 +53,11 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
-			req, err := decodeChatRequest(b)
+			req, opts, err := decodeChat(b)
 			if err != nil {
 				return err
 			}
-			cp, err := decodeChatPrompt(b, req.Messages.msgs)
-			if err != nil {
-				return err
-			}
-			model, err := h.model(context.Background(), req.Model)
-			if err != nil {
-				return err
-			}
-			_, _, err = h.prepareChat(context.Background(), model, req, cp)
+			_, err = h.prepareChat(context.Background(), req, opts)
 			return err
 		})
 	})
@@ -79,7 +71,7 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
-			req, err := decodeCompletionRequest(b)
+			req, opts, copts, err := decodeCompletion(b)
 			if err != nil {
 				return err
 			}
@@ -87,7 +79,7 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			_, _, _, err = h.prepareCompletion(model, req)
+			_, _, _, err = h.prepareCompletion(model, req, opts, copts)
 			return err
 		})
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -60,11 +61,11 @@ type choiceDelta struct {
 }
 
 // submit turns the prompts into scheduler requests and submits them, all
-// or none. This is where a request's defaults are set, once: arrival, the
-// deadline (the sooner of the client's context and the model's request
-// timeout) and the generation cap. promptParam names prompt i on the wire,
-// for capacity errors. The caller must call close when done with the
-// generation.
+// or none. A request's defaults are set once, by frontend.Submission:
+// arrival, the deadline (the sooner of the client's context and the
+// model's request timeout) and the generation cap. promptParam names
+// prompt i on the wire, for capacity errors. The caller must call close
+// when done with the generation.
 func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time, promptParam func(int) string) (*generation, error) {
 	n := p.base.N
 	g := &generation{
@@ -75,31 +76,20 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 		promptLPKnown: make([]bool, len(prompts)),
 		open:          len(prompts) * n,
 	}
-	deadline, _ := ctx.Deadline()
-	if t := m.RequestTimeout(); t > 0 && (deadline.IsZero() || arrival.Add(t).Before(deadline)) {
-		deadline = arrival.Add(t)
+	sub := frontend.Submission{
+		Base: p.base, ID: id, Arrival: arrival, Deadline: frontend.Deadline(ctx, arrival, m.RequestTimeout()),
+		MaxTokens: p.maxTokens, MaxTokensSet: p.maxTokensSet, MaxModelLen: m.MaxModelLen(),
 	}
-	reqs := make([]*scheduler.Request, len(prompts))
+	inputs := make([]frontend.Input, len(prompts))
 	for i := range prompts {
 		th, err := thinkingFor(m, p, prompts[i])
 		if err != nil {
 			return nil, err
 		}
-		req := p.base // the slices in it are shared read-only
-		req.Thinking = th
 		g.reasoning = append(g.reasoning, th != nil)
-		req.ID = id
-		if len(prompts) > 1 {
-			req.ID = fmt.Sprintf("%s-%d", id, i)
-		}
-		req.Prompt = prompts[i].tokens
-		req.Media = prompts[i].media
-		req.MaxTokens = p.maxTokensFor(len(prompts[i].tokens), m.MaxModelLen())
-		req.Arrival = arrival
-		req.Deadline = deadline
-		reqs[i] = &req
+		inputs[i] = frontend.Input{Tokens: prompts[i].tokens, Media: prompts[i].media, Thinking: th}
 	}
-	streams, err := g.submitTo(ctx, m, p, reqs)
+	streams, err := g.submitTo(ctx, m, p, sub.Requests(inputs))
 	if err != nil {
 		return nil, p.requestError(err, promptParam)
 	}

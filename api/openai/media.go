@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/llmserve/llmserve/frontend"
 	"time"
 
 	"github.com/llmserve/llmserve/media"
@@ -20,8 +22,8 @@ import (
 // with the message (mediaRef, pure), and resolved once the request is
 // known to go to a model (mediaConfig.resolve: base64 decoding, URL
 // fetching, the limits, the check that the bytes are what they claim).
-// The Messages and Responses APIs translate their image blocks into
-// image_url parts, and name them in their own terms (nameMedia).
+// The Messages and Responses APIs read their image blocks and parts into
+// the same mediaRefs, named in their own terms.
 
 // Defaults of MediaOptions.
 const (
@@ -117,26 +119,16 @@ func (c *mediaConfig) checkURL(u *url.URL) error {
 }
 
 // mediaRef is a media part of a message as the client sent it, checked
-// for shape but not yet decoded or fetched.
-type mediaRef struct {
-	kind media.Kind
-	// param names the part: "content[1]" while the message decodes,
-	// "messages[0].content[1]" after, or the Messages or Responses field
-	// it came from (nameMedia).
-	param string
-	// field names the field that holds the data, the part's url or data
-	// ("content[1].image_url.url"), for errors about the bytes.
-	field string
-	// url is an image's data: or http(s) URL.
-	url string
-	// data and format are an audio clip's base64 and "wav" or "mp3".
-	data, format string
-}
+// for shape but not yet decoded or fetched. Param is "content[1]" while a
+// chat message decodes, "messages[0].content[1]" after, or the Messages or
+// Responses field it came from; Field names the field that holds the data
+// ("content[1].image_url.url").
+type mediaRef = frontend.MediaRef
 
 // parseMediaPart reads a content part of type image_url or input_audio;
 // param is the part's name ("content[1]"). Errors name the part's field.
 func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
-	ref := mediaRef{param: param}
+	ref := mediaRef{Param: param}
 	switch typ {
 	case "image_url":
 		var part struct {
@@ -145,13 +137,13 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		if err := decodeJSON(raw, &part); err != nil {
 			return ref, withPrefix(param, err)
 		}
-		ref.kind = media.Image
+		ref.Kind = media.Image
 		p := param + ".image_url"
-		ref.field = p + ".url"
+		ref.Field = p + ".url"
 		switch jsonKind(part.ImageURL) {
 		case "string":
 			// Some clients send the URL itself (vLLM accepts it too).
-			_ = json.Unmarshal(part.ImageURL, &ref.url)
+			_ = json.Unmarshal(part.ImageURL, &ref.URL)
 		case "object":
 			var iu struct {
 				URL    *string `json:"url"`
@@ -163,7 +155,7 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 			if iu.URL == nil {
 				return ref, invalid(p+".url", "image_url.url is required: a data: URL (data:image/png;base64,...) or an http(s) URL.")
 			}
-			ref.url = *iu.URL
+			ref.URL = *iu.URL
 			if err := checkDetail(iu.Detail, p+".detail", "image_url.detail"); err != nil {
 				return ref, err
 			}
@@ -172,7 +164,7 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		default:
 			return ref, typeError(p, "an object with a url", jsonKind(part.ImageURL))
 		}
-		if err := checkImageURL(ref.url, p+".url"); err != nil {
+		if err := checkImageURL(ref.URL, p+".url"); err != nil {
 			return ref, err
 		}
 	case "input_audio":
@@ -182,14 +174,14 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		if err := decodeJSON(raw, &part); err != nil {
 			return ref, withPrefix(param, err)
 		}
-		ref.kind = media.Audio
+		ref.Kind = media.Audio
 		p := param + ".input_audio"
-		ref.field = p + ".data"
+		ref.Field = p + ".data"
 		a := part.InputAudio
 		if err := a.check(p); err != nil {
 			return ref, err
 		}
-		ref.data, ref.format = *a.Data, *a.Format
+		ref.Data, ref.Format = *a.Data, *a.Format
 	}
 	return ref, nil
 }
@@ -231,11 +223,12 @@ func checkImageURL(s, param string) error {
 	if s == "" {
 		return invalid(param, "The image URL is empty: give a data: URL (data:image/png;base64,...) or an http(s) URL.")
 	}
-	scheme, _, _ := strings.Cut(s, ":")
+	scheme, rest, colon := strings.Cut(s, ":")
 	switch strings.ToLower(scheme) {
 	case "data":
-		meta, _, ok := strings.Cut(s[len("data:"):], ",")
-		if !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
+		// "data" alone has no colon: it is no data URL either.
+		meta, _, ok := strings.Cut(rest, ",")
+		if !colon || !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
 			return invalid(param, "A data URL must be base64: data:image/png;base64,....")
 		}
 		return nil
@@ -257,34 +250,6 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
-// chatMedia lists the media of the messages, in prompt order.
-func chatMedia(msgs []chatInputMessage) []mediaRef {
-	var refs []mediaRef
-	for _, m := range msgs {
-		refs = append(refs, m.Media...)
-	}
-	return refs
-}
-
-// mediaName is what the Messages and Responses APIs call a chat body's
-// media part: the block or part, and its field that holds the data.
-type mediaName struct{ part, field string }
-
-// nameMedia renames the media of msgs, in order, to names: the Messages
-// and Responses APIs' names for the blocks the chat body's parts came
-// from.
-func nameMedia(msgs []chatInputMessage, names []mediaName) {
-	k := 0
-	for i := range msgs {
-		for j := range msgs[i].Media {
-			if k < len(names) {
-				msgs[i].Media[j].param, msgs[i].Media[j].field = names[k].part, names[k].field
-			}
-			k++
-		}
-	}
-}
-
 // markerText finds the first text of a request that holds media.Marker
 // itself: with media in the request it would take an item's place.
 type markerText struct{ param string }
@@ -301,11 +266,7 @@ func (m *markerText) check(hasMedia bool) error {
 	if !hasMedia || m.param == "" {
 		return nil
 	}
-	return markerError(m.param)
-}
-
-func markerError(param string) error {
-	return invalid(param, "%s holds the text %q, which marks where an image or audio clip goes: with images or audio in the request it would take one's place. Remove it from the text.", param, media.Marker)
+	return frontend.MarkerError(m.param)
 }
 
 // resolve turns the refs into items: base64 decoded, URLs fetched, each
@@ -317,33 +278,33 @@ func (c *mediaConfig) resolve(ctx context.Context, refs []mediaRef) ([]media.Ite
 		if err != nil {
 			return nil, err
 		}
-		items[i] = media.Item{Kind: ref.kind, Data: data, Param: ref.param}
+		items[i] = media.Item{Kind: ref.Kind, Data: data, Param: ref.Param}
 	}
 	return items, nil
 }
 
 // read returns one ref's bytes.
 func (c *mediaConfig) read(ctx context.Context, ref mediaRef) ([]byte, error) {
-	if ref.kind == media.Audio {
-		data, err := c.decodeBase64(ref.data, ref.field)
+	if ref.Kind == media.Audio {
+		data, err := c.decodeBase64(ref.Data, ref.Field)
 		if err != nil {
 			return nil, err
 		}
-		want := map[string]string{"wav": "audio/wav", "mp3": "audio/mpeg"}[ref.format]
+		want := map[string]string{"wav": "audio/wav", "mp3": "audio/mpeg"}[ref.Format]
 		if got := sniff(data); got != want {
-			return nil, invalid(ref.field, "%s: the format is %s but the data is %s.", ref.field, ref.format, describe(got))
+			return nil, invalid(ref.Field, "%s: the format is %s but the data is %s.", ref.Field, ref.Format, describe(got))
 		}
 		return data, nil
 	}
-	p := ref.field
-	if !strings.EqualFold(ref.url[:min(len(ref.url), 5)], "data:") {
-		data, err := c.fetch(ctx, ref.url, p)
+	p := ref.Field
+	if !strings.EqualFold(ref.URL[:min(len(ref.URL), 5)], "data:") {
+		data, err := c.fetch(ctx, ref.URL, p)
 		if err != nil {
 			return nil, err
 		}
 		return data, checkImage(data, "", p)
 	}
-	meta, payload, _ := strings.Cut(ref.url[len("data:"):], ",")
+	meta, payload, _ := strings.Cut(ref.URL[len("data:"):], ",")
 	declared, _, _ := strings.Cut(strings.ToLower(meta), ";")
 	if !strings.HasPrefix(declared, "image/") {
 		return nil, invalid(p, "%s: the data URL's type is %q, not an image (image/png, image/jpeg or image/webp).", p, truncate(declared, 40))

@@ -18,6 +18,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -231,6 +232,10 @@ func TestMediaErrors(t *testing.T) {
 			param: "messages[0].content[0].image_url.url", msg: "not valid base64"},
 		{name: "data URL not base64", body: chatUser(imagePartJSON("data:image/png,abc")),
 			param: "messages[0].content[0].image_url.url", msg: "must be base64"},
+		{name: "data without a colon", body: chatUser(imagePartJSON("dAtA")),
+			param: "messages[0].content[0].image_url.url", msg: "must be base64"},
+		{name: "responses data without a colon", path: "/v1/responses", body: `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"data"}]}]}`,
+			param: "input[0].content[0].image_url", msg: "must be base64"},
 		{name: "ftp URL", body: chatUser(imagePartJSON("ftp://example.com/a.png")),
 			param: "messages[0].content[0].image_url.url", msg: "scheme"},
 		{name: "no url", body: chatUser(`{"type":"image_url","image_url":{}}`),
@@ -549,7 +554,7 @@ func TestMediaBOS(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !startsWithBOS(m.tok, m.prompt) {
+	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !frontend.StartsWithBOS(m.tok, m.prompt) {
 		t.Errorf("addSpecial %v for prompt %q", m.bos, m.prompt)
 	}
 }

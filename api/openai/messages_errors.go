@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // Errors of the Messages API are Anthropic's:
@@ -12,8 +14,8 @@ import (
 //	{"type": "error", "error": {"type": "invalid_request_error", "message": "..."}}
 //
 // messagesErrorOf is the one place that maps an error to them. It starts
-// from toAPIError's status, so both APIs agree on what is whose fault, and
-// renames it by Anthropic's table:
+// from toAPIError's status (the frontend.Error kind, mapped once), so both
+// APIs agree on what is whose fault, and renames it by Anthropic's table:
 //
 //	400 invalid_request_error   401 authentication_error
 //	403 permission_error        404 not_found_error
@@ -66,7 +68,7 @@ func messagesErrorOf(err error) (*apiError, messagesErrorBody) {
 	e := toAPIError(err)
 	msg := e.body.Message
 	var ve *validationError
-	if errors.As(err, &ve) && ve.Param != "" && !strings.HasPrefix(msg, ve.Param) {
+	if errors.As(err, &ve) && ve.Kind == frontend.BadRequest && ve.Param != "" && !strings.HasPrefix(msg, ve.Param) {
 		msg = ve.Param + ": " + msg
 	}
 	status, typ := messagesStatus(e.status)

@@ -3,17 +3,20 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/llmserve/llmserve/frontend"
+	"github.com/llmserve/llmserve/media"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // This file holds the request side of Anthropic's Messages API
 // (POST /v1/messages, POST /v1/messages/count_tokens): its decoding, its
-// own checks, and its translation into a chat completions request body,
-// which then goes through the chat path's decoders (decodeChatRequest,
-// decodeChatPrompt, decodeToolPlan), prepareChat and submit like any chat
-// request. The Messages API is thus one more wire format over the same
-// generation: templates, tools, stop strings, limits and metrics are the
-// chat path's.
+// own checks, and its decoding straight into a frontend.Request, which
+// then goes through prepareChat and submit like any chat request. The
+// Messages API is thus one more wire format over the same generation:
+// templates, tools, stop strings, limits and metrics are the chat path's.
 
 // messagesRequest is a Messages API request body.
 type messagesRequest struct {
@@ -104,76 +107,116 @@ func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
 	return &req, nil
 }
 
-// chatBody translates the request into a chat completions request body,
-// and names the body's image parts, in order, by the Messages blocks they
-// came from (for nameMedia). Every error is a *validationError naming the
-// Messages field at fault.
-func (req *messagesRequest) chatBody() ([]byte, []mediaName, error) {
+// request decodes the Messages request into the typed request, in the
+// Messages API's own field names. Every error is a *validationError
+// naming the Messages field at fault.
+func (req *messagesRequest) request() (*frontend.Request, error) {
 	var (
-		msgs []map[string]any
+		msgs []*turn
 		mt   markerText // a text that holds media.Marker
 	)
 	if len(req.System) > 0 && jsonKind(req.System) != "null" {
 		sys, err := blocksText(req.System, "system")
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		mt.see("system", sys)
-		msgs = append(msgs, map[string]any{"role": "system", "content": sys})
+		msgs = append(msgs, &turn{msg: frontend.Message{Role: "system", Content: sys, HasContent: true}})
 	}
-	conv, mediaParams, err := convertMessages(req.Messages, &mt)
+	conv, images, err := convertMessages(req.Messages, &mt)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := mt.check(len(mediaParams) > 0); err != nil {
-		return nil, nil, err
+	if err := mt.check(images > 0); err != nil {
+		return nil, err
 	}
 	msgs = append(msgs, conv...)
-	body := map[string]any{"model": req.Model, "messages": msgs}
-	if last := msgs[len(msgs)-1]; last["role"] == "assistant" && last["tool_calls"] == nil {
+	r := &frontend.Request{
+		Model:     req.Model,
+		Messages:  make([]frontend.Message, len(msgs)),
+		Template:  frontend.Template{AddGenerationPrompt: true},
+		Sampling:  frontend.Sampling{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: req.StopSequences},
+		MaxTokens: req.MaxTokens,
+		Stream:    req.Stream != nil && *req.Stream,
+		// A model without a reasoning parser has no thinking to bound:
+		// Claude Code sends its thinking settings whatever the model.
+		IgnoreThinkingWithoutParser: true,
+	}
+	for i, t := range msgs {
+		r.Messages[i] = t.message()
+	}
+	if last := r.Messages[len(r.Messages)-1]; last.Role == "assistant" && len(last.ToolCalls) == 0 {
 		// A final assistant turn is a prefill: the answer continues it,
 		// as Anthropic's does.
-		body["add_generation_prompt"] = false
-		body["continue_final_message"] = true
+		r.Template.AddGenerationPrompt, r.Template.ContinueFinalMessage = false, true
 	}
-	if req.MaxTokens != nil {
-		body["max_tokens"] = *req.MaxTokens
-	}
-	if len(req.StopSequences) > 0 {
-		body["stop"] = req.StopSequences
-	}
-	if req.Temperature != nil {
-		body["temperature"] = *req.Temperature
-	}
-	if req.TopP != nil {
-		body["top_p"] = *req.TopP
-	}
-	if req.TopK != nil {
-		body["top_k"] = *req.TopK
-	}
-	if req.Stream != nil {
-		body["stream"] = *req.Stream
-	}
-	if req.Metadata != nil && req.Metadata.UserID != nil {
-		body["user"] = *req.Metadata.UserID
+	if req.Metadata != nil {
+		r.User = req.Metadata.UserID
 	}
 	if len(req.Tools) > 0 {
-		tools, err := convertTools(req.Tools)
-		if err != nil {
-			return nil, nil, err
+		if r.Tools, err = convertTools(req.Tools); err != nil {
+			return nil, err
 		}
-		body["tools"] = tools
 	}
 	if t := req.Thinking; t != nil {
 		// Templates that can switch thinking (Qwen3's and its kin) read
 		// enable_thinking; the others ignore it.
-		body["chat_template_kwargs"] = map[string]any{"enable_thinking": t.Type == "enabled"}
+		r.Template.Kwargs = map[string]any{"enable_thinking": json.RawMessage(strconv.FormatBool(t.Type == "enabled"))}
+		switch {
+		case t.Type == "enabled" && t.BudgetTokens != nil:
+			r.ThinkingBudget, r.Fields.Thinking = t.BudgetTokens, "thinking.budget_tokens"
+		case t.Type == "disabled":
+			r.ThinkingBudget, r.Fields.Thinking = new(int), "thinking"
+		}
 	}
-	if err := convertToolChoice(req.ToolChoice, body); err != nil {
-		return nil, nil, err
+	if err := convertToolChoice(req.ToolChoice, r); err != nil {
+		return nil, err
 	}
-	b, err := json.Marshal(body)
-	return b, mediaParams, err
+	return r, nil
+}
+
+// turn is a chat message being built from Messages turns: its content is
+// a string, or parts (texts and media) once it has media.
+type turn struct {
+	msg   frontend.Message
+	parts []turnPart // set when the content is parts
+}
+
+// turnPart is a text, or a media item (media set).
+type turnPart struct {
+	text  string
+	media *mediaRef
+}
+
+// message is the chat message: parts are joined with "\n", each media
+// item written as media.Marker in its place, as chat content parts are.
+func (t *turn) message() frontend.Message {
+	m := t.msg
+	if t.parts != nil {
+		texts := make([]string, len(t.parts))
+		m.Media = nil
+		for i, p := range t.parts {
+			texts[i] = p.text
+			if p.media != nil {
+				texts[i] = media.Marker
+				m.Media = append(m.Media, *p.media)
+			}
+		}
+		m.Content = strings.Join(texts, "\n")
+	}
+	return m
+}
+
+// contentParts returns the turn's content as parts: a string is one text
+// part ("" none).
+func (t *turn) contentParts() []turnPart {
+	switch {
+	case t.parts != nil:
+		return t.parts
+	case t.msg.Content != "":
+		return []turnPart{{text: t.msg.Content}}
+	}
+	return nil
 }
 
 // blocksText reads a string or an array of text blocks (system, a
@@ -221,14 +264,14 @@ func mediaError(param, typ string) error {
 	return invalid(param+".type", "%s: %s blocks are not supported: only text and image blocks are read.", param, typ)
 }
 
-// imagePart turns an image block into a chat image_url part: a base64
-// source becomes a data: URL (its media type and bytes are checked with
-// the chat path's image_url parts), a url source its URL. field names the
-// block's field that holds the data.
-func imagePart(b messagesBlock, param string) (part map[string]any, field string, err error) {
+// imagePart reads an image block: a base64 source becomes a data: URL
+// (its bytes are checked when they are read), a url source its URL. The
+// item is named by the block, and by the block's field that holds the
+// data.
+func imagePart(b messagesBlock, param string) (mediaRef, error) {
 	p := param + ".source"
 	if jsonKind(b.Source) != "object" {
-		return nil, "", invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
+		return mediaRef{}, invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
 	}
 	var src struct {
 		Type      string  `json:"type"`
@@ -237,205 +280,177 @@ func imagePart(b messagesBlock, param string) (part map[string]any, field string
 		URL       *string `json:"url"`
 	}
 	if err := decodeJSON(b.Source, &src); err != nil {
-		return nil, "", withPrefix(p, err)
+		return mediaRef{}, withPrefix(p, err)
 	}
-	var u string
+	var u, field string
 	switch src.Type {
 	case "base64":
 		switch {
 		case src.MediaType == nil:
-			return nil, "", invalid(p+".media_type", "%s.media_type: Field required", p)
+			return mediaRef{}, invalid(p+".media_type", "%s.media_type: Field required", p)
 		case !strings.HasPrefix(*src.MediaType, "image/") || strings.ContainsAny(*src.MediaType, ";,"):
-			return nil, "", invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, truncate(*src.MediaType, 40))
+			return mediaRef{}, invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, truncate(*src.MediaType, 40))
 		case src.Data == nil || *src.Data == "":
-			return nil, "", invalid(p+".data", "%s.data: Field required", p)
+			return mediaRef{}, invalid(p+".data", "%s.data: Field required", p)
 		}
 		u, field = "data:"+*src.MediaType+";base64,"+*src.Data, p+".data"
 	case "url":
 		if src.URL == nil || *src.URL == "" {
-			return nil, "", invalid(p+".url", "%s.url: Field required", p)
+			return mediaRef{}, invalid(p+".url", "%s.url: Field required", p)
 		}
 		if err := checkImageURL(*src.URL, p+".url"); err != nil {
-			return nil, "", err
+			return mediaRef{}, err
 		}
 		u, field = *src.URL, p+".url"
 	default:
-		return nil, "", invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, truncate(src.Type, 40))
+		return mediaRef{}, invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, truncate(src.Type, 40))
 	}
-	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}}, field, nil
+	return mediaRef{Kind: media.Image, Param: param, Field: field, URL: u}, nil
 }
 
 // convertMessages turns Messages turns into chat messages: a user turn's
 // tool_result blocks become tool messages (before its text), an assistant
-// turn's tool_use blocks its tool_calls and its thinking blocks its
-// reasoning_content. A user turn with image blocks gets content parts
-// (text and image_url) in block order; mediaParams names each image part
-// by its block, in prompt order; mt sees every text. Consecutive turns of
-// one role are merged, as Anthropic merges them; the first turn must be
-// the user's.
-func convertMessages(raws []json.RawMessage, mt *markerText) (msgs []map[string]any, mediaParams []mediaName, err error) {
+// turn's tool_use blocks its tool calls and its thinking blocks its
+// reasoning content. A user turn with image blocks gets content parts
+// (text and images) in block order, each image named by its block; images
+// counts them; mt sees every text. Consecutive turns of one role are
+// merged, as Anthropic merges them; the first turn must be the user's.
+func convertMessages(raws []json.RawMessage, mt *markerText) (out []*turn, images int, err error) {
 	if len(raws) == 0 {
-		return nil, nil, invalid("messages", "messages: at least one message is required")
+		return nil, 0, invalid("messages", "messages: at least one message is required")
 	}
 	toolUses := map[string]bool{}
-	var out []map[string]any
 	lastRole := ""
 	for i, raw := range raws {
 		p := fmt.Sprintf("messages[%d]", i)
 		if jsonKind(raw) != "object" {
-			return nil, nil, typeError(p, "a message object", jsonKind(raw))
+			return nil, 0, typeError(p, "a message object", jsonKind(raw))
 		}
 		var m struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		}
 		if err := decodeJSON(raw, &m); err != nil {
-			return nil, nil, withPrefix(p, err)
+			return nil, 0, withPrefix(p, err)
 		}
 		switch m.Role {
 		case "user", "assistant":
 		case "system":
-			return nil, nil, invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
+			return nil, 0, invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
 		case "":
-			return nil, nil, invalid(p+".role", "%s.role: Field required", p)
+			return nil, 0, invalid(p+".role", "%s.role: Field required", p)
 		default:
-			return nil, nil, invalid(p+".role", "%s.role: Input should be 'user' or 'assistant', got %q", p, m.Role)
+			return nil, 0, invalid(p+".role", "%s.role: Input should be 'user' or 'assistant', got %q", p, m.Role)
 		}
 		if i == 0 && m.Role != "user" {
-			return nil, nil, invalid(p+".role", "%s.role: the first message must use the \"user\" role", p)
+			return nil, 0, invalid(p+".role", "%s.role: the first message must use the \"user\" role", p)
 		}
 		blocks, err := decodeBlocks(m.Content, p+".content")
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, err
 		}
 		var (
 			texts    []string
-			parts    []any // texts and images, when there are images
-			images   int
-			calls    []map[string]any
+			parts    []turnPart // texts and images, when there are images
+			nImages  int
+			calls    []tokenizer.ToolCall
 			thinking []string
-			results  []map[string]any
+			results  []*turn
 		)
 		for j, b := range blocks {
 			bp := fmt.Sprintf("%s.content[%d]", p, j)
 			switch {
 			case b.Type == "text":
 				if b.Text == nil {
-					return nil, nil, invalid(bp+".text", "%s.text: Field required", bp)
+					return nil, 0, invalid(bp+".text", "%s.text: Field required", bp)
 				}
 				texts = append(texts, *b.Text)
-				parts = append(parts, map[string]any{"type": "text", "text": *b.Text})
+				parts = append(parts, turnPart{text: *b.Text})
 				mt.see(bp+".text", *b.Text)
 			case b.Type == "image" && m.Role == "user":
-				part, field, err := imagePart(b, bp)
+				ref, err := imagePart(b, bp)
 				if err != nil {
-					return nil, nil, err
+					return nil, 0, err
 				}
-				parts = append(parts, part)
-				images++
-				mediaParams = append(mediaParams, mediaName{bp, field})
+				parts = append(parts, turnPart{media: &ref})
+				nImages++
 			case isMediaBlock(b.Type):
-				return nil, nil, mediaError(bp, b.Type)
+				return nil, 0, mediaError(bp, b.Type)
 			case b.Type == "tool_use" && m.Role == "assistant":
 				if b.ID == "" || b.Name == "" {
-					return nil, nil, invalid(bp, "%s: a tool_use block needs an id and a name", bp)
+					return nil, 0, invalid(bp, "%s: a tool_use block needs an id and a name", bp)
 				}
 				input := b.Input
 				if k := jsonKind(input); k == "nothing" || k == "null" {
 					input = json.RawMessage("{}")
 				} else if k != "object" {
-					return nil, nil, typeError(bp+".input", "an object", k)
+					return nil, 0, typeError(bp+".input", "an object", k)
 				}
 				toolUses[b.ID] = true
-				calls = append(calls, map[string]any{"id": b.ID, "type": "function",
-					"function": map[string]any{"name": b.Name, "arguments": string(input)}})
+				calls = append(calls, tokenizer.ToolCall{ID: b.ID, Type: "function", Name: b.Name, Arguments: string(input)})
 			case b.Type == "tool_result" && m.Role == "user":
 				if b.ToolUseID == nil {
-					return nil, nil, invalid(bp+".tool_use_id", "%s.tool_use_id: Field required", bp)
+					return nil, 0, invalid(bp+".tool_use_id", "%s.tool_use_id: Field required", bp)
 				}
 				if !toolUses[*b.ToolUseID] {
-					return nil, nil, invalid(bp+".tool_use_id", "%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bp, *b.ToolUseID)
+					return nil, 0, invalid(bp+".tool_use_id", "%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bp, *b.ToolUseID)
 				}
 				content := ""
 				if k := jsonKind(b.Content); k != "nothing" && k != "null" {
 					if content, err = blocksText(b.Content, bp+".content"); err != nil {
-						return nil, nil, err
+						return nil, 0, err
 					}
 				}
 				mt.see(bp+".content", content)
 				if b.IsError {
 					content = "Error: " + content
 				}
-				results = append(results, map[string]any{"role": "tool", "tool_call_id": *b.ToolUseID, "content": content})
+				results = append(results, &turn{msg: frontend.Message{Role: "tool", ToolCallID: *b.ToolUseID, Content: content, HasContent: true}})
 			case (b.Type == "thinking" || b.Type == "redacted_thinking") && m.Role == "assistant":
 				if b.Thinking != nil {
 					thinking = append(thinking, *b.Thinking)
 				}
 			default:
-				return nil, nil, invalid(bp+".type", "%s.type: blocks of type %q are not accepted in a %s message", bp, b.Type, m.Role)
+				return nil, 0, invalid(bp+".type", "%s.type: blocks of type %q are not accepted in a %s message", bp, b.Type, m.Role)
 			}
 		}
+		images += nImages
 		out = append(out, results...)
-		if m.Role == "user" && len(texts) == 0 && images == 0 && len(results) > 0 {
+		if m.Role == "user" && len(texts) == 0 && nImages == 0 && len(results) > 0 {
 			lastRole = "tool"
 			continue
 		}
-		msg := map[string]any{"role": m.Role, "content": strings.Join(texts, "\n")}
-		if images > 0 {
-			msg["content"] = parts
-		}
-		if len(calls) > 0 {
-			msg["tool_calls"] = calls
+		t := &turn{msg: frontend.Message{Role: m.Role, Content: strings.Join(texts, "\n"), HasContent: true, ToolCalls: calls}}
+		if nImages > 0 {
+			t.parts = parts
 		}
 		if len(thinking) > 0 {
-			msg["reasoning_content"] = strings.Join(thinking, "\n")
+			t.msg.ReasoningContent = strings.Join(thinking, "\n")
 		}
 		if m.Role == lastRole && len(out) > 0 {
-			mergeTurn(out[len(out)-1], msg)
+			out[len(out)-1].merge(t)
 			continue
 		}
-		out = append(out, msg)
+		out = append(out, t)
 		lastRole = m.Role
 	}
-	return out, mediaParams, nil
+	return out, images, nil
 }
 
-// mergeTurn appends turn next to prev, of the same role.
-func mergeTurn(prev, next map[string]any) {
-	a, aText := prev["content"].(string)
-	b, bText := next["content"].(string)
+// merge appends turn next to t, of the same role.
+func (t *turn) merge(next *turn) {
 	switch {
-	case !aText || !bText:
+	case t.parts != nil || next.parts != nil:
 		// Content parts (a turn with images): the parts of both, which
-		// the chat path joins with "\n" as the strings below are.
-		prev["content"] = append(contentParts(prev["content"]), contentParts(next["content"])...)
-	case a == "":
-		prev["content"] = b
-	case b != "":
-		prev["content"] = a + "\n" + b
+		// message joins with "\n" as the strings below are.
+		t.parts = append(t.contentParts(), next.contentParts()...)
+	case t.msg.Content == "":
+		t.msg.Content = next.msg.Content
+	case next.msg.Content != "":
+		t.msg.Content += "\n" + next.msg.Content
 	}
-	if c, ok := next["tool_calls"].([]map[string]any); ok {
-		old, _ := prev["tool_calls"].([]map[string]any)
-		prev["tool_calls"] = append(old, c...)
-	}
-	if r, ok := next["reasoning_content"].(string); ok {
-		old, _ := prev["reasoning_content"].(string)
-		prev["reasoning_content"] = old + r
-	}
-}
-
-// contentParts returns a chat message's content as parts: a string is one
-// text part ("" none).
-func contentParts(c any) []any {
-	switch c := c.(type) {
-	case []any:
-		return c
-	case string:
-		if c != "" {
-			return []any{map[string]any{"type": "text", "text": c}}
-		}
-	}
-	return nil
+	t.msg.ToolCalls = append(t.msg.ToolCalls, next.msg.ToolCalls...)
+	t.msg.ReasoningContent += next.msg.ReasoningContent
 }
 
 // decodeBlocks reads a message's content: a string (one text block) or
@@ -475,9 +490,9 @@ func decodeBlocks(raw json.RawMessage, param string) ([]messagesBlock, error) {
 }
 
 // convertTools turns Messages tools ({name, description, input_schema})
-// into chat function tools.
-func convertTools(raws []json.RawMessage) ([]map[string]any, error) {
-	out := make([]map[string]any, len(raws))
+// into function tools.
+func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
+	out := make([]frontend.Tool, len(raws))
 	for i, raw := range raws {
 		p := fmt.Sprintf("tools[%d]", i)
 		if jsonKind(raw) != "object" {
@@ -501,18 +516,18 @@ func convertTools(raws []json.RawMessage) ([]map[string]any, error) {
 		if k := jsonKind(t.InputSchema); k != "object" {
 			return nil, invalid(p+".input_schema", "%s.input_schema: a JSON Schema object is required", p)
 		}
-		fn := map[string]any{"name": t.Name, "parameters": t.InputSchema}
-		if t.Description != nil {
-			fn["description"] = *t.Description
+		tool, err := functionTool(t.Name, t.Description, t.InputSchema)
+		if err != nil {
+			return nil, withPrefix(p, err)
 		}
-		out[i] = map[string]any{"type": "function", "function": fn}
+		out[i] = tool
 	}
 	return out, nil
 }
 
-// convertToolChoice sets the chat body's tool_choice and
-// parallel_tool_calls from the Messages tool_choice.
-func convertToolChoice(raw json.RawMessage, body map[string]any) error {
+// convertToolChoice sets the request's tool choice and parallel tool calls
+// from the Messages tool_choice.
+func convertToolChoice(raw json.RawMessage, r *frontend.Request) error {
 	if k := jsonKind(raw); k == "nothing" || k == "null" {
 		return nil
 	} else if k != "object" {
@@ -528,21 +543,22 @@ func convertToolChoice(raw json.RawMessage, body map[string]any) error {
 	}
 	switch tc.Type {
 	case "auto":
-		body["tool_choice"] = "auto"
+		r.ToolChoice.Mode = frontend.ToolAuto
 	case "any":
-		body["tool_choice"] = "required"
+		r.ToolChoice.Mode = frontend.ToolRequired
 	case "none":
-		body["tool_choice"] = "none"
+		r.ToolChoice.Mode = frontend.ToolNone
 	case "tool":
 		if tc.Name == "" {
 			return invalid("tool_choice.name", "tool_choice.name: Field required")
 		}
-		body["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}}
+		r.ToolChoice.Mode, r.ToolChoice.Name = frontend.ToolNamed, tc.Name
 	default:
 		return invalid("tool_choice.type", "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none', got %q", tc.Type)
 	}
+	r.ToolChoice.Text = toolChoiceText(r.ToolChoice.Mode, r.ToolChoice.Name)
 	if tc.DisableParallelToolUse != nil && *tc.DisableParallelToolUse {
-		body["parallel_tool_calls"] = false
+		r.ParallelToolCalls = new(bool)
 	}
 	return nil
 }

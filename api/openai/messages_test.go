@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/llmserve/llmserve/frontend"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -190,6 +191,30 @@ func TestMessagesStreamSequence(t *testing.T) {
 	}
 }
 
+// chatView writes typed messages as chat messages in JSON, for comparing.
+func chatView(msgs []frontend.Message) string {
+	out := make([]map[string]any, len(msgs))
+	for i, m := range msgs {
+		v := map[string]any{"role": m.Role, "content": m.Content}
+		if m.ReasoningContent != "" {
+			v["reasoning_content"] = m.ReasoningContent
+		}
+		if m.ToolCallID != "" {
+			v["tool_call_id"] = m.ToolCallID
+		}
+		if len(m.ToolCalls) > 0 {
+			var calls []any
+			for _, c := range m.ToolCalls {
+				calls = append(calls, map[string]any{"id": c.ID, "type": c.Type, "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+			}
+			v["tool_calls"] = calls
+		}
+		out[i] = v
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
 // Messages turns become the chat messages the template renders.
 func TestMessagesChatBody(t *testing.T) {
 	tests := []struct {
@@ -233,22 +258,16 @@ func TestMessagesChatBody(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _, err := req.chatBody()
+			typed, err := req.request()
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got struct {
-				Messages             json.RawMessage `json:"messages"`
-				ContinueFinalMessage bool            `json:"continue_final_message"`
+			if got := chatView(typed.Messages); got != tt.want {
+				t.Errorf("messages\n got %s\nwant %s", got, tt.want)
 			}
-			if err := json.Unmarshal(body, &got); err != nil {
-				t.Fatal(err)
-			}
-			if string(got.Messages) != tt.want {
-				t.Errorf("messages\n got %s\nwant %s", got.Messages, tt.want)
-			}
-			if prefill := strings.Contains(tt.name, "continued"); got.ContinueFinalMessage != prefill {
-				t.Errorf("continue_final_message %v, want %v", got.ContinueFinalMessage, prefill)
+			prefill := strings.Contains(tt.name, "continued")
+			if tpl := typed.Template; tpl.ContinueFinalMessage != prefill || tpl.AddGenerationPrompt == prefill {
+				t.Errorf("template options %+v, want continue_final_message %v", tpl, prefill)
 			}
 		})
 	}
@@ -262,18 +281,13 @@ func TestMessagesChatBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _, err := req.chatBody()
+		typed, err := req.request()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got struct {
-			Kwargs json.RawMessage `json:"chat_template_kwargs"`
-		}
-		if got.Kwargs == nil {
-			got.Kwargs = json.RawMessage("null")
-		}
-		if err := json.Unmarshal(body, &got); err != nil || string(got.Kwargs) != want {
-			t.Errorf("%s: chat_template_kwargs %s, want %s", typ, got.Kwargs, want)
+		got, _ := json.Marshal(typed.Template.Kwargs)
+		if string(got) != want {
+			t.Errorf("%s: chat_template_kwargs %s, want %s", typ, got, want)
 		}
 	}
 }
@@ -526,4 +540,36 @@ func TestMessagesClientGone(t *testing.T) {
 		cancel()
 		srv.Close()
 	}
+}
+
+// FuzzDecodeMessages: no Messages body makes the decoder or the prepare
+// path it feeds panic or fail with anything but a 4xx.
+func FuzzDecodeMessages(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`,
+		`{"model":"test-model","max_tokens":5,"system":[{"type":"text","text":"s"}],"stop_sequences":["x"],"temperature":0.5,"top_k":2,"metadata":{"user_id":"u"},` +
+			`"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},` +
+			`"messages":[{"role":"user","content":"w?"},{"role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"ok"}],"is_error":true},{"type":"text","text":"and?"}]}]}`,
+		`{"model":"test-model","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},{"role":"user","content":"x"},{"role":"assistant","content":"pre"}]}`,
+		`{"messages":[null,{"role":"system"}],"tools":[1],"tool_choice":"any"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	m := newFakeModel(f)
+	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzDecode(t, body, func(b []byte) error {
+			req, err := decodeMessagesRequest(b, false)
+			if err != nil {
+				return err
+			}
+			typed, err := req.request()
+			if err != nil {
+				return err
+			}
+			_, err = h.prepareChat(context.Background(), typed, nil)
+			return err
+		})
+	})
 }

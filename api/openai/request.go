@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 )
 
-// This file holds the request side of the wire format and its decoding.
+// This file holds the request side of the wire format and its decoding
+// into a frontend.Request (decodeChat; completions keep their prompt
+// forms beside it).
 //
-// A body is decoded twice: once into commonRequest (the fields chat and
+// A body is decoded in parts: once into commonRequest (the fields chat and
 // completions share) and once into the endpoint's own fields. Two flat
 // structs instead of one with an embedded struct keep the field paths that
 // encoding/json puts in type errors equal to the JSON names, which become
@@ -140,6 +142,97 @@ func decodeCompletionRequest(body []byte) (*completionRequest, error) {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// decodeChat decodes a chat request body into the typed request and the
+// OpenAI-only options, once: the common, chat and structured-output fields,
+// the prompt-shaping fields (decodePromptFields) and the tool choice. Every
+// error it returns is a *validationError naming the field.
+func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
+	w, err := decodeChatRequest(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := w.request()
+	req.Messages = w.Messages.msgs
+	req.Extensions = w.extensions()
+	if w.MaxCompletionTokens != nil {
+		// It supersedes max_tokens, as in OpenAI and vLLM.
+		req.MaxTokens, req.Fields.MaxTokens = w.MaxCompletionTokens, "max_completion_tokens"
+	}
+	req.Logprobs = w.Logprobs != nil && *w.Logprobs
+	req.TopLogprobs = w.TopLogprobs
+	req.ThinkingBudget = w.ThinkingTokenBudget
+	if err := decodePromptFields(body, req); err != nil {
+		return nil, nil, err
+	}
+	if req.Constraints, err = w.constraints(); err != nil {
+		return nil, nil, err
+	}
+	if err := decodeToolChoice(body, req); err != nil {
+		return nil, nil, err
+	}
+	return req, w.options(), nil
+}
+
+// completionOptions are the completion fields that shape only the
+// answer: logprobs (completions' number of alternatives) and echo.
+type completionOptions struct {
+	logprobs *int
+	echo     bool
+}
+
+// decodeCompletion decodes a completion request body into the typed
+// request (its raw prompts, RenderRaw's), the OpenAI-only options and the
+// completion's answer options, once. Every error it returns is a
+// *validationError naming the field.
+func decodeCompletion(body []byte) (*frontend.Request, *wireOptions, *completionOptions, error) {
+	w, err := decodeCompletionRequest(body)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	req := w.request()
+	req.Extensions = w.extensions()
+	req.ThinkingBudget = w.ThinkingTokenBudget
+	req.Suffix = w.Suffix
+	if pf := &w.Prompt; pf.set {
+		req.Prompt = &frontend.RawPrompt{Field: "prompt", Single: pf.single, Texts: pf.texts, Tokens: pf.tokens}
+	}
+	if req.Constraints, err = w.constraints(); err != nil {
+		return nil, nil, nil, err
+	}
+	return req, w.options(), &completionOptions{logprobs: w.Logprobs, echo: w.Echo != nil && *w.Echo}, nil
+}
+
+// request is the typed request of the fields both chat and completions
+// accept.
+func (c *commonRequest) request() *frontend.Request {
+	return &frontend.Request{
+		Model: c.Model,
+		Sampling: frontend.Sampling{
+			Temperature: c.Temperature, TopP: c.TopP, MinP: c.MinP, TopK: c.TopK, Seed: c.Seed, N: c.N,
+			PresencePenalty: c.PresencePenalty, FrequencyPenalty: c.FrequencyPenalty, RepetitionPenalty: c.RepetitionPenalty,
+			LogitBias: c.LogitBias, Stop: c.Stop.list, StopTokenIDs: c.StopTokenIDs,
+			IgnoreEOS: c.IgnoreEOS != nil && *c.IgnoreEOS, MinTokens: c.MinTokens,
+			CacheSalt: c.CacheSalt, Priority: c.Priority,
+		},
+		MaxTokens: c.MaxTokens,
+		Stream:    c.Stream != nil && *c.Stream,
+		User:      c.User,
+	}
+}
+
+// wireOptions are the OpenAI-only fields of chat and completions that
+// shape the answer, beside the typed request (nil fields for the other
+// protocols).
+type wireOptions struct {
+	StreamOptions          *streamOptions
+	ReturnTokensAsTokenIDs *bool
+	KVTransferParams       *kvTransferParams
+}
+
+func (c *commonRequest) options() *wireOptions {
+	return &wireOptions{StreamOptions: c.StreamOptions, ReturnTokensAsTokenIDs: c.ReturnTokensAsTokenIDs, KVTransferParams: c.KVTransferParams}
 }
 
 // decodeJSON unmarshals body into v and turns every failure into a
@@ -387,24 +480,12 @@ func parseTokenIDs(param string, elems []json.RawMessage) ([]int64, error) {
 
 // messageList is the chat "messages" array.
 type messageList struct {
-	set  bool
-	msgs []chatInputMessage
-}
-
-// chatInputMessage is one validated-for-type message. Content holds the
-// text parts joined with "\n" (as vLLM and llama.cpp's server join them),
-// each image or audio part written as media.Marker in its place.
-type chatInputMessage struct {
-	Role       string
-	Content    string
-	HasContent bool
-	Name       string
-	// Media are the message's image and audio parts, in order.
-	Media []mediaRef
-	// markerParam names the first text of the message that holds
-	// media.Marker itself ("" for none): with media in the request it
-	// would take an item's place.
-	markerParam string
+	set bool
+	// msgs are the messages checked for type. Content holds the text
+	// parts joined with "\n" (as vLLM and llama.cpp's server join them),
+	// each image or audio part written as media.Marker in its place. The
+	// fields beyond role, content and name are decodePromptFields'.
+	msgs []frontend.Message
 }
 
 // Roles a message may have. "developer" is OpenAI's newer name for
@@ -425,7 +506,7 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 		return typeError("messages", "an array of message objects", "array")
 	}
 	m.set = true
-	m.msgs = make([]chatInputMessage, len(elems))
+	m.msgs = make([]frontend.Message, len(elems))
 	for i, e := range elems {
 		prefix := fmt.Sprintf("messages[%d]", i)
 		if jsonKind(e) != "object" {
@@ -453,11 +534,11 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 		msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
 		msg.Media = wm.Content.media
 		for k := range msg.Media {
-			msg.Media[k].param = prefix + "." + msg.Media[k].param
-			msg.Media[k].field = prefix + "." + msg.Media[k].field
+			msg.Media[k].Param = prefix + "." + msg.Media[k].Param
+			msg.Media[k].Field = prefix + "." + msg.Media[k].Field
 		}
 		if wm.Content.marker != "" {
-			msg.markerParam = prefix + "." + wm.Content.marker
+			msg.MarkerParam = prefix + "." + wm.Content.marker
 		}
 		if wm.Name != nil {
 			msg.Name = *wm.Name
@@ -543,17 +624,4 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	}
 	c.set, c.text = true, strings.Join(texts, "\n")
 	return nil
-}
-
-// float32Of converts a request value to the engine's float32 without
-// changing what it means to the range checks: beyond float32's range it
-// becomes infinite, and a value too small for float32 becomes the smallest
-// float32 of its sign rather than 0 (a temperature of 1e-46 must be refused
-// as out of range, not served as greedy).
-func float32Of(v float64) float32 {
-	f := float32(v)
-	if f == 0 && v != 0 {
-		return float32(math.Copysign(math.SmallestNonzeroFloat32, v))
-	}
-	return f
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -84,20 +85,19 @@ type responses struct {
 // respParams is a Responses request turned into a chat request, and what
 // the response echoes.
 type respParams struct {
-	req      *responsesRequest
-	echo     responseObject // the request's settings, for the response
-	input    []respItem     // this request's input items, with ids
-	conv     []respItem     // previous conversation + input
-	chatBody []byte
-	// media names the chat body's image parts (nameMedia).
-	media  []mediaName
+	req   *responsesRequest
+	echo  responseObject // the request's settings, for the response
+	input []respItem     // this request's input items, with ids
+	conv  []respItem     // previous conversation + input
+	// typed is the request as the chat family's prepare path takes it.
+	typed  *frontend.Request
 	stream bool
 	store  bool
 	bg     bool
 }
 
-// decodeResponses decodes and checks a Responses request body, loads the
-// previous response's conversation and builds the chat body.
+// decodeResponses decodes and checks a Responses request body, once, loads
+// the previous response's conversation and builds the typed request.
 func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 	if err := checkText(body); err != nil {
 		return nil, err
@@ -140,42 +140,38 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		prev = rec.Conversation
 	}
 	rp.conv = append(append([]respItem(nil), prev...), items...)
-	msgs, names, err := chatMessagesOf(req.Instructions, rp.conv, len(prev))
+	msgs, err := chatMessagesOf(req.Instructions, rp.conv, len(prev))
 	if err != nil {
 		return nil, err
 	}
-	rp.media = names
-	chat := map[string]any{"model": req.Model, "messages": msgs, "stream": rp.stream}
-	if req.MaxOutputTokens != nil {
-		chat["max_tokens"] = *req.MaxOutputTokens
-	}
-	if req.Temperature != nil {
-		chat["temperature"] = *req.Temperature
-	}
-	if req.TopP != nil {
-		chat["top_p"] = *req.TopP
-	}
-	if req.User != nil {
-		chat["user"] = *req.User
-	}
-	if req.ParallelToolCalls != nil {
-		chat["parallel_tool_calls"] = *req.ParallelToolCalls
+	typed := &frontend.Request{
+		Model:             req.Model,
+		Messages:          msgs,
+		Template:          frontend.Template{AddGenerationPrompt: true},
+		Sampling:          frontend.Sampling{Temperature: req.Temperature, TopP: req.TopP},
+		MaxTokens:         req.MaxOutputTokens,
+		Stream:            rp.stream,
+		User:              req.User,
+		ParallelToolCalls: req.ParallelToolCalls,
+		// Codex sends its reasoning settings whatever the model.
+		IgnoreThinkingWithoutParser: true,
+		Fields: frontend.Fields{
+			Messages: "input", MaxTokens: "max_output_tokens", ToolParameters: "tools[%d].parameters",
+			ToolChoiceName: "tool_choice.name", Thinking: "reasoning.effort",
+		},
 	}
 	if len(req.Tools) > 0 {
-		tools := make([]any, len(req.Tools))
+		typed.Tools = make([]frontend.Tool, len(req.Tools))
 		for i, raw := range req.Tools {
-			t, err := chatToolOf(raw)
+			t, err := respToolOf(raw)
 			if err != nil {
 				return nil, withPrefix(fmt.Sprintf("tools[%d]", i), err)
 			}
-			tools[i] = t
+			typed.Tools[i] = t
 		}
-		chat["tools"] = tools
 	}
-	if tc, err := chatToolChoiceOf(req.ToolChoice); err != nil {
+	if typed.ToolChoice, err = respToolChoiceOf(req.ToolChoice); err != nil {
 		return nil, err
-	} else if tc != nil {
-		chat["tool_choice"] = tc
 	}
 	format := responsesFormat{Type: "text"}
 	if req.Text != nil && req.Text.Format != nil {
@@ -183,23 +179,17 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		switch format.Type {
 		case "text":
 		case "json_object":
-			chat["response_format"] = map[string]any{"type": "json_object"}
+			typed.Constraints = []frontend.Constraint{{Kind: frontend.JSONObject, Param: "text.format"}}
 		case "json_schema":
 			if isAbsent(format.Schema) {
 				return nil, invalid("text.format.schema", "A json_schema format needs a schema.")
 			}
-			js := map[string]any{"name": format.Name, "schema": format.Schema}
-			if format.Strict != nil {
-				js["strict"] = *format.Strict
-			}
-			chat["response_format"] = map[string]any{"type": "json_schema", "json_schema": js}
+			typed.Constraints = []frontend.Constraint{{Kind: frontend.JSONSchema, Param: "text.format.schema", Schema: format.Schema}}
 		default:
 			return nil, invalid("text.format.type", "Unknown text.format type %q; use text, json_object or json_schema.", format.Type)
 		}
 	}
-	if rp.chatBody, err = json.Marshal(chat); err != nil {
-		return nil, invalid("", "The request could not be converted: %v", err)
-	}
+	rp.typed = typed
 	temp, topP := req.Temperature, req.TopP
 	if temp == nil {
 		temp = ptr(1.0)
@@ -238,17 +228,18 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		default:
 			return nil, invalid("reasoning.effort", "reasoning.effort must be minimal, low, medium or high, got %q.", *e.Effort)
 		}
+		rp.typed.ThinkingBudget = ptr(effortBudget(*e.Effort, req.MaxOutputTokens))
 	}
 	return rp, nil
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// chatToolOf turns a Responses function tool ({"type": "function",
-// "name", "description", "parameters", "strict"}) into a chat tool.
-func chatToolOf(raw json.RawMessage) (any, error) {
+// respToolOf reads a Responses function tool ({"type": "function",
+// "name", "description", "parameters", "strict"}).
+func respToolOf(raw json.RawMessage) (frontend.Tool, error) {
 	if jsonKind(raw) != "object" {
-		return nil, typeError("", "a tool object", jsonKind(raw))
+		return frontend.Tool{}, typeError("", "a tool object", jsonKind(raw))
 	}
 	var t struct {
 		Type        *string         `json:"type"`
@@ -258,82 +249,59 @@ func chatToolOf(raw json.RawMessage) (any, error) {
 		Strict      *bool           `json:"strict"`
 	}
 	if err := decodeJSON(raw, &t); err != nil {
-		return nil, err
+		return frontend.Tool{}, err
 	}
 	if strOf(t.Type) != "function" {
-		return nil, invalid("type", "Tools of type %q are not supported; only \"function\" is.", strOf(t.Type))
+		return frontend.Tool{}, invalid("type", "Tools of type %q are not supported; only \"function\" is.", strOf(t.Type))
 	}
 	if strOf(t.Name) == "" {
-		return nil, invalid("name", "A function tool needs a name.")
+		return frontend.Tool{}, invalid("name", "A function tool needs a name.")
 	}
-	fn := map[string]any{"name": *t.Name}
-	if t.Description != nil {
-		fn["description"] = *t.Description
+	if k := jsonKind(t.Parameters); !isAbsent(t.Parameters) && k != "object" {
+		// The message names the field as chat's tools do, which these
+		// tools share their checks and wording with.
+		err := typeError("function.parameters", "a JSON Schema object", k)
+		err.Param = "parameters"
+		return frontend.Tool{}, err
 	}
-	if !isAbsent(t.Parameters) {
-		fn["parameters"] = t.Parameters
-	}
-	return map[string]any{"type": "function", "function": fn}, nil
+	return functionTool(*t.Name, t.Description, t.Parameters)
 }
 
-// chatToolChoiceOf turns tool_choice ("none", "auto", "required" or
-// {"type": "function", "name"}) into chat's.
-func chatToolChoiceOf(raw json.RawMessage) (any, error) {
+// respToolChoiceOf reads tool_choice: "none", "auto", "required" or
+// {"type": "function", "name"}.
+func respToolChoiceOf(raw json.RawMessage) (frontend.ToolChoice, error) {
+	var tc frontend.ToolChoice
 	switch jsonKind(raw) {
 	case "nothing", "null":
-		return nil, nil
+		return tc, nil
 	case "string":
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		if s != "none" && s != "auto" && s != "required" {
-			return nil, invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}.", s)
+		mode, ok := toolModes[s]
+		if !ok {
+			return tc, invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}.", s)
 		}
-		return s, nil
+		tc.Mode = mode
 	case "object":
-		var tc struct {
+		var named struct {
 			Type *string `json:"type"`
 			Name *string `json:"name"`
 		}
-		if err := decodeJSON(raw, &tc); err != nil {
-			return nil, withPrefix("tool_choice", err)
+		if err := decodeJSON(raw, &named); err != nil {
+			return tc, withPrefix("tool_choice", err)
 		}
-		if strOf(tc.Type) != "function" {
-			return nil, invalid("tool_choice.type", "tool_choice.type must be \"function\" (the only tools served here), got %q.", strOf(tc.Type))
+		if strOf(named.Type) != "function" {
+			return tc, invalid("tool_choice.type", "tool_choice.type must be \"function\" (the only tools served here), got %q.", strOf(named.Type))
 		}
-		if strOf(tc.Name) == "" {
-			return nil, invalid("tool_choice.name", "A function tool_choice needs a name.")
+		if strOf(named.Name) == "" {
+			return tc, invalid("tool_choice.name", "A function tool_choice needs a name.")
 		}
-		return map[string]any{"type": "function", "function": map[string]any{"name": *tc.Name}}, nil
+		tc.Mode, tc.Name = frontend.ToolNamed, *named.Name
 	default:
-		return nil, typeError("tool_choice", "a string or an object", jsonKind(raw))
+		return tc, typeError("tool_choice", "a string or an object", jsonKind(raw))
 	}
-}
-
-// respParamOf renames the chat fields in a validation error to the
-// Responses request's.
-func respParamOf(err error) error {
-	var v *validationError
-	if !errors.As(err, &v) {
-		return err
-	}
-	p := v.Param
-	for _, r := range [][2]string{
-		{"max_tokens", "max_output_tokens"},
-		{"response_format.json_schema.schema", "text.format.schema"},
-		{"response_format.json_schema", "text.format"},
-		{"response_format", "text.format"},
-		{"tool_choice.function.name", "tool_choice.name"},
-		{"messages", "input"},
-	} {
-		if p == r[0] || strings.HasPrefix(p, r[0]+".") || strings.HasPrefix(p, r[0]+"[") {
-			p = r[1] + p[len(r[0]):]
-			break
-		}
-	}
-	if strings.HasPrefix(p, "tools[") {
-		p = strings.Replace(p, ".function.", ".", 1)
-	}
-	return &validationError{Param: p, Message: v.Message, Code: v.Code}
+	tc.Text = toolChoiceText(tc.Mode, tc.Name)
+	return tc, nil
 }
 
 // itemID is a new id for an item of type typ.
@@ -354,27 +322,17 @@ type respGen struct {
 	parser string
 }
 
-// startResponse runs the chat path on rp's chat body up to submit.
+// startResponse prepares rp's typed request (prepareChat) and submits it.
 func (h *handler) startResponse(ctx context.Context, rp *respParams, id string, arrival time.Time) (*respGen, error) {
-	m, cp, p, prompt, err := h.prepareResponse(ctx, rp)
+	run, err := h.prepareChat(ctx, rp.typed, nil)
 	if err != nil {
 		return nil, err
 	}
-	tp, err := decodeToolPlan(rp.chatBody, cp.opts.Tools, toolTemplate(m, cp))
-	if err == nil {
-		err = p.setTools(tp, m, false)
-	}
+	g, err := submit(ctx, run.m, run.p, []promptInput{run.prompt}, id, arrival, func(int) string { return run.cp.Param })
 	if err != nil {
-		return nil, respParamOf(err)
+		return nil, err
 	}
-	if e := rp.req.Reasoning; e != nil && e.Effort != nil {
-		setThinkingBudget(m, p, effortBudget(*e.Effort, rp.req.MaxOutputTokens), "reasoning.effort")
-	}
-	g, err := submit(ctx, m, p, []promptInput{prompt}, id, arrival, func(int) string { return "input" })
-	if err != nil {
-		return nil, respParamOf(err)
-	}
-	return &respGen{g: g, m: m, tp: tp, cp: cp, parser: reasoningParserOf(m)}, nil
+	return &respGen{g: g, m: run.m, tp: run.tp, cp: run.cp, parser: reasoningParserOf(run.m)}, nil
 }
 
 // respOutput is a finished answer split into output items.
@@ -464,30 +422,6 @@ func (rg *respGen) collectOutput(ctx context.Context) (*respOutput, error) {
 		o.text, o.calls = c1+c2, ts.calls
 	}
 	return o, nil
-}
-
-// prepareResponse renders a decoded Responses request through the chat
-// path (decodeChatRequest, decodeChatPrompt, prepareChat) for its model;
-// errors name the Responses fields (respParamOf).
-func (h *handler) prepareResponse(ctx context.Context, rp *respParams) (Model, *chatPrompt, *genParams, promptInput, error) {
-	req, err := decodeChatRequest(rp.chatBody)
-	if err != nil {
-		return nil, nil, nil, promptInput{}, respParamOf(err)
-	}
-	nameMedia(req.Messages.msgs, rp.media)
-	cp, err := decodeChatPrompt(rp.chatBody, req.Messages.msgs)
-	if err != nil {
-		return nil, nil, nil, promptInput{}, respParamOf(err)
-	}
-	m, err := h.model(ctx, req.Model)
-	if err != nil {
-		return nil, nil, nil, promptInput{}, err
-	}
-	p, prompt, err := h.prepareChat(ctx, m, req, cp)
-	if err != nil {
-		return nil, nil, nil, promptInput{}, respParamOf(err)
-	}
-	return m, cp, p, prompt, nil
 }
 
 // createResponse serves POST /v1/responses.

@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/llmserve/llmserve/frontend"
+	"github.com/llmserve/llmserve/media"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // This file decodes the Responses API request (POST /v1/responses) and
 // turns its input items into chat messages. The Responses API goes
 // through the chat path: the items (a stored conversation's first) become
-// a chat completions body, which the chat decoders, prepareChat and
-// submit take as they take any chat request. So templates, tools,
+// the messages of a frontend.Request, which prepareChat and submit take
+// as they take any chat request. So templates, tools,
 // structured output, stop, limits and cancellation are the chat path's,
 // and a conversation continued with previous_response_id renders to a
 // prompt that starts with the previous turn's prompt and answer: the
@@ -433,29 +437,33 @@ func joinParts(parts []respContent) string {
 
 // chatMessagesOf turns a conversation's items into chat messages, as the
 // chat template takes them: consecutive function_call items become one
-// assistant message's tool_calls (joined to the assistant message right
+// assistant message's tool calls (joined to the assistant message right
 // before them), a function_call_output a tool message, a reasoning item
-// the next assistant message's reasoning_content, a message with
-// input_image parts content parts (text and image_url). A
+// the next assistant message's reasoning content, a message with
+// input_image or input_audio parts content with media. A
 // function_call_output must answer a function_call of the conversation;
 // errors name the item as input[i] counting from first (the items before
-// it come from previous_response_id). names are the image parts' names,
-// in prompt order (for nameMedia).
-func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []map[string]any, names []mediaName, err error) {
-	var mt markerText // a text that holds media.Marker
+// it come from previous_response_id), and media are named so.
+func chatMessagesOf(instructions *string, items []respItem, first int) ([]frontend.Message, error) {
+	var (
+		mt     markerText // a text that holds media.Marker
+		msgs   []frontend.Message
+		nMedia int
+	)
 	if instructions != nil && *instructions != "" {
 		mt.see("instructions", *instructions)
-		msgs = append(msgs, map[string]any{"role": "system", "content": *instructions})
+		msgs = append(msgs, frontend.Message{Role: "system", Content: *instructions, HasContent: true})
 	}
 	calls := map[string]bool{}
 	reasoning := ""
-	var lastAssistant map[string]any // the message function calls join
+	lastAssistant := -1 // the message function calls join
 	for i, it := range items {
 		switch it.Type {
 		case "message":
-			msg := map[string]any{"role": it.Role, "content": joinParts(it.Content)}
-			if parts, n := mediaParts(it.Content, i, first); n != nil {
-				msg["content"], names = parts, append(names, n...)
+			msg := frontend.Message{Role: it.Role, Content: joinParts(it.Content), HasContent: true}
+			if content, refs := mediaContent(it.Content, i, first); refs != nil {
+				msg.Content, msg.Media = content, refs
+				nMedia += len(refs)
 			}
 			for j, c := range it.Content {
 				p := "previous_response_id"
@@ -464,39 +472,35 @@ func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []m
 				}
 				mt.see(p, c.Text)
 			}
+			lastAssistant = -1
 			if it.Role == "assistant" {
-				if reasoning != "" {
-					msg["reasoning_content"], reasoning = reasoning, ""
-				}
-				lastAssistant = msg
-			} else {
-				lastAssistant = nil
+				msg.ReasoningContent, reasoning = reasoning, ""
+				lastAssistant = len(msgs)
 			}
 			msgs = append(msgs, msg)
 		case "function_call":
 			calls[it.CallID] = true
-			if lastAssistant == nil {
-				lastAssistant = map[string]any{"role": "assistant", "content": nil}
-				if reasoning != "" {
-					lastAssistant["reasoning_content"], reasoning = reasoning, ""
-				}
-				msgs = append(msgs, lastAssistant)
+			if lastAssistant < 0 {
+				msgs = append(msgs, frontend.Message{Role: "assistant", ReasoningContent: reasoning})
+				reasoning, lastAssistant = "", len(msgs)-1
 			}
-			tcs, _ := lastAssistant["tool_calls"].([]any)
-			lastAssistant["tool_calls"] = append(tcs, map[string]any{
-				"id": it.CallID, "type": "function",
-				"function": map[string]any{"name": it.Name, "arguments": it.Arguments},
-			})
+			a := &msgs[lastAssistant]
+			if it.Arguments != "" && !json.Valid([]byte(it.Arguments)) {
+				// Named as the chat message and call it became.
+				return nil, invalid(fmt.Sprintf("input[%d].tool_calls[%d].function.arguments", lastAssistant, len(a.ToolCalls)),
+					"The arguments of a tool call must be a JSON object encoded as a string; this string is not valid JSON.")
+			}
+			a.ToolCalls = append(a.ToolCalls, tokenizer.ToolCall{ID: it.CallID, Type: "function", Name: it.Name, Arguments: it.Arguments})
 		case "function_call_output":
 			if !calls[it.CallID] {
 				param := "previous_response_id"
 				if i >= first {
 					param = fmt.Sprintf("input[%d].call_id", i-first)
 				}
-				return nil, nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
+				return nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
 			}
-			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": it.Output})
-			lastAssistant = nil
+			msgs = append(msgs, frontend.Message{Role: "tool", ToolCallID: it.CallID, Content: it.Output, HasContent: true})
+			lastAssistant = -1
 		case "reasoning":
 			var b strings.Builder
 			for _, p := range it.Content {
@@ -511,46 +515,47 @@ func chatMessagesOf(instructions *string, items []respItem, first int) (msgs []m
 		}
 	}
 	if len(msgs) == 0 {
-		return nil, nil, invalid("input", "input must contain at least one item.")
+		return nil, invalid("input", "input must contain at least one item.")
 	}
-	if err := mt.check(len(names) > 0); err != nil {
-		return nil, nil, err
+	if err := mt.check(nMedia > 0); err != nil {
+		return nil, err
 	}
-	return msgs, names, nil
+	return msgs, nil
 }
 
-// mediaParts returns a message's content as chat parts when it has
-// input_image or input_audio parts, and their names (input[i].content[j]
-// for the request's item i counting from first, previous_response_id for
-// the stored conversation's); nil names when it has none.
-func mediaParts(content []respContent, i, first int) ([]any, []mediaName) {
+// mediaContent returns a message's content and media when it has
+// input_image or input_audio parts (nil refs when it has none): the parts
+// joined with "\n", each item written as media.Marker in its place, as
+// chat content parts are. Items are named input[i].content[j] for the
+// request's item i counting from first, previous_response_id for the
+// stored conversation's.
+func mediaContent(content []respContent, i, first int) (string, []mediaRef) {
 	var (
-		parts []any
-		names []mediaName
+		texts = make([]string, len(content))
+		refs  []mediaRef
 	)
 	for j, c := range content {
-		var field string
+		var ref mediaRef
 		switch c.Type {
 		case "input_image":
-			iu := map[string]any{"url": c.ImageURL}
-			if c.Detail != "" {
-				iu["detail"] = c.Detail
-			}
-			parts = append(parts, map[string]any{"type": "image_url", "image_url": iu})
-			field = ".image_url"
+			ref = mediaRef{Kind: media.Image, Field: ".image_url", URL: c.ImageURL}
 		case "input_audio":
-			parts = append(parts, map[string]any{"type": "input_audio", "input_audio": c.InputAudio})
-			field = ".input_audio.data"
+			ref = mediaRef{Kind: media.Audio, Field: ".input_audio.data"}
+			if c.InputAudio != nil {
+				ref.Data, ref.Format = c.InputAudio.Data, c.InputAudio.Format
+			}
 		default:
-			parts = append(parts, map[string]any{"type": "text", "text": c.Text})
+			texts[j] = c.Text
 			continue
 		}
-		n := mediaName{"previous_response_id", "previous_response_id"}
+		texts[j] = media.Marker
 		if i >= first {
 			p := fmt.Sprintf("input[%d].content[%d]", i-first, j)
-			n = mediaName{p, p + field}
+			ref.Param, ref.Field = p, p+ref.Field
+		} else {
+			ref.Param, ref.Field = "previous_response_id", "previous_response_id"
 		}
-		names = append(names, n)
+		refs = append(refs, ref)
 	}
-	return parts, names
+	return strings.Join(texts, "\n"), refs
 }

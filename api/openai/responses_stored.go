@@ -175,12 +175,12 @@ func (h *handler) inputTokens(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	_, _, _, prompt, err := h.prepareResponse(r.Context(), rp)
+	run, err := h.prepareChat(r.Context(), rp.typed, nil)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(prompt.tokens)})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(run.prompt.tokens)})
 }
 
 // errResponseCancelled ends a background response cancelled by

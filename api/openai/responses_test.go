@@ -133,11 +133,11 @@ func TestChatMessagesOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	instr := "be brief"
-	msgs, _, err := chatMessagesOf(&instr, items, 0)
+	msgs, err := chatMessagesOf(&instr, items, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(msgs)
+	b := chatView(msgs)
 	want := `[{"content":"be brief","role":"system"},{"content":"q","role":"user"},` +
 		`{"content":"let me see","reasoning_content":"think","role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"f"},"id":"c1","type":"function"},{"function":{"arguments":"{}","name":"g"},"id":"c2","type":"function"}]},` +
 		`{"content":"1","role":"tool","tool_call_id":"c1"},{"content":"2","role":"tool","tool_call_id":"c2"}]`
@@ -145,7 +145,7 @@ func TestChatMessagesOf(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
 	// An output for a call the conversation never made.
-	_, _, err = chatMessagesOf(nil, items[5:], 0)
+	_, err = chatMessagesOf(nil, items[5:], 0)
 	if v := (*validationError)(nil); !errors.As(err, &v) || v.Param != "input[0].call_id" {
 		t.Fatalf("unknown call_id: %v", err)
 	}
@@ -285,6 +285,12 @@ func TestResponsesBadInput(t *testing.T) {
 		{"tool type", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","tools":[{"type":"web_search"}]}`, 400, "tools[0].type", ""},
 		{"tool_choice unknown", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, 400, "tool_choice.name", ""},
 		{"max_output_tokens", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","max_output_tokens":-1}`, 400, "max_output_tokens", ""},
+		{"max_output_tokens zero", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","max_output_tokens":0}`, 400, "max_output_tokens", "max_output_tokens must be at least 1, got 0."},
+		{"tool parameters type", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","tools":[{"type":"function","name":"f","parameters":"x"}]}`, 400, "tools[0].parameters", ""},
+		{"tool parameters schema", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"minimum":"x"}}}}],"tool_choice":"required"}`, 400, "tools[0].parameters", ""},
+		{"call arguments", "POST", "/v1/responses", `{"model":"test-model","input":[{"role":"user","content":"q"},{"type":"function_call","call_id":"c","name":"f","arguments":"{x"}]}`, 400, "input[1].tool_calls[0].function.arguments", ""},
+		{"format schema", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"nope"}}}}`, 400, "text.format.schema", ""},
+		{"input_tokens too long", "POST", "/v1/responses/input_tokens", `{"model":"test-model","input":"` + strings.Repeat("long ", 200) + `"}`, 400, "input", ""},
 		{"temperature type", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","temperature":"hot"}`, 400, "temperature", ""},
 		{"format type", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","text":{"format":{"type":"xml"}}}`, 400, "text.format.type", ""},
 		{"schema missing", "POST", "/v1/responses", `{"model":"test-model","input":"Hi","text":{"format":{"type":"json_schema","name":"x"}}}`, 400, "text.format.schema", ""},
@@ -456,16 +462,24 @@ func FuzzDecodeResponses(f *testing.F) {
 		`{"model":"m","input":[{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}]}],"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"f"}}`,
 		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","schema":{}}},"reasoning":{"effort":"low"}}`,
 		`{"input":[null,1,"a",{}]}`,
+		`{"model":"test-model","input":[{"role":"user","content":"q"},{"type":"function_call","call_id":"c","name":"f","arguments":"{x"}],"instructions":"i","max_output_tokens":4,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"required","parallel_tool_calls":false}`,
+		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}],"text":{"format":{"type":"json_object"}}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	m := newFakeModel(f)
 	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, err := h.decodeResponses(body)
+		rp, err := h.decodeResponses(body)
+		if err == nil {
+			// The typed request it decoded to goes through the prepare
+			// path like any chat request.
+			_, err = h.prepareChat(context.Background(), rp.typed, nil)
+		}
 		var v *validationError
 		var nf *responseNotFoundError
-		if err != nil && !errors.As(err, &v) && !errors.As(err, &nf) {
+		var mnf *modelNotFoundError
+		if err != nil && !errors.As(err, &v) && !errors.As(err, &nf) && !errors.As(err, &mnf) {
 			t.Fatalf("%q: %T %v", body, err, err)
 		}
 	})

@@ -3,10 +3,9 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 
-	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // This file holds structured output: the request fields that constrain
@@ -61,105 +60,34 @@ type structuredOutputs struct {
 // GrammarChecker is a Model whose runtime parses a grammar itself before
 // it runs one (llamacpp.Model.CheckGrammar); the handlers find it by type
 // assertion and refuse, with a 400, a grammar it rejects.
-type GrammarChecker interface {
-	CheckGrammar(gbnf string) error
-}
-
-// constraint is one structured-output request: the field that made it and
-// how to build its grammar.
-type constraint struct {
-	param string
-	build func() (string, error)
-}
+type GrammarChecker = frontend.GrammarChecker
 
 func isAbsent(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-// schemaConstraint reads a JSON schema given as an object or as a string
-// holding one (vLLM accepts both for guided_json).
-func schemaConstraint(param string, raw json.RawMessage) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		doc := []byte(raw)
-		switch jsonKind(raw) {
-		case "object", "bool":
-		case "string":
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return "", typeError(param, "a JSON schema (an object or a string holding one)", "string")
-			}
-			doc = []byte(s)
-		default:
-			return "", typeError(param, "a JSON schema (an object or a string holding one)", jsonKind(raw))
+// schemaDoc is the schema document of a JSON schema given as an object or
+// as a string holding one (vLLM accepts both for guided_json); param
+// names it.
+func schemaDoc(param string, raw json.RawMessage) (json.RawMessage, error) {
+	switch jsonKind(raw) {
+	case "object", "bool":
+		return raw, nil
+	case "string":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, typeError(param, "a JSON schema (an object or a string holding one)", "string")
 		}
-		g, err := grammar.FromJSONSchema(doc)
-		if err != nil {
-			return "", schemaError(param, err)
-		}
-		return g, nil
-	}}
-}
-
-func schemaError(param string, err error) error {
-	var se *grammar.SchemaError
-	if !errors.As(err, &se) {
-		return invalid(param, "The JSON schema cannot be used: %v.", err)
-	}
-	at := se.Pointer()
-	if at == "" {
-		at = "its root"
-	} else {
-		at = "#" + at
-	}
-	switch {
-	case se.Keyword == "":
-		return invalid(param, "The JSON schema is invalid at %s: %s.", at, se.Msg)
-	case strings.HasPrefix(se.Msg, "not supported"):
-		return invalid(param, "The JSON schema keyword %q at %s is %s.", se.Keyword, at, se.Msg)
+		return json.RawMessage(s), nil
 	default:
-		return invalid(param, "The JSON schema keyword %q at %s %s.", se.Keyword, at, se.Msg)
+		return nil, typeError(param, "a JSON schema (an object or a string holding one)", jsonKind(raw))
 	}
-}
-
-func regexConstraint(param, pattern string) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		g, err := grammar.FromRegex(pattern)
-		if err != nil {
-			return "", invalid(param, "The regular expression cannot be used: %v.", strings.TrimPrefix(err.Error(), "regex: "))
-		}
-		return g, nil
-	}}
-}
-
-func choiceConstraint(param string, choices []string) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		if len(choices) == 0 {
-			return "", invalid(param, "%s must list at least one choice.", param)
-		}
-		g, err := grammar.Choices(choices)
-		if err != nil {
-			return "", invalid(param, "The choices cannot be used: %v.", err)
-		}
-		return g, nil
-	}}
-}
-
-func grammarConstraint(param, g string) constraint {
-	return constraint{param: param, build: func() (string, error) {
-		if strings.TrimSpace(g) == "" {
-			return "", invalid(param, "%s must not be empty.", param)
-		}
-		if err := grammar.Check(g); err != nil {
-			return "", invalid(param, "The grammar cannot be used: %v.", strings.TrimPrefix(err.Error(), "gbnf: "))
-		}
-		return g, nil
-	}}
 }
 
 // constraints lists the structured-output requests in s.
-func (s *structuredFields) constraints() ([]constraint, error) {
-	var cs []constraint
+func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
+	var cs []frontend.Constraint
 	if rf := s.ResponseFormat; rf != nil {
 		if rf.Type == nil {
 			return nil, invalid("response_format.type", "response_format needs a type: text, json_object or json_schema.")
@@ -167,7 +95,7 @@ func (s *structuredFields) constraints() ([]constraint, error) {
 		switch *rf.Type {
 		case "text":
 		case "json_object":
-			cs = append(cs, constraint{param: "response_format", build: func() (string, error) { return grammar.AnyJSONObject(), nil }})
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONObject, Param: "response_format"})
 		case "json_schema":
 			if rf.JSONSchema == nil {
 				return nil, invalid("response_format.json_schema", "response_format of type json_schema needs json_schema with a schema.")
@@ -175,69 +103,75 @@ func (s *structuredFields) constraints() ([]constraint, error) {
 			if isAbsent(rf.JSONSchema.Schema) {
 				return nil, invalid("response_format.json_schema.schema", "response_format.json_schema needs a schema.")
 			}
-			cs = append(cs, schemaConstraint("response_format.json_schema.schema", rf.JSONSchema.Schema))
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "response_format.json_schema.schema", Schema: rf.JSONSchema.Schema})
 		default:
 			return nil, invalid("response_format.type", "Unknown response_format type %q; use text, json_object or json_schema.", *rf.Type)
 		}
 	}
 	if !isAbsent(s.GuidedJSON) {
-		cs = append(cs, schemaConstraint("guided_json", s.GuidedJSON))
+		cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "guided_json", Schema: s.GuidedJSON})
 	}
 	if s.GuidedRegex != nil {
-		cs = append(cs, regexConstraint("guided_regex", *s.GuidedRegex))
+		cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: "guided_regex", Pattern: *s.GuidedRegex})
 	}
 	if s.GuidedChoice != nil {
-		cs = append(cs, choiceConstraint("guided_choice", s.GuidedChoice))
+		cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: "guided_choice", Choices: s.GuidedChoice})
 	}
 	if s.GuidedGrammar != nil {
-		cs = append(cs, grammarConstraint("guided_grammar", *s.GuidedGrammar))
+		cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "guided_grammar", Pattern: *s.GuidedGrammar})
 	}
 	if so := s.StructuredOutputs; so != nil {
 		if !isAbsent(so.JSON) {
-			cs = append(cs, schemaConstraint("structured_outputs.json", so.JSON))
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "structured_outputs.json", Schema: so.JSON})
 		}
 		if so.Regex != nil {
-			cs = append(cs, regexConstraint("structured_outputs.regex", *so.Regex))
+			cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: "structured_outputs.regex", Pattern: *so.Regex})
 		}
 		if so.Choice != nil {
-			cs = append(cs, choiceConstraint("structured_outputs.choice", so.Choice))
+			cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: "structured_outputs.choice", Choices: so.Choice})
 		}
 		if so.Grammar != nil {
-			cs = append(cs, grammarConstraint("structured_outputs.grammar", *so.Grammar))
+			cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "structured_outputs.grammar", Pattern: *so.Grammar})
 		}
 		if so.JSONObject != nil && *so.JSONObject {
-			cs = append(cs, constraint{param: "structured_outputs.json_object", build: func() (string, error) { return grammar.AnyJSONObject(), nil }})
+			cs = append(cs, frontend.Constraint{Kind: frontend.JSONObject, Param: "structured_outputs.json_object"})
 		}
 	}
 	if len(cs) > 1 {
 		names := make([]string, len(cs))
 		for i, c := range cs {
-			names[i] = c.param
+			names[i] = c.Param
 		}
-		return nil, invalid(cs[1].param, "Use at most one kind of structured output per request; this one asks for %s.", strings.Join(names, " and "))
+		return nil, invalid(cs[1].Param, "Use at most one kind of structured output per request; this one asks for %s.", strings.Join(names, " and "))
 	}
 	return cs, nil
 }
 
 // setStructured turns the structured-output fields into the request's
 // grammar, checked by the model's runtime when it can.
-func (p *genParams) setStructured(s *structuredFields, m Model) error {
-	cs, err := s.constraints()
-	if err != nil || len(cs) == 0 {
-		return err
+func (p *genParams) setStructured(cs []frontend.Constraint, m Model) error {
+	if len(cs) == 0 {
+		return nil
 	}
 	c := cs[0]
-	g, err := c.build()
+	if c.Kind == frontend.JSONSchema {
+		doc, err := schemaDoc(c.Param, c.Schema)
+		if err != nil {
+			return err
+		}
+		c.Schema = doc
+	}
+	g, err := c.Grammar()
 	if err != nil {
 		return err
 	}
 	if gc, ok := m.(GrammarChecker); ok {
 		if err := gc.CheckGrammar(g); err != nil {
-			return invalid(c.param, "The model's runtime cannot use the grammar this gives: %v.", err)
+			return invalid(c.Param, "The model's runtime cannot use the grammar this gives: %v.", err)
 		}
 	}
 	if p.base.MinTokens > 0 {
-		return invalid("min_tokens", "min_tokens cannot be combined with %s: the grammar decides where the output ends, and a stop token held back past that point leaves nothing to write.", c.param)
+		return invalid("min_tokens", "min_tokens cannot be combined with %s: the grammar decides where the output ends, and a stop token held back past that point leaves nothing to write.", c.Param)
 	}
 	p.base.Sampling.Grammar = g
 	return nil

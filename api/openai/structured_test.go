@@ -168,7 +168,7 @@ func FuzzStructuredFields(f *testing.F) {
 	f.Fuzz(func(t *testing.T, fields []byte) {
 		body := []byte(`{"model":"test-model","prompt":"a",` + strings.TrimPrefix(string(fields), "{"))
 		fuzzDecode(t, body, func(b []byte) error {
-			req, err := decodeCompletionRequest(b)
+			req, opts, copts, err := decodeCompletion(b)
 			if err != nil {
 				return err
 			}
@@ -176,7 +176,7 @@ func FuzzStructuredFields(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			p, _, _, err := h.prepareCompletion(model, req)
+			p, _, _, err := h.prepareCompletion(model, req, opts, copts)
 			if err == nil && p.base.Sampling.Grammar != "" {
 				if err := grammar.Check(p.base.Sampling.Grammar); err != nil {
 					t.Fatalf("accepted a grammar Check refuses: %v", err)

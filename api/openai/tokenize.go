@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // This file serves vLLM's POST /tokenize and POST /detokenize.
@@ -104,15 +106,15 @@ func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 		if len(req.Messages.msgs) == 0 {
 			return nil, invalid("messages", "messages must not be empty.")
 		}
-		if refs := chatMedia(req.Messages.msgs); len(refs) > 0 {
-			return nil, invalid(refs[0].param, "%s: /tokenize does not take images or audio (their tokens come from the model's projector); POST /v1/chat/completions counts them in usage.prompt_tokens.", refs[0].param)
+		if refs := frontend.MediaOf(req.Messages.msgs); len(refs) > 0 {
+			return nil, invalid(refs[0].Param, "%s: /tokenize does not take images or audio (their tokens come from the model's projector); POST /v1/chat/completions counts them in usage.prompt_tokens.", refs[0].Param)
 		}
 		// The chat request's prompt fields, checked as chat checks them.
-		cp, err := decodeChatPrompt(body, req.Messages.msgs)
-		if err != nil {
+		typed := &frontend.Request{Messages: req.Messages.msgs}
+		if err := decodePromptFields(body, typed); err != nil {
 			return nil, err
 		}
-		text, err := applyTemplate(tok, req.Messages.msgs, cp)
+		text, err := frontend.NewPrompt(typed).Apply(tok, typed.Messages)
 		if err != nil {
 			return nil, err
 		}

@@ -3,10 +3,9 @@ package openai
 import (
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"strings"
 
-	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -30,30 +29,8 @@ import (
 // Constrained calls stream as they are generated: a first tool_calls delta
 // with the call's id, type and name, then its arguments piece by piece.
 
-// toolChoiceMode is how tool_choice shapes the answer.
-type toolChoiceMode int
-
-const (
-	toolsOff toolChoiceMode = iota // no tools, or tool_choice "none"
-	toolsAuto
-	toolsRequired
-	toolsNamed
-)
-
-// toolFunction is one tool's function as the client defined it.
-type toolFunction struct {
-	name   string
-	params json.RawMessage // nil: no parameters
-}
-
-// toolPlan is a request's decided tool handling.
-type toolPlan struct {
-	mode     toolChoiceMode
-	tools    []toolFunction
-	named    int  // index of the named function (toolsNamed)
-	parallel bool // more than one call may be made
-	parser   string
-}
+// toolPlan is a request's decided tool handling (frontend.NewToolPlan).
+type toolPlan = frontend.ToolPlan
 
 // toolFields are the request fields that choose the handling.
 type toolFields struct {
@@ -61,42 +38,29 @@ type toolFields struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
-// decodeToolPlan reads tool_choice and parallel_tool_calls against the
-// request's tools (already checked by decodeChatPrompt). template is the
-// chat template that renders them, for the auto mode's parser.
-func decodeToolPlan(body []byte, tools []json.RawMessage, template string) (*toolPlan, error) {
+// toolModes are the tool_choice strings of OpenAI's chat and Responses.
+var toolModes = map[string]frontend.ToolMode{"none": frontend.ToolNone, "auto": frontend.ToolAuto, "required": frontend.ToolRequired}
+
+// decodeToolChoice decodes a chat request body's tool_choice and
+// parallel_tool_calls into req.
+func decodeToolChoice(body []byte, req *frontend.Request) error {
 	var f toolFields
 	if err := decodeJSON(body, &f); err != nil {
-		return nil, err
+		return err
 	}
-	tp := &toolPlan{parallel: f.ParallelToolCalls == nil || *f.ParallelToolCalls}
-	for _, raw := range tools {
-		var t struct {
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, invalid("tools", "A tool could not be read: %v", err)
-		}
-		fn := toolFunction{name: t.Function.Name}
-		if k := jsonKind(t.Function.Parameters); k != "nothing" && k != "null" {
-			fn.params = t.Function.Parameters
-		}
-		tp.tools = append(tp.tools, fn)
-	}
-	choice := "auto"
+	req.ParallelToolCalls = f.ParallelToolCalls
+	tc := frontend.ToolChoice{Text: string(f.ToolChoice)}
 	switch jsonKind(f.ToolChoice) {
 	case "nothing", "null":
-		if len(tools) == 0 {
-			choice = "none"
-		}
+		tc.Text = ""
 	case "string":
+		var choice string
 		_ = json.Unmarshal(f.ToolChoice, &choice)
-		if choice != "none" && choice != "auto" && choice != "required" {
-			return nil, invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.", choice)
+		mode, ok := toolModes[choice]
+		if !ok {
+			return invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.", choice)
 		}
+		tc.Mode = mode
 	case "object":
 		var named struct {
 			Type     *string `json:"type"`
@@ -105,70 +69,40 @@ func decodeToolPlan(body []byte, tools []json.RawMessage, template string) (*too
 			} `json:"function"`
 		}
 		if err := decodeJSON(f.ToolChoice, &named); err != nil {
-			return nil, withPrefix("tool_choice", err)
+			return withPrefix("tool_choice", err)
 		}
 		if named.Type != nil && *named.Type != "function" {
-			return nil, invalid("tool_choice.type", "tool_choice.type must be \"function\", got %q.", *named.Type)
+			return invalid("tool_choice.type", "tool_choice.type must be \"function\", got %q.", *named.Type)
 		}
 		if named.Function == nil || named.Function.Name == nil {
-			return nil, invalid("tool_choice.function.name", "A named tool_choice needs function.name.")
+			return invalid("tool_choice.function.name", "A named tool_choice needs function.name.")
 		}
-		choice = ""
-		tp.named = -1
-		for i, fn := range tp.tools {
-			if fn.name == *named.Function.Name {
-				tp.named = i
-			}
-		}
-		if tp.named < 0 {
-			return nil, invalid("tool_choice.function.name", "tool_choice names the function %q, which is not among the request's tools.", *named.Function.Name)
-		}
-		tp.mode = toolsNamed
+		tc.Mode, tc.Name = frontend.ToolNamed, *named.Function.Name
 	default:
-		return nil, typeError("tool_choice", "a string or an object", jsonKind(f.ToolChoice))
+		return typeError("tool_choice", "a string or an object", jsonKind(f.ToolChoice))
 	}
-	if len(tools) == 0 && choice != "none" {
-		return nil, invalid("tool_choice", "tool_choice %s needs tools; give tools or leave tool_choice out.", string(f.ToolChoice))
-	}
-	switch choice {
-	case "none":
-		tp.mode = toolsOff
-	case "auto":
-		tp.mode = toolsAuto
-		tp.parser = tokenizer.ToolCallParserFor(template)
-	case "required":
-		tp.mode = toolsRequired
-	}
-	return tp, nil
+	req.ToolChoice = tc
+	return nil
 }
 
-// constrained reports whether the answer is held to a grammar.
-func (tp *toolPlan) constrained() bool {
-	return tp.mode == toolsRequired || tp.mode == toolsNamed
-}
-
-// schema is the JSON schema the answer is held to in the constrained
-// modes: the named function's parameters, or the array of calls.
-func (tp *toolPlan) schema() []byte {
-	params := func(fn toolFunction) json.RawMessage {
-		if fn.params == nil {
-			return json.RawMessage(`{"type": "object", "properties": {}}`)
-		}
-		return fn.params
+// toolChoiceText is how errors quote a tool choice given in another form
+// than chat's: as chat would have written it.
+func toolChoiceText(mode frontend.ToolMode, name string) string {
+	var v any
+	switch mode {
+	case frontend.ToolNone:
+		v = "none"
+	case frontend.ToolAuto:
+		v = "auto"
+	case frontend.ToolRequired:
+		v = "required"
+	case frontend.ToolNamed:
+		v = map[string]any{"type": "function", "function": map[string]any{"name": name}}
+	default:
+		return ""
 	}
-	if tp.mode == toolsNamed {
-		return params(tp.tools[tp.named])
-	}
-	var alts []string
-	for _, fn := range tp.tools {
-		name, _ := json.Marshal(fn.name)
-		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, "parameters": %s}, "required": ["name", "parameters"]}`, name, params(fn)))
-	}
-	maxItems := ""
-	if !tp.parallel {
-		maxItems = `, "maxItems": 1`
-	}
-	return fmt.Appendf(nil, `{"type": "array", "minItems": 1%s, "items": {"anyOf": [%s]}}`, maxItems, strings.Join(alts, ", "))
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // toolCallDelta is what one push adds to a tool call: the header once
@@ -195,23 +129,23 @@ type toolStream struct {
 
 func newToolStream(tp *toolPlan) *toolStream {
 	s := &toolStream{plan: tp}
-	if tp.mode == toolsAuto && tp.parser != "" {
-		s.parser, _ = tokenizer.NewToolCallParser(tp.parser)
+	if tp.Mode == frontend.ToolAuto && tp.Parser != "" {
+		s.parser, _ = tokenizer.NewToolCallParser(tp.Parser)
 	}
 	return s
 }
 
 // active reports whether the stream changes the answer at all.
-func (s *toolStream) active() bool { return s.parser != nil || s.plan.constrained() }
+func (s *toolStream) active() bool { return s.parser != nil || s.plan.Constrained() }
 
 // push adds generated text and returns the content and call deltas it
 // settles.
 func (s *toolStream) push(text string) (content string, deltas []toolCallDelta) {
 	switch {
-	case s.plan.mode == toolsNamed:
+	case s.plan.Mode == frontend.ToolNamed:
 		if !s.started {
 			s.started = true
-			s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: s.plan.tools[s.plan.named].name})
+			s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: s.plan.Tools[s.plan.Named].Name})
 			deltas = append(deltas, toolCallDelta{index: 0, id: s.calls[0].ID, name: s.calls[0].Name})
 		}
 		if text != "" {
@@ -219,7 +153,7 @@ func (s *toolStream) push(text string) (content string, deltas []toolCallDelta) 
 			deltas = append(deltas, toolCallDelta{index: 0, arguments: text})
 		}
 		return "", mergeToolDeltas(deltas)
-	case s.plan.mode == toolsRequired:
+	case s.plan.Mode == frontend.ToolRequired:
 		for _, ev := range s.scan.push(text) {
 			if ev.start {
 				s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: ev.name})
@@ -374,59 +308,30 @@ func (sc *callArrayScanner) step(r rune) {
 	}
 }
 
-// toolTemplate is the template that renders the request's tools: the
-// client's chat_template, else the model's.
-func toolTemplate(m Model, cp *chatPrompt) string {
-	if cp.template != "" {
-		return cp.template
-	}
-	return m.Tokenizer().ChatTemplate().Source()
-}
-
 // setTools applies the tool plan to the request: in the constrained modes,
 // the grammar that holds the answer to calls (each function's parameters
 // checked as a JSON schema, errors naming the tool); in the auto mode, a
 // decoder that keeps control tokens, since several families write their
 // call markers as control tokens ([TOOL_CALLS], <|python_tag|>).
-func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool) error {
-	if tp.mode == toolsAuto && tp.parser != "" && !skipSpecialSet {
+func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool, paramsName string) error {
+	if tp.Mode == frontend.ToolAuto && tp.Parser != "" && !skipSpecialSet {
 		p.keepSpecial = true
 	}
-	if !tp.constrained() {
+	if !tp.Constrained() {
 		return nil
 	}
 	if p.base.Sampling.Grammar != "" {
-		return invalid("tool_choice", "tool_choice %s cannot be combined with structured output (response_format or guided_*): both decide the answer's form.", tp.choiceName())
+		return invalid("tool_choice", "tool_choice %s cannot be combined with structured output (response_format or guided_*): both decide the answer's form.", tp.ChoiceName())
 	}
 	if p.base.MinTokens > 0 {
-		return invalid("min_tokens", "min_tokens cannot be combined with tool_choice %s: the grammar decides where the calls end.", tp.choiceName())
+		return invalid("min_tokens", "min_tokens cannot be combined with tool_choice %s: the grammar decides where the calls end.", tp.ChoiceName())
 	}
-	for i, fn := range tp.tools {
-		if fn.params == nil || (tp.mode == toolsNamed && i != tp.named) {
-			continue
-		}
-		if _, err := grammar.FromJSONSchema(fn.params); err != nil {
-			return schemaError(fmt.Sprintf("tools[%d].function.parameters", i), err)
-		}
-	}
-	g, err := grammar.FromJSONSchema(tp.schema())
+	g, err := tp.Grammar(m, paramsName)
 	if err != nil {
-		return schemaError("tools", err)
-	}
-	if gc, ok := m.(GrammarChecker); ok {
-		if err := gc.CheckGrammar(g); err != nil {
-			return invalid("tools", "The model's runtime cannot use the grammar the tools give: %v.", err)
-		}
+		return err
 	}
 	p.base.Sampling.Grammar = g
 	return nil
-}
-
-func (tp *toolPlan) choiceName() string {
-	if tp.mode == toolsNamed {
-		return fmt.Sprintf("naming %q", tp.tools[tp.named].name)
-	}
-	return `"required"`
 }
 
 // wireToolCalls converts calls to a message's tool_calls.

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"github.com/llmserve/llmserve/frontend"
 	"strings"
 	"testing"
 )
@@ -51,14 +52,14 @@ func TestDecodeToolPlan(t *testing.T) {
 	tests := []struct {
 		body  string
 		tools []json.RawMessage
-		mode  toolChoiceMode
+		mode  frontend.ToolMode
 		param string // "" when valid
 	}{
-		{`{}`, tools, toolsAuto, ""},
-		{`{}`, nil, toolsOff, ""},
-		{`{"tool_choice":"none"}`, tools, toolsOff, ""},
-		{`{"tool_choice":"required"}`, tools, toolsRequired, ""},
-		{`{"tool_choice":{"type":"function","function":{"name":"now"}}}`, tools, toolsNamed, ""},
+		{`{}`, tools, frontend.ToolAuto, ""},
+		{`{}`, nil, frontend.ToolNone, ""},
+		{`{"tool_choice":"none"}`, tools, frontend.ToolNone, ""},
+		{`{"tool_choice":"required"}`, tools, frontend.ToolRequired, ""},
+		{`{"tool_choice":{"type":"function","function":{"name":"now"}}}`, tools, frontend.ToolNamed, ""},
 		{`{"tool_choice":{"type":"function","function":{"name":"later"}}}`, tools, 0, "tool_choice.function.name"},
 		{`{"tool_choice":{"type":"function"}}`, tools, 0, "tool_choice.function.name"},
 		{`{"tool_choice":"sometimes"}`, tools, 0, "tool_choice"},
@@ -66,8 +67,22 @@ func TestDecodeToolPlan(t *testing.T) {
 		{`{"tool_choice":5}`, tools, 0, "tool_choice"},
 		{`{"parallel_tool_calls":"yes"}`, tools, 0, "parallel_tool_calls"},
 	}
+	plan := func(body string, tools []json.RawMessage) (*toolPlan, error) {
+		req := &frontend.Request{}
+		for _, raw := range tools {
+			tool, err := decodeTool(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Tools = append(req.Tools, tool)
+		}
+		if err := decodeToolChoice([]byte(body), req); err != nil {
+			return nil, err
+		}
+		return frontend.NewToolPlan(req, "")
+	}
 	for _, tt := range tests {
-		tp, err := decodeToolPlan([]byte(tt.body), tt.tools, "")
+		tp, err := plan(tt.body, tt.tools)
 		if tt.param != "" {
 			var ve *validationError
 			if !errors.As(err, &ve) || ve.Param != tt.param {
@@ -75,12 +90,12 @@ func TestDecodeToolPlan(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || tp.mode != tt.mode {
+		if err != nil || tp.Mode != tt.mode {
 			t.Errorf("%s: %+v %v", tt.body, tp, err)
 		}
 	}
-	tp, _ := decodeToolPlan([]byte(`{"tool_choice":"required","parallel_tool_calls":false}`), tools, "")
-	if s := string(tp.schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.schema()) {
+	tp, _ := plan(`{"tool_choice":"required","parallel_tool_calls":false}`, tools)
+	if s := string(tp.Schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.Schema()) {
 		t.Errorf("schema %s", s)
 	}
 }

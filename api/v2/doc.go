@@ -68,6 +68,8 @@
 // model, answered as SSE with one inference response per generated token
 // (text_output [1] with the token's text; parameters "index", and
 // "finish_reason" on a prompt's last event); errors as generate_stream's.
+// On a custom runtime it is the runtime's predict_stream
+// (infer.RunRuntimeStream): one event per response it yields, JSON data.
 // A tensor model is served by infer alone: generate, generate_stream and
 // infer_stream refuse it with a 400.
 //

@@ -1,13 +1,15 @@
 package v2
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
 )
 
 // inferStream serves MLServer's POST .../infer_stream: the body is a JSON
-// V2 inference request (no binary data) on a generative model; the answer
+// V2 inference request (no binary data) on a generative model or a custom
+// runtime (its predict_stream: inferStreamRuntime); for an LLM the answer
 // is SSE, one "data: {InferenceResponse}" event per generated token whose
 // text_output (BYTES, shape [1]) holds that token's text and whose
 // parameters hold the prompt's "index" and, on its last event,
@@ -24,7 +26,8 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if _, ok := infer.AsTensor(m); ok {
+	rt, isRuntime := infer.AsRuntime(m)
+	if _, ok := infer.AsTensor(m); ok && !isRuntime {
 		err = infer.NotLLM(m, "stream tokens")
 		h.fail(w, r, err)
 		return
@@ -42,6 +45,10 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 	d, err := decodeInfer(body, "")
 	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if isRuntime {
+		err = h.inferStreamRuntime(w, r, m, rt, d)
 		return
 	}
 	lr, err := infer.DecodeLLM(d.Request)
@@ -92,4 +99,36 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		h.log.Log(r.Context(), levelFor(code), "v2 stream failed", "path", r.URL.Path, "status", code, "err", err)
 		_ = send(map[string]string{"error": msg})
 	}
+}
+
+// inferStreamRuntime serves infer_stream on a custom runtime: its
+// predict_stream's responses, one "data: {InferenceResponse}" event each
+// as it yields them (JSON data only), as MLServer's infer_stream. An
+// error before the first event is the route's usual error status; after
+// it, an event {"error": "..."}.
+func (h *handler) inferStreamRuntime(w http.ResponseWriter, r *http.Request, m infer.Model, rt infer.RuntimeModel, d *decodedRequest) error {
+	asJSON := &decodedRequest{Request: d.Request, binaryOut: map[string]bool{}}
+	var send func(any) error
+	err := infer.RunRuntimeStream(r.Context(), m, rt, d.Request, func(resp *infer.Response) error {
+		body, _, err := encodeInfer(asJSON, resp)
+		if err != nil {
+			return err
+		}
+		if send == nil {
+			send = startSSE(w)
+		}
+		return send(json.RawMessage(body))
+	})
+	if err == nil {
+		return nil
+	}
+	code, msg, _ := status(err)
+	switch {
+	case send == nil:
+		h.fail(w, r, err)
+	case code != 499:
+		h.log.Log(r.Context(), levelFor(code), "v2 stream failed", "path", r.URL.Path, "status", code, "err", err)
+		_ = send(map[string]string{"error": msg})
+	}
+	return err
 }

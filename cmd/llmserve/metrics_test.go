@@ -55,6 +55,8 @@ func scrape(t *testing.T, url string) map[string]float64 {
 				out[key] = m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
 				out[strings.Replace(key, name, name+"_count", 1)] = float64(m.GetHistogram().GetSampleCount())
+			case m.GetSummary() != nil:
+				out[strings.Replace(key, name, name+"_count", 1)] = float64(m.GetSummary().GetSampleCount())
 			}
 		}
 	}
@@ -189,8 +191,9 @@ func TestServeMLServerMetrics(t *testing.T) {
 	const clf = `{model_name="clf", model_version="1"}`
 	successes := restOK + 1 + 1 + grpcOK + 2 // infer, infer with a version, predict, ModelInfer, the stream's two
 	want := map[string]float64{
-		"model_infer_request_success" + clf: float64(successes),
-		"model_infer_request_failure" + clf: restBad,
+		`model_infer_request_success_total{model="clf", version="1"}`:  float64(successes),
+		`model_infer_request_failure_total{model="clf", version="1"}`:  restBad,
+		`model_infer_request_duration_count{model="clf", version="1"}`: float64(successes) + restBad,
 		// Every request that reached the batcher: the successes.
 		"batch_request_queue_count" + clf:    float64(successes),
 		"parallel_request_queue_count" + clf: float64(successes),

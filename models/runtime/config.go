@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 )
 
@@ -54,6 +55,30 @@ const (
 // metrics in Prometheus' text format. A runtime that does not serve it has
 // no metrics of its own.
 const MetricsMethod = "/llmserve.runtime.v1.RuntimeMetrics/Metrics"
+
+// PythonCommand is the command that runs an implementation written as
+// MLServer writes it, a Python class path ("models.SumModel"):
+// runtimes/python's llmserve_runtime imports the class from the model's
+// folder and serves it, and its mlserver package gives the class
+// MLServer's imports (from mlserver import MLModel). Both must be
+// importable by Debian's python3 (PYTHONPATH, or installed).
+const PythonCommand = "/usr/bin/python3 -m llmserve_runtime"
+
+// classPath matches a dotted Python name: MLServer's implementation.
+var classPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+
+// IsClassPath reports whether implementation is a Python class path
+// (MODULE.CLASS), MLServer's form of it.
+func IsClassPath(implementation string) bool { return classPath.MatchString(implementation) }
+
+// Command is the command line that runs implementation: PythonCommand
+// with the class for a class path, else implementation itself.
+func Command(implementation string) string {
+	if IsClassPath(implementation) {
+		return PythonCommand + " " + implementation
+	}
+	return implementation
+}
 
 // Config configures a custom runtime model.
 type Config struct {

@@ -18,11 +18,18 @@
 //
 // and must serve inference.GRPCInferenceService (the Open Inference
 // Protocol's proto) on the socket: ServerReady, ModelReady (for the
-// model's name; Unimplemented counts as ready) and ModelInfer. It may
-// also serve llmserve.runtime.v1.RuntimeMetrics/Metrics (MetricsMethod,
-// runtimes/proto/llmserve_runtime.proto) with its own metrics in
-// Prometheus' text format. Any language works; runtimes/python is the
-// Python package that does all of this for a class.
+// model's name; Unimplemented counts as ready) and ModelInfer; and may
+// serve ModelStreamInfer (KServe's and Triton's form, for InferStream).
+// It may also serve llmserve.runtime.v1.RuntimeMetrics/Metrics
+// (MetricsMethod, runtimes/proto/llmserve_runtime.proto) with its own
+// metrics in Prometheus' text format, and
+// llmserve.runtime.v1.RuntimeInfo/ContentTypes (ContentTypesMethod) with
+// the content types its own codecs decode, which ContentTypes adds to the
+// settings' (asked once each process is ready). Any language works;
+// runtimes/python is the Python package that does all of this for a
+// class, and gives MLServer's runtimes their imports (package mlserver).
+// An implementation written as MLServer writes it, a Python class path,
+// is run by Command as PythonCommand with the class.
 //
 // # Lifecycle
 //
@@ -71,6 +78,15 @@
 // from Infer to its answer, queueing included. The call to the runtime
 // ends when every request of its batch has gone (timed out or
 // cancelled), so a hung runtime holds its process only that long.
+//
+// # Streams
+//
+// InferStream sends one request to a ready process's ModelStreamInfer
+// (in Python, the model's predict_stream), closes its side and hands each
+// response to the caller as it arrives, the runtime's headers with the
+// first; a runtime that answers Unimplemented gets the request through
+// Infer instead. Streams bypass the batcher and take the processes in
+// turn; request_timeout bounds the whole stream.
 //
 // # Errors
 //

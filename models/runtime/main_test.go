@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 // x-batch-rows. The request parameter "action" makes it misbehave:
 // "crash" exits, "sleep" sleeps 30 s, "badshape" answers one row too few,
 // "malformed" answers data that does not fit its shape, "invalid"
-// refuses the request. Mode "ignore-term" ignores SIGTERM.
+// refuses the request. Mode "ignore-term" ignores SIGTERM, mode
+// "nostream" answers ModelStreamInfer UNIMPLEMENTED.
 func fakeRuntime(mode string) {
 	if mode == "ignore-term" {
 		signal.Ignore(syscall.SIGTERM)
@@ -64,7 +65,52 @@ func fakeRuntime(mode string) {
 			return wrapperspb.String("# TYPE fake_predictions_total counter\nfake_predictions_total{kind=\"a\"} 7\n# TYPE llmserve_sneaky gauge\nllmserve_sneaky 1\n"), nil
 		}}},
 	}, nil)
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "llmserve.runtime.v1.RuntimeInfo",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "ContentTypes", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			if err := dec(&emptypb.Empty{}); err != nil {
+				return nil, err
+			}
+			return wrapperspb.String("img\nnp\n"), nil
+		}}},
+	}, nil)
 	_ = s.Serve(ln)
+}
+
+// ModelStreamInfer answers each request with ModelInfer's answer three
+// times, the parameter "seq" 0, 1, 2 (the first with the header
+// x-stream); the action "crash" exits after the first.
+func (f fakeServer) ModelStreamInfer(st pb.GRPCInferenceService_ModelStreamInferServer) error {
+	if os.Getenv(envFake) == "nostream" {
+		return status.Error(codes.Unimplemented, "no streaming here")
+	}
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		action := r.GetParameters()["action"].GetStringParam()
+		if action == "invalid" {
+			return status.Error(codes.InvalidArgument, "x must be positive")
+		}
+		r.Parameters = nil
+		resp, err := f.ModelInfer(st.Context(), r)
+		if err != nil {
+			return err
+		}
+		_ = st.SetHeader(metadata.Pairs("x-stream", "yes"))
+		for i := range 3 {
+			if i == 1 && action == "crash" {
+				fmt.Fprintln(os.Stderr, "fake runtime crashing mid-stream")
+				os.Exit(3)
+			}
+			resp.Parameters = map[string]*pb.InferParameter{"seq": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(i)}}}
+			if err := st.Send(&pb.ModelStreamInferResponse{InferResponse: resp}); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 type fakeServer struct {

@@ -58,7 +58,11 @@ type Model struct {
 	closeOnce sync.Once
 	loops     sync.WaitGroup // the batcher and the executors
 
-	inflight atomic.Int64 // requests in Infer
+	inflight atomic.Int64 // requests in Infer and InferStream
+
+	next     atomic.Uint64 // the process InferStream tries first
+	ctMu     sync.Mutex
+	reported []string // guarded by ctMu: content types the processes reported
 }
 
 // call is one request on its way through the batcher.

@@ -269,7 +269,9 @@ func (p *proc) supervise(started chan<- error) {
 			if err = p.waitReady(inc); err != nil {
 				p.stop(inc)
 			} else {
-				// Ready before Start returns: the model serves at once.
+				// Ready before Start returns: the model serves at once,
+				// its codecs' content types known.
+				p.m.learnContentTypes(inc)
 				p.publish(inc)
 			}
 		}

@@ -265,3 +265,58 @@ fake_predictions_total{kind="a",model_name="fake",model_version="3",worker="0"} 
 		t.Fatal(err)
 	}
 }
+
+// TestInferStream: a stream's responses come in order, the runtime's
+// headers with the first; INVALID_ARGUMENT is ErrInvalid, a process that
+// dies mid-stream ErrUnavailable; the content types its codecs decode are
+// learnt at start.
+func TestInferStream(t *testing.T) {
+	m := startFake(t, "", Config{ContentTypes: []string{"mine"}})
+	if got := strings.Join(m.ContentTypes(), ","); got != "img,mine,np" {
+		t.Fatalf("content types %q", got)
+	}
+	var seqs []int64
+	var first metadata.MD
+	err := m.InferStream(context.Background(), request(2, 1, ""), nil, func(resp *pb.ModelInferResponse, hdr metadata.MD) error {
+		if len(seqs) == 0 {
+			first = hdr
+		} else if hdr != nil {
+			t.Errorf("headers again with response %d: %v", len(seqs), hdr)
+		}
+		seqs = append(seqs, resp.GetParameters()["seq"].GetInt64Param())
+		if y := floats(resp.GetRawOutputContents()[0]); len(y) != 4 || y[0] != 2 {
+			t.Errorf("y = %v", y)
+		}
+		return nil
+	})
+	if err != nil || len(seqs) != 3 || seqs[0] != 0 || seqs[2] != 2 || len(first.Get("x-stream")) != 1 {
+		t.Fatalf("stream: %v, seqs %v, headers %v", err, seqs, first)
+	}
+	stop := errors.New("enough")
+	if err := m.InferStream(context.Background(), request(1, 1, ""), nil, func(*pb.ModelInferResponse, metadata.MD) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("the callback's error: %v", err)
+	}
+	if err := m.InferStream(context.Background(), request(1, 1, "invalid"), nil, func(*pb.ModelInferResponse, metadata.MD) error { return nil }); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "x must be positive") {
+		t.Fatalf("invalid: %v", err)
+	}
+	// (The response sent before the exit may or may not have left the
+	// process.)
+	n := 0
+	err = m.InferStream(context.Background(), request(1, 1, "crash"), nil, func(*pb.ModelInferResponse, metadata.MD) error { n++; return nil })
+	if !errors.Is(err, ErrUnavailable) || n > 1 {
+		t.Fatalf("crash mid-stream: %v after %d responses", err, n)
+	}
+	// A runtime without ModelStreamInfer answers once, through ModelInfer.
+	plain := startFake(t, "nostream", Config{})
+	n = 0
+	err = plain.InferStream(context.Background(), request(1, 1, ""), nil, func(resp *pb.ModelInferResponse, hdr metadata.MD) error {
+		n++
+		if len(hdr.Get("x-batch-rows")) != 1 || resp.GetParameters()["seq"] != nil {
+			t.Errorf("fallback answer %v, headers %v", resp, hdr)
+		}
+		return nil
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("no streaming: %v after %d responses", err, n)
+	}
+}

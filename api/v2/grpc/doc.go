@@ -50,7 +50,9 @@
 // response per generated token with that token's text in text_output, the
 // last with the parameter triton_final_response true (Triton's decoupled
 // final-response marker). A streamed request takes one prompt. A request
-// to a tensor model gets one response, marked final. A request
+// to a tensor model gets one response, marked final; one to a custom
+// runtime each response its predict_stream yields (infer.RunRuntimeStream),
+// the last marked final (each sent once the next is known). A request
 // that fails (unknown model, bad input, an error while generating) gets
 // one response with error_message set and its id, also marked final; the
 // stream stays open for the others. The call returns once the client

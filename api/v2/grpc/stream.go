@@ -15,7 +15,10 @@ import (
 const finalParam = "triton_final_response"
 
 // ModelStreamInfer serves many requests on one stream, each in its own
-// goroutine, answered as they finish and matched by id. An LLM request
+// goroutine, answered as they finish and matched by id. A custom
+// runtime's request gets each response its predict_stream yields (the
+// last with triton_final_response true; each is sent once the next one
+// is known). An LLM request
 // streams its tokens as decoupled responses (one per generated token, the
 // last with triton_final_response true) unless it sets stream to false,
 // which gives one final response. A bad request gets an in-band error
@@ -85,6 +88,39 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 	r, raw, err := decodeRequest(req)
 	if err != nil {
 		fail(err)
+		return
+	}
+	if rt, ok := infer.AsRuntime(m); ok {
+		// A custom runtime's predict_stream: each response it yields,
+		// the last one marked final. A response is sent when the next
+		// one comes (or the stream ends), so that the last is known; a
+		// runtime that answers once answers as a tensor model does.
+		var held *infer.Response
+		emit := func(final bool) error {
+			if held.Parameters == nil {
+				held.Parameters = infer.Parameters{}
+			}
+			held.Parameters[finalParam] = final
+			return send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(held, raw)})
+		}
+		err := infer.RunRuntimeStream(ctx, m, rt, r, func(resp *infer.Response) error {
+			if held != nil {
+				if err := emit(false); err != nil {
+					return err
+				}
+			}
+			held = resp
+			return nil
+		})
+		if err == nil {
+			if held == nil { // it yielded nothing: an empty final response
+				held = &infer.Response{ModelName: m.Name(), ModelVersion: infer.VersionOf(m), ID: r.ID}
+			}
+			err = emit(true)
+		}
+		if err != nil {
+			fail(err)
+		}
 		return
 	}
 	if t, ok := infer.AsTensor(m); ok {

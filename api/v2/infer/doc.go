@@ -61,7 +61,7 @@
 // generate parameter image carries the same as base64 or data: URLs.
 //
 // Generation turns outputs into text through the output processor every
-// protocol shares (frontend.Choice): detokenization, stop strings and stop
+// protocol shares (frontend.Output): detokenization, stop strings and stop
 // tokens, reasoning split from the answer, logprobs, the finish reason
 // (named here: eos_token, length, stop_sequence) and the token counts.
 //
@@ -103,7 +103,8 @@
 //   - CheckContentTypes(r, known...) makes the same checks and changes
 //     nothing, for a model that gets the request as the client sent it
 //     and decodes it with codecs of its own (a custom runtime); known are
-//     content types that model's codecs add, passed unchecked.
+//     content types that model's codecs add, passed unchecked (a
+//     runtime's settings name them, or the runtime reports its codecs').
 //
 // EncodeResponse puts content_type on every output as MLServer's encoders
 // do (str for BYTES, np otherwise, or what the request asked for the

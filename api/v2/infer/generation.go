@@ -76,12 +76,12 @@ type Generation struct {
 	open    int
 }
 
-// seq is one prompt's answer: frontend.Choice (the output processor every
+// seq is one prompt's answer: frontend.Output (the output processor every
 // protocol shares) with the prompt's index and token count.
 type seq struct {
 	index        int
 	tok          *tokenizer.Tokenizer
-	out          *frontend.Choice
+	out          *frontend.Output
 	buf          []frontend.Delta // reused for one output's deltas
 	promptTokens int
 }
@@ -150,7 +150,7 @@ func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id stri
 		req.Arrival = arrival
 		req.Deadline = deadline
 		reqs[i] = &req
-		out, err := frontend.NewChoice(&frontend.OutputConfig{
+		out, err := frontend.NewOutput(&frontend.OutputConfig{
 			Tokenizer: tok, Stops: p.stops, StopTokens: p.base.StopTokens, MinTokens: p.base.MinTokens,
 			Logprobs: p.base.Sampling.Logprobs, TopLogprobs: p.TopLogprobs,
 			Reasoning: p.Reasoning, Prompt: text,

@@ -17,15 +17,20 @@ import (
 // array, flat or nested in any way (row-major order is the order the
 // scalars appear in), of booleans for BOOL, integers for the integer
 // types, numbers for the float types (or the strings "NaN", "Infinity",
-// "-Infinity", which JSON has no number for) and strings for BYTES. A value that
-// does not fit the datatype (a fraction for INT32, 300 for UINT8, a string
-// for FP32) is an error naming the element.
+// "-Infinity", which JSON has no number for, or null for NaN, as MLServer
+// reads it) and strings for BYTES. A value that does not fit the datatype
+// (a fraction for INT32, 300 for UINT8, a string for FP32) is an error
+// naming the element. As in MLServer, a BYTES tensor of one element may
+// have a bare string as its data ("data": "hello" for shape [1]).
 func (t *Tensor) SetJSONData(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
 		return fmt.Errorf("data is not valid JSON: %w", err)
+	}
+	if s, ok := tok.(string); ok && t.Datatype == BYTES {
+		return t.setBareString(dec, s)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
 		return fmt.Errorf("data must be a JSON array, got %s", describeToken(tok))
@@ -72,6 +77,23 @@ func (t *Tensor) SetJSONData(data []byte) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("data has content after its array")
 	}
+	return nil
+}
+
+// setBareString sets a BYTES tensor of one element from data that is a
+// bare string, as MLServer's content-type examples send it.
+func (t *Tensor) setBareString(dec *json.Decoder, s string) error {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	if n != 1 {
+		return fmt.Errorf("data is a single string, which is one element, but shape %v has %d: send a JSON array of strings", t.Shape, n)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data has content after its string")
+	}
+	t.Raw, t.Bytes = nil, [][]byte{[]byte(s)}
 	return nil
 }
 
@@ -197,10 +219,13 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 		t.Bytes = append(t.Bytes, []byte(s))
 		return nil
 	}
+	if tok == nil && d.IsFloat() {
+		tok = "NaN" // MLServer reads null as NaN in a float tensor
+	}
 	if str, ok := tok.(string); ok && d.IsFloat() {
 		v, ok := nonFinite[str]
 		if !ok {
-			return fmt.Errorf("want a number or \"NaN\", \"Infinity\", \"-Infinity\" for %s, got the string %q", d, truncate(str))
+			return fmt.Errorf("want a number, null or \"NaN\", \"Infinity\", \"-Infinity\" for %s, got the string %q", d, truncate(str))
 		}
 		switch d {
 		case FP16:

@@ -55,6 +55,15 @@ func WithHeaders(ctx context.Context, h *Headers) context.Context {
 	return context.WithValue(ctx, headersKey{}, h)
 }
 
+// RuntimeStreamer is a RuntimeModel whose runtime streams (MLServer's
+// predict_stream, on the runtime's ModelStreamInfer).
+type RuntimeStreamer interface {
+	// StreamRuntime sends one request as CallRuntime does and calls fn
+	// with each response as it comes, the first time with the headers
+	// the runtime sent back. Its errors are *Error, or fn's.
+	StreamRuntime(ctx context.Context, req *pb.ModelInferRequest, headers metadata.MD, fn func(resp *pb.ModelInferResponse, back metadata.MD) error) error
+}
+
 // RunRuntime serves an inference request on a custom runtime: the
 // inputs go as the client sent them (every datatype, BYTES included, and
 // every parameter, content_type included: the runtime decodes them with
@@ -66,18 +75,60 @@ func WithHeaders(ctx context.Context, h *Headers) context.Context {
 // (CheckContentTypes: the bytes are checked, never changed); the runtime's failures are its *Error kinds (Unavailable,
 // Deadline, Internal, Invalid) with the model's name.
 func RunRuntime(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*Response, error) {
-	if err := r.CheckInputs(); err != nil {
+	req, in, h, err := runtimeRequest(ctx, m, rt, r)
+	if err != nil {
 		return nil, err
+	}
+	resp, back, err := rt.CallRuntime(ctx, req, in)
+	if err != nil {
+		return nil, err
+	}
+	sendBack(ctx, h, back)
+	return runtimeResponse(m, r, resp)
+}
+
+// RunRuntimeStream serves an inference request on a custom runtime's
+// streaming call (MLServer's predict_stream): the request goes as
+// RunRuntime sends it, and send gets each response the runtime yields, as
+// it yields it (the runtime's headers are set before the first). A
+// runtime that does not stream answers once, through CallRuntime.
+func RunRuntimeStream(ctx context.Context, m Model, rt RuntimeModel, r *Request, send func(*Response) error) error {
+	st, ok := rt.(RuntimeStreamer)
+	if !ok {
+		resp, err := RunRuntime(ctx, m, rt, r)
+		if err != nil {
+			return err
+		}
+		return send(resp)
+	}
+	req, in, h, err := runtimeRequest(ctx, m, rt, r)
+	if err != nil {
+		return err
+	}
+	return st.StreamRuntime(ctx, req, in, func(resp *pb.ModelInferResponse, back metadata.MD) error {
+		sendBack(ctx, h, back)
+		out, err := runtimeResponse(m, r, resp)
+		if err != nil {
+			return err
+		}
+		return send(out)
+	})
+}
+
+// runtimeRequest checks r and makes the runtime's request and metadata.
+func runtimeRequest(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*pb.ModelInferRequest, metadata.MD, *Headers, error) {
+	if err := r.CheckInputs(); err != nil {
+		return nil, nil, nil, err
 	}
 	var known []string
 	if ct, ok := rt.(runtimeContentTypes); ok {
 		known = ct.ContentTypes()
 	}
 	if err := CheckContentTypes(r, known...); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if len(r.Inputs) == 0 {
-		return nil, invalidf("the request to model %q has no inputs (for KServe V1 instances, the model's model-settings.json must declare its inputs)", m.Name())
+		return nil, nil, nil, invalidf("the request to model %q has no inputs (for KServe V1 instances, the model's model-settings.json must declare its inputs)", m.Name())
 	}
 	req := &pb.ModelInferRequest{
 		ModelName: m.Name(), ModelVersion: VersionOf(m), Id: r.ID,
@@ -99,19 +150,27 @@ func RunRuntime(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*Res
 	} else {
 		in, _ = metadata.FromIncomingContext(ctx)
 	}
-	resp, back, err := rt.CallRuntime(ctx, req, in)
-	if err != nil {
-		return nil, err
+	return req, in, h, nil
+}
+
+// sendBack passes the runtime's headers to the HTTP response (h), else
+// to the gRPC call's header metadata.
+func sendBack(ctx context.Context, h *Headers, back metadata.MD) {
+	if len(back) == 0 {
+		return
 	}
-	if len(back) > 0 {
-		if h != nil && h.SetResponse != nil {
-			for k, v := range back {
-				h.SetResponse(k, v)
-			}
-		} else {
-			_ = grpc.SetHeader(ctx, back) // not in a gRPC call, or headers already sent
+	if h != nil && h.SetResponse != nil {
+		for k, v := range back {
+			h.SetResponse(k, v)
 		}
+		return
 	}
+	_ = grpc.SetHeader(ctx, back) // not in a gRPC call, or headers already sent
+}
+
+// runtimeResponse checks the runtime's answer and keeps the outputs r
+// asked for.
+func runtimeResponse(m Model, r *Request, resp *pb.ModelInferResponse) (*Response, error) {
 	params, err := ParametersFromProto(resp.GetParameters())
 	if err != nil {
 		return nil, Errorf(Internal, "model %q: the runtime's answer is malformed: %v", m.Name(), err)

@@ -236,6 +236,8 @@ func FuzzSetJSONData(f *testing.F) {
 	f.Add(uint8(7), []byte(`[[1, 2], [3, -4]]`))
 	f.Add(uint8(9), []byte(`[1.5, 65504]`))
 	f.Add(uint8(12), []byte(`["a", ["b"]]`))
+	f.Add(uint8(9), []byte(`[1, null]`))
+	f.Add(uint8(12), []byte(`"bare"`))
 	f.Fuzz(func(t *testing.T, di uint8, data []byte) {
 		dt := Datatypes[int(di)%len(Datatypes)]
 		tt := &Tensor{Datatype: dt}
@@ -298,5 +300,47 @@ func TestJSONDataNonFinite(t *testing.T) {
 	in := &Tensor{Datatype: INT32, Shape: []int64{1}}
 	if err := in.SetJSONData([]byte(`["NaN"]`)); err == nil {
 		t.Fatal(`"NaN" accepted for INT32`)
+	}
+}
+
+// TestJSONDataMLServerForms: null is NaN in a float tensor
+// (docs/user-guide/content-type.md of MLServer), and a bare string is the
+// one element of a BYTES tensor of shape [1] (its content-type example).
+func TestJSONDataMLServerForms(t *testing.T) {
+	for _, dt := range []Datatype{FP16, FP32, FP64} {
+		in := &Tensor{Datatype: dt, Shape: []int64{3}}
+		if err := in.SetJSONData([]byte(`[1, null, 2]`)); err != nil {
+			t.Fatalf("%s: %v", dt, err)
+		}
+		if v, _ := in.Float(1); !math.IsNaN(v) {
+			t.Fatalf("%s: null read as %v, want NaN", dt, v)
+		}
+		if v, _ := in.Float(2); v != 2 {
+			t.Fatalf("%s: element 2 is %v", dt, v)
+		}
+	}
+	s := &Tensor{Datatype: BYTES, Shape: []int64{1}}
+	if err := s.SetJSONData([]byte(`"hello world 😁"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil || len(s.Bytes) != 1 || string(s.Bytes[0]) != "hello world 😁" {
+		t.Fatalf("bare string: %q, check %v", s.Bytes, err)
+	}
+	for _, c := range []struct {
+		dt    Datatype
+		shape []int64
+		data  string
+		want  string
+	}{
+		{BYTES, []int64{2}, `"ab"`, "shape [2] has 2"},
+		{BYTES, []int64{1}, `"a" "b"`, "after its string"},
+		{FP32, []int64{1}, `"1"`, "array"},
+		{INT32, []int64{1}, `[null]`, "null"},
+		{BYTES, []int64{1}, `[null]`, "null"},
+	} {
+		tt := &Tensor{Datatype: c.dt, Shape: c.shape}
+		if err := tt.SetJSONData([]byte(c.data)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v %s: error %v, want one mentioning %q", c.dt, c.shape, c.data, err, c.want)
+		}
 	}
 }

@@ -12,6 +12,11 @@ model-settings.json names it: "implementation": "/usr/bin/python3 -m llmserve_ru
 llmserve starts that command in the model's folder, and the package serves
 the Open Inference Protocol's gRPC service on the socket llmserve gives it.
 Needs only Debian's python3-grpcio, python3-numpy and python3-protobuf.
+
+A runtime written for MLServer (from mlserver import MLModel) runs as it
+is: the package mlserver beside this one gives it MLServer's imports, and
+"implementation": "model.MyModel" (MLServer's form) runs it with this
+package.
 """
 
 from .codecs import NumpyCodec, StringCodec

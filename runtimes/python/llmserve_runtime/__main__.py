@@ -29,6 +29,16 @@ def load_class(spec: str):
     return cls
 
 
+def instantiate(cls):
+    """An instance of the model class: an MLServer MLModel gets its
+    ModelSettings as MLServer passes them (its __init__ may require them),
+    an LLMServeModel reads its settings itself."""
+    if getattr(cls, "_wire_types", None) is not None:
+        from mlserver.settings import ModelSettings
+        return cls(ModelSettings.from_env())
+    return cls()
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python3 -m llmserve_runtime", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,7 +47,7 @@ def main(argv=None) -> None:
     ap.add_argument("--address", help="serve on HOST:PORT instead of a Unix socket (for testing by hand)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    model = load_class(args.model)()
+    model = instantiate(load_class(args.model))
     asyncio.run(serve(model, args.address or address_from_env(args.socket)))
 
 

@@ -2,7 +2,9 @@
 
 ``register(name, description)`` declares a metric (a histogram by
 default, as MLServer's; or kind="counter" / "gauge"); ``log(name=value)``
-records values (a counter adds, a gauge sets, a histogram observes).
+records values (a counter adds, a gauge sets, a histogram observes); a
+name never registered is registered then, as a histogram, as MLServer's
+log does.
 llmserve reads them at every scrape of its /metrics, through the
 llmserve.runtime.v1.RuntimeMetrics service, and adds the model's labels.
 """
@@ -78,8 +80,10 @@ class Registry:
         with self._lock:
             for name, v in values.items():
                 m = self._metrics.get(name)
-                if m is None:
-                    raise KeyError("metric %r is not registered: call register(%r, description) first" % (name, name))
+                if m is None:  # as MLServer's log: registered on the fly, as a histogram
+                    if not _NAME.match(name):
+                        raise ValueError("metric name %r is not a Prometheus name" % name)
+                    m = self._metrics[name] = _Metric(name, name, "histogram", DEFAULT_BUCKETS)
                 m.record(float(v))
 
     def text(self) -> str:

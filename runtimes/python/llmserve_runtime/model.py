@@ -71,5 +71,12 @@ class LLMServeModel:
     async def predict(self, payload: InferenceRequest) -> InferenceResponse:
         raise NotImplementedError("predict is not implemented by %s" % type(self).__name__)
 
+    async def predict_stream(self, payloads):
+        """Answers a ModelStreamInfer call (V2 infer_stream,
+        ModelStreamInfer): yields responses for the async iterator of
+        requests. By default, predict's answer to the first one, as
+        MLServer's."""
+        yield await self.predict(await payloads.__anext__())
+
     async def unload(self) -> None:
         """Free what load took; called when llmserve stops the process."""

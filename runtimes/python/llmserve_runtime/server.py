@@ -19,11 +19,11 @@ from . import metrics
 from . import open_inference_grpc_pb2 as pb
 from .codecs import to_dtype
 from .model import LLMServeModel
-from .types import (InferenceRequest, InferenceResponse, InvalidInput, Parameters, RequestInput,
-                    RequestOutput)
+from .types import InferenceRequest, InferenceResponse, InvalidInput
 
 SERVICE = "inference.GRPCInferenceService"
 METRICS_SERVICE = "llmserve.runtime.v1.RuntimeMetrics"
+INFO_SERVICE = "llmserve.runtime.v1.RuntimeInfo"
 log = logging.getLogger("llmserve_runtime")
 
 # Metadata keys that belong to the transport, not to the request.
@@ -76,7 +76,7 @@ def decode_bytes(raw: bytes) -> List[bytes]:
 def encode_bytes(vals) -> bytes:
     parts = []
     for v in vals:
-        b = v.encode("utf-8") if isinstance(v, str) else bytes(v)
+        b = b"" if v is None else v.encode("utf-8") if isinstance(v, str) else bytes(v)
         parts.append(struct.pack("<I", len(b)))
         parts.append(b)
     return b"".join(parts)
@@ -89,7 +89,12 @@ _TYPED = {
 }
 
 
-def request_from_pb(req, headers: Dict[str, str]) -> InferenceRequest:
+def request_from_pb(req, headers: Dict[str, str], T: Any = None) -> InferenceRequest:
+    """The request as T's types (a module with InferenceRequest,
+    RequestInput, RequestOutput and Parameters; default this package's:
+    an MLModel's are mlserver.types)."""
+    if T is None:
+        from . import types as T
     raw = list(req.raw_input_contents)
     if raw and len(raw) != len(req.inputs):
         raise InvalidInput("the request has %d inputs but %d raw_input_contents" % (len(req.inputs), len(raw)))
@@ -103,12 +108,13 @@ def request_from_pb(req, headers: Dict[str, str]) -> InferenceRequest:
                 raise InvalidInput("input %r: datatype %s must come in raw_input_contents" % (t.name, t.datatype))
             vals = list(getattr(t.contents, field))
             data = vals if t.datatype == "BYTES" else np.asarray(vals, dtype=to_dtype(t.datatype))
-        inputs.append(RequestInput(name=t.name, shape=list(t.shape), datatype=t.datatype, data=data,
-                                   parameters=Parameters(**params_from_pb(t.parameters))))
+        inputs.append(T.RequestInput(name=t.name, shape=list(t.shape), datatype=t.datatype, data=data,
+                                     parameters=T.Parameters(**params_from_pb(t.parameters))))
     params = params_from_pb(req.parameters)
     params["headers"] = headers
-    outputs = [RequestOutput(o.name, Parameters(**params_from_pb(o.parameters))) for o in req.outputs]
-    return InferenceRequest(inputs=inputs, id=req.id or None, parameters=Parameters(**params), outputs=outputs or None)
+    outputs = [T.RequestOutput(name=o.name, parameters=T.Parameters(**params_from_pb(o.parameters))) for o in req.outputs]
+    return T.InferenceRequest(inputs=inputs, id=req.id or None, parameters=T.Parameters(**params),
+                              outputs=outputs or None)
 
 
 def response_to_pb(resp: InferenceResponse, req_id: str) -> Tuple[Any, Dict[str, str]]:
@@ -122,16 +128,54 @@ def response_to_pb(resp: InferenceResponse, req_id: str) -> Tuple[Any, Dict[str,
         headers = {str(k).lower(): str(v) for k, v in (values.get("headers") or {}).items()}
         params_to_pb(values, out.parameters)
     for o in resp.outputs:
-        t = out.outputs.add(name=o.name, datatype=o.datatype, shape=[int(d) for d in o.shape])
+        datatype = getattr(o.datatype, "value", o.datatype)
+        t = out.outputs.add(name=o.name, datatype=datatype, shape=[int(d) for d in o.shape])
         if o.parameters is not None:
-            params_to_pb(o.parameters.dict(), t.parameters)
-        if o.datatype == "BYTES":
-            vals = o.data.reshape(-1).tolist() if isinstance(o.data, np.ndarray) else list(o.data)
-            out.raw_output_contents.append(encode_bytes(vals))
+            params_to_pb({k: v for k, v in o.parameters.dict().items() if not k.startswith("_")}, t.parameters)
+        data = getattr(o.data, "root", o.data)  # mlserver.types.TensorData
+        if datatype == "BYTES":
+            out.raw_output_contents.append(encode_bytes(_flat_elements(data)))
         else:
-            arr = np.asarray(o.data, dtype=to_dtype(o.datatype))
+            arr = np.asarray(data, dtype=to_dtype(datatype))
             out.raw_output_contents.append(np.ascontiguousarray(arr).tobytes())
     return out, headers
+
+
+def _flat_elements(data: Any) -> List[Any]:
+    """A BYTES output's elements, row-major: from a flat or nested list, a
+    NumPy array, or a single bytes or str."""
+    if isinstance(data, (bytes, bytearray, str)):
+        return [data]
+    if isinstance(data, np.ndarray):
+        return data.reshape(-1).tolist()
+    out: List[Any] = []
+    for v in data:
+        if isinstance(v, (list, tuple, np.ndarray)):
+            out.extend(_flat_elements(v))
+        else:
+            out.append(v)
+    return out
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def stream_response_bytes(resp) -> bytes:
+    """A ModelStreamInferResponse (KServe's and Triton's grpc_service.proto:
+    error_message = 1, infer_response = 2) holding resp, written by hand:
+    the package's generated messages are the Open Inference Protocol's
+    proto, which has no streaming."""
+    body = resp.SerializeToString()
+    return b"\x12" + _varint(len(body)) + body
 
 
 # --- the service ---------------------------------------------------------------
@@ -139,6 +183,9 @@ def response_to_pb(resp: InferenceResponse, req_id: str) -> Tuple[Any, Dict[str,
 class RuntimeServer:
     def __init__(self, model: LLMServeModel) -> None:
         self.model = model
+        # The request types predict gets: the model's (an MLModel's are
+        # mlserver.types), else this package's.
+        self.types = getattr(model, "_wire_types", None)
 
     async def server_live(self, request, context):
         return pb.ServerLiveResponse(live=True)
@@ -163,22 +210,68 @@ class RuntimeServer:
     async def model_infer(self, request, context):
         if not self.model.ready:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "model %s is not loaded yet" % self.model.name)
+        headers = self._headers(context)
+        try:
+            req = request_from_pb(request, headers, self.types)
+            resp = await self.model.predict(req)
+            out, resp_headers = response_to_pb(resp, request.id)
+        except Exception as e:
+            await self._abort(context, "predict", e)
+        if resp_headers:
+            await context.send_initial_metadata(tuple(resp_headers.items()))
+        return out
+
+    @staticmethod
+    def _headers(context) -> Dict[str, str]:
         headers = {}
         for k, v in context.invocation_metadata() or ():
             if k not in _RESERVED and not k.startswith("grpc-") and not k.startswith(":"):
                 headers[k] = v
-        try:
-            req = request_from_pb(request, headers)
-            resp = await self.model.predict(req)
-            out, resp_headers = response_to_pb(resp, request.id)
-        except InvalidInput as e:
+        return headers
+
+    async def _abort(self, context, what: str, e: Exception) -> None:
+        """Ends the call for e: INVALID_ARGUMENT for bad input (InvalidInput,
+        or an MLServer error with status_code 400 or 422, such as a codec's),
+        else INTERNAL with its type and message (the traceback to stderr)."""
+        if isinstance(e, InvalidInput) or getattr(e, "status_code", None) in (400, 422):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        except Exception as e:  # the model's bug: a 500 with its message
-            traceback.print_exc(file=sys.stderr)
-            await context.abort(grpc.StatusCode.INTERNAL, "predict failed: %s: %s" % (type(e).__name__, e))
-        if resp_headers:
-            await context.send_initial_metadata(tuple(resp_headers.items()))
-        return out
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+        await context.abort(grpc.StatusCode.INTERNAL, "%s failed: %s: %s" % (what, type(e).__name__, e))
+
+    async def model_stream_infer(self, request_iterator, context):
+        """ModelStreamInfer: the requests of the stream go to the model's
+        predict_stream as an async iterator (llmserve sends one, then
+        closes its side); each response it yields is sent at once. The
+        first response's headers go back as header metadata."""
+        if not self.model.ready:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "model %s is not loaded yet" % self.model.name)
+        headers = self._headers(context)
+        first_id = []
+
+        async def payloads():
+            async for r in request_iterator:
+                if not first_id:
+                    first_id.append(r.id)
+                yield request_from_pb(r, headers, self.types)
+
+        sent_headers = False
+        try:
+            async for resp in self.model.predict_stream(payloads()):
+                out, resp_headers = response_to_pb(resp, first_id[0] if first_id else "")
+                if not sent_headers:
+                    sent_headers = True
+                    if resp_headers:
+                        await context.send_initial_metadata(tuple(resp_headers.items()))
+                yield out
+        except Exception as e:
+            await self._abort(context, "predict_stream", e)
+
+    async def content_types(self, request, context):
+        """The content types the runtime's registered codecs decode
+        (mlserver.codecs' registry, when the model uses it), one a line."""
+        codecs = sys.modules.get("mlserver.codecs.base")
+        names = codecs.registered_content_types() if codecs is not None else []
+        return wrappers_pb2.StringValue(value="\n".join(names))
 
     async def metrics(self, request, context):
         return wrappers_pb2.StringValue(value=metrics.REGISTRY.text())
@@ -194,11 +287,17 @@ class RuntimeServer:
             "ServerMetadata": unary(self.server_metadata, pb.ServerMetadataRequest, pb.ServerMetadataResponse),
             "ModelMetadata": unary(self.model_metadata, pb.ModelMetadataRequest, pb.ModelMetadataResponse),
             "ModelInfer": unary(self.model_infer, pb.ModelInferRequest, pb.ModelInferResponse),
+            "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(
+                self.model_stream_infer, request_deserializer=pb.ModelInferRequest.FromString,
+                response_serializer=stream_response_bytes),
         })
         mx = grpc.method_handlers_generic_handler(METRICS_SERVICE, {
             "Metrics": unary(self.metrics, empty_pb2.Empty, wrappers_pb2.StringValue),
         })
-        return (oip, mx)
+        info = grpc.method_handlers_generic_handler(INFO_SERVICE, {
+            "ContentTypes": unary(self.content_types, empty_pb2.Empty, wrappers_pb2.StringValue),
+        })
+        return (oip, mx, info)
 
 
 async def serve(model: LLMServeModel, address: str) -> None:
@@ -244,7 +343,8 @@ async def serve(model: LLMServeModel, address: str) -> None:
 
     watcher = asyncio.ensure_future(watch_parent())
     log.info("serving model %s on %s; loading it", model.name, address)
-    await model.load()
+    if await model.load() is False:  # MLServer's MLModel.load answers whether it is ready
+        raise SystemExit("model %s: load() returned False: the model is not ready" % model.name)
     model.ready = True
     log.info("model %s loaded", model.name)
     await stop.wait()

@@ -1,0 +1,132 @@
+package frontend
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// ToolPlan is a request's decided tool handling, as vLLM decides it by
+// tool_choice:
+//
+//   - ToolNone (no tools, or "none"): the answer is content.
+//   - ToolAuto (the default with tools): the model decides; its answer is
+//     split by the tool-call parser of its template's family (Parser, ""
+//     for a template with no known syntax).
+//   - ToolRequired: the answer is held by a grammar to a JSON array of
+//     calls, [{"name", "parameters"}, ...] (one when !Parallel).
+//   - ToolNamed: the answer is held to the named function's parameters.
+type ToolPlan struct {
+	// Mode is never ToolDefault.
+	Mode  ToolMode
+	Tools []Tool
+	// Named is the index of the named function (ToolNamed).
+	Named int
+	// Parallel lets the model make more than one call.
+	Parallel bool
+	// Parser is the auto mode's tool-call parser.
+	Parser string
+}
+
+// NewToolPlan decides req's tool handling against its tools. template is
+// the chat template that renders them (Prompt.ToolTemplate), for the auto
+// mode's parser. Errors name req's fields in its protocol's terms.
+func NewToolPlan(req *Request, template string) (*ToolPlan, error) {
+	tp := &ToolPlan{Tools: req.Tools, Parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
+	tc := req.ToolChoice
+	mode := tc.Mode
+	switch mode {
+	case ToolDefault:
+		mode = ToolAuto
+		if len(req.Tools) == 0 {
+			mode = ToolNone
+		}
+	case ToolNamed:
+		tp.Named = -1
+		for i, t := range tp.Tools {
+			if t.Name == tc.Name {
+				tp.Named = i
+			}
+		}
+		if tp.Named < 0 {
+			return nil, Invalid(Name(req.Fields.ToolChoiceName, "tool_choice.function.name"),
+				"tool_choice names the function %q, which is not among the request's tools.", tc.Name)
+		}
+	}
+	if len(req.Tools) == 0 && mode != ToolNone {
+		return nil, Invalid("tool_choice", "tool_choice %s needs tools; give tools or leave tool_choice out.", tc.Text)
+	}
+	tp.Mode = mode
+	if mode == ToolAuto {
+		tp.Parser = tokenizer.ToolCallParserFor(template)
+	}
+	return tp, nil
+}
+
+// Constrained reports whether the answer is held to a grammar.
+func (tp *ToolPlan) Constrained() bool {
+	return tp.Mode == ToolRequired || tp.Mode == ToolNamed
+}
+
+// Schema is the JSON schema the answer is held to in the constrained
+// modes: the named function's parameters, or the array of calls.
+func (tp *ToolPlan) Schema() []byte {
+	params := func(t Tool) json.RawMessage {
+		if t.Parameters == nil {
+			return json.RawMessage(`{"type": "object", "properties": {}}`)
+		}
+		return t.Parameters
+	}
+	if tp.Mode == ToolNamed {
+		return params(tp.Tools[tp.Named])
+	}
+	var alts []string
+	for _, t := range tp.Tools {
+		name, _ := json.Marshal(t.Name)
+		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, "parameters": %s}, "required": ["name", "parameters"]}`, name, params(t)))
+	}
+	maxItems := ""
+	if !tp.Parallel {
+		maxItems = `, "maxItems": 1`
+	}
+	return fmt.Appendf(nil, `{"type": "array", "minItems": 1%s, "items": {"anyOf": [%s]}}`, maxItems, strings.Join(alts, ", "))
+}
+
+// Grammar is the grammar that holds the answer to calls in the
+// constrained modes, each function's parameters checked as a JSON schema
+// first (errors name them by paramsName, with %d for the tool's index),
+// and checked by m's runtime when it can. It is "" in the other modes.
+func (tp *ToolPlan) Grammar(m Model, paramsName string) (string, error) {
+	if !tp.Constrained() {
+		return "", nil
+	}
+	for i, t := range tp.Tools {
+		if t.Parameters == nil || (tp.Mode == ToolNamed && i != tp.Named) {
+			continue
+		}
+		if _, err := grammar.FromJSONSchema(t.Parameters); err != nil {
+			return "", SchemaError(fmt.Sprintf(paramsName, i), err)
+		}
+	}
+	g, err := grammar.FromJSONSchema(tp.Schema())
+	if err != nil {
+		return "", SchemaError("tools", err)
+	}
+	if gc, ok := m.(GrammarChecker); ok {
+		if err := gc.CheckGrammar(g); err != nil {
+			return "", Invalid("tools", "The model's runtime cannot use the grammar the tools give: %v.", err)
+		}
+	}
+	return g, nil
+}
+
+// ChoiceName is the constrained tool choice as errors name it.
+func (tp *ToolPlan) ChoiceName() string {
+	if tp.Mode == ToolNamed {
+		return fmt.Sprintf("naming %q", tp.Tools[tp.Named].Name)
+	}
+	return `"required"`
+}

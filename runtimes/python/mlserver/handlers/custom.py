@@ -1,0 +1,3 @@
+from . import custom_handler
+
+__all__ = ["custom_handler"]
