@@ -37,7 +37,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, id, err)
 		return
 	}
-	m, cp, tp, p, prompt := run.m, run.cp, run.tp, run.p, run.prompt
+	m, tp, p, prompt := run.m, run.tp, run.p, run.prompt
 	p.transfer = h.transfer
 	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
 	if err != nil {
@@ -46,9 +46,12 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.close()
 	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
-	parser := reasoningParserOf(m)
+	if err := g.splitReasoning(reasoningParserOf(m)); err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
 	if p.stream {
-		h.streamChat(w, r, g, meta, newReasoningStream(parser, cp.rendered), tp)
+		h.streamChat(w, r, g, meta, tp)
 		return
 	}
 	res, err := g.collect(r.Context())
@@ -70,7 +73,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		resp.PromptLogprobs = promptLogprobsList(tokenNames{g.tok, g.params.tokensAsIDs}, g.prompts[0].tokens, g.promptLPs[0], k)
 	}
 	for i := range res {
-		msg := chatMessageOf(parser, cp.rendered, res[i].text.String())
+		msg := chatMessageOf(res[i].reasoning.String(), res[i].text.String())
 		finish := res[i].finish
 		if ts := newToolStream(tp); ts.active() {
 			c1, _ := ts.push(*msg.Content)
@@ -188,7 +191,7 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, rs *reasoningStream, tp *toolPlan) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *toolPlan) {
 	p := g.params
 	sse := startSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
@@ -221,7 +224,7 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 				continue
 			}
 			ch := chatChunkChoice{Index: cd.c.index}
-			said := rs.setDelta(&ch.Delta, cd.c.index, d.text, d.finish != "", len(d.lps) > 0)
+			said := setChatDelta(&ch.Delta, d.reasoning, d.text, len(d.lps) > 0)
 			finish := d.finish
 			if ts := tools[cd.c.index]; ts != nil {
 				var text string

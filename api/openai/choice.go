@@ -16,6 +16,7 @@ type choice struct {
 	index int // index on the wire: prompt*n + i
 	sched int // index inside the prompt's scheduler.Stream
 	out   *frontend.Output
+	cfg   *frontend.OutputConfig
 	// buf is reused for the deltas of one output.
 	buf []frontend.Delta
 
@@ -32,7 +33,9 @@ type choice struct {
 
 // delta is what one or more outputs added to a choice.
 type delta struct {
-	text string
+	// text is the answer's text; reasoning the thinking split from it,
+	// when the generation splits it (generation.splitReasoning).
+	text, reasoning string
 	// lps has one entry per token that became part of the answer, when
 	// logprobs were asked for.
 	lps []tokenLogprob
@@ -50,7 +53,9 @@ type tokenLogprob struct {
 	offset int
 }
 
-func (d *delta) empty() bool { return d.text == "" && len(d.lps) == 0 && d.finish == "" }
+func (d *delta) empty() bool {
+	return d.text == "" && d.reasoning == "" && len(d.lps) == 0 && d.finish == ""
+}
 
 func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice {
 	cfg := &frontend.OutputConfig{
@@ -63,7 +68,22 @@ func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice
 		TopLogprobs: p.topLogprobs,
 	}
 	out, _ := frontend.NewOutput(cfg) // fails only for an unknown reasoning parser; none is set
-	return &choice{index: index, sched: sched, out: out}
+	return &choice{index: index, sched: sched, out: out, cfg: cfg}
+}
+
+// splitReasoning makes the choice split the thinking of a model with the
+// reasoning parser parser from its answer; prompt is the text the model
+// saw, whose end says whether the answer starts inside thinking. It must
+// be called before the choice's first output.
+func (c *choice) splitReasoning(parser, prompt string) error {
+	cfg := *c.cfg
+	cfg.Reasoning, cfg.Prompt = parser, prompt
+	out, err := frontend.NewOutput(&cfg)
+	if err != nil {
+		return err
+	}
+	c.cfg, c.out = &cfg, out
+	return nil
 }
 
 // add applies out to the choice and appends what it produced to d. A non-nil
@@ -74,6 +94,7 @@ func (c *choice) add(out *scheduler.Output, d *delta) error {
 	for i := range ds {
 		x := &ds[i]
 		d.text += x.Text
+		d.reasoning += x.Reasoning
 		// The stop token counts as generated but is not text, and has no
 		// logprob entry.
 		if x.HasLogprobs && !x.StopToken {

@@ -277,11 +277,35 @@ func (g *generation) usage() usage {
 	return u
 }
 
+// splitReasoning makes every choice split the thinking of a model with
+// the reasoning parser parser from its answer (delta.reasoning,
+// result.reasoning), as the chat-shaped APIs answer; completions keep the
+// raw text. parser "" leaves the answers whole. It must be called before
+// the first output is applied.
+func (g *generation) splitReasoning(parser string) error {
+	if parser == "" {
+		return nil
+	}
+	n := g.params.base.N
+	for _, c := range g.choices {
+		pr := &g.prompts[c.index/n]
+		prompt := pr.rendered
+		if prompt == "" {
+			prompt = pr.text
+		}
+		if err := c.splitReasoning(parser, prompt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // result is a choice's complete answer for a non-streaming response.
 type result struct {
-	text   strings.Builder
-	lps    []tokenLogprob
-	finish string
+	// text is the answer; reasoning the thinking split from it.
+	text, reasoning strings.Builder
+	lps             []tokenLogprob
+	finish          string
 }
 
 // collect runs the generation to the end and returns every choice's answer.
@@ -292,6 +316,7 @@ func (g *generation) collect(ctx context.Context) ([]result, error) {
 		for _, cd := range ds {
 			r := &res[cd.c.index]
 			r.text.WriteString(cd.d.text)
+			r.reasoning.WriteString(cd.d.reasoning)
 			r.lps = append(r.lps, cd.d.lps...)
 			if cd.d.finish != "" {
 				r.finish = cd.d.finish

@@ -103,9 +103,12 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.close()
 	meta := respMeta{id: id, created: arrival.Unix(), model: run.m.Name(), user: run.p.user, arrival: arrival}
-	parser := reasoningParserOf(run.m)
+	if err := g.splitReasoning(reasoningParserOf(run.m)); err != nil {
+		h.failMessages(w, r, id, err)
+		return
+	}
 	if run.p.stream {
-		h.streamMessages(w, r, g, meta, newReasoningStream(parser, run.cp.rendered), run.tp)
+		h.streamMessages(w, r, g, meta, run.tp)
 		return
 	}
 	res, err := g.collect(r.Context())
@@ -113,7 +116,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 		h.failMessages(w, r, id, err)
 		return
 	}
-	msg := chatMessageOf(parser, run.cp.rendered, res[0].text.String())
+	msg := chatMessageOf(res[0].reasoning.String(), res[0].text.String())
 	var blocks []messagesContent
 	if msg.ReasoningContent != nil {
 		blocks = append(blocks, thinkingBlock(*msg.ReasoningContent))
@@ -198,7 +201,7 @@ func stopReasonOf(finish, stopString string) (string, *string) {
 }
 
 // streamMessages streams the answer as Anthropic's events.
-func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, rs *reasoningStream, tp *toolPlan) {
+func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *toolPlan) {
 	sse := startSSE(w)
 	ms := newMessagesStream(sse.named)
 	// The prompt's cache hits are not known yet: message_delta has them.
@@ -216,17 +219,12 @@ func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *gene
 					continue
 				}
 				final := d.finish != ""
-				var dl chatDelta
-				rs.setDelta(&dl, cd.c.index, d.text, final, false)
-				if dl.ReasoningContent != nil {
-					if werr := ms.thinking(*dl.ReasoningContent); werr != nil {
+				if d.reasoning != "" {
+					if werr := ms.thinking(d.reasoning); werr != nil {
 						return werr
 					}
 				}
-				text := ""
-				if dl.Content != nil {
-					text = *dl.Content
-				}
+				text := d.text
 				finish := d.finish
 				var calls []toolCallDelta
 				if ts != nil {

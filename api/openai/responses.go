@@ -315,11 +315,9 @@ func itemID(typ string) string {
 
 // respGen is a started Responses generation.
 type respGen struct {
-	g      *generation
-	m      Model
-	tp     *toolPlan
-	cp     *chatPrompt
-	parser string
+	g  *generation
+	m  Model
+	tp *toolPlan
 }
 
 // startResponse prepares rp's typed request (prepareChat) and submits it.
@@ -332,7 +330,11 @@ func (h *handler) startResponse(ctx context.Context, rp *respParams, id string, 
 	if err != nil {
 		return nil, err
 	}
-	return &respGen{g: g, m: run.m, tp: run.tp, cp: run.cp, parser: reasoningParserOf(run.m)}, nil
+	if err := g.splitReasoning(reasoningParserOf(run.m)); err != nil {
+		g.close()
+		return nil, err
+	}
+	return &respGen{g: g, m: run.m, tp: run.tp}, nil
 }
 
 // respOutput is a finished answer split into output items.
@@ -408,7 +410,7 @@ func (rg *respGen) collectOutput(ctx context.Context) (*respOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg := chatMessageOf(rg.parser, rg.cp.rendered, res[0].text.String())
+	msg := chatMessageOf(res[0].reasoning.String(), res[0].text.String())
 	o := &respOutput{finish: res[0].finish}
 	if msg.ReasoningContent != nil {
 		o.reasoning = *msg.ReasoningContent

@@ -166,7 +166,6 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 	g := rg.g
 	resp.Status = "in_progress"
 	s := &respStream{sse: startSSE(w), resp: resp, ids: newOutputIDs()}
-	rs := newReasoningStream(rg.parser, rg.cp.rendered)
 	var ts *toolStream
 	if t := newToolStream(rg.tp); t.active() {
 		ts = t
@@ -181,10 +180,7 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 			for _, cd := range ds {
 				d := &cd.d
 				final := d.finish != ""
-				reasoning, content := "", d.text
-				if rs != nil {
-					reasoning, content = rs.split(cd.c.index, d.text, final)
-				}
+				reasoning, content := d.reasoning, d.text
 				if werr := s.reasoning(reasoning); werr != nil {
 					return werr
 				}
