@@ -60,6 +60,10 @@ type OutputConfig struct {
 	// inside thinking.
 	Reasoning string
 	Prompt    string
+	// Tools is the request's tool handling (nil: none): with a plan that
+	// splits tool calls (ToolPlan.SplitsToolCalls), the answer's calls are
+	// taken out of Delta.Text into Delta.ToolCalls.
+	Tools *ToolPlan
 }
 
 // Delta is what one generated token added to a choice; the choice's last
@@ -77,6 +81,9 @@ type Delta struct {
 	Text string
 	// Reasoning is the reasoning text it settled (reasoning parser only).
 	Reasoning string
+	// ToolCalls are the pieces of tool calls it settled (OutputConfig.Tools
+	// only).
+	ToolCalls []ToolCallDelta
 	// Logprobs is the token's logprob with at most TopLogprobs
 	// alternatives, when HasLogprobs (asked for and known). It is a value,
 	// not a pointer, so that a token costs no allocation.
@@ -101,6 +108,7 @@ type Output struct {
 	dec       *tokenizer.Decoder
 	stops     *tokenizer.StopMatcher
 	reasoning *tokenizer.ReasoningParser
+	tools     *toolSplitter
 
 	tokens     int // generated tokens up to the end of the visible answer
 	runes      int // characters decoded so far
@@ -120,6 +128,7 @@ func NewOutput(cfg *OutputConfig) (*Output, error) {
 	} else {
 		c.dec = cfg.Tokenizer.NewDecoder()
 	}
+	c.tools = newToolSplitter(cfg.Tools)
 	if cfg.Reasoning != "" {
 		var err error
 		if c.reasoning, err = tokenizer.NewReasoningParser(cfg.Reasoning, cfg.Prompt); err != nil {
@@ -152,6 +161,15 @@ func (c *Output) Finish() Finish { return c.finish }
 // StopString is the stop string that ended the answer, if one did.
 func (c *Output) StopString() string { return c.stopString }
 
+// ToolCalls are the tool calls the answer made so far (their arguments
+// complete once the answer ended).
+func (c *Output) ToolCalls() []tokenizer.ToolCall {
+	if c.tools == nil {
+		return nil
+	}
+	return c.tools.calls
+}
+
 // Add applies out to the choice and appends its deltas, one per token, to
 // ds. stopped reports that a stop string ended the answer before the
 // scheduler did: the caller must stop the choice's sequence
@@ -167,7 +185,8 @@ func (c *Output) Add(out *scheduler.Output, ds []Delta) (_ []Delta, stopped bool
 	start, last := len(ds), len(out.Tokens)-1
 	for j, t := range out.Tokens {
 		c.tokens++
-		d := Delta{Token: t, HasToken: true, Offset: c.runes}
+		ds = append(ds, Delta{Token: t, HasToken: true, Offset: c.runes})
+		d := &ds[len(ds)-1] // filled in place: a Delta is not small
 		if c.cfg.Logprobs && j < len(out.Logprobs) {
 			lp := out.Logprobs[j]
 			if len(lp.Top) > c.cfg.TopLogprobs {
@@ -182,11 +201,10 @@ func (c *Output) Add(out *scheduler.Output, ds []Delta) (_ []Delta, stopped bool
 		if !d.StopToken {
 			piece := c.dec.Add(t)
 			c.runes += utf8.RuneCountInString(piece)
-			if c.push(piece, &d) {
-				return append(ds, d), !c.final, nil
+			if c.push(piece, d) {
+				return ds, !c.final, nil
 			}
 		}
-		ds = append(ds, d)
 	}
 	switch out.Finish {
 	case scheduler.FinishNone:
@@ -237,24 +255,44 @@ func (c *Output) push(piece string, d *Delta) bool {
 	return stopped
 }
 
-// emit adds settled answer text to d, split by the reasoning parser.
+// emit adds settled answer text to d: the reasoning split from it, then
+// tool calls split from the rest.
 func (c *Output) emit(text string, d *Delta) {
-	if c.reasoning == nil {
+	if c.reasoning != nil {
+		var r string
+		r, text = c.reasoning.Push(text)
+		d.Reasoning += r
+	}
+	c.content(text, d)
+}
+
+// content adds answer text, the reasoning taken out, to d.
+func (c *Output) content(text string, d *Delta) {
+	if c.tools == nil {
 		d.Text += text
 		return
 	}
-	r, t := c.reasoning.Push(text)
-	d.Reasoning += r
+	t, calls := c.tools.push(text)
 	d.Text += t
+	d.ToolCalls = append(d.ToolCalls, calls...)
 }
 
-// end ends the answer in d; what the reasoning parser held back is
-// released.
+// end ends the answer in d: what the reasoning and tool-call splitters
+// held back is released, and the auto mode's calls are found.
 func (c *Output) end(f Finish, d *Delta) {
 	c.done, c.finish, d.Finish = true, f, f
+	text := ""
 	if c.reasoning != nil {
-		r, t := c.reasoning.Flush()
+		var r string
+		r, text = c.reasoning.Flush()
 		d.Reasoning += r
-		d.Text += t
 	}
+	if c.tools == nil {
+		d.Text += text
+		return
+	}
+	t, calls := c.tools.push(text)
+	t2, calls2 := c.tools.flush()
+	d.Text += t + t2
+	d.ToolCalls = append(append(d.ToolCalls, calls...), calls2...)
 }

@@ -46,7 +46,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.close()
 	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
-	if err := g.splitReasoning(reasoningParserOf(m)); err != nil {
+	if err := g.split(reasoningParserOf(m), tp); err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
@@ -75,17 +75,12 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	for i := range res {
 		msg := chatMessageOf(res[i].reasoning.String(), res[i].text.String())
 		finish := res[i].finish
-		if ts := newToolStream(tp); ts.active() {
-			c1, _ := ts.push(*msg.Content)
-			c2, _ := ts.flush()
-			msg.Content = contentOf(c1 + c2)
-			if len(ts.calls) > 0 {
-				msg.ToolCalls = wireToolCalls(ts.calls)
-				if c1+c2 == "" {
-					msg.Content = nil
-				}
+		if calls := g.choices[i].out.ToolCalls(); len(calls) > 0 {
+			msg.ToolCalls = wireToolCalls(calls)
+			if res[i].text.Len() == 0 {
+				msg.Content = nil
 			}
-			finish = toolFinish(finish, len(ts.calls))
+			finish = toolFinish(finish, len(calls))
 		}
 		resp.Choices[i] = chatChoice{Index: i, Message: msg, FinishReason: finish}
 		if p.logprobs {
@@ -208,14 +203,9 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 			return
 		}
 	}
-	// Each choice's text goes through its tool stream when the tool plan
-	// changes the answer.
-	tools := map[int]*toolStream{}
-	for _, c := range g.choices {
-		if ts := newToolStream(tp); ts.active() {
-			tools[c.index] = ts
-		}
-	}
+	// The tool calls are split from the content when the tool plan
+	// changes the answer (generation.split).
+	tools := tp.SplitsToolCalls()
 	err := g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
 		ds, err := g.apply(pi, outs)
 		for _, cd := range ds {
@@ -226,25 +216,18 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 			ch := chatChunkChoice{Index: cd.c.index}
 			said := setChatDelta(&ch.Delta, d.reasoning, d.text, len(d.lps) > 0)
 			finish := d.finish
-			if ts := tools[cd.c.index]; ts != nil {
-				var text string
-				if ch.Delta.Content != nil {
-					text = *ch.Delta.Content
-				}
-				content, calls := ts.push(text)
-				if d.finish != "" {
-					c2, calls2 := ts.flush()
-					content, calls = content+c2, append(calls, calls2...)
-					finish = toolFinish(d.finish, len(ts.calls))
-				}
+			if tools {
 				ch.Delta.Content = nil
-				if content != "" {
-					ch.Delta.Content = contentOf(content)
+				if d.text != "" {
+					ch.Delta.Content = contentOf(d.text)
 				}
-				if len(calls) > 0 {
-					ch.Delta.ToolCalls = wireToolDeltas(calls)
+				if len(d.calls) > 0 {
+					ch.Delta.ToolCalls = wireToolDeltas(d.calls)
 				}
-				said = ch.Delta.Content != nil || ch.Delta.ReasoningContent != nil || len(calls) > 0
+				said = ch.Delta.Content != nil || ch.Delta.ReasoningContent != nil || len(d.calls) > 0
+				if d.finish != "" {
+					finish = toolFinish(d.finish, len(cd.c.out.ToolCalls()))
+				}
 			}
 			if p.logprobs && len(d.lps) > 0 {
 				ch.Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, d.lps)

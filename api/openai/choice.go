@@ -36,6 +36,9 @@ type delta struct {
 	// text is the answer's text; reasoning the thinking split from it,
 	// when the generation splits it (generation.splitReasoning).
 	text, reasoning string
+	// calls are the tool-call pieces split from the answer, merged per
+	// call.
+	calls []toolCallDelta
 	// lps has one entry per token that became part of the answer, when
 	// logprobs were asked for.
 	lps []tokenLogprob
@@ -54,7 +57,7 @@ type tokenLogprob struct {
 }
 
 func (d *delta) empty() bool {
-	return d.text == "" && d.reasoning == "" && len(d.lps) == 0 && d.finish == ""
+	return d.text == "" && d.reasoning == "" && len(d.calls) == 0 && len(d.lps) == 0 && d.finish == ""
 }
 
 func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice {
@@ -71,13 +74,13 @@ func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice
 	return &choice{index: index, sched: sched, out: out, cfg: cfg}
 }
 
-// splitReasoning makes the choice split the thinking of a model with the
-// reasoning parser parser from its answer; prompt is the text the model
-// saw, whose end says whether the answer starts inside thinking. It must
-// be called before the choice's first output.
-func (c *choice) splitReasoning(parser, prompt string) error {
+// split makes the choice split the thinking of a model with the reasoning
+// parser parser from its answer (prompt is the text the model saw, whose
+// end says whether the answer starts inside thinking), and the tool calls
+// of tp from the rest. It must be called before the choice's first output.
+func (c *choice) split(parser, prompt string, tp *toolPlan) error {
 	cfg := *c.cfg
-	cfg.Reasoning, cfg.Prompt = parser, prompt
+	cfg.Reasoning, cfg.Prompt, cfg.Tools = parser, prompt, tp
 	out, err := frontend.NewOutput(&cfg)
 	if err != nil {
 		return err
@@ -95,6 +98,7 @@ func (c *choice) add(out *scheduler.Output, d *delta) error {
 		x := &ds[i]
 		d.text += x.Text
 		d.reasoning += x.Reasoning
+		d.calls = append(d.calls, x.ToolCalls...)
 		// The stop token counts as generated but is not text, and has no
 		// logprob entry.
 		if x.HasLogprobs && !x.StopToken {
@@ -103,6 +107,9 @@ func (c *choice) add(out *scheduler.Output, d *delta) error {
 		if x.Finish != frontend.FinishNone {
 			d.finish = finishName(x.Finish)
 		}
+	}
+	if len(d.calls) > 1 {
+		d.calls = frontend.MergeToolCallDeltas(d.calls)
 	}
 	d.stopped = d.stopped || stopped
 	c.tokens, c.final, c.done = c.out.Tokens(), c.out.Final(), c.out.Done()

@@ -277,13 +277,14 @@ func (g *generation) usage() usage {
 	return u
 }
 
-// splitReasoning makes every choice split the thinking of a model with
-// the reasoning parser parser from its answer (delta.reasoning,
-// result.reasoning), as the chat-shaped APIs answer; completions keep the
-// raw text. parser "" leaves the answers whole. It must be called before
-// the first output is applied.
-func (g *generation) splitReasoning(parser string) error {
-	if parser == "" {
+// split makes every choice answer as the chat-shaped APIs do: the
+// thinking of a model with the reasoning parser parser split from the
+// answer (delta.reasoning, result.reasoning; parser "" for none), and the
+// tool calls of tp split from the rest (delta.calls, choice.out.ToolCalls;
+// tp nil for none). Completions keep the raw text. It must be called
+// before the first output is applied.
+func (g *generation) split(parser string, tp *toolPlan) error {
+	if parser == "" && !tp.SplitsToolCalls() {
 		return nil
 	}
 	n := g.params.base.N
@@ -293,7 +294,7 @@ func (g *generation) splitReasoning(parser string) error {
 		if prompt == "" {
 			prompt = pr.text
 		}
-		if err := c.splitReasoning(parser, prompt); err != nil {
+		if err := c.split(parser, prompt, tp); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // Anthropic's Messages API: POST /v1/messages and
@@ -103,7 +102,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.close()
 	meta := respMeta{id: id, created: arrival.Unix(), model: run.m.Name(), user: run.p.user, arrival: arrival}
-	if err := g.splitReasoning(reasoningParserOf(run.m)); err != nil {
+	if err := g.split(reasoningParserOf(run.m), run.tp); err != nil {
 		h.failMessages(w, r, id, err)
 		return
 	}
@@ -126,13 +125,8 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 		text = *msg.Content
 	}
 	finish := res[0].finish
-	var calls []tokenizer.ToolCall
-	if ts := newToolStream(run.tp); ts.active() {
-		c1, _ := ts.push(text)
-		c2, _ := ts.flush()
-		text, calls = c1+c2, ts.calls
-		finish = toolFinish(finish, len(calls))
-	}
+	calls := g.choices[0].out.ToolCalls()
+	finish = toolFinish(finish, len(calls))
 	if text != "" {
 		blocks = append(blocks, messagesContent{Type: "text", Text: &text})
 	}
@@ -206,10 +200,6 @@ func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *gene
 	ms := newMessagesStream(sse.named)
 	// The prompt's cache hits are not known yet: message_delta has them.
 	err := ms.start(meta.id, meta.model, messagesUsage{InputTokens: len(g.prompts[0].tokens)})
-	var ts *toolStream
-	if s := newToolStream(tp); s.active() {
-		ts = s
-	}
 	if err == nil {
 		err = g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
 			ds, err := g.apply(pi, outs)
@@ -224,16 +214,10 @@ func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *gene
 						return werr
 					}
 				}
-				text := d.text
+				text, calls := d.text, d.calls
 				finish := d.finish
-				var calls []toolCallDelta
-				if ts != nil {
-					text, calls = ts.push(text)
-					if final {
-						c2, calls2 := ts.flush()
-						text, calls = text+c2, append(calls, calls2...)
-						finish = toolFinish(d.finish, len(ts.calls))
-					}
+				if final {
+					finish = toolFinish(d.finish, len(cd.c.out.ToolCalls()))
 				}
 				if werr := ms.text(text); werr != nil {
 					return werr

@@ -90,16 +90,16 @@ func (s *messagesStream) text(text string) error {
 // tool adds a piece of a tool call: its header (id, name) opens a
 // tool_use block, its arguments are input_json_delta.
 func (s *messagesStream) tool(d toolCallDelta) error {
-	if d.id != "" || d.name != "" || s.open != "tool_use" {
-		block := messagesContent{Type: "tool_use", ID: toolUseID(d.id), Name: d.name, Input: json.RawMessage("{}")}
+	if d.ID != "" || d.Name != "" || s.open != "tool_use" {
+		block := messagesContent{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")}
 		if err := s.openBlock(block); err != nil {
 			return err
 		}
 	}
-	if d.arguments == "" {
+	if d.Arguments == "" {
 		return nil
 	}
-	return s.delta(messagesDelta{Type: "input_json_delta", PartialJSON: &d.arguments})
+	return s.delta(messagesDelta{Type: "input_json_delta", PartialJSON: &d.Arguments})
 }
 
 // finish closes the open block and writes message_delta and message_stop.

@@ -171,8 +171,8 @@ func TestMessagesStreamSequence(t *testing.T) {
 	steps := []error{
 		ms.start("msg_1", "m", messagesUsage{InputTokens: 3}),
 		ms.thinking("hmm"), ms.thinking(" ok"), ms.text(""), ms.text("Hi"),
-		ms.tool(toolCallDelta{id: "call_a", name: "f"}), ms.tool(toolCallDelta{arguments: `{"x":`}), ms.tool(toolCallDelta{arguments: `1}`}),
-		ms.tool(toolCallDelta{id: "call_b", name: "g", arguments: `{}`}),
+		ms.tool(toolCallDelta{ID: "call_a", Name: "f"}), ms.tool(toolCallDelta{Arguments: `{"x":`}), ms.tool(toolCallDelta{Arguments: `1}`}),
+		ms.tool(toolCallDelta{ID: "call_b", Name: "g", Arguments: `{}`}),
 		ms.finish("tool_use", nil, messagesUsage{OutputTokens: 7}),
 	}
 	if err := errors.Join(steps...); err != nil {

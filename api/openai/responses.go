@@ -330,7 +330,7 @@ func (h *handler) startResponse(ctx context.Context, rp *respParams, id string, 
 	if err != nil {
 		return nil, err
 	}
-	if err := g.splitReasoning(reasoningParserOf(run.m)); err != nil {
+	if err := g.split(reasoningParserOf(run.m), run.tp); err != nil {
 		g.close()
 		return nil, err
 	}
@@ -418,11 +418,7 @@ func (rg *respGen) collectOutput(ctx context.Context) (*respOutput, error) {
 	if msg.Content != nil {
 		o.text = *msg.Content
 	}
-	if ts := newToolStream(rg.tp); ts.active() {
-		c1, _ := ts.push(o.text)
-		c2, _ := ts.flush()
-		o.text, o.calls = c1+c2, ts.calls
-	}
+	o.calls = rg.g.choices[0].out.ToolCalls()
 	return o, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // The Responses API's stream: named server-sent events ("event: <type>"
@@ -146,19 +147,19 @@ func (s *respStream) text(t string) error {
 	return s.event("response.output_text.delta", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "delta": t, "logprobs": []any{}})
 }
 
-func (s *respStream) callDelta(ts *toolStream, d toolCallDelta) error {
-	for len(s.out.calls) <= d.index {
-		s.out.calls = append(s.out.calls, ts.calls[len(s.out.calls)])
+func (s *respStream) callDelta(calls []tokenizer.ToolCall, d toolCallDelta) error {
+	for len(s.out.calls) <= d.Index {
+		s.out.calls = append(s.out.calls, calls[len(s.out.calls)])
 		s.out.calls[len(s.out.calls)-1].Arguments = ""
 	}
-	if err := s.openItem("function_call", d.index); err != nil {
+	if err := s.openItem("function_call", d.Index); err != nil {
 		return err
 	}
-	if d.arguments == "" {
+	if d.Arguments == "" {
 		return nil
 	}
-	s.out.calls[d.index].Arguments += d.arguments
-	return s.event("response.function_call_arguments.delta", map[string]any{"item_id": s.ids.call(d.index), "output_index": s.index, "delta": d.arguments})
+	s.out.calls[d.Index].Arguments += d.Arguments
+	return s.event("response.function_call_arguments.delta", map[string]any{"item_id": s.ids.call(d.Index), "output_index": s.index, "delta": d.Arguments})
 }
 
 // streamResponse streams a response's generation.
@@ -166,10 +167,6 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 	g := rg.g
 	resp.Status = "in_progress"
 	s := &respStream{sse: startSSE(w), resp: resp, ids: newOutputIDs()}
-	var ts *toolStream
-	if t := newToolStream(rg.tp); t.active() {
-		ts = t
-	}
 	err := s.event("response.created", map[string]any{"response": resp})
 	if err == nil {
 		err = s.event("response.in_progress", map[string]any{"response": resp})
@@ -180,25 +177,14 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 			for _, cd := range ds {
 				d := &cd.d
 				final := d.finish != ""
-				reasoning, content := d.reasoning, d.text
-				if werr := s.reasoning(reasoning); werr != nil {
+				if werr := s.reasoning(d.reasoning); werr != nil {
 					return werr
 				}
-				var calls []toolCallDelta
-				if ts != nil {
-					var c2 string
-					var calls2 []toolCallDelta
-					content, calls = ts.push(content)
-					if final {
-						c2, calls2 = ts.flush()
-						content, calls = content+c2, append(calls, calls2...)
-					}
-				}
-				if werr := s.text(content); werr != nil {
+				if werr := s.text(d.text); werr != nil {
 					return werr
 				}
-				for _, c := range calls {
-					if werr := s.callDelta(ts, c); werr != nil {
+				for _, c := range d.calls {
+					if werr := s.callDelta(cd.c.out.ToolCalls(), c); werr != nil {
 						return werr
 					}
 				}

@@ -1,0 +1,245 @@
+package frontend
+
+import (
+	"crypto/rand"
+	"strings"
+
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// Tool calls in the answer, by the request's ToolPlan (as vLLM does):
+//
+//   - ToolAuto with a parser: the model's own syntax (Hermes/Qwen
+//     <tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS], ...) is split from
+//     the content by tokenizer.ToolCallParser; calls arrive whole when the
+//     answer ends.
+//   - ToolRequired: the grammar holds the answer to a JSON array of calls,
+//     [{"name": ..., "parameters": {...}}, ...]; each call's header arrives
+//     as soon as its arguments start, then its arguments piece by piece.
+//   - ToolNamed: the answer is the one call's arguments, streamed as they
+//     come after a first delta with the call's id and name.
+//
+// Otherwise the answer is content.
+
+// ToolCallDelta is what a delta adds to a tool call: its header once (ID,
+// Name), then text of its arguments.
+type ToolCallDelta struct {
+	// Index is the call's place among the answer's calls.
+	Index int
+	// ID and Name are set on the call's first delta.
+	ID, Name  string
+	Arguments string
+}
+
+// MergeToolCallDeltas joins consecutive deltas of one call (a protocol
+// that sends one chunk per batch of tokens merges the batch's deltas).
+func MergeToolCallDeltas(ds []ToolCallDelta) []ToolCallDelta {
+	var out []ToolCallDelta
+	for _, d := range ds {
+		if n := len(out); n > 0 && out[n-1].Index == d.Index && d.ID == "" {
+			out[n-1].Arguments += d.Arguments
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// SplitsToolCalls reports whether tp changes the answer at all: a
+// constrained mode, or the auto mode with a known parser.
+func (tp *ToolPlan) SplitsToolCalls() bool {
+	if tp == nil {
+		return false
+	}
+	if tp.Constrained() {
+		return true
+	}
+	if tp.Mode != ToolAuto || tp.Parser == "" {
+		return false
+	}
+	_, err := tokenizer.NewToolCallParser(tp.Parser)
+	return err == nil
+}
+
+// toolSplitter turns one choice's answer text into content and tool
+// calls, incrementally.
+type toolSplitter struct {
+	plan *ToolPlan
+	// parser splits auto answers.
+	parser *tokenizer.ToolCallParser
+	// scan reads the constrained JSON of the required mode.
+	scan callArrayScanner
+	// calls made so far, in order.
+	calls []tokenizer.ToolCall
+	// started: the named mode's call was announced.
+	started bool
+}
+
+// newToolSplitter returns nil when tp does not change the answer.
+func newToolSplitter(tp *ToolPlan) *toolSplitter {
+	if !tp.SplitsToolCalls() {
+		return nil
+	}
+	s := &toolSplitter{plan: tp}
+	if tp.Mode == ToolAuto {
+		s.parser, _ = tokenizer.NewToolCallParser(tp.Parser)
+	}
+	return s
+}
+
+// push adds answer text and returns the content and call deltas it
+// settles.
+func (s *toolSplitter) push(text string) (content string, deltas []ToolCallDelta) {
+	switch {
+	case s.plan.Mode == ToolNamed:
+		if !s.started {
+			s.started = true
+			s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: s.plan.Tools[s.plan.Named].Name})
+			deltas = append(deltas, ToolCallDelta{Index: 0, ID: s.calls[0].ID, Name: s.calls[0].Name})
+		}
+		if text != "" {
+			s.calls[0].Arguments += text
+			deltas = append(deltas, ToolCallDelta{Index: 0, Arguments: text})
+		}
+		return "", MergeToolCallDeltas(deltas)
+	case s.plan.Mode == ToolRequired:
+		for _, ev := range s.scan.push(text) {
+			if ev.start {
+				s.calls = append(s.calls, tokenizer.ToolCall{ID: newCallID(), Type: "function", Name: ev.name})
+				deltas = append(deltas, ToolCallDelta{Index: len(s.calls) - 1, ID: s.calls[len(s.calls)-1].ID, Name: ev.name})
+			}
+			if ev.arguments != "" && len(s.calls) > 0 {
+				s.calls[len(s.calls)-1].Arguments += ev.arguments
+				deltas = append(deltas, ToolCallDelta{Index: len(s.calls) - 1, Arguments: ev.arguments})
+			}
+		}
+		return "", MergeToolCallDeltas(deltas)
+	case s.parser != nil:
+		return s.parser.Push(text), nil
+	}
+	return text, nil
+}
+
+// flush ends the answer: the auto mode's calls, whole, and the content
+// that was held back.
+func (s *toolSplitter) flush() (content string, deltas []ToolCallDelta) {
+	if s.parser == nil {
+		return "", nil
+	}
+	content, calls := s.parser.Flush()
+	for _, c := range calls {
+		if c.ID == "" {
+			c.ID = newCallID()
+		}
+		c.Type = "function"
+		s.calls = append(s.calls, c)
+		deltas = append(deltas, ToolCallDelta{Index: len(s.calls) - 1, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return content, deltas
+}
+
+// newCallID is an OpenAI-style tool call id.
+func newCallID() string { return "call_" + strings.ToLower(rand.Text()[:24]) }
+
+// callEvent is what the scanner saw: a call's start (with its name) and
+// text of its arguments.
+type callEvent struct {
+	start     bool
+	name      string
+	arguments string
+}
+
+// callArrayScanner reads [{"name": "f", "parameters": {...}}, ...]
+// incrementally, as the required mode's grammar writes it (name first,
+// any JSON whitespace between tokens), and reports each call's name as
+// soon as the arguments start and the arguments' text as it comes.
+type callArrayScanner struct {
+	depth    int  // nesting of [ and {, outside strings
+	inString bool // inside a string
+	escape   bool // after a backslash inside a string
+	// At depth 2 (inside a call object): the last key read, the string
+	// being read (key or the name's value), whether a value is expected.
+	key       string
+	str       strings.Builder
+	afterKey  bool // the key was read, ':' not yet
+	expecting bool // ':' read, the value not started
+	name      string
+	// inArgs: the parameters value is being copied; argsDepth is the
+	// depth it started at.
+	inArgs    bool
+	argsDepth int
+}
+
+func (sc *callArrayScanner) push(text string) []callEvent {
+	var evs []callEvent
+	var args strings.Builder
+	flushArgs := func() {
+		if args.Len() > 0 {
+			evs = append(evs, callEvent{arguments: args.String()})
+			args.Reset()
+		}
+	}
+	for _, r := range text {
+		if sc.inArgs {
+			args.WriteRune(r)
+			sc.step(r)
+			// The value ended: back at its starting depth, outside a
+			// string, after a closing bracket (object or array values).
+			if !sc.inString && sc.depth == sc.argsDepth && (r == '}' || r == ']') {
+				sc.inArgs = false
+				flushArgs()
+			}
+			continue
+		}
+		if !sc.inString && sc.depth == 2 && sc.expecting && sc.key == "parameters" && (r == '{' || r == '[') {
+			sc.step(r)
+			sc.expecting = false
+			sc.inArgs, sc.argsDepth = true, 2
+			evs = append(evs, callEvent{start: true, name: sc.name})
+			args.WriteRune(r)
+			continue
+		}
+		wasString := sc.inString
+		sc.step(r)
+		if sc.depth != 2 {
+			continue
+		}
+		switch {
+		case wasString && sc.inString:
+			if !sc.escape && r != '\\' {
+				sc.str.WriteRune(r)
+			}
+		case wasString && !sc.inString: // a string at depth 2 ended
+			s := sc.str.String()
+			sc.str.Reset()
+			if sc.expecting && sc.key == "name" {
+				sc.name, sc.expecting = s, false
+			} else {
+				sc.key, sc.afterKey = s, true
+			}
+		case r == ':' && sc.afterKey:
+			sc.afterKey, sc.expecting = false, true
+		}
+	}
+	flushArgs()
+	return evs
+}
+
+// step tracks strings and nesting for one rune.
+func (sc *callArrayScanner) step(r rune) {
+	switch {
+	case sc.inString && sc.escape:
+		sc.escape = false
+	case sc.inString && r == '\\':
+		sc.escape = true
+	case sc.inString && r == '"':
+		sc.inString = false
+	case sc.inString:
+	case r == '"':
+		sc.inString = true
+	case r == '{' || r == '[':
+		sc.depth++
+	case r == '}' || r == ']':
+		sc.depth--
+	}
+}
