@@ -16,7 +16,8 @@ type outVocab struct{}
 
 const outEOS = 27
 
-var outChars = map[int32]string{26: " ", 28: "<", 29: ">", 30: "/", 31: "\n"}
+var outChars = map[int32]string{26: " ", 28: "<", 29: ">", 30: "/", 31: "\n",
+	32: "{", 33: "}", 34: `"`, 35: ":", 36: "[", 37: "]", 38: ",", 39: "1", 40: "_"}
 
 func (outVocab) Tokenize(text string, _, _ bool) ([]int32, error) {
 	var out []int32
@@ -46,7 +47,7 @@ func (outVocab) Piece(tok int32, special bool) []byte {
 	}
 	return []byte{byte('a' + tok)}
 }
-func (outVocab) NumTokens() int           { return 32 }
+func (outVocab) NumTokens() int           { return 41 }
 func (outVocab) BOS() int32               { return -1 }
 func (outVocab) EOS() int32               { return outEOS }
 func (outVocab) IsEOG(tok int32) bool     { return tok == outEOS }
@@ -202,5 +203,59 @@ func TestOutputAbortAndAfterEnd(t *testing.T) {
 	ds, _, _ = c.Add(&scheduler.Output{Tokens: outToks(t, "e"), Finish: scheduler.FinishStop}, nil)
 	if len(ds) != 0 || !c.Final() || c.Tokens() != 2 {
 		t.Errorf("after the end: %d deltas, final %v, tokens %d", len(ds), c.Final(), c.Tokens())
+	}
+}
+
+// Tool calls are split from the answer by the plan's mode, the same
+// however the text is cut into outputs: the named function's arguments,
+// the required mode's JSON array, the auto mode's model syntax (Hermes's
+// <tool_call> here).
+func TestOutputToolCalls(t *testing.T) {
+	tools := []Tool{{Name: "f"}, {Name: "g"}}
+	for _, tc := range []struct {
+		name    string
+		plan    ToolPlan
+		answer  string
+		content string
+		calls   [][2]string // name, arguments
+	}{
+		{"named", ToolPlan{Mode: ToolNamed, Tools: tools, Named: 1}, `{"a":1}`, "", [][2]string{{"g", `{"a":1}`}}},
+		{"required", ToolPlan{Mode: ToolRequired, Tools: tools, Parallel: true},
+			`[{"name":"f","parameters":{"x":1}},{"name":"g","parameters":{}}]`, "", [][2]string{{"f", `{"x":1}`}, {"g", `{}`}}},
+		{"auto", ToolPlan{Mode: ToolAuto, Tools: tools, Parser: tokenizer.ToolsHermes},
+			"ok <tool_call>{\"name\":\"f\",\"arguments\":{\"x\":1}}</tool_call>", "ok ", [][2]string{{"f", `{"x": 1}`}}}, // re-serialized as vLLM does
+		{"none", ToolPlan{Mode: ToolNone, Tools: tools}, `{"a":1}`, `{"a":1}`, nil},
+	} {
+		for _, size := range []int{1, 3, 100} {
+			toks := outToks(t, tc.answer)
+			var outs []scheduler.Output
+			for i := 0; i < len(toks); i += size {
+				outs = append(outs, scheduler.Output{Tokens: toks[i:min(i+size, len(toks))]})
+			}
+			outs = append(outs, scheduler.Output{Tokens: []int32{outEOS}, Finish: scheduler.FinishStop})
+			c, ds, _, err := run(t, OutputConfig{Tools: &tc.plan}, outs...)
+			text, _, finish := joined(ds)
+			if err != nil || text != tc.content || finish != FinishStop {
+				t.Fatalf("%s, outputs of %d tokens: content %q finish %v err %v; want %q", tc.name, size, text, finish, err, tc.content)
+			}
+			var args []string
+			for _, d := range ds {
+				for _, cd := range d.ToolCalls {
+					for len(args) <= cd.Index {
+						args = append(args, "")
+					}
+					args[cd.Index] += cd.Arguments
+				}
+			}
+			calls := c.ToolCalls()
+			if len(calls) != len(tc.calls) || len(args) != len(tc.calls) {
+				t.Fatalf("%s, outputs of %d tokens: calls %+v, deltas %q; want %v", tc.name, size, calls, args, tc.calls)
+			}
+			for i, want := range tc.calls {
+				if calls[i].Name != want[0] || calls[i].Arguments != want[1] || args[i] != want[1] || calls[i].ID == "" {
+					t.Errorf("%s, outputs of %d tokens: call %d %+v (deltas %q), want %v", tc.name, size, i, calls[i], args[i], want)
+				}
+			}
+		}
 	}
 }
