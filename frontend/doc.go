@@ -68,7 +68,24 @@
 // range errors and the scheduler's capacity errors by the request's
 // fields. (grammar.go, tools.go and sampling.go are render.go's grammar
 // and limits, split by concern.) api/openai keeps the results in its
-// genParams, which its output side reads; output*.go is another branch's.
+// genParams, which its output side reads.
+//
+// output.go is the output processor: Output turns one choice's
+// scheduler.Outputs into one Delta per token (text, reasoning, tool-call
+// pieces, logprobs, the finish reason in the frontend's words) and counts
+// the tokens usage reports; OutputConfig says how (stops, stop tokens,
+// min_tokens, logprobs, the reasoning parser, the ToolPlan). The reasoning
+// split (output.go) and the tool-call split (output_tools.go: the auto
+// mode's parser, the required mode's JSON scanner, the named mode) happen
+// there and nowhere else. output_reasoning.go's Thinking gives the
+// scheduler the thinking section its budget bounds. OpenAI chat,
+// completions, Responses and Messages (api/openai choice.go, generate.go)
+// and V2 generate, generate_stream, infer and Triton v1 (api/v2/infer
+// generation.go) render its Deltas; usage is summed per protocol from
+// Output.Tokens and the streams' counts. The head's worker service
+// forwards scheduler outputs (tokens) to the head, which runs them through
+// the protocol that took the request, so it needs no output path of its
+// own.
 //
 // # What it must not do
 //
