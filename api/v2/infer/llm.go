@@ -298,22 +298,10 @@ func (lr *LLMRequest) BuildOutputs(res []Result) []*Tensor {
 	for _, name := range lr.Outputs {
 		var t *Tensor
 		switch name {
-		case OutputText:
+		case OutputText, OutputReasoning, OutputFinish:
 			vals := make([][]byte, len(res))
 			for i := range res {
-				vals[i] = []byte(res[i].Text)
-			}
-			t = NewBytesTensor(name, shape, vals)
-		case OutputReasoning:
-			vals := make([][]byte, len(res))
-			for i := range res {
-				vals[i] = []byte(res[i].Reasoning)
-			}
-			t = NewBytesTensor(name, shape, vals)
-		case OutputFinish:
-			vals := make([][]byte, len(res))
-			for i := range res {
-				vals[i] = []byte(res[i].Finish)
+				vals[i] = []byte(res[i].text(name))
 			}
 			t = NewBytesTensor(name, shape, vals)
 		case OutputNumInput, OutputNumOutput:
@@ -336,4 +324,16 @@ func (lr *LLMRequest) BuildOutputs(res []Result) []*Tensor {
 		out = append(out, t)
 	}
 	return out
+}
+
+// text is the BYTES output called name of the result (OutputText,
+// OutputReasoning or OutputFinish).
+func (r *Result) text(name string) string {
+	switch name {
+	case OutputReasoning:
+		return r.Reasoning
+	case OutputFinish:
+		return r.Finish
+	}
+	return r.Text
 }
