@@ -130,7 +130,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 	}
 	for _, t := range r.Inputs {
 		if _, ok := llmInput(t.Name); !ok {
-			return nil, invalidf("unknown input %q: this model takes %s", truncate(t.Name), inputNames())
+			return nil, invalidf("unknown input %q: an LLM takes %s", truncate(t.Name), metadataNames(llmInputs, reasoningInputs, mediaInputs))
 		}
 	}
 	text := r.input(InputText)
@@ -192,7 +192,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 	for _, o := range r.Outputs {
 		md, ok := llmOutput(o.Name)
 		if !ok {
-			return nil, invalidf("unknown output %q: this model produces %s", truncate(o.Name), outputNames())
+			return nil, invalidf("unknown output %q: an LLM produces %s", truncate(o.Name), metadataNames(llmOutputs, reasoningOutputs))
 		}
 		if ct, _ := o.Parameters[ParamContentType].(string); (ct == ContentStr || ct == ContentBase64) && md.Datatype != BYTES {
 			return nil, invalidf("output %q has datatype %s; content type %s takes BYTES (ask for np, or no content type)", o.Name, md.Datatype, ct)
@@ -269,21 +269,11 @@ func scalarOf(t *Tensor) (any, error) {
 	}
 }
 
-func inputNames() string {
+// metadataNames lists the names in lists, comma-separated.
+func metadataNames(lists ...[]TensorMetadata) string {
 	var b strings.Builder
-	for i, m := range llmInputs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(m.Name)
-	}
-	return b.String()
-}
-
-func outputNames() string {
-	var b strings.Builder
-	for i, m := range llmOutputs {
-		if i > 0 {
+	for _, m := range slices.Concat(lists...) {
+		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(m.Name)
