@@ -70,8 +70,8 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 # Pinned tools, installed into the user cache dir. grpcurl drives the V2
 # gRPC tests through server reflection; the protoc plugins regenerate
-# api/v2/grpc/inferencepb and api/worker/workerpb (`make proto`, which also
-# needs Debian's protobuf-compiler; the generated code is committed, so
+# proto/inferencepb and proto/workerpb (`make proto`, which also
+# needs Debian's protobuf-compiler and libprotobuf-dev; the generated code is committed, so
 # building needs none of them).
 TOOLS_DIR           := $(CACHE_DIR)/bin
 GRPCURL_VERSION     := v1.9.3
@@ -238,9 +238,9 @@ protoc-plugins:
 ## the V2 gRPC code from Triton's protos, Triton v1's
 ## (api/tritonv1/tritonpb) from the TensorRT Inference Server's, the ONNX
 ## types (models/tensor/onnxpb) and the internal worker service's
-## (api/worker/workerpb) from ours (needs protoc).
+## (proto/workerpb) from ours (needs protoc).
 proto: protoc-plugins
-	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/tritonconfigpb ./api/v2/grpc/inferencepb ./models/tensor/onnxpb ./api/worker/workerpb ./api/tritonv1/tritonpb
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/tritonconfigpb ./proto/inferencepb ./models/tensor/onnxpb ./proto/workerpb ./api/tritonv1/tritonpb
 
 ## python-proto: regenerate the custom runtime package's Python messages
 ## (runtimes/python/llmserve_runtime/open_inference_grpc_pb2.py) from the

@@ -9,12 +9,12 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/runtime"
 	"github.com/llmserve/llmserve/models/tensor"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )

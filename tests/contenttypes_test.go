@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite the golden answers in testdata/contenttypes")

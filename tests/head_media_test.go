@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmserve/llmserve/api/worker"
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/media"
+	"github.com/llmserve/llmserve/proto/workerpb"
 )
 
 // TestHeadImageChat runs TestImageChat's image chat through a head: a

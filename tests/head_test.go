@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/models/stories260k"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
+	"github.com/llmserve/llmserve/proto/workerpb"
 )
 
 // headWorker is a `llmserve worker` child process and its worker-port

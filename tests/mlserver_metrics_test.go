@@ -20,9 +20,9 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // TestMLServerMetricsLLM: the LLM's V2 infer over REST (JSON and an

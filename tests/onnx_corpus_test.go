@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // The ONNX corpus: models in the shapes PyTorch, scikit-learn and XGBoost

@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/proto/workerpb"
 )
 
 // The binary, built once for the P/D tests.

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // python is the interpreter custom runtimes run on: Debian's, with

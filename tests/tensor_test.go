@@ -19,9 +19,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/tensor"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // The tensor model of these tests: 6 inputs, a hidden layer of 16 with

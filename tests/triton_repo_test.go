@@ -24,9 +24,9 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	tpb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/stories260k"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 

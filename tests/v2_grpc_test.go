@@ -19,8 +19,8 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // startGRPC serves the V2 gRPC service (with reflection) for s's models

@@ -24,10 +24,10 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/stories260k"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // repoServer is the real stack serving a model repository on loopback,

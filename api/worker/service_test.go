@@ -25,10 +25,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/proto/workerpb"
 )
 
 // node is a model behind the worker service on loopback.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // The public gRPC server takes messages up to grpcMaxMessage (V2's 64

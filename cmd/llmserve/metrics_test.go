@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models/tensor"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // scrape reads a Prometheus text page into samples by series

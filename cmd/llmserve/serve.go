@@ -35,10 +35,10 @@ import (
 	"github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	v2 "github.com/llmserve/llmserve/api/v2"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )

@@ -23,9 +23,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/models/stories260k"
 	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 func freePort(t *testing.T) int {

@@ -30,7 +30,7 @@ routes), plus the internal gRPC service llmserve.worker.v1.Worker on
 --worker-port, for a head (llmserve head) and for peer workers pulling KV:
 generation by token ids, prefill with the KV kept for a transfer under a
 lease, KV pulls in checksummed chunks, load and cache statistics and the
-prefix cache's block events (api/worker/workerpb/worker.proto).
+prefix cache's block events (proto/workerpb/worker.proto).
 
 --role says what the head uses the worker for: both (whole requests and
 prefills), prefill (prefills; it still serves whole requests when asked) or

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 func encBytes(vals ...string) []byte {

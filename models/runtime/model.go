@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // Error is an error of a runtime model for the client: Msg names the

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/metadata"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // startFake starts a model served by the fake runtime (the test binary).

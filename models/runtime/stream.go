@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // ContentTypesMethod is the gRPC method of our info service (see

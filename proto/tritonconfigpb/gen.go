@@ -8,7 +8,7 @@
 //
 // It sits on the ground floor so that the model repository (models/)
 // reads config.pbtxt with the same type the protocols (api/) answer with;
-// api/v2/grpc/inferencepb imports it for ModelConfigResponse. The file
+// proto/inferencepb imports it for ModelConfigResponse. The file
 // registers as "model_config.proto", the path grpc_service.proto imports.
 //
 // Regenerate with `make proto`: it installs the pinned protoc-gen-go and

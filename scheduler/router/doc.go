@@ -1,5 +1,5 @@
 // Package router is the scheduler of `llmserve head`: it keeps the set of
-// workers (`llmserve worker`, service api/worker/workerpb), picks one for
+// workers (`llmserve worker`, service proto/workerpb), picks one for
 // each request, and runs the request there through a Model that the
 // public API layer (api/openai, api/v2) serves as it serves a local model.
 //

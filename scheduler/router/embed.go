@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/llmserve/llmserve/api/worker/workerpb"
+	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
 

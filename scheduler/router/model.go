@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )

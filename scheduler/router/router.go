@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/kvcache"
+	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmserve/llmserve/api/worker/workerpb"
 	"github.com/llmserve/llmserve/clock"
+	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
 

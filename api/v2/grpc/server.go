@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/metrics"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // Options configure the service. The zero value is usable.

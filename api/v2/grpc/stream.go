@@ -6,8 +6,8 @@ import (
 	"io"
 	"sync"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // finalParam is Triton's marker of the last response to a request on a

@@ -6,8 +6,8 @@ import (
 	"math"
 	"strings"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // decodeRequest turns a ModelInferRequest into the protocol-independent

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

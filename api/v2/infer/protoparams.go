@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	pb "github.com/llmserve/llmserve/api/v2/grpc/inferencepb"
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
 // ProtoParameters is p in the gRPC form (the V2 gRPC service's answers, a

@@ -3756,7 +3756,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x05Stats\x12 .llmserve.worker.v1.StatsRequest\x1a!.llmserve.worker.v1.StatsResponse\x12X\n" +
 	"\rWatchKVEvents\x12(.llmserve.worker.v1.WatchKVEventsRequest\x1a\x1b.llmserve.worker.v1.KVEvent0\x01\x12L\n" +
 	"\x05Embed\x12 .llmserve.worker.v1.EmbedRequest\x1a!.llmserve.worker.v1.EmbedResponse\x12a\n" +
-	"\fPrepareMedia\x12'.llmserve.worker.v1.PrepareMediaRequest\x1a(.llmserve.worker.v1.PrepareMediaResponseB2Z0github.com/llmserve/llmserve/api/worker/workerpbb\x06proto3"
+	"\fPrepareMedia\x12'.llmserve.worker.v1.PrepareMediaRequest\x1a(.llmserve.worker.v1.PrepareMediaResponseB-Z+github.com/llmserve/llmserve/proto/workerpbb\x06proto3"
 
 var (
 	file_worker_proto_rawDescOnce sync.Once
