@@ -7,6 +7,7 @@ package llamacpp
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ggml.h"
 
@@ -20,10 +21,25 @@ typedef struct {
 	int32_t is_max, include_pad;
 } llmserve_pool;
 
+// llmserve_span: the outputs ox in [*lo, *hi) whose input column
+// ox * s - pad + k * d falls inside [0, n): the cells a kernel tap reads.
+static inline void llmserve_span(int64_t out, int64_t s, int64_t pad, int64_t k, int64_t d, int64_t n, int64_t * lo, int64_t * hi) {
+	const int64_t off = k * d - pad; // input = ox * s + off
+	int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+	int64_t b = n - off <= 0 ? 0 : (n - off + s - 1) / s;
+	if (b > out) b = out;
+	if (a > b) a = b;
+	*lo = a;
+	*hi = b;
+}
+
 // llmserve_pool_op: MaxPool (the largest of the window's input cells,
 // NaN kept), AveragePool (their float sum divided by their count, or by
 // the kernel's size with count_include_pad, as ONNX Runtime's MLAS does)
-// and GlobalAveragePool (a window of the whole image).
+// and GlobalAveragePool (a window of the whole image). Each plane is
+// swept tap by tap (ky, kx) over all its outputs at once, so that every
+// output still takes its cells in the order ky, kx (the same sum and the
+// same NaN as a cell-by-cell loop) while the inner loop runs along a row.
 static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	const llmserve_pool * p = ud;
 	const struct ggml_tensor * a = dst->src[0];
@@ -31,38 +47,57 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t planes = dst->ne[2] * dst->ne[3];
 	const int64_t per = (planes + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	const int64_t n = oh * ow;
+	int32_t cnt_stack[n <= 4096 ? n : 1];
+	int32_t * cnt = n <= 4096 ? cnt_stack : malloc(sizeof(int32_t) * n);
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const float * x = (const float *)a->data + pl * ih * iw;
-		float * y = (float *)dst->data + pl * oh * ow;
-		for (int64_t oy = 0; oy < oh; oy++) {
-			for (int64_t ox = 0; ox < ow; ox++) {
-				float m = -FLT_MAX, s = 0.0f;
-				int64_t count = 0;
-				for (int64_t ky = 0; ky < p->kh; ky++) {
-					const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
-					if (y0 < 0 || y0 >= ih) continue;
-					for (int64_t kx = 0; kx < p->kw; kx++) {
-						const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
-						if (x0 < 0 || x0 >= iw) continue;
-						const float v = x[y0 * iw + x0];
-						if (v > m || isnan(v)) m = v;
-						s += v;
-						count++;
+		float * y = (float *)dst->data + pl * n;
+		for (int64_t i = 0; i < n; i++) {
+			y[i] = p->is_max ? -FLT_MAX : 0.0f;
+			cnt[i] = 0;
+		}
+		for (int64_t ky = 0; ky < p->kh; ky++) {
+			int64_t ylo, yhi;
+			llmserve_span(oh, p->sh, p->pad_t, ky, p->dh, ih, &ylo, &yhi);
+			for (int64_t kx = 0; kx < p->kw; kx++) {
+				int64_t xlo, xhi;
+				llmserve_span(ow, p->sw, p->pad_l, kx, p->dw, iw, &xlo, &xhi);
+				for (int64_t oy = ylo; oy < yhi; oy++) {
+					const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + kx * p->dw - p->pad_l;
+					float * yr = y + oy * ow;
+					int32_t * cr = cnt + oy * ow;
+					if (p->is_max) {
+						for (int64_t ox = xlo; ox < xhi; ox++) {
+							const float v = xr[ox * p->sw];
+							if (v > yr[ox] || isnan(v)) yr[ox] = v;
+						}
+					} else {
+						for (int64_t ox = xlo; ox < xhi; ox++) {
+							yr[ox] += xr[ox * p->sw];
+							cr[ox]++;
+						}
 					}
-				}
-				if (p->is_max) {
-					y[oy * ow + ox] = m;
-				} else {
-					y[oy * ow + ox] = s / (float)(p->include_pad ? p->kh * p->kw : count);
 				}
 			}
 		}
+		if (!p->is_max) {
+			for (int64_t i = 0; i < n; i++) {
+				y[i] = y[i] / (float)(p->include_pad ? p->kh * p->kw : cnt[i]);
+			}
+		}
 	}
+	if (cnt != cnt_stack) free(cnt);
 }
 
-// llmserve_conv_op: a grouped convolution (group > 1: depthwise and the
-// like, which im2col and one mul_mat do not express), each output summed
-// in double from its bias as engine/graph's reference sums it.
+// llmserve_conv_op: a direct convolution, grouped or not (depthwise and
+// the like, which im2col and one mul_mat do not express, and the small
+// convolutions where im2col and a matrix product of a few columns cost
+// more than the arithmetic), each output summed in double from its bias
+// as engine/graph's reference sums it: input channel, then ky, then kx.
+// A plane is swept tap by tap over all its outputs at once (a double
+// accumulator per output), which keeps that order per output while the
+// inner loop runs along a row.
 typedef struct {
 	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
 	int64_t group, m; // groups, output channels
@@ -78,30 +113,40 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t planes = dst->ne[2] * dst->ne[3];
 	const int64_t per = (planes + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	const int64_t n = oh * ow;
+	double acc_stack[n <= 4096 ? n : 1];
+	double * acc = n <= 4096 ? acc_stack : malloc(sizeof(double) * n);
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const int64_t b = pl / p->m, o = pl % p->m;
-		float * y = (float *)dst->data + pl * oh * ow;
-		for (int64_t oy = 0; oy < oh; oy++) {
-			for (int64_t ox = 0; ox < ow; ox++) {
-				double s = p->bias ? (double)p->bias[o] : 0.0;
-				for (int64_t cj = 0; cj < cg; cj++) {
-					const int64_t ci = o / mg * cg + cj;
-					const float * x = (const float *)a->data + (b * ch + ci) * ih * iw;
-					const float * w = p->weights + (o * cg + cj) * p->kh * p->kw;
-					for (int64_t ky = 0; ky < p->kh; ky++) {
-						const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
-						if (y0 < 0 || y0 >= ih) continue;
-						for (int64_t kx = 0; kx < p->kw; kx++) {
-							const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
-							if (x0 < 0 || x0 >= iw) continue;
-							s += (double)x[y0 * iw + x0] * (double)w[ky * p->kw + kx];
+		const double b0 = p->bias ? (double)p->bias[o] : 0.0;
+		for (int64_t i = 0; i < n; i++) acc[i] = b0;
+		for (int64_t cj = 0; cj < cg; cj++) {
+			const int64_t ci = o / mg * cg + cj;
+			const float * x = (const float *)a->data + (b * ch + ci) * ih * iw;
+			const float * w = p->weights + (o * cg + cj) * p->kh * p->kw;
+			for (int64_t ky = 0; ky < p->kh; ky++) {
+				int64_t ylo, yhi;
+				llmserve_span(oh, p->sh, p->pad_t, ky, p->dh, ih, &ylo, &yhi);
+				for (int64_t kx = 0; kx < p->kw; kx++) {
+					int64_t xlo, xhi;
+					llmserve_span(ow, p->sw, p->pad_l, kx, p->dw, iw, &xlo, &xhi);
+					const double wv = (double)w[ky * p->kw + kx];
+					for (int64_t oy = ylo; oy < yhi; oy++) {
+						const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + kx * p->dw - p->pad_l;
+						double * ar = acc + oy * ow;
+						if (p->sw == 1) {
+							for (int64_t ox = xlo; ox < xhi; ox++) ar[ox] += (double)xr[ox] * wv;
+						} else {
+							for (int64_t ox = xlo; ox < xhi; ox++) ar[ox] += (double)xr[ox * p->sw] * wv;
 						}
 					}
 				}
-				y[oy * ow + ox] = (float)s;
 			}
 		}
+		float * y = (float *)dst->data + pl * n;
+		for (int64_t i = 0; i < n; i++) y[i] = (float)acc[i];
 	}
+	if (acc != acc_stack) free(acc);
 }
 
 static struct ggml_tensor * llmserve_conv_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ow, int64_t oh, int64_t m, void * ud) {
@@ -149,7 +194,18 @@ import (
 	"github.com/llmserve/llmserve/engine/graph"
 )
 
-// prepareCNN copies the parameters of a grouped Conv, a pooling, a
+// directConvMaxWeights is the most weights a Conv without groups may have
+// to run as the direct kernel (llmserve_conv_op) rather than as im2col
+// and mul_mat. A small convolution (the MNIST-sized CNN's 8×1×3×3,
+// 16×8×3×3 and 16×16×1×1) spends its time in im2col's copy, the permute
+// back and mul_mat over rows of 9 to 72 values (too short for ggml's
+// sgemm, which leaves them to vec_dot); the direct kernel reads the input
+// in place. A large one (ResNet's 64×64×3×3 and up) has the work that a
+// matrix product's tiling pays for. Measured in docs/BENCHMARKS.md
+// ("Tensor models as exporters write them").
+const directConvMaxWeights = 4096
+
+// prepareCNN copies the parameters of a grouped or small Conv, a pooling, a
 // BatchNormalization (folded to a scale and shift per channel) node into
 // C memory.
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
@@ -170,7 +226,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		p.byNode[n] = unsafe.Pointer(c)
 	case "Conv":
 		group := n.Int("group", 1)
-		if group == 1 {
+		if group == 1 && len(g.Values[n.Inputs[1]].Const.F32) > directConvMaxWeights {
 			return nil // im2col and mul_mat
 		}
 		x := g.Values[n.Inputs[0]]
@@ -212,7 +268,7 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 	ud := bl.m.params.byNode[n]
 	switch n.Op {
 	case "Conv":
-		if ud != nil { // group > 1
+		if ud != nil { // group > 1, or small: the direct kernel
 			return gval{C.llmserve_conv_node(ctx, xt, C.int64_t(out[3]), C.int64_t(out[2]), C.int64_t(out[1]), ud), out}, nil
 		}
 		return bl.conv(n, x, out)
