@@ -95,13 +95,16 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 // convolutions where im2col and a matrix product of a few columns cost
 // more than the arithmetic), each output summed in double from its bias
 // as engine/graph's reference sums it: input channel, then ky, then kx.
-// A plane is swept tap by tap over all its outputs at once (a double
-// accumulator per output), which keeps that order per output while the
-// inner loop runs along a row.
+// For each output pixel and group the kernel walks the patch once and
+// adds each input cell times its weights to the group's output channels
+// at once (weights stored [group][channel][ky][kx][output channel], in
+// double), so that the inner loop runs over output channels, contiguous,
+// while each output keeps the reference's order. Threads split the
+// output rows of all images.
 typedef struct {
 	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
 	int64_t group, m; // groups, output channels
-	float * weights;  // [m][channels / group][kh][kw]
+	double * wt;      // [group][channels / group][kh][kw][m / group]
 	float * bias;     // NULL: none
 } llmserve_conv;
 
@@ -109,42 +112,39 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const llmserve_conv * p = ud;
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
-	const int64_t cg = ch / p->group, mg = p->m / p->group;
-	const int64_t planes = dst->ne[2] * dst->ne[3];
-	const int64_t per = (planes + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
-	const int64_t n = oh * ow;
-	double acc_stack[n <= 4096 ? n : 1];
-	double * acc = n <= 4096 ? acc_stack : malloc(sizeof(double) * n);
-	for (int64_t pl = lo; pl < hi; pl++) {
-		const int64_t b = pl / p->m, o = pl % p->m;
-		const double b0 = p->bias ? (double)p->bias[o] : 0.0;
-		for (int64_t i = 0; i < n; i++) acc[i] = b0;
-		for (int64_t cj = 0; cj < cg; cj++) {
-			const int64_t ci = o / mg * cg + cj;
-			const float * x = (const float *)a->data + (b * ch + ci) * ih * iw;
-			const float * w = p->weights + (o * cg + cj) * p->kh * p->kw;
-			for (int64_t ky = 0; ky < p->kh; ky++) {
-				int64_t ylo, yhi;
-				llmserve_span(oh, p->sh, p->pad_t, ky, p->dh, ih, &ylo, &yhi);
-				for (int64_t kx = 0; kx < p->kw; kx++) {
-					int64_t xlo, xhi;
-					llmserve_span(ow, p->sw, p->pad_l, kx, p->dw, iw, &xlo, &xhi);
-					const double wv = (double)w[ky * p->kw + kx];
-					for (int64_t oy = ylo; oy < yhi; oy++) {
-						const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + kx * p->dw - p->pad_l;
-						double * ar = acc + oy * ow;
-						if (p->sw == 1) {
-							for (int64_t ox = xlo; ox < xhi; ox++) ar[ox] += (double)xr[ox] * wv;
-						} else {
-							for (int64_t ox = xlo; ox < xhi; ox++) ar[ox] += (double)xr[ox * p->sw] * wv;
+	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
+	const int64_t kh = p->kh, kw = p->kw, sh = p->sh, sw = p->sw, dh = p->dh, dw = p->dw;
+	const int64_t rows = oh * dst->ne[3];
+	const int64_t per = (rows + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	double acc_stack[mg <= 1024 ? mg : 1];
+	double * acc = mg <= 1024 ? acc_stack : malloc(sizeof(double) * mg);
+	for (int64_t r = lo; r < hi; r++) {
+		const int64_t b = r / oh, oy = r % oh;
+		const float * xb = (const float *)a->data + b * ch * ih * iw;
+		float * yb = (float *)dst->data + b * m * oh * ow;
+		for (int64_t ox = 0; ox < ow; ox++) {
+			for (int64_t g = 0; g < p->group; g++) {
+				for (int64_t j = 0; j < mg; j++) acc[j] = p->bias ? (double)p->bias[g * mg + j] : 0.0;
+				const double * w = p->wt + g * cg * kh * kw * mg;
+				for (int64_t cj = 0; cj < cg; cj++) {
+					const float * x = xb + (g * cg + cj) * ih * iw;
+					for (int64_t ky = 0; ky < kh; ky++) {
+						const int64_t y0 = oy * sh - p->pad_t + ky * dh;
+						if (y0 < 0 || y0 >= ih) continue;
+						for (int64_t kx = 0; kx < kw; kx++) {
+							const int64_t x0 = ox * sw - p->pad_l + kx * dw;
+							if (x0 < 0 || x0 >= iw) continue;
+							const double v = (double)x[y0 * iw + x0];
+							const double * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+							for (int64_t j = 0; j < mg; j++) acc[j] += v * wk[j];
 						}
 					}
 				}
+				float * y = yb + g * mg * oh * ow + oy * ow + ox;
+				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = (float)acc[j];
 			}
 		}
-		float * y = (float *)dst->data + pl * n;
-		for (int64_t i = 0; i < n; i++) y[i] = (float)acc[i];
 	}
 	if (acc != acc_stack) free(acc);
 }
@@ -239,7 +239,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
 		wt := g.Values[n.Inputs[1]]
 		c.group, c.m = C.int64_t(group), C.int64_t(wt.Shape[0])
-		c.weights = (*C.float)(cCopy(p, wt.Const.F32))
+		c.wt = (*C.double)(cCopy(p, convWeights(wt.Const.F32, wt.Shape, int64(group))))
 		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
 			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
 		}
@@ -253,6 +253,24 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		p.byNode[n] = unsafe.Pointer(c)
 	}
 	return nil
+}
+
+// convWeights reorders Conv weights [m][channels/group][kh][kw] into the
+// direct kernel's [group][channels/group][kh][kw][m/group], in double
+// (exact: every float is a double).
+func convWeights(w []float32, shape []int64, group int64) []float64 {
+	m, cg, kk := shape[0], shape[1], shape[2]*shape[3]
+	mg := m / group
+	out := make([]float64, len(w))
+	for o := range m {
+		g, j := o/mg, o%mg
+		for cj := range cg {
+			for k := range kk {
+				out[((g*cg+cj)*kk+k)*mg+j] = float64(w[(o*cg+cj)*kk+k])
+			}
+		}
+	}
+	return out
 }
 
 // cnnNode builds a CNN node on its [rows, channels, height, width] input
