@@ -108,12 +108,63 @@ typedef struct {
 	float * bias;     // NULL: none
 } llmserve_conv;
 
+typedef double llmserve_v4d __attribute__((vector_size(32)));
+
+// llmserve_conv_pixel computes one output pixel (oy, ox) of group g of
+// image xb into acc (mg values); nv, when > 0, is mg / 4 known at the
+// call, so that (inlined with a constant) the accumulators stay in
+// registers instead of a store and a load per tap.
+static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, double * out) {
+	const int64_t kh = p->kh, kw = p->kw;
+	const double * w = p->wt + g * cg * kh * kw * mg;
+	if (nv > 0) {
+		llmserve_v4d acc[4]; // nv <= 4
+		for (int i = 0; i < nv; i++) {
+			for (int l = 0; l < 4; l++) acc[i][l] = p->bias ? (double)p->bias[g * mg + 4 * i + l] : 0.0;
+		}
+		for (int64_t cj = 0; cj < cg; cj++) {
+			const float * x = xb + (g * cg + cj) * ih * iw;
+			for (int64_t ky = 0; ky < kh; ky++) {
+				const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+				if (y0 < 0 || y0 >= ih) continue;
+				for (int64_t kx = 0; kx < kw; kx++) {
+					const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+					if (x0 < 0 || x0 >= iw) continue;
+					const double v = (double)x[y0 * iw + x0];
+					const double * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+					for (int i = 0; i < nv; i++) {
+						llmserve_v4d wv;
+						memcpy(&wv, wk + 4 * i, sizeof wv);
+						acc[i] += v * wv;
+					}
+				}
+			}
+		}
+		memcpy(out, acc, sizeof(double) * mg);
+		return;
+	}
+	for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? (double)p->bias[g * mg + j] : 0.0;
+	for (int64_t cj = 0; cj < cg; cj++) {
+		const float * x = xb + (g * cg + cj) * ih * iw;
+		for (int64_t ky = 0; ky < kh; ky++) {
+			const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+			if (y0 < 0 || y0 >= ih) continue;
+			for (int64_t kx = 0; kx < kw; kx++) {
+				const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+				if (x0 < 0 || x0 >= iw) continue;
+				const double v = (double)x[y0 * iw + x0];
+				const double * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+				for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
+			}
+		}
+	}
+}
+
 static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	const llmserve_conv * p = ud;
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
-	const int64_t kh = p->kh, kw = p->kw, sh = p->sh, sw = p->sw, dh = p->dh, dw = p->dw;
 	const int64_t rows = oh * dst->ne[3];
 	const int64_t per = (rows + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
@@ -125,21 +176,12 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 		float * yb = (float *)dst->data + b * m * oh * ow;
 		for (int64_t ox = 0; ox < ow; ox++) {
 			for (int64_t g = 0; g < p->group; g++) {
-				for (int64_t j = 0; j < mg; j++) acc[j] = p->bias ? (double)p->bias[g * mg + j] : 0.0;
-				const double * w = p->wt + g * cg * kh * kw * mg;
-				for (int64_t cj = 0; cj < cg; cj++) {
-					const float * x = xb + (g * cg + cj) * ih * iw;
-					for (int64_t ky = 0; ky < kh; ky++) {
-						const int64_t y0 = oy * sh - p->pad_t + ky * dh;
-						if (y0 < 0 || y0 >= ih) continue;
-						for (int64_t kx = 0; kx < kw; kx++) {
-							const int64_t x0 = ox * sw - p->pad_l + kx * dw;
-							if (x0 < 0 || x0 >= iw) continue;
-							const double v = (double)x[y0 * iw + x0];
-							const double * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-							for (int64_t j = 0; j < mg; j++) acc[j] += v * wk[j];
-						}
-					}
+				switch (mg) {
+				case 4: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
+				case 8: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 2, acc); break;
+				case 12: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 3, acc); break;
+				case 16: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 4, acc); break;
+				default: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 0, acc); break;
 				}
 				float * y = yb + g * mg * oh * ow + oy * ow + ox;
 				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = (float)acc[j];
