@@ -93,34 +93,33 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 // llmserve_conv_op: a direct convolution, grouped or not (depthwise and
 // the like, which im2col and one mul_mat do not express, and the small
 // convolutions where im2col and a matrix product of a few columns cost
-// more than the arithmetic), each output summed in double from its bias
-// as engine/graph's reference sums it: input channel, then ky, then kx.
+// more than the arithmetic), each output summed in float from its bias
+// in engine/graph's reference order: input channel, then ky, then kx.
 // For each output pixel and group the kernel walks the patch once and
 // adds each input cell times its weights to the group's output channels
-// at once (weights stored [group][channel][ky][kx][output channel], in
-// double), so that the inner loop runs over output channels, contiguous,
-// while each output keeps the reference's order. Threads split the
-// output rows of all images.
+// at once (weights stored [group][channel][ky][kx][output channel]), so
+// that the inner loop runs over output channels, contiguous, 8 to a
+// vector. Threads split the output rows of all images.
 typedef struct {
 	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
 	int64_t group, m; // groups, output channels
-	double * wt;      // [group][channels / group][kh][kw][m / group]
+	float * wt;       // [group][channels / group][kh][kw][m / group]
 	float * bias;     // NULL: none
 } llmserve_conv;
 
-typedef double llmserve_v4d __attribute__((vector_size(32)));
+typedef float llmserve_v8f __attribute__((vector_size(32)));
 
 // llmserve_conv_pixel computes one output pixel (oy, ox) of group g of
-// image xb into acc (mg values); nv, when > 0, is mg / 4 known at the
+// image xb into acc (mg values); nv, when > 0, is mg / 8 known at the
 // call, so that (inlined with a constant) the accumulators stay in
 // registers instead of a store and a load per tap.
-static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, double * out) {
+static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, float * out) {
 	const int64_t kh = p->kh, kw = p->kw;
-	const double * w = p->wt + g * cg * kh * kw * mg;
+	const float * w = p->wt + g * cg * kh * kw * mg;
 	if (nv > 0) {
-		llmserve_v4d acc[4]; // nv <= 4
+		llmserve_v8f acc[4]; // nv <= 4
 		for (int i = 0; i < nv; i++) {
-			for (int l = 0; l < 4; l++) acc[i][l] = p->bias ? (double)p->bias[g * mg + 4 * i + l] : 0.0;
+			for (int l = 0; l < 8; l++) acc[i][l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
 		}
 		for (int64_t cj = 0; cj < cg; cj++) {
 			const float * x = xb + (g * cg + cj) * ih * iw;
@@ -130,20 +129,20 @@ static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llms
 				for (int64_t kx = 0; kx < kw; kx++) {
 					const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
 					if (x0 < 0 || x0 >= iw) continue;
-					const double v = (double)x[y0 * iw + x0];
-					const double * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+					const float v = x[y0 * iw + x0];
+					const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
 					for (int i = 0; i < nv; i++) {
-						llmserve_v4d wv;
-						memcpy(&wv, wk + 4 * i, sizeof wv);
+						llmserve_v8f wv;
+						memcpy(&wv, wk + 8 * i, sizeof wv);
 						acc[i] += v * wv;
 					}
 				}
 			}
 		}
-		memcpy(out, acc, sizeof(double) * mg);
+		memcpy(out, acc, sizeof(float) * mg);
 		return;
 	}
-	for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? (double)p->bias[g * mg + j] : 0.0;
+	for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
 	for (int64_t cj = 0; cj < cg; cj++) {
 		const float * x = xb + (g * cg + cj) * ih * iw;
 		for (int64_t ky = 0; ky < kh; ky++) {
@@ -152,8 +151,8 @@ static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llms
 			for (int64_t kx = 0; kx < kw; kx++) {
 				const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
 				if (x0 < 0 || x0 >= iw) continue;
-				const double v = (double)x[y0 * iw + x0];
-				const double * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+				const float v = x[y0 * iw + x0];
+				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
 				for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
 			}
 		}
@@ -168,8 +167,8 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t rows = oh * dst->ne[3];
 	const int64_t per = (rows + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
-	double acc_stack[mg <= 1024 ? mg : 1];
-	double * acc = mg <= 1024 ? acc_stack : malloc(sizeof(double) * mg);
+	float acc_stack[mg <= 1024 ? mg : 1];
+	float * acc = mg <= 1024 ? acc_stack : malloc(sizeof(float) * mg);
 	for (int64_t r = lo; r < hi; r++) {
 		const int64_t b = r / oh, oy = r % oh;
 		const float * xb = (const float *)a->data + b * ch * ih * iw;
@@ -177,14 +176,14 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 		for (int64_t ox = 0; ox < ow; ox++) {
 			for (int64_t g = 0; g < p->group; g++) {
 				switch (mg) {
-				case 4: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
-				case 8: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 2, acc); break;
-				case 12: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 3, acc); break;
-				case 16: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 4, acc); break;
+				case 8: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
+				case 16: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 2, acc); break;
+				case 24: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 3, acc); break;
+				case 32: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 4, acc); break;
 				default: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 0, acc); break;
 				}
 				float * y = yb + g * mg * oh * ow + oy * ow + ox;
-				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = (float)acc[j];
+				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = acc[j];
 			}
 		}
 	}
@@ -281,7 +280,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
 		wt := g.Values[n.Inputs[1]]
 		c.group, c.m = C.int64_t(group), C.int64_t(wt.Shape[0])
-		c.wt = (*C.double)(cCopy(p, convWeights(wt.Const.F32, wt.Shape, int64(group))))
+		c.wt = (*C.float)(cCopy(p, convWeights(wt.Const.F32, wt.Shape, int64(group))))
 		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
 			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
 		}
@@ -298,17 +297,16 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 }
 
 // convWeights reorders Conv weights [m][channels/group][kh][kw] into the
-// direct kernel's [group][channels/group][kh][kw][m/group], in double
-// (exact: every float is a double).
-func convWeights(w []float32, shape []int64, group int64) []float64 {
+// direct kernel's [group][channels/group][kh][kw][m/group].
+func convWeights(w []float32, shape []int64, group int64) []float32 {
 	m, cg, kk := shape[0], shape[1], shape[2]*shape[3]
 	mg := m / group
-	out := make([]float64, len(w))
+	out := make([]float32, len(w))
 	for o := range m {
 		g, j := o/mg, o%mg
 		for cj := range cg {
 			for k := range kk {
-				out[((g*cg+cj)*kk+k)*mg+j] = float64(w[(o*cg+cj)*kk+k])
+				out[((g*cg+cj)*kk+k)*mg+j] = w[(o*cg+cj)*kk+k]
 			}
 		}
 	}
