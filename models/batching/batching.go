@@ -64,6 +64,14 @@ type Batcher struct {
 
 	inflight atomic.Int64 // requests in Infer
 	running  atomic.Int64 // requests in batches the workers run
+	// slots holds a token per run in progress, Workers at most: the queue's
+	// goroutine takes one before it hands a batch to a worker, which gives
+	// it back when the batch ends; Infer takes one to run a request on its
+	// own goroutine when nothing is queued; Close takes them all.
+	slots chan struct{}
+	// queued is the requests the queue's goroutine holds (its open batch
+	// and the one waiting for the next).
+	queued atomic.Int64
 	// arriving counts the requests in Infer that the queue's goroutine
 	// has not received yet: Infer adds one before it queues and takes it
 	// back if it gives up; the goroutine takes it back when it receives.
@@ -97,6 +105,7 @@ func New(exec tensor.Executor, cfg Config) *Batcher {
 		clock: clock.Or(cfg.Clock),
 		calls: make(chan *call),
 		work:  make(chan []*call),
+		slots: make(chan struct{}, cfg.Workers),
 		quit:  make(chan struct{}),
 	}
 	b.loop.Add(1)
@@ -122,6 +131,22 @@ func (b *Batcher) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tenso
 		b.cfg.Observer.Arrived(int(max(n-1-running, 0)), int(running))
 	}
 	c := &call{ctx: ctx, in: in, rows: int(in[0].Shape[0]), arrived: b.clock.Now(), done: make(chan struct{})}
+	if b.queued.Load() == 0 && b.arriving.Load() == 0 {
+		// Nothing waits: with a run slot free, the request runs now, on
+		// this goroutine (no hand-off to the queue and a worker).
+		select {
+		case <-b.quit:
+			return nil, ErrClosed
+		case b.slots <- struct{}{}:
+			if b.received != nil {
+				b.received()
+			}
+			b.execute([]*call{c})
+			<-b.slots
+			return c.out, c.err
+		default:
+		}
+	}
 	b.arriving.Add(1)
 	select {
 	case b.calls <- c:
@@ -148,19 +173,26 @@ func (b *Batcher) Idle() bool { return b.inflight.Load() == 0 }
 // Close fails the queued requests with ErrClosed and waits for the
 // running batches to end. It is idempotent.
 func (b *Batcher) Close() {
-	b.once.Do(func() { close(b.quit) })
-	b.loop.Wait()
-	b.runs.Wait()
+	b.once.Do(func() {
+		close(b.quit)
+		b.loop.Wait()
+		b.runs.Wait()
+		// The requests running on their own goroutines end too; the
+		// slots stay taken, so later requests queue and meet quit.
+		for range b.cfg.Workers {
+			b.slots <- struct{}{}
+		}
+	})
 }
 
 // run owns the queue: it builds batches and hands them to the workers.
 //
-// The open batch goes to a free worker (the send on b.work succeeds only
-// when one waits) as soon as it is ready: full, followed by a request
-// that does not fit it, its window over, or no request on its way (none
-// in Infer that the goroutine has not received). So a request that finds the
-// model idle runs at once, and requests that arrive while every worker
-// is busy join the open batch until a worker frees.
+// The open batch goes to a worker, with a run slot, as soon as it is
+// ready: full, followed by a request that does not fit it, its window
+// over, or no request on its way (none in Infer that the goroutine has not
+// received). So a request that finds the model idle runs at once (Infer
+// runs it itself when nothing is queued), and requests that arrive while
+// every slot is taken join the open batch until one frees.
 func (b *Batcher) run() {
 	defer b.loop.Done()
 	defer close(b.work)
@@ -169,6 +201,7 @@ func (b *Batcher) run() {
 		rows    int     // rows in cur
 		pending *call   // a request that did not fit cur: first of the next
 		expired bool    // cur's window is over
+		slot    bool    // the goroutine holds a run slot for cur
 		timer   clock.Timer
 		timeout <-chan time.Time
 	)
@@ -190,13 +223,23 @@ func (b *Batcher) run() {
 	for {
 		var (
 			send chan<- []*call
+			take chan<- struct{}
 			recv <-chan *call
 		)
+		held := int64(len(cur))
+		if pending != nil {
+			held++
+		}
+		b.queued.Store(held)
 		if cur == nil {
 			recv = b.calls
 		} else {
 			if !batching || rows >= maxRows || pending != nil || expired || timeout == nil || b.arriving.Load() <= 0 {
-				send = b.work
+				if slot {
+					send = b.work
+				} else {
+					take = b.slots
+				}
 			}
 			if batching && pending == nil && rows < maxRows {
 				recv = b.calls
@@ -217,7 +260,10 @@ func (b *Batcher) run() {
 			if b.received != nil {
 				b.received()
 			}
+		case take <- struct{}{}:
+			slot = true
 		case send <- cur:
+			slot = false // the worker gives it back
 			stopTimer()
 			cur, rows = nil, 0
 			if pending != nil {
@@ -229,6 +275,9 @@ func (b *Batcher) run() {
 			expired, timer, timeout = true, nil, nil
 		case <-b.quit:
 			stopTimer()
+			if slot {
+				<-b.slots
+			}
 			for _, c := range append(cur, pending) {
 				if c != nil {
 					c.err = ErrClosed
@@ -258,6 +307,7 @@ func (b *Batcher) worker() {
 	defer b.runs.Done()
 	for batch := range b.work {
 		b.execute(batch)
+		<-b.slots
 	}
 }
 

@@ -3,14 +3,16 @@
 // dimension (dim 0) into one Executor.Run and its outputs split back, row
 // for row, to the requests they came from.
 //
-// It schedules as Triton's dynamic batcher does. One goroutine owns the
-// queue: it takes requests in arrival order into the open batch, and the
-// open batch goes to the first free worker as soon as it is ready: full
+// It schedules as Triton's dynamic batcher does. A request that finds
+// nothing queued and a run slot free (Workers of them) runs at once on
+// its caller's goroutine. Otherwise one goroutine owns the queue: it takes
+// requests in arrival order into the open batch, and the open batch goes
+// to a worker, with a run slot, as soon as it is ready: full
 // (MaxBatchSize rows), followed by a request that does not fit it, its
 // window (MaxBatchTime since its first request) over, or no other request
 // on its way (none in Infer that the goroutine has not taken yet). So a
 // request that finds the model idle runs at once, whatever the window;
-// requests that arrive while every worker is busy queue and form the next
+// requests that arrive while every slot is taken queue and form the next
 // batch, up to MaxBatchSize rows; and the window is an upper bound on the
 // wait for requests already on their way, never a fixed cost (0, the
 // default, as Triton's max_queue_delay_microseconds: no wait at all). A
