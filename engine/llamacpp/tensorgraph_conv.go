@@ -159,6 +159,38 @@ static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llms
 	}
 }
 
+// llmserve_conv_tile computes 4 neighbouring output pixels (oy, ox..ox+3)
+// whose windows lie wholly inside the image, as llmserve_conv_pixel would
+// one by one (the same taps in the same order): the 4 pixels' sums are
+// independent chains, so the adds overlap instead of each waiting for the
+// last, and each weight vector is loaded once for the 4. out is [4][mg].
+static inline __attribute__((always_inline)) void llmserve_conv_tile(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, float * out) {
+	const int64_t kh = p->kh, kw = p->kw, sw = p->sw;
+	const float * w = p->wt + g * cg * kh * kw * mg;
+	llmserve_v8f acc[4][4]; // [pixel][vector], nv <= 4
+	for (int i = 0; i < nv; i++) {
+		llmserve_v8f b0;
+		for (int l = 0; l < 8; l++) b0[l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+		for (int t = 0; t < 4; t++) acc[t][i] = b0;
+	}
+	for (int64_t cj = 0; cj < cg; cj++) {
+		const float * x = xb + (g * cg + cj) * ih * iw;
+		for (int64_t ky = 0; ky < kh; ky++) {
+			const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + ox * sw - p->pad_l;
+			for (int64_t kx = 0; kx < kw; kx++) {
+				const float * xc = xr + kx * p->dw;
+				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+				for (int i = 0; i < nv; i++) {
+					llmserve_v8f wv;
+					memcpy(&wv, wk + 8 * i, sizeof wv);
+					for (int t = 0; t < 4; t++) acc[t][i] += xc[t * sw] * wv;
+				}
+			}
+		}
+	}
+	for (int t = 0; t < 4; t++) memcpy(out + t * mg, acc[t], sizeof(float) * mg);
+}
+
 static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	const llmserve_conv * p = ud;
 	const struct ggml_tensor * a = dst->src[0];
@@ -167,13 +199,40 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t rows = oh * dst->ne[3];
 	const int64_t per = (rows + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
-	float acc_stack[mg <= 1024 ? mg : 1];
-	float * acc = mg <= 1024 ? acc_stack : malloc(sizeof(float) * mg);
+	float acc_stack[mg <= 1024 ? 4 * mg : 1];
+	float * acc = mg <= 1024 ? acc_stack : malloc(sizeof(float) * 4 * mg);
+	// The output pixels whose windows lie wholly inside the image:
+	// rows [ylo, yhi), columns [xlo, xhi).
+	int64_t ylo, yhi, xlo, xhi, t;
+	llmserve_span(oh, p->sh, p->pad_t, 0, p->dh, ih, &ylo, &yhi);
+	llmserve_span(oh, p->sh, p->pad_t, p->kh - 1, p->dh, ih, &t, &yhi);
+	if (t > ylo) ylo = t;
+	llmserve_span(ow, p->sw, p->pad_l, 0, p->dw, iw, &xlo, &xhi);
+	llmserve_span(ow, p->sw, p->pad_l, p->kw - 1, p->dw, iw, &t, &xhi);
+	if (t > xlo) xlo = t;
+	const int nv = mg == 8 ? 1 : mg == 16 ? 2 : mg == 24 ? 3 : mg == 32 ? 4 : 0;
 	for (int64_t r = lo; r < hi; r++) {
 		const int64_t b = r / oh, oy = r % oh;
 		const float * xb = (const float *)a->data + b * ch * ih * iw;
 		float * yb = (float *)dst->data + b * m * oh * ow;
+		const int interior = oy >= ylo && oy < yhi;
 		for (int64_t ox = 0; ox < ow; ox++) {
+			if (nv > 0 && interior && ox >= xlo && ox + 4 <= xhi) {
+				for (int64_t g = 0; g < p->group; g++) {
+					switch (nv) {
+					case 1: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
+					case 2: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 2, acc); break;
+					case 3: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 3, acc); break;
+					default: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 4, acc); break;
+					}
+					for (int64_t tp = 0; tp < 4; tp++) {
+						float * y = yb + g * mg * oh * ow + oy * ow + ox + tp;
+						for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = acc[tp * mg + j];
+					}
+				}
+				ox += 3;
+				continue;
+			}
 			for (int64_t g = 0; g < p->group; g++) {
 				switch (mg) {
 				case 8: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
