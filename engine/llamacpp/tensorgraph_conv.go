@@ -48,46 +48,54 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t per = (planes + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
 	const int64_t n = oh * ow;
-	int32_t cnt_stack[n <= 4096 ? n : 1];
-	int32_t * cnt = n <= 4096 ? cnt_stack : malloc(sizeof(int32_t) * n);
+	if (lo >= hi) return;
+	// What does not depend on the plane, once: each tap's span of output
+	// rows and columns, and (AveragePool) each output's divisor.
+	int64_t ylo[p->kh], yhi[p->kh], xlo[p->kw], xhi[p->kw];
+	for (int64_t ky = 0; ky < p->kh; ky++) llmserve_span(oh, p->sh, p->pad_t, ky, p->dh, ih, &ylo[ky], &yhi[ky]);
+	for (int64_t kx = 0; kx < p->kw; kx++) llmserve_span(ow, p->sw, p->pad_l, kx, p->dw, iw, &xlo[kx], &xhi[kx]);
+	float div_stack[n <= 4096 ? n : 1];
+	float * div = n <= 4096 ? div_stack : malloc(sizeof(float) * n);
+	if (!p->is_max) {
+		for (int64_t i = 0; i < n; i++) div[i] = 0.0f;
+		for (int64_t ky = 0; ky < p->kh; ky++) {
+			for (int64_t kx = 0; kx < p->kw; kx++) {
+				for (int64_t oy = ylo[ky]; oy < yhi[ky]; oy++) {
+					for (int64_t ox = xlo[kx]; ox < xhi[kx]; ox++) div[oy * ow + ox] += 1.0f;
+				}
+			}
+		}
+		if (p->include_pad) {
+			for (int64_t i = 0; i < n; i++) div[i] = (float)(p->kh * p->kw);
+		}
+	}
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const float * x = (const float *)a->data + pl * ih * iw;
 		float * y = (float *)dst->data + pl * n;
-		for (int64_t i = 0; i < n; i++) {
-			y[i] = p->is_max ? -FLT_MAX : 0.0f;
-			cnt[i] = 0;
-		}
+		for (int64_t i = 0; i < n; i++) y[i] = p->is_max ? -FLT_MAX : 0.0f;
 		for (int64_t ky = 0; ky < p->kh; ky++) {
-			int64_t ylo, yhi;
-			llmserve_span(oh, p->sh, p->pad_t, ky, p->dh, ih, &ylo, &yhi);
 			for (int64_t kx = 0; kx < p->kw; kx++) {
-				int64_t xlo, xhi;
-				llmserve_span(ow, p->sw, p->pad_l, kx, p->dw, iw, &xlo, &xhi);
-				for (int64_t oy = ylo; oy < yhi; oy++) {
+				for (int64_t oy = ylo[ky]; oy < yhi[ky]; oy++) {
 					const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + kx * p->dw - p->pad_l;
 					float * yr = y + oy * ow;
-					int32_t * cr = cnt + oy * ow;
 					if (p->is_max) {
-						for (int64_t ox = xlo; ox < xhi; ox++) {
-							const float v = xr[ox * p->sw];
-							if (v > yr[ox] || isnan(v)) yr[ox] = v;
+						const int64_t sw = p->sw;
+						for (int64_t ox = xlo[kx]; ox < xhi[kx]; ox++) {
+							// Branch-free: the new cell wins when larger or NaN.
+							const float v = xr[ox * sw], c = yr[ox];
+							yr[ox] = (v > c) | (v != v) ? v : c;
 						}
 					} else {
-						for (int64_t ox = xlo; ox < xhi; ox++) {
-							yr[ox] += xr[ox * p->sw];
-							cr[ox]++;
-						}
+						for (int64_t ox = xlo[kx]; ox < xhi[kx]; ox++) yr[ox] += xr[ox * p->sw];
 					}
 				}
 			}
 		}
 		if (!p->is_max) {
-			for (int64_t i = 0; i < n; i++) {
-				y[i] = y[i] / (float)(p->include_pad ? p->kh * p->kw : cnt[i]);
-			}
+			for (int64_t i = 0; i < n; i++) y[i] = y[i] / div[i];
 		}
 	}
-	if (cnt != cnt_stack) free(cnt);
+	if (div != div_stack) free(div);
 }
 
 // llmserve_conv_op: a direct convolution, grouped or not (depthwise and
