@@ -69,6 +69,22 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 			for (int64_t i = 0; i < n; i++) div[i] = (float)(p->kh * p->kw);
 		}
 	}
+	if (n == 1 && p->kh == ih && p->kw == iw && p->dh == 1 && p->dw == 1 && p->pad_t == 0 && p->pad_l == 0) {
+		// A window of the whole plane (GlobalAveragePool): its cells in
+		// ky, kx order are the plane's in memory order.
+		for (int64_t pl = lo; pl < hi; pl++) {
+			const float * x = (const float *)a->data + pl * ih * iw;
+			float m = -FLT_MAX, sum = 0.0f;
+			for (int64_t i = 0; i < ih * iw; i++) {
+				const float v = x[i];
+				m = (v > m) | (v != v) ? v : m;
+				sum += v;
+			}
+			((float *)dst->data)[pl] = p->is_max ? m : sum / div[0];
+		}
+		if (div != div_stack) free(div);
+		return;
+	}
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const float * x = (const float *)a->data + pl * ih * iw;
 		float * y = (float *)dst->data + pl * n;
