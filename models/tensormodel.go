@@ -45,8 +45,10 @@ type TensorConfig struct {
 	// MaxBatchSize is MLServer's max_batch_size: the most rows adaptive
 	// batching merges into one run; <= 1 turns batching off.
 	MaxBatchSize int
-	// MaxBatchTime is MLServer's max_batch_time: how long a batch waits
-	// for more requests after its first one.
+	// MaxBatchTime is MLServer's max_batch_time (Triton's
+	// max_queue_delay_microseconds): the longest a batch waits for
+	// requests on their way while a worker is free; a request that finds
+	// the model idle runs at once (see models/batching).
 	MaxBatchTime time.Duration
 	// ParallelWorkers is MLServer's parallel_workers: how many batches run
 	// at once (default 1).

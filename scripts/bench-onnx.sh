@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Benchmarks exporter-shaped ONNX models (scripts/onnx-corpus: the CNN on
 # 1x28x28 inputs and the 50-tree gradient-boosted classifier) over V2 REST
-# with binary tensor data at concurrency 1, 8 and 32, llmserve (adaptive
-# batching on) against ONNX Runtime behind Node's http module
-# (scripts/onnx-corpus/ort-server.cjs), alternating the two servers REPS
-# times in one run. One line per run; the JSON reports go to $OUT. See
-# docs/BENCHMARKS.md.
+# with binary tensor data at concurrency 1, 8 and 32 (one row per request)
+# and one client sending requests of BIG_ROWS rows, llmserve with its
+# default flags (SERVE_ARGS adds more) against ONNX Runtime behind Node's
+# http module (scripts/onnx-corpus/ort-server.cjs), alternating the two
+# servers REPS times in one run. One line per run; the JSON reports go to
+# $OUT. See docs/BENCHMARKS.md.
 #
 # Needs /usr/bin/python3 with Debian's python3-onnx (make python-deps) and
 # onnxruntime-node (make node-clients; NODE_PATH names its node_modules).
@@ -18,7 +19,9 @@ OUT=${OUT:-bench-results/onnx}
 REPS=${REPS:-3}
 REQUESTS=${REQUESTS:-2000}         # measured requests per run
 MODELS=${MODELS:-cnn gbt_multiclass}
-SERVE_ARGS=${SERVE_ARGS:---max-batch-size 32 --max-batch-time 0.001}
+SERVE_ARGS=${SERVE_ARGS:-}
+BIG_ROWS=${BIG_ROWS:-256}           # rows per request of the c=1 large-request run (0: none)
+BIG_REQUESTS=${BIG_REQUESTS:-200}
 : "${NODE_PATH:?NODE_PATH must name the node_modules holding onnxruntime-node (make node-clients)}"
 export NODE_PATH
 mkdir -p "$OUT"
@@ -65,18 +68,22 @@ start() { # start SERVER: llmserve or ort
   exit 1
 }
 
-printf '%-4s %-9s %-15s %3s %9s %9s %9s %7s\n' rep server model c 'req/s' 'p50 ms' 'p99 ms' failed
+printf '%-4s %-9s %-15s %5s %9s %9s %9s %7s\n' rep server model c 'req/s' 'p50 ms' 'p99 ms' failed
 for rep in $(seq "$REPS"); do
   for srv in llmserve ort; do
     start "$srv"
     for m in $MODELS; do
-      for c in ${CONCURRENCY:-1 8 32}; do
-        f="$OUT/$srv-$m-c$c-rep$rep.json"
-        "$BIN" bench --backend v2-infer --base-url "http://127.0.0.1:$PORT" --model "$m" --binary \
-          --num-prompts "$REQUESTS" --max-concurrency "$c" --warmup 100 --seed 1 -q --json \
-          --label "$srv:$m:c$c:rep$rep" > "$f"
-        jq -r --arg r "$rep" --arg s "$srv" --arg m "$m" \
-          '"\($r)    \($s)  \($m)  \(.max_concurrency)  \(.request_throughput|floor)  \(.median_e2el_ms*1000|round/1000)  \(.p99_e2el_ms*1000|round/1000)  \(.failed)"' "$f"
+      runs=()
+      for c in ${CONCURRENCY:-1 8 32}; do runs+=("c$c $c 1 $REQUESTS 100"); done
+      [ "$BIG_ROWS" -gt 0 ] && runs+=("r$BIG_ROWS 1 $BIG_ROWS $BIG_REQUESTS 10")
+      for run in "${runs[@]}"; do
+        read -r tag c rows n warm <<<"$run"
+        f="$OUT/$srv-$m-$tag-rep$rep.json"
+        "$BIN" bench --backend v2-infer --base-url "http://127.0.0.1:$PORT" --model "$m" --binary --rows "$rows" \
+          --num-prompts "$n" --max-concurrency "$c" --warmup "$warm" --seed 1 -q --json \
+          --label "$srv:$m:$tag:rep$rep" > "$f"
+        jq -r --arg r "$rep" --arg s "$srv" --arg m "$m" --arg t "$tag" \
+          '"\($r)    \($s)  \($m)  \($t)  \(.request_throughput|floor)  \(.median_e2el_ms*1000|round/1000)  \(.p99_e2el_ms*1000|round/1000)  \(.failed)"' "$f"
       done
     done
     stop

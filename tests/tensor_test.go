@@ -121,7 +121,8 @@ func writeTensorFile(t *testing.T, dir, name, file string, data []byte, settings
 
 // startTensorServer serves a repository with the test MLP as "mlp" (ONNX,
 // no batching), "batched" (ONNX, batches of up to 32 rows and a window of
-// a minute: a batch runs when it is full), "mlpgguf" (the same graph as a
+// a minute, which bounds only the wait for requests already queued for
+// it), "mlpgguf" (the same graph as a
 // GGUF) and "bad" (an ONNX whose first node is an LSTM, which the runtime
 // lacks).
 func startTensorServer(t *testing.T) *repoServer {
@@ -465,10 +466,12 @@ func TestTensorModelMatchesReference(t *testing.T) {
 
 // TestTensorAdaptiveBatching: 32 concurrent one-row requests, spread over
 // every tensorProtocol, to a model batching up to 32 rows with a minute's
-// window: they run as one batch (the window cannot close it first; the
-// batch-size histogram scraped from /metrics shows it), and each answer is
-// bit-identical to the same row run alone on the unbatched model, and
-// within 1e-5 of the reference.
+// window: every row is counted in the batch-size histogram scraped from
+// /metrics, no request waits out the window (a request that finds the
+// model idle runs at once; how the rest group depends on their arrival,
+// which models/batching's tests pin down with a fake model), and each
+// answer is bit-identical to the same row run alone on the unbatched
+// model, and within 1e-5 of the reference.
 func TestTensorAdaptiveBatching(t *testing.T) {
 	s := startTensorServer(t)
 	const clients = 32
@@ -501,8 +504,8 @@ func TestTensorAdaptiveBatching(t *testing.T) {
 		checkReference(t, fmt.Sprintf("request %d (%s)", i, p.name), mlpRows(100+i, 1), got[i])
 	}
 	count, sum := scrapeHistogram(t, s, "llmserve_tensor_batch_size", "batched")
-	if count != 1 || sum != clients {
-		t.Fatalf("batch size histogram of batched: %v runs holding %v rows; want one run of %d", count, sum, clients)
+	if count < 1 || count > clients || sum != clients {
+		t.Fatalf("batch size histogram of batched: %v runs holding %v rows; want 1 to %d runs of %d rows in all", count, sum, clients, clients)
 	}
 	if n := scrapeCounter(t, s, `llmserve_tensor_requests_total{model="batched",outcome="success"}`); n != clients {
 		t.Fatalf("%v successful requests counted, want %d", n, clients)

@@ -53,8 +53,10 @@
 // GlobalAveragePool take [batch, channels, height, width] inputs, the
 // batch first as everywhere (Clip, LeakyRelu and HardSigmoid, the
 // elementwise activations CNN exports put between them, are core
-// operators, NaN kept). The executor builds Conv as ggml_conv_2d does (im2col and
-// mul_mat, in F32) and a grouped one (depthwise) with a C kernel, folds
+// operators, NaN kept). The executor builds a large Conv as ggml_conv_2d does
+// (im2col and mul_mat, in F32) and a grouped (depthwise) or small one (at
+// most 4096 weights) with a direct C kernel (float sums in the reference's
+// order, 8 output channels to a vector), folds
 // BatchNormalization to a scale and shift per channel, and pools with a
 // C kernel of its own (ggml's pooling has neither unequal pads nor
 // count_include_pad=0).

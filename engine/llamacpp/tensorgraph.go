@@ -30,6 +30,7 @@ import (
 type GraphModel struct {
 	g       *graph.Checked
 	threads int
+	parts   int         // GraphOptions.Parts
 	params  *nodeParams // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
@@ -131,7 +132,7 @@ func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 	for _, p := range preps {
 		size += C.size_t(len(p.data))*4 + 64
 	}
-	m := &GraphModel{g: g, threads: threads, weights: map[string]*C.struct_ggml_tensor{}, indexBound: map[int]int64{}}
+	m := &GraphModel{g: g, threads: threads, parts: opts.Parts, weights: map[string]*C.struct_ggml_tensor{}, indexBound: map[int]int64{}}
 	for i, in := range g.Inputs {
 		for _, n := range g.Nodes {
 			if n.Op == "Gather" && len(n.Inputs) > 1 && n.Inputs[1] == in.Name {
@@ -230,12 +231,57 @@ func (m *GraphModel) RunInputs(ctx context.Context, rows int, inputs []GraphInpu
 			return nil, fmt.Errorf("llamacpp: input %q has %d elements, want %d", in.Name, got, want)
 		}
 	}
-	r := m.runner()
-	defer m.release(r)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if parts := min(m.parts, rows/SplitRows); parts > 1 {
+		return m.runParts(parts, rows, inputs)
+	}
+	r := m.runner()
+	defer m.release(r)
 	return r.run(max(rows, minRows), rows, inputs)
+}
+
+// runParts cuts a Run into parts pieces of consecutive rows, computes them
+// at once on runners of their own, and joins their outputs.
+func (m *GraphModel) runParts(parts, rows int, inputs []GraphInput) ([]GraphOutput, error) {
+	outs := make([][]GraphOutput, parts)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	at := 0
+	for p := range parts {
+		n := rows / parts
+		if p < rows%parts {
+			n++
+		}
+		sub := make([]GraphInput, len(inputs))
+		for i, in := range m.g.Inputs {
+			k := int(rowSize(in.Shape))
+			if in.DType == graph.I64 {
+				sub[i].I64 = inputs[i].I64[at*k : (at+n)*k]
+			} else {
+				sub[i].F32 = inputs[i].F32[at*k : (at+n)*k]
+			}
+		}
+		at += n
+		wg.Go(func() {
+			r := m.runner()
+			defer m.release(r)
+			outs[p], errs[p] = r.run(max(n, minRows), n, sub)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	joined := make([]GraphOutput, len(outs[0]))
+	for i := range joined {
+		for _, o := range outs {
+			joined[i].F32 = append(joined[i].F32, o[i].F32...)
+			joined[i].I64 = append(joined[i].I64, o[i].I64...)
+		}
+	}
+	return joined, nil
 }
 
 func rowSize(shape []int64) int64 {

@@ -7,6 +7,7 @@ package llamacpp
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ggml.h"
 
@@ -20,10 +21,25 @@ typedef struct {
 	int32_t is_max, include_pad;
 } llmserve_pool;
 
+// llmserve_span: the outputs ox in [*lo, *hi) whose input column
+// ox * s - pad + k * d falls inside [0, n): the cells a kernel tap reads.
+static inline void llmserve_span(int64_t out, int64_t s, int64_t pad, int64_t k, int64_t d, int64_t n, int64_t * lo, int64_t * hi) {
+	const int64_t off = k * d - pad; // input = ox * s + off
+	int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+	int64_t b = n - off <= 0 ? 0 : (n - off + s - 1) / s;
+	if (b > out) b = out;
+	if (a > b) a = b;
+	*lo = a;
+	*hi = b;
+}
+
 // llmserve_pool_op: MaxPool (the largest of the window's input cells,
 // NaN kept), AveragePool (their float sum divided by their count, or by
 // the kernel's size with count_include_pad, as ONNX Runtime's MLAS does)
-// and GlobalAveragePool (a window of the whole image).
+// and GlobalAveragePool (a window of the whole image). Each plane is
+// swept tap by tap (ky, kx) over all its outputs at once, so that every
+// output still takes its cells in the order ky, kx (the same sum and the
+// same NaN as a cell-by-cell loop) while the inner loop runs along a row.
 static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	const llmserve_pool * p = ud;
 	const struct ggml_tensor * a = dst->src[0];
@@ -31,77 +47,230 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t planes = dst->ne[2] * dst->ne[3];
 	const int64_t per = (planes + nth - 1) / nth;
 	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	const int64_t n = oh * ow;
+	if (lo >= hi) return;
+	// What does not depend on the plane, once: each tap's span of output
+	// rows and columns, and (AveragePool) each output's divisor.
+	int64_t ylo[p->kh], yhi[p->kh], xlo[p->kw], xhi[p->kw];
+	for (int64_t ky = 0; ky < p->kh; ky++) llmserve_span(oh, p->sh, p->pad_t, ky, p->dh, ih, &ylo[ky], &yhi[ky]);
+	for (int64_t kx = 0; kx < p->kw; kx++) llmserve_span(ow, p->sw, p->pad_l, kx, p->dw, iw, &xlo[kx], &xhi[kx]);
+	float div_stack[n <= 4096 ? n : 1];
+	float * div = n <= 4096 ? div_stack : malloc(sizeof(float) * n);
+	if (!p->is_max) {
+		for (int64_t i = 0; i < n; i++) div[i] = 0.0f;
+		for (int64_t ky = 0; ky < p->kh; ky++) {
+			for (int64_t kx = 0; kx < p->kw; kx++) {
+				for (int64_t oy = ylo[ky]; oy < yhi[ky]; oy++) {
+					for (int64_t ox = xlo[kx]; ox < xhi[kx]; ox++) div[oy * ow + ox] += 1.0f;
+				}
+			}
+		}
+		if (p->include_pad) {
+			for (int64_t i = 0; i < n; i++) div[i] = (float)(p->kh * p->kw);
+		}
+	}
+	if (n == 1 && p->kh == ih && p->kw == iw && p->dh == 1 && p->dw == 1 && p->pad_t == 0 && p->pad_l == 0) {
+		// A window of the whole plane (GlobalAveragePool): its cells in
+		// ky, kx order are the plane's in memory order.
+		for (int64_t pl = lo; pl < hi; pl++) {
+			const float * x = (const float *)a->data + pl * ih * iw;
+			float m = -FLT_MAX, sum = 0.0f;
+			for (int64_t i = 0; i < ih * iw; i++) {
+				const float v = x[i];
+				m = (v > m) | (v != v) ? v : m;
+				sum += v;
+			}
+			((float *)dst->data)[pl] = p->is_max ? m : sum / div[0];
+		}
+		if (div != div_stack) free(div);
+		return;
+	}
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const float * x = (const float *)a->data + pl * ih * iw;
-		float * y = (float *)dst->data + pl * oh * ow;
-		for (int64_t oy = 0; oy < oh; oy++) {
-			for (int64_t ox = 0; ox < ow; ox++) {
-				float m = -FLT_MAX, s = 0.0f;
-				int64_t count = 0;
-				for (int64_t ky = 0; ky < p->kh; ky++) {
-					const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
-					if (y0 < 0 || y0 >= ih) continue;
-					for (int64_t kx = 0; kx < p->kw; kx++) {
-						const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
-						if (x0 < 0 || x0 >= iw) continue;
-						const float v = x[y0 * iw + x0];
-						if (v > m || isnan(v)) m = v;
-						s += v;
-						count++;
+		float * y = (float *)dst->data + pl * n;
+		for (int64_t i = 0; i < n; i++) y[i] = p->is_max ? -FLT_MAX : 0.0f;
+		for (int64_t ky = 0; ky < p->kh; ky++) {
+			for (int64_t kx = 0; kx < p->kw; kx++) {
+				for (int64_t oy = ylo[ky]; oy < yhi[ky]; oy++) {
+					const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + kx * p->dw - p->pad_l;
+					float * yr = y + oy * ow;
+					if (p->is_max) {
+						const int64_t sw = p->sw;
+						for (int64_t ox = xlo[kx]; ox < xhi[kx]; ox++) {
+							// Branch-free: the new cell wins when larger or NaN.
+							const float v = xr[ox * sw], c = yr[ox];
+							yr[ox] = (v > c) | (v != v) ? v : c;
+						}
+					} else {
+						for (int64_t ox = xlo[kx]; ox < xhi[kx]; ox++) yr[ox] += xr[ox * p->sw];
 					}
 				}
-				if (p->is_max) {
-					y[oy * ow + ox] = m;
-				} else {
-					y[oy * ow + ox] = s / (float)(p->include_pad ? p->kh * p->kw : count);
+			}
+		}
+		if (!p->is_max) {
+			for (int64_t i = 0; i < n; i++) y[i] = y[i] / div[i];
+		}
+	}
+	if (div != div_stack) free(div);
+}
+
+// llmserve_conv_op: a direct convolution, grouped or not (depthwise and
+// the like, which im2col and one mul_mat do not express, and the small
+// convolutions where im2col and a matrix product of a few columns cost
+// more than the arithmetic), each output summed in float from its bias
+// in engine/graph's reference order: input channel, then ky, then kx.
+// For each output pixel and group the kernel walks the patch once and
+// adds each input cell times its weights to the group's output channels
+// at once (weights stored [group][channel][ky][kx][output channel]), so
+// that the inner loop runs over output channels, contiguous, 8 to a
+// vector. Threads split the output rows of all images.
+typedef struct {
+	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
+	int64_t group, m; // groups, output channels
+	float * wt;       // [group][channels / group][kh][kw][m / group]
+	float * bias;     // NULL: none
+} llmserve_conv;
+
+typedef float llmserve_v8f __attribute__((vector_size(32)));
+
+// llmserve_conv_pixel computes one output pixel (oy, ox) of group g of
+// image xb into acc (mg values); nv, when > 0, is mg / 8 known at the
+// call, so that (inlined with a constant) the accumulators stay in
+// registers instead of a store and a load per tap.
+static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, float * out) {
+	const int64_t kh = p->kh, kw = p->kw;
+	const float * w = p->wt + g * cg * kh * kw * mg;
+	if (nv > 0) {
+		llmserve_v8f acc[4]; // nv <= 4
+		for (int i = 0; i < nv; i++) {
+			for (int l = 0; l < 8; l++) acc[i][l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+		}
+		for (int64_t cj = 0; cj < cg; cj++) {
+			const float * x = xb + (g * cg + cj) * ih * iw;
+			for (int64_t ky = 0; ky < kh; ky++) {
+				const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+				if (y0 < 0 || y0 >= ih) continue;
+				for (int64_t kx = 0; kx < kw; kx++) {
+					const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+					if (x0 < 0 || x0 >= iw) continue;
+					const float v = x[y0 * iw + x0];
+					const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+					for (int i = 0; i < nv; i++) {
+						llmserve_v8f wv;
+						memcpy(&wv, wk + 8 * i, sizeof wv);
+						acc[i] += v * wv;
+					}
 				}
+			}
+		}
+		memcpy(out, acc, sizeof(float) * mg);
+		return;
+	}
+	for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
+	for (int64_t cj = 0; cj < cg; cj++) {
+		const float * x = xb + (g * cg + cj) * ih * iw;
+		for (int64_t ky = 0; ky < kh; ky++) {
+			const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
+			if (y0 < 0 || y0 >= ih) continue;
+			for (int64_t kx = 0; kx < kw; kx++) {
+				const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
+				if (x0 < 0 || x0 >= iw) continue;
+				const float v = x[y0 * iw + x0];
+				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+				for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
 			}
 		}
 	}
 }
 
-// llmserve_conv_op: a grouped convolution (group > 1: depthwise and the
-// like, which im2col and one mul_mat do not express), each output summed
-// in double from its bias as engine/graph's reference sums it.
-typedef struct {
-	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
-	int64_t group, m; // groups, output channels
-	float * weights;  // [m][channels / group][kh][kw]
-	float * bias;     // NULL: none
-} llmserve_conv;
+// llmserve_conv_tile computes 4 neighbouring output pixels (oy, ox..ox+3)
+// whose windows lie wholly inside the image, as llmserve_conv_pixel would
+// one by one (the same taps in the same order): the 4 pixels' sums are
+// independent chains, so the adds overlap instead of each waiting for the
+// last, and each weight vector is loaded once for the 4. out is [4][mg].
+static inline __attribute__((always_inline)) void llmserve_conv_tile(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, float * out) {
+	const int64_t kh = p->kh, kw = p->kw, sw = p->sw;
+	const float * w = p->wt + g * cg * kh * kw * mg;
+	llmserve_v8f acc[4][4]; // [pixel][vector], nv <= 4
+	for (int i = 0; i < nv; i++) {
+		llmserve_v8f b0;
+		for (int l = 0; l < 8; l++) b0[l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+		for (int t = 0; t < 4; t++) acc[t][i] = b0;
+	}
+	for (int64_t cj = 0; cj < cg; cj++) {
+		const float * x = xb + (g * cg + cj) * ih * iw;
+		for (int64_t ky = 0; ky < kh; ky++) {
+			const float * xr = x + (oy * p->sh - p->pad_t + ky * p->dh) * iw + ox * sw - p->pad_l;
+			for (int64_t kx = 0; kx < kw; kx++) {
+				const float * xc = xr + kx * p->dw;
+				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+				for (int i = 0; i < nv; i++) {
+					llmserve_v8f wv;
+					memcpy(&wv, wk + 8 * i, sizeof wv);
+					for (int t = 0; t < 4; t++) acc[t][i] += xc[t * sw] * wv;
+				}
+			}
+		}
+	}
+	for (int t = 0; t < 4; t++) memcpy(out + t * mg, acc[t], sizeof(float) * mg);
+}
 
 static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	const llmserve_conv * p = ud;
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
-	const int64_t cg = ch / p->group, mg = p->m / p->group;
-	const int64_t planes = dst->ne[2] * dst->ne[3];
-	const int64_t per = (planes + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
-	for (int64_t pl = lo; pl < hi; pl++) {
-		const int64_t b = pl / p->m, o = pl % p->m;
-		float * y = (float *)dst->data + pl * oh * ow;
-		for (int64_t oy = 0; oy < oh; oy++) {
-			for (int64_t ox = 0; ox < ow; ox++) {
-				double s = p->bias ? (double)p->bias[o] : 0.0;
-				for (int64_t cj = 0; cj < cg; cj++) {
-					const int64_t ci = o / mg * cg + cj;
-					const float * x = (const float *)a->data + (b * ch + ci) * ih * iw;
-					const float * w = p->weights + (o * cg + cj) * p->kh * p->kw;
-					for (int64_t ky = 0; ky < p->kh; ky++) {
-						const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
-						if (y0 < 0 || y0 >= ih) continue;
-						for (int64_t kx = 0; kx < p->kw; kx++) {
-							const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
-							if (x0 < 0 || x0 >= iw) continue;
-							s += (double)x[y0 * iw + x0] * (double)w[ky * p->kw + kx];
-						}
+	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
+	const int64_t rows = oh * dst->ne[3];
+	const int64_t per = (rows + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	float acc_stack[mg <= 1024 ? 4 * mg : 1];
+	float * acc = mg <= 1024 ? acc_stack : malloc(sizeof(float) * 4 * mg);
+	// The output pixels whose windows lie wholly inside the image:
+	// rows [ylo, yhi), columns [xlo, xhi).
+	int64_t ylo, yhi, xlo, xhi, t;
+	llmserve_span(oh, p->sh, p->pad_t, 0, p->dh, ih, &ylo, &yhi);
+	llmserve_span(oh, p->sh, p->pad_t, p->kh - 1, p->dh, ih, &t, &yhi);
+	if (t > ylo) ylo = t;
+	llmserve_span(ow, p->sw, p->pad_l, 0, p->dw, iw, &xlo, &xhi);
+	llmserve_span(ow, p->sw, p->pad_l, p->kw - 1, p->dw, iw, &t, &xhi);
+	if (t > xlo) xlo = t;
+	const int nv = mg == 8 ? 1 : mg == 16 ? 2 : mg == 24 ? 3 : mg == 32 ? 4 : 0;
+	for (int64_t r = lo; r < hi; r++) {
+		const int64_t b = r / oh, oy = r % oh;
+		const float * xb = (const float *)a->data + b * ch * ih * iw;
+		float * yb = (float *)dst->data + b * m * oh * ow;
+		const int interior = oy >= ylo && oy < yhi;
+		for (int64_t ox = 0; ox < ow; ox++) {
+			if (nv > 0 && interior && ox >= xlo && ox + 4 <= xhi) {
+				for (int64_t g = 0; g < p->group; g++) {
+					switch (nv) {
+					case 1: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
+					case 2: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 2, acc); break;
+					case 3: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 3, acc); break;
+					default: llmserve_conv_tile(p, xb, g, cg, mg, ih, iw, oy, ox, 4, acc); break;
+					}
+					for (int64_t tp = 0; tp < 4; tp++) {
+						float * y = yb + g * mg * oh * ow + oy * ow + ox + tp;
+						for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = acc[tp * mg + j];
 					}
 				}
-				y[oy * ow + ox] = (float)s;
+				ox += 3;
+				continue;
+			}
+			for (int64_t g = 0; g < p->group; g++) {
+				switch (mg) {
+				case 8: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 1, acc); break;
+				case 16: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 2, acc); break;
+				case 24: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 3, acc); break;
+				case 32: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 4, acc); break;
+				default: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 0, acc); break;
+				}
+				float * y = yb + g * mg * oh * ow + oy * ow + ox;
+				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = acc[j];
 			}
 		}
 	}
+	if (acc != acc_stack) free(acc);
 }
 
 static struct ggml_tensor * llmserve_conv_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ow, int64_t oh, int64_t m, void * ud) {
@@ -149,7 +318,18 @@ import (
 	"github.com/llmserve/llmserve/engine/graph"
 )
 
-// prepareCNN copies the parameters of a grouped Conv, a pooling, a
+// directConvMaxWeights is the most weights a Conv without groups may have
+// to run as the direct kernel (llmserve_conv_op) rather than as im2col
+// and mul_mat. A small convolution (the MNIST-sized CNN's 8×1×3×3,
+// 16×8×3×3 and 16×16×1×1) spends its time in im2col's copy, the permute
+// back and mul_mat over rows of 9 to 72 values (too short for ggml's
+// sgemm, which leaves them to vec_dot); the direct kernel reads the input
+// in place. A large one (ResNet's 64×64×3×3 and up) has the work that a
+// matrix product's tiling pays for. Measured in docs/BENCHMARKS.md
+// ("Tensor models as exporters write them").
+const directConvMaxWeights = 4096
+
+// prepareCNN copies the parameters of a grouped or small Conv, a pooling, a
 // BatchNormalization (folded to a scale and shift per channel) node into
 // C memory.
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
@@ -170,7 +350,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		p.byNode[n] = unsafe.Pointer(c)
 	case "Conv":
 		group := n.Int("group", 1)
-		if group == 1 {
+		if group == 1 && len(g.Values[n.Inputs[1]].Const.F32) > directConvMaxWeights {
 			return nil // im2col and mul_mat
 		}
 		x := g.Values[n.Inputs[0]]
@@ -183,7 +363,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c.dh, c.dw, c.pad_t, c.pad_l = C.int64_t(w.DH), C.int64_t(w.DW), C.int64_t(w.PadT), C.int64_t(w.PadL)
 		wt := g.Values[n.Inputs[1]]
 		c.group, c.m = C.int64_t(group), C.int64_t(wt.Shape[0])
-		c.weights = (*C.float)(cCopy(p, wt.Const.F32))
+		c.wt = (*C.float)(cCopy(p, convWeights(wt.Const.F32, wt.Shape, int64(group))))
 		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
 			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
 		}
@@ -199,6 +379,23 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 	return nil
 }
 
+// convWeights reorders Conv weights [m][channels/group][kh][kw] into the
+// direct kernel's [group][channels/group][kh][kw][m/group].
+func convWeights(w []float32, shape []int64, group int64) []float32 {
+	m, cg, kk := shape[0], shape[1], shape[2]*shape[3]
+	mg := m / group
+	out := make([]float32, len(w))
+	for o := range m {
+		g, j := o/mg, o%mg
+		for cj := range cg {
+			for k := range kk {
+				out[((g*cg+cj)*kk+k)*mg+j] = w[(o*cg+cj)*kk+k]
+			}
+		}
+	}
+	return out
+}
+
 // cnnNode builds a CNN node on its [rows, channels, height, width] input
 // (BatchNormalization: any rank).
 func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
@@ -212,7 +409,7 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 	ud := bl.m.params.byNode[n]
 	switch n.Op {
 	case "Conv":
-		if ud != nil { // group > 1
+		if ud != nil { // group > 1, or small: the direct kernel
 			return gval{C.llmserve_conv_node(ctx, xt, C.int64_t(out[3]), C.int64_t(out[2]), C.int64_t(out[1]), ud), out}, nil
 		}
 		return bl.conv(n, x, out)

@@ -27,6 +27,8 @@ func TestGraphCNNOps(t *testing.T) {
 	cases := []cnnCase{
 		{"conv-pad1", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 8, 8}, map[string][]int64{"c1": {4, 1, 3, 3}, "c2": {4}}},
 		{"conv-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 9, 7}, map[string][]int64{"c1": {5, 3, 3, 3}, "c2": {5}}},
+		{"conv-8-out-tiles", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 2, 9, 11}, map[string][]int64{"c1": {8, 2, 3, 3}, "c2": {8}}},
+		{"conv-16-out-stride2-tiles", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 15, 17}, map[string][]int64{"c1": {16, 3, 3, 3}, "c2": {16}}},
 		{"conv-1x1-no-bias", "Conv", nil, []int64{B, 6, 4, 4}, map[string][]int64{"c1": {2, 6, 1, 1}}},
 		{"conv-dilated-asymmetric", "Conv", map[string]graph.Attr{"dilations": ints(2, 1), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 7, 6}, map[string][]int64{"c1": {3, 2, 3, 2}, "c2": {3}}},
 		{"conv-same-upper", "Conv", map[string]graph.Attr{"auto_pad": str("SAME_UPPER"), "strides": ints(2, 2)}, []int64{B, 2, 6, 5}, map[string][]int64{"c1": {3, 2, 2, 2}}},

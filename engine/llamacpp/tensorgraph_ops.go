@@ -50,8 +50,14 @@ LLMS_UNARY(llms_erf, (float)erf((double)v))
 LLMS_UNARY(llms_leaky, v < 0 ? p0 * v : v)
 // max(0, min(1, alpha*x + beta)), NaN kept.
 LLMS_UNARY(llms_hardsigmoid, isnan(v) ? v : fmaxf(0.0f, fminf(1.0f, p0 * v + p1)))
-// min(max(x, lo), hi), NaN kept, as std::min/std::max order it.
-LLMS_UNARY(llms_clip, isnan(v) ? v : fminf(fmaxf(v, p0), p1))
+// min(max(x, lo), hi), NaN kept, as std::min/std::max order it
+// (std::max(v, lo) is v < lo ? lo : v), in compares the compiler
+// vectorizes rather than calls to fmaxf and fminf.
+static inline float llms_clip_one(float v, float lo, float hi) {
+	const float t = v < lo ? lo : v;
+	return hi < t ? hi : t;
+}
+LLMS_UNARY(llms_clip, isnan(v) ? v : llms_clip_one(v, p0, p1))
 
 // llms_pow is a^b elementwise in double, both contiguous and of dst's
 // shape.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/models/tensor"
 )
 
@@ -20,13 +21,18 @@ type Config struct {
 	// MaxBatchSize is the most rows one Run takes; <= 1 turns batching
 	// off (every request runs alone).
 	MaxBatchSize int
-	// MaxBatchTime bounds how long a batch waits for more requests after
-	// its first one arrived.
+	// MaxBatchTime bounds how long an open batch waits for requests known
+	// to be on their way (in Infer, not yet queued) while a worker is
+	// free: an upper bound, never a fixed cost (Triton's
+	// max_queue_delay_microseconds). 0: a batch goes to the first free
+	// worker at once.
 	MaxBatchTime time.Duration
 	// Workers is how many batches run at once (default 1).
 	Workers int
 	// Observer, if set, sees every batch and every request's queue time.
 	Observer Observer
+	// Clock times the window and the queue (nil: the system clock).
+	Clock clock.Clock
 }
 
 // Observer records what the batcher does (metrics implement it).
@@ -45,8 +51,9 @@ type Observer interface {
 
 // Batcher merges concurrent requests into batches for one Executor.
 type Batcher struct {
-	exec tensor.Executor
-	cfg  Config
+	exec  tensor.Executor
+	cfg   Config
+	clock clock.Clock
 
 	calls chan *call
 	work  chan []*call
@@ -56,7 +63,23 @@ type Batcher struct {
 	runs  sync.WaitGroup // the workers
 
 	inflight atomic.Int64 // requests in Infer
-	running  atomic.Int64 // requests in batches a worker runs
+	running  atomic.Int64 // requests in batches the workers run
+	// slots holds a token per run in progress, Workers at most: the queue's
+	// goroutine takes one before it hands a batch to a worker, which gives
+	// it back when the batch ends; Infer takes one to run a request on its
+	// own goroutine when nothing is queued; Close takes them all.
+	slots chan struct{}
+	// queued is the requests the queue's goroutine holds (its open batch
+	// and the one waiting for the next).
+	queued atomic.Int64
+	// arriving counts the requests in Infer that the queue's goroutine
+	// has not received yet: Infer adds one before it queues and takes it
+	// back if it gives up; the goroutine takes it back when it receives.
+	arriving atomic.Int64
+
+	// received, if set (by tests), is called by the queue's goroutine
+	// each time it takes a request.
+	received func()
 }
 
 // call is one request: its inputs, where it came from, and its answer.
@@ -79,8 +102,10 @@ func New(exec tensor.Executor, cfg Config) *Batcher {
 	b := &Batcher{
 		exec:  exec,
 		cfg:   cfg,
+		clock: clock.Or(cfg.Clock),
 		calls: make(chan *call),
 		work:  make(chan []*call),
+		slots: make(chan struct{}, cfg.Workers),
 		quit:  make(chan struct{}),
 	}
 	b.loop.Add(1)
@@ -96,21 +121,40 @@ func New(exec tensor.Executor, cfg Config) *Batcher {
 // order, each with the same batch size Shape[0] >= 1) and returns its
 // outputs, alone or as part of a batch.
 func (b *Batcher) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if len(in) == 0 || len(in[0].Shape) == 0 || in[0].Shape[0] < 1 {
+		return nil, fmt.Errorf("batching: a request needs inputs with a batch size of at least 1")
+	}
 	n := b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	if b.cfg.Observer != nil {
 		running := b.running.Load()
 		b.cfg.Observer.Arrived(int(max(n-1-running, 0)), int(running))
 	}
-	if len(in) == 0 || len(in[0].Shape) == 0 || in[0].Shape[0] < 1 {
-		return nil, fmt.Errorf("batching: a request needs inputs with a batch size of at least 1")
+	c := &call{ctx: ctx, in: in, rows: int(in[0].Shape[0]), arrived: b.clock.Now(), done: make(chan struct{})}
+	if b.queued.Load() == 0 && b.arriving.Load() == 0 {
+		// Nothing waits: with a run slot free, the request runs now, on
+		// this goroutine (no hand-off to the queue and a worker).
+		select {
+		case <-b.quit:
+			return nil, ErrClosed
+		case b.slots <- struct{}{}:
+			if b.received != nil {
+				b.received()
+			}
+			b.execute([]*call{c})
+			<-b.slots
+			return c.out, c.err
+		default:
+		}
 	}
-	c := &call{ctx: ctx, in: in, rows: int(in[0].Shape[0]), arrived: time.Now(), done: make(chan struct{})}
+	b.arriving.Add(1)
 	select {
 	case b.calls <- c:
 	case <-ctx.Done():
+		b.arriving.Add(-1)
 		return nil, ctx.Err()
 	case <-b.quit:
+		b.arriving.Add(-1)
 		return nil, ErrClosed
 	}
 	select {
@@ -129,12 +173,26 @@ func (b *Batcher) Idle() bool { return b.inflight.Load() == 0 }
 // Close fails the queued requests with ErrClosed and waits for the
 // running batches to end. It is idempotent.
 func (b *Batcher) Close() {
-	b.once.Do(func() { close(b.quit) })
-	b.loop.Wait()
-	b.runs.Wait()
+	b.once.Do(func() {
+		close(b.quit)
+		b.loop.Wait()
+		b.runs.Wait()
+		// The requests running on their own goroutines end too; the
+		// slots stay taken, so later requests queue and meet quit.
+		for range b.cfg.Workers {
+			b.slots <- struct{}{}
+		}
+	})
 }
 
 // run owns the queue: it builds batches and hands them to the workers.
+//
+// The open batch goes to a worker, with a run slot, as soon as it is
+// ready: full, followed by a request that does not fit it, its window
+// over, or no request on its way (none in Infer that the goroutine has not
+// received). So a request that finds the model idle runs at once (Infer
+// runs it itself when nothing is queued), and requests that arrive while
+// every slot is taken join the open batch until one frees.
 func (b *Batcher) run() {
 	defer b.loop.Done()
 	defer close(b.work)
@@ -142,11 +200,13 @@ func (b *Batcher) run() {
 		cur     []*call // the open batch
 		rows    int     // rows in cur
 		pending *call   // a request that did not fit cur: first of the next
-		ready   bool    // cur goes to the next free worker
-		timer   *time.Timer
+		expired bool    // cur's window is over
+		slot    bool    // the goroutine holds a run slot for cur
+		timer   clock.Timer
 		timeout <-chan time.Time
 	)
 	maxRows := b.cfg.MaxBatchSize
+	batching := maxRows > 1
 	stopTimer := func() {
 		if timer != nil {
 			timer.Stop()
@@ -154,46 +214,57 @@ func (b *Batcher) run() {
 		timer, timeout = nil, nil
 	}
 	open := func(c *call) {
-		cur, rows, ready = []*call{c}, c.rows, false
-		if maxRows <= 1 || c.rows >= maxRows {
-			ready = true
-			return
+		cur, rows, expired = []*call{c}, c.rows, false
+		if batching && c.rows < maxRows && b.cfg.MaxBatchTime > 0 {
+			timer = b.clock.NewTimer(b.cfg.MaxBatchTime)
+			timeout = timer.C()
 		}
-		timer = time.NewTimer(b.cfg.MaxBatchTime)
-		timeout = timer.C
 	}
 	for {
 		var (
 			send chan<- []*call
+			take chan<- struct{}
 			recv <-chan *call
 		)
+		held := int64(len(cur))
+		if pending != nil {
+			held++
+		}
+		b.queued.Store(held)
 		if cur == nil {
 			recv = b.calls
 		} else {
-			if ready {
-				send = b.work
+			if !batching || rows >= maxRows || pending != nil || expired || timeout == nil || b.arriving.Load() <= 0 {
+				if slot {
+					send = b.work
+				} else {
+					take = b.slots
+				}
 			}
-			if pending == nil && rows < maxRows && maxRows > 1 {
+			if batching && pending == nil && rows < maxRows {
 				recv = b.calls
 			}
 		}
 		select {
 		case c := <-recv:
+			b.arriving.Add(-1)
 			switch {
 			case cur == nil:
 				open(c)
 			case rows+c.rows <= maxRows && sameShape(cur[0].in, c.in):
 				cur = append(cur, c)
 				rows += c.rows
-				if rows >= maxRows {
-					ready = true
-					stopTimer()
-				}
 			default:
-				pending, ready = c, true
-				stopTimer()
+				pending = c
 			}
+			if b.received != nil {
+				b.received()
+			}
+		case take <- struct{}{}:
+			slot = true
 		case send <- cur:
+			slot = false // the worker gives it back
+			stopTimer()
 			cur, rows = nil, 0
 			if pending != nil {
 				c := pending
@@ -201,9 +272,12 @@ func (b *Batcher) run() {
 				open(c)
 			}
 		case <-timeout:
-			ready, timer, timeout = true, nil, nil
+			expired, timer, timeout = true, nil, nil
 		case <-b.quit:
 			stopTimer()
+			if slot {
+				<-b.slots
+			}
 			for _, c := range append(cur, pending) {
 				if c != nil {
 					c.err = ErrClosed
@@ -233,6 +307,7 @@ func (b *Batcher) worker() {
 	defer b.runs.Done()
 	for batch := range b.work {
 		b.execute(batch)
+		<-b.slots
 	}
 }
 
@@ -252,7 +327,7 @@ func (b *Batcher) execute(batch []*call) {
 	}
 	b.running.Add(int64(len(live)))
 	defer b.running.Add(-int64(len(live)))
-	now := time.Now()
+	now := b.clock.Now()
 	rows := 0
 	for _, c := range live {
 		rows += c.rows

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/models/tensor"
 )
 
@@ -93,27 +94,40 @@ func (r *recorder) Queued(time.Duration) {
 	r.mu.Unlock()
 }
 
-// TestConcurrentRequestsShareOneRun: 32 one-row requests with room for 32
-// rows and a long window form one Run (the window cannot end first: the
-// batch is full before it does), and each answer equals the unbatched one.
-func TestConcurrentRequestsShareOneRun(t *testing.T) {
+// newHeld starts a Batcher whose test hook reports every request its
+// queue takes on the returned channel.
+func newHeld(f *fakeExec, cfg Config) (*Batcher, <-chan struct{}) {
+	got := make(chan struct{}, 1024)
+	b := New(f, cfg)
+	b.received = func() { got <- struct{}{} }
+	return b, got
+}
+
+// TestConcurrentRequestsShareRuns: concurrent requests that arrive while
+// the model is busy are merged, and each answer equals the unbatched one.
+// The first Run is held until every request has queued.
+func TestConcurrentRequestsShareRuns(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		cfg     Config
-		want    []int // the batches' rows, sorted
-		clients int
-		rows    int
+		name          string
+		cfg           Config
+		clients, rows int
+		maxRuns       int
+		// taken is how many requests the queue takes while the first
+		// run is held (0: all of them).
+		taken int
 	}{
-		{"full batch", Config{MaxBatchSize: 32, MaxBatchTime: time.Minute}, []int{32}, 32, 1},
-		{"two batches of 2-row requests", Config{MaxBatchSize: 8, MaxBatchTime: time.Minute, Workers: 2}, []int{8, 8}, 8, 2},
-		{"batching off", Config{MaxBatchSize: 1, MaxBatchTime: time.Minute}, slices.Repeat([]int{1}, 8), 8, 1},
-		{"larger than the batch runs alone", Config{MaxBatchSize: 4, MaxBatchTime: time.Minute}, []int{6, 6}, 2, 6},
+		{"one-row requests", Config{MaxBatchSize: 32}, 32, 1, 2, 0},
+		{"with a window", Config{MaxBatchSize: 32, MaxBatchTime: time.Hour}, 32, 1, 2, 0},
+		{"2-row requests, two workers", Config{MaxBatchSize: 16, Workers: 2}, 8, 2, 3, 0},
+		{"batching off", Config{MaxBatchSize: 1, MaxBatchTime: time.Minute}, 8, 1, 8, 2},
+		{"larger than the batch runs alone", Config{MaxBatchSize: 4}, 2, 6, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeExec{}
+			f := &fakeExec{gate: make(chan struct{}), started: make(chan int, 64)}
 			rec := &recorder{}
 			tc.cfg.Observer = rec
-			b := New(f, tc.cfg)
+			tc.cfg.Clock = clock.NewFake(time.Unix(0, 0)) // the window never ends
+			b, received := newHeld(f, tc.cfg)
 			defer b.Close()
 			outs := make([][]tensor.Tensor, tc.clients)
 			errs := make([]error, tc.clients)
@@ -121,11 +135,26 @@ func TestConcurrentRequestsShareOneRun(t *testing.T) {
 			for i := range tc.clients {
 				wg.Go(func() { outs[i], errs[i] = b.Infer(context.Background(), input(tc.rows, 3, float32(i))) })
 			}
+			<-f.started // the model is busy
+			taken := tc.clients
+			if tc.taken > 0 {
+				taken = tc.taken
+			}
+			for range taken {
+				<-received
+			}
+			close(f.gate)
 			wg.Wait()
 			got := f.runs()
-			slices.Sort(got)
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("runs of %v rows, want %v", got, tc.want)
+			total := 0
+			for _, n := range got {
+				total += n
+				if n > max(tc.cfg.MaxBatchSize, tc.rows) {
+					t.Errorf("a run of %d rows: more than MaxBatchSize %d", n, tc.cfg.MaxBatchSize)
+				}
+			}
+			if total != tc.clients*tc.rows || len(got) > tc.maxRuns {
+				t.Fatalf("runs of %v rows, want %d rows in at most %d runs", got, tc.clients*tc.rows, tc.maxRuns)
 			}
 			ref := &fakeExec{}
 			for i := range tc.clients {
@@ -140,24 +169,95 @@ func TestConcurrentRequestsShareOneRun(t *testing.T) {
 			if len(rec.arrived) != tc.clients {
 				t.Errorf("observer saw %d arrivals, want %d", len(rec.arrived), tc.clients)
 			}
-			if tc.name == "full batch" {
-				// No batch runs before the 32nd request arrives, and the
-				// last to arrive finds the other 31 queued.
-				maxQueued := 0
-				for _, a := range rec.arrived {
-					if a[1] != 0 {
-						t.Errorf("an arrival saw %d running before the batch was full", a[1])
-					}
-					maxQueued = max(maxQueued, a[0])
-				}
-				if maxQueued != tc.clients-1 {
-					t.Errorf("the most queued at an arrival was %d, want %d", maxQueued, tc.clients-1)
-				}
-			}
-			if rec.queued != tc.clients || len(rec.rows) != len(tc.want) {
+			if rec.queued != tc.clients || len(rec.rows) != len(got) {
 				t.Errorf("observer saw %d queued requests and batches %v", rec.queued, rec.rows)
 			}
 		})
+	}
+}
+
+// Test32ConcurrentRequestsRunAsAtMostTwoBatches is the dynamic batcher's
+// promise under load: 32 one-row requests sent at once to a model with
+// room for 32 rows run as the batch that found the model idle and one
+// batch of all that queued behind it (held until every request queued).
+func Test32ConcurrentRequestsRunAsAtMostTwoBatches(t *testing.T) {
+	f := &fakeExec{gate: make(chan struct{}), started: make(chan int, 64)}
+	b, received := newHeld(f, Config{MaxBatchSize: 32})
+	defer b.Close()
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			if _, err := b.Infer(context.Background(), input(1, 3, float32(i))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	first := <-f.started
+	for range 32 {
+		<-received
+	}
+	close(f.gate)
+	wg.Wait()
+	if got := f.runs(); len(got) > 2 || got[0] != first || (len(got) == 2 && got[1] != 32-first) {
+		t.Fatalf("runs of %v rows, want at most 2 runs of 32 rows in all", got)
+	}
+}
+
+// TestIdleRequestRunsAtOnce: a request that finds the model idle runs at
+// once, whatever the window: the clock is fake and never moves, so a
+// request held by the window would never be answered.
+func TestIdleRequestRunsAtOnce(t *testing.T) {
+	for _, window := range []time.Duration{0, time.Millisecond, time.Hour} {
+		t.Run(window.String(), func(t *testing.T) {
+			fk := clock.NewFake(time.Unix(0, 0))
+			f := &fakeExec{}
+			b := New(f, Config{MaxBatchSize: 32, MaxBatchTime: window, Clock: fk})
+			defer b.Close()
+			for i := range 3 {
+				if _, err := b.Infer(context.Background(), input(1, 2, float32(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := f.runs(); !slices.Equal(got, []int{1, 1, 1}) {
+				t.Fatalf("runs %v, want three runs of one row", got)
+			}
+			if n := fk.Armed(); n != 0 {
+				t.Errorf("%d timers left armed", n)
+			}
+		})
+	}
+}
+
+// TestWindowIsAnUpperBound: a batch that waits for a request on its way
+// (one counted in Infer that never queues) waits MaxBatchTime and no
+// longer.
+func TestWindowIsAnUpperBound(t *testing.T) {
+	fk := clock.NewFake(time.Unix(0, 0))
+	f := &fakeExec{}
+	const window = 5 * time.Millisecond
+	b := New(f, Config{MaxBatchSize: 32, MaxBatchTime: window, Clock: fk})
+	defer b.Close()
+	b.arriving.Add(1) // a request on its way that never comes
+	defer b.arriving.Add(-1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Infer(context.Background(), input(1, 2, 0))
+		done <- err
+	}()
+	if err := fk.WaitArmed(context.Background(), window); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("answered (%v) before the window ended while a request was on its way", err)
+	default:
+	}
+	fk.Advance(window)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.runs(); !slices.Equal(got, []int{1}) {
+		t.Fatalf("runs %v", got)
 	}
 }
 
@@ -249,22 +349,33 @@ func TestParallelWorkers(t *testing.T) {
 }
 
 // TestCloseFailsQueued: Close answers the queued requests with ErrClosed
-// and later ones too.
+// and later ones too, and waits for the running batch.
 func TestCloseFailsQueued(t *testing.T) {
-	f := &fakeExec{}
-	b := New(f, Config{MaxBatchSize: 8, MaxBatchTime: time.Hour})
-	done := make(chan error, 1)
+	f := &fakeExec{gate: make(chan struct{}), started: make(chan int, 4)}
+	b, received := newHeld(f, Config{MaxBatchSize: 8})
+	first := make(chan error, 1)
 	go func() {
 		_, err := b.Infer(context.Background(), input(1, 2, 0))
-		done <- err
+		first <- err
 	}()
-	for b.Idle() {
-		time.Sleep(time.Millisecond)
-	}
-	b.Close()
-	if err := <-done; !errors.Is(err, ErrClosed) {
+	<-f.started
+	queued := make(chan error, 1)
+	go func() {
+		_, err := b.Infer(context.Background(), input(1, 2, 1))
+		queued <- err
+	}()
+	<-received
+	<-received // both taken; the second waits for the busy worker
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	if err := <-queued; !errors.Is(err, ErrClosed) {
 		t.Fatalf("queued request: %v, want ErrClosed", err)
 	}
+	close(f.gate)
+	if err := <-first; err != nil {
+		t.Fatalf("running request: %v", err)
+	}
+	<-closed
 	if _, err := b.Infer(context.Background(), input(1, 2, 0)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("request after Close: %v, want ErrClosed", err)
 	}

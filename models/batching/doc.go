@@ -3,16 +3,23 @@
 // dimension (dim 0) into one Executor.Run and its outputs split back, row
 // for row, to the requests they came from.
 //
-// One goroutine owns the queue. It takes requests in arrival order and
-// grows the open batch until it holds MaxBatchSize rows or MaxBatchTime
-// has passed since the batch's first request arrived; then the batch is
-// ready and goes to the first free worker. While every worker is busy a
-// ready batch keeps taking requests that fit (the wait costs nothing
-// more). A request that does not fit the open batch (too many rows, or
-// other non-batch dimensions) waits for the next one; a request with more
-// rows than MaxBatchSize runs alone, as does every request when
-// MaxBatchSize <= 1 (batching off). So the latency batching adds is at
-// most MaxBatchTime, plus the wait for a worker that any request has.
+// It schedules as Triton's dynamic batcher does. A request that finds
+// nothing queued and a run slot free (Workers of them) runs at once on
+// its caller's goroutine. Otherwise one goroutine owns the queue: it takes
+// requests in arrival order into the open batch, and the open batch goes
+// to a worker, with a run slot, as soon as it is ready: full
+// (MaxBatchSize rows), followed by a request that does not fit it, its
+// window (MaxBatchTime since its first request) over, or no other request
+// on its way (none in Infer that the goroutine has not taken yet). So a
+// request that finds the model idle runs at once, whatever the window;
+// requests that arrive while every slot is taken queue and form the next
+// batch, up to MaxBatchSize rows; and the window is an upper bound on the
+// wait for requests already on their way, never a fixed cost (0, the
+// default, as Triton's max_queue_delay_microseconds: no wait at all). A
+// request that does not fit the open batch (too many rows, or other
+// non-batch dimensions) waits for the next one; a request with more rows
+// than MaxBatchSize runs alone, as does every request when MaxBatchSize
+// <= 1 (batching off). The clock is Config.Clock (a fake in tests).
 //
 // Workers (MLServer's parallel_workers) is how many batches run at once;
 // Executor.Run is safe for concurrent use. Each response is bit-identical

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -35,5 +36,33 @@ func BenchmarkMLP(b *testing.B) {
 			})
 		}
 		e.Close()
+	}
+}
+
+// BenchmarkCNNFile runs an ONNX file named by LLMSERVE_BENCH_ONNX (the
+// corpus's cnn: scripts/onnx-corpus/corpus.py) on one input of [rows,
+// 1, 28, 28] at 1, 32 and 256 rows; it is skipped without the variable.
+func BenchmarkCNNFile(b *testing.B) {
+	path := os.Getenv("LLMSERVE_BENCH_ONNX")
+	if path == "" {
+		b.Skip("LLMSERVE_BENCH_ONNX names no file")
+	}
+	e, err := Open(path, Options{Threads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	spec := e.Inputs()[0]
+	for _, rows := range []int{1, 32, 256} {
+		shape := append([]int64{int64(rows)}, spec.Shape[1:]...)
+		t := Tensor{Name: spec.Name, DType: FP32, Shape: shape}
+		t.F32 = randomRows(rand.New(rand.NewPCG(1, 1)), rows, int(t.Elements())/rows)
+		b.Run(fmt.Sprintf("batch=%d", rows), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := e.Run(context.Background(), []Tensor{t}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 
 	"github.com/llmserve/llmserve/engine/graph"
@@ -18,6 +19,10 @@ type Options struct {
 	// 1, best for small models (see llamacpp.GraphOptions): use parallel
 	// workers (concurrent Runs) to use more cores.
 	Threads int
+	// Parts is the most pieces a large batch (llamacpp.SplitRows rows a
+	// piece and more) is cut into and computed at once; 0 means
+	// GOMAXPROCS (every core the process was given), 1 never cuts.
+	Parts int
 }
 
 // ErrInvalidModel is matched (errors.Is) by every error Open returns for a
@@ -66,7 +71,7 @@ func Load(name string, data []byte, opts Options) (Executor, error) {
 	if err != nil {
 		return nil, &ModelError{Path: name, Format: format, Err: err}
 	}
-	m, err := llamacpp.LoadGraph(c, llamacpp.GraphOptions{Threads: opts.Threads})
+	m, err := llamacpp.LoadGraph(c, llamacpp.GraphOptions{Threads: opts.Threads, Parts: parts(opts.Parts)})
 	if err != nil {
 		return nil, fmt.Errorf("tensor model %s: %w", name, err)
 	}
@@ -180,3 +185,11 @@ func (e *executor) Run(ctx context.Context, in []Tensor) ([]Tensor, error) {
 }
 
 func (e *executor) Close() error { return e.m.Close() }
+
+// parts is Options.Parts with its default.
+func parts(n int) int {
+	if n <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return n
+}
