@@ -40,6 +40,6 @@
 //
 // Options.OpenAI and Options.V2, when set, replace the registry's models
 // on the inference routes and decide readiness: llmserve head serves its
-// workers' model (scheduler/router.Model) through them, with an empty
+// workers' model (head/router.Model) through them, with an empty
 // registry that only tracks requests.
 package api

@@ -61,7 +61,7 @@ type Options struct {
 	ResponseStore *responsestore.Store
 	// OpenAI and V2, when set, serve the inference routes instead of the
 	// registry's models, and V2.Ready decides readiness: llmserve head's
-	// remote models (scheduler/router). Registry still tracks requests.
+	// remote models (head/router). Registry still tracks requests.
 	OpenAI openai.Backend
 	V2     infer.Backend
 	// Infer, when set, counts the tensor protocols' inference requests

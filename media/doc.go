@@ -15,7 +15,7 @@
 // allocated (FuzzDecodeImage feeds it arbitrary bytes).
 //
 // EncodeRows and DecodeRows are the wire form of encoded rows, which a
-// head and its workers exchange (api/worker and scheduler/router both use
+// head and its workers exchange (api/worker and head/router both use
 // them, so the two sides cannot drift).
 //
 // It must not import the engine, the scheduler or an API package: both

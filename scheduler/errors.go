@@ -17,7 +17,7 @@ var (
 	ErrClosed = errors.New("scheduler: closed")
 
 	// ErrNoWorker refuses, or ends, a request that a head (package
-	// scheduler/router) could not place because no healthy worker can
+	// head/router) could not place because no healthy worker can
 	// take it, after waiting for one: HTTP 503 with Retry-After. Unlike
 	// ErrClosed, the server is not shutting down.
 	ErrNoWorker = errors.New("scheduler: no healthy worker")

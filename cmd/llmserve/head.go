@@ -30,11 +30,11 @@ import (
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/engine/llamacpp"
+	"github.com/llmserve/llmserve/head/router"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/scheduler/router"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 

@@ -114,4 +114,13 @@
 // worker of the model runs it, with or without a projector, and the P/D
 // decode request and a migrated continuation carry the same spans (they
 // cover the original prompt, to which the continuation only appends).
+//
+// # Where it lives
+//
+// DESIGN.md placed the router at scheduler/router, "the same job one level
+// up". It sat there as an exception: a gRPC client of the workers with
+// metrics of its own, importing the core that sits above the scheduler, so
+// the linter's pure-core rule needed a hole for it and its imports pointed
+// upward. The head is its own room (head/): above the core and the
+// scheduler it uses, below cmd/ that starts it (issue 27, item 6).
 package router
