@@ -14,4 +14,4 @@
 // so building needs none of them.
 package inferencepb
 
-//go:generate protoc -I proto --go_out=. --go_opt=paths=source_relative --go_opt=Mgrpc_service.proto=github.com/llmserve/llmserve/proto/inferencepb --go_opt=Mmodel_config.proto=github.com/llmserve/llmserve/proto/tritonconfigpb --go-grpc_out=. --go-grpc_opt=paths=source_relative --go-grpc_opt=Mgrpc_service.proto=github.com/llmserve/llmserve/proto/inferencepb --go-grpc_opt=Mmodel_config.proto=github.com/llmserve/llmserve/proto/tritonconfigpb grpc_service.proto
+//go:generate protoc -I proto -I ../tritonconfigpb/proto --go_out=. --go_opt=paths=source_relative --go_opt=Mgrpc_service.proto=github.com/llmserve/llmserve/proto/inferencepb --go_opt=Mmodel_config.proto=github.com/llmserve/llmserve/proto/tritonconfigpb --go-grpc_out=. --go-grpc_opt=paths=source_relative --go-grpc_opt=Mgrpc_service.proto=github.com/llmserve/llmserve/proto/inferencepb --go-grpc_opt=Mmodel_config.proto=github.com/llmserve/llmserve/proto/tritonconfigpb grpc_service.proto
