@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/llmserve/llmserve/api/v2/infer"
 )
 
 // marshalText writes m in protobuf's text format as the reference parsers
@@ -64,7 +66,7 @@ func (w *textWriter) message(m protoreflect.Message, depth int) {
 				keys = append(keys, k)
 				return true
 			})
-			sortMapKeys(keys)
+			infer.SortMapKeys(keys)
 			for _, k := range keys {
 				w.line(depth)
 				w.b.WriteString(string(fd.Name()) + " {")
@@ -166,23 +168,4 @@ func (w *textWriter) quote(b []byte) {
 		}
 	}
 	w.b.WriteByte('"')
-}
-
-// sortMapKeys orders map keys: numbers by value, strings and bools by
-// text.
-func sortMapKeys(ks []protoreflect.MapKey) {
-	less := func(a, b protoreflect.MapKey) bool {
-		switch a.Interface().(type) {
-		case int32, int64:
-			return a.Int() < b.Int()
-		case uint32, uint64:
-			return a.Uint() < b.Uint()
-		}
-		return a.String() < b.String()
-	}
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && less(ks[j], ks[j-1]); j-- {
-			ks[j], ks[j-1] = ks[j-1], ks[j]
-		}
-	}
 }

@@ -60,7 +60,7 @@ func appendMessage(b []byte, m protoreflect.Message) []byte {
 				keys = append(keys, k)
 				return true
 			})
-			sortKeys(keys)
+			infer.SortMapKeys(keys)
 			for j, k := range keys {
 				if j > 0 {
 					b = append(b, ',')
@@ -121,22 +121,4 @@ func appendValue(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value
 		return strconv.AppendUint(b, v.Uint(), 10)
 	}
 	return strconv.AppendInt(b, v.Int(), 10)
-}
-
-// sortKeys orders map keys: numbers by value, strings and bools by text.
-func sortKeys(ks []protoreflect.MapKey) {
-	less := func(a, b protoreflect.MapKey) bool {
-		switch a.Interface().(type) {
-		case int32, int64:
-			return a.Int() < b.Int()
-		case uint32, uint64:
-			return a.Uint() < b.Uint()
-		}
-		return a.String() < b.String()
-	}
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && less(ks[j], ks[j-1]); j-- {
-			ks[j], ks[j-1] = ks[j-1], ks[j]
-		}
-	}
 }

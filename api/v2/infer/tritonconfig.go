@@ -1,10 +1,12 @@
 package infer
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
@@ -99,3 +101,18 @@ var tritonDataTypes = map[Datatype]tc.DataType{
 // TritonDataType is d as Triton's model configuration names it
 // (TYPE_STRING for BYTES; TYPE_INVALID for none).
 func TritonDataType(d Datatype) tc.DataType { return tritonDataTypes[d] }
+
+// SortMapKeys orders a protobuf map's keys as both text forms of a
+// configuration write them (Triton's JSON here, v1's text format in
+// api/tritonv1): numbers by value, strings and bools by text.
+func SortMapKeys(ks []protoreflect.MapKey) {
+	slices.SortFunc(ks, func(a, b protoreflect.MapKey) int {
+		switch a.Interface().(type) {
+		case int32, int64:
+			return cmp.Compare(a.Int(), b.Int())
+		case uint32, uint64:
+			return cmp.Compare(a.Uint(), b.Uint())
+		}
+		return cmp.Compare(a.String(), b.String())
+	})
+}
