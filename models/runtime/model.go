@@ -145,18 +145,27 @@ func (m *Model) Ready() bool {
 // Idle reports whether no request is queued or running.
 func (m *Model) Idle() bool { return m.inflight.Load() == 0 }
 
+// start counts a request in flight and bounds it by the runtime's
+// request_timeout; done undoes both.
+func (m *Model) start(ctx context.Context) (_ context.Context, done func()) {
+	m.inflight.Add(1)
+	cancel := context.CancelFunc(func() {})
+	if t := m.cfg.RequestTimeout; t > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, t, errRequestTimeout)
+	}
+	return ctx, func() {
+		cancel()
+		m.inflight.Add(-1)
+	}
+}
+
 // Infer runs one request (batched with others when the model batches)
 // and returns the runtime's answer and the headers it sent back. md is
 // passed to the runtime as gRPC metadata (Headers makes it from a
 // client's headers). The errors are *Error, or ctx's own.
 func (m *Model) Infer(ctx context.Context, req *pb.ModelInferRequest, md metadata.MD) (*pb.ModelInferResponse, metadata.MD, error) {
-	m.inflight.Add(1)
-	defer m.inflight.Add(-1)
-	if t := m.cfg.RequestTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, t, errRequestTimeout)
-		defer cancel()
-	}
+	ctx, done := m.start(ctx)
+	defer done()
 	if err := m.toRaw(req); err != nil {
 		return nil, nil, err
 	}

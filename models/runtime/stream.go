@@ -70,13 +70,8 @@ func (m *Model) learnContentTypes(inc *incarnation) {
 // (UNIMPLEMENTED) answers once, through Infer. The errors are *Error
 // (ErrUnavailable when no process is ready), fn's own, or ctx's.
 func (m *Model) InferStream(ctx context.Context, req *pb.ModelInferRequest, md metadata.MD, fn func(resp *pb.ModelInferResponse, headers metadata.MD) error) error {
-	m.inflight.Add(1)
-	defer m.inflight.Add(-1)
-	if t := m.cfg.RequestTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, t, errRequestTimeout)
-		defer cancel()
-	}
+	ctx, done := m.start(ctx)
+	defer done()
 	if err := m.toRaw(req); err != nil {
 		return err
 	}
