@@ -201,38 +201,30 @@ class _Base:
         return _copy.deepcopy(self) if deep else _copy.copy(self)
 
 
-class RequestInput(_Base, _rt.RequestInput):
+class _Tensor(_Base):
+    """A request input or response output: its data is always a TensorData."""
     _fields = ("name", "shape", "datatype", "parameters", "data")
     _nested = {"parameters": Parameters}
 
+    @property
+    def data(self) -> TensorData:
+        return self._data
+
+    @data.setter
+    def data(self, v: Any) -> None:
+        self._data = TensorData(v)
+
+
+class RequestInput(_Tensor, _rt.RequestInput):
     def __init__(self, name: str, shape: List[int], datatype: Any, data: Any = None,
                  parameters: Any = None, **kwargs: Any) -> None:
         _rt.RequestInput.__init__(self, name, list(shape), _datatype(datatype), data, _params(parameters))
 
-    @property
-    def data(self) -> TensorData:
-        return self._data
 
-    @data.setter
-    def data(self, v: Any) -> None:
-        self._data = TensorData(v)
-
-
-class ResponseOutput(_Base, _rt.ResponseOutput):
-    _fields = ("name", "shape", "datatype", "parameters", "data")
-    _nested = {"parameters": Parameters}
-
+class ResponseOutput(_Tensor, _rt.ResponseOutput):
     def __init__(self, name: str, shape: List[int], datatype: Any, data: Any = None,
                  parameters: Any = None, **kwargs: Any) -> None:
         _rt.ResponseOutput.__init__(self, name, list(shape), _datatype(datatype), data, _params(parameters))
-
-    @property
-    def data(self) -> TensorData:
-        return self._data
-
-    @data.setter
-    def data(self, v: Any) -> None:
-        self._data = TensorData(v)
 
 
 class RequestOutput(_Base, _rt.RequestOutput):
