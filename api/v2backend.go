@@ -13,7 +13,7 @@ import (
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/runtime"
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -69,7 +69,7 @@ func (t v2Tensor) Submit(context.Context, []*scheduler.Request) ([]*core.Stream,
 }
 
 // Infer maps an unloaded model's error to Unavailable.
-func (t v2Tensor) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (t v2Tensor) Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, error) {
 	out, err := t.TensorModel.Infer(ctx, in)
 	if errors.Is(err, models.ErrClosed) {
 		return nil, infer.Errorf(infer.Unavailable, "model %q was unloaded or the server is stopping; retry", t.Name())
@@ -103,15 +103,15 @@ func (r v2Runtime) Platform() string {
 	return "custom"
 }
 
-func (r v2Runtime) Inputs() []tensor.Spec  { return runtimeSpecs(r.Config().Inputs) }
-func (r v2Runtime) Outputs() []tensor.Spec { return runtimeSpecs(r.Config().Outputs) }
-func (v2Runtime) MaxRequestRows() int      { return math.MaxInt32 }
+func (r v2Runtime) Inputs() []oip.Spec  { return runtimeSpecs(r.Config().Inputs) }
+func (r v2Runtime) Outputs() []oip.Spec { return runtimeSpecs(r.Config().Outputs) }
+func (v2Runtime) MaxRequestRows() int   { return math.MaxInt32 }
 
 // ContentTypes are those the runtime's own codecs decode (its settings,
 // and those its processes report).
 func (r v2Runtime) ContentTypes() []string { return r.Model.ContentTypes() }
 
-func (r v2Runtime) Infer(context.Context, []tensor.Tensor) ([]tensor.Tensor, error) {
+func (r v2Runtime) Infer(context.Context, []oip.Tensor) ([]oip.Tensor, error) {
 	return nil, infer.Errorf(infer.Internal, "model %q is a custom runtime: its requests go through infer.RunRuntime", r.Name())
 }
 
@@ -150,10 +150,10 @@ func runtimeError(err error) error {
 	return infer.Errorf(code, "%s", re.Msg)
 }
 
-func runtimeSpecs(ts []runtime.TensorSpec) []tensor.Spec {
-	out := make([]tensor.Spec, len(ts))
+func runtimeSpecs(ts []runtime.TensorSpec) []oip.Spec {
+	out := make([]oip.Spec, len(ts))
 	for i, t := range ts {
-		out[i] = tensor.Spec{Name: t.Name, DType: tensor.DType(t.Datatype), Shape: t.Shape}
+		out[i] = oip.Spec{Name: t.Name, DType: oip.Datatype(t.Datatype), Shape: t.Shape}
 	}
 	return out
 }

@@ -13,7 +13,6 @@ import (
 	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/metrics"
-	"github.com/llmserve/llmserve/models"
 )
 
 // Options configure the HTTP routes and the gRPC service. The zero value
@@ -158,7 +157,7 @@ var readyStates = map[string]pb.ModelReadyState{
 
 // tensorStatser is a tensor model that counts its batches
 // (models.TensorModel).
-type tensorStatser interface{ Stats() models.TensorStats }
+type tensorStatser interface{ Stats() metrics.TensorStats }
 
 // inferStats converts a snapshot; nil when no request was recorded.
 func inferStats(snap metrics.InferSnapshot) *pb.InferRequestStats {

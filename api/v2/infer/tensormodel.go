@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // TensorModel is a served tensor model: a graph (ONNX or a graph GGUF)
@@ -21,13 +21,13 @@ type TensorModel interface {
 	// Platform is the model's platform in metadata: "onnx" or "ggml".
 	Platform() string
 	// Inputs and Outputs describe the tensors, Shape[0] the batch (-1).
-	Inputs() []tensor.Spec
-	Outputs() []tensor.Spec
+	Inputs() []oip.Spec
+	Outputs() []oip.Spec
 	// MaxRequestRows is the most rows (batch size) one request may carry.
 	MaxRequestRows() int
 	// Infer runs one request whose inputs match Inputs (RunTensor checks
 	// them); the outputs come in Outputs' order.
-	Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error)
+	Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, error)
 }
 
 // invalidInputRecorder is implemented by tensor models that count
@@ -94,14 +94,14 @@ func RunTensor(ctx context.Context, m Model, t TensorModel, r *Request) (*Respon
 
 func checkOutputs(t TensorModel, req []RequestedOutput) error {
 	for _, o := range req {
-		if !slices.ContainsFunc(t.Outputs(), func(s tensor.Spec) bool { return s.Name == o.Name }) {
+		if !slices.ContainsFunc(t.Outputs(), func(s oip.Spec) bool { return s.Name == o.Name }) {
 			return invalidf("output %q is not an output of model %q; its outputs are %s", truncate(o.Name), t.Name(), specNames(t.Outputs()))
 		}
 	}
 	return nil
 }
 
-func specNames(ss []tensor.Spec) string {
+func specNames(ss []oip.Spec) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
 		parts[i] = fmt.Sprintf("%s (%s %v)", s.Name, s.DType, s.Shape)
@@ -127,7 +127,7 @@ const maxExactInt = 1 << 24
 // content types are applied first (ApplyContentTypes); an input of shape
 // [N] for a model input [-1, 1] is taken as [N, 1], MLServer's convention
 // (a pd column is one value per row).
-func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
+func ConvertInputs(t TensorModel, r *Request) ([]oip.Tensor, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, err
 	}
@@ -136,11 +136,11 @@ func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
 	}
 	specs := t.Inputs()
 	for _, in := range r.Inputs {
-		if !slices.ContainsFunc(specs, func(s tensor.Spec) bool { return s.Name == in.Name }) {
+		if !slices.ContainsFunc(specs, func(s oip.Spec) bool { return s.Name == in.Name }) {
 			return nil, invalidf("input %q is not an input of model %q; its inputs are %s", truncate(in.Name), t.Name(), specNames(specs))
 		}
 	}
-	out := make([]tensor.Tensor, len(specs))
+	out := make([]oip.Tensor, len(specs))
 	batch := int64(-1)
 	for i, s := range specs {
 		in := r.input(s.Name)
@@ -175,7 +175,7 @@ func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
 }
 
 // checkShape compares a request's shape with the model's.
-func checkShape(s tensor.Spec, shape []int64) error {
+func checkShape(s oip.Spec, shape []int64) error {
 	if len(shape) != len(s.Shape) {
 		return fmt.Errorf("shape %v has %d dimensions but the model takes %d: %v (the first is the batch size)", shape, len(shape), len(s.Shape), s.Shape)
 	}
@@ -188,11 +188,11 @@ func checkShape(s tensor.Spec, shape []int64) error {
 }
 
 // convert reads t's elements as want.
-func convert(t *Tensor, want tensor.DType) (tensor.Tensor, error) {
+func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 	n := t.Len()
 	switch want {
-	case tensor.FP32:
-		out := tensor.Tensor{DType: tensor.FP32, F32: make([]float32, n)}
+	case oip.FP32:
+		out := oip.Tensor{DType: oip.FP32, F32: make([]float32, n)}
 		switch {
 		case t.Datatype == FP32:
 			for i := range n {
@@ -222,8 +222,8 @@ func convert(t *Tensor, want tensor.DType) (tensor.Tensor, error) {
 			return out, fmt.Errorf("datatype %s does not convert to FP32, the model's datatype; send FP32 (or FP16, FP64, an integer type)", t.Datatype)
 		}
 		return out, nil
-	case tensor.INT64:
-		out := tensor.Tensor{DType: tensor.INT64, I64: make([]int64, n)}
+	case oip.INT64:
+		out := oip.Tensor{DType: oip.INT64, I64: make([]int64, n)}
 		if !t.Datatype.IsInt() {
 			return out, fmt.Errorf("datatype %s does not convert to INT64, the model's datatype; send an integer type", t.Datatype)
 		}
@@ -235,13 +235,13 @@ func convert(t *Tensor, want tensor.DType) (tensor.Tensor, error) {
 		}
 		return out, nil
 	}
-	return tensor.Tensor{}, fmt.Errorf("the model takes datatype %s, which this server cannot feed", want)
+	return oip.Tensor{}, fmt.Errorf("the model takes datatype %s, which this server cannot feed", want)
 }
 
 // FromTensor is a model output in the V2 form.
-func FromTensor(o tensor.Tensor) *Tensor {
+func FromTensor(o oip.Tensor) *Tensor {
 	switch o.DType {
-	case tensor.INT64:
+	case oip.INT64:
 		raw := make([]byte, 8*len(o.I64))
 		for i, v := range o.I64 {
 			binary.LittleEndian.PutUint64(raw[8*i:], uint64(v))

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // fakeTensor is a tensor model with inputs x FP32 [-1, 2] and ids INT64
@@ -19,23 +19,23 @@ type fakeTensor struct{ invalid int }
 func (f *fakeTensor) Name() string     { return "mlp" }
 func (f *fakeTensor) Ready() bool      { return true }
 func (f *fakeTensor) Platform() string { return "onnx" }
-func (f *fakeTensor) Inputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "x", DType: tensor.FP32, Shape: []int64{-1, 2}}, {Name: "ids", DType: tensor.INT64, Shape: []int64{-1}}}
+func (f *fakeTensor) Inputs() []oip.Spec {
+	return []oip.Spec{{Name: "x", DType: oip.FP32, Shape: []int64{-1, 2}}, {Name: "ids", DType: oip.INT64, Shape: []int64{-1}}}
 }
-func (f *fakeTensor) Outputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "y", DType: tensor.FP32, Shape: []int64{-1, 1}}, {Name: "label", DType: tensor.INT64, Shape: []int64{-1}}}
+func (f *fakeTensor) Outputs() []oip.Spec {
+	return []oip.Spec{{Name: "y", DType: oip.FP32, Shape: []int64{-1, 1}}, {Name: "label", DType: oip.INT64, Shape: []int64{-1}}}
 }
 func (f *fakeTensor) MaxRequestRows() int { return 4 }
 func (f *fakeTensor) InvalidInput()       { f.invalid++ }
-func (f *fakeTensor) Infer(_ context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (f *fakeTensor) Infer(_ context.Context, in []oip.Tensor) ([]oip.Tensor, error) {
 	n := in[0].Shape[0]
-	y := tensor.Tensor{Name: "y", DType: tensor.FP32, Shape: []int64{n, 1}}
-	l := tensor.Tensor{Name: "label", DType: tensor.INT64, Shape: []int64{n}}
+	y := oip.Tensor{Name: "y", DType: oip.FP32, Shape: []int64{n, 1}}
+	l := oip.Tensor{Name: "label", DType: oip.INT64, Shape: []int64{n}}
 	for r := range n {
 		y.F32 = append(y.F32, in[0].F32[2*r]+in[0].F32[2*r+1]+float32(in[1].I64[r]))
 		l.I64 = append(l.I64, in[1].I64[r])
 	}
-	return []tensor.Tensor{y, l}, nil
+	return []oip.Tensor{y, l}, nil
 }
 
 // fakeTensorModel is fakeTensor as a Model (the generative methods come

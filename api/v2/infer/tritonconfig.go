@@ -90,17 +90,9 @@ func batchedShapes(md ModelMetadata) bool {
 	return true
 }
 
-var tritonDataTypes = map[Datatype]tc.DataType{
-	BOOL: tc.DataType_TYPE_BOOL, UINT8: tc.DataType_TYPE_UINT8, UINT16: tc.DataType_TYPE_UINT16,
-	UINT32: tc.DataType_TYPE_UINT32, UINT64: tc.DataType_TYPE_UINT64, INT8: tc.DataType_TYPE_INT8,
-	INT16: tc.DataType_TYPE_INT16, INT32: tc.DataType_TYPE_INT32, INT64: tc.DataType_TYPE_INT64,
-	FP16: tc.DataType_TYPE_FP16, FP32: tc.DataType_TYPE_FP32, FP64: tc.DataType_TYPE_FP64,
-	BYTES: tc.DataType_TYPE_STRING,
-}
-
 // TritonDataType is d as Triton's model configuration names it
-// (TYPE_STRING for BYTES; TYPE_INVALID for none).
-func TritonDataType(d Datatype) tc.DataType { return tritonDataTypes[d] }
+// (TYPE_STRING for BYTES; TYPE_INVALID for none): oip's table.
+func TritonDataType(d Datatype) tc.DataType { return d.Triton() }
 
 // SortMapKeys orders a protobuf map's keys as both text forms of a
 // configuration write them (Triton's JSON here, v1's text format in
