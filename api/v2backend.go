@@ -3,29 +3,35 @@ package api
 import (
 	"context"
 	"errors"
-	"math"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
-	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/runtime"
 	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
-	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // V2Backend adapts the registry to the V2 protocols' infer.Backend, for
-// the REST routes here and the gRPC service cmd/llmserve registers.
-// Tensor models are served too, as infer.TensorModel (infer.AsTensor),
-// and custom runtime models as infer.RuntimeModel (infer.AsRuntime).
+// the REST routes here and the gRPC service cmd/llmserve registers. Each
+// kind of model is handed out as its own interface, with the methods of
+// its kind only: generative and embedding models (*models.Generative) as
+// infer.LLM and infer.Embedder, tensor models as infer.TensorModel
+// (v2Tensor), custom runtimes as infer.RuntimeModel (v2Runtime);
+// infer.KindOf tells them apart.
 func V2Backend(reg *models.Registry) infer.Backend { return v2Backend{reg} }
 
 type v2Backend struct{ reg *models.Registry }
+
+// Each kind's concrete model meets its kind's interface.
+var (
+	_ infer.LLM          = (*models.Generative)(nil)
+	_ infer.Embedder     = (*models.Generative)(nil)
+	_ infer.TensorModel  = v2Tensor{}
+	_ infer.RuntimeModel = v2Runtime{}
+)
 
 func (b v2Backend) Model(name string) (infer.Model, bool) {
 	if g, ok := b.reg.Get(name); ok {
@@ -56,17 +62,8 @@ func (b v2Backend) Models() []infer.Model {
 
 func (b v2Backend) Ready() bool { return b.reg.Ready() }
 
-// v2Tensor is a tensor model as an infer.Model: the generative methods
-// are never reached (infer.AsTensor is checked first), and refuse if they
-// are.
+// v2Tensor is a tensor model as an infer.TensorModel.
 type v2Tensor struct{ *models.TensorModel }
-
-func (v2Tensor) MaxModelLen() int                { return 0 }
-func (v2Tensor) RequestTimeout() time.Duration   { return 0 }
-func (v2Tensor) Tokenizer() *tokenizer.Tokenizer { return nil }
-func (t v2Tensor) Submit(context.Context, []*scheduler.Request) ([]*core.Stream, error) {
-	return nil, infer.NotLLM(t, "generate")
-}
 
 // Infer maps an unloaded model's error to Unavailable.
 func (t v2Tensor) Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, error) {
@@ -77,19 +74,9 @@ func (t v2Tensor) Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, err
 	return out, err
 }
 
-// v2Runtime is a custom runtime model as an infer.Model: an
-// infer.RuntimeModel, and an infer.TensorModel for its metadata (the
-// inputs and outputs its settings declare) and so that the generative
-// calls refuse it; infer.RunLLM and infer.RunTensor hand it to
-// infer.RunRuntime, so its Infer is never reached.
+// v2Runtime is a custom runtime model as an infer.RuntimeModel: its
+// signature is the inputs and outputs its settings declare.
 type v2Runtime struct{ *runtime.Model }
-
-func (v2Runtime) MaxModelLen() int                { return 0 }
-func (v2Runtime) Tokenizer() *tokenizer.Tokenizer { return nil }
-func (r v2Runtime) RequestTimeout() time.Duration { return r.Config().RequestTimeout }
-func (r v2Runtime) Submit(context.Context, []*scheduler.Request) ([]*core.Stream, error) {
-	return nil, infer.NotLLM(r, "generate")
-}
 
 // MaxBatchSize is the runtime's adaptive batch size (its settings'
 // max_batch_size), which Triton's configuration reports.
@@ -105,15 +92,10 @@ func (r v2Runtime) Platform() string {
 
 func (r v2Runtime) Inputs() []oip.Spec  { return runtimeSpecs(r.Config().Inputs) }
 func (r v2Runtime) Outputs() []oip.Spec { return runtimeSpecs(r.Config().Outputs) }
-func (v2Runtime) MaxRequestRows() int   { return math.MaxInt32 }
 
 // ContentTypes are those the runtime's own codecs decode (its settings,
 // and those its processes report).
 func (r v2Runtime) ContentTypes() []string { return r.Model.ContentTypes() }
-
-func (r v2Runtime) Infer(context.Context, []oip.Tensor) ([]oip.Tensor, error) {
-	return nil, infer.Errorf(infer.Internal, "model %q is a custom runtime: its requests go through infer.RunRuntime", r.Name())
-}
 
 // CallRuntime passes the client's headers (Headers drops the transport's
 // and Authorization) and maps the runtime's errors to the V2 kinds.

@@ -17,7 +17,7 @@ import (
 // inputs an object {"input name": row value, ...}. Each input becomes one
 // V2 tensor of shape [len(instances), ...row shape] in the model's
 // datatype; RunTensor checks the rest.
-func decodeTensorInstances(body []byte, t infer.TensorModel) (*infer.Request, error) {
+func decodeTensorInstances(body []byte, t infer.Signature) (*infer.Request, error) {
 	var req struct {
 		Instances *[]json.RawMessage `json:"instances"`
 	}

@@ -13,10 +13,7 @@ import (
 // fakeTensor is a tensor model with inputs x FP32 [-1, 3] and ids INT64
 // [-1], at most 4 rows a request; its outputs are probs FP32 [-1, 3] (x
 // as it came) and label INT64 [-1] (ids as they came).
-type fakeTensor struct {
-	infer.Model // the generative methods, never called
-	ready       bool
-}
+type fakeTensor struct{ ready bool }
 
 func (f *fakeTensor) Name() string     { return "mlp" }
 func (f *fakeTensor) Ready() bool      { return f.ready }
@@ -35,8 +32,8 @@ func (f *fakeTensor) Infer(_ context.Context, in []oip.Tensor) ([]oip.Tensor, er
 }
 
 // fakeLLM is a generative model for what needs only its metadata; it
-// cannot generate.
-type fakeLLM struct{ infer.Model }
+// cannot generate (its LLM methods are a nil infer.LLM's).
+type fakeLLM struct{ infer.LLM }
 
 func (fakeLLM) Name() string { return "llm" }
 func (fakeLLM) Ready() bool  { return true }

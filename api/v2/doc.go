@@ -40,7 +40,8 @@
 //
 // Inputs, outputs and the request may carry MLServer's content types
 // (parameters.content_type: str, base64, np, pd, datetime), which
-// api/v2/infer applies (ApplyContentTypes) for REST and gRPC alike; every
+// api/v2/infer applies (the decoder of the model's kind) for REST and
+// gRPC alike; every
 // output of the answer carries its content_type. Options.Infer counts
 // infer and infer_stream requests (MLServer's model_infer_request_*).
 //

@@ -46,12 +46,21 @@ type Backend interface {
 	Ready() bool
 }
 
-// Model is one served generative model (the same methods the OpenAI
-// routes use; *models.Generative has them).
+// Model is one served model, of whatever kind: what lookup, readiness,
+// versions and metadata need of every model. Each kind has an interface
+// of its own beside it, which KindOf (kind.go) finds: LLM, Embedder (task
+// "embed"), TensorModel, RuntimeModel. A model implements its kind's
+// methods and no stubs of another's.
 type Model interface {
 	Name() string
 	// Ready reports whether the model accepts requests.
 	Ready() bool
+}
+
+// LLM is a served generative model (the same methods the OpenAI routes
+// use; *models.Generative and the head's router model have them).
+type LLM interface {
+	Model
 	// MaxModelLen is the most tokens (prompt plus output) one sequence
 	// may hold.
 	MaxModelLen() int
@@ -151,17 +160,19 @@ type ModelMetadata struct {
 	Outputs  []TensorMetadata `json:"outputs"`
 }
 
-// Metadata returns the model's metadata: its LLM inputs and outputs, or
-// a tensor model's own.
+// Metadata returns the model's metadata, by its kind: the inputs and
+// outputs a tensor model or custom runtime declares, an embedding
+// model's, or an LLM's (with the reasoning and image inputs of a model
+// that takes them).
 func Metadata(m Model) ModelMetadata {
-	if t, ok := AsTensor(m); ok {
-		return tensorMetadata(m, t)
+	if sig, ok := AsSignature(m); ok {
+		return signatureMetadata(sig)
 	}
 	md := ModelMetadata{
 		Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: Platform,
 		Inputs: llmInputs, Outputs: llmOutputs,
 	}
-	if IsEmbedding(m) {
+	if KindOf(m) == KindEmbedding {
 		md.Inputs, md.Outputs = embedInputs, embedOutputs
 		return md
 	}

@@ -1,37 +1,23 @@
 package infer
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // RunLLM serves a complete (non-streaming) inference request on a
 // generative model: it decodes the LLM inputs, generates, and builds the
-// outputs. "stream" true is refused: a unary call has one response. A
-// model whose task is "embed" is served by RunEmbed instead, a tensor
-// model by RunTensor, a custom runtime by RunRuntime.
-func RunLLM(ctx context.Context, m Model, r *Request, arrival time.Time, seed uint32, idPrefix string) (*Response, error) {
-	if rt, ok := AsRuntime(m); ok {
-		return RunRuntime(ctx, m, rt, r)
-	}
-	if t, ok := AsTensor(m); ok {
-		return RunTensor(ctx, m, t, r)
-	}
-	if IsEmbedding(m) {
-		return RunEmbed(ctx, m, r)
-	}
+// outputs. "stream" true is refused: a unary call has one response.
+func RunLLM(ctx context.Context, m LLM, r *Request, opts GenOptions) (*Response, error) {
 	lr, err := DecodeLLM(r)
 	if err != nil {
 		return nil, err
 	}
-	p, err := ParseParams(m, lr.Params, seed)
+	p, err := ParseParams(m, lr.Params, opts.Seed)
 	if err != nil {
 		return nil, err
 	}
 	if p.Stream {
 		return nil, invalidf("stream is true, but this call has a single response: use generate_stream (REST) or ModelStreamInfer (gRPC) to stream")
 	}
-	g, err := Start(ctx, m, p, lr.Prompts, NewRequestID(idPrefix), arrival)
+	g, err := Start(ctx, m, p, lr.Prompts, NewRequestID(opts.IDPrefix), opts.Arrival)
 	if err != nil {
 		return nil, err
 	}

@@ -11,18 +11,24 @@ import (
 	"github.com/llmserve/llmserve/oip"
 )
 
-// TensorModel is a served tensor model: a graph (ONNX or a graph GGUF)
-// with named, typed inputs and outputs and a batch dimension, behind
-// adaptive batching. The backend hands it out as a Model whose generative
-// methods are not used: AsTensor finds it.
-type TensorModel interface {
-	Name() string
-	Ready() bool
-	// Platform is the model's platform in metadata: "onnx" or "ggml".
+// Signature is a model whose inputs and outputs are declared tensors with
+// a leading batch dimension: a tensor model (its graph's) or a custom
+// runtime (its settings'). AsSignature finds it.
+type Signature interface {
+	Model
+	// Platform is the model's platform in metadata: "onnx" or "ggml" for
+	// a tensor model, a custom runtime's own ("custom" by default).
 	Platform() string
 	// Inputs and Outputs describe the tensors, Shape[0] the batch (-1).
 	Inputs() []oip.Spec
 	Outputs() []oip.Spec
+}
+
+// TensorModel is a served tensor model: a graph (ONNX or a graph GGUF)
+// with named, typed inputs and outputs and a batch dimension, behind
+// adaptive batching.
+type TensorModel interface {
+	Signature
 	// MaxRequestRows is the most rows (batch size) one request may carry.
 	MaxRequestRows() int
 	// Infer runs one request whose inputs match Inputs (RunTensor checks
@@ -34,26 +40,15 @@ type TensorModel interface {
 // requests refused before they ran (metrics).
 type invalidInputRecorder interface{ InvalidInput() }
 
-// AsTensor returns m's tensor model, if it is one.
-func AsTensor(m Model) (TensorModel, bool) {
-	t, ok := m.(TensorModel)
-	return t, ok
-}
-
-// NotLLM is the error for a generative call on a tensor model.
-func NotLLM(m Model, what string) *Error {
-	return invalidf("model %q is a tensor model, not an LLM: it does not %s; send its input tensors to infer (V2) or :predict (KServe V1)", m.Name(), what)
-}
-
-// TensorMetadata returns a tensor model's metadata: its platform, inputs
-// and outputs as its Specs say.
-func tensorMetadata(m Model, t TensorModel) ModelMetadata {
-	md := ModelMetadata{Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: t.Platform()}
-	for _, s := range t.Inputs() {
-		md.Inputs = append(md.Inputs, TensorMetadata{Name: s.Name, Datatype: Datatype(s.DType), Shape: slices.Clone(s.Shape)})
+// signatureMetadata returns a tensor model's or custom runtime's
+// metadata: its platform, inputs and outputs as its Specs say.
+func signatureMetadata(m Signature) ModelMetadata {
+	md := ModelMetadata{Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: m.Platform()}
+	for _, s := range m.Inputs() {
+		md.Inputs = append(md.Inputs, TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: slices.Clone(s.Shape)})
 	}
-	for _, s := range t.Outputs() {
-		md.Outputs = append(md.Outputs, TensorMetadata{Name: s.Name, Datatype: Datatype(s.DType), Shape: slices.Clone(s.Shape)})
+	for _, s := range m.Outputs() {
+		md.Outputs = append(md.Outputs, TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: slices.Clone(s.Shape)})
 	}
 	return md
 }
@@ -61,10 +56,7 @@ func tensorMetadata(m Model, t TensorModel) ModelMetadata {
 // RunTensor serves an inference request on a tensor model: it checks and
 // converts the inputs (ConvertInputs), runs them and returns the outputs
 // asked for (all by default), in the model's order.
-func RunTensor(ctx context.Context, m Model, t TensorModel, r *Request) (*Response, error) {
-	if rt, ok := AsRuntime(t); ok { // a custom runtime takes the request as it is
-		return RunRuntime(ctx, m, rt, r)
-	}
+func RunTensor(ctx context.Context, t TensorModel, r *Request) (*Response, error) {
 	in, err := ConvertInputs(t, r)
 	if err == nil {
 		err = checkOutputs(t, r.Outputs)
@@ -79,7 +71,7 @@ func RunTensor(ctx context.Context, m Model, t TensorModel, r *Request) (*Respon
 	if err != nil {
 		return nil, err
 	}
-	resp := &Response{ModelName: m.Name(), ModelVersion: VersionOf(m), ID: r.ID}
+	resp := &Response{ModelName: t.Name(), ModelVersion: VersionOf(t), ID: r.ID}
 	for _, o := range out {
 		if len(r.Outputs) > 0 && !slices.ContainsFunc(r.Outputs, func(ro RequestedOutput) bool { return ro.Name == o.Name }) {
 			continue
@@ -124,14 +116,15 @@ const maxExactInt = 1 << 24
 // and any integer type whose values are exact in FP32 (|v| <= 2^24, else
 // refused). An INT64 input takes any integer type (a UINT64 above the
 // INT64 range is refused). BOOL and BYTES are refused. The request's
-// content types are applied first (ApplyContentTypes); an input of shape
-// [N] for a model input [-1, 1] is taken as [N, 1], MLServer's convention
-// (a pd column is one value per row).
+// content types are applied first (applyContentTypes: this is the tensor
+// kind's decoder); an input of shape [N] for a model input [-1, 1] is
+// taken as [N, 1], MLServer's convention (a pd column is one value per
+// row).
 func ConvertInputs(t TensorModel, r *Request) ([]oip.Tensor, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, err
 	}
-	if err := ApplyContentTypes(r); err != nil {
+	if err := applyContentTypes(r); err != nil {
 		return nil, err
 	}
 	specs := t.Inputs()

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/llmserve/llmserve/oip"
 )
@@ -37,16 +36,6 @@ func (f *fakeTensor) Infer(_ context.Context, in []oip.Tensor) ([]oip.Tensor, er
 	}
 	return []oip.Tensor{y, l}, nil
 }
-
-// fakeTensorModel is fakeTensor as a Model (the generative methods come
-// from an embedded nil Model and are never called).
-type fakeTensorModel struct {
-	Model
-	*fakeTensor
-}
-
-func (m fakeTensorModel) Name() string { return m.fakeTensor.Name() }
-func (m fakeTensorModel) Ready() bool  { return true }
 
 func raw(dt Datatype, vals ...float64) []byte {
 	var b []byte
@@ -107,8 +96,7 @@ func TestRunTensor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeTensor{}
-			m := fakeTensorModel{fakeTensor: f}
-			resp, err := RunLLM(context.Background(), m, &Request{ID: "r", Inputs: tc.inputs, Outputs: tc.outputs}, timeZero, 0, "")
+			resp, err := Run(context.Background(), f, &Request{ID: "r", Inputs: tc.inputs, Outputs: tc.outputs}, GenOptions{})
 			if tc.err != "" {
 				e := AsError(err)
 				if err == nil || e.Code != Invalid || !strings.Contains(e.Msg, tc.err) {
@@ -136,18 +124,16 @@ func TestRunTensor(t *testing.T) {
 }
 
 func TestTensorModelMetadataAndRefusals(t *testing.T) {
-	m := fakeTensorModel{fakeTensor: &fakeTensor{}}
+	m := &fakeTensor{}
+	if KindOf(m) != KindTensor {
+		t.Fatalf("kind %v", KindOf(m))
+	}
 	md := Metadata(m)
 	if md.Platform != "onnx" || len(md.Inputs) != 2 || md.Inputs[0].Name != "x" || md.Inputs[0].Datatype != FP32 ||
 		!reflect.DeepEqual(md.Inputs[0].Shape, []int64{-1, 2}) || md.Outputs[1].Datatype != INT64 {
 		t.Fatalf("metadata %+v", md)
 	}
-	if _, err := ParseParams(m, nil, 0); err == nil || !strings.Contains(err.Error(), "tensor model, not an LLM") {
-		t.Fatalf("ParseParams: %v", err)
-	}
-	if _, err := Start(context.Background(), m, nil, nil, "", timeZero); err == nil || !strings.Contains(err.Error(), "tensor model, not an LLM") {
-		t.Fatalf("Start: %v", err)
+	if _, err := AsLLM(m, "generate"); err == nil || AsError(err).Code != Invalid || !strings.Contains(err.Error(), "tensor model, not an LLM: it does not generate") {
+		t.Fatalf("AsLLM: %v", err)
 	}
 }
-
-var timeZero time.Time

@@ -12,7 +12,6 @@ import (
 // batchingTensor is a tensor model with an adaptive batch size of its own,
 // as a custom runtime with max_batch_size 8 in its settings has.
 type batchingTensor struct {
-	Model // the generative methods, never called
 	batch int
 	cfg   *tc.ModelConfig
 }
