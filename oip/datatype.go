@@ -38,23 +38,27 @@ type Info struct {
 	// Triton is the type Triton's model configuration (config.pbtxt)
 	// gives it; BYTES is TYPE_STRING.
 	Triton tc.DataType
+	// Contents is the field of the gRPC protocol's InferTensorContents
+	// that carries its elements in typed form; "" for FP16, which only
+	// raw contents carry.
+	Contents string
 }
 
 // table is THE datatype table, in the protocol's order.
 var table = []Info{
-	{BOOL, 1, "bool", "bool", tc.DataType_TYPE_BOOL},
-	{UINT8, 1, "uint8", "uint8", tc.DataType_TYPE_UINT8},
-	{UINT16, 2, "uint16", "uint16", tc.DataType_TYPE_UINT16},
-	{UINT32, 4, "uint32", "uint32", tc.DataType_TYPE_UINT32},
-	{UINT64, 8, "uint64", "uint64", tc.DataType_TYPE_UINT64},
-	{INT8, 1, "int8", "int8", tc.DataType_TYPE_INT8},
-	{INT16, 2, "int16", "int16", tc.DataType_TYPE_INT16},
-	{INT32, 4, "int32", "int32", tc.DataType_TYPE_INT32},
-	{INT64, 8, "int64", "int64", tc.DataType_TYPE_INT64},
-	{FP16, 2, "uint16", "float16", tc.DataType_TYPE_FP16},
-	{FP32, 4, "float32", "float32", tc.DataType_TYPE_FP32},
-	{FP64, 8, "float64", "float64", tc.DataType_TYPE_FP64},
-	{BYTES, 0, "[]byte", "object", tc.DataType_TYPE_STRING},
+	{BOOL, 1, "bool", "bool", tc.DataType_TYPE_BOOL, "bool_contents"},
+	{UINT8, 1, "uint8", "uint8", tc.DataType_TYPE_UINT8, "uint_contents"},
+	{UINT16, 2, "uint16", "uint16", tc.DataType_TYPE_UINT16, "uint_contents"},
+	{UINT32, 4, "uint32", "uint32", tc.DataType_TYPE_UINT32, "uint_contents"},
+	{UINT64, 8, "uint64", "uint64", tc.DataType_TYPE_UINT64, "uint64_contents"},
+	{INT8, 1, "int8", "int8", tc.DataType_TYPE_INT8, "int_contents"},
+	{INT16, 2, "int16", "int16", tc.DataType_TYPE_INT16, "int_contents"},
+	{INT32, 4, "int32", "int32", tc.DataType_TYPE_INT32, "int_contents"},
+	{INT64, 8, "int64", "int64", tc.DataType_TYPE_INT64, "int64_contents"},
+	{FP16, 2, "uint16", "float16", tc.DataType_TYPE_FP16, ""},
+	{FP32, 4, "float32", "float32", tc.DataType_TYPE_FP32, "fp32_contents"},
+	{FP64, 8, "float64", "float64", tc.DataType_TYPE_FP64, "fp64_contents"},
+	{BYTES, 0, "[]byte", "object", tc.DataType_TYPE_STRING, "bytes_contents"},
 }
 
 // Datatypes lists every datatype, in the protocol's order.

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
@@ -33,6 +36,13 @@ func TestDatatypeTable(t *testing.T) {
 	}{{BOOL, 1}, {INT8, 1}, {FP16, 2}, {UINT16, 2}, {INT32, 4}, {FP32, 4}, {UINT64, 8}, {FP64, 8}, {BYTES, 0}} {
 		if got := c.d.Size(); got != c.size {
 			t.Errorf("%s.Size() = %d, want %d", c.d, got, c.size)
+		}
+	}
+	fields := (&pb.InferTensorContents{}).ProtoReflect().Descriptor().Fields()
+	for _, d := range Datatypes {
+		info, _ := Lookup(d)
+		if (info.Contents == "") != (d == FP16) || info.Contents != "" && fields.ByName(protoreflect.Name(info.Contents)) == nil {
+			t.Errorf("%s: contents field %q is not InferTensorContents'", d, info.Contents)
 		}
 	}
 	for _, bad := range []Datatype{"BF16", "fp32", ""} {

@@ -11,8 +11,9 @@
 //   - Datatype and the ONE table of the protocol's datatypes
 //     (datatype.go): each one's element size, the Go type that holds an
 //     element, NumPy's dtype name (MLServer's codecs and the Python
-//     runtime name them so) and Triton's model configuration type. Every
-//     size, name and Triton type in the server comes from here.
+//     runtime name them so), Triton's model configuration type and the
+//     gRPC protocol's typed contents field. Every size, name and Triton
+//     type in the server comes from here.
 //   - Spec and Tensor (tensor.go): what a tensor model declares of each
 //     input and output, and the typed values (FP32 or INT64) it computes
 //     on. The wire forms (JSON, raw bytes, protobuf contents) are the
