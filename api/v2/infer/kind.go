@@ -1,14 +1,9 @@
 package infer
 
-import (
-	"context"
-	"time"
-)
-
 // Kind is what a served model is. Each kind has an interface of its own
 // (LLM, Embedder, TensorModel, RuntimeModel) and its own path through an
 // inference request; KindOf decides the kind, here and nowhere else, and
-// Run dispatches a request by it.
+// Run (run.go) dispatches a request by it.
 type Kind int
 
 // The kinds of served models.
@@ -109,33 +104,6 @@ func AsSignature(m Model) (Signature, bool) {
 		return m.(Signature), true
 	}
 	return nil, false
-}
-
-// GenOptions are what an LLM's request takes from the protocol that
-// decoded it: the request's arrival, the seed it samples with when it
-// sends none, and the prefix of its request id ("v2-infer-").
-type GenOptions struct {
-	Arrival  time.Time
-	Seed     uint32
-	IDPrefix string
-}
-
-// Run serves a complete (non-streaming) inference request on m, by its
-// kind: RunLLM, RunEmbed, RunTensor or RunRuntime. Each of these checks
-// and decodes the request once, content types included. opts are used
-// by an LLM only.
-func Run(ctx context.Context, m Model, r *Request, opts GenOptions) (*Response, error) {
-	switch KindOf(m) {
-	case KindRuntime:
-		return RunRuntime(ctx, m.(RuntimeModel), r)
-	case KindTensor:
-		return RunTensor(ctx, m.(TensorModel), r)
-	case KindEmbedding:
-		return RunEmbed(ctx, m, r)
-	case KindLLM:
-		return RunLLM(ctx, m.(LLM), r, opts)
-	}
-	return nil, noKind(m)
 }
 
 func noKind(m Model) *Error {

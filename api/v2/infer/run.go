@@ -1,6 +1,36 @@
 package infer
 
-import "context"
+import (
+	"context"
+	"time"
+)
+
+// GenOptions are what an LLM's request takes from the protocol that
+// decoded it: the request's arrival, the seed it samples with when it
+// sends none, and the prefix of its request id ("v2-infer-").
+type GenOptions struct {
+	Arrival  time.Time
+	Seed     uint32
+	IDPrefix string
+}
+
+// Run serves a complete (non-streaming) inference request on m, by its
+// kind: RunLLM, RunEmbed, RunTensor or RunRuntime. Each of these checks
+// and decodes the request once, content types included. opts are used
+// by an LLM only.
+func Run(ctx context.Context, m Model, r *Request, opts GenOptions) (*Response, error) {
+	switch KindOf(m) {
+	case KindRuntime:
+		return RunRuntime(ctx, m.(RuntimeModel), r)
+	case KindTensor:
+		return RunTensor(ctx, m.(TensorModel), r)
+	case KindEmbedding:
+		return RunEmbed(ctx, m, r)
+	case KindLLM:
+		return RunLLM(ctx, m.(LLM), r, opts)
+	}
+	return nil, noKind(m)
+}
 
 // RunLLM serves a complete (non-streaming) inference request on a
 // generative model: it decodes the LLM inputs, generates, and builds the
