@@ -75,7 +75,9 @@ func (t v2Tensor) Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, err
 }
 
 // v2Runtime is a custom runtime model as an infer.RuntimeModel: its
-// signature is the inputs and outputs its settings declare.
+// signature is the inputs and outputs its settings declare; its
+// ContentTypes (its settings', and those its processes report) are
+// those its own codecs decode.
 type v2Runtime struct{ *runtime.Model }
 
 // MaxBatchSize is the runtime's adaptive batch size (its settings'
@@ -93,14 +95,10 @@ func (r v2Runtime) Platform() string {
 func (r v2Runtime) Inputs() []oip.Spec  { return runtimeSpecs(r.Config().Inputs) }
 func (r v2Runtime) Outputs() []oip.Spec { return runtimeSpecs(r.Config().Outputs) }
 
-// ContentTypes are those the runtime's own codecs decode (its settings,
-// and those its processes report).
-func (r v2Runtime) ContentTypes() []string { return r.Model.ContentTypes() }
-
 // CallRuntime passes the client's headers (Headers drops the transport's
 // and Authorization) and maps the runtime's errors to the V2 kinds.
 func (r v2Runtime) CallRuntime(ctx context.Context, req *pb.ModelInferRequest, headers metadata.MD) (*pb.ModelInferResponse, metadata.MD, error) {
-	resp, back, err := r.Model.Infer(ctx, req, runtime.Headers(headers))
+	resp, back, err := r.Infer(ctx, req, runtime.Headers(headers))
 	if err == nil {
 		return resp, back, nil
 	}
