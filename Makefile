@@ -59,10 +59,13 @@ ARGS       ?=
 
 # Packages that do not link llama.cpp get the race detector; the binding and
 # the packages that link it do not (it would instrument llama.cpp too).
-# A package links it when it, its dependencies or its tests' imports reach
-# engine/llamacpp (models and api do).
-PKG_DEPS   = $(GO) list -f '{{.ImportPath}} {{join .Deps " "}} {{join .TestImports " "}} {{join .XTestImports " "}} ' ./...
-LINKS_CGO := llmserve/(engine/llamacpp|models|api) 
+# A package links it when its test binary does: when engine/llamacpp is
+# among the dependencies of its tests (go list -test, the pkg.test line),
+# whatever the route. That is no longer all of models/ and api/: the V2
+# protocols (api/v2/..., api/kservev1, api/tritonv1) and models/runtime
+# reach the models through interfaces and package oip (api/v2/doc.go).
+PKG_DEPS   = $(GO) list -test -f '{{.ImportPath}} {{join .Deps " "}} ' ./... | sed -n 's/^\([^ ]*\)\.test /\1 /p'
+LINKS_CGO := llmserve/engine/llamacpp 
 PURE_PKGS  = $(shell $(PKG_DEPS) | grep -Ev '$(LINKS_CGO)' | cut -d' ' -f1)
 CGO_PKGS   = $(shell $(PKG_DEPS) | grep -E '$(LINKS_CGO)' | cut -d' ' -f1)
 
