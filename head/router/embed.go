@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -53,10 +54,7 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 	if len(inputs) == 0 {
 		return nil, nil
 	}
-	req := &workerpb.EmbedRequest{Inputs: make([]*workerpb.TokenSequence, len(inputs))}
-	for i, in := range inputs {
-		req.Inputs[i] = &workerpb.TokenSequence{Tokens: in}
-	}
+	req := &workerpb.EmbedRequest{Inputs: workercodec.EncodeEmbedInputs(inputs)}
 	var exclude []string
 	var lastErr error
 	until := m.r.waitUntil(time.Time{})
@@ -90,8 +88,8 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 			return nil, ctx.Err()
 		}
 		if !retryable(err) {
-			if e := errorDetail(err); e != nil {
-				return nil, toError(e)
+			if e := workercodec.ErrorDetail(err); e != nil {
+				return nil, workercodec.DecodeError(e)
 			}
 			return nil, err
 		}
