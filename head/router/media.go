@@ -2,10 +2,8 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/media"
@@ -70,43 +68,19 @@ func (m *Model) PrepareMedia(ctx context.Context, prompt string, addSpecial bool
 		}
 		return true
 	}
-	var exclude []string
-	var lastErr error
-	until := m.r.waitUntil(time.Time{})
-	for range 2 {
-		var p pick
-		err := m.r.waitFor(ctx, until, func() bool {
-			var ok bool
-			p, ok = m.r.chooseWhere(poolAny, nil, "", exclude, reads)
-			return ok
-		})
-		if err != nil {
-			if lastErr != nil && errors.Is(err, scheduler.ErrNoWorker) {
-				return nil, nil, fmt.Errorf("%w (the last worker tried failed: %w)", err, lastErr)
-			}
-			return nil, nil, err
-		}
-		resp, err := p.client.PrepareMedia(ctx, req)
-		m.r.release(p.addr)
-		if err == nil {
-			spans, err := workercodec.DecodePreparedMedia(resp.GetMedia(), len(resp.GetPrompt()))
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: worker %s: %w", scheduler.ErrEngine, p.addr, err)
-			}
-			return resp.GetPrompt(), spans, nil
-		}
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		if !retryable(err) {
-			if e := workercodec.ErrorDetail(err); e != nil {
-				return nil, nil, workercodec.DecodeMediaError(e)
-			}
-			return nil, nil, err
-		}
-		m.r.markBroken(p.addr, err)
-		exclude = append(exclude, p.addr)
-		lastErr = err
+	var resp *workerpb.PrepareMediaResponse
+	var addr string
+	err := m.callAny(ctx, "preparing the media", reads, workercodec.DecodeMediaError, func(p pick) (err error) {
+		addr = p.addr
+		resp, err = p.client.PrepareMedia(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("%w: preparing the media failed on two workers: %w", scheduler.ErrNoWorker, lastErr)
+	spans, err := workercodec.DecodePreparedMedia(resp.GetMedia(), len(resp.GetPrompt()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: worker %s: %w", scheduler.ErrEngine, addr, err)
+	}
+	return resp.GetPrompt(), spans, nil
 }
