@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/proto/workerpb"
@@ -223,6 +224,29 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if got := DecodeError(EncodeError(errors.New("boom"))); !errors.Is(got, scheduler.ErrEngine) {
 		t.Errorf("engine: %v", got)
+	}
+	// Each code's gRPC status; the engine's refusals are INVALID; a lease
+	// not found and a role refusal are no scheduler error on the head.
+	for err, want := range map[error]codes.Code{
+		scheduler.ErrQueueFull: codes.ResourceExhausted, scheduler.ErrTooLong: codes.InvalidArgument, scheduler.ErrLimit: codes.InvalidArgument,
+		scheduler.ErrInvalid: codes.InvalidArgument, engine.ErrInvalidBatch: codes.InvalidArgument, core.ErrCannotEmbed: codes.InvalidArgument,
+		scheduler.ErrClosed: codes.Unavailable, scheduler.ErrDeadline: codes.DeadlineExceeded, core.ErrNoLease: codes.NotFound,
+		errors.New("boom"): codes.Internal,
+	} {
+		if got := status.Code(SubmitStatus(err)); got != want {
+			t.Errorf("%v: %v, want %v", err, got, want)
+		}
+	}
+	if got := DecodeError(EncodeError(engine.ErrInvalidBatch)); !errors.Is(got, scheduler.ErrInvalid) {
+		t.Errorf("invalid batch: %v", got)
+	}
+	for _, c := range []workerpb.ErrorCode{workerpb.ErrorCode_ERROR_CODE_NOT_FOUND, workerpb.ErrorCode_ERROR_CODE_ROLE} {
+		if got := DecodeError(&workerpb.Error{Code: c, Message: "x"}); !errors.Is(got, scheduler.ErrEngine) {
+			t.Errorf("%v: %v", c, got)
+		}
+	}
+	if got := StatusCode(workerpb.ErrorCode_ERROR_CODE_ROLE); got != codes.FailedPrecondition {
+		t.Errorf("role: %v", got)
 	}
 	var me *media.Error
 	sent := &media.Error{Param: "messages[0].content[1]", Err: media.ErrNoProjector}

@@ -65,12 +65,54 @@ var schedulerParams = map[scheduler.Field]string{
 	scheduler.FieldMinTokens: "min_tokens", scheduler.FieldRequests: "request", scheduler.FieldThinking: "thinking",
 }
 
+// errorCodes pairs each typed error code with its gRPC code and the
+// scheduler's (or core's) sentinel errors it stands for: EncodeError
+// gives a code to an error that is one of its sentinels (base or also, in
+// this order), DecodeError gives base back (scheduler.ErrEngine where
+// base is nil). ERROR_CODE_QUEUE_FULL carries the Retry-After of a
+// *scheduler.QueueFullError; any other error is ERROR_CODE_ENGINE,
+// INTERNAL.
+var errorCodes = []errorCode{
+	{workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL, codes.ResourceExhausted, scheduler.ErrQueueFull, nil},
+	{workerpb.ErrorCode_ERROR_CODE_TOO_LONG, codes.InvalidArgument, scheduler.ErrTooLong, nil},
+	{workerpb.ErrorCode_ERROR_CODE_LIMIT, codes.InvalidArgument, scheduler.ErrLimit, nil},
+	// The engine's refusal of an input, as the scheduler's.
+	{workerpb.ErrorCode_ERROR_CODE_INVALID, codes.InvalidArgument, scheduler.ErrInvalid, []error{engine.ErrInvalidBatch, core.ErrCannotEmbed}},
+	{workerpb.ErrorCode_ERROR_CODE_CLOSED, codes.Unavailable, scheduler.ErrClosed, nil},
+	{workerpb.ErrorCode_ERROR_CODE_DEADLINE, codes.DeadlineExceeded, scheduler.ErrDeadline, nil},
+	// A KV lease, which only PullKV and ReleaseKV look up (between
+	// workers): the head never decodes it.
+	{workerpb.ErrorCode_ERROR_CODE_NOT_FOUND, codes.NotFound, nil, []error{core.ErrNoLease}},
+	// A worker's refusal of an RPC its role does not serve; no sentinel.
+	{workerpb.ErrorCode_ERROR_CODE_ROLE, codes.FailedPrecondition, nil, nil},
+}
+
+type errorCode struct {
+	code   workerpb.ErrorCode
+	status codes.Code
+	base   error
+	also   []error
+}
+
+// matches reports whether err is one of c's sentinels.
+func (c *errorCode) matches(err error) bool {
+	if c.base != nil && errors.Is(err, c.base) {
+		return true
+	}
+	for _, s := range c.also {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // EncodeError is the wire form of an error that ended a request or kept
-// it from starting: its ErrorCode by the scheduler's (or core's)
-// sentinel, a *scheduler.RequestError's numbers in request, a
+// it from starting: its ErrorCode by errorCodes, a
+// *scheduler.RequestError's numbers in request, a
 // *scheduler.QueueFullError's Retry-After.
 func EncodeError(err error) *workerpb.Error {
-	e := &workerpb.Error{Message: err.Error()}
+	e := &workerpb.Error{Message: err.Error(), Code: workerpb.ErrorCode_ERROR_CODE_ENGINE}
 	var re *scheduler.RequestError
 	if errors.As(err, &re) {
 		e.Param = schedulerParams[re.Field]
@@ -81,42 +123,21 @@ func EncodeError(err error) *workerpb.Error {
 	if errors.As(err, &qf) {
 		e.RetryAfterMs = qf.RetryAfter.Milliseconds()
 	}
-	switch {
-	case errors.Is(err, scheduler.ErrQueueFull):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL
-	case errors.Is(err, scheduler.ErrTooLong):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_TOO_LONG
-	case errors.Is(err, scheduler.ErrLimit):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_LIMIT
-	case errors.Is(err, scheduler.ErrInvalid), errors.Is(err, engine.ErrInvalidBatch), errors.Is(err, core.ErrCannotEmbed):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_INVALID
-	case errors.Is(err, scheduler.ErrClosed):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_CLOSED
-	case errors.Is(err, scheduler.ErrDeadline):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_DEADLINE
-	case errors.Is(err, core.ErrNoLease):
-		e.Code = workerpb.ErrorCode_ERROR_CODE_NOT_FOUND
-	default:
-		e.Code = workerpb.ErrorCode_ERROR_CODE_ENGINE
+	for i := range errorCodes {
+		if errorCodes[i].matches(err) {
+			e.Code = errorCodes[i].code
+			break
+		}
 	}
 	return e
 }
 
 // StatusCode is the gRPC code of a typed error.
 func StatusCode(c workerpb.ErrorCode) codes.Code {
-	switch c {
-	case workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL:
-		return codes.ResourceExhausted
-	case workerpb.ErrorCode_ERROR_CODE_TOO_LONG, workerpb.ErrorCode_ERROR_CODE_LIMIT, workerpb.ErrorCode_ERROR_CODE_INVALID:
-		return codes.InvalidArgument
-	case workerpb.ErrorCode_ERROR_CODE_CLOSED:
-		return codes.Unavailable
-	case workerpb.ErrorCode_ERROR_CODE_DEADLINE:
-		return codes.DeadlineExceeded
-	case workerpb.ErrorCode_ERROR_CODE_ROLE:
-		return codes.FailedPrecondition
-	case workerpb.ErrorCode_ERROR_CODE_NOT_FOUND:
-		return codes.NotFound
+	for _, ec := range errorCodes {
+		if ec.code == c {
+			return ec.status
+		}
 	}
 	return codes.Internal
 }
@@ -132,23 +153,15 @@ func SubmitStatus(err error) error {
 // layer maps to HTTP, as it would for the same failure locally (the
 // inverse of EncodeError).
 func DecodeError(e *workerpb.Error) error {
-	var base error
-	switch e.Code {
-	case workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL:
+	if e.Code == workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL {
 		ra := time.Duration(e.GetRetryAfterMs()) * time.Millisecond
 		return fmt.Errorf("%w: %s", &scheduler.QueueFullError{RetryAfter: max(ra, time.Second)}, e.Message)
-	case workerpb.ErrorCode_ERROR_CODE_TOO_LONG:
-		base = scheduler.ErrTooLong
-	case workerpb.ErrorCode_ERROR_CODE_LIMIT:
-		base = scheduler.ErrLimit
-	case workerpb.ErrorCode_ERROR_CODE_INVALID:
-		base = scheduler.ErrInvalid
-	case workerpb.ErrorCode_ERROR_CODE_CLOSED:
-		base = scheduler.ErrClosed
-	case workerpb.ErrorCode_ERROR_CODE_DEADLINE:
-		base = scheduler.ErrDeadline
-	default:
-		base = scheduler.ErrEngine
+	}
+	base := scheduler.ErrEngine
+	for _, c := range errorCodes {
+		if c.code == e.Code && c.base != nil {
+			base = c.base
+		}
 	}
 	if rl := e.GetRequest(); rl != nil && (errors.Is(base, scheduler.ErrTooLong) || errors.Is(base, scheduler.ErrLimit) || errors.Is(base, scheduler.ErrInvalid)) {
 		// The scheduler's own error: the API layer words it (token counts,
