@@ -73,7 +73,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 # Pinned tools, installed into the user cache dir. grpcurl drives the V2
 # gRPC tests through server reflection; the protoc plugins regenerate
-# proto/inferencepb and proto/workerpb (`make proto`, which also
+# the packages under proto/ (`make proto`, which also
 # needs Debian's protobuf-compiler and libprotobuf-dev; the generated code is committed, so
 # building needs none of them).
 TOOLS_DIR           := $(CACHE_DIR)/bin
@@ -268,13 +268,13 @@ protoc-plugins:
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO_GRPC)
 
-## proto: regenerate Triton's model configuration (proto/tritonconfigpb) and
-## the V2 gRPC code from Triton's protos, Triton v1's
-## (api/tritonv1/tritonpb) from the TensorRT Inference Server's, the ONNX
-## types (models/tensor/onnxpb) and the internal worker service's
-## (proto/workerpb) from ours (needs protoc).
+## proto: regenerate the generated packages, all under proto/: Triton's
+## model configuration (proto/tritonconfigpb) and the V2 gRPC code
+## (proto/inferencepb) from Triton's protos, Triton v1's (proto/tritonpb)
+## from the TensorRT Inference Server's, the ONNX types (proto/onnxpb) and
+## the internal worker service's (proto/workerpb) from ours (needs protoc).
 proto: protoc-plugins
-	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/tritonconfigpb ./proto/inferencepb ./models/tensor/onnxpb ./proto/workerpb ./api/tritonv1/tritonpb
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/...
 
 ## python-proto: regenerate the custom runtime package's Python messages
 ## (runtimes/python/llmserve_runtime/open_inference_grpc_pb2.py) from the

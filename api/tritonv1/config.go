@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // dataTypes maps V2 datatypes to the v1 model configuration's DataType.

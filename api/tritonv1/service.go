@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/metrics"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // Options configure the HTTP routes and the gRPC service. The zero value
