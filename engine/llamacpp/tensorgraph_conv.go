@@ -123,13 +123,48 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 		// ky, kx order are the plane's in memory order.
 		for (int64_t pl = lo; pl < hi; pl++) {
 			const float * x = (const float *)a->data + pl * ih * iw;
-			float m = -FLT_MAX, sum = 0.0f;
-			for (int64_t i = 0; i < ih * iw; i++) {
-				const float v = x[i];
-				m = (v > m) | (v != v) ? v : m;
-				sum += v;
+			float r;
+			if (p->is_max) {
+				r = -FLT_MAX;
+				for (int64_t i = 0; i < ih * iw; i++) r = (x[i] > r) | (x[i] != x[i]) ? x[i] : r;
+			} else {
+				float sum = 0.0f;
+				for (int64_t i = 0; i < ih * iw; i++) sum += x[i];
+				r = sum / div[0];
 			}
-			((float *)dst->data)[pl] = p->is_max ? m : sum / div[0];
+			((float *)dst->data)[pl] = r;
+		}
+		if (div != div_stack) free(div);
+		return;
+	}
+	// AveragePool of small planes: each output's sum over a zero-padded
+	// copy of the plane, taps in the order ky, kx from the offsets computed
+	// once. Adding a pad's +0 changes no sum (a sum started at +0 is never
+	// -0), so this is the sweep below, bit for bit, without its short rows.
+	const int64_t ph = (oh - 1) * p->sh + (p->kh - 1) * p->dh + 1, pw = (ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
+	if (!p->is_max && ph * pw <= 4096 && p->kh * p->kw <= 64) {
+		float xp[ph * pw];
+		int64_t off[p->kh * p->kw];
+		for (int64_t ky = 0; ky < p->kh; ky++) {
+			for (int64_t kx = 0; kx < p->kw; kx++) off[ky * p->kw + kx] = ky * p->dh * pw + kx * p->dw;
+		}
+		const int64_t taps = p->kh * p->kw;
+		memset(xp, 0, sizeof xp);
+		for (int64_t pl = lo; pl < hi; pl++) {
+			const float * x = (const float *)a->data + pl * ih * iw;
+			float * y = (float *)dst->data + pl * n;
+			for (int64_t r = 0; r < ih && r + p->pad_t < ph; r++) {
+				const int64_t len = iw + p->pad_l <= pw ? iw : pw - p->pad_l;
+				if (len > 0) memcpy(xp + (r + p->pad_t) * pw + p->pad_l, x + r * iw, sizeof(float) * len);
+			}
+			for (int64_t oy = 0; oy < oh; oy++) {
+				for (int64_t ox = 0; ox < ow; ox++) {
+					const float * xb = xp + oy * p->sh * pw + ox * p->sw;
+					float sum = 0.0f;
+					for (int64_t k = 0; k < taps; k++) sum += xb[off[k]];
+					y[oy * ow + ox] = sum / div[oy * ow + ox];
+				}
+			}
 		}
 		if (div != div_stack) free(div);
 		return;
