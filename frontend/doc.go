@@ -48,8 +48,8 @@
 // Responses (api/responses, with the conversation of
 // previous_response_id) each decode their own wire types into it once,
 // and api/openai's prepareChat is the one prepare sequence they share
-// (openai.Server.Prepare); Request.Fields names the fields in each protocol's terms for
-// the errors found after decoding. OpenAI completions decode into it too,
+// (openai.Server.Prepare); Request.Fields names the fields in each
+// protocol's terms for the errors found after decoding. OpenAI completions decode into it too,
 // with their raw prompts (Request.Prompt, rendered by render_raw.go's
 // RenderRaw: token ids checked, fill-in-the-middle, truncation). LoRA
 // adapters are chosen by model name, so Request has no field for them
@@ -64,9 +64,10 @@
 // through a MediaModel), media_resolve.go prepares a prompt's media
 // (Prompt.PrepareMedia: the checks before anything is fetched, then
 // MediaResolver: base64 decoding, the limits, the check that the bytes
-// are the format they claim; fetching URLs is net/http's, which stays in
-// the protocol and is handed in as MediaResolver.Fetch), grammar.go turns structured-
-// output constraints into grammars, submit.go builds the
+// are the format they claim; fetching URLs and naming unknown formats are
+// net/http's, which stays in the protocol and is handed in as
+// MediaResolver.Fetch and Detect), grammar.go turns structured-output
+// constraints into grammars, submit.go builds the
 // scheduler.Requests with their defaults (Submission), errors.go
 // classifies errors (Error, Classify) and model.go says what the frontend
 // needs of an LLM (Model, MediaModel, GrammarChecker); tools.go decides
