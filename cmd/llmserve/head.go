@@ -307,26 +307,14 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err != nil {
 		return err
 	}
-	respStore, err := openResponseStore(f)
+	respStore, closeStore, err := openResponseStore(f, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := respStore.Close(); cerr != nil {
-			log.Error("close the responses store", "err", cerr)
-		}
-	}()
-	handler, err := api.NewHandler(api.Options{
-		ResponseStore: respStore,
-		Registry:      registry, Logger: log, Registerer: reg, Gatherer: reg, Infer: inferStats,
-		MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, Media: f.media.options(),
-		CORS: api.CORSOptions{
-			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
-			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
-		},
-		OpenAI: headOpenAI{hm}, V2: headV2{hm},
-	})
+	defer closeStore()
+	opts := apiOptions(f, set, registry, respStore, inferStats, reg, log)
+	opts.OpenAI, opts.V2 = headOpenAI{hm}, headV2{hm}
+	handler, err := api.NewHandler(opts)
 	if err != nil {
 		return err
 	}

@@ -749,25 +749,14 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	if f.grpcPort > 0 && repo == nil && len(set.specs) == 1 {
 		kvTransfer = workerSrv
 	}
-	respStore, err := openResponseStore(f)
+	respStore, closeStore, err := openResponseStore(f, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := respStore.Close(); cerr != nil {
-			log.Error("close the responses store", "err", cerr)
-		}
-	}()
-	handler, err := api.NewHandler(api.Options{
-		ResponseStore: respStore,
-		KVTransfer:    kvTransfer, Infer: inferStats, MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
-		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, LoRARuntimeUpdates: f.loraRuntimeUpdate, Media: f.media.options(),
-		CORS: api.CORSOptions{
-			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
-			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
-		},
-	})
+	defer closeStore()
+	opts := apiOptions(f, set, registry, respStore, inferStats, reg, log)
+	opts.KVTransfer, opts.Repository, opts.LoRARuntimeUpdates = kvTransfer, repo, f.loraRuntimeUpdate
+	handler, err := api.NewHandler(opts)
 	if err != nil {
 		return err
 	}
@@ -1075,10 +1064,30 @@ func grpcMaxMessage(f *serveFlags) int {
 // openResponseStore opens the Responses API's store as the flags say: in
 // memory, or in --responses-store-dir to survive restarts. The process
 // that serves HTTP (serve, or head) owns it.
-func openResponseStore(f *serveFlags) (*responsestore.Store, error) {
-	st, err := responsestore.Open(responsestore.Config{Size: f.responsesStoreSize, Dir: f.responsesStoreDir})
+func openResponseStore(f *serveFlags, log *slog.Logger) (st *responsestore.Store, closeStore func(), err error) {
+	st, err = responsestore.Open(responsestore.Config{Size: f.responsesStoreSize, Dir: f.responsesStoreDir})
 	if err != nil {
-		return nil, fmt.Errorf("--responses-store-dir: %w", err)
+		return nil, nil, fmt.Errorf("--responses-store-dir: %w", err)
 	}
-	return st, nil
+	return st, func() {
+		if err := st.Close(); err != nil {
+			log.Error("close the responses store", "err", err)
+		}
+	}, nil
+}
+
+// apiOptions are the api.Options that serve and head share: what the
+// flags say about the public HTTP API, and the registry (serve's models,
+// or the head's requests in flight), the Responses store and the
+// metrics that both pass in.
+func apiOptions(f *serveFlags, set *settings, registry *models.Registry, st *responsestore.Store, infer *metrics.Infer, reg *prometheus.Registry, log *slog.Logger) api.Options {
+	return api.Options{
+		Registry: registry, ResponseStore: st, Infer: infer, Logger: log, Registerer: reg, Gatherer: reg,
+		MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, Media: f.media.options(),
+		CORS: api.CORSOptions{
+			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
+			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
+		},
+	}
 }
