@@ -63,7 +63,7 @@ func specOf(m infer.Model) *modelSpec {
 	md := infer.Metadata(m)
 	cfg := infer.TritonConfig(m)
 	s := &modelSpec{Name: md.Name, Version: infer.VersionOf(m), Platform: md.Platform, cfg: cfg}
-	if _, ok := infer.AsTensor(m); ok {
+	if _, ok := infer.AsSignature(m); ok {
 		s.MaxBatch = int(cfg.GetMaxBatchSize())
 	}
 	conv := func(ts []infer.TensorMetadata) []tensorSpec {
