@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -170,7 +171,7 @@ func TestGenericToolPlan(t *testing.T) {
 
 type splitCall struct{ name, args string }
 
-// split runs answer through tp's splitter in pushes of size bytes.
+// split runs answer through tp's splitter in pushes of about size bytes.
 func split(tp *ToolPlan, answer string, size int) (string, []splitCall) {
 	s := newToolSplitter(tp)
 	var content string
@@ -184,8 +185,14 @@ func split(tp *ToolPlan, answer string, size int) (string, []splitCall) {
 			calls[d.Index].args += d.Arguments
 		}
 	}
-	for i := 0; i < len(answer); i += size {
-		add(s.push(answer[i:min(i+size, len(answer))]))
+	// Cut at character boundaries, as the detokenizer hands out text.
+	for i := 0; i < len(answer); {
+		j := min(i+size, len(answer))
+		for j < len(answer) && !utf8.RuneStart(answer[j]) {
+			j++
+		}
+		add(s.push(answer[i:j]))
+		i = j
 	}
 	add(s.flush())
 	return content, calls
@@ -238,4 +245,42 @@ func TestGenericAnswers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzGenericAnswer: the generic format's splitters read any answer, cut
+// anywhere, the same as whole, and an answer that is not one of the
+// format's shapes comes back as it was.
+func FuzzGenericAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"tool_call": {"name": "f", "arguments": {"a": [1, "}"]}}}`,
+		`{"tool_calls": [{"name": "f", "arguments": {}}, {"name": "g"}]}`,
+		`{"response": "hi \"there\""}`, ` text {`, `{"response": 1}`, `{"tool_call": {"name": ""}}`, `{`, ``,
+	} {
+		f.Add(s, uint8(3))
+	}
+	tools := []Tool{{Name: "f"}, {Name: "g"}}
+	plans := []*ToolPlan{
+		{Mode: ToolAuto, Tools: tools, Generic: true},
+		{Mode: ToolRequired, Tools: tools, Generic: true},
+		{Mode: ToolRequired, Tools: tools, Generic: true, Parallel: true},
+	}
+	f.Fuzz(func(t *testing.T, answer string, size uint8) {
+		for _, tp := range plans {
+			content, calls := split(tp, answer, 1000000)
+			c2, calls2 := split(tp, answer, int(size)%16+1)
+			if content != c2 || len(calls) != len(calls2) {
+				t.Fatalf("mode %d: %q whole: %q %+v; cut: %q %+v", tp.Mode, answer, content, calls, c2, calls2)
+			}
+			for i := range calls {
+				if calls[i] != calls2[i] {
+					t.Fatalf("mode %d: %q call %d: %+v cut %+v", tp.Mode, answer, i, calls[i], calls2[i])
+				}
+			}
+			if tp.Mode == ToolAuto && len(calls) == 0 {
+				if _, _, ok := parseGeneric(answer); !ok && content != answer {
+					t.Fatalf("%q came back as %q", answer, content)
+				}
+			}
+		}
+	})
 }

@@ -55,12 +55,12 @@ func TestGenericToolsGoOpenAI(t *testing.T) {
 	client := openaiClient(s)
 	ctx := context.Background()
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "What is the weather in Paris?"}}
-	resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, MaxTokens: 1})
+	resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, MaxCompletionTokens: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	without := resp.Usage.PromptTokens
-	resp, err = client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, Tools: cityTools(), MaxTokens: 1})
+	resp, err = client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, Tools: cityTools(), MaxCompletionTokens: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestGenericToolsGoOpenAI(t *testing.T) {
 	no := false
 	for seed := range 3 {
 		req := openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, Tools: cityTools(), ToolChoice: "required",
-			ParallelToolCalls: &no, MaxTokens: 120, Temperature: 1, Seed: &seed}
+			ParallelToolCalls: &no, MaxCompletionTokens: 120, Temperature: 1, Seed: &seed}
 		resp, err := client.CreateChatCompletion(ctx, req)
 		if err != nil {
 			t.Fatal(err)
@@ -199,7 +199,7 @@ func TestGenericToolsNotForToolTemplates(t *testing.T) {
 	s := startServer(t, scripted(models.GenerativeConfig{ChatTemplate: hermesTemplate}, script.answer))
 	client := openaiClient(s)
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Weather?"}}
-	resp, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, Tools: cityTools(), MaxTokens: 8})
+	resp, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "stories260K", Messages: msgs, Tools: cityTools(), MaxCompletionTokens: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
