@@ -94,10 +94,7 @@ func newToolSplitter(tp *ToolPlan) *toolSplitter {
 		s.generic = &genericParser{}
 	case tp.Generic && tp.Mode == ToolRequired:
 		// {"tool_call": call} or {"tool_calls": [call, ...]}.
-		s.scan = callArrayScanner{callDepth: 2, argsKey: "arguments"}
-		if tp.Parallel {
-			s.scan.callDepth = 3
-		}
+		s.scan = callArrayScanner{callDepth: 2, argsKey: "arguments", byTopKey: tp.Parallel}
 	case tp.Mode == ToolAuto:
 		s.parser, _ = tokenizer.NewToolCallParser(tp.Parser)
 	}
@@ -179,12 +176,16 @@ type callEvent struct {
 // soon as the arguments start and the arguments' text as it comes. Its
 // zero value reads that shape; callDepth and argsKey set it to others
 // (the generic format's {"tool_call": {"name": ..., "arguments": ...}}
-// is depth 2 and "arguments").
+// is depth 2 and "arguments"), and byTopKey to either of the generic
+// format's ({"tool_call": call} or {"tool_calls": [call, ...]}, depth 3),
+// by the top object's key.
 type callArrayScanner struct {
 	// callDepth is the nesting of a call object (0: 2); argsKey the key
-	// of its arguments ("": "parameters").
+	// of its arguments ("": "parameters"). byTopKey sets callDepth by the
+	// key of the top object.
 	callDepth int
 	argsKey   string
+	byTopKey  bool
 
 	depth    int  // nesting of [ and {, outside strings
 	inString bool // inside a string
@@ -203,10 +204,10 @@ type callArrayScanner struct {
 }
 
 func (sc *callArrayScanner) push(text string) []callEvent {
-	callDepth, argsKey := sc.callDepth, sc.argsKey
-	if callDepth == 0 {
-		callDepth = 2
+	if sc.callDepth == 0 {
+		sc.callDepth = 2
 	}
+	argsKey := sc.argsKey
 	if argsKey == "" {
 		argsKey = "parameters"
 	}
@@ -230,17 +231,18 @@ func (sc *callArrayScanner) push(text string) []callEvent {
 			}
 			continue
 		}
-		if !sc.inString && sc.depth == callDepth && sc.expecting && sc.key == argsKey && (r == '{' || r == '[') {
+		if !sc.inString && sc.depth == sc.callDepth && sc.expecting && sc.key == argsKey && (r == '{' || r == '[') {
 			sc.step(r)
 			sc.expecting = false
-			sc.inArgs, sc.argsDepth = true, callDepth
+			sc.inArgs, sc.argsDepth = true, sc.callDepth
 			evs = append(evs, callEvent{start: true, name: sc.name})
 			args.WriteRune(r)
 			continue
 		}
 		wasString := sc.inString
 		sc.step(r)
-		if sc.depth != callDepth {
+		top := sc.byTopKey && sc.depth == 1
+		if sc.depth != sc.callDepth && !top {
 			continue
 		}
 		switch {
@@ -248,9 +250,17 @@ func (sc *callArrayScanner) push(text string) []callEvent {
 			if !sc.escape && r != '\\' {
 				sc.str.WriteRune(r)
 			}
-		case wasString && !sc.inString: // a string at depth 2 ended
+		case wasString && !sc.inString: // a string at callDepth (or the top) ended
 			s := sc.str.String()
 			sc.str.Reset()
+			if top {
+				if s == "tool_calls" {
+					sc.callDepth = 3
+				} else {
+					sc.callDepth = 2
+				}
+				continue
+			}
 			if sc.expecting && sc.key == "name" {
 				sc.name, sc.expecting = s, false
 			} else {

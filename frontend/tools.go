@@ -84,8 +84,8 @@ func (tp *ToolPlan) Constrained() bool {
 // Schema is the JSON schema the answer is held to in the constrained
 // modes: the named function's parameters, or the array of calls. With
 // Generic, the required mode's calls take the generic format's shapes:
-// {"tool_call": call}, or {"tool_calls": [call, ...]} for parallel calls,
-// each call {"name": ..., "arguments": ...}.
+// {"tool_call": call}, and with parallel calls {"tool_calls": [call,
+// ...]} too, each call {"name": ..., "arguments": ...}.
 func (tp *ToolPlan) Schema() []byte {
 	params := func(t Tool) json.RawMessage {
 		if t.Parameters == nil {
@@ -110,10 +110,11 @@ func (tp *ToolPlan) Schema() []byte {
 	}
 	items := fmt.Sprintf(`{"anyOf": [%s]}`, strings.Join(alts, ", "))
 	if tp.Generic {
+		one := fmt.Sprintf(`{"type": "object", "properties": {"tool_call": %s}, "required": ["tool_call"]}`, items)
 		if !tp.Parallel {
-			return fmt.Appendf(nil, `{"type": "object", "properties": {"tool_call": %s}, "required": ["tool_call"]}`, items)
+			return []byte(one)
 		}
-		return fmt.Appendf(nil, `{"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1, "items": %s}}, "required": ["tool_calls"]}`, items)
+		return fmt.Appendf(nil, `{"anyOf": [%s, {"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1, "items": %s}}, "required": ["tool_calls"]}]}`, one, items)
 	}
 	maxItems := ""
 	if !tp.Parallel {

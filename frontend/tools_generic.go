@@ -19,20 +19,21 @@ import (
 //	{"tool_calls": [{"name": ..., "arguments": {...}}, ...]}   (parallel calls)
 //	{"response": "It is sunny."}
 //
-// which the output side reads back into calls and content (output_tools.go).
-// It is used when a request has tools, its tool_choice is not "none" and
-// its template does not render a tool given to it (RendersTools); a template
-// that does is used as it is. In the prompt (Prompt.Apply), the tools and
-// the answer format go into the system message (prepended when there is
-// none), an assistant turn's earlier calls are written into its content in
-// the answer format, and a tool turn becomes a user turn holding
-// {"tool_response": {"name", "content"}} (templates without
-// tools seldom know the tool role; the call ids, which the model never
-// sees, give way to the called function's name). tool_choice "required" and a named
-// function hold the answer with a grammar (ToolPlan.Schema): to the call
-// shapes, and for a named function to its arguments, as with any
-// template; "auto" leaves the model free and reads a JSON answer
-// of these shapes when it gives one, else its text is the content.
+// which the output side reads back into calls and content (output_tools.go,
+// output_tools_generic.go). It is used when a request has tools, its
+// tool_choice is not "none" and its template does not render a tool given
+// to it (RendersTools); a template that does is used as it is. In the
+// prompt (Prompt.Apply), the tools and the answer format go into the system
+// message (prepended when there is none), an assistant turn's earlier
+// calls are written into its content in the answer format, and a tool turn
+// becomes a user turn holding {"tool_response": {"name", "content"}}
+// (templates without tools seldom know the tool role; the call ids, which
+// the model never sees, give way to the called function's name).
+// tool_choice "required" and a named function hold the answer with a
+// grammar (ToolPlan.Schema): to the call shapes, and for a named function
+// to its arguments, as with any template; "auto" leaves the model free and
+// reads a JSON answer of these shapes when it gives one, else its text is
+// the content.
 
 // probeTool is the tool RendersTools offers a template.
 var probeTool = json.RawMessage(`{"type": "function", "function": {"name": "llmserve_probe_tool", "description": "A probe.", "parameters": {"type": "object", "properties": {"llmserve_probe_arg": {"type": "string"}}}}}`)

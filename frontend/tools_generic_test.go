@@ -140,7 +140,7 @@ func TestGenericToolPlan(t *testing.T) {
 		req  Request
 		want string
 	}{
-		{Request{Tools: tools, ToolChoice: ToolChoice{Mode: ToolRequired}}, `{"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1, "items": {"anyOf": [`},
+		{Request{Tools: tools, ToolChoice: ToolChoice{Mode: ToolRequired}}, `{"anyOf": [{"type": "object", "properties": {"tool_call": {"anyOf": [`},
 		{Request{Tools: tools, ToolChoice: ToolChoice{Mode: ToolRequired}, ParallelToolCalls: &no}, `{"type": "object", "properties": {"tool_call": {"anyOf": [`},
 		{Request{Tools: tools, ToolChoice: ToolChoice{Mode: ToolNamed, Name: "now"}}, `{"type": "object", "properties": {}}`},
 	} {
@@ -229,6 +229,7 @@ func TestGenericAnswers(t *testing.T) {
 		{auto, `{"response": "cut`, `{"response": "cut`, nil},
 		{auto, `{"response": "a"} and more`, `{"response": "a"} and more`, nil},
 		{plan(ToolChoice{Mode: ToolRequired}, true), `{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name":"now","arguments":{}}]}`, "", []splitCall{weather, {"now", "{}"}}},
+		{plan(ToolChoice{Mode: ToolRequired}, true), ` { "tool_call" : {"name": "get_weather", "arguments": {"city": "Paris"}}}`, "", []splitCall{weather}},
 		{plan(ToolChoice{Mode: ToolRequired}, false), `{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}`, "", []splitCall{weather}},
 		{plan(ToolChoice{Mode: ToolNamed, Name: "get_weather"}, true), `{"city": "Paris"}`, "", []splitCall{weather}},
 	} {
@@ -263,6 +264,7 @@ func FuzzGenericAnswer(f *testing.F) {
 		{Mode: ToolAuto, Tools: tools, Generic: true},
 		{Mode: ToolRequired, Tools: tools, Generic: true},
 		{Mode: ToolRequired, Tools: tools, Generic: true, Parallel: true},
+		{Mode: ToolRequired, Tools: tools},
 	}
 	f.Fuzz(func(t *testing.T, answer string, size uint8) {
 		for _, tp := range plans {
