@@ -29,6 +29,10 @@ type Prompt struct {
 	// Param names the messages in the request's protocol ("messages";
 	// Responses: "input").
 	Param string
+	// generic is how the tools are rendered when the template does not
+	// render them (tools_generic.go); nil without tools or with
+	// tool_choice "none".
+	generic *genericTools
 }
 
 // NewPrompt gathers what the template needs of req besides the messages.
@@ -41,6 +45,9 @@ func NewPrompt(req *Request) *Prompt {
 		},
 		Template: t.Source,
 		Param:    Name(req.Fields.Messages, "messages"),
+	}
+	if len(req.Tools) > 0 && req.ToolChoice.Mode != ToolNone {
+		p.generic = &genericTools{tools: req.Tools, mode: req.ToolChoice.Mode, named: req.ToolChoice.Name}
 	}
 	if req.Tools != nil {
 		p.Options.Tools = make([]json.RawMessage, len(req.Tools))
@@ -109,10 +116,15 @@ func TemplateMessages(msgs []Message) []tokenizer.Message {
 }
 
 // Apply renders the messages with the request's template (the client's
-// when it sent one, else the model's).
+// when it sent one, else the model's). The request's tools go to the
+// template; one that does not render them gets them in the generic
+// format (tools_generic.go).
 func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error) {
 	tm := TemplateMessages(msgs)
 	if p.Template == "" {
+		if p.generic != nil && !RendersTools(tok.ChatTemplate()) {
+			tm = p.generic.messages(tm)
+		}
 		text, err := tok.ApplyChatTemplate(tm, p.Options)
 		if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
 			return "", Invalid("continue_final_message", "%v", err)
@@ -125,6 +137,9 @@ func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error)
 	ct, err := tok.ParseChatTemplate(p.Template)
 	if err != nil {
 		return "", Invalid("chat_template", "chat_template is not a valid Jinja chat template: %v", err)
+	}
+	if p.generic != nil && !RendersTools(ct) {
+		tm = p.generic.messages(tm)
 	}
 	text, err := ct.Render(tm, p.Options)
 	if errors.Is(err, tokenizer.ErrContinueFinalMessage) {

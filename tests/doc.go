@@ -43,6 +43,11 @@
 // and its request metrics. scripted_test.go puts the engine double
 // enginetest.Scripted under the real model (scripted(cfg, script)): the
 // model answers what a test scripts, a tool call say, through the real
-// API path, as the agent tests' tool loops need. They assert what a user sees (exact greedy tokens,
+// API path, as the agent tests' tool loops need. generic_tools_test.go
+// drives the generic tool format of templates without tool support on the
+// embedded model with go-openai and, through tests/node/generic_tools.cjs,
+// the official Anthropic and OpenAI node SDKs (Messages, Responses): token
+// counts with tools, a call forced by tool_choice, and the auto mode's
+// round trip with the model scripted. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests
