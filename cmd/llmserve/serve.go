@@ -929,8 +929,7 @@ type public struct {
 // for it and for the gRPC server (newPublicGRPC: its calls counted in
 // opts.Registerer, opts.APIKeys required by the inference services and
 // authServices), and starts the metrics server and the --pprof-addr
-// profiles server; when one fails it closes
-// what it opened.
+// profiles server; when one fails it closes what it opened.
 func openPublic(f *serveFlags, opts api.Options, authServices ...string) (*public, error) {
 	handler, err := api.NewHandler(opts)
 	if err != nil {
