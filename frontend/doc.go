@@ -48,8 +48,8 @@
 // Responses (api/responses, with the conversation of
 // previous_response_id) each decode their own wire types into it once,
 // and api/openai's prepareChat is the one prepare sequence they share
-// (openai.Server.Prepare); Request.Fields names the fields in each protocol's terms for
-// the errors found after decoding. OpenAI completions decode into it too,
+// (openai.Server.Prepare); Request.Fields names the fields in each
+// protocol's terms for the errors found after decoding. OpenAI completions decode into it too,
 // with their raw prompts (Request.Prompt, rendered by render_raw.go's
 // RenderRaw: token ids checked, fill-in-the-middle, truncation). LoRA
 // adapters are chosen by model name, so Request has no field for them
@@ -61,9 +61,13 @@
 // errors are this package's.
 //
 // render.go renders (Prompt: template, BOS rule, length limits, media
-// through a MediaModel once the protocol resolved the items: fetching is
-// net/http's, which stays in the protocol), grammar.go turns structured-
-// output constraints into grammars, submit.go builds the
+// through a MediaModel), media_resolve.go prepares a prompt's media
+// (Prompt.PrepareMedia: the checks before anything is fetched, then
+// MediaResolver: base64 decoding, the limits, the check that the bytes
+// are the format they claim; fetching URLs and naming unknown formats are
+// net/http's, which stays in the protocol and is handed in as
+// MediaResolver.Fetch and Detect), grammar.go turns structured-output
+// constraints into grammars, submit.go builds the
 // scheduler.Requests with their defaults (Submission), errors.go
 // classifies errors (Error, Classify) and model.go says what the frontend
 // needs of an LLM (Model, MediaModel, GrammarChecker); tools.go decides
@@ -77,8 +81,12 @@
 // the scheduler.Request every prompt starts from, and names the engine's
 // range errors and the scheduler's capacity errors by the request's
 // fields. (grammar.go, tools.go and sampling.go are render.go's grammar
-// and limits, split by concern.) api/openai keeps the results in its
-// genParams, which its output side reads.
+// and limits, split by concern.) params.go's Params is a request
+// validated for its model, minus its prompts: the scheduler.Request every
+// prompt starts from, the stops, logprobs, extensions, tools and the
+// thinking budget (ThinkingFor), which the prepare sequence fills in
+// step by step (api/openai's prepareChat) and api/openai's genParams
+// embeds beside its wire-only options; its output side reads it.
 //
 // output.go is the output processor: Output turns one choice's
 // scheduler.Outputs into one Delta per token (text, reasoning, tool-call

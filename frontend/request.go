@@ -49,7 +49,7 @@ type Request struct {
 	Logprobs    bool
 	TopLogprobs *int
 	// ThinkingBudget bounds the tokens generated inside the thinking
-	// section (nil: no bound; see api/openai genParams.ThinkingBudget).
+	// section (nil: no bound; see Params.ThinkingBudget).
 	// IgnoreThinkingWithoutParser drops the budget for a model without a
 	// reasoning parser instead of refusing it: the Messages and Responses
 	// clients send their thinking settings whatever the model.

@@ -14,6 +14,10 @@
 // image bytes, and an oversized image is refused before its pixels are
 // allocated (FuzzDecodeImage feeds it arbitrary bytes).
 //
+// Sniff names a file's format by its magic numbers (the formats the
+// projectors read) and Describe says a format in prose, for the errors
+// that refuse an item that is not what it claims.
+//
 // EncodeRows and DecodeRows are the wire form of encoded rows, which a
 // head and its workers exchange (api/worker and head/router both use
 // them, so the two sides cannot drift).

@@ -45,12 +45,12 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.close()
-	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
-	if err := g.split(reasoningParserOf(m), tp); err != nil {
+	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}
+	if err := g.split(frontend.ReasoningParserOf(m), tp); err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
-	if p.stream {
+	if p.Stream {
 		h.streamChat(w, r, g, meta, tp)
 		return
 	}
@@ -69,7 +69,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
-	if k := g.params.promptLogprobs; k >= 0 {
+	if k := g.params.PromptLogprobs; k >= 0 {
 		resp.PromptLogprobs = promptLogprobsList(tokenNames{g.tok, g.params.tokensAsIDs}, g.prompts[0].tokens, g.promptLPs[0], k)
 	}
 	for i := range res {
@@ -83,7 +83,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			finish = toolFinish(finish, len(calls))
 		}
 		resp.Choices[i] = chatChoice{Index: i, Message: msg, FinishReason: finish}
-		if p.logprobs {
+		if p.Logprobs {
 			resp.Choices[i].Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, res[i].lps)
 		}
 	}
@@ -96,7 +96,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 type chatRun struct {
 	m      Model
 	cp     *chatPrompt
-	tp     *toolPlan
+	tp     *frontend.ToolPlan
 	p      *genParams
 	prompt promptInput
 }
@@ -104,7 +104,8 @@ type chatRun struct {
 // prepareChat is the one prepare sequence of the chat family: it finds
 // req's model, decides the tool plan, validates the request for the model
 // and renders its prompt (with its images and audio, when it has any:
-// prepareMedia), applies the tools and the thinking budget. o holds the
+// frontend.Prompt.PrepareMedia), applies the tools and the thinking
+// budget. o holds the
 // OpenAI-only options (nil for the other protocols). Errors name req's
 // fields in its protocol's terms (req.Fields).
 func (h *handler) prepareChat(ctx context.Context, req *frontend.Request, o *wireOptions) (*chatRun, error) {
@@ -121,16 +122,10 @@ func (h *handler) prepareChat(ctx context.Context, req *frontend.Request, o *wir
 	if err != nil {
 		return nil, err
 	}
-	if err := p.setTools(tp, m, req.Extensions.SkipSpecialTokens != nil, frontend.Name(req.Fields.ToolParameters, "tools[%d].function.parameters")); err != nil {
+	if err := p.SetTools(tp, m, req.Extensions.SkipSpecialTokens != nil, frontend.Name(req.Fields.ToolParameters, "tools[%d].function.parameters")); err != nil {
 		return nil, err
 	}
-	if req.IgnoreThinkingWithoutParser {
-		if req.ThinkingBudget != nil {
-			setThinkingBudget(m, p, *req.ThinkingBudget, req.Fields.Thinking)
-		}
-	} else {
-		p.ThinkingBudget, p.ThinkingParam = req.ThinkingBudget, req.Fields.Thinking
-	}
+	p.SetThinking(req, m)
 	return &chatRun{m: m, cp: cp, tp: tp, p: p, prompt: prompt}, nil
 }
 
@@ -145,22 +140,22 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 	if err != nil {
 		return nil, promptInput{}, err
 	}
-	p.topLogprobsParam = frontend.Name(req.Fields.TopLogprobs, "top_logprobs")
+	p.TopLogprobsParam = frontend.Name(req.Fields.TopLogprobs, "top_logprobs")
 	top := 0
 	if req.TopLogprobs != nil {
 		if !req.Logprobs {
-			return nil, promptInput{}, invalid(p.topLogprobsParam, "top_logprobs requires logprobs to be true.")
+			return nil, promptInput{}, invalid(p.TopLogprobsParam, "top_logprobs requires logprobs to be true.")
 		}
 		if *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs {
-			return nil, promptInput{}, invalid(p.topLogprobsParam, "top_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.TopLogprobs)
+			return nil, promptInput{}, invalid(p.TopLogprobsParam, "top_logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *req.TopLogprobs)
 		}
 		top = *req.TopLogprobs
 	}
-	p.setLogprobs(req.Logprobs, top)
-	if err := p.applyExtras(&req.Extensions, tok, m.MaxModelLen()); err != nil {
+	p.SetLogprobs(req.Logprobs, top)
+	if err := p.ApplyExtras(&req.Extensions, tok, m.MaxModelLen()); err != nil {
 		return nil, promptInput{}, err
 	}
-	if err := p.finish(nVocab); err != nil {
+	if err := p.Finish(nVocab); err != nil {
 		return nil, promptInput{}, err
 	}
 	if err := p.setStructured(req.Constraints, m); err != nil {
@@ -174,19 +169,23 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 		return nil, promptInput{}, err
 	}
 	if refs := frontend.MediaOf(req.Messages); len(refs) > 0 {
-		prompt, err := h.prepareMedia(ctx, m, p, req.Messages, cp, refs, maxBytes)
-		return p, prompt, err
+		toks, spans, text, err := cp.PrepareMedia(ctx, &h.media.res, m, p.Params, req.Messages, refs, maxBytes)
+		cp.rendered = text
+		if err != nil {
+			return nil, promptInput{}, err
+		}
+		return p, promptInput{tokens: toks, rendered: text, media: spans}, nil
 	}
 	toks, text, err := cp.Render(tok, req.Messages, maxBytes)
 	cp.rendered = text
 	if err != nil {
 		return nil, promptInput{}, err
 	}
-	return p, promptInput{tokens: p.truncatePrompt(toks), rendered: cp.rendered}, nil
+	return p, promptInput{tokens: p.TruncatePrompt(toks), rendered: cp.rendered}, nil
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *toolPlan) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *frontend.ToolPlan) {
 	p := g.params
 	sse := StartSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
@@ -229,7 +228,7 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 					finish = toolFinish(d.finish, len(cd.c.out.ToolCalls()))
 				}
 			}
-			if p.logprobs && len(d.lps) > 0 {
+			if p.Logprobs && len(d.lps) > 0 {
 				ch.Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, d.lps)
 				said = true
 			}
@@ -244,7 +243,7 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 		}
 		return err
 	})
-	h.endStream(r, sse, g, meta, err, func(u usage) any {
+	h.endStream(r, sse, g, meta, err, func(u Usage) any {
 		return chatChunk{
 			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
 			Choices: []chatChunkChoice{}, Usage: usageOf(u),
@@ -268,7 +267,7 @@ func chunkUsage(g *generation) usageField {
 // endStream finishes a stream: an error event if the generation failed
 // while the client was still there, the usage chunk when asked for, and
 // [DONE].
-func (h *handler) endStream(r *http.Request, sse *SSE, g *generation, meta respMeta, err error, usageChunk func(usage) any) {
+func (h *handler) endStream(r *http.Request, sse *SSE, g *generation, meta respMeta, err error, usageChunk func(Usage) any) {
 	if err != nil {
 		if isClientGone(err) || sse.err != nil {
 			h.log.Debug("client went away", "id", meta.id, "path", r.URL.Path)
@@ -291,7 +290,7 @@ func (h *handler) endStream(r *http.Request, sse *SSE, g *generation, meta respM
 }
 
 // logDone logs a finished request.
-func (h *handler) logDone(r *http.Request, meta respMeta, u usage) {
+func (h *handler) logDone(r *http.Request, meta respMeta, u Usage) {
 	h.log.Debug("request done", "id", meta.id, "path", r.URL.Path, "model", meta.model, "user", meta.user,
 		"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
 		"cached_tokens", u.PromptTokensDetails.CachedTokens, "duration", h.now().Sub(meta.arrival))

@@ -32,7 +32,7 @@ type chatPromptFields struct {
 // decodePromptFields decodes and checks the prompt-shaping fields of a
 // chat request body into req, whose messages are decoded: the template
 // and its options, the tools and documents, and each message's fields
-// beyond role, content and name. Every error is a *validationError naming
+// beyond role, content and name. Every error is a *frontend.Error naming
 // the field.
 func decodePromptFields(body []byte, req *frontend.Request) error {
 	var f chatPromptFields

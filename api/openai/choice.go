@@ -38,7 +38,7 @@ type delta struct {
 	text, reasoning string
 	// calls are the tool-call pieces split from the answer, merged per
 	// call.
-	calls []toolCallDelta
+	calls []frontend.ToolCallDelta
 	// lps has one entry per token that became part of the answer, when
 	// logprobs were asked for.
 	lps []tokenLogprob
@@ -63,12 +63,12 @@ func (d *delta) empty() bool {
 func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice {
 	cfg := &frontend.OutputConfig{
 		Tokenizer:   tok,
-		KeepSpecial: p.keepSpecial,
-		Stops:       p.stops,
-		StopTokens:  p.base.StopTokens,
-		MinTokens:   p.base.MinTokens,
-		Logprobs:    p.logprobs,
-		TopLogprobs: p.topLogprobs,
+		KeepSpecial: p.KeepSpecial,
+		Stops:       p.Stops,
+		StopTokens:  p.Base.StopTokens,
+		MinTokens:   p.Base.MinTokens,
+		Logprobs:    p.Logprobs,
+		TopLogprobs: p.TopLogprobs,
 	}
 	out, _ := frontend.NewOutput(cfg) // fails only for an unknown reasoning parser; none is set
 	return &choice{index: index, sched: sched, out: out, cfg: cfg}
@@ -78,7 +78,7 @@ func newChoice(tok *tokenizer.Tokenizer, index, sched int, p *genParams) *choice
 // parser parser from its answer (prompt is the text the model saw, whose
 // end says whether the answer starts inside thinking), and the tool calls
 // of tp from the rest. It must be called before the choice's first output.
-func (c *choice) split(parser, prompt string, tp *toolPlan) error {
+func (c *choice) split(parser, prompt string, tp *frontend.ToolPlan) error {
 	cfg := *c.cfg
 	cfg.Reasoning, cfg.Prompt, cfg.Tools = parser, prompt, tp
 	out, err := frontend.NewOutput(&cfg)

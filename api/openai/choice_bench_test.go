@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -12,8 +13,8 @@ import (
 // alternatives, as a chat stream with logprobs sends them.
 func BenchmarkChoiceAdd(b *testing.B) {
 	tk := newTestTokenizer(b, "")
-	p := &genParams{stops: []string{"END"}, logprobs: true, topLogprobs: 2}
-	p.base.StopTokens = []int32{imEnd}
+	p := &genParams{Params: &frontend.Params{Stops: []string{"END"}, Logprobs: true, TopLogprobs: 2}}
+	p.Base.StopTokens = []int32{imEnd}
 	var seq []int32
 	for len(seq) < 64 {
 		seq = append(seq, toks(" Once upon a time Hello world! there")...)

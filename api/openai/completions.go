@@ -41,8 +41,8 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.close()
-	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.user, arrival: arrival}
-	if p.stream {
+	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}
+	if p.Stream {
 		h.streamCompletion(w, r, g, meta, echo)
 		return
 	}
@@ -66,8 +66,8 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		c := g.choices[i]
 		d := delta{text: res[i].text.String(), lps: res[i].lps, finish: res[i].finish}
 		resp.Choices[i] = g.completionChoice(c, &d, echo)
-		if k := p.promptLogprobs; k >= 0 {
-			pi := i / p.base.N
+		if k := p.PromptLogprobs; k >= 0 {
+			pi := i / p.Base.N
 			resp.Choices[i].PromptLogprobs = promptLogprobsList(tokenNames{g.tok, p.tokensAsIDs}, g.prompts[pi].tokens, g.promptLPs[pi], k)
 		}
 	}
@@ -92,29 +92,29 @@ func (h *handler) prepareCompletion(m Model, req *frontend.Request, o *wireOptio
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p.topLogprobsParam = "logprobs"
+	p.TopLogprobsParam = "logprobs"
 	if c.logprobs != nil {
 		if *c.logprobs < 0 || *c.logprobs > maxTopLogprobs {
 			return nil, nil, nil, invalid("logprobs", "logprobs must be between 0 and %d, got %d.", maxTopLogprobs, *c.logprobs)
 		}
-		p.setLogprobs(true, *c.logprobs)
+		p.SetLogprobs(true, *c.logprobs)
 	}
-	if c.echo && p.logprobs {
+	if c.echo && p.Logprobs {
 		// Echo with logprobs lists the prompt's tokens too.
-		p.base.PromptLogprobs = p.topLogprobs
+		p.Base.PromptLogprobs = p.TopLogprobs
 	}
 	maxLen := m.MaxModelLen()
 	p.ThinkingBudget = req.ThinkingBudget
-	if err := p.applyExtras(&req.Extensions, tok, maxLen); err != nil {
+	if err := p.ApplyExtras(&req.Extensions, tok, maxLen); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := p.finish(nVocab); err != nil {
+	if err := p.Finish(nVocab); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := p.setStructured(req.Constraints, m); err != nil {
 		return nil, nil, nil, err
 	}
-	inputs, err := frontend.RenderRaw(tok, rp, req.Suffix, maxLen, p.truncate, c.echo)
+	inputs, err := frontend.RenderRaw(tok, rp, req.Suffix, maxLen, p.Truncate, c.echo)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -136,10 +136,10 @@ func tooMuchText(param string, n, maxLen, maxBytes int) error {
 // logprobs, the prompt's logprobs) in front. Offsets in text_offset count
 // characters from the start of the choice's text, echoed prompt included.
 func (g *generation) completionChoice(c *choice, d *delta, echo bool) completionChoice {
-	pi := c.index / g.params.base.N
+	pi := c.index / g.params.Base.N
 	out := completionChoice{Index: c.index, Text: d.text}
 	var lb *completionLogprobsBuilder
-	if g.params.logprobs {
+	if g.params.Logprobs {
 		lb = newCompletionLogprobs(tokenNames{g.tok, g.params.tokensAsIDs})
 	}
 	base := 0
@@ -152,7 +152,7 @@ func (g *generation) completionChoice(c *choice, d *delta, echo bool) completion
 		if lb != nil {
 			lps := make([]engine.Logprobs, len(g.promptLPs[pi]))
 			for k, l := range g.promptLPs[pi] {
-				lps[k] = cutTop(l, g.params.topLogprobs)
+				lps[k] = cutTop(l, g.params.TopLogprobs)
 			}
 			lb.addPrompt(g.prompts[pi].tokens, lps)
 		}
@@ -173,9 +173,9 @@ func (g *generation) completionChoice(c *choice, d *delta, echo bool) completion
 // output, so other choices' chunks wait for them.
 func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, echo bool) {
 	p := g.params
-	n := p.base.N
+	n := p.Base.N
 	sse := StartSSE(w)
-	waitForPromptLPs := echo && p.logprobs
+	waitForPromptLPs := echo && p.Logprobs
 	pending := make([]*delta, len(g.choices))
 	send := func(c *choice, d *delta) error {
 		if d.empty() && (!echo || c.echoed) {
@@ -230,7 +230,7 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 			}
 		}
 	}
-	h.endStream(r, sse, g, meta, err, func(u usage) any {
+	h.endStream(r, sse, g, meta, err, func(u Usage) any {
 		return completion{
 			ID: meta.id, Object: objectTextCompletion, Created: meta.created, Model: meta.model,
 			Choices: []completionChoice{}, Usage: usageOf(u),

@@ -159,10 +159,10 @@
 // returned as message.reasoning_content (delta.reasoning_content when
 // streaming) and never as content (reasoning.go; the Model offers
 // ReasoningParser()). For such models every request carries a
-// scheduler.Thinking (thinkingFor, called by submit): the scheduler counts
+// scheduler.Thinking (frontend.Params.ThinkingFor, called by submit): the scheduler counts
 // the tokens generated inside the thinking section, reported as
 // usage.completion_tokens_details.reasoning_tokens, and enforces
-// genParams.ThinkingBudget (vLLM's thinking_token_budget on chat and
+// frontend.Params.ThinkingBudget (vLLM's thinking_token_budget on chat and
 // completions; other APIs set the field before submit, e.g. Anthropic's
 // thinking.budget_tokens) by forcing </think> and "\n\n" once the budget
 // is spent. A negative budget, or a budget for a model without a reasoning
@@ -181,20 +181,10 @@
 // input_audio part (api/responses) each become media.Marker in the
 // message text, in the part's place as llama.cpp's server puts it, and a
 // frontend.MediaRef named by its field in the request's own protocol.
-// prepareChat hands a prompt with media to prepareMedia
-// (media_prompt.go), which refuses first what cannot work, before fetching
-// anything: more items than MediaOptions.MaxPerPrompt, a Model that is not
-// a MediaModel or does not read the kind, prompt_logprobs, a text that
-// holds the marker itself. It then resolves the refs (base64 decoding,
-// fetching http(s) URLs of MediaOptions.AllowedDomains with the request's
-// context, each item within MediaOptions.MaxBytes and sniffed to be the
-// PNG, JPEG, WebP, WAV or MP3 it claims), and frontend.Prompt.RenderMedia
-// renders the template, checks that the text holds one marker per item,
-// and calls
-// MediaModel.PrepareMedia(ctx, text, addSpecial by the BOS rule, items)
-// instead of encoding: its tokens are the prompt (max_model_len and usage
-// count the media positions) and its spans go to scheduler.Request.Media.
-// A *media.Error from it is a 400 naming the item's field (toAPIError).
+// prepareChat hands a prompt with media to frontend.Prompt.PrepareMedia
+// (frontend/media_resolve.go: the checks, the resolution and the
+// rendering), with MediaOptions' limits; this package fetches the http(s)
+// URLs of MediaOptions.AllowedDomains for it (media_fetch.go).
 // /tokenize refuses media; completions and embeddings take no parts.
 //
 // # Structured output

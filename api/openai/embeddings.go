@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // Embedder is a Model that also embeds: the same loaded weights serve
@@ -239,7 +241,7 @@ func embedInputs(m Embedder, pf *promptField, field string, addSpecial bool, tru
 		case keep > 0 && len(toks) > keep:
 			out[i] = toks[len(toks)-keep:]
 		case len(toks) > maxLen:
-			return nil, &validationError{Param: param(i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+			return nil, &frontend.Error{Param: param(i), Code: "context_length_exceeded", Message: fmt.Sprintf(
 				"This model's maximum context length is %d tokens; the %s has %d. Shorten it, or set truncate_prompt_tokens to keep its last tokens.",
 				maxLen, param(i), len(toks))}
 		}
@@ -275,7 +277,7 @@ func base64Floats(v []float32) string {
 // renameParam rewrites the field name at the start of a validation error's
 // param, for fields that share a decoder (prompt → input).
 func renameParam(err error, from, to string) error {
-	var v *validationError
+	var v *frontend.Error
 	if !errors.As(err, &v) || !strings.HasPrefix(v.Param, from) {
 		return err
 	}
@@ -284,5 +286,5 @@ func renameParam(err error, from, to string) error {
 		return err
 	}
 	msg := strings.ReplaceAll(v.Message, "'"+from, "'"+to)
-	return &validationError{Param: to + rest, Message: msg, Code: v.Code}
+	return &frontend.Error{Param: to + rest, Message: msg, Code: v.Code}
 }

@@ -13,18 +13,13 @@ import (
 	"github.com/llmserve/llmserve/frontend"
 )
 
-// validationError is bad client input: HTTP 400 naming the offending
-// request field in param (a frontend.Error of kind BadRequest). Every
-// check in this package that rejects a request returns one.
-type validationError = frontend.Error
-
-// invalid returns a validationError for param.
-func invalid(param, format string, args ...any) *validationError {
+// invalid returns a frontend.Error for param.
+func invalid(param, format string, args ...any) *frontend.Error {
 	return frontend.Invalid(param, format, args...)
 }
 
 // withPrefix returns err with param prefixed by prefix when err is a
-// validationError; other errors are returned unchanged.
+// frontend.Error; other errors are returned unchanged.
 func withPrefix(prefix string, err error) error {
 	return frontend.WithPrefix(prefix, err)
 }

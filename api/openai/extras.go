@@ -5,7 +5,6 @@ import (
 
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/frontend"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // This file holds vLLM's sampling extensions that both chat and
@@ -26,27 +25,6 @@ type extraFields struct {
 func (e *extraFields) extensions() frontend.Extensions {
 	return frontend.Extensions{BadWords: e.BadWords, AllowedTokenIDs: e.AllowedTokenIDs, SkipSpecialTokens: e.SkipSpecialTokens,
 		TruncatePromptTokens: e.TruncatePromptTokens, PromptLogprobs: e.PromptLogprobs, BestOf: e.BestOf}
-}
-
-// applyExtras validates the extension fields into p (frontend's
-// Extensions.Apply), tokenizing bad words with tok. maxLen is the model's
-// length (truncate_prompt_tokens -1).
-func (p *genParams) applyExtras(e *frontend.Extensions, tok *tokenizer.Tokenizer, maxLen int) error {
-	x, err := e.Apply(&p.base, tok, maxLen, p.stream)
-	if err != nil {
-		return err
-	}
-	p.keepSpecial, p.truncate, p.promptLogprobs = x.KeepSpecial, x.Truncate, x.PromptLogprobs
-	return nil
-}
-
-// truncatePrompt keeps the last tokens of a prompt when
-// truncate_prompt_tokens asks for it (vLLM truncates on the left).
-func (p *genParams) truncatePrompt(toks []int32) []int32 {
-	if p.truncate > 0 && len(toks) > p.truncate {
-		return toks[len(toks)-p.truncate:]
-	}
-	return toks
 }
 
 // promptLogprobEntry is vLLM's prompt_logprobs value for one token.

@@ -21,10 +21,6 @@ import (
 // ErrorOf is the error mapping they start from (the status and message
 // OpenAI's clients get, which Anthropic's table renames).
 
-// Usage is a request's token count in OpenAI's shape (CompletionUsage),
-// which the other APIs rename.
-type Usage = usage
-
 // Now is the server's clock (Options.Now).
 func (s *Server) Now() time.Time { return s.h.now() }
 
@@ -104,10 +100,10 @@ func (r *Run) Model() Model { return r.r.m }
 func (r *Run) PromptTokens() int { return len(r.r.prompt.tokens) }
 
 // Stream reports whether the request asked for a streamed answer.
-func (r *Run) Stream() bool { return r.r.p.stream }
+func (r *Run) Stream() bool { return r.r.p.Stream }
 
 // User is the request's end-user id, for the log.
-func (r *Run) User() string { return r.r.p.user }
+func (r *Run) User() string { return r.r.p.User }
 
 // Start submits the prompt as request id, arrived at arrival, and splits
 // its answer into reasoning, text and tool calls. The caller must Close
@@ -118,7 +114,7 @@ func (r *Run) Start(ctx context.Context, id string, arrival time.Time) (*Generat
 	if err != nil {
 		return nil, err
 	}
-	if err := g.split(reasoningParserOf(run.m), run.tp); err != nil {
+	if err := g.split(frontend.ReasoningParserOf(run.m), run.tp); err != nil {
 		g.close()
 		return nil, err
 	}

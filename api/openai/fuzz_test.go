@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // fuzzSeeds are request bodies that reach every decoding branch.
@@ -35,7 +37,7 @@ func fuzzDecode(t *testing.T, body []byte, decode func([]byte) error) {
 	if err == nil {
 		return
 	}
-	var ve *validationError
+	var ve *frontend.Error
 	var nf *modelNotFoundError
 	if !errors.As(err, &ve) && !errors.As(err, &nf) {
 		t.Fatalf("error is not a validation error: %T %v", err, err)

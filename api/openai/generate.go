@@ -30,6 +30,15 @@ type promptInput struct {
 	media []scheduler.Media
 }
 
+// thinkingText is the prompt's text as the reasoning parser reads it: as
+// rendered, or as written (completions).
+func (pr *promptInput) thinkingText() string {
+	if pr.rendered != "" {
+		return pr.rendered
+	}
+	return pr.text
+}
+
 // generation is one HTTP request's work in the engine: one core.Stream per
 // prompt, n choices each. It is used by one goroutine,
 // the handler's.
@@ -67,7 +76,7 @@ type choiceDelta struct {
 // prompt i on the wire, for capacity errors. The caller must call close
 // when done with the generation.
 func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time, promptParam func(int) string) (*generation, error) {
-	n := p.base.N
+	n := p.Base.N
 	g := &generation{
 		tok:           m.Tokenizer(),
 		params:        p,
@@ -77,12 +86,12 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 		open:          len(prompts) * n,
 	}
 	sub := frontend.Submission{
-		Base: p.base, ID: id, Arrival: arrival, Deadline: frontend.Deadline(ctx, arrival, m.RequestTimeout()),
-		MaxTokens: p.maxTokens, MaxTokensSet: p.maxTokensSet, MaxModelLen: m.MaxModelLen(),
+		Base: p.Base, ID: id, Arrival: arrival, Deadline: frontend.Deadline(ctx, arrival, m.RequestTimeout()),
+		MaxTokens: p.MaxTokens, MaxTokensSet: p.MaxTokensSet, MaxModelLen: m.MaxModelLen(),
 	}
 	inputs := make([]frontend.Input, len(prompts))
 	for i := range prompts {
-		th, err := thinkingFor(m, p, prompts[i])
+		th, err := p.ThinkingFor(m, prompts[i].thinkingText())
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +100,7 @@ func submit(ctx context.Context, m Model, p *genParams, prompts []promptInput, i
 	}
 	streams, err := g.submitTo(ctx, m, p, sub.Requests(inputs))
 	if err != nil {
-		return nil, p.requestError(err, promptParam)
+		return nil, p.RequestError(err, promptParam)
 	}
 	g.streams = streams
 	for i := range prompts {
@@ -118,7 +127,7 @@ func (g *generation) submitTo(ctx context.Context, m Model, p *genParams, reqs [
 	if len(reqs) != 1 {
 		return nil, invalid("kv_transfer_params", "kv_transfer_params needs exactly one prompt.")
 	}
-	if err := kv.check(p.stream, p.base.N); err != nil {
+	if err := kv.check(p.Stream, p.Base.N); err != nil {
 		return nil, err
 	}
 	var (
@@ -154,7 +163,7 @@ func (g *generation) transferParams(ctx context.Context, log func(error)) map[st
 // close cancels every stream that still has running choices: the client
 // went away, a stop string ended a choice early, or the request failed.
 func (g *generation) close() {
-	n := g.params.base.N
+	n := g.params.Base.N
 	for p, s := range g.streams {
 		for _, c := range g.choices[p*n : (p+1)*n] {
 			if !c.final {
@@ -169,7 +178,7 @@ func (g *generation) close() {
 // choice that changed, in order of first appearance, and the first error
 // that ended a choice (deltas before it are valid and should be sent).
 func (g *generation) apply(p int, outs []scheduler.Output) ([]choiceDelta, error) {
-	n := g.params.base.N
+	n := g.params.Base.N
 	var (
 		ds       []choiceDelta
 		firstErr error
@@ -241,7 +250,7 @@ func (g *generation) recvError(p int, err error) error {
 	if !errors.Is(err, io.EOF) {
 		return err
 	}
-	n := g.params.base.N
+	n := g.params.Base.N
 	for _, c := range g.choices[p*n : (p+1)*n] {
 		if !c.done {
 			return fmt.Errorf("%w: stream %s ended before choice %d finished", scheduler.ErrEngine, g.streams[p].ID(), c.sched)
@@ -253,8 +262,8 @@ func (g *generation) recvError(p int, err error) error {
 // usage is the request's token count: the prompts once each (not once per
 // choice, as in vLLM), the tokens of every choice up to its end (see
 // choice.tokens), and the prefix-cache hits the scheduler reported.
-func (g *generation) usage() usage {
-	var u usage
+func (g *generation) usage() Usage {
+	var u Usage
 	for i := range g.prompts {
 		u.PromptTokens += len(g.prompts[i].tokens)
 	}
@@ -283,18 +292,13 @@ func (g *generation) usage() usage {
 // tool calls of tp split from the rest (delta.calls, choice.out.ToolCalls;
 // tp nil for none). Completions keep the raw text. It must be called
 // before the first output is applied.
-func (g *generation) split(parser string, tp *toolPlan) error {
+func (g *generation) split(parser string, tp *frontend.ToolPlan) error {
 	if parser == "" && !tp.SplitsToolCalls() {
 		return nil
 	}
-	n := g.params.base.N
+	n := g.params.Base.N
 	for _, c := range g.choices {
-		pr := &g.prompts[c.index/n]
-		prompt := pr.rendered
-		if prompt == "" {
-			prompt = pr.text
-		}
-		if err := c.split(parser, prompt, tp); err != nil {
+		if err := c.split(parser, g.prompts[c.index/n].thinkingText(), tp); err != nil {
 			return err
 		}
 	}

@@ -63,7 +63,7 @@ type streamChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *usage       `json:"usage"`
+	Usage *Usage       `json:"usage"`
 	Error *errorObject `json:"error"`
 }
 
@@ -72,7 +72,7 @@ type streamResult struct {
 	text   map[int]string
 	finish map[int]string
 	chunks int
-	usage  *usage
+	usage  *Usage
 	err    *errorObject
 }
 
@@ -181,7 +181,7 @@ func TestStopStrings(t *testing.T) {
 					t.Fatalf("status %d: %s", rec.Code, rec.Body)
 				}
 				var text, finish string
-				var u usage
+				var u Usage
 				if stream {
 					r := parseStream(t, rec.Body.String())
 					text, finish = r.text[0], r.finish[0]
@@ -249,7 +249,7 @@ func TestChoiceIndexing(t *testing.T) {
 			} else {
 				var resp struct {
 					Choices []completionChoice `json:"choices"`
-					Usage   usage              `json:"usage"`
+					Usage   Usage              `json:"usage"`
 				}
 				if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 					t.Fatal(err)

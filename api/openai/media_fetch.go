@@ -47,7 +47,7 @@ func (c *mediaConfig) fetch(ctx context.Context, rawURL, param string) ([]byte, 
 		return nil, invalid(param, "%s: fetching %s answered %s.", param, u.Redacted(), resp.Status)
 	}
 	if resp.ContentLength > c.maxBytes {
-		return nil, c.tooLarge(param, resp.ContentLength)
+		return nil, c.res.TooLarge(param, resp.ContentLength)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes+1))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -124,35 +125,37 @@ func TestReasoningContent(t *testing.T) {
 	}
 }
 
-// thinkingFor is what another API calls through submit after setting
-// genParams.ThinkingBudget and ThinkingParam: errors name its own field,
+// frontend.Params.ThinkingFor is what submit calls after another API set
+// the ThinkingBudget and ThinkingParam: errors name its own field,
 // and the scheduler gets the markers, where the output starts and the
 // budget.
 func TestThinkingFor(t *testing.T) {
 	plain := newFakeModel(t)
 	r1 := &reasoningFake{fakeModel: newFakeModel(t), parser: tokenizer.ReasoningDeepSeekR1}
 	qwen := &reasoningFake{fakeModel: newFakeModel(t), parser: tokenizer.ReasoningQwen3}
-	budget := func(n int) *genParams { return &genParams{ThinkingBudget: &n, ThinkingParam: "thinking.budget_tokens"} }
+	budget := func(n int) *frontend.Params {
+		return &frontend.Params{ThinkingBudget: &n, ThinkingParam: "thinking.budget_tokens"}
+	}
 	for _, tc := range []struct {
 		name   string
 		m      Model
-		p      *genParams
+		p      *frontend.Params
 		prompt string
 		param  string // the error's, "" for none
 		want   *scheduler.Thinking
 	}{
-		{"no parser, no budget", plain, &genParams{}, "Hi", "", nil},
+		{"no parser, no budget", plain, &frontend.Params{}, "Hi", "", nil},
 		{"no parser", plain, budget(5), "Hi", "thinking.budget_tokens", nil},
 		{"negative", r1, budget(-1), "Hi", "thinking.budget_tokens", nil},
-		{"default param", r1, &genParams{ThinkingBudget: new(-2)}, "Hi", "thinking_token_budget", nil},
+		{"default param", r1, &frontend.Params{ThinkingBudget: new(-2)}, "Hi", "thinking_token_budget", nil},
 		{"r1 starts inside", r1, budget(3), "Hi", "", &scheduler.Thinking{StartInside: true, Budget: 3}},
 		{"r1 thinking off", r1, budget(3), "Hi</think>\n", "", &scheduler.Thinking{Off: true, Budget: 3}},
-		{"qwen3 waits", qwen, &genParams{}, "Hi", "", &scheduler.Thinking{Budget: -1}},
+		{"qwen3 waits", qwen, &frontend.Params{}, "Hi", "", &scheduler.Thinking{Budget: -1}},
 		{"qwen3 opened", qwen, budget(0), "Hi<think>\n", "", &scheduler.Thinking{StartInside: true, Budget: 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			th, err := thinkingFor(tc.m, tc.p, promptInput{rendered: tc.prompt})
-			var ve *validationError
+			th, err := tc.p.ThinkingFor(tc.m, tc.prompt)
+			var ve *frontend.Error
 			switch {
 			case tc.param != "":
 				if !errors.As(err, &ve) || ve.Param != tc.param {

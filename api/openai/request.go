@@ -68,7 +68,7 @@ type chatFields struct {
 	Logprobs            *bool       `json:"logprobs"`
 	TopLogprobs         *int        `json:"top_logprobs"`
 	// ThinkingTokenBudget is vLLM's thinking_token_budget
-	// (genParams.ThinkingBudget).
+	// (frontend.Params.ThinkingBudget).
 	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
@@ -79,7 +79,7 @@ type completionFields struct {
 	Echo     *bool       `json:"echo"`
 	Suffix   *string     `json:"suffix"`
 	// ThinkingTokenBudget is vLLM's thinking_token_budget
-	// (genParams.ThinkingBudget).
+	// (frontend.Params.ThinkingBudget).
 	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
@@ -100,7 +100,7 @@ type completionRequest struct {
 }
 
 // decodeChatRequest decodes a chat request body. Every error it returns is
-// a *validationError.
+// a *frontend.Error.
 func decodeChatRequest(body []byte) (*chatRequest, error) {
 	if err := jsonwire.CheckText(body); err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 }
 
 // decodeCompletionRequest decodes a completion request body. Every error it
-// returns is a *validationError.
+// returns is a *frontend.Error.
 func decodeCompletionRequest(body []byte) (*completionRequest, error) {
 	if err := jsonwire.CheckText(body); err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func decodeCompletionRequest(body []byte) (*completionRequest, error) {
 // decodeChat decodes a chat request body into the typed request and the
 // OpenAI-only options, once: the common, chat and structured-output fields,
 // the prompt-shaping fields (decodePromptFields) and the tool choice. Every
-// error it returns is a *validationError naming the field.
+// error it returns is a *frontend.Error naming the field.
 func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
 	w, err := decodeChatRequest(body)
 	if err != nil {
@@ -184,7 +184,7 @@ type completionOptions struct {
 // decodeCompletion decodes a completion request body into the typed
 // request (its raw prompts, RenderRaw's), the OpenAI-only options and the
 // completion's answer options, once. Every error it returns is a
-// *validationError naming the field.
+// *frontend.Error naming the field.
 func decodeCompletion(body []byte) (*frontend.Request, *wireOptions, *completionOptions, error) {
 	w, err := decodeCompletionRequest(body)
 	if err != nil {
@@ -453,12 +453,12 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 // {"url":...,"detail":...}} and {"type":"input_audio","input_audio":
 // {"data":...,"format":"wav"|"mp3"}}. A media part becomes media.Marker
 // in the text, where llama.cpp's server puts it (the part is replaced by
-// a text part holding the marker), and a mediaRef. Other part types
+// a text part holding the marker), and a frontend.MediaRef. Other part types
 // (files, refusals) are rejected.
 type messageContent struct {
 	set   bool
 	text  string
-	media []mediaRef
+	media []frontend.MediaRef
 	// marker names the first text that holds media.Marker ("content" or
 	// "content[j]"), or "".
 	marker string

@@ -72,16 +72,14 @@ func New(b Backend, opts Options) *Server { return &Server{h: newHandler(b, opts
 //	POST /tokenize, /detokenize                 (vLLM)
 func (s *Server) Mount(r chi.Router) {
 	h := s.h
-	r.Post("/v1/chat/completions", h.chatCompletions)
-	r.Post("/v1/completions", h.completions)
-	r.Post("/v1/embeddings", h.embeddings)
-	r.Post("/v1/score", h.score)
-	r.Post("/score", h.score)
-	r.Post("/v1/rerank", h.rerank)
-	r.Post("/rerank", h.rerank)
-	r.Post("/v2/rerank", h.rerank)
-	r.Post("/tokenize", h.tokenize)
-	r.Post("/detokenize", h.detokenize)
+	post := map[string]http.HandlerFunc{
+		"/v1/chat/completions": h.chatCompletions, "/v1/completions": h.completions, "/v1/embeddings": h.embeddings,
+		"/v1/score": h.score, "/score": h.score, "/v1/rerank": h.rerank, "/rerank": h.rerank, "/v2/rerank": h.rerank,
+		"/tokenize": h.tokenize, "/detokenize": h.detokenize,
+	}
+	for path, fn := range post {
+		r.Post(path, fn)
+	}
 	r.Get("/v1/models", h.listModels)
 	r.Get("/v1/models/*", h.getModel)
 }

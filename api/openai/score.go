@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/llmserve/llmserve/api/jsonwire"
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // This file serves vLLM's POST /score (text_1 against text_2) and the
@@ -270,7 +271,7 @@ func (h *handler) crossScores(r *http.Request, m Embedder, a []string, aField st
 		case keep > 0 && len(toks) > keep:
 			toks = toks[len(toks)-keep:]
 		case len(toks) > maxLen:
-			return nil, 0, &validationError{Param: param(bField, i), Code: "context_length_exceeded", Message: fmt.Sprintf(
+			return nil, 0, &frontend.Error{Param: param(bField, i), Code: "context_length_exceeded", Message: fmt.Sprintf(
 				"This model's maximum context length is %d tokens; the pair of %s and %s has %d. Shorten them, or set truncate_prompt_tokens to keep its last tokens.",
 				maxLen, param(aField, ai), param(bField, i), len(toks))}
 		}

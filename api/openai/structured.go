@@ -142,8 +142,9 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 	return cs, nil
 }
 
-// setStructured turns the structured-output fields into the request's
-// grammar, checked by the model's runtime when it can.
+// setStructured turns the structured-output constraint into the request's
+// grammar (frontend.Params.SetConstraint), a JSON schema given as a string
+// holding one unwrapped first.
 func (p *genParams) setStructured(cs []frontend.Constraint, m Model) error {
 	if len(cs) == 0 {
 		return nil
@@ -156,18 +157,5 @@ func (p *genParams) setStructured(cs []frontend.Constraint, m Model) error {
 		}
 		c.Schema = doc
 	}
-	g, err := c.Grammar()
-	if err != nil {
-		return err
-	}
-	if gc, ok := m.(GrammarChecker); ok {
-		if err := gc.CheckGrammar(g); err != nil {
-			return invalid(c.Param, "The model's runtime cannot use the grammar this gives: %v.", err)
-		}
-	}
-	if p.base.MinTokens > 0 {
-		return invalid("min_tokens", "min_tokens cannot be combined with %s: the grammar decides where the output ends, and a stop token held back past that point leaves nothing to write.", c.Param)
-	}
-	p.base.Sampling.Grammar = g
-	return nil
+	return p.SetConstraint(c, m)
 }

@@ -177,8 +177,8 @@ func FuzzStructuredFields(f *testing.F) {
 				return err
 			}
 			p, _, _, err := h.prepareCompletion(model, req, opts, copts)
-			if err == nil && p.base.Sampling.Grammar != "" {
-				if err := grammar.Check(p.base.Sampling.Grammar); err != nil {
+			if err == nil && p.Base.Sampling.Grammar != "" {
+				if err := grammar.Check(p.Base.Sampling.Grammar); err != nil {
 					t.Fatalf("accepted a grammar Check refuses: %v", err)
 				}
 			}

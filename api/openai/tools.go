@@ -31,9 +31,6 @@ import (
 // protocol shares (frontend.Output, given the plan by generation.split);
 // this package renders them.
 
-// toolPlan is a request's decided tool handling (frontend.NewToolPlan).
-type toolPlan = frontend.ToolPlan
-
 // toolFields are the request fields that choose the handling.
 type toolFields struct {
 	ToolChoice        json.RawMessage `json:"tool_choice"`
@@ -84,36 +81,6 @@ func decodeToolChoice(body []byte, req *frontend.Request) error {
 	return nil
 }
 
-// toolCallDelta is what a delta adds to a tool call (the output
-// processor's, frontend.Output).
-type toolCallDelta = frontend.ToolCallDelta
-
-// setTools applies the tool plan to the request: in the constrained modes,
-// the grammar that holds the answer to calls (each function's parameters
-// checked as a JSON schema, errors naming the tool); in the auto mode, a
-// decoder that keeps control tokens, since several families write their
-// call markers as control tokens ([TOOL_CALLS], <|python_tag|>).
-func (p *genParams) setTools(tp *toolPlan, m Model, skipSpecialSet bool, paramsName string) error {
-	if tp.Mode == frontend.ToolAuto && tp.Parser != "" && !skipSpecialSet {
-		p.keepSpecial = true
-	}
-	if !tp.Constrained() {
-		return nil
-	}
-	if p.base.Sampling.Grammar != "" {
-		return invalid("tool_choice", "tool_choice %s cannot be combined with structured output (response_format or guided_*): both decide the answer's form.", tp.ChoiceName())
-	}
-	if p.base.MinTokens > 0 {
-		return invalid("min_tokens", "min_tokens cannot be combined with tool_choice %s: the grammar decides where the calls end.", tp.ChoiceName())
-	}
-	g, err := tp.Grammar(m, paramsName)
-	if err != nil {
-		return err
-	}
-	p.base.Sampling.Grammar = g
-	return nil
-}
-
 // wireToolCalls converts calls to a message's tool_calls.
 func wireToolCalls(calls []tokenizer.ToolCall) []chatToolCall {
 	out := make([]chatToolCall, len(calls))
@@ -124,7 +91,7 @@ func wireToolCalls(calls []tokenizer.ToolCall) []chatToolCall {
 }
 
 // wireToolDeltas converts call pieces to a chunk's tool_calls.
-func wireToolDeltas(ds []toolCallDelta) []chatToolCall {
+func wireToolDeltas(ds []frontend.ToolCallDelta) []chatToolCall {
 	out := make([]chatToolCall, len(ds))
 	for i, d := range ds {
 		out[i] = chatToolCall{Index: &ds[i].Index, ID: d.ID, Function: chatToolFunction{Name: d.Name, Arguments: d.Arguments}}

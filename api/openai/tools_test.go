@@ -31,7 +31,7 @@ func TestDecodeToolPlan(t *testing.T) {
 		{`{"tool_choice":5}`, tools, 0, "tool_choice"},
 		{`{"parallel_tool_calls":"yes"}`, tools, 0, "parallel_tool_calls"},
 	}
-	plan := func(body string, tools []json.RawMessage) (*toolPlan, error) {
+	plan := func(body string, tools []json.RawMessage) (*frontend.ToolPlan, error) {
 		req := &frontend.Request{}
 		for _, raw := range tools {
 			tool, err := decodeTool(raw)
@@ -48,7 +48,7 @@ func TestDecodeToolPlan(t *testing.T) {
 	for _, tt := range tests {
 		tp, err := plan(tt.body, tt.tools)
 		if tt.param != "" {
-			var ve *validationError
+			var ve *frontend.Error
 			if !errors.As(err, &ve) || ve.Param != tt.param {
 				t.Errorf("%s: err %v, want a 400 naming %s", tt.body, err, tt.param)
 			}

@@ -19,8 +19,9 @@ const (
 	objectList                = "list"
 )
 
-// usage is CompletionUsage.
-type usage struct {
+// Usage is CompletionUsage: a request's token count in OpenAI's shape,
+// which the chat family's other APIs rename.
+type Usage struct {
 	PromptTokens        int                 `json:"prompt_tokens"`
 	CompletionTokens    int                 `json:"completion_tokens"`
 	TotalTokens         int                 `json:"total_tokens"`
@@ -35,7 +36,7 @@ type completionTokensDetails struct {
 	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
-func (u *usage) addReasoning(n int) {
+func (u *Usage) addReasoning(n int) {
 	if u.CompletionTokensDetails == nil {
 		u.CompletionTokensDetails = &completionTokensDetails{}
 	}
@@ -51,7 +52,7 @@ type promptTokensDetails struct {
 // "usage": null when the client asked for include_usage, as OpenAI's do.
 type usageField struct {
 	present bool
-	u       *usage
+	u       *Usage
 }
 
 func (f usageField) IsZero() bool { return !f.present }
@@ -64,7 +65,7 @@ func (f usageField) MarshalJSON() ([]byte, error) {
 }
 
 func usageNull() usageField      { return usageField{present: true} }
-func usageOf(u usage) usageField { return usageField{present: true, u: &u} }
+func usageOf(u Usage) usageField { return usageField{present: true, u: &u} }
 func finishOf(s string) *string  { return &s }
 func contentOf(s string) *string { return &s }
 
@@ -75,7 +76,7 @@ type chatCompletion struct {
 	Created           int64        `json:"created"`
 	Model             string       `json:"model"`
 	Choices           []chatChoice `json:"choices"`
-	Usage             usage        `json:"usage"`
+	Usage             Usage        `json:"usage"`
 	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
 	// PromptLogprobs is vLLM's, with prompt_logprobs.
 	PromptLogprobs []map[string]promptLogprobEntry `json:"prompt_logprobs,omitempty"`

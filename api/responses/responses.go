@@ -442,16 +442,21 @@ func (rg *respGen) collectOutput(ctx context.Context) (*respOutput, error) {
 	return &respOutput{reasoning: a.Reasoning, text: a.Text, calls: a.Calls, finish: a.Finish}, nil
 }
 
+// readRequest reads a Responses request's body and decodes it
+// (decodeResponses).
+func (h *handler) readRequest(w http.ResponseWriter, r *http.Request) (*respParams, error) {
+	body, err := h.s.ReadBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return h.decodeResponses(body)
+}
+
 // createResponse serves POST /v1/responses.
 func (h *handler) createResponse(w http.ResponseWriter, r *http.Request) {
 	arrival := h.s.Now()
 	id := "resp_" + strings.ToLower(h.s.RequestID(r))
-	body, err := h.s.ReadBody(w, r)
-	if err != nil {
-		h.s.Fail(w, r, id, err)
-		return
-	}
-	rp, err := h.decodeResponses(body)
+	rp, err := h.readRequest(w, r)
 	if err != nil {
 		h.s.Fail(w, r, id, err)
 		return

@@ -163,12 +163,7 @@ func parseInt(s string) (int, error) {
 // response's conversation) renders to.
 func (h *handler) inputTokens(w http.ResponseWriter, r *http.Request) {
 	id := "resp_" + h.s.RequestID(r)
-	body, err := h.s.ReadBody(w, r)
-	if err != nil {
-		h.s.Fail(w, r, id, err)
-		return
-	}
-	rp, err := h.decodeResponses(body)
+	rp, err := h.readRequest(w, r)
 	if err != nil {
 		h.s.Fail(w, r, id, err)
 		return

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/api/tritonv1"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
@@ -303,48 +302,24 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err != nil {
 		return err
 	}
-	grpcMetrics, err := metrics.NewGRPCServer(reg)
+	respStore, closeStore, err := openResponseStore(f, log)
 	if err != nil {
 		return err
 	}
-	respStore, err := openResponseStore(f)
+	defer closeStore()
+	opts := apiOptions(f, set, registry, respStore, inferStats, reg, log)
+	opts.OpenAI, opts.V2 = headOpenAI{hm}, headV2{hm}
+	pub, err := openPublic(f, opts)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := respStore.Close(); cerr != nil {
-			log.Error("close the responses store", "err", cerr)
-		}
-	}()
-	handler, err := api.NewHandler(api.Options{
-		ResponseStore: respStore,
-		Registry:      registry, Logger: log, Registerer: reg, Gatherer: reg, Infer: inferStats,
-		MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, Media: f.media.options(),
-		CORS: api.CORSOptions{
-			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
-			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
-		},
-		OpenAI: headOpenAI{hm}, V2: headV2{hm},
-	})
-	if err != nil {
-		return err
-	}
-	pub, err := openPublic(f, handler, reg, log)
-	if err != nil {
-		return err
-	}
-	defer pub.stopMetrics()
-	var grpcSrv *grpc.Server
-	if pub.grpcLn != nil {
-		var stopHealth func()
-		grpcSrv, stopHealth = newPublicGRPC(registry, grpcMetrics, grpcMaxMessage(f), set.apiKeys)
-		defer stopHealth()
-		v2grpc.Register(grpcSrv, headV2{hm}, v2grpc.Options{Logger: log, Infer: inferStats})
-		tritonv1.Register(grpcSrv, headV2{hm}, tritonv1.Options{Logger: log, Infer: inferStats})
+	defer pub.close()
+	if pub.grpc != nil {
+		v2grpc.Register(pub.grpc, headV2{hm}, v2grpc.Options{Logger: log, Infer: inferStats})
+		tritonv1.Register(pub.grpc, headV2{hm}, tritonv1.Options{Logger: log, Infer: inferStats})
 	}
 	errc := make(chan error, 3)
-	pub.serve(grpcSrv, errc, log)
+	pub.serve(errc, log)
 	// The model appears once a worker answered (and the vocabulary is
 	// loaded): until then the head is not ready.
 	loadCtx, cancelLoad := context.WithCancel(ctx)
@@ -379,7 +354,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err := awaitStop(ctx, log, errc, f.shutdownTimeout); err != nil {
 		return err
 	}
-	return shutdown(log, pub.srv, pub.inflight, []*grpc.Server{grpcSrv}, hm, f.shutdownTimeout)
+	return shutdown(log, pub.srv, pub.inflight, []*grpc.Server{pub.grpc}, hm, f.shutdownTimeout)
 }
 
 // Drain turns the head's readiness off (shutdown's stopper).

@@ -63,6 +63,7 @@ type serveFlags struct {
 	grpcPort         int
 	metricsPort      int
 	metricsEndpoint  string
+	pprofAddr        string
 	models           []string
 	modelName        string
 	modelDir         string
@@ -163,6 +164,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
 	fl.IntVar(&f.metricsPort, "metrics-port", 0, "serve the Prometheus metrics on this port of their own, and not on the HTTP port (MLServer's metrics_port); 0: on the HTTP port")
 	fl.StringVar(&f.metricsEndpoint, "metrics-endpoint", "/metrics", "path of the Prometheus metrics (MLServer's metrics_endpoint)")
+	fl.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's CPU, heap and goroutine profiles (net/http/pprof, /debug/pprof/) on this address of their own, e.g. 127.0.0.1:6060; empty: off")
 	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (Open Inference Protocol V2, Triton v1's GRPCService, grpc.health.v1, reflection); 0 disables gRPC")
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable): a .gguf LLM, or a tensor model (.onnx, or a GGUF whose general.architecture is llmserve.graph); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
@@ -749,54 +751,30 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	if f.grpcPort > 0 && repo == nil && len(set.specs) == 1 {
 		kvTransfer = workerSrv
 	}
-	respStore, err := openResponseStore(f)
+	respStore, closeStore, err := openResponseStore(f, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := respStore.Close(); cerr != nil {
-			log.Error("close the responses store", "err", cerr)
-		}
-	}()
-	handler, err := api.NewHandler(api.Options{
-		ResponseStore: respStore,
-		KVTransfer:    kvTransfer, Infer: inferStats, MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
-		Registry: registry, Repository: repo, Logger: log, Registerer: reg, Gatherer: reg,
-		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, LoRARuntimeUpdates: f.loraRuntimeUpdate, Media: f.media.options(),
-		CORS: api.CORSOptions{
-			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
-			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
-		},
-	})
+	defer closeStore()
+	opts := apiOptions(f, set, registry, respStore, inferStats, reg, log)
+	opts.KVTransfer, opts.Repository, opts.LoRARuntimeUpdates = kvTransfer, repo, f.loraRuntimeUpdate
+	// --api-key covers the gRPC inference and worker services too.
+	pub, err := openPublic(f, opts, workerpb.Worker_ServiceDesc.ServiceName)
 	if err != nil {
 		return err
 	}
-	grpcMetrics, err := metrics.NewGRPCServer(reg)
-	if err != nil {
-		return err
-	}
-	pub, err := openPublic(f, handler, reg, log)
-	if err != nil {
-		return err
-	}
-	defer pub.stopMetrics()
-
-	var grpcSrv *grpc.Server
-	if pub.grpcLn != nil {
-		// --api-key covers the gRPC inference and worker services too.
-		var stopHealth func()
-		grpcSrv, stopHealth = newPublicGRPC(registry, grpcMetrics, grpcMaxMessage(f), set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
-		defer stopHealth()
-		v2grpc.Register(grpcSrv, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo), Infer: inferStats})
-		tritonv1.Register(grpcSrv, api.V2Backend(registry), tritonv1.Options{Logger: log, Infer: inferStats, Repository: api.V2Repository(repo)})
+	defer pub.close()
+	if pub.grpc != nil {
+		v2grpc.Register(pub.grpc, api.V2Backend(registry), v2grpc.Options{Logger: log, Repository: api.V2Repository(repo), Infer: inferStats})
+		tritonv1.Register(pub.grpc, api.V2Backend(registry), tritonv1.Options{Logger: log, Infer: inferStats, Repository: api.V2Repository(repo)})
 	}
 	// The internal worker service: on serve's gRPC server (so that a peer
 	// pulls KV through vLLM's kv_transfer_params), and on --worker-port for
 	// `llmserve worker`.
-	if grpcSrv != nil {
-		workerSrv.Register(grpcSrv)
+	if pub.grpc != nil {
+		workerSrv.Register(pub.grpc)
 	}
-	grpcSrvs := []*grpc.Server{grpcSrv}
+	grpcSrvs := []*grpc.Server{pub.grpc}
 	var workerLn net.Listener
 	if wf != nil {
 		if workerLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(wf.port))); err != nil {
@@ -821,7 +799,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 		go func() { errc <- grpcSrvs[len(grpcSrvs)-1].Serve(workerLn) }()
 		workerAttrs = []any{"worker", workerLn.Addr().String(), "role", wf.role}
 	}
-	pub.serve(grpcSrv, errc, log, workerAttrs...)
+	pub.serve(errc, log, workerAttrs...)
 
 	if err := awaitStop(ctx, log, errc, f.shutdownTimeout); err != nil {
 		return err
@@ -932,31 +910,67 @@ func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrvs [
 	return nil
 }
 
-// public is what serve and head serve their clients on: the HTTP port
-// (inflight counts its requests for the shutdown), the gRPC port unless
-// --grpc-port is 0 (grpcLn nil then), and the metrics server on
-// --metrics-port (stopMetrics closes it).
+// public is what serve and head serve their clients on: the HTTP API on
+// --http-port (inflight counts its requests for the shutdown), the public
+// gRPC server on --grpc-port unless it is 0 (grpc and grpcLn nil then),
+// and the metrics server on --metrics-port.
 type public struct {
 	httpLn, grpcLn net.Listener
 	srv            *http.Server
 	inflight       *inflight
-	stopMetrics    func()
+	// grpc is newPublicGRPC's server; the caller registers the protocols
+	// on it before serve.
+	grpc *grpc.Server
+	// stops end the metrics server and the health service's watches.
+	stops []func()
 }
 
-// openPublic opens the public ports for handler and starts the metrics
-// server; when one fails it closes what it opened.
-func openPublic(f *serveFlags, handler http.Handler, g prometheus.Gatherer, log *slog.Logger) (*public, error) {
+// openPublic builds the HTTP API from opts and opens the public ports
+// for it and for the gRPC server (newPublicGRPC: its calls counted in
+// opts.Registerer, opts.APIKeys required by the inference services and
+// authServices), and starts the metrics server and the --pprof-addr
+// profiles server; when one fails it closes what it opened.
+func openPublic(f *serveFlags, opts api.Options, authServices ...string) (*public, error) {
+	handler, err := api.NewHandler(opts)
+	if err != nil {
+		return nil, err
+	}
+	gm, err := metrics.NewGRPCServer(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	httpLn, grpcLn, err := listenPublic(f)
 	if err != nil {
 		return nil, err
 	}
 	p := &public{httpLn: httpLn, grpcLn: grpcLn, inflight: newInflight(handler)}
-	if p.stopMetrics, err = serveMetrics(f, g, log); err != nil {
+	stopMetrics, err := serveMetrics(f, opts.Gatherer, opts.Logger)
+	if err != nil {
 		p.closeListeners()
 		return nil, err
 	}
+	p.stops = append(p.stops, stopMetrics)
+	stopPprof, err := servePprof(f.pprofAddr, opts.Logger)
+	if err != nil {
+		p.close()
+		p.closeListeners()
+		return nil, err
+	}
+	p.stops = append(p.stops, stopPprof)
 	p.srv = &http.Server{Handler: p.inflight, ReadHeaderTimeout: 30 * time.Second}
+	if grpcLn != nil {
+		var stopHealth func()
+		p.grpc, stopHealth = newPublicGRPC(opts.Registry, gm, grpcMaxMessage(f), opts.APIKeys, authServices...)
+		p.stops = append(p.stops, stopHealth)
+	}
 	return p, nil
+}
+
+// close stops the metrics server and the health watches.
+func (p *public) close() {
+	for _, stop := range slices.Backward(p.stops) {
+		stop()
+	}
 }
 
 // closeListeners closes the public ports of a process that fails before
@@ -968,14 +982,14 @@ func (p *public) closeListeners() {
 	}
 }
 
-// serve serves HTTP, and gRPC on grpcSrv when its port is open, each
-// server's end going to errc, and logs the addresses (with attrs, the
-// caller's other ports).
-func (p *public) serve(grpcSrv *grpc.Server, errc chan<- error, log *slog.Logger, attrs ...any) {
+// serve serves HTTP, and gRPC when its port is open, each server's end
+// going to errc, and logs the addresses (with attrs, the caller's other
+// ports).
+func (p *public) serve(errc chan<- error, log *slog.Logger, attrs ...any) {
 	go func() { errc <- p.srv.Serve(p.httpLn) }()
 	addrs := []any{"http", p.httpLn.Addr().String()}
 	if p.grpcLn != nil {
-		go func() { errc <- grpcSrv.Serve(p.grpcLn) }()
+		go func() { errc <- p.grpc.Serve(p.grpcLn) }()
 		addrs = append(addrs, "grpc", p.grpcLn.Addr().String())
 	}
 	log.Info("serving", append(addrs, attrs...)...)
@@ -1075,10 +1089,30 @@ func grpcMaxMessage(f *serveFlags) int {
 // openResponseStore opens the Responses API's store as the flags say: in
 // memory, or in --responses-store-dir to survive restarts. The process
 // that serves HTTP (serve, or head) owns it.
-func openResponseStore(f *serveFlags) (*store.Store, error) {
-	st, err := store.Open(store.Config{Size: f.responsesStoreSize, Dir: f.responsesStoreDir})
+func openResponseStore(f *serveFlags, log *slog.Logger) (st *store.Store, closeStore func(), err error) {
+	st, err = store.Open(store.Config{Size: f.responsesStoreSize, Dir: f.responsesStoreDir})
 	if err != nil {
-		return nil, fmt.Errorf("--responses-store-dir: %w", err)
+		return nil, nil, fmt.Errorf("--responses-store-dir: %w", err)
 	}
-	return st, nil
+	return st, func() {
+		if err := st.Close(); err != nil {
+			log.Error("close the responses store", "err", err)
+		}
+	}, nil
+}
+
+// apiOptions are the api.Options that serve and head share: what the
+// flags say about the public HTTP API, and the registry (serve's models,
+// or the head's requests in flight), the Responses store and the
+// metrics that both pass in.
+func apiOptions(f *serveFlags, set *settings, registry *models.Registry, st *store.Store, infer *metrics.Infer, reg *prometheus.Registry, log *slog.Logger) api.Options {
+	return api.Options{
+		Registry: registry, ResponseStore: st, Infer: infer, Logger: log, Registerer: reg, Gatherer: reg,
+		MetricsPath: f.metricsEndpoint, NoMetricsRoute: f.metricsPort != 0,
+		APIKeys: set.apiKeys, MaxBodyBytes: f.maxBodyBytes, Media: f.media.options(),
+		CORS: api.CORSOptions{
+			AllowedOrigins: f.allowedOrigins, AllowedMethods: f.allowedMethods,
+			AllowedHeaders: f.allowedHeaders, AllowCredentials: f.allowCredentials,
+		},
+	}
 }

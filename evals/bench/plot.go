@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,7 +156,7 @@ func groupRuns(names []string, points []plotPoint) []plotSeries {
 	}
 	for k := range out {
 		pts := out[k].points
-		slices.SortStableFunc(pts, func(a, b plotPoint) int { return cmpFloat(a.concurrency, b.concurrency) })
+		slices.SortStableFunc(pts, func(a, b plotPoint) int { return cmp.Compare(a.concurrency, b.concurrency) })
 		var merged []plotPoint
 		for i := 0; i < len(pts); {
 			j, sum := i, 0.0
@@ -168,16 +169,6 @@ func groupRuns(names []string, points []plotPoint) []plotSeries {
 		out[k].points = merged
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Plot reads cfg.Files and writes the plot of cfg.Metric against max
