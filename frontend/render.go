@@ -122,10 +122,7 @@ func TemplateMessages(msgs []Message) []tokenizer.Message {
 func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error) {
 	tm := TemplateMessages(msgs)
 	if p.Template == "" {
-		if p.generic != nil && !RendersTools(tok.ChatTemplate()) {
-			tm = p.generic.messages(tm)
-		}
-		text, err := tok.ApplyChatTemplate(tm, p.Options)
+		text, err := p.render(tok.ChatTemplate(), tm)
 		if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
 			return "", Invalid("continue_final_message", "%v", err)
 		}
@@ -138,10 +135,7 @@ func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error)
 	if err != nil {
 		return "", Invalid("chat_template", "chat_template is not a valid Jinja chat template: %v", err)
 	}
-	if p.generic != nil && !RendersTools(ct) {
-		tm = p.generic.messages(tm)
-	}
-	text, err := ct.Render(tm, p.Options)
+	text, err := p.render(ct, tm)
 	if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
 		return "", Invalid("continue_final_message", "%v", err)
 	}
@@ -149,6 +143,22 @@ func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error)
 		return "", Invalid("chat_template", "chat_template could not render these messages: %v", err)
 	}
 	return text, nil
+}
+
+// render renders tm with ct and the request's options, the tools in the
+// generic format when ct does not render them: in a system turn, or, for
+// a template that refuses one (Gemma's, say), in the first turn.
+func (p *Prompt) render(ct *tokenizer.ChatTemplate, tm []tokenizer.Message) (string, error) {
+	if p.generic == nil || RendersTools(ct) {
+		return ct.Render(tm, p.Options)
+	}
+	text, err := ct.Render(p.generic.messages(tm, true), p.Options)
+	if err != nil && !errors.Is(err, tokenizer.ErrContinueFinalMessage) && len(tm) > 0 && tm[0].Role != "system" {
+		if text, err2 := ct.Render(p.generic.messages(tm, false), p.Options); err2 == nil {
+			return text, nil
+		}
+	}
+	return text, err
 }
 
 // RenderText renders the messages (Apply) and checks the text's length

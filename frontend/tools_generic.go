@@ -149,12 +149,16 @@ func functionOf(t Tool) []byte {
 }
 
 // messages rewrites msgs for the generic format (see above): the
-// tools and the answer format in the system message, earlier calls in
-// their assistant turns' content, tool results as user turns.
-func (g *genericTools) messages(msgs []tokenizer.Message) []tokenizer.Message {
+// tools and the answer format in the system message (system false: at the
+// start of the first message, for templates that refuse a system turn),
+// earlier calls in their assistant turns' content, tool results as user
+// turns, one for consecutive results (templates that want turns to
+// alternate).
+func (g *genericTools) messages(msgs []tokenizer.Message, system bool) []tokenizer.Message {
 	out := make([]tokenizer.Message, 0, len(msgs)+1)
 	sys := g.systemText()
-	if len(msgs) > 0 && msgs[0].Role == "system" {
+	switch {
+	case len(msgs) > 0 && msgs[0].Role == "system":
 		m := msgs[0]
 		if m.Content != "" {
 			m.Content += "\n\n"
@@ -162,11 +166,11 @@ func (g *genericTools) messages(msgs []tokenizer.Message) []tokenizer.Message {
 		m.Content += sys
 		out = append(out, m)
 		msgs = msgs[1:]
-	} else {
+	case system || len(msgs) == 0:
 		out = append(out, tokenizer.Message{Role: "system", Content: sys})
 	}
 	called := map[string]string{} // call id -> the function's name
-	for _, m := range msgs {
+	for i, m := range msgs {
 		switch {
 		case m.Role == "assistant" && len(m.ToolCalls) > 0:
 			if m.Content != "" {
@@ -187,7 +191,14 @@ func (g *genericTools) messages(msgs []tokenizer.Message) []tokenizer.Message {
 				Content string `json:"content"`
 			}{name, m.Content}
 			b, _ := json.Marshal(map[string]any{"tool_response": resp})
+			if n := len(out); i > 0 && msgs[i-1].Role == "tool" && n > 0 {
+				out[n-1].Content += "\n" + string(b)
+				continue
+			}
 			m = tokenizer.Message{Role: "user", Content: string(b)}
+		}
+		if i == 0 && len(out) == 0 {
+			m.Content = sys + "\n\n" + m.Content
 		}
 		out = append(out, m)
 	}

@@ -286,3 +286,46 @@ func FuzzGenericAnswer(f *testing.F) {
 		}
 	})
 }
+
+// gemma refuses a system turn and turns that do not alternate, as
+// Gemma's template does; it renders no tools.
+const gemma = `{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}` +
+	`{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}` +
+	`<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}
+{{ m['content'] }}<end_of_turn>
+{% endfor %}<start_of_turn>model
+`
+
+// A template that refuses a system turn gets the tools in the first turn,
+// and parallel calls' results in one user turn, so that turns alternate.
+func TestGenericPromptStrictTemplate(t *testing.T) {
+	tools := weatherTools(t)
+	tok := testTokenizer(t, gemma)
+	msgs := []Message{
+		{Role: "user", Content: "Weather in Paris and London?", HasContent: true},
+		{Role: "assistant", ToolCalls: []tokenizer.ToolCall{
+			{ID: "a", Type: "function", Name: "get_weather", Arguments: `{"city": "Paris"}`},
+			{ID: "b", Type: "function", Name: "get_weather", Arguments: `{"city": "London"}`}}},
+		{Role: "tool", Content: "sunny", HasContent: true, ToolCallID: "a"},
+		{Role: "tool", Content: "rain", HasContent: true, ToolCallID: "b"},
+	}
+	req := &Request{Messages: msgs, Tools: tools, Template: Template{AddGenerationPrompt: true}}
+	text, err := NewPrompt(req).Apply(tok, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<start_of_turn>user\nTools:\n{\"name\":\"get_weather\"",
+		`to call one, else {"response": "..."}.` + "\n\nWeather in Paris and London?<end_of_turn>",
+		"<start_of_turn>model\n" + `{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_weather", "arguments": {"city": "London"}}]}<end_of_turn>`,
+		"<start_of_turn>user\n" + `{"tool_response":{"name":"get_weather","content":"sunny"}}` + "\n" + `{"tool_response":{"name":"get_weather","content":"rain"}}<end_of_turn>`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the prompt lacks %q:\n%s", want, text)
+		}
+	}
+	// A system message the template refuses stays an error.
+	sys := append([]Message{{Role: "system", Content: "Be brief.", HasContent: true}}, msgs...)
+	_, err = NewPrompt(&Request{Messages: sys, Tools: tools}).Apply(tok, sys)
+	badParam(t, err, "messages")
+}
