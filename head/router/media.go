@@ -77,7 +77,7 @@ func (m *Model) PrepareMedia(ctx context.Context, prompt string, addSpecial bool
 		var p pick
 		err := m.r.waitFor(ctx, until, func() bool {
 			var ok bool
-			p, ok = m.r.chooseWhere(poolAny, nil, "", exclude, reads)
+			p, ok = m.r.chooseWhere(poolAny, nil, "", "", exclude, reads)
 			return ok
 		})
 		if err != nil {
