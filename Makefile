@@ -83,10 +83,18 @@ OPENAI_NODE_VERSION    := 7.57.0
 ANTHROPIC_NODE_VERSION := 1.14.0
 ORT_NODE_VERSION       := 1.22.0
 NODE_CLIENTS           := $(CACHE_DIR)/node-clients-$(OPENAI_NODE_VERSION)-$(ANTHROPIC_NODE_VERSION)-ort$(ORT_NODE_VERSION)
+# The agent CLIs the agent-session tests run unchanged (npm registry, pinned):
+# Claude Code and OpenAI's Codex CLI; each ships its native binary in a
+# per-platform npm package. `make agent-clis` installs them; tests find
+# `claude` and `codex` in LLMSERVE_AGENT_CLIS, which `make test-cgo` sets.
+CLAUDE_CODE_VERSION    := 2.1.332
+CODEX_VERSION          := 0.171.0
+AGENT_CLIS             := $(CACHE_DIR)/agent-clis-claude$(CLAUDE_CODE_VERSION)-codex$(CODEX_VERSION)
+AGENT_CLIS_BIN         := $(AGENT_CLIS)/node_modules/.bin
 PROTOC_GEN_GO       := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
-.PHONY: all build cuda run test test-pure test-cgo test-deploy test-python python-proto grpcurl node-clients proto protoc-plugins test-determinism fuzz deps debian-deps python-deps browser-deps go-deps bench soak lint verify fmt clean env swagger-ui
+.PHONY: all build cuda run test test-pure test-cgo test-deploy test-python python-proto grpcurl node-clients agent-clis proto protoc-plugins test-determinism fuzz deps debian-deps python-deps browser-deps go-deps bench soak lint verify fmt clean env swagger-ui
 
 all: build
 
@@ -186,7 +194,7 @@ run: build
 	./$(BIN) serve --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 ## test: every test, race detector on the pure-Go packages.
-test: deps browser-deps python-deps grpcurl node-clients test-pure test-cgo test-deploy test-python
+test: deps browser-deps python-deps grpcurl node-clients agent-clis test-pure test-cgo test-deploy test-python
 
 ## test-python: the custom runtime package's tests (runtimes/python: its
 ## llmserve_runtime and mlserver packages, MLServer's codec test cases
@@ -205,7 +213,7 @@ test-pure:
 	$(GO) test -race -count=1 $(PURE_PKGS)
 
 test-cgo:
-	LLMSERVE_GRPCURL=$(GRPCURL) LLMSERVE_NODE_MODULES=$(NODE_CLIENTS)/node_modules $(GO) test -count=1 -timeout 20m $(CGO_PKGS)
+	LLMSERVE_GRPCURL=$(GRPCURL) LLMSERVE_NODE_MODULES=$(NODE_CLIENTS)/node_modules LLMSERVE_AGENT_CLIS=$(AGENT_CLIS_BIN) $(GO) test -count=1 -timeout 20m $(CGO_PKGS)
 
 ## node-clients: the pinned openai and @anthropic-ai/sdk npm packages the
 ## API tests run under node, and onnxruntime-node, which computes the ONNX
@@ -220,6 +228,29 @@ $(NODE_CLIENTS)/node_modules:
 	cd $(NODE_CLIENTS).tmp && echo '{"private":true}' > package.json && \
 	  npm install --silent --no-audit --no-fund --ignore-scripts openai@$(OPENAI_NODE_VERSION) @anthropic-ai/sdk@$(ANTHROPIC_NODE_VERSION) onnxruntime-node@$(ORT_NODE_VERSION)
 	rm -rf $(NODE_CLIENTS) && mv $(NODE_CLIENTS).tmp $(NODE_CLIENTS)
+
+## agent-clis: the pinned Claude Code (@anthropic-ai/claude-code) and Codex
+## CLI (@openai/codex) the agent-session tests run, then a check that both
+## native binaries start (`--version`, offline); prints the directory that
+## holds `claude` and `codex` (LLMSERVE_AGENT_CLIS). Needs node and npm.
+## --ignore-scripts, then Claude Code's own postinstall run by hand: it copies
+## the platform's native binary over its placeholder, whether or not this
+## npm runs install scripts. Codex's launcher finds its binary by itself.
+agent-clis: $(AGENT_CLIS)/node_modules
+	@v=$$(DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 $(AGENT_CLIS_BIN)/claude --version) && \
+	  case "$$v" in "$(CLAUDE_CODE_VERSION) "*) ;; *) echo "make agent-clis: claude --version printed '$$v', want $(CLAUDE_CODE_VERSION)"; exit 1;; esac
+	@h=$$(mktemp -d) && v=$$(CODEX_HOME=$$h $(AGENT_CLIS_BIN)/codex --version 2>/dev/null); rm -rf $$h; \
+	  case "$$v" in *" $(CODEX_VERSION)") ;; *) echo "make agent-clis: codex --version printed '$$v', want $(CODEX_VERSION)"; exit 1;; esac
+	@echo "LLMSERVE_AGENT_CLIS=$(AGENT_CLIS_BIN)"
+
+$(AGENT_CLIS)/node_modules:
+	@command -v npm >/dev/null || { echo "make agent-clis: npm not found (Debian: apt-get install nodejs npm)"; exit 1; }
+	@rm -rf $(AGENT_CLIS).tmp && mkdir -p $(AGENT_CLIS).tmp
+	cd $(AGENT_CLIS).tmp && echo '{"private":true}' > package.json && \
+	  npm install --silent --no-audit --no-fund --ignore-scripts --engine-strict=false \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION)
+	cd $(AGENT_CLIS).tmp/node_modules/@anthropic-ai/claude-code && node install.cjs
+	rm -rf $(AGENT_CLIS) && mv $(AGENT_CLIS).tmp $(AGENT_CLIS)
 
 ## grpcurl: the pinned grpcurl the V2 gRPC tests run (tests/v2_grpcurl_test.go).
 grpcurl: $(GRPCURL)

@@ -1,6 +1,6 @@
 // Package api assembles the HTTP surface: one chi router that mounts every
-// protocol package (api/openai, api/v2, api/kservev1, api/tritonv1,
-// api/dataplane),
+// protocol package (api/openai, api/anthropic, api/responses, api/v2,
+// api/kservev1, api/tritonv1, api/dataplane),
 // the health endpoints, /metrics, the chat page (api/webui), and the
 // middleware every route shares: request ids, optional bearer-token auth,
 // panic recovery, access logs and HTTP metrics (llmserve_http_* and
@@ -27,6 +27,8 @@
 //	                        serves them on a port of their own)
 //	GET /, GET /ui/...      the chat page, see api/webui (no API key needed)
 //	/v1/...                 OpenAI API, see api/openai
+//	/v1/messages[...]       Anthropic's Messages, see api/anthropic
+//	/v1/responses[...]      OpenAI's Responses and its store, see api/responses
 //	/v2, /v2/models/...     Open Inference Protocol (V2) REST, see api/v2
 //	/v2/repository/...      the model repository (Options.Repository), see api/v2
 //	POST /v1/models/{m}:predict  KServe V1, see api/kservev1

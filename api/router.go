@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmserve/llmserve/api/anthropic"
 	"github.com/llmserve/llmserve/api/dataplane"
 	"github.com/llmserve/llmserve/api/kservev1"
 	"github.com/llmserve/llmserve/api/openai"
-	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/api/responses"
+	"github.com/llmserve/llmserve/api/responses/store"
 	"github.com/llmserve/llmserve/api/tritonv1"
 	v2 "github.com/llmserve/llmserve/api/v2"
 	"github.com/llmserve/llmserve/api/v2/infer"
@@ -58,7 +60,7 @@ type Options struct {
 	KVTransfer openai.KVTransfer
 	// ResponseStore keeps the Responses API's stored responses (nil: one
 	// in memory of the default size).
-	ResponseStore *responsestore.Store
+	ResponseStore *store.Store
 	// OpenAI and V2, when set, serve the inference routes instead of the
 	// registry's models, and V2.Ready decides readiness: llmserve head's
 	// remote models (head/router). Registry still tracks requests.
@@ -160,14 +162,17 @@ func NewHandler(opts Options) (http.Handler, error) {
 			r.Use(bearerAuth(keys))
 		}
 		r.Use(runtimeHeaders)
-		openai.Mount(r, oab, openai.Options{
+		// The chat family: OpenAI's routes, and Anthropic's Messages and
+		// OpenAI's Responses over the same chat path.
+		oa := openai.New(oab, openai.Options{
 			Logger:       log,
 			MaxBodyBytes: opts.MaxBodyBytes,
 			KVTransfer:   opts.KVTransfer,
 			Media:        opts.Media,
-
-			ResponseStore: opts.ResponseStore,
 		})
+		oa.Mount(r)
+		anthropic.Mount(r, oa)
+		responses.Mount(r, oa, responses.Options{Store: opts.ResponseStore})
 		v2.Mount(r, v2b, v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Infer: opts.Infer})
 		kservev1.Mount(r, v2b, kservev1.Options{
 			Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Other: http.HandlerFunc(methodNotAllowed), Infer: opts.Infer,
@@ -274,7 +279,7 @@ func bearerAuth(keys []string) func(http.Handler) http.Handler {
 			if ok != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="llmserve"`)
 				if r.URL.Path == "/v1/messages" || strings.HasPrefix(r.URL.Path, "/v1/messages/") {
-					openai.WriteMessagesAuthError(w, "Missing or invalid API key: send the header x-api-key: <key> or Authorization: Bearer <key>.")
+					anthropic.WriteAuthError(w, "Missing or invalid API key: send the header x-api-key: <key> or Authorization: Bearer <key>.")
 				} else if strings.HasPrefix(r.URL.Path, "/api/") {
 					// Triton v1's: NV-Status and a text body.
 					tritonv1.Refuse(w, http.StatusUnauthorized, "missing or invalid API key: send the header Authorization: Bearer <key>")

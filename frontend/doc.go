@@ -44,15 +44,21 @@
 // # Where it stands
 //
 // Landed: request.go, the typed Request of the chat family. OpenAI chat
-// (api/openai decodeChat), Anthropic Messages and Responses (with the
-// conversation of previous_response_id) each decode their own wire types
-// into it once, and api/openai's prepareChat is the one prepare sequence
-// they share; Request.Fields names the fields in each protocol's terms for
+// (api/openai decodeChat), Anthropic Messages (api/anthropic) and
+// Responses (api/responses, with the conversation of
+// previous_response_id) each decode their own wire types into it once,
+// and api/openai's prepareChat is the one prepare sequence they share
+// (openai.Server.Prepare); Request.Fields names the fields in each protocol's terms for
 // the errors found after decoding. OpenAI completions decode into it too,
 // with their raw prompts (Request.Prompt, rendered by render_raw.go's
 // RenderRaw: token ids checked, fill-in-the-middle, truncation). LoRA
 // adapters are chosen by model name, so Request has no field for them
 // yet.
+//
+// media_check.go holds the shape checks of media parts that every
+// protocol's decoder shares (CheckImageURL, CheckDetail, MarkerText);
+// api/jsonwire the JSON decoding helpers the HTTP protocols share, whose
+// errors are this package's.
 //
 // render.go renders (Prompt: template, BOS rule, length limits, media
 // through a MediaModel once the protocol resolved the items: fetching is

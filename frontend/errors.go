@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
@@ -87,6 +88,14 @@ func WithPrefix(prefix string, err error) error {
 	out := *v
 	out.Param = p
 	return &out
+}
+
+// Truncate cuts s to at most n bytes, for echoing client text in errors.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // Classify is the one classification of the errors a request meets below

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/llmserve/llmserve/media"
@@ -246,4 +247,40 @@ func FunctionTool(name string, description *string, parameters json.RawMessage) 
 		fn["parameters"] = parameters
 	}
 	return json.Marshal(map[string]any{"type": "function", "function": fn})
+}
+
+// NewFunctionTool is a function tool of a protocol other than OpenAI
+// chat: its Definition in the form chat templates read (FunctionTool).
+// Absent or null parameters are none.
+func NewFunctionTool(name string, description *string, parameters json.RawMessage) (Tool, error) {
+	if p := bytes.TrimSpace(parameters); len(p) == 0 || string(p) == "null" {
+		parameters = nil
+	}
+	def, err := FunctionTool(name, description, parameters)
+	if err != nil {
+		return Tool{}, Invalid("", "The tool could not be read: %v", err)
+	}
+	return Tool{Name: name, Parameters: parameters, Definition: def}, nil
+}
+
+// Budgets the Responses API's reasoning.effort stands for: a share of
+// max_output_tokens when the request sets it (the rest is left for the
+// answer), else a fixed number of tokens; "minimal" is no thinking.
+var (
+	effortShare  = map[string][2]int{"low": {1, 4}, "medium": {1, 2}, "high": {3, 4}}
+	effortTokens = map[string]int{"low": 1024, "medium": 4096, "high": 16384}
+)
+
+// EffortBudget is the thinking budget for a reasoning effort (minimal,
+// low, medium or high: the Responses API's reasoning.effort), with
+// maxOutput the request's output cap (nil: not set).
+func EffortBudget(effort string, maxOutput *int) int {
+	if effort == "minimal" {
+		return 0
+	}
+	if maxOutput != nil {
+		s := effortShare[effort]
+		return *maxOutput * s[0] / s[1]
+	}
+	return effortTokens[effort]
 }

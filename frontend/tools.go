@@ -130,3 +130,33 @@ func (tp *ToolPlan) ChoiceName() string {
 	}
 	return `"required"`
 }
+
+// toolModes are the tool_choice strings chat and Responses share.
+var toolModes = map[string]ToolMode{"none": ToolNone, "auto": ToolAuto, "required": ToolRequired}
+
+// ToolModeOf is the mode a tool_choice string names ("none", "auto",
+// "required"), and whether it names one.
+func ToolModeOf(s string) (ToolMode, bool) {
+	m, ok := toolModes[s]
+	return m, ok
+}
+
+// ToolChoiceText is how errors quote a tool choice given in another form
+// than chat's: as chat would have written it.
+func ToolChoiceText(mode ToolMode, name string) string {
+	var v any
+	switch mode {
+	case ToolNone:
+		v = "none"
+	case ToolAuto:
+		v = "auto"
+	case ToolRequired:
+		v = "required"
+	case ToolNamed:
+		v = map[string]any{"type": "function", "function": map[string]any{"name": name}}
+	default:
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -143,6 +143,13 @@ type GenerativeConfig struct {
 	MMProj          string
 	MaxImagePixels  int
 	MediaCacheBytes int64
+
+	// WrapExecutor, when set, wraps each executor the model's engine core
+	// starts (at load, and again after an executor failure), given the
+	// model's vocabulary. No flag or settings file sets it: it is for Go
+	// programs that embed the runtime, such as end-to-end tests that put
+	// an engine double (enginetest.Scripted) under a real model.
+	WrapExecutor func(engine.Executor, tokenizer.Vocab) engine.Executor
 }
 
 // The V2 tasks of GenerativeConfig.Task.
@@ -368,7 +375,11 @@ func LoadGenerative(cfg GenerativeConfig, log *slog.Logger, reg prometheus.Regis
 		NewExecutor: func(slots int) (engine.Executor, error) {
 			p := ctxParams
 			p.Slots = slots
-			return llamacpp.NewContext(m, p)
+			x, err := llamacpp.NewContext(m, p)
+			if err != nil || cfg.WrapExecutor == nil {
+				return x, err
+			}
+			return cfg.WrapExecutor(x, m), nil
 		},
 		Logger:   g.log,
 		Observer: obs,

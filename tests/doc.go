@@ -40,6 +40,9 @@
 // it also needs python3-pandas) over V2 REST infer and infer_stream, V2
 // gRPC ModelInfer and ModelStreamInfer and KServe V1, with MLServer's
 // payloads (null as NaN, a bare string, a runtime codec's content type)
-// and its request metrics. They assert what a user sees (exact greedy tokens,
+// and its request metrics. scripted_test.go puts the engine double
+// enginetest.Scripted under the real model (scripted(cfg, script)): the
+// model answers what a test scripts, a tool call say, through the real
+// API path, as the agent tests' tool loops need. They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests

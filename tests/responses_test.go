@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmserve/llmserve/api"
-	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/api/responses/store"
 	"github.com/llmserve/llmserve/models"
 )
 
@@ -24,19 +24,19 @@ import (
 // Responses store, as `llmserve serve --responses-store-dir dir` does.
 func responsesServer(t *testing.T, s *server, dir string) (string, func()) {
 	t.Helper()
-	store, err := responsestore.Open(responsestore.Config{Dir: dir})
+	st, err := store.Open(store.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	h, err := api.NewHandler(api.Options{Registry: s.registry, Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg, ResponseStore: store})
+	h, err := api.NewHandler(api.Options{Registry: s.registry, Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg, ResponseStore: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	stop := func() {
 		srv.Close()
-		if err := store.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			t.Error(err)
 		}
 	}

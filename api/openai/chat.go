@@ -188,7 +188,7 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 // streamChat streams a chat answer as server-sent events.
 func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *toolPlan) {
 	p := g.params
-	sse := startSSE(w)
+	sse := StartSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
 		return chatChunk{
 			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
@@ -268,7 +268,7 @@ func chunkUsage(g *generation) usageField {
 // endStream finishes a stream: an error event if the generation failed
 // while the client was still there, the usage chunk when asked for, and
 // [DONE].
-func (h *handler) endStream(r *http.Request, sse *sseWriter, g *generation, meta respMeta, err error, usageChunk func(usage) any) {
+func (h *handler) endStream(r *http.Request, sse *SSE, g *generation, meta respMeta, err error, usageChunk func(usage) any) {
 	if err != nil {
 		if isClientGone(err) || sse.err != nil {
 			h.log.Debug("client went away", "id", meta.id, "path", r.URL.Path)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -35,7 +36,7 @@ type chatPromptFields struct {
 // the field.
 func decodePromptFields(body []byte, req *frontend.Request) error {
 	var f chatPromptFields
-	if err := decodeJSON(body, &f); err != nil {
+	if err := jsonwire.Decode(body, &f); err != nil {
 		return err
 	}
 	t := frontend.Template{AddGenerationPrompt: true}
@@ -77,8 +78,8 @@ func decodePromptFields(body []byte, req *frontend.Request) error {
 	if f.Documents != nil {
 		t.Documents = make([]json.RawMessage, len(f.Documents))
 		for i, d := range f.Documents {
-			if jsonKind(d) != "object" {
-				return typeError(fmt.Sprintf("documents[%d]", i), "a document object", jsonKind(d))
+			if jsonwire.Kind(d) != "object" {
+				return jsonwire.TypeError(fmt.Sprintf("documents[%d]", i), "a document object", jsonwire.Kind(d))
 			}
 			t.Documents[i] = d
 		}
@@ -108,19 +109,6 @@ func chatPromptOf(req *frontend.Request) *chatPrompt {
 	return &chatPrompt{Prompt: frontend.NewPrompt(req)}
 }
 
-// functionTool is a function tool of another protocol: its Definition in
-// the form chat templates read (frontend.FunctionTool).
-func functionTool(name string, description *string, parameters json.RawMessage) (frontend.Tool, error) {
-	if isAbsent(parameters) {
-		parameters = nil
-	}
-	def, err := frontend.FunctionTool(name, description, parameters)
-	if err != nil {
-		return frontend.Tool{}, invalid("", "The tool could not be read: %v", err)
-	}
-	return frontend.Tool{Name: name, Parameters: parameters, Definition: def}, nil
-}
-
 // decodeTool checks one tool definition (checkTool) and reads its
 // function's name and parameters.
 func decodeTool(raw json.RawMessage) (frontend.Tool, error) {
@@ -137,7 +125,7 @@ func decodeTool(raw json.RawMessage) (frontend.Tool, error) {
 		return frontend.Tool{}, invalid("", "A tool could not be read: %v", err)
 	}
 	tool := frontend.Tool{Name: t.Function.Name, Definition: raw}
-	if k := jsonKind(t.Function.Parameters); k != "nothing" && k != "null" {
+	if k := jsonwire.Kind(t.Function.Parameters); k != "nothing" && k != "null" {
 		tool.Parameters = t.Function.Parameters
 	}
 	return tool, nil
@@ -148,38 +136,38 @@ func decodeTool(raw json.RawMessage) (frontend.Tool, error) {
 // optional description and optional JSON Schema parameters. The template
 // gets the object as the client sent it.
 func checkTool(raw json.RawMessage) error {
-	if jsonKind(raw) != "object" {
-		return typeError("", "a tool object", jsonKind(raw))
+	if jsonwire.Kind(raw) != "object" {
+		return jsonwire.TypeError("", "a tool object", jsonwire.Kind(raw))
 	}
 	var t struct {
 		Type     *string         `json:"type"`
 		Function json.RawMessage `json:"function"`
 	}
-	if err := decodeJSON(raw, &t); err != nil {
+	if err := jsonwire.Decode(raw, &t); err != nil {
 		return err
 	}
 	if t.Type != nil && *t.Type != "function" {
 		return invalid("type", "Tools of type %q are not supported; only \"function\" is.", *t.Type)
 	}
-	if len(t.Function) == 0 || jsonKind(t.Function) == "null" {
+	if len(t.Function) == 0 || jsonwire.Kind(t.Function) == "null" {
 		return invalid("function", "A tool needs a function object.")
 	}
-	if jsonKind(t.Function) != "object" {
-		return typeError("function", "a function object", jsonKind(t.Function))
+	if jsonwire.Kind(t.Function) != "object" {
+		return jsonwire.TypeError("function", "a function object", jsonwire.Kind(t.Function))
 	}
 	var fn struct {
 		Name        *string         `json:"name"`
 		Description *string         `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	}
-	if err := decodeJSON(t.Function, &fn); err != nil {
+	if err := jsonwire.Decode(t.Function, &fn); err != nil {
 		return withPrefix("function", err)
 	}
 	if fn.Name == nil || *fn.Name == "" {
 		return invalid("function.name", "A function needs a name.")
 	}
-	if k := jsonKind(fn.Parameters); len(fn.Parameters) > 0 && k != "object" && k != "null" {
-		return typeError("function.parameters", "a JSON Schema object", k)
+	if k := jsonwire.Kind(fn.Parameters); len(fn.Parameters) > 0 && k != "object" && k != "null" {
+		return jsonwire.TypeError("function.parameters", "a JSON Schema object", k)
 	}
 	return nil
 }
@@ -193,7 +181,7 @@ func decodeMessageExtra(raw json.RawMessage, msg *frontend.Message) error {
 		ReasoningContent *string           `json:"reasoning_content"`
 		Reasoning        *string           `json:"reasoning"`
 	}
-	if err := decodeJSON(raw, &m); err != nil {
+	if err := jsonwire.Decode(raw, &m); err != nil {
 		return err
 	}
 	switch msg.Role {
@@ -230,23 +218,23 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 		Function json.RawMessage `json:"function"`
 	}
 	var call tokenizer.ToolCall
-	if jsonKind(raw) != "object" {
-		return call, typeError("", "a tool call object", jsonKind(raw))
+	if jsonwire.Kind(raw) != "object" {
+		return call, jsonwire.TypeError("", "a tool call object", jsonwire.Kind(raw))
 	}
-	if err := decodeJSON(raw, &c); err != nil {
+	if err := jsonwire.Decode(raw, &c); err != nil {
 		return call, err
 	}
 	if c.Type != nil && *c.Type != "function" {
 		return call, invalid("type", "Tool calls of type %q are not supported; only \"function\" is.", *c.Type)
 	}
-	if jsonKind(c.Function) != "object" {
+	if jsonwire.Kind(c.Function) != "object" {
 		return call, invalid("function", "A tool call needs a function object with a name and arguments.")
 	}
 	var fn struct {
 		Name      *string         `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
-	if err := decodeJSON(c.Function, &fn); err != nil {
+	if err := jsonwire.Decode(c.Function, &fn); err != nil {
 		return call, withPrefix("function", err)
 	}
 	if fn.Name == nil || *fn.Name == "" {
@@ -256,7 +244,7 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 	if c.ID != nil {
 		call.ID = *c.ID
 	}
-	switch jsonKind(fn.Arguments) {
+	switch jsonwire.Kind(fn.Arguments) {
 	case "null", "":
 	case "string":
 		var s string
@@ -268,7 +256,7 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 	case "object":
 		call.Arguments = string(fn.Arguments)
 	default:
-		return call, typeError("function.arguments", "a JSON string", jsonKind(fn.Arguments))
+		return call, jsonwire.TypeError("function.arguments", "a JSON string", jsonwire.Kind(fn.Arguments))
 	}
 	return call, nil
 }

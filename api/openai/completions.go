@@ -174,7 +174,7 @@ func (g *generation) completionChoice(c *choice, d *delta, echo bool) completion
 func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, echo bool) {
 	p := g.params
 	n := p.base.N
-	sse := startSSE(w)
+	sse := StartSSE(w)
 	waitForPromptLPs := echo && p.logprobs
 	pending := make([]*delta, len(g.choices))
 	send := func(c *choice, d *delta) error {

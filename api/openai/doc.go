@@ -1,40 +1,36 @@
 // Package openai serves the OpenAI-compatible HTTP API: chat completions,
-// completions and the model list, with SSE streaming, in the shapes the
-// OpenAI SDKs and vLLM's clients expect.
+// completions, embeddings, score and rerank, tokenize, and the model list,
+// with SSE streaming, in the shapes the OpenAI SDKs and vLLM's clients
+// expect.
 //
 //	POST /v1/chat/completions
 //	POST /v1/completions
-//	POST /v1/messages, /v1/messages/count_tokens   (Anthropic)
+//	POST /v1/embeddings
+//	POST /v1/score, /score; /v1/rerank, /rerank, /v2/rerank
+//	POST /tokenize, /detokenize
 //	GET  /v1/models
 //	GET  /v1/models/{id}
 //
-// Mount adds the routes to a chi router; the served models come from a
-// Backend (backend.go).
+// New returns a Server over a Backend (backend.go) and Server.Mount adds
+// the routes to a chi router (Mount does both).
 //
-// # One package for the chat family
+// # The chat family
 //
-// Every API that is a chat over a model (OpenAI's chat completions,
-// Anthropic's Messages in messages*.go, OpenAI's Responses) lives here, so
-// that they share the generation path's internals rather than export them:
-// decoding, prepareChat (validation, template, tokenization), tool plans,
-// the reasoning parser, submit and generation (the one generation loop:
-// stop strings, cancellation on disconnect, usage), and the error mapping's
-// causes. Each API is a wire format over that path: it decodes its own
-// wire types once, straight into a frontend.Request (decodeChat for chat,
-// messagesRequest.request, decodeResponses), with errors in its own field
-// paths and req.Fields naming the fields for the errors found later, and
-// hands it to prepareChat, the one prepare sequence (model, tool plan,
-// validation, template, media, grammar, limits). A Messages request
-// becomes chat messages (messages_request.go: system and content blocks
-// into messages, tool_use into tool calls, tool_result into tool messages,
-// thinking into reasoning content, tool_choice any/tool into
-// required/named), so its checks, limits and rendering are chat's by
-// construction; its answer is shaped as content blocks, or as Anthropic's
-// event sequence (messages_stream.go).
-// Its errors are Anthropic's {"type": "error", "error": {"type",
-// "message"}}, mapped from toAPIError's status in one place,
-// messagesErrorOf (messages_errors.go), so both APIs agree on whose fault
-// an error is.
+// Every API that is a chat over a model shares one chat path, which this
+// package owns: decoding into a frontend.Request, prepareChat (the one
+// prepare sequence: model, tool plan, validation, template, media,
+// grammar, limits), submit and the generation (the output processor's
+// deltas, stop strings, cancellation on disconnect, usage), and the error
+// mapping (toAPIError). OpenAI chat decodes its wire types into the
+// frontend.Request (decodeChat); Anthropic's Messages (api/anthropic) and
+// OpenAI's Responses (api/responses, with its store) each decode their
+// own wire types once, straight into a frontend.Request with errors in
+// their own field paths, and run it through the Server they hold
+// (family.go: Server.Prepare, Run.Start, Generation.Collect and Receive,
+// ErrorOf). What is OpenAI-wire and shared with them is exported and kept
+// small: SSE (the event writer), Usage (the usage shape they rename),
+// InputAudio (an input_audio part, which Responses shares with chat).
+// The JSON decoding helpers every HTTP protocol uses are api/jsonwire's.
 //
 // # What it owns, and what it must not do
 //
@@ -181,10 +177,10 @@
 // # Images and audio
 //
 // A chat message's image_url and input_audio parts (media.go), an
-// Anthropic image block (imagePart) and a Responses input_image or
-// input_audio part (mediaContent) each become media.Marker in the message
-// text, in the part's place as llama.cpp's server puts it, and a mediaRef
-// (a frontend.MediaRef) named by its field in the request's own protocol.
+// Anthropic image block (api/anthropic) and a Responses input_image or
+// input_audio part (api/responses) each become media.Marker in the
+// message text, in the part's place as llama.cpp's server puts it, and a
+// frontend.MediaRef named by its field in the request's own protocol.
 // prepareChat hands a prompt with media to prepareMedia
 // (media_prompt.go), which refuses first what cannot work, before fetching
 // anything: more items than MediaOptions.MaxPerPrompt, a Model that is not
@@ -346,48 +342,11 @@
 // with their status code: everything that can be checked (validation,
 // Submit's admission errors) is checked before the headers are written.
 //
-// # Responses API
-//
-// POST /v1/responses (responses*.go) is OpenAI's Responses API built on
-// the chat path, not beside it: decodeResponses checks the request and its
-// input items (errors name input[i]...), prepends the conversation of
-// previous_response_id from the store, and turns the items, decoded once,
-// into a frontend.Request (function_call items become an assistant
-// message's tool calls, function_call_output a tool message, reasoning the
-// next assistant message's reasoning content, instructions a system
-// message, text.format a structured-output constraint). startResponse then
-// runs it through prepareChat and submit, so templates, tools, structured
-// output, limits, cancellation and metrics are the chat path's; errors
-// found there name the Responses fields (input, max_output_tokens,
-// tools[i].parameters, tool_choice.name: the request's Fields). The
-// answer is split into output items (reasoning, message, function calls)
-// as chat splits it into reasoning_content, content and tool_calls. The
-// stream (responses_stream.go) writes named events with sequence numbers,
-// one output item at a time. Because a continued conversation renders to
-// a prompt that starts with the previous turn's prompt and answer, the
-// prefix cache serves it, and cached_tokens grows over turns.
-//
-// Stored responses live in a responsestore.Store (Options.ResponseStore;
-// a bounded LRU, persisted with bbolt when the server is given
-// --responses-store-dir): one JSON record per response with the response,
-// its own input items and the whole conversation so far. Background
-// responses run on a context apart from the HTTP request's (values kept,
-// cancellation not) and are cancelled by POST /v1/responses/{id}/cancel
-// or DELETE. reasoning.effort is the thinking budget (effortBudget:
-// minimal 0, low a quarter, medium half, high three quarters of
-// max_output_tokens; without it 1024, 4096, 16384 tokens), set as
-// Messages' thinking.budget_tokens is (setThinkingBudget, through the
-// request's ThinkingBudget) and ignored for a model without a reasoning
-// parser.
-// An unknown response id is a 404 (responseNotFoundError; "Previous
-// response with id '...' not found." with param previous_response_id, as
-// OpenAI).
-//
 // # Errors
 //
 // Every error is {"error":{"message","type","param","code"}}; one function
 // (toAPIError) chooses the status. This protocol's own lookups and body
-// reading (unknown model or stored response, body size, JSON syntax) are
+// reading (unknown model, body size, JSON syntax) are
 // mapped there; every other cause is classified once by frontend.Classify
 // (a frontend.Error: kind, param, message, code, retry advice), and its
 // kind maps to the status:
@@ -397,7 +356,7 @@
 //	*media.Error, media.ErrNoProjector       400     BadRequestError             null
 //	engine.RangeError, scheduler.RequestError 400    BadRequestError             context_length_exceeded or null
 //	unknown model                            404     NotFoundError               model_not_found
-//	unknown stored response (Responses API)  404     NotFoundError               null
+//	unknown stored response (api/responses)  404     NotFoundError               null
 //	body above Options.MaxBodyBytes          413     RequestEntityTooLargeError  request_too_large
 //	scheduler.ErrQueueFull                   429     RateLimitError              rate_limit_exceeded (+ Retry-After)
 //	scheduler.ErrDeadline, ctx deadline      408     TimeoutError                null

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 )
 
@@ -76,7 +77,6 @@ const (
 func toAPIError(err error) *apiError {
 	var (
 		nf  *modelNotFoundError
-		rnf *responseNotFoundError
 		mb  *http.MaxBytesError
 		syn *json.SyntaxError
 		fe  *frontend.Error
@@ -86,12 +86,6 @@ func toAPIError(err error) *apiError {
 		// Checked first: bad input found below a lookup keeps its field.
 	case errors.As(err, &nf):
 		return newAPIError(http.StatusNotFound, typeNotFound, nf.Error(), "model", "model_not_found")
-	case errors.As(err, &rnf):
-		param := ""
-		if rnf.previous {
-			param = "previous_response_id"
-		}
-		return newAPIError(http.StatusNotFound, typeNotFound, rnf.Error(), param, "")
 	case errors.As(err, &mb):
 		return newAPIError(http.StatusRequestEntityTooLarge, typeTooLarge,
 			fmt.Sprintf("The request body is larger than the limit of %d bytes (--max-body-bytes); images and audio count in their base64 form.", mb.Limit), "", "request_too_large")
@@ -154,7 +148,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 
 // writeJSON writes v as the whole response with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := marshal(v)
+	b, err := jsonwire.Marshal(v)
 	if err != nil {
 		// Our own types always marshal; this is a programming error.
 		status = http.StatusInternalServerError

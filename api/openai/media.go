@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 	"time"
 
@@ -134,13 +135,13 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 		var part struct {
 			ImageURL json.RawMessage `json:"image_url"`
 		}
-		if err := decodeJSON(raw, &part); err != nil {
+		if err := jsonwire.Decode(raw, &part); err != nil {
 			return ref, withPrefix(param, err)
 		}
 		ref.Kind = media.Image
 		p := param + ".image_url"
 		ref.Field = p + ".url"
-		switch jsonKind(part.ImageURL) {
+		switch jsonwire.Kind(part.ImageURL) {
 		case "string":
 			// Some clients send the URL itself (vLLM accepts it too).
 			_ = json.Unmarshal(part.ImageURL, &ref.URL)
@@ -149,36 +150,36 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 				URL    *string `json:"url"`
 				Detail *string `json:"detail"`
 			}
-			if err := decodeJSON(part.ImageURL, &iu); err != nil {
+			if err := jsonwire.Decode(part.ImageURL, &iu); err != nil {
 				return ref, withPrefix(p, err)
 			}
 			if iu.URL == nil {
 				return ref, invalid(p+".url", "image_url.url is required: a data: URL (data:image/png;base64,...) or an http(s) URL.")
 			}
 			ref.URL = *iu.URL
-			if err := checkDetail(iu.Detail, p+".detail", "image_url.detail"); err != nil {
+			if err := frontend.CheckDetail(iu.Detail, p+".detail", "image_url.detail"); err != nil {
 				return ref, err
 			}
 		case "nothing", "null":
 			return ref, invalid(p, "An image_url part needs image_url: {\"url\": \"data:image/png;base64,...\"}.")
 		default:
-			return ref, typeError(p, "an object with a url", jsonKind(part.ImageURL))
+			return ref, jsonwire.TypeError(p, "an object with a url", jsonwire.Kind(part.ImageURL))
 		}
-		if err := checkImageURL(ref.URL, p+".url"); err != nil {
+		if err := frontend.CheckImageURL(ref.URL, p+".url"); err != nil {
 			return ref, err
 		}
 	case "input_audio":
 		var part struct {
-			InputAudio *wireInputAudio `json:"input_audio"`
+			InputAudio *InputAudio `json:"input_audio"`
 		}
-		if err := decodeJSON(raw, &part); err != nil {
+		if err := jsonwire.Decode(raw, &part); err != nil {
 			return ref, withPrefix(param, err)
 		}
 		ref.Kind = media.Audio
 		p := param + ".input_audio"
 		ref.Field = p + ".data"
 		a := part.InputAudio
-		if err := a.check(p); err != nil {
+		if err := a.Check(p); err != nil {
 			return ref, err
 		}
 		ref.Data, ref.Format = *a.Data, *a.Format
@@ -186,87 +187,25 @@ func parseMediaPart(raw json.RawMessage, typ, param string) (mediaRef, error) {
 	return ref, nil
 }
 
-// checkDetail checks an image's detail (auto, low or high, checked and
-// ignored as llama.cpp does); param is its field, name how the message
-// calls it.
-func checkDetail(d *string, param, name string) error {
-	if d != nil && *d != "auto" && *d != "low" && *d != "high" {
-		return invalid(param, "%s must be auto, low or high, got %q.", name, truncate(*d, 20))
-	}
-	return nil
-}
-
-// wireInputAudio is an input_audio object as chat and Responses parts
-// carry it.
-type wireInputAudio struct {
+// InputAudio is an input_audio object as chat and Responses parts
+// carry it (api/responses decodes its input_audio parts into it).
+type InputAudio struct {
 	Data   *string `json:"data"`
 	Format *string `json:"format"`
 }
 
-// check reports what is missing or wrong in a (nil: absent): base64 data
+// Check reports what is missing or wrong in a (nil: absent): base64 data
 // and a wav or mp3 format; p names it.
-func (a *wireInputAudio) check(p string) error {
+func (a *InputAudio) Check(p string) error {
 	switch {
 	case a == nil:
 		return invalid(p, "An input_audio part needs input_audio: {\"data\": base64, \"format\": \"wav\" or \"mp3\"}.")
 	case a.Data == nil || *a.Data == "":
 		return invalid(p+".data", "input_audio.data is required: the audio file in base64.")
 	case a.Format == nil || (*a.Format != "wav" && *a.Format != "mp3"):
-		return invalid(p+".format", "input_audio.format must be either 'wav' or 'mp3', got %q.", truncate(strOf(a.Format), 20))
+		return invalid(p+".format", "input_audio.format must be either 'wav' or 'mp3', got %q.", frontend.Truncate(jsonwire.Str(a.Format), 20))
 	}
 	return nil
-}
-
-// checkImageURL checks the shape of an image URL: a base64 data: URL or
-// an http(s) URL. Whether a host is allowed is decided at fetch time.
-func checkImageURL(s, param string) error {
-	if s == "" {
-		return invalid(param, "The image URL is empty: give a data: URL (data:image/png;base64,...) or an http(s) URL.")
-	}
-	scheme, rest, colon := strings.Cut(s, ":")
-	switch strings.ToLower(scheme) {
-	case "data":
-		// "data" alone has no colon: it is no data URL either.
-		meta, _, ok := strings.Cut(rest, ",")
-		if !colon || !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
-			return invalid(param, "A data URL must be base64: data:image/png;base64,....")
-		}
-		return nil
-	case "http", "https":
-		if _, err := url.Parse(s); err != nil {
-			return invalid(param, "The image URL is not valid: %v.", err)
-		}
-		return nil
-	default:
-		return invalid(param, "The image URL's scheme must be data, http or https, got %q.", truncate(scheme, 20))
-	}
-}
-
-// truncate cuts s to at most n bytes, for echoing client text in errors.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
-
-// markerText finds the first text of a request that holds media.Marker
-// itself: with media in the request it would take an item's place.
-type markerText struct{ param string }
-
-// see notes text, the value of param.
-func (m *markerText) see(param, text string) {
-	if m.param == "" && strings.Contains(text, media.Marker) {
-		m.param = param
-	}
-}
-
-// check returns the error for the text seen, when the request has media.
-func (m *markerText) check(hasMedia bool) error {
-	if !hasMedia || m.param == "" {
-		return nil
-	}
-	return frontend.MarkerError(m.param)
 }
 
 // resolve turns the refs into items: base64 decoded, URLs fetched, each
@@ -307,7 +246,7 @@ func (c *mediaConfig) read(ctx context.Context, ref mediaRef) ([]byte, error) {
 	meta, payload, _ := strings.Cut(ref.URL[len("data:"):], ",")
 	declared, _, _ := strings.Cut(strings.ToLower(meta), ";")
 	if !strings.HasPrefix(declared, "image/") {
-		return nil, invalid(p, "%s: the data URL's type is %q, not an image (image/png, image/jpeg or image/webp).", p, truncate(declared, 40))
+		return nil, invalid(p, "%s: the data URL's type is %q, not an image (image/png, image/jpeg or image/webp).", p, frontend.Truncate(declared, 40))
 	}
 	data, err := c.decodeBase64(payload, p)
 	if err != nil {
@@ -349,7 +288,7 @@ func checkImage(data []byte, declared, param string) error {
 	case !imageTypes[got]:
 		return invalid(param, "%s: the data is %s; images must be PNG, JPEG or WebP.", param, describe(got))
 	case declared != "" && !imageTypes[declared]:
-		return invalid(param, "%s: images of type %s are not supported; send PNG, JPEG or WebP.", param, truncate(declared, 40))
+		return invalid(param, "%s: images of type %s are not supported; send PNG, JPEG or WebP.", param, frontend.Truncate(declared, 40))
 	case declared != "" && declared != got:
 		return invalid(param, "%s: the data URL declares %s but the data is %s.", param, declared, describe(got))
 	}

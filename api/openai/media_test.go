@@ -96,7 +96,7 @@ func (m *fakeMediaModel) PrepareMedia(_ context.Context, prompt string, addSpeci
 	return toks, spans, nil
 }
 
-// mediaHandler mounts every route over the models with opts.
+// mediaHandler mounts the OpenAI routes over the models with opts.
 func mediaHandler(opts Options, models ...Model) http.Handler {
 	r := chi.NewRouter()
 	Mount(r, &fakeBackend{models: models}, opts)
@@ -118,7 +118,7 @@ func audioPart(data, format string) string {
 	return fmt.Sprintf(`{"type":"input_audio","input_audio":{"data":%q,"format":%q}}`, data, format)
 }
 
-// TestMediaPrompt checks that every API's media parts reach PrepareMedia as
+// TestMediaPrompt checks that chat's media parts reach PrepareMedia as
 // items in prompt order, named by their field, with media.Marker in their
 // place in the rendered prompt, and that the tokens and spans it returns
 // are the request's prompt.
@@ -147,16 +147,6 @@ func TestMediaPrompt(t *testing.T) {
 			`{"model":"test-model","messages":[{"role":"system","content":"s"},{"role":"user","content":[` + imagePartJSON(dataURL("image/png", pngBytes)) + `]},` +
 				`{"role":"assistant","content":"ok"},{"role":"user","content":[` + textPart("and") + `,` + imagePartJSON(dataURL("image/jpg", jpegBytes)) + `]}]}`,
 			[]want{{media.Image, pngBytes, "messages[1].content[0]"}, {media.Image, jpegBytes, "messages[3].content[1]"}}, "user\nand\n" + media.Marker},
-		{"anthropic base64 image, merged turns", "/v1/messages",
-			`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]},` +
-				`{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"` + b64(jpegBytes) + `"}},{"type":"text","text":"twice"}]}]}`,
-			[]want{{media.Image, pngBytes, "messages[0].content[1]"}, {media.Image, jpegBytes, "messages[1].content[0]"}}, "look\n" + media.Marker + "\n" + media.Marker + "\ntwice"},
-		{"responses input_image", "/v1/responses",
-			`{"model":"test-model","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"what"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `","detail":"high"}]}]}`,
-			[]want{{media.Image, pngBytes, "input[0].content[1]"}}, "what\n" + media.Marker},
-		{"responses input_audio", "/v1/responses",
-			`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(mp3Bytes) + `","format":"mp3"}},{"type":"input_text","text":"transcribe"}]}]}`,
-			[]want{{media.Audio, mp3Bytes, "input[0].content[0]"}}, media.Marker + "\ntranscribe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,8 +224,6 @@ func TestMediaErrors(t *testing.T) {
 			param: "messages[0].content[0].image_url.url", msg: "must be base64"},
 		{name: "data without a colon", body: chatUser(imagePartJSON("dAtA")),
 			param: "messages[0].content[0].image_url.url", msg: "must be base64"},
-		{name: "responses data without a colon", path: "/v1/responses", body: `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"data"}]}]}`,
-			param: "input[0].content[0].image_url", msg: "must be base64"},
 		{name: "ftp URL", body: chatUser(imagePartJSON("ftp://example.com/a.png")),
 			param: "messages[0].content[0].image_url.url", msg: "scheme"},
 		{name: "no url", body: chatUser(`{"type":"image_url","image_url":{}}`),
@@ -286,27 +274,6 @@ func TestMediaErrors(t *testing.T) {
 			param: "messages[0].content[1]", msg: "messages[0].content[1]: the image could not be decoded"},
 		{name: "tokenize", path: "/tokenize", body: `{"model":"test-model","messages":[{"role":"user","content":[` + png + `]}]}`,
 			param: "messages[0].content[0]", msg: "/tokenize does not take images or audio"},
-		{name: "responses bytes mismatch", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/webp", pngBytes) + `"}]}]}`,
-			param: "input[0].content[0].image_url", msg: "declares image/webp but the data is a PNG image"},
-		{name: "responses image in a function output", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"type":"function_call","call_id":"c","name":"f"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
-			param: "input[1].output[0].type", msg: "input_text parts only"},
-		{name: "responses marker in text", path: "/v1/responses",
-			body:  `{"model":"test-model","instructions":"x","input":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"input_text","text":"a ` + media.Marker + `"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
-			param: "input[1].content[0]", msg: "Remove it"},
-		{name: "responses marker in instructions", path: "/v1/responses",
-			body:  `{"model":"test-model","instructions":"` + media.Marker + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
-			param: "instructions", msg: "Remove it"},
-		{name: "responses audio format", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(wavBytes) + `","format":"flac"}}]}]}`,
-			param: "input[0].content[0].input_audio.format", msg: "'wav' or 'mp3'"},
-		{name: "responses audio data mismatch", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(pngBytes) + `","format":"wav"}}]}]}`,
-			param: "input[0].content[0].input_audio.data", msg: "the format is wav but the data is a PNG image"},
-		{name: "responses file_id", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`,
-			param: "input[0].content[0].file_id", msg: "no Files API"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,40 +296,6 @@ func TestMediaErrors(t *testing.T) {
 			}
 			if len(m.requests()) != 0 {
 				t.Error("a request was submitted")
-			}
-		})
-	}
-}
-
-// TestMessagesMediaErrors checks the Messages API's image errors: each
-// names the block's field in Anthropic's message.
-func TestMessagesMediaErrors(t *testing.T) {
-	img := func(source string) string {
-		return `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image","source":` + source + `}]}]}`
-	}
-	tests := []struct{ name, body, msg string }{
-		{"no source", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image"}]}]}`, "messages[0].content[0].source: Field required"},
-		{"media_type not an image", img(`{"type":"base64","media_type":"text/plain","data":"` + b64(pngBytes) + `"}`), "messages[0].content[1].source.media_type"},
-		{"bytes not the media_type", img(`{"type":"base64","media_type":"image/jpeg","data":"` + b64(pngBytes) + `"}`), "messages[0].content[1].source.data: the data URL declares image/jpeg but the data is a PNG image"},
-		{"gif", img(`{"type":"base64","media_type":"image/gif","data":"` + b64(gifBytes) + `"}`), "messages[0].content[1].source.data"},
-		{"bad base64", img(`{"type":"base64","media_type":"image/png","data":"%%%"}`), "messages[0].content[1].source.data is not valid base64"},
-		{"file source", img(`{"type":"file","file_id":"f"}`), "messages[0].content[1].source.type"},
-		{"url not allowed", img(`{"type":"url","url":"https://example.com/a.png"}`), "messages[0].content[1].source.url: this server fetches no image URLs"},
-		{"image from the assistant", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[1].content[0]: image blocks are accepted only in a user message's content"},
-		{"marker in text", `{"model":"test-model","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"` + media.Marker + `"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[2].content[0].text holds the text"},
-		{"marker in system", `{"model":"test-model","max_tokens":5,"system":"` + media.Marker + `","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "system holds the text"},
-		{"image in system", `{"model":"test-model","max_tokens":5,"system":[{"type":"image","source":{}}],"messages":[{"role":"user","content":"x"}]}`, "system[0]: image blocks are accepted only"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
-			rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/messages", tt.body)
-			var e messagesErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusBadRequest || e.Error.Type != "invalid_request_error" {
-				t.Fatalf("status %d: %s", rec.Code, rec.Body)
-			}
-			if !strings.Contains(e.Error.Message, tt.msg) {
-				t.Errorf("message %q, want %q", e.Error.Message, tt.msg)
 			}
 		})
 	}
@@ -460,26 +393,6 @@ func TestMediaFetch(t *testing.T) {
 	}
 }
 
-// TestMediaFetchOtherAPIs fetches the image URLs of an Anthropic url
-// source and a Responses input_image.
-func TestMediaFetchOtherAPIs(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) }))
-	defer srv.Close()
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	opts := Options{Media: MediaOptions{AllowedDomains: []string{"127.0.0.1"}, Transport: tr}}
-	for _, tt := range []struct{ path, body, param string }{
-		{"/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"` + srv.URL + `/a.png"}}]}]}`, "messages[0].content[0]"},
-		{"/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + srv.URL + `/a.png"}]}]}`, "input[0].content[0]"},
-	} {
-		m := newFakeMediaModel(t)
-		rec := do(t, mediaHandler(opts, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
-		if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) || m.items[0].Param != tt.param {
-			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.items, rec.Body)
-		}
-	}
-}
-
 // TestGoOpenAIImage sends an image_url chat request with the go-openai
 // client through the real HTTP stack.
 func TestGoOpenAIImage(t *testing.T) {
@@ -520,31 +433,6 @@ func TestGoOpenAIImage(t *testing.T) {
 	}
 }
 
-// TestMediaConversation continues a stored response whose input had an
-// image: the image goes to the model again, named previous_response_id.
-func TestMediaConversation(t *testing.T) {
-	m := newFakeMediaModel(t)
-	h := mediaHandler(Options{}, m)
-	rec := do(t, h, m.fakeModel, http.MethodPost, "/v1/responses",
-		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"`+dataURL("image/png", pngBytes)+`","detail":"low"},{"type":"input_text","text":"what?"}]}]}`)
-	var first struct{ ID string }
-	if err := json.Unmarshal(rec.Body.Bytes(), &first); rec.Code != http.StatusOK || err != nil {
-		t.Fatalf("status %d: %s", rec.Code, rec.Body)
-	}
-	items := do(t, h, nil, http.MethodGet, "/v1/responses/"+first.ID+"/input_items", "")
-	if !strings.Contains(items.Body.String(), `{"detail":"low","image_url":"data:image/png;base64,`) || strings.Contains(items.Body.String(), `"text":""`) {
-		t.Errorf("input items: %s", items.Body)
-	}
-	rec = do(t, h, m.fakeModel, http.MethodPost, "/v1/responses", `{"model":"test-model","previous_response_id":"`+first.ID+`","input":"and now?"}`)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", rec.Code, rec.Body)
-	}
-	if len(m.items) != 1 || m.items[0].Param != "previous_response_id" || string(m.items[0].Data) != string(pngBytes) ||
-		!strings.Contains(m.prompt, media.Marker+"\nwhat?") || !strings.Contains(m.prompt, "and now?") {
-		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
-	}
-}
-
 // TestMediaBOS checks addSpecial against the BOS rule: false when the
 // template writes the BOS text itself.
 func TestMediaBOS(t *testing.T) {
@@ -571,26 +459,5 @@ func TestMediaContextLength(t *testing.T) {
 	}
 	if e := errorBody(t, rec.Body.Bytes()); str(e.Code) != "context_length_exceeded" || !strings.Contains(e.Message, fmt.Sprint(len(m.toks))) {
 		t.Errorf("error %+v (prompt of %d tokens)", e, len(m.toks))
-	}
-}
-
-// TestMediaCountTokens counts a prompt with an image, media positions
-// included, without generating.
-func TestMediaCountTokens(t *testing.T) {
-	for _, tt := range []struct{ path, body string }{
-		{"/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`},
-		{"/v1/responses/input_tokens", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`},
-	} {
-		m := newFakeMediaModel(t)
-		rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
-		var resp struct {
-			InputTokens int `json:"input_tokens"`
-		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
-			t.Fatalf("%s: status %d: %s", tt.path, rec.Code, rec.Body)
-		}
-		if resp.InputTokens != len(m.toks) || len(m.items) != 1 || len(m.requests()) != 0 {
-			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.toks), len(m.items))
-		}
 	}
 }

@@ -88,27 +88,6 @@ func thinkingFor(m Model, p *genParams, pr promptInput) (*scheduler.Thinking, er
 	return frontend.Thinking(m.Tokenizer(), parser, text, budget)
 }
 
-// Budgets the Responses API's reasoning.effort stands for: a share of
-// max_output_tokens when the request sets it (the rest is left for the
-// answer), else a fixed number of tokens; "minimal" is no thinking.
-var (
-	effortShare  = map[string][2]int{"low": {1, 4}, "medium": {1, 2}, "high": {3, 4}}
-	effortTokens = map[string]int{"low": 1024, "medium": 4096, "high": 16384}
-)
-
-// effortBudget is the thinking budget for a Responses reasoning.effort,
-// with maxOutput the request's max_output_tokens (nil: not set).
-func effortBudget(effort string, maxOutput *int) int {
-	if effort == "minimal" {
-		return 0
-	}
-	if maxOutput != nil {
-		s := effortShare[effort]
-		return *maxOutput * s[0] / s[1]
-	}
-	return effortTokens[effort]
-}
-
 // setThinkingBudget sets p's thinking budget from another API's field
 // (param names it for errors) when the model has a reasoning parser. A
 // model without one has no thinking to bound: the Messages and Responses

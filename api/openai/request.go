@@ -3,12 +3,11 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 )
@@ -103,20 +102,20 @@ type completionRequest struct {
 // decodeChatRequest decodes a chat request body. Every error it returns is
 // a *validationError.
 func decodeChatRequest(body []byte) (*chatRequest, error) {
-	if err := checkText(body); err != nil {
+	if err := jsonwire.CheckText(body); err != nil {
 		return nil, err
 	}
 	var r chatRequest
-	if err := decodeJSON(body, &r.commonRequest); err != nil {
+	if err := jsonwire.Decode(body, &r.commonRequest); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(body, &r.extraFields); err != nil {
+	if err := jsonwire.Decode(body, &r.extraFields); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(body, &r.chatFields); err != nil {
+	if err := jsonwire.Decode(body, &r.chatFields); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(body, &r.structuredFields); err != nil {
+	if err := jsonwire.Decode(body, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -125,20 +124,20 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 // decodeCompletionRequest decodes a completion request body. Every error it
 // returns is a *validationError.
 func decodeCompletionRequest(body []byte) (*completionRequest, error) {
-	if err := checkText(body); err != nil {
+	if err := jsonwire.CheckText(body); err != nil {
 		return nil, err
 	}
 	var r completionRequest
-	if err := decodeJSON(body, &r.commonRequest); err != nil {
+	if err := jsonwire.Decode(body, &r.commonRequest); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(body, &r.extraFields); err != nil {
+	if err := jsonwire.Decode(body, &r.extraFields); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(body, &r.completionFields); err != nil {
+	if err := jsonwire.Decode(body, &r.completionFields); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(body, &r.structuredFields); err != nil {
+	if err := jsonwire.Decode(body, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -235,104 +234,6 @@ func (c *commonRequest) options() *wireOptions {
 	return &wireOptions{StreamOptions: c.StreamOptions, ReturnTokensAsTokenIDs: c.ReturnTokensAsTokenIDs, KVTransferParams: c.KVTransferParams}
 }
 
-// decodeJSON unmarshals body into v and turns every failure into a
-// *validationError: the bytes come from the client, so no decoding failure
-// is the server's fault.
-func decodeJSON(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return invalid("", "The request body is empty; it must be a JSON object.")
-	}
-	err := json.Unmarshal(body, v)
-	if err == nil {
-		return nil
-	}
-	var (
-		ve  *validationError
-		te  *json.UnmarshalTypeError
-		syn *json.SyntaxError
-	)
-	switch {
-	case errors.As(err, &ve):
-		return ve
-	case errors.As(err, &syn):
-		return invalid("", "The request body is not valid JSON: %v (at byte %d).", syn, syn.Offset)
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return invalid("", "The request body must be a JSON object, not %s.", article(te.Value))
-		}
-		return typeError(te.Field, expected(te.Type), te.Value)
-	default:
-		return invalid("", "The request body could not be decoded: %v.", err)
-	}
-}
-
-// typeError is the error for a field of the wrong JSON type. got is a JSON
-// type name ("string", "number", "array", ...) or encoding/json's
-// "number 1.5".
-func typeError(param, want, got string) *validationError {
-	return invalid(param, "Invalid type for '%s': expected %s, but got %s.", param, want, article(got))
-}
-
-// article turns encoding/json's value description into prose.
-func article(v string) string {
-	switch {
-	case strings.HasPrefix(v, "number "):
-		return "the number " + strings.TrimPrefix(v, "number ")
-	case v == "array" || v == "object" || v == "integer":
-		return "an " + v
-	case v == "bool":
-		return "a boolean"
-	default:
-		return "a " + v
-	}
-}
-
-// expected names the JSON type a Go type decodes from.
-func expected(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(expected(t.Elem()), "a "), "an ") + "s"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	default:
-		return "a " + t.String()
-	}
-}
-
-// jsonKind names the JSON type of a raw value by its first byte.
-func jsonKind(raw []byte) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '"':
-		return "string"
-	case '[':
-		return "array"
-	case '{':
-		return "object"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
-}
-
 // stopField is "stop": a string or an array of strings. Unlike OpenAI (at
 // most 4) and like vLLM, any number of stop strings is accepted; the body
 // size limit bounds them.
@@ -349,34 +250,34 @@ func (s *stopField) UnmarshalJSON(raw []byte) error {
 // parseStringList parses a field that is a string or an array of strings
 // (null: nil); errors name param, or param[i] for an element.
 func parseStringList(raw []byte, param string) ([]string, error) {
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "null", "nothing":
 		return nil, nil
 	case "string":
 		var str string
 		if err := json.Unmarshal(raw, &str); err != nil {
-			return nil, typeError(param, "a string or an array of strings", "string")
+			return nil, jsonwire.TypeError(param, "a string or an array of strings", "string")
 		}
 		return []string{str}, nil
 	case "array":
 		var elems []json.RawMessage
 		if err := json.Unmarshal(raw, &elems); err != nil {
-			return nil, typeError(param, "a string or an array of strings", "array")
+			return nil, jsonwire.TypeError(param, "a string or an array of strings", "array")
 		}
 		list := make([]string, 0, len(elems))
 		for i, e := range elems {
-			if jsonKind(e) != "string" {
-				return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "a string", jsonKind(e))
+			if jsonwire.Kind(e) != "string" {
+				return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "a string", jsonwire.Kind(e))
 			}
 			var str string
 			if err := json.Unmarshal(e, &str); err != nil {
-				return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "a string", "string")
+				return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "a string", "string")
 			}
 			list = append(list, str)
 		}
 		return list, nil
 	default:
-		return nil, typeError(param, "a string or an array of strings", jsonKind(raw))
+		return nil, jsonwire.TypeError(param, "a string or an array of strings", jsonwire.Kind(raw))
 	}
 }
 
@@ -397,37 +298,37 @@ const promptTypes = "a string, an array of strings, an array of token ids or an 
 
 func (p *promptField) UnmarshalJSON(raw []byte) error {
 	*p = promptField{}
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "null":
 		return nil
 	case "string":
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return typeError("prompt", promptTypes, "string")
+			return jsonwire.TypeError("prompt", promptTypes, "string")
 		}
 		*p = promptField{set: true, single: true, texts: []string{s}}
 		return nil
 	case "array":
 	default:
-		return typeError("prompt", promptTypes, jsonKind(raw))
+		return jsonwire.TypeError("prompt", promptTypes, jsonwire.Kind(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return typeError("prompt", promptTypes, "array")
+		return jsonwire.TypeError("prompt", promptTypes, "array")
 	}
 	p.set = true
 	if len(elems) == 0 {
 		return nil // rejected as empty by validation
 	}
-	switch first := jsonKind(elems[0]); first {
+	switch first := jsonwire.Kind(elems[0]); first {
 	case "string":
 		for i, e := range elems {
-			if jsonKind(e) != "string" {
-				return typeError(fmt.Sprintf("prompt[%d]", i), "a string like the other elements", jsonKind(e))
+			if jsonwire.Kind(e) != "string" {
+				return jsonwire.TypeError(fmt.Sprintf("prompt[%d]", i), "a string like the other elements", jsonwire.Kind(e))
 			}
 			var s string
 			if err := json.Unmarshal(e, &s); err != nil {
-				return typeError(fmt.Sprintf("prompt[%d]", i), "a string", "string")
+				return jsonwire.TypeError(fmt.Sprintf("prompt[%d]", i), "a string", "string")
 			}
 			p.texts = append(p.texts, s)
 		}
@@ -441,12 +342,12 @@ func (p *promptField) UnmarshalJSON(raw []byte) error {
 	case "array":
 		for i, e := range elems {
 			param := fmt.Sprintf("prompt[%d]", i)
-			if jsonKind(e) != "array" {
-				return typeError(param, "an array of token ids like the other elements", jsonKind(e))
+			if jsonwire.Kind(e) != "array" {
+				return jsonwire.TypeError(param, "an array of token ids like the other elements", jsonwire.Kind(e))
 			}
 			var inner []json.RawMessage
 			if err := json.Unmarshal(e, &inner); err != nil {
-				return typeError(param, "an array of token ids", "array")
+				return jsonwire.TypeError(param, "an array of token ids", "array")
 			}
 			ids, err := parseTokenIDs(param, inner)
 			if err != nil {
@@ -455,7 +356,7 @@ func (p *promptField) UnmarshalJSON(raw []byte) error {
 			p.tokens = append(p.tokens, ids)
 		}
 	default:
-		return typeError("prompt[0]", "a string, a token id or an array of token ids", first)
+		return jsonwire.TypeError("prompt[0]", "a string, a token id or an array of token ids", first)
 	}
 	return nil
 }
@@ -466,8 +367,8 @@ func parseTokenIDs(param string, elems []json.RawMessage) ([]int64, error) {
 	ids := make([]int64, len(elems))
 	for i, e := range elems {
 		e = bytes.TrimSpace(e)
-		if jsonKind(e) != "number" {
-			return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "an integer token id", jsonKind(e))
+		if jsonwire.Kind(e) != "number" {
+			return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "an integer token id", jsonwire.Kind(e))
 		}
 		v, err := strconv.ParseInt(string(e), 10, 64)
 		if err != nil {
@@ -494,30 +395,30 @@ var chatRoles = map[string]bool{"system": true, "user": true, "assistant": true,
 
 func (m *messageList) UnmarshalJSON(raw []byte) error {
 	*m = messageList{}
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "null":
 		return nil
 	case "array":
 	default:
-		return typeError("messages", "an array of message objects", jsonKind(raw))
+		return jsonwire.TypeError("messages", "an array of message objects", jsonwire.Kind(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return typeError("messages", "an array of message objects", "array")
+		return jsonwire.TypeError("messages", "an array of message objects", "array")
 	}
 	m.set = true
 	m.msgs = make([]frontend.Message, len(elems))
 	for i, e := range elems {
 		prefix := fmt.Sprintf("messages[%d]", i)
-		if jsonKind(e) != "object" {
-			return typeError(prefix, "a message object", jsonKind(e))
+		if jsonwire.Kind(e) != "object" {
+			return jsonwire.TypeError(prefix, "a message object", jsonwire.Kind(e))
 		}
 		var wm struct {
 			Role    *string        `json:"role"`
 			Content messageContent `json:"content"`
 			Name    *string        `json:"name"`
 		}
-		if err := decodeJSON(e, &wm); err != nil {
+		if err := jsonwire.Decode(e, &wm); err != nil {
 			return withPrefix(prefix, err)
 		}
 		msg := &m.msgs[i]
@@ -565,12 +466,12 @@ type messageContent struct {
 
 func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	*c = messageContent{}
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "null":
 		return nil
 	case "string":
 		if err := json.Unmarshal(raw, &c.text); err != nil {
-			return typeError("content", "a string or an array of content parts", "string")
+			return jsonwire.TypeError("content", "a string or an array of content parts", "string")
 		}
 		c.set = true
 		if strings.Contains(c.text, media.Marker) {
@@ -579,11 +480,11 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 		return nil
 	case "array":
 	default:
-		return typeError("content", "a string or an array of content parts", jsonKind(raw))
+		return jsonwire.TypeError("content", "a string or an array of content parts", jsonwire.Kind(raw))
 	}
 	var parts []json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return typeError("content", "a string or an array of content parts", "array")
+		return jsonwire.TypeError("content", "a string or an array of content parts", "array")
 	}
 	if len(parts) == 0 {
 		return invalid("content", "An array of content parts must not be empty.")
@@ -591,14 +492,14 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	texts := make([]string, len(parts))
 	for j, p := range parts {
 		prefix := fmt.Sprintf("content[%d]", j)
-		if jsonKind(p) != "object" {
-			return typeError(prefix, "a content part object", jsonKind(p))
+		if jsonwire.Kind(p) != "object" {
+			return jsonwire.TypeError(prefix, "a content part object", jsonwire.Kind(p))
 		}
 		var part struct {
 			Type *string `json:"type"`
 			Text *string `json:"text"`
 		}
-		if err := decodeJSON(p, &part); err != nil {
+		if err := jsonwire.Decode(p, &part); err != nil {
 			return withPrefix(prefix, err)
 		}
 		switch {

@@ -6,28 +6,24 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/llmserve/llmserve/api/openai/responsestore"
 )
 
-// BenchmarkChatFamilyRequest serves one request of each chat-family API
-// (decode, prepare, submit to the fake model, answer) with a few turns and
-// a tool: the request side's cost, the same wire on main and the branch.
+// BenchmarkChatFamilyRequest serves one chat request (decode, prepare,
+// submit to the fake model, answer) with a few turns and a tool: the
+// request side's cost, the same wire on main and the branch. The
+// Responses and Messages cases are in api/responses and api/anthropic.
 func BenchmarkChatFamilyRequest(b *testing.B) {
 	tool := `{"type":"function","function":{"name":"get_weather","description":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`
 	turns := strings.Repeat(`{"role":"user","content":"Hello there"},{"role":"assistant","content":"Hi"},`, 4)
 	cases := []struct{ name, path, body string }{
 		{"chat", "/v1/chat/completions", `{"model":"test-model","max_tokens":3,"tools":[` + tool + `],"messages":[` + turns + `{"role":"user","content":"Hi"}]}`},
-		{"responses", "/v1/responses", `{"model":"test-model","max_output_tokens":3,"store":false,"tools":[{"type":"function","name":"get_weather","description":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}],"input":[` + turns + `{"role":"user","content":"Hi"}]}`},
-		{"messages", "/v1/messages", `{"model":"test-model","max_tokens":3,"tools":[{"name":"get_weather","description":"w","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"messages":[` + turns + `{"role":"user","content":"Hi"}]}`},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			m := newFakeModel(b)
 			m.maxLen = 4096
-			store, _ := responsestore.Open(responsestore.Config{Size: 100})
 			r := chi.NewRouter()
-			Mount(r, &fakeBackend{models: []Model{m}}, Options{ResponseStore: store, RequestID: func(*http.Request) string { return "test" }})
+			Mount(r, &fakeBackend{models: []Model{m}}, Options{RequestID: func(*http.Request) string { return "test" }})
 			b.ReportAllocs()
 			for b.Loop() {
 				if rec := do(b, r, nil, http.MethodPost, c.path, c.body); rec.Code != 200 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/api/jsonwire"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is
@@ -37,36 +37,43 @@ type Options struct {
 	RequestID func(*http.Request) string
 	// KVTransfer serves kv_transfer_params; nil refuses them (400).
 	KVTransfer KVTransfer
-	// ResponseStore keeps the Responses API's stored responses; nil
-	// means one in memory of responsestore.DefaultSize.
-	ResponseStore *responsestore.Store
 	// Media bound the images and audio of chat requests. With
 	// MaxBodyBytes zero, the body limit grows to hold one item of
 	// Media.MaxBytes in base64.
 	Media MediaOptions
+	// Now and Seed, when set, replace the clock and the source of random
+	// sampling seeds (tests make answers deterministic with them).
+	Now  func() time.Time
+	Seed func() uint32
 }
+
+// Mount adds the OpenAI routes of New(b, opts) to r (Server.Mount).
+func Mount(r chi.Router, b Backend, opts Options) {
+	New(b, opts).Mount(r)
+}
+
+// Server serves the OpenAI routes over a Backend, and is the chat path
+// the other chat-family protocols share (family.go): api/anthropic and
+// api/responses hold one and mount their own routes beside its.
+type Server struct{ h *handler }
+
+// New returns the server of b's models.
+func New(b Backend, opts Options) *Server { return &Server{h: newHandler(b, opts)} }
 
 // Mount adds the OpenAI routes to r:
 //
 //	POST /v1/chat/completions
 //	POST /v1/completions
-//	POST /v1/messages, /v1/messages/count_tokens (Anthropic)
 //	GET  /v1/models
 //	GET  /v1/models/{id}   (the id may contain slashes)
 //	POST /v1/embeddings
 //	POST /v1/score, /score                      (vLLM)
 //	POST /v1/rerank, /rerank, /v2/rerank        (Jina, Cohere)
 //	POST /tokenize, /detokenize                 (vLLM)
-//	POST /v1/responses, /v1/responses/input_tokens
-//	GET, DELETE /v1/responses/{id}
-//	GET  /v1/responses/{id}/input_items
-//	POST /v1/responses/{id}/cancel
-func Mount(r chi.Router, b Backend, opts Options) {
-	h := newHandler(b, opts)
+func (s *Server) Mount(r chi.Router) {
+	h := s.h
 	r.Post("/v1/chat/completions", h.chatCompletions)
 	r.Post("/v1/completions", h.completions)
-	r.Post("/v1/messages", h.messages)
-	r.Post("/v1/messages/count_tokens", h.countTokens)
 	r.Post("/v1/embeddings", h.embeddings)
 	r.Post("/v1/score", h.score)
 	r.Post("/score", h.score)
@@ -77,12 +84,6 @@ func Mount(r chi.Router, b Backend, opts Options) {
 	r.Post("/detokenize", h.detokenize)
 	r.Get("/v1/models", h.listModels)
 	r.Get("/v1/models/*", h.getModel)
-	r.Post("/v1/responses", h.createResponse)
-	r.Post("/v1/responses/input_tokens", h.inputTokens)
-	r.Get("/v1/responses/{id}", h.getResponse)
-	r.Delete("/v1/responses/{id}", h.deleteResponse)
-	r.Get("/v1/responses/{id}/input_items", h.inputItems)
-	r.Post("/v1/responses/{id}/cancel", h.cancelResponse)
 }
 
 // handler serves the routes. Its function fields are seams for tests.
@@ -94,7 +95,6 @@ type handler struct {
 	transfer  KVTransfer
 	now       func() time.Time
 	seed      func() uint32
-	resp      *responses
 	media     *mediaConfig
 }
 
@@ -107,12 +107,13 @@ func newHandler(b Backend, opts Options) *handler {
 		transfer:  opts.KVTransfer,
 		now:       time.Now,
 		seed:      mrand.Uint32,
-		resp:      &responses{store: opts.ResponseStore, bg: map[string]context.CancelFunc{}},
 		media:     newMediaConfig(opts.Media),
 	}
-	if h.resp.store == nil {
-		// An in-memory store cannot fail to open.
-		h.resp.store, _ = responsestore.Open(responsestore.Config{})
+	if opts.Now != nil {
+		h.now = opts.Now
+	}
+	if opts.Seed != nil {
+		h.seed = opts.Seed
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -158,10 +159,10 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	if err := checkText(body); err != nil {
+	if err := jsonwire.CheckText(body); err != nil {
 		return nil, err
 	}
-	return body, decodeJSON(body, v)
+	return body, jsonwire.Decode(body, v)
 }
 
 // model finds the model a request names. "model" is required, as OpenAI

@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"slices"
+
+	"github.com/llmserve/llmserve/api/jsonwire"
 )
 
 // This file serves vLLM's POST /score (text_1 against text_2) and the
@@ -58,32 +60,32 @@ type rerankDocuments struct {
 
 func (d *rerankDocuments) UnmarshalJSON(raw []byte) error {
 	*d = rerankDocuments{}
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "null":
 		return nil
 	case "array":
 	default:
-		return typeError("documents", "an array of strings or of {\"text\": ...} objects", jsonKind(raw))
+		return jsonwire.TypeError("documents", "an array of strings or of {\"text\": ...} objects", jsonwire.Kind(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return typeError("documents", "an array", "array")
+		return jsonwire.TypeError("documents", "an array", "array")
 	}
 	d.set = true
 	for i, e := range elems {
 		param := fmt.Sprintf("documents[%d]", i)
-		switch jsonKind(e) {
+		switch jsonwire.Kind(e) {
 		case "string":
 			var s string
 			if err := json.Unmarshal(e, &s); err != nil {
-				return typeError(param, "a string", "string")
+				return jsonwire.TypeError(param, "a string", "string")
 			}
 			d.texts = append(d.texts, s)
 		case "object":
 			var o struct {
 				Text *string `json:"text"`
 			}
-			if err := decodeJSON(e, &o); err != nil {
+			if err := jsonwire.Decode(e, &o); err != nil {
 				return withPrefix(param, err)
 			}
 			if o.Text == nil {
@@ -91,7 +93,7 @@ func (d *rerankDocuments) UnmarshalJSON(raw []byte) error {
 			}
 			d.texts = append(d.texts, *o.Text)
 		default:
-			return typeError(param, "a string or a {\"text\": ...} object", jsonKind(e))
+			return jsonwire.TypeError(param, "a string or a {\"text\": ...} object", jsonwire.Kind(e))
 		}
 	}
 	return nil

@@ -1,10 +1,10 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 )
 
@@ -62,26 +62,21 @@ type structuredOutputs struct {
 // assertion and refuse, with a 400, a grammar it rejects.
 type GrammarChecker = frontend.GrammarChecker
 
-func isAbsent(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || string(raw) == "null"
-}
-
 // schemaDoc is the schema document of a JSON schema given as an object or
 // as a string holding one (vLLM accepts both for guided_json); param
 // names it.
 func schemaDoc(param string, raw json.RawMessage) (json.RawMessage, error) {
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "object", "bool":
 		return raw, nil
 	case "string":
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, typeError(param, "a JSON schema (an object or a string holding one)", "string")
+			return nil, jsonwire.TypeError(param, "a JSON schema (an object or a string holding one)", "string")
 		}
 		return json.RawMessage(s), nil
 	default:
-		return nil, typeError(param, "a JSON schema (an object or a string holding one)", jsonKind(raw))
+		return nil, jsonwire.TypeError(param, "a JSON schema (an object or a string holding one)", jsonwire.Kind(raw))
 	}
 }
 
@@ -100,7 +95,7 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 			if rf.JSONSchema == nil {
 				return nil, invalid("response_format.json_schema", "response_format of type json_schema needs json_schema with a schema.")
 			}
-			if isAbsent(rf.JSONSchema.Schema) {
+			if jsonwire.IsAbsent(rf.JSONSchema.Schema) {
 				return nil, invalid("response_format.json_schema.schema", "response_format.json_schema needs a schema.")
 			}
 			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "response_format.json_schema.schema", Schema: rf.JSONSchema.Schema})
@@ -108,7 +103,7 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 			return nil, invalid("response_format.type", "Unknown response_format type %q; use text, json_object or json_schema.", *rf.Type)
 		}
 	}
-	if !isAbsent(s.GuidedJSON) {
+	if !jsonwire.IsAbsent(s.GuidedJSON) {
 		cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "guided_json", Schema: s.GuidedJSON})
 	}
 	if s.GuidedRegex != nil {
@@ -121,7 +116,7 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 		cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "guided_grammar", Pattern: *s.GuidedGrammar})
 	}
 	if so := s.StructuredOutputs; so != nil {
-		if !isAbsent(so.JSON) {
+		if !jsonwire.IsAbsent(so.JSON) {
 			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "structured_outputs.json", Schema: so.JSON})
 		}
 		if so.Regex != nil {

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -39,25 +40,22 @@ type toolFields struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
-// toolModes are the tool_choice strings of OpenAI's chat and Responses.
-var toolModes = map[string]frontend.ToolMode{"none": frontend.ToolNone, "auto": frontend.ToolAuto, "required": frontend.ToolRequired}
-
 // decodeToolChoice decodes a chat request body's tool_choice and
 // parallel_tool_calls into req.
 func decodeToolChoice(body []byte, req *frontend.Request) error {
 	var f toolFields
-	if err := decodeJSON(body, &f); err != nil {
+	if err := jsonwire.Decode(body, &f); err != nil {
 		return err
 	}
 	req.ParallelToolCalls = f.ParallelToolCalls
 	tc := frontend.ToolChoice{Text: string(f.ToolChoice)}
-	switch jsonKind(f.ToolChoice) {
+	switch jsonwire.Kind(f.ToolChoice) {
 	case "nothing", "null":
 		tc.Text = ""
 	case "string":
 		var choice string
 		_ = json.Unmarshal(f.ToolChoice, &choice)
-		mode, ok := toolModes[choice]
+		mode, ok := frontend.ToolModeOf(choice)
 		if !ok {
 			return invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.", choice)
 		}
@@ -69,7 +67,7 @@ func decodeToolChoice(body []byte, req *frontend.Request) error {
 				Name *string `json:"name"`
 			} `json:"function"`
 		}
-		if err := decodeJSON(f.ToolChoice, &named); err != nil {
+		if err := jsonwire.Decode(f.ToolChoice, &named); err != nil {
 			return withPrefix("tool_choice", err)
 		}
 		if named.Type != nil && *named.Type != "function" {
@@ -80,30 +78,10 @@ func decodeToolChoice(body []byte, req *frontend.Request) error {
 		}
 		tc.Mode, tc.Name = frontend.ToolNamed, *named.Function.Name
 	default:
-		return typeError("tool_choice", "a string or an object", jsonKind(f.ToolChoice))
+		return jsonwire.TypeError("tool_choice", "a string or an object", jsonwire.Kind(f.ToolChoice))
 	}
 	req.ToolChoice = tc
 	return nil
-}
-
-// toolChoiceText is how errors quote a tool choice given in another form
-// than chat's: as chat would have written it.
-func toolChoiceText(mode frontend.ToolMode, name string) string {
-	var v any
-	switch mode {
-	case frontend.ToolNone:
-		v = "none"
-	case frontend.ToolAuto:
-		v = "auto"
-	case frontend.ToolRequired:
-		v = "required"
-	case frontend.ToolNamed:
-		v = map[string]any{"type": "function", "function": map[string]any{"name": name}}
-	default:
-		return ""
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // toolCallDelta is what a delta adds to a tool call (the output

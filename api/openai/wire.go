@@ -1,23 +1,11 @@
 package openai
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"strconv"
-)
 
-// marshal encodes v as JSON without encoding/json's HTML escaping, so that
-// "<|im_end|>" reads as OpenAI and vLLM write it, not as "\u003c|im_end|\u003e".
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+	"github.com/llmserve/llmserve/api/jsonwire"
+)
 
 // This file holds the response side of the wire format. Field order follows
 // OpenAI's own responses so that golden files read like theirs.
@@ -72,7 +60,7 @@ func (f usageField) MarshalJSON() ([]byte, error) {
 	if f.u == nil {
 		return []byte("null"), nil
 	}
-	return marshal(f.u)
+	return jsonwire.Marshal(f.u)
 }
 
 func usageNull() usageField      { return usageField{present: true} }
@@ -235,7 +223,7 @@ func (t topLogprob) MarshalJSON() ([]byte, error) {
 		if len(seen) > 1 {
 			b = append(b, ',')
 		}
-		k, err := marshal(e.token)
+		k, err := jsonwire.Marshal(e.token)
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,7 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/api/openai"
-	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/api/responses/store"
 	"github.com/llmserve/llmserve/api/tritonv1"
 	"github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	v2 "github.com/llmserve/llmserve/api/v2"
@@ -107,7 +107,7 @@ type serveFlags struct {
 	pooling          string
 	matryoshka       []int
 	maxBodyBytes     int64
-	// The Responses API's store of responses (api/openai/responsestore).
+	// The Responses API's store of responses (api/responses/store).
 	responsesStoreSize int
 	responsesStoreDir  string
 	logFormat          string
@@ -213,7 +213,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringSliceVar(&f.allowedHeaders, "allowed-headers", nil, "request headers allowed cross-origin (default: all)")
 	fl.BoolVar(&f.allowCredentials, "allow-credentials", false, "allow cross-origin requests with credentials")
 	fl.Int64Var(&f.maxBodyBytes, "max-body-bytes", 0, "largest request body, and gRPC message; 0: each protocol's default (OpenAI and KServe V1 16 MiB; V2, Triton v1 and gRPC 64 MiB)")
-	fl.IntVar(&f.responsesStoreSize, "responses-store-size", responsestore.DefaultSize, "most stored responses (POST /v1/responses with store) kept; the least recently used goes first")
+	fl.IntVar(&f.responsesStoreSize, "responses-store-size", store.DefaultSize, "most stored responses (POST /v1/responses with store) kept; the least recently used goes first")
 	fl.StringVar(&f.responsesStoreDir, "responses-store-dir", "", "directory of the file (bbolt) that keeps stored responses across restarts; default: memory only")
 	fl.StringVar(&f.pooling, "pooling", "", "how embeddings pool a sequence: mean, cls, last, rank or none (no embeddings); default: the GGUF's pooling type, else last")
 	fl.IntSliceVar(&f.matryoshka, "matryoshka-dimensions", nil, "embedding sizes the model was trained to be cut to (Matryoshka); lets requests set dimensions")
@@ -1038,8 +1038,8 @@ func grpcMaxMessage(f *serveFlags) int {
 // openResponseStore opens the Responses API's store as the flags say: in
 // memory, or in --responses-store-dir to survive restarts. The process
 // that serves HTTP (serve, or head) owns it.
-func openResponseStore(f *serveFlags) (*responsestore.Store, error) {
-	st, err := responsestore.Open(responsestore.Config{Size: f.responsesStoreSize, Dir: f.responsesStoreDir})
+func openResponseStore(f *serveFlags) (*store.Store, error) {
+	st, err := store.Open(store.Config{Size: f.responsesStoreSize, Dir: f.responsesStoreDir})
 	if err != nil {
 		return nil, fmt.Errorf("--responses-store-dir: %w", err)
 	}

@@ -16,6 +16,15 @@
 // accepted while the draws equal them, the rest dropped from the slot;
 // Fake.Model replaces the hash model (tests of speculation give it one that
 // repeats itself).
+//
+// Scripted (scripted.go) is the engine double for end-to-end tests: it
+// wraps a real executor (llama.cpp's, through
+// models.GenerativeConfig.WrapExecutor) and makes the model answer what a
+// Script says (a tool call in the model's tool format, say) by forcing
+// each token through the real sampler chain, so that the API, the
+// frontend's templates, parsers and grammars, the scheduler and the engine
+// under test are the production ones. The server binary has no way to
+// set it: tests in tests/ load the model themselves.
 package enginetest
 
 import (

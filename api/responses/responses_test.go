@@ -1,4 +1,4 @@
-package openai
+package responses
 
 import (
 	"context"
@@ -14,35 +14,26 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/responses/store"
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // respHandler is the Responses routes over m with a deterministic clock
 // and response id.
-func respHandler(t *testing.T, m Model) http.Handler {
+func respHandler(t *testing.T, m openai.Model) http.Handler {
 	t.Helper()
-	store, err := responsestore.Open(responsestore.Config{Size: 100})
+	st, err := store.Open(store.Config{Size: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
 	n := 0
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{
-		RequestID:     func(*http.Request) string { n++; return "test" + strings.Repeat("x", n-1) },
-		ResponseStore: store,
-	})
-	h.now = func() time.Time { return time.Unix(1700000123, 0) }
-	h.seed = func() uint32 { return 1234 }
-	Mount(r, h.backend, Options{}) // the production routes exist
-	r = chi.NewRouter()
-	r.Post("/v1/responses", h.createResponse)
-	r.Post("/v1/responses/input_tokens", h.inputTokens)
-	r.Get("/v1/responses/{id}", h.getResponse)
-	r.Delete("/v1/responses/{id}", h.deleteResponse)
-	r.Get("/v1/responses/{id}/input_items", h.inputItems)
-	r.Post("/v1/responses/{id}/cancel", h.cancelResponse)
+	s := testServer(func(*http.Request) string { n++; return "test" + strings.Repeat("x", n-1) }, m)
+	Mount(r, s, Options{Store: st})
 	return r
 }
 
@@ -102,7 +93,7 @@ func TestDecodeInputItems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := decodeInput(json.RawMessage(tt.input))
 			if tt.param != "" {
-				var v *validationError
+				var v *frontend.Error
 				if !errors.As(err, &v) || v.Param != tt.param {
 					t.Fatalf("err = %#v, want param %q", err, tt.param)
 				}
@@ -146,7 +137,7 @@ func TestChatMessagesOf(t *testing.T) {
 	}
 	// An output for a call the conversation never made.
 	_, err = chatMessagesOf(nil, items[5:], 0)
-	if v := (*validationError)(nil); !errors.As(err, &v) || v.Param != "input[0].call_id" {
+	if v := (*frontend.Error)(nil); !errors.As(err, &v) || v.Param != "input[0].call_id" {
 		t.Fatalf("unknown call_id: %v", err)
 	}
 }
@@ -468,18 +459,16 @@ func FuzzDecodeResponses(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	m := newFakeModel(f)
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	h := newHandler(openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{}), Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rp, err := h.decodeResponses(body)
 		if err == nil {
 			// The typed request it decoded to goes through the prepare
 			// path like any chat request.
-			_, err = h.prepareChat(context.Background(), rp.typed, nil)
+			_, err = h.s.Prepare(context.Background(), rp.typed)
 		}
-		var v *validationError
-		var nf *responseNotFoundError
-		var mnf *modelNotFoundError
-		if err != nil && !errors.As(err, &v) && !errors.As(err, &nf) && !errors.As(err, &mnf) {
+		var v *frontend.Error
+		if err != nil && !errors.As(err, &v) && openai.ErrorOf(err).Status != http.StatusNotFound {
 			t.Fatalf("%q: %T %v", body, err, err)
 		}
 	})
@@ -513,4 +502,77 @@ func TestResponsesStreamClientGone(t *testing.T) {
 	if g := do(t, h, nil, http.MethodGet, "/v1/responses/resp_test", ""); g.Code != http.StatusNotFound {
 		t.Fatalf("a response whose client went away was stored: %d %s", g.Code, g.Body)
 	}
+}
+
+// chatView writes typed messages as chat messages in JSON, for comparing.
+func chatView(msgs []frontend.Message) string {
+	out := make([]map[string]any, len(msgs))
+	for i, m := range msgs {
+		v := map[string]any{"role": m.Role, "content": m.Content}
+		if m.ReasoningContent != "" {
+			v["reasoning_content"] = m.ReasoningContent
+		}
+		if m.ToolCallID != "" {
+			v["tool_call_id"] = m.ToolCallID
+		}
+		if len(m.ToolCalls) > 0 {
+			var calls []any
+			for _, c := range m.ToolCalls {
+				calls = append(calls, map[string]any{"id": c.ID, "type": c.Type, "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+			}
+			v["tool_calls"] = calls
+		}
+		out[i] = v
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// streamScript answers "Hello world!" in three batches per choice: "Hel",
+// "lo wo", "rld!" + stop token. Choices advance together.
+func streamScript(req *scheduler.Request) []fakeBatch {
+	parts := [][]int32{{tok("Hel")}, {tok("lo"), tok(" wo")}, {tok("rld"), tok("!"), imEnd}}
+	var batches []fakeBatch
+	for k, p := range parts {
+		var b fakeBatch
+		for i := range req.N {
+			o := scheduler.Output{Choice: i, Tokens: p}
+			if k == len(parts)-1 {
+				o.Finish = scheduler.FinishStop
+			}
+			b.outs = append(b.outs, o)
+			b.events++
+		}
+		batches = append(batches, b)
+	}
+	return batches
+}
+
+// logprobScript answers "Hello world" with logprobs and stops at length.
+func logprobScript(req *scheduler.Request) []fakeBatch {
+	out := scheduler.Output{
+		Tokens: []int32{tok("Hello"), tok(" world")},
+		Logprobs: []engine.Logprobs{
+			lp("Hello", -0.25, alt("Hello", -0.25), alt("Hi", -1.5)),
+			lp(" world", -0.5, alt(" there", -0.75), alt(" world", -0.5)),
+		},
+		Finish: scheduler.FinishLength,
+	}
+	if req.PromptLogprobs >= 0 {
+		for range len(req.Prompt) - 1 {
+			out.PromptLogprobs = append(out.PromptLogprobs, lp("a", -2, alt("b", -1)))
+		}
+	}
+	return []fakeBatch{{outs: []scheduler.Output{out}}}
+}
+
+// errorResponse is OpenAI's error envelope, as the Responses API's errors
+// are written (api/openai).
+type errorResponse struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
 }

@@ -1,4 +1,4 @@
-// Package responsestore keeps the stored responses of the OpenAI Responses
+// Package store keeps the stored responses of the OpenAI Responses
 // API (POST /v1/responses with "store": true): one opaque record per
 // response id, so that GET /v1/responses/{id}, its input_items and a later
 // request's previous_response_id can find it.
@@ -25,4 +25,4 @@
 // as old as its last write).
 //
 // A Store is safe for concurrent use.
-package responsestore
+package store

@@ -1,4 +1,4 @@
-package openai
+package responses
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/llmserve/llmserve/api/openai/responsestore"
+	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/responses/store"
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // This file serves what the Responses API stores: keeping a response,
@@ -27,32 +29,28 @@ func (h *handler) storeResponse(path string, rp *respParams, resp responseObject
 	// decides whether a later turn shows them.
 	b, err := json.Marshal(rec)
 	if err == nil {
-		err = h.resp.store.Put(resp.ID, b)
+		err = h.store.Put(resp.ID, b)
 	}
 	if err != nil {
-		h.log.Error("store response", "id", resp.ID, "path", path, "err", err)
+		h.s.Log().Error("store response", "id", resp.ID, "path", path, "err", err)
 	}
 }
 
-// responseNotFoundError is a response id the store does not hold.
-type responseNotFoundError struct {
-	id string
-	// previous: the id came as previous_response_id.
-	previous bool
-}
-
-func (e *responseNotFoundError) Error() string {
-	if e.previous {
-		return fmt.Sprintf("Previous response with id '%s' not found.", e.id)
+// notFoundError is a response id the store does not hold; previous: the
+// id came as previous_response_id, which the error names.
+func notFoundError(id string, previous bool) *frontend.Error {
+	if previous {
+		return &frontend.Error{Kind: frontend.NotFound, Param: "previous_response_id", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
 	}
-	return fmt.Sprintf("Response with id '%s' not found.", e.id)
+	return &frontend.Error{Kind: frontend.NotFound, Message: fmt.Sprintf("Response with id '%s' not found.", id)}
 }
 
-// loadResponse reads a stored record.
-func (h *handler) loadResponse(id string) (*respRecord, error) {
-	b, err := h.resp.store.Get(id)
-	if errors.Is(err, responsestore.ErrNotFound) {
-		return nil, &responseNotFoundError{id: id}
+// loadResponse reads a stored record; previous: id came as
+// previous_response_id.
+func (h *handler) loadResponse(id string, previous bool) (*respRecord, error) {
+	b, err := h.store.Get(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFoundError(id, previous)
 	}
 	if err != nil {
 		return nil, err
@@ -67,27 +65,27 @@ func (h *handler) loadResponse(id string) (*respRecord, error) {
 // getResponse serves GET /v1/responses/{id}.
 func (h *handler) getResponse(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	rec, err := h.loadResponse(id)
+	rec, err := h.loadResponse(id, false)
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec.Response)
+	openai.WriteJSON(w, http.StatusOK, rec.Response)
 }
 
 // deleteResponse serves DELETE /v1/responses/{id}.
 func (h *handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	err := h.resp.store.Delete(id)
-	if errors.Is(err, responsestore.ErrNotFound) {
-		err = &responseNotFoundError{id: id}
+	err := h.store.Delete(id)
+	if errors.Is(err, store.ErrNotFound) {
+		err = notFoundError(id, false)
 	}
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
 	h.cancelBackground(id)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+	openai.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 }
 
 // inputItems serves GET /v1/responses/{id}/input_items: the request's own
@@ -101,7 +99,7 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := parseInt(s)
 		if err != nil || n < 1 || n > 100 {
-			h.fail(w, r, id, invalid("limit", "limit must be an integer from 1 to 100, got %q.", s))
+			h.s.Fail(w, r, id, frontend.Invalid("limit", "limit must be an integer from 1 to 100, got %q.", s))
 			return
 		}
 		limit = n
@@ -111,12 +109,12 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request) {
 		order = "desc"
 	}
 	if order != "asc" && order != "desc" {
-		h.fail(w, r, id, invalid("order", "order must be \"asc\" or \"desc\", got %q.", order))
+		h.s.Fail(w, r, id, frontend.Invalid("order", "order must be \"asc\" or \"desc\", got %q.", order))
 		return
 	}
-	rec, err := h.loadResponse(id)
+	rec, err := h.loadResponse(id, false)
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
 	items := append([]respItem(nil), rec.Input...)
@@ -133,7 +131,7 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if k < 0 {
-			h.fail(w, r, id, invalid("after", "No input item with id '%s' in response '%s'.", after, id))
+			h.s.Fail(w, r, id, frontend.Invalid("after", "No input item with id '%s' in response '%s'.", after, id))
 			return
 		}
 		items = items[k+1:]
@@ -148,7 +146,7 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request) {
 	} else {
 		list["data"] = []respItem{}
 	}
-	writeJSON(w, http.StatusOK, list)
+	openai.WriteJSON(w, http.StatusOK, list)
 }
 
 func parseInt(s string) (int, error) {
@@ -164,28 +162,28 @@ func parseInt(s string) (int, error) {
 // tokens the request's input (with instructions, tools and the previous
 // response's conversation) renders to.
 func (h *handler) inputTokens(w http.ResponseWriter, r *http.Request) {
-	id := "resp_" + h.id(r)
-	body, err := h.readBody(w, r)
+	id := "resp_" + h.s.RequestID(r)
+	body, err := h.s.ReadBody(w, r)
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
 	rp, err := h.decodeResponses(body)
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
-	run, err := h.prepareChat(r.Context(), rp.typed, nil)
+	run, err := h.s.Prepare(r.Context(), rp.typed)
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(run.prompt.tokens)})
+	openai.WriteJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": run.PromptTokens()})
 }
 
 // errResponseCancelled ends a background response cancelled by
 // POST /v1/responses/{id}/cancel.
-var errResponseCancelled = errors.New("openai: response cancelled")
+var errResponseCancelled = errors.New("responses: response cancelled")
 
 // startBackground answers a background request at once with its queued
 // response, stored, and generates it on its own goroutine, apart from the
@@ -193,51 +191,50 @@ var errResponseCancelled = errors.New("openai: response cancelled")
 // incomplete, failed or cancelled.
 func (h *handler) startBackground(w http.ResponseWriter, r *http.Request, rp *respParams, resp responseObject) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	rg, err := h.startResponse(ctx, rp, resp.ID, h.now())
+	rg, err := h.startResponse(ctx, rp, resp.ID, h.s.Now())
 	if err != nil {
 		cancel(nil)
-		h.fail(w, r, resp.ID, err)
+		h.s.Fail(w, r, resp.ID, err)
 		return
 	}
 	resp.Model = rg.m.Name()
 	resp.Status = "queued"
 	path := r.URL.Path // the request is not used after the handler returns
 	h.storeResponse(path, rp, resp)
-	h.resp.mu.Lock()
-	h.resp.bg[resp.ID] = func() { cancel(errResponseCancelled) }
-	h.resp.mu.Unlock()
+	h.mu.Lock()
+	h.bg[resp.ID] = func() { cancel(errResponseCancelled) }
+	h.mu.Unlock()
 	go func() {
 		defer cancel(nil)
-		defer rg.g.close()
+		defer rg.g.Close()
 		o, err := rg.collectOutput(ctx)
-		h.resp.mu.Lock()
-		delete(h.resp.bg, resp.ID)
-		h.resp.mu.Unlock()
+		h.mu.Lock()
+		delete(h.bg, resp.ID)
+		h.mu.Unlock()
 		final := resp
 		switch {
 		case err == nil:
-			finishResponse(&final, o, newOutputIDs(), rg.g.usage())
+			finishResponse(&final, o, newOutputIDs(), rg.g.Usage())
 		case errors.Is(context.Cause(ctx), errResponseCancelled):
 			final.Status = "cancelled"
 		default:
-			e := toAPIError(err)
 			final.Status = "failed"
-			final.Error = &respError{Code: "server_error", Message: e.body.Message}
+			final.Error = &respError{Code: "server_error", Message: openai.ErrorOf(err).Message}
 		}
-		if _, gerr := h.resp.store.Get(resp.ID); gerr != nil {
+		if _, gerr := h.store.Get(resp.ID); gerr != nil {
 			return // deleted meanwhile
 		}
 		h.storeResponse(path, rp, final)
 	}()
-	writeJSON(w, http.StatusOK, resp)
+	openai.WriteJSON(w, http.StatusOK, resp)
 }
 
 // cancelBackground cancels a running background response, reporting
 // whether one was running.
 func (h *handler) cancelBackground(id string) bool {
-	h.resp.mu.Lock()
-	cancel, ok := h.resp.bg[id]
-	h.resp.mu.Unlock()
+	h.mu.Lock()
+	cancel, ok := h.bg[id]
+	h.mu.Unlock()
 	if ok {
 		cancel()
 	}
@@ -250,13 +247,13 @@ func (h *handler) cancelBackground(id string) bool {
 // can be cancelled (400 otherwise, as OpenAI).
 func (h *handler) cancelResponse(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	rec, err := h.loadResponse(id)
+	rec, err := h.loadResponse(id, false)
 	if err != nil {
-		h.fail(w, r, id, err)
+		h.s.Fail(w, r, id, err)
 		return
 	}
 	if !rec.Response.Background {
-		h.fail(w, r, id, invalid("", "Only responses created with background set to true can be cancelled."))
+		h.s.Fail(w, r, id, frontend.Invalid("", "Only responses created with background set to true can be cancelled."))
 		return
 	}
 	if h.cancelBackground(id) {
@@ -264,5 +261,5 @@ func (h *handler) cancelResponse(w http.ResponseWriter, r *http.Request) {
 		// now, as OpenAI does.
 		rec.Response.Status = "cancelled"
 	}
-	writeJSON(w, http.StatusOK, rec.Response)
+	openai.WriteJSON(w, http.StatusOK, rec.Response)
 }

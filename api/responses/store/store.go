@@ -1,4 +1,4 @@
-package responsestore
+package store
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package openai
+package anthropic
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/frontend"
 )
 
@@ -14,7 +15,7 @@ import (
 //	{"type": "error", "error": {"type": "invalid_request_error", "message": "..."}}
 //
 // messagesErrorOf is the one place that maps an error to them. It starts
-// from toAPIError's status (the frontend.Error kind, mapped once), so both
+// from openai.ErrorOf's status (the frontend.Error kind, mapped once), so both
 // APIs agree on what is whose fault, and renames it by Anthropic's table:
 //
 //	400 invalid_request_error   401 authentication_error
@@ -37,7 +38,7 @@ type messagesErrorInfo struct {
 // statusOverloaded is Anthropic's 529 Overloaded.
 const statusOverloaded = 529
 
-// messagesStatus maps an HTTP status of toAPIError to Anthropic's status
+// messagesStatus maps an HTTP status of openai.ErrorOf to Anthropic's status
 // and error type.
 func messagesStatus(status int) (int, string) {
 	switch status {
@@ -64,35 +65,34 @@ func messagesStatus(status int) (int, string) {
 
 // messagesErrorOf maps err to its status and Anthropic error body. A
 // validation error's message names its field, as Anthropic's do.
-func messagesErrorOf(err error) (*apiError, messagesErrorBody) {
-	e := toAPIError(err)
-	msg := e.body.Message
-	var ve *validationError
+func messagesErrorOf(err error) (int, messagesErrorBody) {
+	e := openai.ErrorOf(err)
+	msg := e.Message
+	var ve *frontend.Error
 	if errors.As(err, &ve) && ve.Kind == frontend.BadRequest && ve.Param != "" && !strings.HasPrefix(msg, ve.Param) {
 		msg = ve.Param + ": " + msg
 	}
-	status, typ := messagesStatus(e.status)
-	e.status = status
-	return e, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: typ, Message: msg}}
+	status, typ := messagesStatus(e.Status)
+	return status, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: typ, Message: msg}}
 }
 
 // failMessages answers a Messages request that failed before any response
 // was written.
 func (h *handler) failMessages(w http.ResponseWriter, r *http.Request, id string, err error) {
-	if isClientGone(err) {
-		h.log.Debug("client went away", "id", id, "path", r.URL.Path)
+	if openai.IsClientGone(err) {
+		h.s.Log().Debug("client went away", "id", id, "path", r.URL.Path)
 		return
 	}
-	e, body := messagesErrorOf(err)
-	h.logError(r, id, e, err)
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	status, body := messagesErrorOf(err)
+	h.s.LogError(r, id, status, err)
+	if ra := openai.ErrorOf(err).RetryAfter; ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
-	writeJSON(w, e.status, body)
+	openai.WriteJSON(w, status, body)
 }
 
-// WriteMessagesAuthError writes a 401 in the Messages API's shape, for the
+// WriteAuthError writes a 401 in the Messages API's shape, for the
 // router's API-key check.
-func WriteMessagesAuthError(w http.ResponseWriter, msg string) {
-	writeJSON(w, http.StatusUnauthorized, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: "authentication_error", Message: msg}})
+func WriteAuthError(w http.ResponseWriter, msg string) {
+	openai.WriteJSON(w, http.StatusUnauthorized, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: "authentication_error", Message: msg}})
 }

@@ -1,10 +1,12 @@
-package openai
+package responses
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
+	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -167,30 +169,30 @@ func (it respItem) MarshalJSON() ([]byte, error) {
 var respRoles = map[string]bool{"user": true, "system": true, "developer": true, "assistant": true}
 
 // decodeInput reads "input": a string (one user message) or an array of
-// items. Every error is a *validationError naming input[i]....
+// items. Every error is a *frontend.Error naming input[i]....
 func decodeInput(raw json.RawMessage) ([]respItem, error) {
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "nothing", "null":
-		return nil, invalid("input", "input is required: a string or an array of input items.")
+		return nil, frontend.Invalid("input", "input is required: a string or an array of input items.")
 	case "string":
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, typeError("input", "a string or an array of input items", "string")
+			return nil, jsonwire.TypeError("input", "a string or an array of input items", "string")
 		}
 		return []respItem{{Type: "message", Role: "user", Content: []respContent{{Type: "input_text", Text: s}}}}, nil
 	case "array":
 	default:
-		return nil, typeError("input", "a string or an array of input items", jsonKind(raw))
+		return nil, jsonwire.TypeError("input", "a string or an array of input items", jsonwire.Kind(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, typeError("input", "a string or an array of input items", "array")
+		return nil, jsonwire.TypeError("input", "a string or an array of input items", "array")
 	}
 	items := make([]respItem, len(elems))
 	for i, e := range elems {
 		it, err := decodeItem(e)
 		if err != nil {
-			return nil, withPrefix(fmt.Sprintf("input[%d]", i), err)
+			return nil, frontend.WithPrefix(fmt.Sprintf("input[%d]", i), err)
 		}
 		items[i] = it
 	}
@@ -211,34 +213,27 @@ type wireItem struct {
 	Summary   json.RawMessage `json:"summary"`
 }
 
-func strOf(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 // decodeItem reads one input item. An item without a type that has a role
 // is a message (EasyInputMessage).
 func decodeItem(raw json.RawMessage) (respItem, error) {
-	if jsonKind(raw) != "object" {
-		return respItem{}, typeError("", "an input item object", jsonKind(raw))
+	if jsonwire.Kind(raw) != "object" {
+		return respItem{}, jsonwire.TypeError("", "an input item object", jsonwire.Kind(raw))
 	}
 	var w wireItem
-	if err := decodeJSON(raw, &w); err != nil {
+	if err := jsonwire.Decode(raw, &w); err != nil {
 		return respItem{}, err
 	}
-	typ := strOf(w.Type)
+	typ := jsonwire.Str(w.Type)
 	if typ == "" && w.Role != nil {
 		typ = "message"
 	}
-	it := respItem{Type: typ, ID: strOf(w.ID)}
+	it := respItem{Type: typ, ID: jsonwire.Str(w.ID)}
 	switch typ {
 	case "":
-		return it, invalid("type", "Each input item needs a type (message, function_call, function_call_output or reasoning).")
+		return it, frontend.Invalid("type", "Each input item needs a type (message, function_call, function_call_output or reasoning).")
 	case "message":
 		if w.Role == nil || !respRoles[*w.Role] {
-			return it, invalid("role", "A message item needs a role: user, system, developer or assistant; got %q.", strOf(w.Role))
+			return it, frontend.Invalid("role", "A message item needs a role: user, system, developer or assistant; got %q.", jsonwire.Str(w.Role))
 		}
 		it.Role = *w.Role
 		parts, err := decodeParts(w.Content, it.Role)
@@ -248,58 +243,58 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 		it.Content = parts
 	case "function_call":
 		if w.CallID == nil || *w.CallID == "" {
-			return it, invalid("call_id", "A function_call item needs a call_id.")
+			return it, frontend.Invalid("call_id", "A function_call item needs a call_id.")
 		}
 		if w.Name == nil || *w.Name == "" {
-			return it, invalid("name", "A function_call item needs a name.")
+			return it, frontend.Invalid("name", "A function_call item needs a name.")
 		}
-		it.CallID, it.Name, it.Arguments = *w.CallID, *w.Name, strOf(w.Arguments)
+		it.CallID, it.Name, it.Arguments = *w.CallID, *w.Name, jsonwire.Str(w.Arguments)
 		if it.Arguments == "" {
 			it.Arguments = "{}"
 		}
 	case "function_call_output":
 		if w.CallID == nil || *w.CallID == "" {
-			return it, invalid("call_id", "A function_call_output item needs the call_id of the function_call it answers.")
+			return it, frontend.Invalid("call_id", "A function_call_output item needs the call_id of the function_call it answers.")
 		}
 		it.CallID = *w.CallID
-		switch jsonKind(w.Output) {
+		switch jsonwire.Kind(w.Output) {
 		case "string":
 			_ = json.Unmarshal(w.Output, &it.Output)
 		case "array":
 			parts, err := decodeParts(w.Output, "user")
 			if err != nil {
-				return it, withPrefix("output", err)
+				return it, frontend.WithPrefix("output", err)
 			}
 			for j, p := range parts {
 				if p.Type != "input_text" {
-					return it, invalid(fmt.Sprintf("output[%d].type", j), "A function_call_output's output takes input_text parts only, got %q; put images in a user message.", p.Type)
+					return it, frontend.Invalid(fmt.Sprintf("output[%d].type", j), "A function_call_output's output takes input_text parts only, got %q; put images in a user message.", p.Type)
 				}
 			}
 			it.Output = joinParts(parts)
 		default:
-			return it, typeError("output", "a string or an array of input_text parts", jsonKind(w.Output))
+			return it, jsonwire.TypeError("output", "a string or an array of input_text parts", jsonwire.Kind(w.Output))
 		}
 	case "reasoning":
-		switch jsonKind(w.Summary) {
+		switch jsonwire.Kind(w.Summary) {
 		case "nothing", "null":
 		case "array":
 			var parts []struct {
 				Type *string `json:"type"`
 				Text *string `json:"text"`
 			}
-			if err := decodeJSON(w.Summary, &parts); err != nil {
-				return it, withPrefix("summary", err)
+			if err := jsonwire.Decode(w.Summary, &parts); err != nil {
+				return it, frontend.WithPrefix("summary", err)
 			}
 			for j, p := range parts {
-				if strOf(p.Type) != "summary_text" {
-					return it, invalid(fmt.Sprintf("summary[%d].type", j), "Reasoning summary parts must have type \"summary_text\", got %q.", strOf(p.Type))
+				if jsonwire.Str(p.Type) != "summary_text" {
+					return it, frontend.Invalid(fmt.Sprintf("summary[%d].type", j), "Reasoning summary parts must have type \"summary_text\", got %q.", jsonwire.Str(p.Type))
 				}
-				it.Summary = append(it.Summary, respContent{Type: "summary_text", Text: strOf(p.Text)})
+				it.Summary = append(it.Summary, respContent{Type: "summary_text", Text: jsonwire.Str(p.Text)})
 			}
 		default:
-			return it, typeError("summary", "an array of summary_text parts", jsonKind(w.Summary))
+			return it, jsonwire.TypeError("summary", "an array of summary_text parts", jsonwire.Kind(w.Summary))
 		}
-		if jsonKind(w.Content) == "array" {
+		if jsonwire.Kind(w.Content) == "array" {
 			parts, err := decodeParts(w.Content, "reasoning")
 			if err != nil {
 				return it, err
@@ -307,7 +302,7 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			it.Content = parts
 		}
 	default:
-		return it, invalid("type", "Input items of type %q are not supported; use message, function_call, function_call_output or reasoning.", typ)
+		return it, frontend.Invalid("type", "Input items of type %q are not supported; use message, function_call, function_call_output or reasoning.", typ)
 	}
 	return it, nil
 }
@@ -323,7 +318,7 @@ var partTypes = map[string]map[string]bool{
 
 // decodeParts reads a message's content: a string or an array of parts.
 func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "string":
 		var s string
 		_ = json.Unmarshal(raw, &s)
@@ -334,42 +329,42 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 		return []respContent{{Type: typ, Text: s}}, nil
 	case "array":
 	default:
-		return nil, typeError("content", "a string or an array of content parts", jsonKind(raw))
+		return nil, jsonwire.TypeError("content", "a string or an array of content parts", jsonwire.Kind(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, typeError("content", "a string or an array of content parts", "array")
+		return nil, jsonwire.TypeError("content", "a string or an array of content parts", "array")
 	}
 	parts := make([]respContent, len(elems))
 	for j, e := range elems {
 		prefix := fmt.Sprintf("content[%d]", j)
-		if jsonKind(e) != "object" {
-			return nil, typeError(prefix, "a content part object", jsonKind(e))
+		if jsonwire.Kind(e) != "object" {
+			return nil, jsonwire.TypeError(prefix, "a content part object", jsonwire.Kind(e))
 		}
 		var p struct {
-			Type     *string         `json:"type"`
-			Text     *string         `json:"text"`
-			Refusal  *string         `json:"refusal"`
-			ImageURL *string         `json:"image_url"`
-			Detail   *string         `json:"detail"`
-			FileID   *string         `json:"file_id"`
-			Audio    *wireInputAudio `json:"input_audio"`
+			Type     *string            `json:"type"`
+			Text     *string            `json:"text"`
+			Refusal  *string            `json:"refusal"`
+			ImageURL *string            `json:"image_url"`
+			Detail   *string            `json:"detail"`
+			FileID   *string            `json:"file_id"`
+			Audio    *openai.InputAudio `json:"input_audio"`
 		}
-		if err := decodeJSON(e, &p); err != nil {
-			return nil, withPrefix(prefix, err)
+		if err := jsonwire.Decode(e, &p); err != nil {
+			return nil, frontend.WithPrefix(prefix, err)
 		}
-		typ := strOf(p.Type)
+		typ := jsonwire.Str(p.Type)
 		if typ == "input_image" && partTypes[role][typ] {
 			part, err := inputImage(p.ImageURL, p.Detail, p.FileID)
 			if err != nil {
-				return nil, withPrefix(prefix, err)
+				return nil, frontend.WithPrefix(prefix, err)
 			}
 			parts[j] = part
 			continue
 		}
 		if typ == "input_audio" && partTypes[role][typ] {
 			a := p.Audio
-			if err := a.check(prefix + ".input_audio"); err != nil {
+			if err := a.Check(prefix + ".input_audio"); err != nil {
 				return nil, err
 			}
 			parts[j] = respContent{Type: typ, InputAudio: &respAudio{Data: *a.Data, Format: *a.Format}}
@@ -380,14 +375,14 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			for t := range partTypes[role] {
 				allowed = append(allowed, t)
 			}
-			return nil, invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
+			return nil, frontend.Invalid(prefix+".type", "Content parts of type %q are not supported in a %s item (files are not served here); use %s.", typ, role, strings.Join(sortedStrings(allowed), " or "))
 		}
 		text := p.Text
 		if typ == "refusal" {
 			text = p.Refusal
 		}
 		if text == nil {
-			return nil, invalid(prefix+".text", "A %s content part needs text.", typ)
+			return nil, frontend.Invalid(prefix+".text", "A %s content part needs text.", typ)
 		}
 		parts[j] = respContent{Type: typ, Text: *text}
 	}
@@ -401,15 +396,15 @@ func inputImage(u, detail, fileID *string) (respContent, error) {
 	part := respContent{Type: "input_image"}
 	switch {
 	case fileID != nil:
-		return part, invalid("file_id", "input_image.file_id is not supported: this server has no Files API; send the image as image_url (a data: URL, or an http(s) URL with --allowed-media-domains).")
+		return part, frontend.Invalid("file_id", "input_image.file_id is not supported: this server has no Files API; send the image as image_url (a data: URL, or an http(s) URL with --allowed-media-domains).")
 	case u == nil:
-		return part, invalid("image_url", "An input_image part needs image_url: a data: URL (data:image/png;base64,...) or an http(s) URL.")
+		return part, frontend.Invalid("image_url", "An input_image part needs image_url: a data: URL (data:image/png;base64,...) or an http(s) URL.")
 	}
-	if err := checkImageURL(*u, "image_url"); err != nil {
+	if err := frontend.CheckImageURL(*u, "image_url"); err != nil {
 		return part, err
 	}
 	part.ImageURL = *u
-	if err := checkDetail(detail, "detail", "detail"); err != nil {
+	if err := frontend.CheckDetail(detail, "detail", "detail"); err != nil {
 		return part, err
 	}
 	if detail != nil {
@@ -446,12 +441,12 @@ func joinParts(parts []respContent) string {
 // it come from previous_response_id), and media are named so.
 func chatMessagesOf(instructions *string, items []respItem, first int) ([]frontend.Message, error) {
 	var (
-		mt     markerText // a text that holds media.Marker
+		mt     frontend.MarkerText // a text that holds media.Marker
 		msgs   []frontend.Message
 		nMedia int
 	)
 	if instructions != nil && *instructions != "" {
-		mt.see("instructions", *instructions)
+		mt.See("instructions", *instructions)
 		msgs = append(msgs, frontend.Message{Role: "system", Content: *instructions, HasContent: true})
 	}
 	calls := map[string]bool{}
@@ -470,7 +465,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 				if i >= first {
 					p = fmt.Sprintf("input[%d].content[%d]", i-first, j)
 				}
-				mt.see(p, c.Text)
+				mt.See(p, c.Text)
 			}
 			lastAssistant = -1
 			if it.Role == "assistant" {
@@ -487,7 +482,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 			a := &msgs[lastAssistant]
 			if it.Arguments != "" && !json.Valid([]byte(it.Arguments)) {
 				// Named as the chat message and call it became.
-				return nil, invalid(fmt.Sprintf("input[%d].tool_calls[%d].function.arguments", lastAssistant, len(a.ToolCalls)),
+				return nil, frontend.Invalid(fmt.Sprintf("input[%d].tool_calls[%d].function.arguments", lastAssistant, len(a.ToolCalls)),
 					"The arguments of a tool call must be a JSON object encoded as a string; this string is not valid JSON.")
 			}
 			a.ToolCalls = append(a.ToolCalls, tokenizer.ToolCall{ID: it.CallID, Type: "function", Name: it.Name, Arguments: it.Arguments})
@@ -497,7 +492,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 				if i >= first {
 					param = fmt.Sprintf("input[%d].call_id", i-first)
 				}
-				return nil, invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
+				return nil, frontend.Invalid(param, "No tool call found for function call output with call_id %s.", it.CallID)
 			}
 			msgs = append(msgs, frontend.Message{Role: "tool", ToolCallID: it.CallID, Content: it.Output, HasContent: true})
 			lastAssistant = -1
@@ -515,9 +510,9 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 		}
 	}
 	if len(msgs) == 0 {
-		return nil, invalid("input", "input must contain at least one item.")
+		return nil, frontend.Invalid("input", "input must contain at least one item.")
 	}
-	if err := mt.check(nMedia > 0); err != nil {
+	if err := mt.Check(nMedia > 0); err != nil {
 		return nil, err
 	}
 	return msgs, nil
@@ -529,18 +524,18 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 // chat content parts are. Items are named input[i].content[j] for the
 // request's item i counting from first, previous_response_id for the
 // stored conversation's.
-func mediaContent(content []respContent, i, first int) (string, []mediaRef) {
+func mediaContent(content []respContent, i, first int) (string, []frontend.MediaRef) {
 	var (
 		texts = make([]string, len(content))
-		refs  []mediaRef
+		refs  []frontend.MediaRef
 	)
 	for j, c := range content {
-		var ref mediaRef
+		var ref frontend.MediaRef
 		switch c.Type {
 		case "input_image":
-			ref = mediaRef{Kind: media.Image, Field: ".image_url", URL: c.ImageURL}
+			ref = frontend.MediaRef{Kind: media.Image, Field: ".image_url", URL: c.ImageURL}
 		case "input_audio":
-			ref = mediaRef{Kind: media.Audio, Field: ".input_audio.data"}
+			ref = frontend.MediaRef{Kind: media.Audio, Field: ".input_audio.data"}
 			if c.InputAudio != nil {
 				ref.Data, ref.Format = c.InputAudio.Data, c.InputAudio.Format
 			}

@@ -1,4 +1,4 @@
-package openai
+package anthropic
 
 import (
 	"bufio"
@@ -17,17 +17,14 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
 // messagesHandler is testHandler's setup with the Messages routes.
-func messagesHandler(models ...Model) http.Handler {
+func messagesHandler(models ...openai.Model) http.Handler {
 	r := chi.NewRouter()
-	h := newHandler(&fakeBackend{models: models}, Options{RequestID: func(*http.Request) string { return "test" }})
-	h.now = func() time.Time { return time.Unix(1700000123, 0) }
-	h.seed = func() uint32 { return 1234 }
-	r.Post("/v1/messages", h.messages)
-	r.Post("/v1/messages/count_tokens", h.countTokens)
+	Mount(r, testServer(nil, models...))
 	return r
 }
 
@@ -171,8 +168,8 @@ func TestMessagesStreamSequence(t *testing.T) {
 	steps := []error{
 		ms.start("msg_1", "m", messagesUsage{InputTokens: 3}),
 		ms.thinking("hmm"), ms.thinking(" ok"), ms.text(""), ms.text("Hi"),
-		ms.tool(toolCallDelta{ID: "call_a", Name: "f"}), ms.tool(toolCallDelta{Arguments: `{"x":`}), ms.tool(toolCallDelta{Arguments: `1}`}),
-		ms.tool(toolCallDelta{ID: "call_b", Name: "g", Arguments: `{}`}),
+		ms.tool(frontend.ToolCallDelta{ID: "call_a", Name: "f"}), ms.tool(frontend.ToolCallDelta{Arguments: `{"x":`}), ms.tool(frontend.ToolCallDelta{Arguments: `1}`}),
+		ms.tool(frontend.ToolCallDelta{ID: "call_b", Name: "g", Arguments: `{}`}),
 		ms.finish("tool_use", nil, messagesUsage{OutputTokens: 7}),
 	}
 	if err := errors.Join(steps...); err != nil {
@@ -341,13 +338,14 @@ func TestMessagesBadInput(t *testing.T) {
 }
 
 func TestMessagesErrorMapping(t *testing.T) {
+	_, notFound := testServer(nil).Prepare(context.Background(), &frontend.Request{Model: "m"})
 	tests := []struct {
 		err    error
 		status int
 		typ    string
 	}{
-		{invalid("x", "bad"), 400, "invalid_request_error"},
-		{&modelNotFoundError{name: "m"}, 404, "not_found_error"},
+		{frontend.Invalid("x", "bad"), 400, "invalid_request_error"},
+		{notFound, 404, "not_found_error"},
 		{&http.MaxBytesError{Limit: 10}, 413, "request_too_large"},
 		{scheduler.ErrQueueFull, 429, "rate_limit_error"},
 		{scheduler.ErrNoWorker, 529, "overloaded_error"},
@@ -357,12 +355,12 @@ func TestMessagesErrorMapping(t *testing.T) {
 		{errors.New("surprise"), 500, "api_error"},
 	}
 	for _, tt := range tests {
-		e, body := messagesErrorOf(tt.err)
-		if e.status != tt.status || body.Type != "error" || body.Error.Type != tt.typ || body.Error.Message == "" {
-			t.Errorf("%v: %d %+v, want %d %s", tt.err, e.status, body, tt.status, tt.typ)
+		status, body := messagesErrorOf(tt.err)
+		if status != tt.status || body.Type != "error" || body.Error.Type != tt.typ || body.Error.Message == "" {
+			t.Errorf("%v: %d %+v, want %d %s", tt.err, status, body, tt.status, tt.typ)
 		}
 	}
-	if _, body := messagesErrorOf(invalid("max_tokens", "bad")); body.Error.Message != "max_tokens: bad" {
+	if _, body := messagesErrorOf(frontend.Invalid("max_tokens", "bad")); body.Error.Message != "max_tokens: bad" {
 		t.Errorf("a validation error's message does not name its field: %q", body.Error.Message)
 	}
 	for status, typ := range map[int]string{401: "authentication_error", 403: "permission_error"} {
@@ -557,7 +555,7 @@ func FuzzDecodeMessages(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	m := newFakeModel(f)
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	s := openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
 			req, err := decodeMessagesRequest(b, false)
@@ -568,7 +566,7 @@ func FuzzDecodeMessages(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			_, err = h.prepareChat(context.Background(), typed, nil)
+			_, err = s.Prepare(context.Background(), typed)
 			return err
 		})
 	})

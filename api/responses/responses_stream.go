@@ -1,10 +1,10 @@
-package openai
+package responses
 
 import (
-	"fmt"
 	"net/http"
 
-	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -27,7 +27,7 @@ import (
 
 // respStream writes one response's events.
 type respStream struct {
-	sse  *sseWriter
+	sse  *openai.SSE
 	seq  int
 	resp responseObject // the response so far (status in_progress)
 	ids  *outputIDs
@@ -44,19 +44,7 @@ func (s *respStream) event(typ string, data map[string]any) error {
 	data["type"] = typ
 	data["sequence_number"] = s.seq
 	s.seq++
-	if s.sse.err != nil {
-		return s.sse.err
-	}
-	b, err := marshal(data)
-	if err != nil {
-		return fmt.Errorf("openai: encode response event: %w", err)
-	}
-	s.sse.buf = append(append(append(append(append(s.sse.buf[:0], "event: "...), typ...), "\ndata: "...), b...), "\n\n"...)
-	if _, err := s.sse.w.Write(s.sse.buf); err != nil {
-		s.sse.err = fmt.Errorf("%w: %w", errClientGone, err)
-		return s.sse.err
-	}
-	return s.sse.flush()
+	return s.sse.Named(typ, data)
 }
 
 // item is the open item as it stands.
@@ -147,7 +135,7 @@ func (s *respStream) text(t string) error {
 	return s.event("response.output_text.delta", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "delta": t, "logprobs": []any{}})
 }
 
-func (s *respStream) callDelta(calls []tokenizer.ToolCall, d toolCallDelta) error {
+func (s *respStream) callDelta(calls []tokenizer.ToolCall, d frontend.ToolCallDelta) error {
 	for len(s.out.calls) <= d.Index {
 		s.out.calls = append(s.out.calls, calls[len(s.out.calls)])
 		s.out.calls[len(s.out.calls)-1].Arguments = ""
@@ -162,53 +150,49 @@ func (s *respStream) callDelta(calls []tokenizer.ToolCall, d toolCallDelta) erro
 	return s.event("response.function_call_arguments.delta", map[string]any{"item_id": s.ids.call(d.Index), "output_index": s.index, "delta": d.Arguments})
 }
 
-// streamResponse streams a response's generation.
-func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *respGen, rp *respParams, resp responseObject, meta respMeta) {
+// streamResponse streams a response's generation; done logs the
+// finished request.
+func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *respGen, rp *respParams, resp responseObject, done func(openai.Usage)) {
 	g := rg.g
 	resp.Status = "in_progress"
-	s := &respStream{sse: startSSE(w), resp: resp, ids: newOutputIDs()}
+	s := &respStream{sse: openai.StartSSE(w), resp: resp, ids: newOutputIDs()}
 	err := s.event("response.created", map[string]any{"response": resp})
 	if err == nil {
 		err = s.event("response.in_progress", map[string]any{"response": resp})
 	}
 	if err == nil {
-		err = g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
-			ds, err := g.apply(pi, outs)
-			for _, cd := range ds {
-				d := &cd.d
-				final := d.finish != ""
-				if werr := s.reasoning(d.reasoning); werr != nil {
+		err = g.Receive(r.Context(), func(d *openai.Delta) error {
+			if werr := s.reasoning(d.Reasoning); werr != nil {
+				return werr
+			}
+			if werr := s.text(d.Text); werr != nil {
+				return werr
+			}
+			for _, c := range d.Calls {
+				if werr := s.callDelta(d.ToolCalls(), c); werr != nil {
 					return werr
-				}
-				if werr := s.text(d.text); werr != nil {
-					return werr
-				}
-				for _, c := range d.calls {
-					if werr := s.callDelta(cd.c.out.ToolCalls(), c); werr != nil {
-						return werr
-					}
-				}
-				if final {
-					s.out.finish = d.finish
 				}
 			}
-			return err
+			if d.Finish != "" {
+				s.out.finish = d.Finish
+			}
+			return nil
 		})
 	}
 	if err != nil {
-		if isClientGone(err) || s.sse.err != nil {
-			h.log.Debug("client went away", "id", meta.id, "path", r.URL.Path)
+		if openai.IsClientGone(err) || s.sse.Err() != nil {
+			h.s.Log().Debug("client went away", "id", resp.ID, "path", r.URL.Path)
 			return
 		}
-		e := toAPIError(err)
-		h.logError(r, meta.id, e, err)
+		e := openai.ErrorOf(err)
+		h.s.LogError(r, resp.ID, e.Status, err)
 		code := ""
-		if e.body.Code != nil {
-			code = *e.body.Code
+		if e.Code != nil {
+			code = *e.Code
 		}
-		_ = s.event("error", map[string]any{"code": code, "message": e.body.Message, "param": e.body.Param})
+		_ = s.event("error", map[string]any{"code": code, "message": e.Message, "param": e.Param})
 		resp.Status = "failed"
-		resp.Error = &respError{Code: "server_error", Message: e.body.Message}
+		resp.Error = &respError{Code: "server_error", Message: e.Message}
 		_ = s.event("response.failed", map[string]any{"response": resp})
 		return
 	}
@@ -221,7 +205,7 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 	if err := s.closeItem(); err != nil {
 		return
 	}
-	u := g.usage()
+	u := g.Usage()
 	finishResponse(&resp, &s.out, s.ids, u)
 	h.storeResponse(r.URL.Path, rp, resp)
 	typ := "response.completed"
@@ -229,5 +213,5 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 		typ = "response.incomplete"
 	}
 	_ = s.event(typ, map[string]any{"response": resp})
-	h.logDone(r, meta, u)
+	done(u)
 }

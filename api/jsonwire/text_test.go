@@ -1,4 +1,4 @@
-package openai
+package jsonwire
 
 import (
 	"bytes"
@@ -33,14 +33,14 @@ func TestBadTextPath(t *testing.T) {
 	}
 }
 
-// FuzzCheckText: checkText never panics, and when it lets a well-formed
+// FuzzCheckText: CheckText never panics, and when it lets a well-formed
 // body through, decoding it produces no U+FFFD the client did not send.
 func FuzzCheckText(f *testing.F) {
 	for _, s := range []string{`{"a":"x"}`, "{\"a\":\"\xff\"}", `{"a":["\ud800"]}`, `{"a":"\ud83d\ude00"}`, `[{"b":{"c":"\u00e9"}}]`, `"\\ud800"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		err := checkText(body)
+		err := CheckText(body)
 		if err != nil || !json.Valid(body) {
 			return
 		}
@@ -54,7 +54,7 @@ func FuzzCheckText(f *testing.F) {
 			switch x := v.(type) {
 			case string:
 				if strings.ContainsRune(x, '\uFFFD') && !sent {
-					t.Fatalf("checkText let %q through, which decodes with U+FFFD", body)
+					t.Fatalf("CheckText let %q through, which decodes with U+FFFD", body)
 				}
 			case []any:
 				for _, e := range x {

@@ -1,4 +1,4 @@
-package openai
+package jsonwire
 
 import (
 	"bytes"
@@ -9,17 +9,19 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // encoding/json decodes invalid UTF-8 and unpaired UTF-16 surrogate escapes
 // ("\ud800") into U+FFFD without a word, which would make the server answer
-// a prompt the client did not send. checkText finds such text before the
+// a prompt the client did not send. CheckText finds such text before the
 // body is decoded and names the field that holds it.
 
-// checkText returns a *validationError naming the first string in body (a
+// CheckText returns a *frontend.Error (bad request) naming the first string in body (a
 // value or an object key) that is not valid Unicode, or nil. A body that
 // is not well-formed JSON is left to the decoder's own error.
-func checkText(body []byte) error {
+func CheckText(body []byte) error {
 	if utf8.Valid(body) && !bytes.Contains(body, []byte(`\u`)) && !bytes.Contains(body, []byte(`\U`)) {
 		return nil
 	}
@@ -28,9 +30,9 @@ func checkText(body []byte) error {
 		return nil
 	}
 	if path == "" {
-		return invalid("", "The request body holds text that is not valid UTF-8 (or an unpaired \\u surrogate escape); send valid UTF-8.")
+		return frontend.Invalid("", "The request body holds text that is not valid UTF-8 (or an unpaired \\u surrogate escape); send valid UTF-8.")
 	}
-	return invalid(path, "%s holds text that is not valid UTF-8 (or an unpaired \\u surrogate escape); send valid UTF-8.", path)
+	return frontend.Invalid(path, "%s holds text that is not valid UTF-8 (or an unpaired \\u surrogate escape); send valid UTF-8.", path)
 }
 
 // badTextPath walks the JSON tokens of body and returns the path of the

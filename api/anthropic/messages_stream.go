@@ -1,8 +1,9 @@
-package openai
+package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
+
+	"github.com/llmserve/llmserve/frontend"
 )
 
 // messagesStream turns an answer's pieces (thinking, text, tool call
@@ -89,7 +90,7 @@ func (s *messagesStream) text(text string) error {
 
 // tool adds a piece of a tool call: its header (id, name) opens a
 // tool_use block, its arguments are input_json_delta.
-func (s *messagesStream) tool(d toolCallDelta) error {
+func (s *messagesStream) tool(d frontend.ToolCallDelta) error {
 	if d.ID != "" || d.Name != "" || s.open != "tool_use" {
 		block := messagesContent{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")}
 		if err := s.openBlock(block); err != nil {
@@ -152,21 +153,3 @@ type (
 		StopSequence *string `json:"stop_sequence"`
 	}
 )
-
-// named writes v as one event with an event name: "event: <name>" then
-// "data: <json>", as Anthropic's streams are written.
-func (s *sseWriter) named(event string, v any) error {
-	if s.err != nil {
-		return s.err
-	}
-	b, err := marshal(v)
-	if err != nil {
-		return fmt.Errorf("openai: encode stream event: %w", err)
-	}
-	s.buf = append(append(append(append(append(s.buf[:0], "event: "...), event...), "\ndata: "...), b...), "\n\n"...)
-	if _, err := s.w.Write(s.buf); err != nil {
-		s.err = fmt.Errorf("%w: %w", errClientGone, err)
-		return s.err
-	}
-	return s.flush()
-}

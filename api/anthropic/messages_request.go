@@ -1,4 +1,4 @@
-package openai
+package anthropic
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -69,65 +70,65 @@ type messagesBlock struct {
 // decodeMessagesRequest decodes a Messages request. count is set for
 // count_tokens, which needs no max_tokens.
 func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
-	if err := checkText(body); err != nil {
+	if err := jsonwire.CheckText(body); err != nil {
 		return nil, err
 	}
 	var req messagesRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := jsonwire.Decode(body, &req); err != nil {
 		return nil, err
 	}
 	if !count {
 		if req.MaxTokens == nil {
-			return nil, invalid("max_tokens", "max_tokens: Field required")
+			return nil, frontend.Invalid("max_tokens", "max_tokens: Field required")
 		}
 		if *req.MaxTokens < 1 {
-			return nil, invalid("max_tokens", "max_tokens: must be greater than or equal to 1, got %d", *req.MaxTokens)
+			return nil, frontend.Invalid("max_tokens", "max_tokens: must be greater than or equal to 1, got %d", *req.MaxTokens)
 		}
 	}
 	if t := req.Temperature; t != nil && (*t < 0 || *t > 1) {
-		return nil, invalid("temperature", "temperature: must be between 0 and 1, got %g", *t)
+		return nil, frontend.Invalid("temperature", "temperature: must be between 0 and 1, got %g", *t)
 	}
 	if t := req.Thinking; t != nil {
 		switch t.Type {
 		case "disabled":
 		case "enabled":
 			if t.BudgetTokens == nil {
-				return nil, invalid("thinking.budget_tokens", "thinking.budget_tokens: Field required")
+				return nil, frontend.Invalid("thinking.budget_tokens", "thinking.budget_tokens: Field required")
 			}
 			if *t.BudgetTokens < minThinkingBudget {
-				return nil, invalid("thinking.budget_tokens", "thinking.budget_tokens: must be greater than or equal to %d, got %d", minThinkingBudget, *t.BudgetTokens)
+				return nil, frontend.Invalid("thinking.budget_tokens", "thinking.budget_tokens: must be greater than or equal to %d, got %d", minThinkingBudget, *t.BudgetTokens)
 			}
 			if req.MaxTokens != nil && *t.BudgetTokens >= *req.MaxTokens {
-				return nil, invalid("thinking.budget_tokens", "`max_tokens` must be greater than `thinking.budget_tokens` (%d >= %d)", *t.BudgetTokens, *req.MaxTokens)
+				return nil, frontend.Invalid("thinking.budget_tokens", "`max_tokens` must be greater than `thinking.budget_tokens` (%d >= %d)", *t.BudgetTokens, *req.MaxTokens)
 			}
 		default:
-			return nil, invalid("thinking.type", "thinking.type: must be \"enabled\" or \"disabled\", got %q", t.Type)
+			return nil, frontend.Invalid("thinking.type", "thinking.type: must be \"enabled\" or \"disabled\", got %q", t.Type)
 		}
 	}
 	return &req, nil
 }
 
 // request decodes the Messages request into the typed request, in the
-// Messages API's own field names. Every error is a *validationError
+// Messages API's own field names. Every error is a *frontend.Error
 // naming the Messages field at fault.
 func (req *messagesRequest) request() (*frontend.Request, error) {
 	var (
 		msgs []*turn
-		mt   markerText // a text that holds media.Marker
+		mt   frontend.MarkerText // a text that holds media.Marker
 	)
-	if len(req.System) > 0 && jsonKind(req.System) != "null" {
+	if len(req.System) > 0 && jsonwire.Kind(req.System) != "null" {
 		sys, err := blocksText(req.System, "system")
 		if err != nil {
 			return nil, err
 		}
-		mt.see("system", sys)
+		mt.See("system", sys)
 		msgs = append(msgs, &turn{msg: frontend.Message{Role: "system", Content: sys, HasContent: true}})
 	}
 	conv, images, err := convertMessages(req.Messages, &mt)
 	if err != nil {
 		return nil, err
 	}
-	if err := mt.check(images > 0); err != nil {
+	if err := mt.Check(images > 0); err != nil {
 		return nil, err
 	}
 	msgs = append(msgs, conv...)
@@ -185,7 +186,7 @@ type turn struct {
 // turnPart is a text, or a media item (media set).
 type turnPart struct {
 	text  string
-	media *mediaRef
+	media *frontend.MediaRef
 }
 
 // message is the chat message: parts are joined with "\n", each media
@@ -222,18 +223,18 @@ func (t *turn) contentParts() []turnPart {
 // blocksText reads a string or an array of text blocks (system, a
 // tool_result's content) as one string, the blocks joined with "\n".
 func blocksText(raw json.RawMessage, param string) (string, error) {
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "string":
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err
 	case "array":
 	default:
-		return "", typeError(param, "a string or an array of text blocks", jsonKind(raw))
+		return "", jsonwire.TypeError(param, "a string or an array of text blocks", jsonwire.Kind(raw))
 	}
 	var blocks []messagesBlock
-	if err := decodeJSON(raw, &blocks); err != nil {
-		return "", withPrefix(param, err)
+	if err := jsonwire.Decode(raw, &blocks); err != nil {
+		return "", frontend.WithPrefix(param, err)
 	}
 	texts := make([]string, len(blocks))
 	for i, b := range blocks {
@@ -242,9 +243,9 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 		case isMediaBlock(b.Type):
 			return "", mediaError(p, b.Type)
 		case b.Type != "text":
-			return "", invalid(p+".type", "%s.type: only text blocks are accepted here, got %q", p, b.Type)
+			return "", frontend.Invalid(p+".type", "%s.type: only text blocks are accepted here, got %q", p, b.Type)
 		case b.Text == nil:
-			return "", invalid(p+".text", "%s.text: Field required", p)
+			return "", frontend.Invalid(p+".text", "%s.text: Field required", p)
 		}
 		texts[i] = *b.Text
 	}
@@ -259,19 +260,19 @@ func isMediaBlock(t string) bool {
 
 func mediaError(param, typ string) error {
 	if typ == "image" {
-		return invalid(param+".type", "%s: image blocks are accepted only in a user message's content, not here.", param)
+		return frontend.Invalid(param+".type", "%s: image blocks are accepted only in a user message's content, not here.", param)
 	}
-	return invalid(param+".type", "%s: %s blocks are not supported: only text and image blocks are read.", param, typ)
+	return frontend.Invalid(param+".type", "%s: %s blocks are not supported: only text and image blocks are read.", param, typ)
 }
 
 // imagePart reads an image block: a base64 source becomes a data: URL
 // (its bytes are checked when they are read), a url source its URL. The
 // item is named by the block, and by the block's field that holds the
 // data.
-func imagePart(b messagesBlock, param string) (mediaRef, error) {
+func imagePart(b messagesBlock, param string) (frontend.MediaRef, error) {
 	p := param + ".source"
-	if jsonKind(b.Source) != "object" {
-		return mediaRef{}, invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
+	if jsonwire.Kind(b.Source) != "object" {
+		return frontend.MediaRef{}, frontend.Invalid(p, "%s: Field required (an object: {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...} or {\"type\": \"url\", \"url\": ...})", p)
 	}
 	var src struct {
 		Type      string  `json:"type"`
@@ -279,33 +280,33 @@ func imagePart(b messagesBlock, param string) (mediaRef, error) {
 		Data      *string `json:"data"`
 		URL       *string `json:"url"`
 	}
-	if err := decodeJSON(b.Source, &src); err != nil {
-		return mediaRef{}, withPrefix(p, err)
+	if err := jsonwire.Decode(b.Source, &src); err != nil {
+		return frontend.MediaRef{}, frontend.WithPrefix(p, err)
 	}
 	var u, field string
 	switch src.Type {
 	case "base64":
 		switch {
 		case src.MediaType == nil:
-			return mediaRef{}, invalid(p+".media_type", "%s.media_type: Field required", p)
+			return frontend.MediaRef{}, frontend.Invalid(p+".media_type", "%s.media_type: Field required", p)
 		case !strings.HasPrefix(*src.MediaType, "image/") || strings.ContainsAny(*src.MediaType, ";,"):
-			return mediaRef{}, invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, truncate(*src.MediaType, 40))
+			return frontend.MediaRef{}, frontend.Invalid(p+".media_type", "%s.media_type: Input should be 'image/jpeg', 'image/png' or 'image/webp', got %q", p, frontend.Truncate(*src.MediaType, 40))
 		case src.Data == nil || *src.Data == "":
-			return mediaRef{}, invalid(p+".data", "%s.data: Field required", p)
+			return frontend.MediaRef{}, frontend.Invalid(p+".data", "%s.data: Field required", p)
 		}
 		u, field = "data:"+*src.MediaType+";base64,"+*src.Data, p+".data"
 	case "url":
 		if src.URL == nil || *src.URL == "" {
-			return mediaRef{}, invalid(p+".url", "%s.url: Field required", p)
+			return frontend.MediaRef{}, frontend.Invalid(p+".url", "%s.url: Field required", p)
 		}
-		if err := checkImageURL(*src.URL, p+".url"); err != nil {
-			return mediaRef{}, err
+		if err := frontend.CheckImageURL(*src.URL, p+".url"); err != nil {
+			return frontend.MediaRef{}, err
 		}
 		u, field = *src.URL, p+".url"
 	default:
-		return mediaRef{}, invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, truncate(src.Type, 40))
+		return frontend.MediaRef{}, frontend.Invalid(p+".type", "%s.type: image sources of type %q are not supported; use base64 or url.", p, frontend.Truncate(src.Type, 40))
 	}
-	return mediaRef{Kind: media.Image, Param: param, Field: field, URL: u}, nil
+	return frontend.MediaRef{Kind: media.Image, Param: param, Field: field, URL: u}, nil
 }
 
 // convertMessages turns Messages turns into chat messages: a user turn's
@@ -315,35 +316,35 @@ func imagePart(b messagesBlock, param string) (mediaRef, error) {
 // (text and images) in block order, each image named by its block; images
 // counts them; mt sees every text. Consecutive turns of one role are
 // merged, as Anthropic merges them; the first turn must be the user's.
-func convertMessages(raws []json.RawMessage, mt *markerText) (out []*turn, images int, err error) {
+func convertMessages(raws []json.RawMessage, mt *frontend.MarkerText) (out []*turn, images int, err error) {
 	if len(raws) == 0 {
-		return nil, 0, invalid("messages", "messages: at least one message is required")
+		return nil, 0, frontend.Invalid("messages", "messages: at least one message is required")
 	}
 	toolUses := map[string]bool{}
 	lastRole := ""
 	for i, raw := range raws {
 		p := fmt.Sprintf("messages[%d]", i)
-		if jsonKind(raw) != "object" {
-			return nil, 0, typeError(p, "a message object", jsonKind(raw))
+		if jsonwire.Kind(raw) != "object" {
+			return nil, 0, jsonwire.TypeError(p, "a message object", jsonwire.Kind(raw))
 		}
 		var m struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		}
-		if err := decodeJSON(raw, &m); err != nil {
-			return nil, 0, withPrefix(p, err)
+		if err := jsonwire.Decode(raw, &m); err != nil {
+			return nil, 0, frontend.WithPrefix(p, err)
 		}
 		switch m.Role {
 		case "user", "assistant":
 		case "system":
-			return nil, 0, invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
+			return nil, 0, frontend.Invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
 		case "":
-			return nil, 0, invalid(p+".role", "%s.role: Field required", p)
+			return nil, 0, frontend.Invalid(p+".role", "%s.role: Field required", p)
 		default:
-			return nil, 0, invalid(p+".role", "%s.role: Input should be 'user' or 'assistant', got %q", p, m.Role)
+			return nil, 0, frontend.Invalid(p+".role", "%s.role: Input should be 'user' or 'assistant', got %q", p, m.Role)
 		}
 		if i == 0 && m.Role != "user" {
-			return nil, 0, invalid(p+".role", "%s.role: the first message must use the \"user\" role", p)
+			return nil, 0, frontend.Invalid(p+".role", "%s.role: the first message must use the \"user\" role", p)
 		}
 		blocks, err := decodeBlocks(m.Content, p+".content")
 		if err != nil {
@@ -362,11 +363,11 @@ func convertMessages(raws []json.RawMessage, mt *markerText) (out []*turn, image
 			switch {
 			case b.Type == "text":
 				if b.Text == nil {
-					return nil, 0, invalid(bp+".text", "%s.text: Field required", bp)
+					return nil, 0, frontend.Invalid(bp+".text", "%s.text: Field required", bp)
 				}
 				texts = append(texts, *b.Text)
 				parts = append(parts, turnPart{text: *b.Text})
-				mt.see(bp+".text", *b.Text)
+				mt.See(bp+".text", *b.Text)
 			case b.Type == "image" && m.Role == "user":
 				ref, err := imagePart(b, bp)
 				if err != nil {
@@ -378,30 +379,30 @@ func convertMessages(raws []json.RawMessage, mt *markerText) (out []*turn, image
 				return nil, 0, mediaError(bp, b.Type)
 			case b.Type == "tool_use" && m.Role == "assistant":
 				if b.ID == "" || b.Name == "" {
-					return nil, 0, invalid(bp, "%s: a tool_use block needs an id and a name", bp)
+					return nil, 0, frontend.Invalid(bp, "%s: a tool_use block needs an id and a name", bp)
 				}
 				input := b.Input
-				if k := jsonKind(input); k == "nothing" || k == "null" {
+				if k := jsonwire.Kind(input); k == "nothing" || k == "null" {
 					input = json.RawMessage("{}")
 				} else if k != "object" {
-					return nil, 0, typeError(bp+".input", "an object", k)
+					return nil, 0, jsonwire.TypeError(bp+".input", "an object", k)
 				}
 				toolUses[b.ID] = true
 				calls = append(calls, tokenizer.ToolCall{ID: b.ID, Type: "function", Name: b.Name, Arguments: string(input)})
 			case b.Type == "tool_result" && m.Role == "user":
 				if b.ToolUseID == nil {
-					return nil, 0, invalid(bp+".tool_use_id", "%s.tool_use_id: Field required", bp)
+					return nil, 0, frontend.Invalid(bp+".tool_use_id", "%s.tool_use_id: Field required", bp)
 				}
 				if !toolUses[*b.ToolUseID] {
-					return nil, 0, invalid(bp+".tool_use_id", "%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bp, *b.ToolUseID)
+					return nil, 0, frontend.Invalid(bp+".tool_use_id", "%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bp, *b.ToolUseID)
 				}
 				content := ""
-				if k := jsonKind(b.Content); k != "nothing" && k != "null" {
+				if k := jsonwire.Kind(b.Content); k != "nothing" && k != "null" {
 					if content, err = blocksText(b.Content, bp+".content"); err != nil {
 						return nil, 0, err
 					}
 				}
-				mt.see(bp+".content", content)
+				mt.See(bp+".content", content)
 				if b.IsError {
 					content = "Error: " + content
 				}
@@ -411,7 +412,7 @@ func convertMessages(raws []json.RawMessage, mt *markerText) (out []*turn, image
 					thinking = append(thinking, *b.Thinking)
 				}
 			default:
-				return nil, 0, invalid(bp+".type", "%s.type: blocks of type %q are not accepted in a %s message", bp, b.Type, m.Role)
+				return nil, 0, frontend.Invalid(bp+".type", "%s.type: blocks of type %q are not accepted in a %s message", bp, b.Type, m.Role)
 			}
 		}
 		images += nImages
@@ -456,34 +457,34 @@ func (t *turn) merge(next *turn) {
 // decodeBlocks reads a message's content: a string (one text block) or
 // an array of blocks.
 func decodeBlocks(raw json.RawMessage, param string) ([]messagesBlock, error) {
-	switch jsonKind(raw) {
+	switch jsonwire.Kind(raw) {
 	case "string":
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, typeError(param, "a string or an array of content blocks", "string")
+			return nil, jsonwire.TypeError(param, "a string or an array of content blocks", "string")
 		}
 		return []messagesBlock{{Type: "text", Text: &s}}, nil
 	case "array":
 	case "nothing":
-		return nil, invalid(param, "%s: Field required", param)
+		return nil, frontend.Invalid(param, "%s: Field required", param)
 	default:
-		return nil, typeError(param, "a string or an array of content blocks", jsonKind(raw))
+		return nil, jsonwire.TypeError(param, "a string or an array of content blocks", jsonwire.Kind(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, typeError(param, "an array of content blocks", "array")
+		return nil, jsonwire.TypeError(param, "an array of content blocks", "array")
 	}
 	blocks := make([]messagesBlock, len(elems))
 	for i, e := range elems {
 		p := fmt.Sprintf("%s[%d]", param, i)
-		if jsonKind(e) != "object" {
-			return nil, typeError(p, "a content block object", jsonKind(e))
+		if jsonwire.Kind(e) != "object" {
+			return nil, jsonwire.TypeError(p, "a content block object", jsonwire.Kind(e))
 		}
-		if err := decodeJSON(e, &blocks[i]); err != nil {
-			return nil, withPrefix(p, err)
+		if err := jsonwire.Decode(e, &blocks[i]); err != nil {
+			return nil, frontend.WithPrefix(p, err)
 		}
 		if blocks[i].Type == "" {
-			return nil, invalid(p+".type", "%s.type: Field required", p)
+			return nil, frontend.Invalid(p+".type", "%s.type: Field required", p)
 		}
 	}
 	return blocks, nil
@@ -495,8 +496,8 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 	out := make([]frontend.Tool, len(raws))
 	for i, raw := range raws {
 		p := fmt.Sprintf("tools[%d]", i)
-		if jsonKind(raw) != "object" {
-			return nil, typeError(p, "a tool object", jsonKind(raw))
+		if jsonwire.Kind(raw) != "object" {
+			return nil, jsonwire.TypeError(p, "a tool object", jsonwire.Kind(raw))
 		}
 		var t struct {
 			Type        *string         `json:"type"`
@@ -504,21 +505,21 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 			Description *string         `json:"description"`
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
-		if err := decodeJSON(raw, &t); err != nil {
-			return nil, withPrefix(p, err)
+		if err := jsonwire.Decode(raw, &t); err != nil {
+			return nil, frontend.WithPrefix(p, err)
 		}
 		if t.Type != nil && *t.Type != "custom" {
-			return nil, invalid(p+".type", "%s.type: tools of type %q (server tools) are not supported; only custom tools with an input_schema are.", p, *t.Type)
+			return nil, frontend.Invalid(p+".type", "%s.type: tools of type %q (server tools) are not supported; only custom tools with an input_schema are.", p, *t.Type)
 		}
 		if t.Name == "" {
-			return nil, invalid(p+".name", "%s.name: Field required", p)
+			return nil, frontend.Invalid(p+".name", "%s.name: Field required", p)
 		}
-		if k := jsonKind(t.InputSchema); k != "object" {
-			return nil, invalid(p+".input_schema", "%s.input_schema: a JSON Schema object is required", p)
+		if k := jsonwire.Kind(t.InputSchema); k != "object" {
+			return nil, frontend.Invalid(p+".input_schema", "%s.input_schema: a JSON Schema object is required", p)
 		}
-		tool, err := functionTool(t.Name, t.Description, t.InputSchema)
+		tool, err := frontend.NewFunctionTool(t.Name, t.Description, t.InputSchema)
 		if err != nil {
-			return nil, withPrefix(p, err)
+			return nil, frontend.WithPrefix(p, err)
 		}
 		out[i] = tool
 	}
@@ -528,18 +529,18 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 // convertToolChoice sets the request's tool choice and parallel tool calls
 // from the Messages tool_choice.
 func convertToolChoice(raw json.RawMessage, r *frontend.Request) error {
-	if k := jsonKind(raw); k == "nothing" || k == "null" {
+	if k := jsonwire.Kind(raw); k == "nothing" || k == "null" {
 		return nil
 	} else if k != "object" {
-		return typeError("tool_choice", "an object", k)
+		return jsonwire.TypeError("tool_choice", "an object", k)
 	}
 	var tc struct {
 		Type                   string `json:"type"`
 		Name                   string `json:"name"`
 		DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
 	}
-	if err := decodeJSON(raw, &tc); err != nil {
-		return withPrefix("tool_choice", err)
+	if err := jsonwire.Decode(raw, &tc); err != nil {
+		return frontend.WithPrefix("tool_choice", err)
 	}
 	switch tc.Type {
 	case "auto":
@@ -550,13 +551,13 @@ func convertToolChoice(raw json.RawMessage, r *frontend.Request) error {
 		r.ToolChoice.Mode = frontend.ToolNone
 	case "tool":
 		if tc.Name == "" {
-			return invalid("tool_choice.name", "tool_choice.name: Field required")
+			return frontend.Invalid("tool_choice.name", "tool_choice.name: Field required")
 		}
 		r.ToolChoice.Mode, r.ToolChoice.Name = frontend.ToolNamed, tc.Name
 	default:
-		return invalid("tool_choice.type", "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none', got %q", tc.Type)
+		return frontend.Invalid("tool_choice.type", "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none', got %q", tc.Type)
 	}
-	r.ToolChoice.Text = toolChoiceText(r.ToolChoice.Mode, r.ToolChoice.Name)
+	r.ToolChoice.Text = frontend.ToolChoiceText(r.ToolChoice.Mode, r.ToolChoice.Name)
 	if tc.DisableParallelToolUse != nil && *tc.DisableParallelToolUse {
 		r.ParallelToolCalls = new(bool)
 	}
