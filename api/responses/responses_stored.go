@@ -40,7 +40,8 @@ func (h *handler) storeResponse(path string, rp *respParams, resp responseObject
 // id came as previous_response_id, which the error names.
 func notFoundError(id string, previous bool) *frontend.Error {
 	if previous {
-		return &frontend.Error{Kind: frontend.NotFound, Param: "previous_response_id", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
+		// OpenAI answers an unknown previous_response_id with a 400.
+		return &frontend.Error{Kind: frontend.BadRequest, Param: "previous_response_id", Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
 	}
 	return &frontend.Error{Kind: frontend.NotFound, Message: fmt.Sprintf("Response with id '%s' not found.", id)}
 }
@@ -207,7 +208,7 @@ func (h *handler) startBackground(w http.ResponseWriter, r *http.Request, rp *re
 	go func() {
 		defer cancel(nil)
 		defer rg.g.Close()
-		o, err := rg.collectOutput(ctx)
+		o, err := rg.collectOutput(ctx, rp)
 		h.mu.Lock()
 		delete(h.bg, resp.ID)
 		h.mu.Unlock()

@@ -1,7 +1,9 @@
 package responses
 
 import (
+	"crypto/rand"
 	"net/http"
+	"strings"
 
 	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/frontend"
@@ -19,6 +21,7 @@ import (
 //	  message:       response.content_part.added, response.output_text.delta ...
 //	                 response.output_text.done, response.content_part.done
 //	  function_call: response.function_call_arguments.delta ... .done
+//	  custom_tool_call: response.custom_tool_call_input.delta ... .done
 //	  response.output_item.done
 //	response.completed (or response.incomplete; an error mid-stream is an
 //	"error" event then response.failed)
@@ -32,11 +35,13 @@ type respStream struct {
 	resp responseObject // the response so far (status in_progress)
 	ids  *outputIDs
 	out  respOutput
-	// open is the type of the item being written ("" for none) and
-	// index its output_index.
+	// open is the type of the item being written ("" for none; "custom"
+	// for a forced custom tool's call) and index its output_index.
 	open  string
 	index int
 	call  int // the open function call's index in out.calls
+	// forced is the input of a custom tool that tool_choice names, so far.
+	forced string
 }
 
 // event writes one event of type typ with the fields of data.
@@ -51,13 +56,11 @@ func (s *respStream) event(typ string, data map[string]any) error {
 func (s *respStream) item(status string) respItem {
 	switch s.open {
 	case "reasoning":
-		return respItem{Type: "reasoning", ID: s.ids.reasoning, Summary: []respContent{},
-			Content: []respContent{{Type: "reasoning_text", Text: s.out.reasoning}}}
+		return s.out.reasoningItem(s.ids.reasoning)
 	case "message":
-		return respItem{Type: "message", ID: s.ids.message, Status: status, Role: "assistant", Content: []respContent{outputText(s.out.text)}}
+		return s.out.messageItem(s.ids.message, status)
 	default:
-		c := s.out.calls[s.call]
-		return respItem{Type: "function_call", ID: s.ids.call(s.call), Status: status, CallID: c.ID, Name: c.Name, Arguments: c.Arguments}
+		return s.out.call(s.call).itemOf(s.ids.call(s.call), status)
 	}
 }
 
@@ -76,7 +79,7 @@ func (s *respStream) openItem(typ string, call int) error {
 	case "message":
 		added.Content = []respContent{}
 	case "reasoning":
-		added.Content = nil
+		added.Content, added.EncryptedContent = nil, ""
 	}
 	if err := s.event("response.output_item.added", map[string]any{"output_index": s.index, "item": added}); err != nil {
 		return err
@@ -93,19 +96,36 @@ func (s *respStream) closeItem() error {
 	switch s.open {
 	case "":
 		return nil
+	case "custom":
+		err = s.event("response.custom_tool_call_input.done", map[string]any{"item_id": s.ids.call(0), "output_index": s.index, "input": s.forced})
 	case "reasoning":
 		err = s.event("response.reasoning_text.done", map[string]any{"item_id": s.ids.reasoning, "output_index": s.index, "content_index": 0, "text": s.out.reasoning})
 	case "message":
-		err = s.event("response.output_text.done", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "text": s.out.text, "logprobs": []any{}})
+		part := s.out.messageItem(s.ids.message, "").Content[0]
+		err = s.event("response.output_text.done", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "text": s.out.text, "logprobs": *part.Logprobs})
 		if err == nil {
-			err = s.event("response.content_part.done", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "part": outputText(s.out.text)})
+			err = s.event("response.content_part.done", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "part": part})
 		}
 	case "function_call":
-		c := s.out.calls[s.call]
-		err = s.event("response.function_call_arguments.done", map[string]any{"item_id": s.ids.call(s.call), "output_index": s.index, "name": c.Name, "arguments": c.Arguments})
+		c := s.out.call(s.call)
+		if c.info.custom {
+			// The input is whole only once the call's JSON is: it is sent
+			// in one delta.
+			input := customInput(c.Arguments)
+			err = s.event("response.custom_tool_call_input.delta", map[string]any{"item_id": s.ids.call(s.call), "output_index": s.index, "delta": input})
+			if err == nil {
+				err = s.event("response.custom_tool_call_input.done", map[string]any{"item_id": s.ids.call(s.call), "output_index": s.index, "input": input})
+			}
+			break
+		}
+		err = s.event("response.function_call_arguments.done", map[string]any{"item_id": s.ids.call(s.call), "output_index": s.index, "name": c.info.name, "arguments": c.Arguments})
 	}
 	if err == nil {
-		err = s.event("response.output_item.done", map[string]any{"output_index": s.index, "item": s.item("completed")})
+		status := "completed"
+		if s.open == "message" {
+			status = s.out.status()
+		}
+		err = s.event("response.output_item.done", map[string]any{"output_index": s.index, "item": s.item(status)})
 	}
 	s.open = ""
 	s.index++
@@ -124,15 +144,43 @@ func (s *respStream) reasoning(t string) error {
 	return s.event("response.reasoning_text.delta", map[string]any{"item_id": s.ids.reasoning, "output_index": s.index, "content_index": 0, "delta": t})
 }
 
-func (s *respStream) text(t string) error {
+func (s *respStream) text(t string, lps []openai.TokenLogprob) error {
 	if t == "" {
 		return nil
+	}
+	if s.out.rp.forced != nil {
+		return s.forcedInput(t)
 	}
 	if err := s.openItem("message", 0); err != nil {
 		return err
 	}
 	s.out.text += t
-	return s.event("response.output_text.delta", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "delta": t, "logprobs": []any{}})
+	if s.out.lps != nil {
+		s.out.lps = append(s.out.lps, lps...)
+	}
+	if lps == nil {
+		lps = []openai.TokenLogprob{}
+	}
+	return s.event("response.output_text.delta", map[string]any{"item_id": s.ids.message, "output_index": s.index, "content_index": 0, "delta": t, "logprobs": lps})
+}
+
+// forcedInput streams the answer to a custom tool that tool_choice names
+// as its call's input.
+func (s *respStream) forcedInput(t string) error {
+	if len(s.out.calls) == 0 {
+		if err := s.closeItem(); err != nil {
+			return err
+		}
+		f := s.out.rp.forced
+		s.out.calls = []tokenizer.ToolCall{{ID: "call_" + strings.ToLower(rand.Text()), Type: "function", Name: modelName(f.namespace, f.name)}}
+		s.open, s.call = "custom", 0
+		if err := s.event("response.output_item.added", map[string]any{"output_index": s.index, "item": s.out.call(0).itemOf(s.ids.call(0), "in_progress")}); err != nil {
+			return err
+		}
+	}
+	s.forced += t
+	s.out.calls[0].Arguments = customArguments(s.forced)
+	return s.event("response.custom_tool_call_input.delta", map[string]any{"item_id": s.ids.call(0), "output_index": s.index, "delta": t})
 }
 
 func (s *respStream) callDelta(calls []tokenizer.ToolCall, d frontend.ToolCallDelta) error {
@@ -147,6 +195,9 @@ func (s *respStream) callDelta(calls []tokenizer.ToolCall, d frontend.ToolCallDe
 		return nil
 	}
 	s.out.calls[d.Index].Arguments += d.Arguments
+	if s.out.call(d.Index).info.custom {
+		return nil // sent whole when the call ends (closeItem)
+	}
 	return s.event("response.function_call_arguments.delta", map[string]any{"item_id": s.ids.call(d.Index), "output_index": s.index, "delta": d.Arguments})
 }
 
@@ -156,6 +207,10 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 	g := rg.g
 	resp.Status = "in_progress"
 	s := &respStream{sse: openai.StartSSE(w), resp: resp, ids: newOutputIDs()}
+	s.out.rp = rp
+	if rp.include.logprobs {
+		s.out.lps = []openai.TokenLogprob{}
+	}
 	err := s.event("response.created", map[string]any{"response": resp})
 	if err == nil {
 		err = s.event("response.in_progress", map[string]any{"response": resp})
@@ -165,7 +220,7 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 			if werr := s.reasoning(d.Reasoning); werr != nil {
 				return werr
 			}
-			if werr := s.text(d.Text); werr != nil {
+			if werr := s.text(d.Text, d.Logprobs); werr != nil {
 				return werr
 			}
 			for _, c := range d.Calls {
@@ -196,7 +251,7 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 		_ = s.event("response.failed", map[string]any{"response": resp})
 		return
 	}
-	if len(s.out.calls) == 0 && s.out.text == "" {
+	if s.out.text == "" && s.out.hasMessage() {
 		// An empty answer is still a message, as in the response object.
 		if err := s.openItem("message", 0); err != nil {
 			return

@@ -1,0 +1,218 @@
+package responses
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// outputOf decodes a response and returns its output items.
+func outputOf(t *testing.T, body []byte) []map[string]any {
+	t.Helper()
+	var r struct {
+		Status string           `json:"status"`
+		Output []map[string]any `json:"output"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return r.Output
+}
+
+// TestResponsesNamespaceTool: a function of a namespace is offered to the
+// model as "<namespace>__<name>" and its call comes back with name and
+// namespace apart, in the answer and in the stream.
+func TestResponsesNamespaceTool(t *testing.T) {
+	m := newFakeModel(t)
+	m.maxLen = 512
+	m.tok = newTestTokenizer(t, `{% for t in tools %}{{ t.function.name }} {% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`)
+	m.setScript(textScript(`{"a":`, `1}`))
+	h := respHandler(t, m)
+	body := `{"model":"test-model","input":"Hi","tools":[{"type":"namespace","name":"mcp","description":"d","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}]},{"type":"web_search"}],"tool_choice":{"type":"function","namespace":"mcp","name":"f"}`
+	rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
+	out := outputOf(t, rec.Body.Bytes())
+	if rec.Code != http.StatusOK || len(out) != 1 || out[0]["type"] != "function_call" || out[0]["name"] != "f" || out[0]["namespace"] != "mcp" || out[0]["arguments"] != `{"a":1}` {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	prompt := m.Tokenizer().Decode(m.requests()[0].Prompt)
+	if !strings.Contains(prompt, "mcp__f") || strings.Contains(prompt, "web_search") {
+		t.Errorf("the prompt offers %q; want mcp__f and no hosted tool", prompt)
+	}
+	rec = do(t, h, m, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
+	if s := rec.Body.String(); !strings.Contains(s, `"name":"f","namespace":"mcp"`) || !strings.Contains(s, "response.function_call_arguments.done") {
+		t.Fatalf("stream: %s", s)
+	}
+}
+
+// TestResponsesCustomToolForced: tool_choice naming a custom tool makes
+// the whole answer its input, constrained by its grammar (regex here,
+// Lark below), as a custom_tool_call item.
+func TestResponsesCustomToolForced(t *testing.T) {
+	m := newFakeModel(t)
+	m.maxLen = 512
+	m.setScript(textScript("42"))
+	h := respHandler(t, m)
+	for _, format := range []string{
+		`{"type":"grammar","syntax":"regex","definition":"[0-9]+"}`,
+		`{"type":"grammar","syntax":"lark","definition":"start: DIGIT+\n%import common.DIGIT"}`,
+	} {
+		body := `{"model":"test-model","input":"Hi","tools":[{"type":"custom","name":"calc","format":` + format + `}],"tool_choice":{"type":"custom","name":"calc"}`
+		rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
+		out := outputOf(t, rec.Body.Bytes())
+		if rec.Code != http.StatusOK || len(out) != 1 || out[0]["type"] != "custom_tool_call" || out[0]["name"] != "calc" || out[0]["input"] != "42" || out[0]["call_id"] == "" {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+		reqs := m.requests()
+		if g := reqs[len(reqs)-1].Sampling.Grammar; g == "" {
+			t.Errorf("format %s: no grammar reached the sampler", format)
+		}
+		rec = do(t, h, m, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
+		s := rec.Body.String()
+		for _, want := range []string{"response.custom_tool_call_input.delta", `"input":"42"`, `"type":"custom_tool_call"`} {
+			if !strings.Contains(s, want) {
+				t.Fatalf("stream lacks %s: %s", want, s)
+			}
+		}
+	}
+}
+
+// TestResponsesAgentInput: an agent's re-sent conversation (Codex with
+// store false) renders its namespaced and custom tool calls, their
+// outputs, and the reasoning it got back as encrypted_content.
+func TestResponsesAgentInput(t *testing.T) {
+	items, err := decodeInput(json.RawMessage(`[
+		{"role":"user","content":"go"},
+		{"type":"reasoning","summary":[],"encrypted_content":"` + encryptReasoning("let me think") + `"},
+		{"type":"function_call","call_id":"c1","name":"f","namespace":"mcp","arguments":"{}"},
+		{"type":"function_call_output","call_id":"c1","output":"ok"},
+		{"type":"custom_tool_call","call_id":"c2","name":"apply_patch","input":"*** Begin Patch"},
+		{"type":"custom_tool_call_output","call_id":"c2","output":"done"},
+		{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"q"}}
+	]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := chatMessagesOf(nil, items, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 5 {
+		t.Fatalf("%d messages: %+v", len(msgs), msgs)
+	}
+	want := []tokenizer.ToolCall{{ID: "c1", Type: "function", Name: "mcp__f", Arguments: "{}"}, {ID: "c2", Type: "function", Name: "apply_patch", Arguments: `{"input":"*** Begin Patch"}`}}
+	if a := msgs[1]; a.Role != "assistant" || a.ReasoningContent != "let me think" || len(a.ToolCalls) != 1 || a.ToolCalls[0] != want[0] {
+		t.Fatalf("first assistant turn %+v", a)
+	}
+	if a := msgs[3]; a.Role != "assistant" || len(a.ToolCalls) != 1 || a.ToolCalls[0] != want[1] {
+		t.Fatalf("second assistant turn %+v", a)
+	}
+	if msgs[2].Role != "tool" || msgs[2].Content != "ok" || msgs[4].Role != "tool" || msgs[4].Content != "done" {
+		t.Fatalf("tool turns %+v %+v", msgs[2], msgs[4])
+	}
+	if decryptReasoning("c29tZXRoaW5nIGVsc2U=") != "" {
+		t.Error("another server's blob was read")
+	}
+}
+
+// TestResponsesThinkingFillsOutput: thinking cut by max_output_tokens
+// gives a reasoning item and no empty message, in the answer and the
+// stream; with include reasoning.encrypted_content the item carries it.
+func TestResponsesThinkingFillsOutput(t *testing.T) {
+	fm := newFakeModel(t)
+	fm.maxLen = 256
+	fm.setScript(thinkScript("<think>a b c"))
+	h := respHandler(t, &reasoningFake{fakeModel: fm, parser: tokenizer.ReasoningQwen3})
+	body := `{"model":"test-model","input":"Hi","max_output_tokens":4,"include":["reasoning.encrypted_content"]`
+	rec := do(t, h, fm, http.MethodPost, "/v1/responses", body+`}`)
+	out := outputOf(t, rec.Body.Bytes())
+	if len(out) != 1 || out[0]["type"] != "reasoning" || !strings.Contains(rec.Body.String(), `"status":"incomplete"`) {
+		t.Fatalf("output %s", rec.Body)
+	}
+	if enc, _ := out[0]["encrypted_content"].(string); decryptReasoning(enc) == "" {
+		t.Errorf("encrypted_content %q does not hold the reasoning", enc)
+	}
+	rec = do(t, h, fm, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
+	if s := rec.Body.String(); strings.Contains(s, `"type":"message"`) || !strings.Contains(s, "response.incomplete") {
+		t.Fatalf("stream has a message item or no response.incomplete: %s", s)
+	}
+}
+
+// TestResponsesLogprobs: include message.output_text.logprobs with
+// top_logprobs fills output_text's logprobs.
+func TestResponsesLogprobs(t *testing.T) {
+	m := newFakeModel(t)
+	m.setScript(logprobScript)
+	h := respHandler(t, m)
+	rec := do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2}`)
+	var r struct {
+		Output []struct {
+			Content []struct {
+				Logprobs []struct {
+					Token       string `json:"token"`
+					TopLogprobs []any  `json:"top_logprobs"`
+				} `json:"logprobs"`
+			} `json:"content"`
+		} `json:"output"`
+		TopLogprobs int `json:"top_logprobs"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || len(r.Output) != 1 {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+	if lps := r.Output[0].Content[0].Logprobs; len(lps) == 0 || lps[0].Token == "" || r.TopLogprobs != 2 {
+		t.Fatalf("logprobs %s", rec.Body)
+	}
+	if got := m.requests()[0].Sampling; !got.Logprobs || got.TopLogprobs != 2 {
+		t.Errorf("the sampler was asked for %+v, want logprobs with 2 alternatives", got)
+	}
+}
+
+// TestResponsesTruncationAuto: a conversation too long for the context
+// is a 400, unless truncation is "auto": then its oldest items (but the
+// developer message) are dropped until it fits.
+func TestResponsesTruncationAuto(t *testing.T) {
+	m := newFakeModel(t)
+	m.maxLen = 96
+	h := respHandler(t, m)
+	var items []string
+	items = append(items, `{"role":"developer","content":"Be brief."}`)
+	for i := range 12 {
+		items = append(items, `{"role":"user","content":"Hello world hello world `+strings.Repeat("x", i)+`"}`, `{"role":"assistant","content":"Hello"}`)
+	}
+	items = append(items, `{"role":"user","content":"last"}`)
+	body := `{"model":"test-model","max_output_tokens":4,"input":[` + strings.Join(items, ",") + `]`
+	if rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`}`); rec.Code != http.StatusBadRequest {
+		t.Fatalf("without truncation: %d %s", rec.Code, rec.Body)
+	}
+	rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`,"truncation":"auto"}`)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"truncation":"auto"`) {
+		t.Fatalf("with truncation auto: %d %s", rec.Code, rec.Body)
+	}
+	reqs := m.requests()
+	prompt := m.Tokenizer().Decode(reqs[len(reqs)-1].Prompt)
+	if !strings.Contains(prompt, "Be brief.") || !strings.Contains(prompt, "last") || strings.Contains(prompt, "world hello world \n") {
+		t.Errorf("truncated prompt %q", prompt)
+	}
+	if n := len(reqs[len(reqs)-1].Prompt); n+4 > 96 || n+4 < 96-40 {
+		t.Errorf("truncated prompt of %d tokens; want it to fill most of the 96-token context", n)
+	}
+}
+
+// textScript answers parts, one batch each, then stops.
+func textScript(parts ...string) func(*scheduler.Request) []fakeBatch {
+	return func(*scheduler.Request) []fakeBatch {
+		var bs []fakeBatch
+		for i, p := range parts {
+			o := scheduler.Output{Tokens: toks(p)}
+			if i == len(parts)-1 {
+				o.Tokens = append(o.Tokens, imEnd)
+				o.Finish = scheduler.FinishStop
+			}
+			bs = append(bs, fakeBatch{outs: []scheduler.Output{o}, events: 1})
+		}
+		return bs
+	}
+}
