@@ -3,8 +3,15 @@ package responses
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/responses/store"
 
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -215,4 +222,129 @@ func textScript(parts ...string) func(*scheduler.Request) []fakeBatch {
 		}
 		return bs
 	}
+}
+
+// bgHandler is respHandler with the handler itself, for tests that wait
+// on a background response's end.
+func bgHandler(t *testing.T, m openai.Model) (*handler, http.Handler) {
+	t.Helper()
+	st, err := store.Open(store.Config{Size: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	h := newHandler(testServer(func(*http.Request) string { n++; return "bg" + strings.Repeat("x", n-1) }, m), Options{Store: st})
+	r := chi.NewRouter()
+	r.Post("/v1/responses", h.createResponse)
+	r.Get("/v1/responses/{id}", h.getResponse)
+	r.Post("/v1/responses/{id}/cancel", h.cancelResponse)
+	return h, r
+}
+
+// waitBackground waits until background response id has stored its end.
+func waitBackground(t *testing.T, h *handler, id string) {
+	t.Helper()
+	if run, ok := h.background(id); ok {
+		<-run.done
+	}
+}
+
+// TestResponsesCancelAfterEnd: a cancel that comes after the answer ended
+// answers the completed response, as GET does.
+func TestResponsesCancelAfterEnd(t *testing.T) {
+	m := newFakeModel(t)
+	h, srv := bgHandler(t, m)
+	id := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())["id"].(string)
+	waitBackground(t, h, id)
+	c := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
+	g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
+	if c["status"] != "completed" || g["status"] != "completed" {
+		t.Fatalf("cancel answered %v, GET %v; want completed for both", c["status"], g["status"])
+	}
+	m.wait()
+}
+
+// TestResponsesCancelRace: cancel racing the end of the answer gives one
+// answer: cancel's is what GET says, whichever won. Run with -count=20
+// under load.
+func TestResponsesCancelRace(t *testing.T) {
+	m := newFakeModel(t)
+	h, srv := bgHandler(t, m)
+	id := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())["id"].(string)
+	c := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
+	g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
+	if c["status"] != g["status"] || (c["status"] != "cancelled" && c["status"] != "completed") {
+		t.Fatalf("cancel answered %v, GET %v", c["status"], g["status"])
+	}
+	waitBackground(t, h, id)
+	m.wait()
+}
+
+// firstWrite is a ResponseWriter that says when the handler first wrote.
+type firstWrite struct {
+	*httptest.ResponseRecorder
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func (w *firstWrite) Write(b []byte) (int, error) {
+	n, err := w.ResponseRecorder.Write(b)
+	w.once.Do(func() { close(w.wrote) })
+	return n, err
+}
+
+// TestResponsesCancelStream: a background stream cancelled while it runs
+// ends, and cancel, GET and the stream agree it was cancelled.
+func TestResponsesCancelStream(t *testing.T) {
+	m := newFakeModel(t)
+	m.hold = true
+	m.script = func(*scheduler.Request) []fakeBatch {
+		return []fakeBatch{{outs: []scheduler.Output{{Tokens: toks("Hel")}}}}
+	}
+	h, srv := bgHandler(t, m)
+	w := &firstWrite{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan struct{})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(`{"model":"test-model","input":"Hi","background":true,"stream":true}`)))
+	}()
+	<-w.wrote // the run is registered and streaming
+	c := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses/resp_bg/cancel", "").Body.Bytes())
+	g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg", "").Body.Bytes())
+	<-served
+	if c["status"] != "cancelled" || g["status"] != "cancelled" {
+		t.Fatalf("cancel answered %v, GET %v; want cancelled", c["status"], g["status"])
+	}
+	if body := w.Body.String(); strings.Contains(body, "response.completed") || !strings.Contains(body, "response.created") {
+		t.Fatalf("stream: %s", body)
+	}
+	waitBackground(t, h, "resp_bg")
+	m.wait()
+}
+
+// TestResponsesBackgroundStream: background with stream streams the
+// events as a plain stream would, and GET ?stream=true&starting_after=N
+// gives the same events from N+1 on, after the end too.
+func TestResponsesBackgroundStream(t *testing.T) {
+	m := newFakeModel(t)
+	m.setScript(streamScript)
+	h, srv := bgHandler(t, m)
+	rec := do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true,"stream":true}`)
+	events := strings.SplitAfter(rec.Body.String(), "\n\n")
+	events = events[:len(events)-1]
+	if len(events) < 6 || !strings.Contains(events[0], "response.created") || !strings.Contains(events[len(events)-1], "response.completed") {
+		t.Fatalf("background stream: %s", rec.Body)
+	}
+	waitBackground(t, h, "resp_bg")
+	again := do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg?stream=true&starting_after=2", "")
+	if want := strings.Join(events[3:], ""); again.Body.String() != want {
+		t.Fatalf("resumed after 2:\n%s\nwant\n%s", again.Body, want)
+	}
+	if g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg", "").Body.Bytes()); g["status"] != "completed" || g["background"] != true {
+		t.Fatalf("stored %v", g)
+	}
+	if bad := do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg?stream=true&starting_after=x", ""); bad.Code != http.StatusBadRequest {
+		t.Fatalf("starting_after=x: %d", bad.Code)
+	}
+	m.wait()
 }

@@ -107,11 +107,14 @@ type handler struct {
 	s     *openai.Server
 	store *store.Store
 	mu    sync.Mutex
-	bg    map[string]context.CancelFunc // guarded by mu; running background requests
+	bg    map[string]*bgRun // guarded by mu; background responses running, and the streamed ones finished (bgDone)
+	// bgDone are the ids of the finished background responses whose event
+	// logs bg keeps, oldest first (at most maxFinishedLogs). guarded by mu
+	bgDone []string
 }
 
 func newHandler(s *openai.Server, opts Options) *handler {
-	h := &handler{s: s, store: opts.Store, bg: map[string]context.CancelFunc{}}
+	h := &handler{s: s, store: opts.Store, bg: map[string]*bgRun{}}
 	if h.store == nil {
 		// An in-memory store cannot fail to open.
 		h.store, _ = store.Open(store.Config{})

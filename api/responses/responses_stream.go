@@ -1,7 +1,9 @@
 package responses
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -28,9 +30,15 @@ import (
 //
 // There is no [DONE]: the final response event ends the stream.
 
+// eventSink takes a response's events: a client's SSE stream, or a
+// background response's event log (bgRun).
+type eventSink interface {
+	Named(event string, v any) error
+}
+
 // respStream writes one response's events.
 type respStream struct {
-	sse  *openai.SSE
+	sse  eventSink
 	seq  int
 	resp responseObject // the response so far (status in_progress)
 	ids  *outputIDs
@@ -204,9 +212,28 @@ func (s *respStream) callDelta(calls []tokenizer.ToolCall, d frontend.ToolCallDe
 // streamResponse streams a response's generation; done logs the
 // finished request.
 func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *respGen, rp *respParams, resp responseObject, done func(openai.Usage)) {
+	sse := openai.StartSSE(w)
+	final, err := h.streamTo(r.Context(), sse, rg, rp, resp, r.URL.Path)
+	if err != nil {
+		if openai.IsClientGone(err) || sse.Err() != nil {
+			h.s.Log().Debug("client went away", "id", resp.ID, "path", r.URL.Path)
+			return
+		}
+		h.s.LogError(r, resp.ID, openai.ErrorOf(err).Status, err)
+		return
+	}
+	done(final.Usage())
+}
+
+// streamTo writes a response's events to sink as the generation goes,
+// and stores the finished response. A generation that fails after the
+// events started ends with an "error" event and response.failed (stored
+// as failed); one cancelled by POST .../cancel is stored as cancelled.
+// The error is the generation's or the sink's.
+func (h *handler) streamTo(ctx context.Context, sink eventSink, rg *respGen, rp *respParams, resp responseObject, path string) (*streamed, error) {
 	g := rg.g
 	resp.Status = "in_progress"
-	s := &respStream{sse: openai.StartSSE(w), resp: resp, ids: newOutputIDs()}
+	s := &respStream{sse: sink, resp: resp, ids: newOutputIDs()}
 	s.out.rp = rp
 	if rp.include.logprobs {
 		s.out.lps = []openai.TokenLogprob{}
@@ -216,7 +243,7 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 		err = s.event("response.in_progress", map[string]any{"response": resp})
 	}
 	if err == nil {
-		err = g.Receive(r.Context(), func(d *openai.Delta) error {
+		err = g.Receive(ctx, func(d *openai.Delta) error {
 			if werr := s.reasoning(d.Reasoning); werr != nil {
 				return werr
 			}
@@ -235,12 +262,15 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 		})
 	}
 	if err != nil {
-		if openai.IsClientGone(err) || s.sse.Err() != nil {
-			h.s.Log().Debug("client went away", "id", resp.ID, "path", r.URL.Path)
-			return
+		if errors.Is(context.Cause(ctx), errResponseCancelled) {
+			resp.Status = "cancelled"
+			h.storeFinal(path, rp, resp)
+			return nil, err
+		}
+		if openai.IsClientGone(err) {
+			return nil, err
 		}
 		e := openai.ErrorOf(err)
-		h.s.LogError(r, resp.ID, e.Status, err)
 		code := ""
 		if e.Code != nil {
 			code = *e.Code
@@ -248,25 +278,45 @@ func (h *handler) streamResponse(w http.ResponseWriter, r *http.Request, rg *res
 		_ = s.event("error", map[string]any{"code": code, "message": e.Message, "param": e.Param})
 		resp.Status = "failed"
 		resp.Error = &respError{Code: "server_error", Message: e.Message}
+		if rp.bg {
+			h.storeFinal(path, rp, resp)
+		}
 		_ = s.event("response.failed", map[string]any{"response": resp})
-		return
+		return nil, err
 	}
 	if s.out.text == "" && s.out.hasMessage() {
 		// An empty answer is still a message, as in the response object.
 		if err := s.openItem("message", 0); err != nil {
-			return
+			return nil, err
 		}
 	}
 	if err := s.closeItem(); err != nil {
-		return
+		return nil, err
 	}
 	u := g.Usage()
 	finishResponse(&resp, &s.out, s.ids, u)
-	h.storeResponse(r.URL.Path, rp, resp)
+	h.storeFinal(path, rp, resp)
 	typ := "response.completed"
 	if resp.Status == "incomplete" {
 		typ = "response.incomplete"
 	}
 	_ = s.event(typ, map[string]any{"response": resp})
-	done(u)
+	return &streamed{usage: u}, nil
+}
+
+// streamed is a finished streamed response.
+type streamed struct{ usage openai.Usage }
+
+// Usage is its token count.
+func (f *streamed) Usage() openai.Usage { return f.usage }
+
+// storeFinal stores a finished response, unless it is a background one
+// deleted while it ran.
+func (h *handler) storeFinal(path string, rp *respParams, resp responseObject) {
+	if rp.bg {
+		if _, err := h.store.Get(resp.ID); err != nil {
+			return
+		}
+	}
+	h.storeResponse(path, rp, resp)
 }
