@@ -265,3 +265,67 @@ func finalUsage(t *testing.T, stream []byte) respUsage {
 	}
 	return u
 }
+
+// TestResponsesCustomToolLark: a custom tool named by tool_choice holds
+// the real model's answer to its Lark grammar (Codex's apply_patch
+// grammar, translated to GBNF and parsed by llama.cpp): a scripted patch
+// goes through the sampler's grammar and comes back as the call's input;
+// an answer the grammar refuses never comes back (the engine double fails
+// the sequence: a real model held to the grammar could not write it).
+func TestResponsesCustomToolLark(t *testing.T) {
+	patch := "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+	answer := patch
+	var mu sync.Mutex
+	script := func(string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return answer, true
+	}
+	s := startServer(t, scripted(models.GenerativeConfig{ChatTemplate: agentTemplate}, script))
+	url, stop := responsesServer(t, s, "")
+	defer stop()
+	grammar, _ := json.Marshal(applyPatchGrammar)
+	body := `{"model":"` + s.model.Name() + `","input":"Add a.txt","max_output_tokens":64,"store":false,` +
+		`"tools":[{"type":"custom","name":"apply_patch","format":{"type":"grammar","syntax":"lark","definition":` + string(grammar) + `}}],` +
+		`"tool_choice":{"type":"custom","name":"apply_patch"}}`
+	code, v := respPost(t, url+"/v1/responses", body)
+	out, _ := v["output"].([]any)
+	if code != 200 || len(out) != 1 {
+		t.Fatalf("%d %v", code, v)
+	}
+	call := out[0].(map[string]any)
+	if call["type"] != "custom_tool_call" || call["name"] != "apply_patch" || call["input"] != patch {
+		t.Fatalf("output %v", call)
+	}
+	mu.Lock()
+	answer = "diff --git a/a.txt b/a.txt\n" // not a patch in the grammar
+	mu.Unlock()
+	code, v = respPost(t, url+"/v1/responses", body)
+	t.Logf("an answer outside the grammar: %d %v", code, v)
+	if out, _ := v["output"].([]any); code == 200 && len(out) == 1 && out[0].(map[string]any)["input"] == "diff --git a/a.txt b/a.txt\n" {
+		t.Fatalf("the grammar let through %v", v)
+	}
+}
+
+// applyPatchGrammar is Codex CLI 0.171's apply_patch grammar, as its
+// requests carry it.
+const applyPatchGrammar = `start: begin_patch hunk+ end_patch
+begin_patch: "*** Begin Patch" LF
+end_patch: "*** End Patch" LF?
+
+hunk: add_hunk | delete_hunk | update_hunk
+add_hunk: "*** Add File: " filename LF add_line+
+delete_hunk: "*** Delete File: " filename LF
+update_hunk: "*** Update File: " filename LF change_move? change?
+
+filename: /(.+)/
+add_line: "+" /(.*)/ LF -> line
+
+change_move: "*** Move to: " filename LF
+change: (change_context | change_line)+ eof_line?
+change_context: ("@@" | "@@ " /(.+)/) LF
+change_line: ("+" | "-" | " ") /(.*)/ LF
+eof_line: "*** End of File" LF
+
+%import common.LF
+`

@@ -348,3 +348,18 @@ func TestResponsesBackgroundStream(t *testing.T) {
 	}
 	m.wait()
 }
+
+// TestResponsesPromptCacheKey: prompt_cache_key is the scheduler
+// request's routing key (a head routes on it); client_metadata is
+// accepted.
+func TestResponsesPromptCacheKey(t *testing.T) {
+	m := newFakeModel(t)
+	h := respHandler(t, m)
+	rec := do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","prompt_cache_key":"session-1","client_metadata":{"turn_id":"t"}}`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if got := m.requests()[0].RouteKey; got != "session-1" {
+		t.Errorf("RouteKey %q, want session-1", got)
+	}
+}
