@@ -197,7 +197,7 @@ func (l *larkTranslator) definition(text string) error {
 			colon = i
 			break
 		}
-		if !(c == '_' || c == '?' || c == '!' || c == '.' || unicode.IsLetter(c) || unicode.IsDigit(c)) {
+		if !isLarkNameChar(c) && c != '?' && c != '!' && c != '.' {
 			break
 		}
 	}
@@ -427,4 +427,10 @@ func (p *larkExpr) regex() (string, error) {
 		return "", p.l.fail("regular expression /%s/: %v", pattern, err)
 	}
 	return "(" + b.String() + ")", nil
+}
+
+// isLarkNameChar reports whether c may be part of a Lark rule or terminal
+// name.
+func isLarkNameChar(c rune) bool {
+	return c == '_' || unicode.IsLetter(c) || unicode.IsDigit(c)
 }
