@@ -59,10 +59,13 @@ ARGS       ?=
 
 # Packages that do not link llama.cpp get the race detector; the binding and
 # the packages that link it do not (it would instrument llama.cpp too).
-# A package links it when it, its dependencies or its tests' imports reach
-# engine/llamacpp (models and api do).
-PKG_DEPS   = $(GO) list -f '{{.ImportPath}} {{join .Deps " "}} {{join .TestImports " "}} {{join .XTestImports " "}} ' ./...
-LINKS_CGO := llmserve/(engine/llamacpp|models|api) 
+# A package links it when its test binary does: when engine/llamacpp is
+# among the dependencies of its tests (go list -test, the pkg.test line),
+# whatever the route. That is no longer all of models/ and api/: the V2
+# protocols (api/v2/..., api/kservev1, api/tritonv1) and models/runtime
+# reach the models through interfaces and package oip (api/v2/doc.go).
+PKG_DEPS   = $(GO) list -test -f '{{.ImportPath}} {{join .Deps " "}} ' ./... | sed -n 's/^\([^ ]*\)\.test /\1 /p'
+LINKS_CGO := llmserve/engine/llamacpp 
 PURE_PKGS  = $(shell $(PKG_DEPS) | grep -Ev '$(LINKS_CGO)' | cut -d' ' -f1)
 CGO_PKGS   = $(shell $(PKG_DEPS) | grep -E '$(LINKS_CGO)' | cut -d' ' -f1)
 
@@ -70,7 +73,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 # Pinned tools, installed into the user cache dir. grpcurl drives the V2
 # gRPC tests through server reflection; the protoc plugins regenerate
-# proto/inferencepb and proto/workerpb (`make proto`, which also
+# the packages under proto/ (`make proto`, which also
 # needs Debian's protobuf-compiler and libprotobuf-dev; the generated code is committed, so
 # building needs none of them).
 TOOLS_DIR           := $(CACHE_DIR)/bin
@@ -265,13 +268,13 @@ protoc-plugins:
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(TOOLS_DIR) CGO_ENABLED=0 $(GO) install $(PROTOC_GEN_GO_GRPC)
 
-## proto: regenerate Triton's model configuration (proto/tritonconfigpb) and
-## the V2 gRPC code from Triton's protos, Triton v1's
-## (api/tritonv1/tritonpb) from the TensorRT Inference Server's, the ONNX
-## types (models/tensor/onnxpb) and the internal worker service's
-## (proto/workerpb) from ours (needs protoc).
+## proto: regenerate the generated packages, all under proto/: Triton's
+## model configuration (proto/tritonconfigpb) and the V2 gRPC code
+## (proto/inferencepb) from Triton's protos, Triton v1's (proto/tritonpb)
+## from the TensorRT Inference Server's, the ONNX types (proto/onnxpb) and
+## the internal worker service's (proto/workerpb) from ours (needs protoc).
 proto: protoc-plugins
-	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/tritonconfigpb ./proto/inferencepb ./models/tensor/onnxpb ./proto/workerpb ./api/tritonv1/tritonpb
+	PATH="$(TOOLS_DIR):$$PATH" $(GO) generate ./proto/...
 
 ## python-proto: regenerate the custom runtime package's Python messages
 ## (runtimes/python/llmserve_runtime/open_inference_grpc_pb2.py) from the

@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // V2Repository adapts a models.Repository to the V2 protocols'

@@ -3,29 +3,35 @@ package api
 import (
 	"context"
 	"errors"
-	"math"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
-	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/runtime"
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
-	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // V2Backend adapts the registry to the V2 protocols' infer.Backend, for
-// the REST routes here and the gRPC service cmd/llmserve registers.
-// Tensor models are served too, as infer.TensorModel (infer.AsTensor),
-// and custom runtime models as infer.RuntimeModel (infer.AsRuntime).
+// the REST routes here and the gRPC service cmd/llmserve registers. Each
+// kind of model is handed out as its own interface, with the methods of
+// its kind only: generative and embedding models (*models.Generative) as
+// infer.LLM and infer.Embedder, tensor models as infer.TensorModel
+// (v2Tensor), custom runtimes as infer.RuntimeModel (v2Runtime);
+// infer.KindOf tells them apart.
 func V2Backend(reg *models.Registry) infer.Backend { return v2Backend{reg} }
 
 type v2Backend struct{ reg *models.Registry }
+
+// Each kind's concrete model meets its kind's interface.
+var (
+	_ infer.LLM          = (*models.Generative)(nil)
+	_ infer.Embedder     = (*models.Generative)(nil)
+	_ infer.TensorModel  = v2Tensor{}
+	_ infer.RuntimeModel = v2Runtime{}
+)
 
 func (b v2Backend) Model(name string) (infer.Model, bool) {
 	if g, ok := b.reg.Get(name); ok {
@@ -56,20 +62,11 @@ func (b v2Backend) Models() []infer.Model {
 
 func (b v2Backend) Ready() bool { return b.reg.Ready() }
 
-// v2Tensor is a tensor model as an infer.Model: the generative methods
-// are never reached (infer.AsTensor is checked first), and refuse if they
-// are.
+// v2Tensor is a tensor model as an infer.TensorModel.
 type v2Tensor struct{ *models.TensorModel }
 
-func (v2Tensor) MaxModelLen() int                { return 0 }
-func (v2Tensor) RequestTimeout() time.Duration   { return 0 }
-func (v2Tensor) Tokenizer() *tokenizer.Tokenizer { return nil }
-func (t v2Tensor) Submit(context.Context, []*scheduler.Request) ([]*core.Stream, error) {
-	return nil, infer.NotLLM(t, "generate")
-}
-
 // Infer maps an unloaded model's error to Unavailable.
-func (t v2Tensor) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (t v2Tensor) Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, error) {
 	out, err := t.TensorModel.Infer(ctx, in)
 	if errors.Is(err, models.ErrClosed) {
 		return nil, infer.Errorf(infer.Unavailable, "model %q was unloaded or the server is stopping; retry", t.Name())
@@ -77,19 +74,11 @@ func (t v2Tensor) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tenso
 	return out, err
 }
 
-// v2Runtime is a custom runtime model as an infer.Model: an
-// infer.RuntimeModel, and an infer.TensorModel for its metadata (the
-// inputs and outputs its settings declare) and so that the generative
-// calls refuse it; infer.RunLLM and infer.RunTensor hand it to
-// infer.RunRuntime, so its Infer is never reached.
+// v2Runtime is a custom runtime model as an infer.RuntimeModel: its
+// signature is the inputs and outputs its settings declare; its
+// ContentTypes (its settings', and those its processes report) are
+// those its own codecs decode.
 type v2Runtime struct{ *runtime.Model }
-
-func (v2Runtime) MaxModelLen() int                { return 0 }
-func (v2Runtime) Tokenizer() *tokenizer.Tokenizer { return nil }
-func (r v2Runtime) RequestTimeout() time.Duration { return r.Config().RequestTimeout }
-func (r v2Runtime) Submit(context.Context, []*scheduler.Request) ([]*core.Stream, error) {
-	return nil, infer.NotLLM(r, "generate")
-}
 
 // MaxBatchSize is the runtime's adaptive batch size (its settings'
 // max_batch_size), which Triton's configuration reports.
@@ -103,22 +92,13 @@ func (r v2Runtime) Platform() string {
 	return "custom"
 }
 
-func (r v2Runtime) Inputs() []tensor.Spec  { return runtimeSpecs(r.Config().Inputs) }
-func (r v2Runtime) Outputs() []tensor.Spec { return runtimeSpecs(r.Config().Outputs) }
-func (v2Runtime) MaxRequestRows() int      { return math.MaxInt32 }
-
-// ContentTypes are those the runtime's own codecs decode (its settings,
-// and those its processes report).
-func (r v2Runtime) ContentTypes() []string { return r.Model.ContentTypes() }
-
-func (r v2Runtime) Infer(context.Context, []tensor.Tensor) ([]tensor.Tensor, error) {
-	return nil, infer.Errorf(infer.Internal, "model %q is a custom runtime: its requests go through infer.RunRuntime", r.Name())
-}
+func (r v2Runtime) Inputs() []oip.Spec  { return runtimeSpecs(r.Config().Inputs) }
+func (r v2Runtime) Outputs() []oip.Spec { return runtimeSpecs(r.Config().Outputs) }
 
 // CallRuntime passes the client's headers (Headers drops the transport's
 // and Authorization) and maps the runtime's errors to the V2 kinds.
 func (r v2Runtime) CallRuntime(ctx context.Context, req *pb.ModelInferRequest, headers metadata.MD) (*pb.ModelInferResponse, metadata.MD, error) {
-	resp, back, err := r.Model.Infer(ctx, req, runtime.Headers(headers))
+	resp, back, err := r.Infer(ctx, req, runtime.Headers(headers))
 	if err == nil {
 		return resp, back, nil
 	}
@@ -150,10 +130,10 @@ func runtimeError(err error) error {
 	return infer.Errorf(code, "%s", re.Msg)
 }
 
-func runtimeSpecs(ts []runtime.TensorSpec) []tensor.Spec {
-	out := make([]tensor.Spec, len(ts))
+func runtimeSpecs(ts []runtime.TensorSpec) []oip.Spec {
+	out := make([]oip.Spec, len(ts))
 	for i, t := range ts {
-		out[i] = tensor.Spec{Name: t.Name, DType: tensor.DType(t.Datatype), Shape: t.Shape}
+		out[i] = oip.Spec{Name: t.Name, DType: oip.Datatype(t.Datatype), Shape: t.Shape}
 	}
 	return out
 }

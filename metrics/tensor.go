@@ -17,6 +17,20 @@ type Tensor struct {
 	parallelQueue prometheus.Observer
 }
 
+// TensorStats are a tensor model's counts since it loaded, as Triton
+// reports a model version's statistics (models.TensorModel's Stats).
+type TensorStats struct {
+	// Executions is the batches run (Triton's model_execution_count) and
+	// Inferences the rows they held (model_inference_count).
+	Executions, Inferences uint64
+	// Queued is the requests whose batch started and QueueTime their time
+	// from Infer to that start (Triton's queue duration); Answered is the
+	// requests answered and AnswerTime their time in Infer, so that
+	// AnswerTime - QueueTime is the time their batches computed.
+	Queued, Answered      uint64
+	QueueTime, AnswerTime time.Duration
+}
+
 // batchBuckets are rows per Run.
 var batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 

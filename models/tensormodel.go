@@ -243,19 +243,10 @@ func (m *TensorModel) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.T
 	return out, err
 }
 
-// TensorStats are a tensor model's counts since it loaded, as Triton
-// reports a model version's statistics.
-type TensorStats struct {
-	// Executions is the batches run (Triton's model_execution_count) and
-	// Inferences the rows they held (model_inference_count).
-	Executions, Inferences uint64
-	// Queued is the requests whose batch started and QueueTime their time
-	// from Infer to that start (Triton's queue duration); Answered is the
-	// requests answered and AnswerTime their time in Infer, so that
-	// AnswerTime - QueueTime is the time their batches computed.
-	Queued, Answered      uint64
-	QueueTime, AnswerTime time.Duration
-}
+// TensorStats are a tensor model's counts since it loaded
+// (metrics.TensorStats, so that Triton v1's status reads them without
+// linking this package).
+type TensorStats = metrics.TensorStats
 
 // tensorStats counts TensorStats; every field is updated atomically.
 type tensorStats struct {

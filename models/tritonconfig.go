@@ -475,9 +475,6 @@ func checkLLMTensors(c *tc.ModelConfig, task string) error {
 	return nil
 }
 
-// dataTypes maps the tensor runtime's types onto Triton's.
-var dataTypes = map[tensor.DType]tc.DataType{tensor.FP32: tc.DataType_TYPE_FP32, tensor.INT64: tc.DataType_TYPE_INT64}
-
 // completeTensorConfig checks config.pbtxt's input and output against the
 // tensor model's own (name, data_type, dims, reshape) and fills in what
 // the file leaves out, as Triton's auto-complete does, so that the
@@ -501,7 +498,7 @@ func completeTensorConfig(c *tc.ModelConfig, inputs, outputs []tensor.Spec) erro
 			return fmt.Errorf("%s: %s[%d] %q: the model has no such %s (it has %s)", ConfigFile, what, i, name, what, strings.Join(have, ", "))
 		}
 		s := specs[at]
-		if want := dataTypes[s.DType]; dt != want {
+		if want := s.DType.Triton(); dt != want {
 			return fmt.Errorf("%s: %s[%d] %q data_type %s: the model's is %s", ConfigFile, what, i, name, dt, want)
 		}
 		model := shape(s)
@@ -547,12 +544,12 @@ func completeTensorConfig(c *tc.ModelConfig, inputs, outputs []tensor.Spec) erro
 	}
 	if len(c.Input) == 0 {
 		for _, s := range inputs {
-			c.Input = append(c.Input, &tc.ModelInput{Name: s.Name, DataType: dataTypes[s.DType], Dims: dimsOrOne(shape(s)), Reshape: reshapeIfEmpty(shape(s))})
+			c.Input = append(c.Input, &tc.ModelInput{Name: s.Name, DataType: s.DType.Triton(), Dims: dimsOrOne(shape(s)), Reshape: reshapeIfEmpty(shape(s))})
 		}
 	}
 	if len(c.Output) == 0 {
 		for _, s := range outputs {
-			c.Output = append(c.Output, &tc.ModelOutput{Name: s.Name, DataType: dataTypes[s.DType], Dims: dimsOrOne(shape(s)), Reshape: reshapeIfEmpty(shape(s))})
+			c.Output = append(c.Output, &tc.ModelOutput{Name: s.Name, DataType: s.DType.Triton(), Dims: dimsOrOne(shape(s)), Reshape: reshapeIfEmpty(shape(s))})
 		}
 	}
 	return nil

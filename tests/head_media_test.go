@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmserve/llmserve/api/worker"
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/proto/workerpb"
 )
@@ -98,7 +98,7 @@ func TestHeadImageChat(t *testing.T) {
 		t.Fatalf("PrepareMedia: %v, %d tokens", err, len(prep.GetPrompt()))
 	}
 	_, err = pc.PrepareMedia(ctx, &workerpb.PrepareMediaRequest{Prompt: prompt, Items: items})
-	if e := worker.ErrorDetail(err); status.Code(err) != codes.InvalidArgument || e.GetParam() != "messages[0].content[0]" || e.GetMessage() != media.ErrNoProjector.Error() {
+	if e := workercodec.ErrorDetail(err); status.Code(err) != codes.InvalidArgument || e.GetParam() != "messages[0].content[0]" || e.GetMessage() != media.ErrNoProjector.Error() {
 		t.Errorf("PrepareMedia on a worker without a projector: %v; want INVALID_ARGUMENT naming the item, media.ErrNoProjector", err)
 	}
 	generate := func(c workerpb.WorkerClient) []int32 {

@@ -23,11 +23,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	tpb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/models/stories260k"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
+	tpb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // A Triton user's model repository, served as it is: the test MLP as an

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
-	tpb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
+	tpb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // The Triton v1 tests run the real `llmserve serve` binary on a model

@@ -20,7 +20,6 @@ import (
 
 	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/core"
-	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -307,15 +306,6 @@ func do(t testing.TB, h http.Handler, m *fakeModel, method, path, body string) *
 		m.wait()
 	}
 	return rec
-}
-
-// lp is a logprob entry for tests.
-func lp(chosen string, v float32, top ...engine.TokenLogprob) engine.Logprobs {
-	return engine.Logprobs{Chosen: engine.TokenLogprob{Token: tok(chosen), Logprob: v}, Top: top}
-}
-
-func alt(s string, v float32) engine.TokenLogprob {
-	return engine.TokenLogprob{Token: tok(s), Logprob: v}
 }
 
 // fuzzDecode checks the property every decoder's fuzz target shares:

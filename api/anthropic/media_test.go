@@ -23,15 +23,10 @@ import (
 var (
 	pngBytes  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
 	jpegBytes = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00-jpeg")
-	webpBytes = []byte("RIFF\x10\x00\x00\x00WEBPVP8 -webp")
 	gifBytes  = []byte("GIF89a\x01\x00\x01\x00-gif")
-	wavBytes  = []byte("RIFF\x24\x00\x00\x00WAVEfmt -wav")
-	mp3Bytes  = []byte("ID3\x03\x00\x00\x00\x00\x00\x00-mp3")
 )
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-
-func dataURL(typ string, b []byte) string { return "data:" + typ + ";base64," + b64(b) }
 
 // mediaRows is how many placeholder positions the fake gives each item.
 const mediaRows = 3

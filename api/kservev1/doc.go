@@ -9,12 +9,13 @@
 // pooling is not none or rank); a generative model without pooling is a
 // 400.
 //
-// For a tensor model (tensor.go) KServe's row format: an instance is one
-// row of the model's one input (a number or nested arrays of the input's
-// shape without the batch dimension) or, with several inputs, an object
-// {"input name": row}; the rows are stacked into a V2 request that
-// infer.RunTensor serves, and each prediction is that row of the one
-// output, or an object {"output name": row}.
+// For a tensor model or a custom runtime (tensor.go; infer.AsSignature)
+// KServe's row format: an instance is one row of the model's one input (a
+// number or nested arrays of the input's shape without the batch
+// dimension) or, with several inputs, an object {"input name": row}; the
+// rows are stacked into a V2 request that infer.Run serves by the
+// model's kind, and each prediction is that row of the one output, or an
+// object {"output name": row}.
 //
 // GET /v1/models/{m}, KServe V1's model status, is api/openai's model
 // route: its answer holds KServe's {"name", "ready"} beside OpenAI's model

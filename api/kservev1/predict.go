@@ -101,8 +101,8 @@ func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 		fail(err)
 		return
 	}
-	if t, ok := infer.AsTensor(m); ok {
-		if err := h.predictTensor(w, r, m, t); err != nil {
+	if sig, ok := infer.AsSignature(m); ok {
+		if err := h.predictTensor(w, r, sig); err != nil {
 			if ea := (errAnswered{}); errors.As(err, &ea) {
 				failed = err
 			} else {
@@ -134,9 +134,10 @@ func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 	writeJSON(w, http.StatusOK, map[string]any{"predictions": vecs})
 }
 
-// predictTensor serves :predict on a tensor model (decodeTensorInstances);
-// an error is not answered yet, unless it is an errAnswered.
-func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, m infer.Model, t infer.TensorModel) error {
+// predictTensor serves :predict on a tensor model or a custom runtime
+// (decodeTensorInstances, then infer.Run by the model's kind); an error
+// is not answered yet, unless it is an errAnswered.
+func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, t infer.Signature) error {
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
@@ -145,7 +146,7 @@ func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, m infer.
 	if err != nil {
 		return err
 	}
-	resp, err := infer.RunTensor(r.Context(), m, t, req)
+	resp, err := infer.Run(r.Context(), t, req, infer.GenOptions{})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // decodeTensorInstances reads KServe V1's row format for a tensor model:
@@ -17,7 +17,7 @@ import (
 // inputs an object {"input name": row value, ...}. Each input becomes one
 // V2 tensor of shape [len(instances), ...row shape] in the model's
 // datatype; RunTensor checks the rest.
-func decodeTensorInstances(body []byte, t infer.TensorModel) (*infer.Request, error) {
+func decodeTensorInstances(body []byte, t infer.Signature) (*infer.Request, error) {
 	var req struct {
 		Instances *[]json.RawMessage `json:"instances"`
 	}
@@ -43,7 +43,7 @@ func decodeTensorInstances(body []byte, t infer.TensorModel) (*infer.Request, er
 			return nil, infer.Errorf(infer.Invalid, "instances[%d] must be an object {\"input name\": value, ...}: the model has %d inputs", i, len(specs))
 		}
 		for name := range obj {
-			if !slices.ContainsFunc(specs, func(s tensor.Spec) bool { return s.Name == name }) {
+			if !slices.ContainsFunc(specs, func(s oip.Spec) bool { return s.Name == name }) {
 				return nil, infer.Errorf(infer.Invalid, "instances[%d]: %q is not an input of the model", i, name)
 			}
 		}

@@ -8,26 +8,26 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // twoInputs is a tensor model with inputs a FP32 [-1, 2, 2] and b INT64
 // [-1]; only its Specs are used.
-type twoInputs struct{ specs []tensor.Spec }
+type twoInputs struct{ specs []oip.Spec }
 
-func (m twoInputs) Name() string           { return "m" }
-func (m twoInputs) Ready() bool            { return true }
-func (m twoInputs) Platform() string       { return "onnx" }
-func (m twoInputs) Inputs() []tensor.Spec  { return m.specs }
-func (m twoInputs) Outputs() []tensor.Spec { return nil }
-func (m twoInputs) MaxRequestRows() int    { return 8 }
-func (m twoInputs) Infer(context.Context, []tensor.Tensor) ([]tensor.Tensor, error) {
+func (m twoInputs) Name() string        { return "m" }
+func (m twoInputs) Ready() bool         { return true }
+func (m twoInputs) Platform() string    { return "onnx" }
+func (m twoInputs) Inputs() []oip.Spec  { return m.specs }
+func (m twoInputs) Outputs() []oip.Spec { return nil }
+func (m twoInputs) MaxRequestRows() int { return 8 }
+func (m twoInputs) Infer(context.Context, []oip.Tensor) ([]oip.Tensor, error) {
 	return nil, nil
 }
 
 func TestDecodeTensorInstances(t *testing.T) {
-	one := twoInputs{[]tensor.Spec{{Name: "a", DType: tensor.FP32, Shape: []int64{-1, 2, 2}}}}
-	two := twoInputs{[]tensor.Spec{{Name: "a", DType: tensor.FP32, Shape: []int64{-1, 2}}, {Name: "b", DType: tensor.INT64, Shape: []int64{-1}}}}
+	one := twoInputs{[]oip.Spec{{Name: "a", DType: oip.FP32, Shape: []int64{-1, 2, 2}}}}
+	two := twoInputs{[]oip.Spec{{Name: "a", DType: oip.FP32, Shape: []int64{-1, 2}}, {Name: "b", DType: oip.INT64, Shape: []int64{-1}}}}
 	for _, tc := range []struct {
 		name   string
 		model  twoInputs
@@ -69,7 +69,7 @@ func TestDecodeTensorInstances(t *testing.T) {
 
 func TestTensorPredictions(t *testing.T) {
 	y := infer.NewFP32Tensor("y", []int64{2, 2, 1}, []float32{1, 2, 3, 4})
-	label := infer.FromTensor(tensor.Tensor{Name: "label", DType: tensor.INT64, Shape: []int64{2}, I64: []int64{7, 8}})
+	label := infer.FromTensor(oip.Tensor{Name: "label", DType: oip.INT64, Shape: []int64{2}, I64: []int64{7, 8}})
 	for _, tc := range []struct {
 		outs []*infer.Tensor
 		want string

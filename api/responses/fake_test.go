@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +20,6 @@ import (
 	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
-	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/llmserve/llmserve/tokenizer/tokenizertest"
@@ -316,24 +314,6 @@ func lp(chosen string, v float32, top ...engine.TokenLogprob) engine.Logprobs {
 
 func alt(s string, v float32) engine.TokenLogprob {
 	return engine.TokenLogprob{Token: tok(s), Logprob: v}
-}
-
-// fuzzDecode checks the property every decoder's fuzz target shares:
-// decoding and validating any body never panics, and every error is a
-// 4xx (bad input, or a model that is not served).
-func fuzzDecode(t *testing.T, body []byte, decode func([]byte) error) {
-	err := decode(body)
-	if err == nil {
-		return
-	}
-	var ve *frontend.Error
-	s := openai.ErrorOf(err).Status
-	if !errors.As(err, &ve) && s != http.StatusNotFound {
-		t.Fatalf("error is not a validation error: %T %v", err, err)
-	}
-	if s < 400 || s >= 500 {
-		t.Fatalf("status %d for %v", s, err)
-	}
 }
 
 // testServer is the chat path over models with deterministic ids, clock

@@ -21,12 +21,9 @@ import (
 
 // Files as far as sniffing reads them: their magic numbers.
 var (
-	pngBytes  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
-	jpegBytes = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00-jpeg")
-	webpBytes = []byte("RIFF\x10\x00\x00\x00WEBPVP8 -webp")
-	gifBytes  = []byte("GIF89a\x01\x00\x01\x00-gif")
-	wavBytes  = []byte("RIFF\x24\x00\x00\x00WAVEfmt -wav")
-	mp3Bytes  = []byte("ID3\x03\x00\x00\x00\x00\x00\x00-mp3")
+	pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
+	wavBytes = []byte("RIFF\x24\x00\x00\x00WAVEfmt -wav")
+	mp3Bytes = []byte("ID3\x03\x00\x00\x00\x00\x00\x00-mp3")
 )
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

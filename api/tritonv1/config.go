@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // dataTypes maps V2 datatypes to the v1 model configuration's DataType.
@@ -63,7 +63,7 @@ func specOf(m infer.Model) *modelSpec {
 	md := infer.Metadata(m)
 	cfg := infer.TritonConfig(m)
 	s := &modelSpec{Name: md.Name, Version: infer.VersionOf(m), Platform: md.Platform, cfg: cfg}
-	if _, ok := infer.AsTensor(m); ok {
+	if _, ok := infer.AsSignature(m); ok {
 		s.MaxBatch = int(cfg.GetMaxBatchSize())
 	}
 	conv := func(ts []infer.TensorMetadata) []tensorSpec {

@@ -12,7 +12,7 @@
 // It owns only the v1 wire forms: the NV-InferRequest header and the raw
 // body, InferResponseHeader, RequestStatus, ServerStatus and ModelConfig.
 // It must not serve a model itself: every inference becomes an
-// infer.Request that infer.RunLLM serves, which picks the model's kind
+// infer.Request that infer.Run serves, which picks the model's kind
 // (LLM, embedding, tensor model, ...). It never calls RunTensor or another
 // kind's entry point, so a new kind of model works here unchanged.
 //

@@ -7,36 +7,33 @@ import (
 	"slices"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // fakeTensor is a tensor model with inputs x FP32 [-1, 3] and ids INT64
 // [-1], at most 4 rows a request; its outputs are probs FP32 [-1, 3] (x
 // as it came) and label INT64 [-1] (ids as they came).
-type fakeTensor struct {
-	infer.Model // the generative methods, never called
-	ready       bool
-}
+type fakeTensor struct{ ready bool }
 
 func (f *fakeTensor) Name() string     { return "mlp" }
 func (f *fakeTensor) Ready() bool      { return f.ready }
 func (f *fakeTensor) Platform() string { return "onnx" }
-func (f *fakeTensor) Inputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "x", DType: tensor.FP32, Shape: []int64{-1, 3}}, {Name: "ids", DType: tensor.INT64, Shape: []int64{-1}}}
+func (f *fakeTensor) Inputs() []oip.Spec {
+	return []oip.Spec{{Name: "x", DType: oip.FP32, Shape: []int64{-1, 3}}, {Name: "ids", DType: oip.INT64, Shape: []int64{-1}}}
 }
-func (f *fakeTensor) Outputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "probs", DType: tensor.FP32, Shape: []int64{-1, 3}}, {Name: "label", DType: tensor.INT64, Shape: []int64{-1}}}
+func (f *fakeTensor) Outputs() []oip.Spec {
+	return []oip.Spec{{Name: "probs", DType: oip.FP32, Shape: []int64{-1, 3}}, {Name: "label", DType: oip.INT64, Shape: []int64{-1}}}
 }
 func (f *fakeTensor) MaxRequestRows() int { return 4 }
-func (f *fakeTensor) Infer(_ context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
-	p := tensor.Tensor{Name: "probs", DType: tensor.FP32, Shape: slices.Clone(in[0].Shape), F32: slices.Clone(in[0].F32)}
-	l := tensor.Tensor{Name: "label", DType: tensor.INT64, Shape: slices.Clone(in[1].Shape), I64: slices.Clone(in[1].I64)}
-	return []tensor.Tensor{p, l}, nil
+func (f *fakeTensor) Infer(_ context.Context, in []oip.Tensor) ([]oip.Tensor, error) {
+	p := oip.Tensor{Name: "probs", DType: oip.FP32, Shape: slices.Clone(in[0].Shape), F32: slices.Clone(in[0].F32)}
+	l := oip.Tensor{Name: "label", DType: oip.INT64, Shape: slices.Clone(in[1].Shape), I64: slices.Clone(in[1].I64)}
+	return []oip.Tensor{p, l}, nil
 }
 
 // fakeLLM is a generative model for what needs only its metadata; it
-// cannot generate.
-type fakeLLM struct{ infer.Model }
+// cannot generate (its LLM methods are a nil infer.LLM's).
+type fakeLLM struct{ infer.LLM }
 
 func (fakeLLM) Name() string { return "llm" }
 func (fakeLLM) Ready() bool  { return true }

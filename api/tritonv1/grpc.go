@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // Server implements nvidia.inferenceserver.GRPCService over an

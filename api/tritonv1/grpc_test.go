@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/prototext"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 func grpcClient(t *testing.T) (pb.GRPCServiceClient, *fakeBackend) {

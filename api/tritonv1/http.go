@@ -11,8 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes

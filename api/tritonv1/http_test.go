@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/metrics"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")

@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/prototext"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 func mustHeader(t *testing.T, text string) *pb.InferRequestHeader {

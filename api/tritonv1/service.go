@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/metrics"
-	"github.com/llmserve/llmserve/models"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // Options configure the HTTP routes and the gRPC service. The zero value
@@ -118,7 +117,7 @@ func (s *service) status(model string) (st *pb.ServerStatus, msg string, err err
 			vs.ModelExecutionCount, vs.ModelInferenceCount = ts.Executions, ts.Inferences
 			snap.Queue = metrics.StatDuration{Count: ts.Queued, TotalTime: ts.QueueTime}
 			snap.Compute = metrics.StatDuration{Count: ts.Answered, TotalTime: max(ts.AnswerTime-ts.QueueTime, 0)}
-		} else if _, tensorKind := infer.AsTensor(m); !tensorKind {
+		} else if _, declared := infer.AsSignature(m); !declared {
 			// A model that does not batch requests (an LLM batches
 			// sequences continuously) runs each request once. A custom
 			// runtime batches in its own process, uncounted here.
@@ -158,7 +157,7 @@ var readyStates = map[string]pb.ModelReadyState{
 
 // tensorStatser is a tensor model that counts its batches
 // (models.TensorModel).
-type tensorStatser interface{ Stats() models.TensorStats }
+type tensorStatser interface{ Stats() metrics.TensorStats }
 
 // inferStats converts a snapshot; nil when no request was recorded.
 func inferStats(snap metrics.InferSnapshot) *pb.InferRequestStats {
@@ -176,7 +175,7 @@ func inferStats(snap metrics.InferSnapshot) *pb.InferRequestStats {
 
 // infer serves one inference: it finds the model (version "" is the
 // latest), decodes the request with decode, runs it through the core
-// (infer.RunLLM, whatever the model's kind) and encodes the answer. Every
+// (infer.Run, by the model's kind) and encodes the answer. Every
 // request to a served model is recorded, failed ones too.
 func (s *service) infer(ctx context.Context, name, version string, decode func(*modelSpec) (*decoded, error)) (*pb.InferResponseHeader, [][]byte, error) {
 	arrival := s.now()
@@ -195,7 +194,7 @@ func (s *service) run(ctx context.Context, m infer.Model, spec *modelSpec, arriv
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := infer.RunLLM(ctx, m, d.req, arrival, s.seed(), "tritonv1-")
+	resp, err := infer.Run(ctx, m, d.req, infer.GenOptions{Arrival: arrival, Seed: s.seed(), IDPrefix: "tritonv1-"})
 	if err != nil {
 		return nil, nil, err
 	}

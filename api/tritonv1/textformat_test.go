@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	pb "github.com/llmserve/llmserve/api/tritonv1/tritonpb"
+	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // textCases are messages whose text the reference parsers must read back

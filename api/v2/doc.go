@@ -40,7 +40,8 @@
 //
 // Inputs, outputs and the request may carry MLServer's content types
 // (parameters.content_type: str, base64, np, pd, datetime), which
-// api/v2/infer applies (ApplyContentTypes) for REST and gRPC alike; every
+// api/v2/infer applies (the decoder of the model's kind) for REST and
+// gRPC alike; every
 // output of the answer carries its content_type. Options.Infer counts
 // infer and infer_stream requests (MLServer's model_infer_request_*).
 //
@@ -72,6 +73,30 @@
 // (infer.RunRuntimeStream): one event per response it yields, JSON data.
 // A tensor model is served by infer alone: generate, generate_stream and
 // infer_stream refuse it with a 400.
+//
+// # Models through interfaces, and no cgo
+//
+// The V2 family (this package, api/v2/infer, api/v2/grpc, and beside
+// them api/kservev1 and api/tritonv1) reaches the models only through
+// the interfaces api/v2/infer declares, one per kind of model (infer.LLM,
+// infer.Embedder, infer.TensorModel, infer.RuntimeModel; infer.KindOf
+// tells them apart, infer.Run dispatches by it), and names tensors and
+// datatypes with package oip. None of them imports models/: the router in
+// package api (v2backend.go) and cmd/llmserve wire the registry's
+// concrete models to those interfaces. So none of them links llama.cpp:
+// they build with CGO_ENABLED=0 (CGO_ENABLED=0 go build ./api/v2/...),
+// and go list -deps shows no engine/llamacpp under them. Why it matters:
+//
+//   - Each kind has its own methods, not stubs of the LLM's: a tensor
+//     model has no tokenizer to return and no sequence to submit, and a
+//     stub that refuses at run time is a check the compiler could do.
+//   - The protocol code is tested with the race detector (make
+//     test-pure), which the packages that link llama.cpp cannot be: it
+//     would instrument llama.cpp too. The Makefile decides by the test
+//     binary's dependencies (go list -test), so a package that stops
+//     reaching engine/llamacpp gets -race without a list to keep.
+//   - A protocol change rebuilds and tests in seconds, without cgo or
+//     the C toolchain.
 //
 // # Errors
 //

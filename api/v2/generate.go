@@ -81,9 +81,9 @@ type generateDetails struct {
 }
 
 // start validates a generate request and submits it.
-func (h *handler) startGenerate(w http.ResponseWriter, r *http.Request) (infer.Model, *generateRequest, *infer.GenParams, *infer.Generation, bool) {
+func (h *handler) startGenerate(w http.ResponseWriter, r *http.Request) (infer.LLM, *generateRequest, *infer.GenParams, *infer.Generation, bool) {
 	arrival := h.now()
-	m, err := infer.LookupReady(r.Context(), h.b, pathParam(r, "model"), pathParam(r, "version"))
+	model, err := infer.LookupReady(r.Context(), h.b, pathParam(r, "model"), pathParam(r, "version"))
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, nil, nil, nil, false
@@ -94,6 +94,11 @@ func (h *handler) startGenerate(w http.ResponseWriter, r *http.Request) (infer.M
 		return nil, nil, nil, nil, false
 	}
 	req, err := decodeGenerate(body)
+	if err != nil {
+		h.fail(w, r, err)
+		return nil, nil, nil, nil, false
+	}
+	m, err := infer.AsLLM(model, "generate")
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, nil, nil, nil, false

@@ -27,10 +27,12 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt, isRuntime := infer.AsRuntime(m)
-	if _, ok := infer.AsTensor(m); ok && !isRuntime {
-		err = infer.NotLLM(m, "stream tokens")
-		h.fail(w, r, err)
-		return
+	var llm infer.LLM
+	if !isRuntime {
+		if llm, err = infer.AsLLM(m, "stream tokens"); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
@@ -48,7 +50,7 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isRuntime {
-		err = h.inferStreamRuntime(w, r, m, rt, d)
+		err = h.inferStreamRuntime(w, r, rt, d)
 		return
 	}
 	lr, err := infer.DecodeLLM(d.Request)
@@ -56,12 +58,12 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	p, err := infer.ParseParams(m, lr.Params, h.seed())
+	p, err := infer.ParseParams(llm, lr.Params, h.seed())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	g, err := infer.Start(r.Context(), m, p, lr.Prompts, infer.NewRequestID("v2-infer-stream-"), arrival)
+	g, err := infer.Start(r.Context(), llm, p, lr.Prompts, infer.NewRequestID("v2-infer-stream-"), arrival)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -106,10 +108,10 @@ func (h *handler) inferStream(w http.ResponseWriter, r *http.Request) {
 // as it yields them (JSON data only), as MLServer's infer_stream. An
 // error before the first event is the route's usual error status; after
 // it, an event {"error": "..."}.
-func (h *handler) inferStreamRuntime(w http.ResponseWriter, r *http.Request, m infer.Model, rt infer.RuntimeModel, d *decodedRequest) error {
+func (h *handler) inferStreamRuntime(w http.ResponseWriter, r *http.Request, rt infer.RuntimeModel, d *decodedRequest) error {
 	asJSON := &decodedRequest{Request: d.Request, binaryOut: map[string]bool{}}
 	var send func(any) error
-	err := infer.RunRuntimeStream(r.Context(), m, rt, d.Request, func(resp *infer.Response) error {
+	err := infer.RunRuntimeStream(r.Context(), rt, d.Request, func(resp *infer.Response) error {
 		body, _, err := encodeInfer(asJSON, resp)
 		if err != nil {
 			return err

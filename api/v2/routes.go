@@ -169,7 +169,7 @@ func (h *handler) runInfer(w http.ResponseWriter, r *http.Request, arrival time.
 	if err != nil {
 		return m, nil, 0, err
 	}
-	resp, err := infer.RunLLM(r.Context(), m, d.Request, arrival, h.seed(), "v2-infer-")
+	resp, err := infer.Run(r.Context(), m, d.Request, infer.GenOptions{Arrival: arrival, Seed: h.seed(), IDPrefix: "v2-infer-"})
 	if err != nil {
 		return m, nil, 0, err
 	}

@@ -27,8 +27,8 @@
 // the spans' rows as little-endian float32 bytes. The head sends both in a
 // Request (prompt, media), to any worker of the model: the rows travel
 // with the request, so the worker that runs it (or a prefill worker, or
-// the worker a migrated request moves to) needs no projector. toRequest
-// checks the spans: in order, inside the prompt, rows × the model's n_embd
+// the worker a migrated request moves to) needs no projector.
+// workercodec.DecodeRequest checks the spans: in order, inside the prompt, rows × the model's n_embd
 // floats each, placeholders inside and vocabulary ids outside them (a
 // placeholder never stands for text in the prefix cache), else
 // INVALID_ARGUMENT naming "media[i]" or "prompt[j]". A *media.Error (an
@@ -79,13 +79,22 @@
 // # Errors
 //
 // Bad input is INVALID_ARGUMENT with a workerpb.Error detail whose param
-// names the field (ErrorDetail reads it); scheduler errors at submission
-// map to gRPC codes and ErrorCodes as worker.proto's Generate documents
+// names the field (workercodec.ErrorDetail reads it); scheduler errors at
+// submission map to gRPC codes and ErrorCodes as worker.proto's Generate documents
 // (queue full → RESOURCE_EXHAUSTED, too long/limit/invalid →
 // INVALID_ARGUMENT, closed → UNAVAILABLE, deadline → DEADLINE_EXCEEDED);
 // errors after the start come in-band, in the aborted Output's error.
 // Embed refuses a model without pooling, and an input the engine refuses,
 // with INVALID_ARGUMENT (ERROR_CODE_INVALID).
+//
+// # The codec
+//
+// Every conversion between the wire and the engine core's values, with
+// the checks of a request's fields on the way in, is head/workercodec's,
+// the one codec both
+// ends of the service import (the head encodes what this server decodes,
+// and the other way round); this package holds the server: the RPCs, the
+// model they run on, KV transfer and the vLLM contract.
 //
 // What this package must not do: decide which worker serves a request (the
 // head does), or touch KV state outside the engine core's goroutine (it

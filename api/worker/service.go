@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/models"
@@ -209,13 +210,13 @@ func (s *Server) Vocabulary(_ *workerpb.VocabularyRequest, stream grpc.ServerStr
 
 // request converts and checks a wire request against the model.
 func (s *Server) request(g *models.Generative, in *workerpb.Request) (*scheduler.Request, error) {
-	r, err := toRequest(in, g.Tokenizer().Vocab().NumTokens(), g.Info().NEmbd, time.Now())
+	r, err := workercodec.DecodeRequest(in, g.Tokenizer().Vocab().NumTokens(), g.Info().NEmbd, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	if r.Sampling.Grammar != "" {
 		if err := g.CheckGrammar(r.Sampling.Grammar); err != nil {
-			return nil, invalid("sampling.grammar", "the grammar is not valid GBNF: %v", err)
+			return nil, workercodec.Invalid("sampling.grammar", "the grammar is not valid GBNF: %v", err)
 		}
 	}
 	if t := g.RequestTimeout(); t > 0 && (r.Deadline.IsZero() || r.Arrival.Add(t).Before(r.Deadline)) {
@@ -239,13 +240,13 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 	first, err := stream.Recv()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return invalid("request", "the first message must carry the request.")
+			return workercodec.Invalid("request", "the first message must carry the request.")
 		}
 		return err
 	}
 	in := first.GetRequest()
 	if in == nil {
-		return invalid("request", "the first message must carry the request; controls come after it.")
+		return workercodec.Invalid("request", "the first message must carry the request; controls come after it.")
 	}
 	g, err := s.model()
 	if err != nil {
@@ -261,7 +262,7 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 	)
 	if src := in.KvSource; src != nil {
 		if src.Address == "" || src.TransferId == "" {
-			return invalid("kv_source", "kv_source needs an address and a transfer_id.")
+			return workercodec.Invalid("kv_source", "kv_source needs an address and a transfer_id.")
 		}
 		st, report, err = s.submitWithTransfer(ctx, g, r, src)
 	} else {
@@ -275,7 +276,7 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 		if errors.As(err, &ie) {
 			err = ie.Err
 		}
-		return submitError(err)
+		return workercodec.SubmitStatus(err)
 	}
 	defer st.Cancel() // frees the KV when the client goes away; harmless after the end
 
@@ -299,7 +300,7 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 		outs, err := st.Recv(ctx)
 		if errors.Is(err, io.EOF) {
 			return stream.Send(&workerpb.GenerateResponse{Msg: &workerpb.GenerateResponse_Final{Final: &workerpb.Final{
-				Usage: toUsage(st.Usage()), KvTransfer: report,
+				Usage: workercodec.EncodeUsage(st.Usage()), KvTransfer: report,
 			}}})
 		}
 		if err != nil {
@@ -307,7 +308,7 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 		}
 		cached := int32(st.Usage().CachedTokens)
 		for i := range outs {
-			o := toOutput(&outs[i])
+			o := workercodec.EncodeOutput(&outs[i])
 			o.CachedTokens = cached
 			if err := stream.Send(&workerpb.GenerateResponse{Msg: &workerpb.GenerateResponse_Output{Output: o}}); err != nil {
 				return err
@@ -319,24 +320,24 @@ func (s *Server) Generate(stream grpc.BidiStreamingServer[workerpb.GenerateReque
 // Prefill runs a prompt and keeps its KV for a transfer; see worker.proto.
 func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*workerpb.PrefillResponse, error) {
 	if s.opts.Role == workerpb.Role_ROLE_DECODE {
-		return nil, statusError(codes.FailedPrecondition, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_ROLE, Message: "this worker's role is decode: it does not prefill for others."})
+		return nil, workercodec.Status(codes.FailedPrecondition, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_ROLE, Message: "this worker's role is decode: it does not prefill for others."})
 	}
 	if in.GetRequest() == nil {
-		return nil, invalid("request", "request is required.")
+		return nil, workercodec.Invalid("request", "request is required.")
 	}
 	if in.Request.KvSource != nil {
-		return nil, invalid("request.kv_source", "a prefill computes its prompt: kv_source must be unset.")
+		return nil, workercodec.Invalid("request.kv_source", "a prefill computes its prompt: kv_source must be unset.")
 	}
 	if in.Request.PromptLogprobs != nil {
-		return nil, invalid("request.prompt_logprobs", "a prefill whose KV is transferred cannot return prompt logprobs.")
+		return nil, workercodec.Invalid("request.prompt_logprobs", "a prefill whose KV is transferred cannot return prompt logprobs.")
 	}
 	if in.Request.N > 1 {
-		return nil, invalid("request.n", "a prefill has one choice, got n=%d.", in.Request.N)
+		return nil, workercodec.Invalid("request.n", "a prefill has one choice, got n=%d.", in.Request.N)
 	}
 	lease := s.opts.Lease
 	switch {
 	case in.LeaseMs < 0 || time.Duration(in.LeaseMs)*time.Millisecond > MaxLease:
-		return nil, invalid("lease_ms", "lease_ms must be in [0, %d], got %d.", MaxLease.Milliseconds(), in.LeaseMs)
+		return nil, workercodec.Invalid("lease_ms", "lease_ms must be in [0, %d], got %d.", MaxLease.Milliseconds(), in.LeaseMs)
 	case in.LeaseMs > 0:
 		lease = time.Duration(in.LeaseMs) * time.Millisecond
 	}
@@ -348,7 +349,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 	wire.MaxTokens = max(wire.MaxTokens, 1)
 	r, err := s.request(g, wire)
 	if err != nil {
-		return nil, prefixParam(err, "request.")
+		return nil, workercodec.PrefixParam(err, "request.")
 	}
 	r.MaxTokens, r.MinTokens = 1, min(r.MinTokens, 1)
 	st, l, err := g.Core().Prefill(ctx, r, lease)
@@ -357,7 +358,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 		if errors.As(err, &ie) {
 			err = ie.Err
 		}
-		return nil, submitError(err)
+		return nil, workercodec.SubmitStatus(err)
 	}
 	resp := &workerpb.PrefillResponse{TransferId: l.Name(), LeaseMs: lease.Milliseconds()}
 	var last scheduler.Output
@@ -374,7 +375,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 			if len(o.Tokens) > 0 {
 				resp.FirstToken = o.Tokens[0]
 				if len(o.Logprobs) > 0 {
-					resp.FirstLogprobs = toLogprob(&o.Logprobs[0])
+					resp.FirstLogprobs = workercodec.EncodeLogprob(&o.Logprobs[0])
 				}
 			}
 			if o.Finish != scheduler.FinishNone {
@@ -387,7 +388,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 		if err == nil {
 			err = scheduler.ErrClosed
 		}
-		return nil, submitError(err)
+		return nil, workercodec.SubmitStatus(err)
 	}
 	switch {
 	case last.Finish == scheduler.FinishStop:
@@ -400,10 +401,10 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(err).Err()
 		}
-		return nil, statusError(codes.Internal, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_ENGINE, Message: "the prefill's KV could not be kept: " + err.Error()})
+		return nil, workercodec.Status(codes.Internal, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_ENGINE, Message: "the prefill's KV could not be kept: " + err.Error()})
 	}
 	resp.Positions, resp.KvBytes = int32(kv.Positions), kv.Bytes
-	resp.Usage = toUsage(st.Usage())
+	resp.Usage = workercodec.EncodeUsage(st.Usage())
 	if bs := g.Core().Config().KV.BlockSize; bs > 0 {
 		for _, h := range kvcache.BlockHashes(r.Prompt, r.CacheSalt, bs) {
 			resp.BlockHashes = append(resp.BlockHashes, h[:])
@@ -415,7 +416,7 @@ func (s *Server) Prefill(ctx context.Context, in *workerpb.PrefillRequest) (*wor
 // ReleaseKV frees a transfer's KV.
 func (s *Server) ReleaseKV(ctx context.Context, in *workerpb.ReleaseKVRequest) (*workerpb.ReleaseKVResponse, error) {
 	if in.TransferId == "" {
-		return nil, invalid("transfer_id", "transfer_id is required.")
+		return nil, workercodec.Invalid("transfer_id", "transfer_id is required.")
 	}
 	g, err := s.model()
 	if err != nil {
@@ -423,7 +424,7 @@ func (s *Server) ReleaseKV(ctx context.Context, in *workerpb.ReleaseKVRequest) (
 	}
 	ok, err := g.Core().ReleaseLease(ctx, in.TransferId)
 	if err != nil {
-		return nil, submitError(err)
+		return nil, workercodec.SubmitStatus(err)
 	}
 	return &workerpb.ReleaseKVResponse{Released: ok}, nil
 }
@@ -460,7 +461,7 @@ func (s *Server) WatchKVEvents(_ *workerpb.WatchKVEventsRequest, stream grpc.Ser
 	}
 	w, err := g.Core().WatchKV(ctx)
 	if err != nil {
-		return submitError(err)
+		return workercodec.SubmitStatus(err)
 	}
 	defer w.Close()
 	var seq uint64
@@ -478,7 +479,7 @@ func (s *Server) WatchKVEvents(_ *workerpb.WatchKVEventsRequest, stream grpc.Ser
 			if ctx.Err() != nil {
 				return status.Error(codes.Unavailable, "the worker is shutting down")
 			}
-			return submitError(err)
+			return workercodec.SubmitStatus(err)
 		}
 		for _, b := range batches {
 			if b.Snapshot && seq > 0 {
@@ -519,9 +520,9 @@ func (s *Server) Embed(ctx context.Context, in *workerpb.EmbedRequest) (*workerp
 		return nil, err
 	}
 	if g.Pooling() == "none" {
-		return nil, invalid("", "the model %s has no pooling (the worker was started with --pooling none): it does not embed", g.Name())
+		return nil, workercodec.Invalid("", "the model %s has no pooling (the worker was started with --pooling none): it does not embed", g.Name())
 	}
-	inputs, err := embedInputs(in.GetInputs(), g.Tokenizer().Vocab().NumTokens(), g.MaxEmbedTokens())
+	inputs, err := workercodec.DecodeEmbedInputs(in.GetInputs(), g.Tokenizer().Vocab().NumTokens(), g.MaxEmbedTokens())
 	if err != nil {
 		return nil, err
 	}
@@ -530,7 +531,7 @@ func (s *Server) Embed(ctx context.Context, in *workerpb.EmbedRequest) (*workerp
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		return nil, submitError(err)
+		return nil, workercodec.SubmitStatus(err)
 	}
 	resp := &workerpb.EmbedResponse{Embeddings: make([]*workerpb.Embedding, len(vecs))}
 	for i, v := range vecs {

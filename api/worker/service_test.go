@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmserve/llmserve/engine/llamacpp"
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/kvcache"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/proto/workerpb"
@@ -539,7 +540,7 @@ func checkInvalid(t *testing.T, err error, param string) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("got %v, want INVALID_ARGUMENT", err)
 	}
-	e := ErrorDetail(err)
+	e := workercodec.ErrorDetail(err)
 	if e == nil || !strings.HasPrefix(e.Param, param) {
 		t.Fatalf("error detail %v, want param %q", e, param)
 	}
@@ -778,7 +779,7 @@ func TestQueueFull(t *testing.T) {
 		if err == nil {
 			continue // the running one ended first
 		}
-		e := ErrorDetail(err)
+		e := workercodec.ErrorDetail(err)
 		if status.Code(err) != codes.ResourceExhausted || e == nil || e.Code != workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL || e.RetryAfterMs <= 0 {
 			t.Fatalf("got %v (%v), want RESOURCE_EXHAUSTED with QUEUE_FULL and a retry hint", err, e)
 		}
@@ -849,7 +850,7 @@ func TestEmbed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := n.client.Embed(ctx, tc.req)
 			checkInvalid(t, err, tc.param)
-			if e := ErrorDetail(err); e.Code != workerpb.ErrorCode_ERROR_CODE_INVALID {
+			if e := workercodec.ErrorDetail(err); e.Code != workerpb.ErrorCode_ERROR_CODE_INVALID {
 				t.Errorf("code %v, want ERROR_CODE_INVALID", e.Code)
 			}
 		})

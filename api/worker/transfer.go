@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/models"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
@@ -63,12 +64,12 @@ func newMetrics(reg prometheus.Registerer, leasesExpired func() float64) (*metri
 // and releases the lease.
 func (s *Server) PullKV(in *workerpb.PullKVRequest, stream grpc.ServerStreamingServer[workerpb.PullKVResponse]) error {
 	if in.TransferId == "" {
-		return invalid("transfer_id", "transfer_id is required.")
+		return workercodec.Invalid("transfer_id", "transfer_id is required.")
 	}
 	chunk := int(in.ChunkBytes)
 	switch {
 	case chunk < 0 || chunk > MaxChunk:
-		return invalid("chunk_bytes", "chunk_bytes must be in [0, %d], got %d.", MaxChunk, chunk)
+		return workercodec.Invalid("chunk_bytes", "chunk_bytes must be in [0, %d], got %d.", MaxChunk, chunk)
 	case chunk == 0:
 		chunk = DefaultChunk
 	}
@@ -79,7 +80,7 @@ func (s *Server) PullKV(in *workerpb.PullKVRequest, stream grpc.ServerStreamingS
 	ctx := stream.Context()
 	ref, tokens, salt, err := g.Core().LeaseKV(ctx, in.TransferId)
 	if err != nil {
-		return submitError(err)
+		return workercodec.SubmitStatus(err)
 	}
 	// The KV is host memory off the Go heap, valid until this release. A
 	// message may be read after Send returns (grpc-go lets stats handlers

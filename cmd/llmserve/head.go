@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -331,23 +330,13 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err != nil {
 		return err
 	}
-	httpLn, grpcLn, err := listenPublic(f)
+	pub, err := openPublic(f, handler, reg, log)
 	if err != nil {
 		return err
 	}
-	stopMetrics, err := serveMetrics(f, reg, log)
-	if err != nil {
-		httpLn.Close()
-		if grpcLn != nil {
-			grpcLn.Close()
-		}
-		return err
-	}
-	defer stopMetrics()
-	inflight := newInflight(handler)
-	srv := &http.Server{Handler: inflight, ReadHeaderTimeout: 30 * time.Second}
+	defer pub.stopMetrics()
 	var grpcSrv *grpc.Server
-	if grpcLn != nil {
+	if pub.grpcLn != nil {
 		var stopHealth func()
 		grpcSrv, stopHealth = newPublicGRPC(registry, grpcMetrics, grpcMaxMessage(f), set.apiKeys)
 		defer stopHealth()
@@ -355,10 +344,7 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 		tritonv1.Register(grpcSrv, headV2{hm}, tritonv1.Options{Logger: log, Infer: inferStats})
 	}
 	errc := make(chan error, 3)
-	go func() { errc <- srv.Serve(httpLn) }()
-	if grpcSrv != nil {
-		go func() { errc <- grpcSrv.Serve(grpcLn) }()
-	}
+	pub.serve(grpcSrv, errc, log)
 	// The model appears once a worker answered (and the vocabulary is
 	// loaded): until then the head is not ready.
 	loadCtx, cancelLoad := context.WithCancel(ctx)
@@ -390,21 +376,10 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 		close(hm.loaded)
 		log.Info("head ready to route", "model", m.Name(), "max_model_len", m.MaxModelLen())
 	}()
-	attrs := []any{"http", httpLn.Addr().String()}
-	if grpcLn != nil {
-		attrs = append(attrs, "grpc", grpcLn.Addr().String())
+	if err := awaitStop(ctx, log, errc, f.shutdownTimeout); err != nil {
+		return err
 	}
-	log.Info("serving", attrs...)
-
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: no new requests; letting running ones finish", "grace", f.shutdownTimeout)
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-	}
-	return shutdown(log, srv, inflight, []*grpc.Server{grpcSrv}, hm, f.shutdownTimeout)
+	return shutdown(log, pub.srv, pub.inflight, []*grpc.Server{grpcSrv}, hm, f.shutdownTimeout)
 }
 
 // Drain turns the head's readiness off (shutdown's stopper).

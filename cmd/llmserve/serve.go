@@ -32,12 +32,12 @@ import (
 	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/api/responses/store"
 	"github.com/llmserve/llmserve/api/tritonv1"
-	"github.com/llmserve/llmserve/api/tritonv1/tritonpb"
 	v2 "github.com/llmserve/llmserve/api/v2"
 	v2grpc "github.com/llmserve/llmserve/api/v2/grpc"
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/models"
+	"github.com/llmserve/llmserve/proto/tritonpb"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -775,24 +775,14 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	httpLn, grpcLn, err := listenPublic(f)
+	pub, err := openPublic(f, handler, reg, log)
 	if err != nil {
 		return err
 	}
-	stopMetrics, err := serveMetrics(f, reg, log)
-	if err != nil {
-		httpLn.Close()
-		if grpcLn != nil {
-			grpcLn.Close()
-		}
-		return err
-	}
-	defer stopMetrics()
-	inflight := newInflight(handler)
-	srv := &http.Server{Handler: inflight, ReadHeaderTimeout: 30 * time.Second}
+	defer pub.stopMetrics()
 
 	var grpcSrv *grpc.Server
-	if grpcLn != nil {
+	if pub.grpcLn != nil {
 		// --api-key covers the gRPC inference and worker services too.
 		var stopHealth func()
 		grpcSrv, stopHealth = newPublicGRPC(registry, grpcMetrics, grpcMaxMessage(f), set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
@@ -810,10 +800,7 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	var workerLn net.Listener
 	if wf != nil {
 		if workerLn, err = net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(wf.port))); err != nil {
-			httpLn.Close()
-			if grpcLn != nil {
-				grpcLn.Close()
-			}
+			pub.closeListeners()
 			return fmt.Errorf("--worker-port: %w", err)
 		}
 		unaryAuth, streamAuth := v2grpc.AuthInterceptors(set.apiKeys, workerpb.Worker_ServiceDesc.ServiceName)
@@ -829,33 +816,19 @@ func serve(ctx context.Context, f *serveFlags, wf *workerFlags) (err error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 3)
-	go func() { errc <- srv.Serve(httpLn) }()
-	if grpcSrv != nil {
-		go func() { errc <- grpcSrv.Serve(grpcLn) }()
-	}
+	var workerAttrs []any
 	if workerLn != nil {
 		go func() { errc <- grpcSrvs[len(grpcSrvs)-1].Serve(workerLn) }()
+		workerAttrs = []any{"worker", workerLn.Addr().String(), "role", wf.role}
 	}
-	attrs := []any{"http", httpLn.Addr().String()}
-	if grpcLn != nil {
-		attrs = append(attrs, "grpc", grpcLn.Addr().String())
-	}
-	if workerLn != nil {
-		attrs = append(attrs, "worker", workerLn.Addr().String(), "role", wf.role)
-	}
-	log.Info("serving", attrs...)
+	pub.serve(grpcSrv, errc, log, workerAttrs...)
 
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: no new requests; letting running ones finish", "grace", f.shutdownTimeout)
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
+	if err := awaitStop(ctx, log, errc, f.shutdownTimeout); err != nil {
+		return err
 	}
 	// Event watches (a head's) would hold GracefulStop for the whole grace.
 	workerSrv.Close()
-	return shutdown(log, srv, inflight, grpcSrvs, registry, f.shutdownTimeout)
+	return shutdown(log, pub.srv, pub.inflight, grpcSrvs, registry, f.shutdownTimeout)
 }
 
 // stopper is what shutdown drains and then stops: serve's registry of
@@ -955,6 +928,70 @@ func shutdown(log *slog.Logger, srv *http.Server, inflight *inflight, grpcSrvs [
 	}
 	if cut > 0 {
 		return fmt.Errorf("shutdown: %d request(s) were still running after the %s grace period and were ended with an error", cut, grace)
+	}
+	return nil
+}
+
+// public is what serve and head serve their clients on: the HTTP port
+// (inflight counts its requests for the shutdown), the gRPC port unless
+// --grpc-port is 0 (grpcLn nil then), and the metrics server on
+// --metrics-port (stopMetrics closes it).
+type public struct {
+	httpLn, grpcLn net.Listener
+	srv            *http.Server
+	inflight       *inflight
+	stopMetrics    func()
+}
+
+// openPublic opens the public ports for handler and starts the metrics
+// server; when one fails it closes what it opened.
+func openPublic(f *serveFlags, handler http.Handler, g prometheus.Gatherer, log *slog.Logger) (*public, error) {
+	httpLn, grpcLn, err := listenPublic(f)
+	if err != nil {
+		return nil, err
+	}
+	p := &public{httpLn: httpLn, grpcLn: grpcLn, inflight: newInflight(handler)}
+	if p.stopMetrics, err = serveMetrics(f, g, log); err != nil {
+		p.closeListeners()
+		return nil, err
+	}
+	p.srv = &http.Server{Handler: p.inflight, ReadHeaderTimeout: 30 * time.Second}
+	return p, nil
+}
+
+// closeListeners closes the public ports of a process that fails before
+// it serves them.
+func (p *public) closeListeners() {
+	p.httpLn.Close()
+	if p.grpcLn != nil {
+		p.grpcLn.Close()
+	}
+}
+
+// serve serves HTTP, and gRPC on grpcSrv when its port is open, each
+// server's end going to errc, and logs the addresses (with attrs, the
+// caller's other ports).
+func (p *public) serve(grpcSrv *grpc.Server, errc chan<- error, log *slog.Logger, attrs ...any) {
+	go func() { errc <- p.srv.Serve(p.httpLn) }()
+	addrs := []any{"http", p.httpLn.Addr().String()}
+	if p.grpcLn != nil {
+		go func() { errc <- grpcSrv.Serve(p.grpcLn) }()
+		addrs = append(addrs, "grpc", p.grpcLn.Addr().String())
+	}
+	log.Info("serving", append(addrs, attrs...)...)
+}
+
+// awaitStop waits for ctx (a signal: the caller shuts down gracefully,
+// within grace) or the first server to end; that one's error is returned
+// unless it is http.ErrServerClosed.
+func awaitStop(ctx context.Context, log *slog.Logger, errc <-chan error, grace time.Duration) error {
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new requests; letting running ones finish", "grace", grace)
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,6 +10,9 @@ package llamacpp
 #include <stdlib.h>
 #include <string.h>
 #include "ggml.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 // The CNN operators ggml has no exact kernel for, as custom operators on
 // [batch][channels][height][width] F32 tensors (ggml's ne reversed), the
@@ -33,6 +36,45 @@ static inline void llmserve_span(int64_t out, int64_t s, int64_t pad, int64_t k,
 	*hi = b;
 }
 
+#if defined(__AVX2__)
+// llmserve_max_upd is the pooling's max step on 8 lanes: the new cell v
+// wins when larger or NaN (as in llmserve_pool_op).
+static inline __m256 llmserve_max_upd(__m256 m, __m256 v) {
+	const __m256 win = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+	return _mm256_blendv_ps(m, v, win);
+}
+
+// llmserve_maxpool2: MaxPool 2x2, strides 2, no pads, no dilation, on
+// planes whose output rows hold 8 cells or more: 8 outputs at a time from
+// two 16-cell loads of each input row, split into even and odd columns
+// (the taps kx = 0 and 1), taken in the order ky, kx from -FLT_MAX, so
+// each output is llmserve_pool_op's. A row's last 8 outputs may overlap
+// the ones before.
+static void llmserve_maxpool2(const float * x, float * y, int64_t lo, int64_t hi, int64_t ih, int64_t iw, int64_t oh, int64_t ow) {
+	for (int64_t pl = lo; pl < hi; pl++) {
+		const float * xp = x + pl * ih * iw;
+		float * yp = y + pl * oh * ow;
+		for (int64_t oy = 0; oy < oh; oy++) {
+			const float * r0 = xp + 2 * oy * iw, * r1 = r0 + iw;
+			for (int64_t ox0 = 0; ox0 < ow; ox0 += 8) {
+				const int64_t ox = ox0 + 8 <= ow ? ox0 : ow - 8;
+				__m256 m = _mm256_set1_ps(-FLT_MAX);
+				const float * rows[2] = {r0 + 2 * ox, r1 + 2 * ox};
+				for (int k = 0; k < 2; k++) {
+					const __m256 a = _mm256_loadu_ps(rows[k]), b = _mm256_loadu_ps(rows[k] + 8);
+					// [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
+					const __m256 even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+					const __m256 odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+					m = llmserve_max_upd(m, even);
+					m = llmserve_max_upd(m, odd);
+				}
+				_mm256_storeu_ps(yp + oy * ow + ox, m);
+			}
+		}
+	}
+}
+#endif
+
 // llmserve_pool_op: MaxPool (the largest of the window's input cells,
 // NaN kept), AveragePool (their float sum divided by their count, or by
 // the kernel's size with count_include_pad, as ONNX Runtime's MLAS does)
@@ -49,6 +91,13 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
 	const int64_t n = oh * ow;
 	if (lo >= hi) return;
+#if defined(__AVX2__)
+	if (p->is_max && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->dh == 1 && p->dw == 1 &&
+		p->pad_t == 0 && p->pad_l == 0 && 2 * oh <= ih && 2 * ow <= iw && ow >= 8) {
+		llmserve_maxpool2(a->data, dst->data, lo, hi, ih, iw, oh, ow);
+		return;
+	}
+#endif
 	// What does not depend on the plane, once: each tap's span of output
 	// rows and columns, and (AveragePool) each output's divisor.
 	int64_t ylo[p->kh], yhi[p->kh], xlo[p->kw], xhi[p->kw];
@@ -74,13 +123,48 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 		// ky, kx order are the plane's in memory order.
 		for (int64_t pl = lo; pl < hi; pl++) {
 			const float * x = (const float *)a->data + pl * ih * iw;
-			float m = -FLT_MAX, sum = 0.0f;
-			for (int64_t i = 0; i < ih * iw; i++) {
-				const float v = x[i];
-				m = (v > m) | (v != v) ? v : m;
-				sum += v;
+			float r;
+			if (p->is_max) {
+				r = -FLT_MAX;
+				for (int64_t i = 0; i < ih * iw; i++) r = (x[i] > r) | (x[i] != x[i]) ? x[i] : r;
+			} else {
+				float sum = 0.0f;
+				for (int64_t i = 0; i < ih * iw; i++) sum += x[i];
+				r = sum / div[0];
 			}
-			((float *)dst->data)[pl] = p->is_max ? m : sum / div[0];
+			((float *)dst->data)[pl] = r;
+		}
+		if (div != div_stack) free(div);
+		return;
+	}
+	// AveragePool of small planes: each output's sum over a zero-padded
+	// copy of the plane, taps in the order ky, kx from the offsets computed
+	// once. Adding a pad's +0 changes no sum (a sum started at +0 is never
+	// -0), so this is the sweep below, bit for bit, without its short rows.
+	const int64_t ph = (oh - 1) * p->sh + (p->kh - 1) * p->dh + 1, pw = (ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
+	if (!p->is_max && ph * pw <= 4096 && p->kh * p->kw <= 64) {
+		float xp[ph * pw];
+		int64_t off[p->kh * p->kw];
+		for (int64_t ky = 0; ky < p->kh; ky++) {
+			for (int64_t kx = 0; kx < p->kw; kx++) off[ky * p->kw + kx] = ky * p->dh * pw + kx * p->dw;
+		}
+		const int64_t taps = p->kh * p->kw;
+		memset(xp, 0, sizeof xp);
+		for (int64_t pl = lo; pl < hi; pl++) {
+			const float * x = (const float *)a->data + pl * ih * iw;
+			float * y = (float *)dst->data + pl * n;
+			for (int64_t r = 0; r < ih && r + p->pad_t < ph; r++) {
+				const int64_t len = iw + p->pad_l <= pw ? iw : pw - p->pad_l;
+				if (len > 0) memcpy(xp + (r + p->pad_t) * pw + p->pad_l, x + r * iw, sizeof(float) * len);
+			}
+			for (int64_t oy = 0; oy < oh; oy++) {
+				for (int64_t ox = 0; ox < ow; ox++) {
+					const float * xb = xp + oy * p->sh * pw + ox * p->sw;
+					float sum = 0.0f;
+					for (int64_t k = 0; k < taps; k++) sum += xb[off[k]];
+					y[oy * ow + ox] = sum / div[oy * ow + ox];
+				}
+			}
 		}
 		if (div != div_stack) free(div);
 		return;
@@ -129,6 +213,7 @@ typedef struct {
 	int64_t group, m; // groups, output channels
 	float * wt;       // [group][channels / group][kh][kw][m / group]
 	float * bias;     // NULL: none
+	int32_t padded;   // the weights are finite: llmserve_conv_padded may run
 } llmserve_conv;
 
 typedef float llmserve_v8f __attribute__((vector_size(32)));
@@ -215,8 +300,164 @@ static inline __attribute__((always_inline)) void llmserve_conv_tile(const llmse
 	for (int t = 0; t < 4; t++) memcpy(out + t * mg, acc[t], sizeof(float) * mg);
 }
 
+// llmserve_conv_padded is llmserve_conv_op on a zero-padded copy of each
+// image (the cells a window reads outside the image are 0 there), so that
+// every output pixel runs the same branch-free tile: T neighbouring pixels
+// of a row by NV vectors of 8 output channels (T * NV accumulators, 8 in
+// all, independent chains of adds; each weight vector loaded once for the
+// T pixels). A row whose width is not a multiple of T ends with a tile
+// that overlaps the one before (the overlapped pixels are computed twice,
+// to the same values). Each output is its bias plus, in the reference's
+// order (input channel, ky, kx), each tap's input times weight, where a
+// tap outside the image adds 0 * w: the same float sums as
+// llmserve_conv_pixel up to the sign of a zero sum (the weights are finite,
+// checked when the model loads, so 0 * w is a zero). Threads split the
+// output rows of all images; a thread pads each image it touches once.
+static inline __attribute__((always_inline)) void llmserve_conv_ptile(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t g, int64_t cg, int64_t mg, int64_t oy, int64_t ox, float * yb, int64_t plane, int64_t ow, const int T, const int NV, const int SW) {
+	const int64_t kh = p->kh, kw = p->kw, sw = SW > 0 ? SW : p->sw, dw = p->dw;
+	const float * w = p->wt + g * cg * kh * kw * mg;
+	llmserve_v8f acc[8][4]; // [pixel][vector], T <= 8, NV <= 4
+	for (int i = 0; i < NV; i++) {
+		llmserve_v8f b0;
+		for (int l = 0; l < 8; l++) b0[l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+		for (int t = 0; t < T; t++) acc[t][i] = b0;
+	}
+	for (int64_t cj = 0; cj < cg; cj++) {
+		const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox * sw;
+		for (int64_t ky = 0; ky < kh; ky++) {
+			const float * xr = x + ky * p->dh * pw;
+			for (int64_t kx = 0; kx < kw; kx++) {
+				const float * xc = xr + kx * dw;
+				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
+				for (int i = 0; i < NV; i++) {
+					llmserve_v8f wv;
+					memcpy(&wv, wk + 8 * i, sizeof wv);
+					for (int t = 0; t < T; t++) acc[t][i] += xc[t * sw] * wv;
+				}
+			}
+		}
+	}
+	for (int i = 0; i < NV; i++) {
+		for (int l = 0; l < 8; l++) {
+			float * y = yb + (g * mg + 8 * i + l) * plane + oy * ow + ox;
+			for (int t = 0; t < T; t++) y[t] = acc[t][i][l];
+		}
+	}
+}
+
+// llmserve_conv_prow computes output row oy of image xp (padded) for all
+// groups, tiles of T pixels (T <= ow).
+static inline __attribute__((always_inline)) void llmserve_conv_prow(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane, const int T, const int NV, const int SW) {
+	for (int64_t g = 0; g < p->group; g++) {
+		for (int64_t ox = 0; ox < ow; ox += T) {
+			const int64_t o = ox + T <= ow ? ox : ow - T;
+			llmserve_conv_ptile(p, xp, ph, pw, g, cg, mg, oy, o, yb, plane, ow, T, NV, SW);
+		}
+	}
+}
+
+// llmserve_conv_xrow computes output row oy of image xp (padded) for a
+// stride of 1 and rows of 8 pixels and more, vectorized the other way:
+// 8 neighbouring pixels of a row to a vector (loaded from the padded input
+// as they lie), 8 output channels at once (8 accumulators, each tap's 8
+// weights broadcast), each vector stored where its channel's row is. The
+// sums are llmserve_conv_ptile's, term for term.
+static void llmserve_conv_xrow(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane) {
+	const int64_t kh = p->kh, kw = p->kw, dw = p->dw;
+	for (int64_t g = 0; g < p->group; g++) {
+		const float * w = p->wt + g * cg * kh * kw * mg;
+		for (int64_t jb = 0; jb < mg; jb += 8) {
+			for (int64_t ox0 = 0; ox0 < ow; ox0 += 8) {
+				const int64_t ox = ox0 + 8 <= ow ? ox0 : ow - 8;
+				llmserve_v8f acc[8];
+				for (int j = 0; j < 8; j++) {
+					const float b = p->bias ? p->bias[g * mg + jb + j] : 0.0f;
+					for (int l = 0; l < 8; l++) acc[j][l] = b;
+				}
+				for (int64_t cj = 0; cj < cg; cj++) {
+					const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox;
+					for (int64_t ky = 0; ky < kh; ky++) {
+						const float * xr = x + ky * p->dh * pw;
+						for (int64_t kx = 0; kx < kw; kx++) {
+							llmserve_v8f xv;
+							memcpy(&xv, xr + kx * dw, sizeof xv);
+							const float * wk = w + ((cj * kh + ky) * kw + kx) * mg + jb;
+							for (int j = 0; j < 8; j++) acc[j] += xv * wk[j];
+						}
+					}
+				}
+				for (int j = 0; j < 8; j++) memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &acc[j], sizeof acc[j]);
+			}
+		}
+	}
+}
+
+static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, const llmserve_conv * p) {
+	const struct ggml_tensor * a = dst->src[0];
+	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
+	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
+	const int64_t rows = oh * dst->ne[3];
+	const int64_t per = (rows + nth - 1) / nth;
+	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	if (lo >= hi) return;
+	// The padded image: the rows and columns the windows read.
+	const int64_t ph = (oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
+	const int64_t pw = (ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
+	const int64_t n = ch * ph * pw;
+	float stack[n <= 4096 ? n : 1];
+	float * xp = n <= 4096 ? stack : malloc(sizeof(float) * n);
+	const int nv = (int)(mg / 8);
+	int64_t padded = -1; // the image in xp
+	for (int64_t r = lo; r < hi; r++) {
+		const int64_t b = r / oh, oy = r % oh;
+		if (b != padded) {
+			const float * xb = (const float *)a->data + b * ch * ih * iw;
+			memset(xp, 0, sizeof(float) * n);
+			for (int64_t c = 0; c < ch; c++) {
+				for (int64_t y = 0; y < ih && y + p->pad_t < ph; y++) {
+					const int64_t x0 = p->pad_l, len = iw + x0 <= pw ? iw : pw - x0;
+					if (len > 0) memcpy(xp + (c * ph + y + p->pad_t) * pw + x0, xb + (c * ih + y) * iw, sizeof(float) * len);
+				}
+			}
+			padded = b;
+		}
+		float * yb = (float *)dst->data + b * m * oh * ow;
+		const int64_t plane = oh * ow;
+		if (p->sw == 1 && ow >= 8) {
+			llmserve_conv_xrow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane);
+			continue;
+		}
+		// T * NV = 8 accumulators where the row is wide enough.
+		const int t = nv == 1 && ow >= 8 ? 8 : nv == 2 && ow >= 4 ? 4 : ow >= 2 ? 2 : 1;
+#define LLMSERVE_PROW(T, NV) do { \
+	if (p->sw == 1) llmserve_conv_prow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 1); \
+	else if (p->sw == 2) llmserve_conv_prow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 2); \
+	else llmserve_conv_prow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 0); \
+} while (0)
+		switch (t * 8 + nv) {
+		case 8 * 8 + 1: LLMSERVE_PROW(8, 1); break;
+		case 4 * 8 + 2: LLMSERVE_PROW(4, 2); break;
+		case 2 * 8 + 1: LLMSERVE_PROW(2, 1); break;
+		case 2 * 8 + 2: LLMSERVE_PROW(2, 2); break;
+		case 2 * 8 + 3: LLMSERVE_PROW(2, 3); break;
+		case 2 * 8 + 4: LLMSERVE_PROW(2, 4); break;
+		case 1 * 8 + 1: LLMSERVE_PROW(1, 1); break;
+		case 1 * 8 + 2: LLMSERVE_PROW(1, 2); break;
+		case 1 * 8 + 3: LLMSERVE_PROW(1, 3); break;
+		default: LLMSERVE_PROW(1, 4); break;
+		}
+#undef LLMSERVE_PROW
+	}
+	if (xp != stack) free(xp);
+}
+
 static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * ud) {
 	const llmserve_conv * p = ud;
+	const int64_t mg0 = p->m / p->group;
+	if (p->padded && mg0 % 8 == 0 && mg0 <= 32) {
+		llmserve_conv_padded(dst, ith, nth, p);
+		return;
+	}
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
@@ -313,6 +554,8 @@ import "C"
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine/graph"
@@ -364,6 +607,7 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		wt := g.Values[n.Inputs[1]]
 		c.group, c.m = C.int64_t(group), C.int64_t(wt.Shape[0])
 		c.wt = (*C.float)(cCopy(p, convWeights(wt.Const.F32, wt.Shape, int64(group))))
+		c.padded = cBool(!slices.ContainsFunc(wt.Const.F32, func(v float32) bool { return math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) }))
 		if len(n.Inputs) > 2 && n.Inputs[2] != "" {
 			c.bias = (*C.float)(cCopy(p, g.Values[n.Inputs[2]].Const.F32))
 		}

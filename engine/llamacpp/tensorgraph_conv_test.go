@@ -29,6 +29,9 @@ func TestGraphCNNOps(t *testing.T) {
 		{"conv-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 9, 7}, map[string][]int64{"c1": {5, 3, 3, 3}, "c2": {5}}},
 		{"conv-8-out-tiles", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 2, 9, 11}, map[string][]int64{"c1": {8, 2, 3, 3}, "c2": {8}}},
 		{"conv-16-out-stride2-tiles", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 15, 17}, map[string][]int64{"c1": {16, 3, 3, 3}, "c2": {16}}},
+		{"conv-8-out-wide-rows", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 5, 19}, map[string][]int64{"c1": {8, 1, 3, 3}, "c2": {8}}},
+		{"conv-24-out-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 9, 8}, map[string][]int64{"c1": {24, 2, 3, 3}, "c2": {24}}},
+		{"conv-inf-weight", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 4, 9}, map[string][]int64{"c1": {8, 1, 3, 3}, "c2": {8}}},
 		{"conv-1x1-no-bias", "Conv", nil, []int64{B, 6, 4, 4}, map[string][]int64{"c1": {2, 6, 1, 1}}},
 		{"conv-dilated-asymmetric", "Conv", map[string]graph.Attr{"dilations": ints(2, 1), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 7, 6}, map[string][]int64{"c1": {3, 2, 3, 2}, "c2": {3}}},
 		{"conv-same-upper", "Conv", map[string]graph.Attr{"auto_pad": str("SAME_UPPER"), "strides": ints(2, 2)}, []int64{B, 2, 6, 5}, map[string][]int64{"c1": {3, 2, 2, 2}}},
@@ -37,6 +40,7 @@ func TestGraphCNNOps(t *testing.T) {
 		{"batchnorm", "BatchNormalization", map[string]graph.Attr{"epsilon": {Kind: graph.AttrFloat, Float: 1e-3}}, []int64{B, 3, 4, 5}, map[string][]int64{"c1": {3}, "c2": {3}, "c3": {3}, "c4": {3}}},
 		{"batchnorm-2d", "BatchNormalization", nil, []int64{B, 4}, map[string][]int64{"c1": {4}, "c2": {4}, "c3": {4}, "c4": {4}}},
 		{"maxpool", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 8, 8}, nil},
+		{"maxpool-2x2-wide-rows", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 7, 21}, nil},
 		{"maxpool-pad-dilated-ceil", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1), "dilations": ints(1, 2), "ceil_mode": integer(1)}, []int64{B, 2, 8, 9}, nil},
 		{"avgpool-exclude-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 7, 7}, nil},
 		{"avgpool-include-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 2), "pads": pads(1, 0, 1, 1), "count_include_pad": integer(1)}, []int64{B, 2, 5, 6}, nil},
@@ -62,6 +66,8 @@ func TestGraphCNNOps(t *testing.T) {
 					for j := range k.F32 {
 						k.F32[j] = 0.5 + float32(math.Abs(float64(k.F32[j])))
 					}
+				case tc.name == "conv-inf-weight" && i == 1: // the padded kernel would add 0 * Inf at the edges
+					k.F32[0] = float32(math.Inf(1))
 				case tc.op == "Clip":
 					k.F32[0] = []float32{-0.5, 1.5}[i-1]
 				}

@@ -48,8 +48,15 @@ static void name(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith
 LLMS_UNARY(llms_erf, (float)erf((double)v))
 // ONNX: x >= 0 ? x : alpha*x (NaN stays NaN).
 LLMS_UNARY(llms_leaky, v < 0 ? p0 * v : v)
-// max(0, min(1, alpha*x + beta)), NaN kept.
-LLMS_UNARY(llms_hardsigmoid, isnan(v) ? v : fmaxf(0.0f, fminf(1.0f, p0 * v + p1)))
+// max(0, min(1, alpha*x + beta)), NaN kept, as fmaxf(0, fminf(1, t))
+// (a NaN t, from 0 * Inf, gives 1) in compares the compiler vectorizes
+// rather than calls.
+static inline float llms_hardsigmoid_one(float v, float alpha, float beta) {
+	const float t = alpha * v + beta;
+	const float u = t < 1.0f ? t : 1.0f;
+	return u > 0.0f ? u : 0.0f;
+}
+LLMS_UNARY(llms_hardsigmoid, isnan(v) ? v : llms_hardsigmoid_one(v, p0, p1))
 // min(max(x, lo), hi), NaN kept, as std::min/std::max order it
 // (std::max(v, lo) is v < lo ? lo : v), in compares the compiler
 // vectorizes rather than calls to fmaxf and fminf.

@@ -292,35 +292,51 @@ const (
 func projectorPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor {
 	e, ff, p := uint64(s.Embd), uint64(s.FF), uint64(s.PatchSize)
 	patches := uint64(s.ImageSize/s.PatchSize) * uint64(s.ImageSize/s.PatchSize)
-	var ts []projectorTensor
-	add := func(name string, fill fillKind, typ tensorType, shape ...uint64) {
-		ts = append(ts, projectorTensor{tensorInfo{name: name, shape: shape, typ: typ}, fill})
-	}
+	var ts tensorPlan
+	add := ts.add
 	// A conv2d kernel [kw, kh, in channels, out channels]; llama.cpp's
 	// converter keeps the embeddings F32.
 	add("v.patch_embd.weight", fillConv, tensorF32, p, p, 3, e)
 	add("v.patch_embd.bias", fillSmall, tensorF32, e)
 	add("v.position_embd.weight", fillSmall, tensorF32, e, patches)
-	for i := range s.Layers {
-		b := fmt.Sprintf("v.blk.%d.", i)
-		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
-			add(b+n+".weight", fillMatrix, mt, e, e)
-			add(b+n+".bias", fillSmall, tensorF32, e)
-		}
-		add(b+"ln1.weight", fillOne, tensorF32, e)
-		add(b+"ln1.bias", fillZero, tensorF32, e)
-		add(b+"ffn_up.weight", fillMatrix, mt, e, ff)
-		add(b+"ffn_up.bias", fillSmall, tensorF32, ff)
-		add(b+"ffn_down.weight", fillMatrix, mt, ff, e)
-		add(b+"ffn_down.bias", fillSmall, tensorF32, e)
-		add(b+"ln2.weight", fillOne, tensorF32, e)
-		add(b+"ln2.bias", fillZero, tensorF32, e)
-	}
-	add("v.post_ln.weight", fillOne, tensorF32, e)
-	add("v.post_ln.bias", fillZero, tensorF32, e)
+	ts.encoder("v", s.Layers, e, ff, mt, true)
 	sf := uint64(s.ScaleFactor)
 	add("mm.model.fc.weight", fillMatrix, mt, e*sf*sf, uint64(nEmbd))
 	return ts
+}
+
+// tensorPlan lists a projector's tensors in file order.
+type tensorPlan []projectorTensor
+
+func (p *tensorPlan) add(name string, fill fillKind, typ tensorType, shape ...uint64) {
+	*p = append(*p, projectorTensor{tensorInfo{name: name, shape: shape, typ: typ}, fill})
+}
+
+// encoder adds a transformer encoder's blocks and its final norm, under
+// clip's names with prefix ("v" for vision, "a" for audio): per block
+// attention q, k, v and out (matrices of type mt, each with a bias but k
+// without one unless kBias: Whisper's has none), ln1, the feed-forward up
+// and down, ln2; then post_ln.
+func (p *tensorPlan) encoder(prefix string, layers int, e, ff uint64, mt tensorType, kBias bool) {
+	for i := range layers {
+		b := fmt.Sprintf("%s.blk.%d.", prefix, i)
+		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
+			p.add(b+n+".weight", fillMatrix, mt, e, e)
+			if n != "attn_k" || kBias {
+				p.add(b+n+".bias", fillSmall, tensorF32, e)
+			}
+		}
+		p.add(b+"ln1.weight", fillOne, tensorF32, e)
+		p.add(b+"ln1.bias", fillZero, tensorF32, e)
+		p.add(b+"ffn_up.weight", fillMatrix, mt, e, ff)
+		p.add(b+"ffn_up.bias", fillSmall, tensorF32, ff)
+		p.add(b+"ffn_down.weight", fillMatrix, mt, ff, e)
+		p.add(b+"ffn_down.bias", fillSmall, tensorF32, e)
+		p.add(b+"ln2.weight", fillOne, tensorF32, e)
+		p.add(b+"ln2.bias", fillZero, tensorF32, e)
+	}
+	p.add(prefix+".post_ln.weight", fillOne, tensorF32, e)
+	p.add(prefix+".post_ln.bias", fillZero, tensorF32, e)
 }
 
 // projectorWeights returns the function that writes t's data, drawn from a
@@ -356,15 +372,8 @@ func projectorWeights(t projectorTensor, seed uint64) func(io.Writer) error {
 					row[i] = (2*rng.Float32() - 1) * bound
 				}
 			}
-			switch t.typ {
-			case tensorF32:
-				buf = appendF32(buf[:0], row)
-			case tensorF16:
-				buf = appendF16(buf[:0], row)
-			default:
-				return fmt.Errorf("cannot write type %v", t.typ)
-			}
-			if _, err := w.Write(buf); err != nil {
+			var err error
+			if buf, err = writeRow(w, buf, row, t.typ); err != nil {
 				return err
 			}
 		}

@@ -115,10 +115,8 @@ func audioMetadata(s ProjectorShape, o ProjectorOptions) []kv {
 // shapes (row length first).
 func audioPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor {
 	e, ff := uint64(s.Embd), uint64(s.FF)
-	var ts []projectorTensor
-	add := func(name string, fill fillKind, typ tensorType, shape ...uint64) {
-		ts = append(ts, projectorTensor{tensorInfo{name: name, shape: shape, typ: typ}, fill})
-	}
+	var ts tensorPlan
+	add := ts.add
 	// conv1d kernels [kernel, in channels, out channels], F16 as the
 	// converter forces them; biases [1, out channels] (the converter
 	// unsqueezes them so that they broadcast over the frames).
@@ -127,25 +125,7 @@ func audioPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor {
 	add("a.conv1d.2.weight", fillConv1d, tensorF16, 3, e, e)
 	add("a.conv1d.2.bias", fillSmall, tensorF32, 1, e)
 	add("a.position_embd.weight", fillSmall, tensorF32, e, uint64(s.Positions))
-	for i := range s.Layers {
-		b := fmt.Sprintf("a.blk.%d.", i)
-		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
-			add(b+n+".weight", fillMatrix, mt, e, e)
-			if n != "attn_k" { // Whisper's k projection has no bias
-				add(b+n+".bias", fillSmall, tensorF32, e)
-			}
-		}
-		add(b+"ln1.weight", fillOne, tensorF32, e)
-		add(b+"ln1.bias", fillZero, tensorF32, e)
-		add(b+"ffn_up.weight", fillMatrix, mt, e, ff)
-		add(b+"ffn_up.bias", fillSmall, tensorF32, ff)
-		add(b+"ffn_down.weight", fillMatrix, mt, ff, e)
-		add(b+"ffn_down.bias", fillSmall, tensorF32, e)
-		add(b+"ln2.weight", fillOne, tensorF32, e)
-		add(b+"ln2.bias", fillZero, tensorF32, e)
-	}
-	add("a.post_ln.weight", fillOne, tensorF32, e)
-	add("a.post_ln.bias", fillZero, tensorF32, e)
+	ts.encoder("a", s.Layers, e, ff, mt, false) // Whisper's k projection has no bias
 	add("mm.a.fc.weight", fillMatrix, mt, e, uint64(nEmbd))
 	add("mm.a.fc.bias", fillSmall, tensorF32, uint64(nEmbd))
 	return ts

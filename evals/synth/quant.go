@@ -2,6 +2,8 @@ package synth
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
 	"math"
 )
 
@@ -73,6 +75,23 @@ func f16ToF32(h uint16) float32 {
 		v = -v
 	}
 	return v
+}
+
+// writeRow writes row to w encoded as typ (F32, F16 or Q8_0), reusing
+// buf's memory; it returns buf for the next row.
+func writeRow(w io.Writer, buf []byte, row []float32, typ tensorType) ([]byte, error) {
+	switch typ {
+	case tensorF32:
+		buf = appendF32(buf[:0], row)
+	case tensorF16:
+		buf = appendF16(buf[:0], row)
+	case tensorQ8_0:
+		buf = appendQ8_0(buf[:0], row)
+	default:
+		return buf, fmt.Errorf("cannot write type %v", typ)
+	}
+	_, err := w.Write(buf)
+	return buf, err
 }
 
 // appendF32 appends x as little-endian float32s.

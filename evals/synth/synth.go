@@ -370,17 +370,8 @@ func weights(t tensorInfo, seed uint64) func(io.Writer) error {
 					row[i] = (2*rng.Float32() - 1) * scale
 				}
 			}
-			switch t.typ {
-			case tensorF32:
-				buf = appendF32(buf[:0], row)
-			case tensorF16:
-				buf = appendF16(buf[:0], row)
-			case tensorQ8_0:
-				buf = appendQ8_0(buf[:0], row)
-			default:
-				return fmt.Errorf("cannot write type %v", t.typ)
-			}
-			if _, err := w.Write(buf); err != nil {
+			var err error
+			if buf, err = writeRow(w, buf, row, t.typ); err != nil {
 				return err
 			}
 		}

@@ -129,5 +129,8 @@
 // metrics of its own, importing the core that sits above the scheduler, so
 // the linter's pure-core rule needed a hole for it and its imports pointed
 // upward. The head is its own room (head/): above the core and the
-// scheduler it uses, below cmd/ that starts it (issue 27, item 6).
+// scheduler it uses, below cmd/ that starts it (issue 27, item 6). Its
+// worker codec is there too (head/workercodec: every request, output,
+// error and media span as it crosses the wire, each with its inverse),
+// imported by this client and by the workers' server, api/worker.
 package router

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 )
@@ -53,10 +54,36 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 	if len(inputs) == 0 {
 		return nil, nil
 	}
-	req := &workerpb.EmbedRequest{Inputs: make([]*workerpb.TokenSequence, len(inputs))}
-	for i, in := range inputs {
-		req.Inputs[i] = &workerpb.TokenSequence{Tokens: in}
+	req := &workerpb.EmbedRequest{Inputs: workercodec.EncodeEmbedInputs(inputs)}
+	var resp *workerpb.EmbedResponse
+	var addr string
+	err := m.callAny(ctx, "the embedding", nil, workercodec.DecodeError, func(p pick) (err error) {
+		m.r.m.requests.WithLabelValues(p.addr).Inc()
+		addr = p.addr
+		resp, err = p.client.Embed(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	if len(resp.GetEmbeddings()) != len(inputs) {
+		return nil, fmt.Errorf("%w: worker %s answered %d embeddings for %d inputs", scheduler.ErrEngine, addr, len(resp.GetEmbeddings()), len(inputs))
+	}
+	out := make([][]float32, len(inputs))
+	for i, e := range resp.GetEmbeddings() {
+		out[i] = e.GetValues()
+	}
+	return out, nil
+}
+
+// callAny runs call on one healthy worker of any role whose Info accept
+// takes (nil: any), the least loaded (no prefix scoring), waiting for one
+// as a request does. When that worker is gone before it answers (a
+// retryable failure), it is marked broken and call runs once more on
+// another worker: call must be idempotent. A worker's refusal is decode's
+// mapping of its typed error; what names the call in the error after two
+// failures.
+func (m *Model) callAny(ctx context.Context, what string, accept func(*workerpb.InfoResponse) bool, decode func(*workerpb.Error) error, call func(pick) error) error {
 	var exclude []string
 	var lastErr error
 	until := m.r.waitUntil(time.Time{})
@@ -64,40 +91,32 @@ func (m *Model) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error
 		var p pick
 		err := m.r.waitFor(ctx, until, func() bool {
 			var ok bool
-			p, ok = m.r.choose(poolAny, nil, "", exclude)
+			p, ok = m.r.chooseWhere(poolAny, nil, "", "", exclude, accept)
 			return ok
 		})
 		if err != nil {
 			if lastErr != nil && errors.Is(err, scheduler.ErrNoWorker) {
-				return nil, fmt.Errorf("%w (the last worker tried failed: %w)", err, lastErr)
+				return fmt.Errorf("%w (the last worker tried failed: %w)", err, lastErr)
 			}
-			return nil, err
+			return err
 		}
-		m.r.m.requests.WithLabelValues(p.addr).Inc()
-		resp, err := p.client.Embed(ctx, req)
+		err = call(p)
 		m.r.release(p.addr)
 		if err == nil {
-			if len(resp.GetEmbeddings()) != len(inputs) {
-				return nil, fmt.Errorf("%w: worker %s answered %d embeddings for %d inputs", scheduler.ErrEngine, p.addr, len(resp.GetEmbeddings()), len(inputs))
-			}
-			out := make([][]float32, len(inputs))
-			for i, e := range resp.GetEmbeddings() {
-				out[i] = e.GetValues()
-			}
-			return out, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		if !retryable(err) {
-			if e := errorDetail(err); e != nil {
-				return nil, toError(e)
+			if e := workercodec.ErrorDetail(err); e != nil {
+				return decode(e)
 			}
-			return nil, err
+			return err
 		}
 		m.r.markBroken(p.addr, err)
 		exclude = append(exclude, p.addr)
 		lastErr = err
 	}
-	return nil, fmt.Errorf("%w: the embedding failed on two workers: %w", scheduler.ErrNoWorker, lastErr)
+	return fmt.Errorf("%w: %s failed on two workers: %w", scheduler.ErrNoWorker, what, lastErr)
 }

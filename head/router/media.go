@@ -2,11 +2,10 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"time"
 
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
@@ -54,10 +53,9 @@ func infoReads(info *workerpb.InfoResponse, kind media.Kind) bool {
 // cannot read is the *media.Error it named (a 400 naming the part); no
 // projector is media.ErrNoProjector in one.
 func (m *Model) PrepareMedia(ctx context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error) {
-	req := &workerpb.PrepareMediaRequest{Prompt: prompt, AddSpecial: addSpecial, Items: make([]*workerpb.MediaItem, len(items))}
+	req := &workerpb.PrepareMediaRequest{Prompt: prompt, AddSpecial: addSpecial, Items: workercodec.EncodeItems(items)}
 	var kinds []media.Kind
-	for i, it := range items {
-		req.Items[i] = &workerpb.MediaItem{Kind: string(it.Kind), Data: it.Data, Param: it.Param}
+	for _, it := range items {
 		if !slices.Contains(kinds, it.Kind) {
 			kinds = append(kinds, it.Kind)
 		}
@@ -70,87 +68,19 @@ func (m *Model) PrepareMedia(ctx context.Context, prompt string, addSpecial bool
 		}
 		return true
 	}
-	var exclude []string
-	var lastErr error
-	until := m.r.waitUntil(time.Time{})
-	for range 2 {
-		var p pick
-		err := m.r.waitFor(ctx, until, func() bool {
-			var ok bool
-			p, ok = m.r.chooseWhere(poolAny, nil, "", "", exclude, reads)
-			return ok
-		})
-		if err != nil {
-			if lastErr != nil && errors.Is(err, scheduler.ErrNoWorker) {
-				return nil, nil, fmt.Errorf("%w (the last worker tried failed: %w)", err, lastErr)
-			}
-			return nil, nil, err
-		}
-		resp, err := p.client.PrepareMedia(ctx, req)
-		m.r.release(p.addr)
-		if err == nil {
-			spans, err := fromMediaSpans(resp.GetMedia(), len(resp.GetPrompt()))
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: worker %s: %w", scheduler.ErrEngine, p.addr, err)
-			}
-			return resp.GetPrompt(), spans, nil
-		}
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		if !retryable(err) {
-			if e := errorDetail(err); e != nil {
-				return nil, nil, mediaError(e)
-			}
-			return nil, nil, err
-		}
-		m.r.markBroken(p.addr, err)
-		exclude = append(exclude, p.addr)
-		lastErr = err
+	var resp *workerpb.PrepareMediaResponse
+	var addr string
+	err := m.callAny(ctx, "preparing the media", reads, workercodec.DecodeMediaError, func(p pick) (err error) {
+		addr = p.addr
+		resp, err = p.client.PrepareMedia(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("%w: preparing the media failed on two workers: %w", scheduler.ErrNoWorker, lastErr)
-}
-
-// mediaError maps PrepareMedia's typed error back: INVALID_ARGUMENT
-// naming an item is the *media.Error the worker's model returned (with
-// media.ErrNoProjector when that was its message); the rest as toError.
-func mediaError(e *workerpb.Error) error {
-	if e.GetCode() != workerpb.ErrorCode_ERROR_CODE_INVALID || e.GetParam() == "" {
-		return toError(e)
+	spans, err := workercodec.DecodePreparedMedia(resp.GetMedia(), len(resp.GetPrompt()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: worker %s: %w", scheduler.ErrEngine, addr, err)
 	}
-	err := errors.New(e.GetMessage())
-	if e.GetMessage() == media.ErrNoProjector.Error() {
-		err = media.ErrNoProjector
-	}
-	return &media.Error{Param: e.GetParam(), Err: err}
-}
-
-// wireMedia is the wire form of a request's media spans (Request.media):
-// the rows as little-endian float32.
-func wireMedia(spans []scheduler.Media) []*workerpb.MediaSpan {
-	if len(spans) == 0 {
-		return nil
-	}
-	out := make([]*workerpb.MediaSpan, len(spans))
-	for i, m := range spans {
-		out[i] = &workerpb.MediaSpan{Offset: int32(m.Offset), Rows: int32(m.Rows), Embd: media.EncodeRows(m.Embd)}
-	}
-	return out
-}
-
-// fromMediaSpans converts PrepareMedia's spans, checking that they lie in
-// order inside a prompt of n tokens, each with rows of one width (the
-// worker that runs the request checks the width against its model).
-func fromMediaSpans(in []*workerpb.MediaSpan, n int) ([]scheduler.Media, error) {
-	var out []scheduler.Media
-	next := int64(0)
-	for i, sp := range in {
-		off, rows, size := int64(sp.GetOffset()), int64(sp.GetRows()), int64(len(sp.GetEmbd()))
-		if rows < 1 || off < next || off+rows > int64(n) || size == 0 || size%(4*rows) != 0 {
-			return nil, fmt.Errorf("media span %d ([%d, %d), %d bytes) does not fit its prompt of %d tokens", i, off, off+rows, size, n)
-		}
-		out = append(out, scheduler.Media{Offset: int(off), Rows: int(rows), Embd: media.DecodeRows(sp.GetEmbd())})
-		next = off + rows
-	}
-	return out, nil
+	return resp.GetPrompt(), spans, nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/media"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
@@ -39,13 +40,13 @@ func TestPrepareMedia(t *testing.T) {
 		if req.Prompt != "a <__media__> b" || !req.AddSpecial || len(req.Items) != 1 || req.Items[0].Kind != "image" || string(req.Items[0].Data) != "png" {
 			return nil, errors.New("unexpected request")
 		}
-		return &workerpb.PrepareMediaResponse{Prompt: []int32{1, -9, -8, 2}, Media: wireMedia([]scheduler.Media{{Offset: 1, Rows: 2, Embd: rows}})}, nil
+		return &workerpb.PrepareMediaResponse{Prompt: []int32{1, -9, -8, 2}, Media: workercodec.EncodeMedia([]scheduler.Media{{Offset: 1, Rows: 2, Embd: rows}})}, nil
 	}
 	refuses := func(req *workerpb.PrepareMediaRequest) (*workerpb.PrepareMediaResponse, error) {
 		return nil, errWithDetail(codes.InvalidArgument, &workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_INVALID, Message: "cannot decode the image", Param: req.Items[0].Param})
 	}
 	bad := func(*workerpb.PrepareMediaRequest) (*workerpb.PrepareMediaResponse, error) {
-		return &workerpb.PrepareMediaResponse{Prompt: []int32{1}, Media: wireMedia([]scheduler.Media{{Offset: 0, Rows: 2, Embd: rows}})}, nil
+		return &workerpb.PrepareMediaResponse{Prompt: []int32{1}, Media: workercodec.EncodeMedia([]scheduler.Media{{Offset: 0, Rows: 2, Embd: rows}})}, nil
 	}
 	items := []media.Item{{Kind: media.Image, Data: []byte("png"), Param: "messages[0].content[1]"}}
 	tests := []struct {
@@ -103,7 +104,7 @@ func TestPrepareMedia(t *testing.T) {
 		return nil, errors.New("not me")
 	}
 	b.prepare = func(*workerpb.PrepareMediaRequest) (*workerpb.PrepareMediaResponse, error) {
-		return &workerpb.PrepareMediaResponse{Prompt: []int32{-1}, Media: wireMedia([]scheduler.Media{{Rows: 1, Embd: rows}})}, nil
+		return &workerpb.PrepareMediaResponse{Prompt: []int32{-1}, Media: workercodec.EncodeMedia([]scheduler.Media{{Rows: 1, Embd: rows}})}, nil
 	}
 	b.load.Store(9)
 	r, _ := newTestRouter(t, Options{}, map[string]*fakeWorker{"a:1": a, "b:1": b})
@@ -119,10 +120,10 @@ func TestPrepareMedia(t *testing.T) {
 	if m.ReadsMedia(media.Image) || m.ReadsMedia(media.Audio) {
 		t.Error("a worker without a projector reads media")
 	}
-	if e := mediaError(&workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_INVALID, Message: media.ErrNoProjector.Error(), Param: "messages[0].content[0]"}); !errors.Is(e, media.ErrNoProjector) {
+	if e := workercodec.DecodeMediaError(&workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_INVALID, Message: media.ErrNoProjector.Error(), Param: "messages[0].content[0]"}); !errors.Is(e, media.ErrNoProjector) {
 		t.Errorf("no projector: %v", e)
 	}
-	if e := mediaError(&workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_CLOSED, Message: "bye"}); !errors.Is(e, scheduler.ErrClosed) {
+	if e := workercodec.DecodeMediaError(&workerpb.Error{Code: workerpb.ErrorCode_ERROR_CODE_CLOSED, Message: "bye"}); !errors.Is(e, scheduler.ErrClosed) {
 		t.Errorf("closed: %v", e)
 	}
 }
@@ -143,7 +144,7 @@ func waitLoad(t *testing.T, r *Router, addr string, load int32) {
 // cover the original prompt).
 func TestSubmitMedia(t *testing.T) {
 	spans := []scheduler.Media{{Offset: 1, Rows: 2, Embd: []float32{1, 2, 3, 4}}}
-	want := wireMedia(spans)
+	want := workercodec.EncodeMedia(spans)
 	prompt := []int32{1, -5, -6, 2, 3, 4}
 	req := func() *scheduler.Request {
 		return &scheduler.Request{ID: "r", Prompt: prompt, N: 1, MaxTokens: 4, Arrival: time.Now(), PromptLogprobs: -1, Media: spans}

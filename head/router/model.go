@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmserve/llmserve/core"
 	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/head/workercodec"
 	"github.com/llmserve/llmserve/proto/workerpb"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -245,7 +243,7 @@ func newRun(m *Model, req *scheduler.Request) *run {
 			r.think[i] = scheduler.NewThinkingCount(req.Thinking)
 		}
 	}
-	r.media = wireMedia(req.Media)
+	r.media = workercodec.EncodeMedia(req.Media)
 	r.stream = core.NewStream(req.ID, n, r.abort)
 	return r
 }
@@ -308,22 +306,8 @@ func (r *run) start(ctx context.Context) error {
 // choice's own seed).
 func (r *run) wireRequest(choices []int) *workerpb.Request {
 	q := r.req
-	w := &workerpb.Request{
-		RequestId: q.ID, Prompt: q.Prompt, N: int32(len(choices)), MaxTokens: int32(q.MaxTokens), MinTokens: int32(q.MinTokens),
-		StopTokens: q.StopTokens, IgnoreEos: q.IgnoreEOS, Priority: int32(q.Priority), CacheSalt: q.CacheSalt,
-		Sampling: wireSampling(&q.Sampling), Media: r.media,
-	}
-	for _, bw := range q.BadWords {
-		w.BadWords = append(w.BadWords, &workerpb.TokenSequence{Tokens: bw})
-	}
-	if !q.Deadline.IsZero() {
-		w.Deadline = timestamppb.New(q.Deadline)
-	}
-	if q.PromptLogprobs >= 0 {
-		pl := int32(q.PromptLogprobs)
-		w.PromptLogprobs = &pl
-	}
-	w.Thinking = wireThinking(q.Thinking)
+	w := workercodec.EncodeRequest(q)
+	w.N, w.Media = int32(len(choices)), r.media
 	r.mu.Lock()
 	r.legs++
 	if r.legs > 1 {
@@ -347,33 +331,6 @@ func (r *run) wireRequest(choices []int) *workerpb.Request {
 				w.Thinking.Generated = int32(len(got))
 			}
 		}
-	}
-	return w
-}
-
-// wireThinking is the wire form of t (nil for nil).
-func wireThinking(t *scheduler.Thinking) *workerpb.Thinking {
-	if t == nil {
-		return nil
-	}
-	return &workerpb.Thinking{Start: t.Start, End: t.End, After: t.After, StartInside: t.StartInside, Off: t.Off,
-		Budget: int32(min(max(t.Budget, -1), math.MaxInt32)), Generated: int32(t.Generated)}
-}
-
-func wireSampling(s *engine.Sampling) *workerpb.Sampling {
-	w := &workerpb.Sampling{
-		Temperature: s.Temperature, TopK: s.TopK, MinP: s.MinP, PresencePenalty: s.PresencePenalty,
-		FrequencyPenalty: s.FrequencyPenalty, Seed: s.Seed, AllowedTokens: s.AllowedTokens,
-		Logprobs: s.Logprobs, TopLogprobs: int32(s.TopLogprobs), Grammar: s.Grammar,
-	}
-	if s.TopP != 1 {
-		w.TopP = proto.Float32(s.TopP)
-	}
-	if s.RepetitionPenalty != 1 {
-		w.RepetitionPenalty = proto.Float32(s.RepetitionPenalty)
-	}
-	for _, b := range s.LogitBias {
-		w.LogitBias = append(w.LogitBias, &workerpb.TokenBias{Token: b.Token, Bias: b.Bias})
 	}
 	return w
 }
@@ -468,7 +425,7 @@ func (r *run) ended(err error) error {
 // retryable reports whether a failed call may go to another worker: the
 // worker is gone, shutting down, or does not serve the call.
 func retryable(err error) bool {
-	if e := errorDetail(err); e != nil {
+	if e := workercodec.ErrorDetail(err); e != nil {
 		return e.Code == workerpb.ErrorCode_ERROR_CODE_CLOSED || e.Code == workerpb.ErrorCode_ERROR_CODE_ROLE
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -476,7 +433,7 @@ func retryable(err error) bool {
 	}
 	st, ok := status.FromError(err)
 	if !ok {
-		return false // a typed refusal already mapped (toError) or the caller's context
+		return false // a typed refusal already mapped (workercodec.DecodeError) or the caller's context
 	}
 	switch st.Code() {
 	case codes.Unavailable, codes.Unknown, codes.Internal, codes.FailedPrecondition, codes.Aborted:
@@ -507,9 +464,9 @@ func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, d
 		if r.ctx.Err() != nil {
 			return nil, false, r.ctx.Err()
 		}
-		switch e := errorDetail(err); e.GetCode() {
+		switch e := workercodec.ErrorDetail(err); e.GetCode() {
 		case workerpb.ErrorCode_ERROR_CODE_INVALID, workerpb.ErrorCode_ERROR_CODE_TOO_LONG, workerpb.ErrorCode_ERROR_CODE_LIMIT, workerpb.ErrorCode_ERROR_CODE_DEADLINE:
-			return nil, false, toError(e) // the request itself: the decode worker would refuse it too
+			return nil, false, workercodec.DecodeError(e) // the request itself: the decode worker would refuse it too
 		}
 		r.m.r.log.Warn("remote prefill failed; the decode worker computes the prompt", "prefill", pp.addr, "err", err)
 		if retryable(err) {
@@ -517,9 +474,9 @@ func (r *run) prefill(ctx context.Context, wreq *workerpb.Request, choice int, d
 		}
 		return nil, false, nil
 	}
-	out := scheduler.Output{Choice: choice, Tokens: []int32{res.FirstToken}, Finish: fromFinish(res.FinishReason)}
+	out := scheduler.Output{Choice: choice, Tokens: []int32{res.FirstToken}, Finish: workercodec.DecodeFinish(res.FinishReason)}
 	if res.FirstLogprobs != nil {
-		out.Logprobs = []engine.Logprobs{fromLogprob(res.FirstLogprobs)}
+		out.Logprobs = []engine.Logprobs{workercodec.DecodeLogprob(res.FirstLogprobs)}
 	}
 	if out.Finish == scheduler.FinishNone && wreq.MaxTokens <= 1 {
 		out.Finish = scheduler.FinishLength
@@ -573,8 +530,8 @@ func (r *run) call(ctx context.Context, p pick, wreq *workerpb.Request, choices 
 	}
 	if got.err != nil {
 		cancel()
-		if e := errorDetail(got.err); e != nil && !retryable(got.err) {
-			return nil, nil, toError(e)
+		if e := workercodec.ErrorDetail(got.err); e != nil && !retryable(got.err) {
+			return nil, nil, workercodec.DecodeError(e)
 		}
 		return nil, nil, got.err
 	}
@@ -615,7 +572,7 @@ func (r *run) follow(l *leg, msg *workerpb.GenerateResponse) {
 				r.usage.CachedTokens = max(r.usage.CachedTokens, ct)
 				r.mu.Unlock()
 			}
-			out := fromOutput(o, l.choices[o.Choice])
+			out := workercodec.DecodeOutput(o, l.choices[o.Choice])
 			if out.Finish == scheduler.FinishAbort && o.GetError().GetCode() == workerpb.ErrorCode_ERROR_CODE_CLOSED {
 				out.Finish, out.Err = scheduler.FinishNone, nil
 				closed = append(closed, out.Choice)
@@ -735,86 +692,4 @@ func (r *run) finishRest(choices []int, err error) {
 	for _, c := range choices {
 		r.deliver(scheduler.Output{Choice: c, Finish: scheduler.FinishAbort, Err: err})
 	}
-}
-
-func fromOutput(o *workerpb.Output, choice int) scheduler.Output {
-	out := scheduler.Output{Choice: choice, Tokens: o.Tokens, Finish: fromFinish(o.FinishReason)}
-	for _, lp := range o.Logprobs {
-		out.Logprobs = append(out.Logprobs, fromLogprob(lp))
-	}
-	for _, lp := range o.PromptLogprobs {
-		out.PromptLogprobs = append(out.PromptLogprobs, fromLogprob(lp))
-	}
-	if o.Error != nil {
-		out.Err = toError(o.Error)
-	}
-	return out
-}
-
-func fromLogprob(lp *workerpb.Logprobs) engine.Logprobs {
-	o := engine.Logprobs{Chosen: engine.TokenLogprob{Token: lp.GetChosen().GetToken(), Logprob: lp.GetChosen().GetLogprob()}, Rank: int(lp.Rank)}
-	for _, t := range lp.Top {
-		o.Top = append(o.Top, engine.TokenLogprob{Token: t.Token, Logprob: t.Logprob})
-	}
-	return o
-}
-
-func fromFinish(f workerpb.FinishReason) scheduler.FinishReason {
-	switch f {
-	case workerpb.FinishReason_FINISH_REASON_STOP:
-		return scheduler.FinishStop
-	case workerpb.FinishReason_FINISH_REASON_LENGTH:
-		return scheduler.FinishLength
-	case workerpb.FinishReason_FINISH_REASON_ABORT:
-		return scheduler.FinishAbort
-	}
-	return scheduler.FinishNone
-}
-
-// errorDetail is the typed error a worker attached to a status (as
-// api/worker.ErrorDetail, without importing the cgo-linked server).
-func errorDetail(err error) *workerpb.Error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return nil
-	}
-	for _, d := range st.Details() {
-		if e, ok := d.(*workerpb.Error); ok {
-			return e
-		}
-	}
-	return nil
-}
-
-// toError maps a worker's typed error to the scheduler error the API
-// layer maps to HTTP, as it would for the same failure locally.
-func toError(e *workerpb.Error) error {
-	var base error
-	switch e.Code {
-	case workerpb.ErrorCode_ERROR_CODE_QUEUE_FULL:
-		ra := time.Duration(e.GetRetryAfterMs()) * time.Millisecond
-		return fmt.Errorf("%w: %s", &scheduler.QueueFullError{RetryAfter: max(ra, time.Second)}, e.Message)
-	case workerpb.ErrorCode_ERROR_CODE_TOO_LONG:
-		base = scheduler.ErrTooLong
-	case workerpb.ErrorCode_ERROR_CODE_LIMIT:
-		base = scheduler.ErrLimit
-	case workerpb.ErrorCode_ERROR_CODE_INVALID:
-		base = scheduler.ErrInvalid
-	case workerpb.ErrorCode_ERROR_CODE_CLOSED:
-		base = scheduler.ErrClosed
-	case workerpb.ErrorCode_ERROR_CODE_DEADLINE:
-		base = scheduler.ErrDeadline
-	default:
-		base = scheduler.ErrEngine
-	}
-	if rl := e.GetRequest(); rl != nil && (errors.Is(base, scheduler.ErrTooLong) || errors.Is(base, scheduler.ErrLimit) || errors.Is(base, scheduler.ErrInvalid)) {
-		// The scheduler's own error: the API layer words it (token counts,
-		// its field names) as serve does.
-		return &scheduler.RequestError{Field: scheduler.Field(rl.Field), Err: base, Value: int(rl.Value), Limit: int(rl.Limit),
-			PromptTokens: int(rl.PromptTokens), MaxTokens: int(rl.MaxTokens)}
-	}
-	if e.Param != "" {
-		return fmt.Errorf("%w: %s (%s)", base, e.Message, e.Param)
-	}
-	return fmt.Errorf("%w: %s", base, e.Message)
 }

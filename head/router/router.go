@@ -741,20 +741,25 @@ func (r *Router) WaitReady(ctx context.Context) error {
 // workers' states.
 func (r *Router) noWorkerError(waited time.Duration) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	h, u, f := 0, 0, 0
+	h, u, f := r.countLocked()
+	r.mu.Unlock()
+	return fmt.Errorf("%w (waited %s; of its workers %d are healthy but were tried or serve another role, %d unhealthy, %d refused)",
+		scheduler.ErrNoWorker, waited.Round(time.Millisecond), h, u, f)
+}
+
+// countLocked counts the workers by state: healthy, unhealthy, refused.
+func (r *Router) countLocked() (healthy, unhealthy, refused int) {
 	for _, w := range r.workers {
 		switch {
 		case w.healthy:
-			h++
+			healthy++
 		case w.refused != "":
-			f++
+			refused++
 		default:
-			u++
+			unhealthy++
 		}
 	}
-	return fmt.Errorf("%w (waited %s; of its workers %d are healthy but were tried or serve another role, %d unhealthy, %d refused)",
-		scheduler.ErrNoWorker, waited.Round(time.Millisecond), h, u, f)
+	return healthy, unhealthy, refused
 }
 
 func rolesOf(p pool) []workerpb.Role {
@@ -848,17 +853,9 @@ func (r *Router) Workers() []WorkerState {
 }
 
 func (r *Router) updateGaugesLocked() {
-	h, u, f := 0, 0, 0
+	h, u, f := r.countLocked()
 	r.m.info.Reset()
 	for _, w := range r.workers {
-		switch {
-		case w.healthy:
-			h++
-		case w.refused != "":
-			f++
-		default:
-			u++
-		}
 		if w.info != nil {
 			r.m.info.WithLabelValues(w.addr, w.info.GetVersion(), w.info.GetCommit(), w.info.GetLlamaCommit(), w.info.GetModelName(), w.refused).Set(1)
 		}

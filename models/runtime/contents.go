@@ -10,25 +10,19 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
-// elemSize is the size of one element of a V2 datatype in bytes: 0 for
-// BYTES (variable) and -1 for a name that is not a V2 datatype.
+// elemSize is the size of one element of a V2 datatype in bytes (oip's
+// table): 0 for BYTES (variable) and -1 for a name that is not a V2
+// datatype.
 func elemSize(dt string) int {
-	switch dt {
-	case "BOOL", "UINT8", "INT8":
-		return 1
-	case "UINT16", "INT16", "FP16":
-		return 2
-	case "UINT32", "INT32", "FP32":
-		return 4
-	case "UINT64", "INT64", "FP64":
-		return 8
-	case "BYTES":
-		return 0
+	info, ok := oip.Lookup(oip.Datatype(dt))
+	if !ok {
+		return -1
 	}
-	return -1
+	return info.Size
 }
 
 // numElements is the product of shape, or an error for a negative

@@ -3,7 +3,8 @@
 // whose inputs and outputs are named, typed tensors with a leading batch
 // dimension, served beside the LLMs through the same registry and routes.
 //
-// It owns the contract every tensor model meets (Spec, Tensor, Executor)
+// It owns the contract every tensor model meets (Executor, over the Spec
+// and Tensor of package oip, which the protocols share without cgo)
 // and, in the files beside this one, loading model graphs (ONNX, GGUF)
 // into an Executor that runs them through ggml, and serving them with
 // adaptive batching and parallel workers.

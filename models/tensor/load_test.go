@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmserve/llmserve/engine/graph"
-	"github.com/llmserve/llmserve/models/tensor/onnxpb"
+	"github.com/llmserve/llmserve/proto/onnxpb"
 )
 
 // TestGGUFMatchesONNX: the same MLP written as GGUF gives bit-identical

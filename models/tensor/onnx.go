@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmserve/llmserve/engine/graph"
-	"github.com/llmserve/llmserve/models/tensor/onnxpb"
+	"github.com/llmserve/llmserve/proto/onnxpb"
 )
 
 // onnxOpset is the default-domain opset EncodeONNX declares.

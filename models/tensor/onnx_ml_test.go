@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmserve/llmserve/engine/graph"
-	"github.com/llmserve/llmserve/models/tensor/onnxpb"
+	"github.com/llmserve/llmserve/proto/onnxpb"
 )
 
 // mlGraph is a scikit-learn-shaped pipeline: Scaler, a two-class

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmserve/llmserve/engine/graph"
-	"github.com/llmserve/llmserve/models/tensor/onnxpb"
+	"github.com/llmserve/llmserve/proto/onnxpb"
 )
 
 // embeddingGraph is token ids [B,3] -> Gather on a [5,2] table -> [B,3,2].

@@ -179,7 +179,7 @@ func (s *Server) modelInfer(ctx context.Context, req *pb.ModelInferRequest, arri
 	if err != nil {
 		return m, nil, false, err
 	}
-	resp, err = infer.RunLLM(ctx, m, r, arrival, s.seed(), "v2-grpc-")
+	resp, err = infer.Run(ctx, m, r, infer.GenOptions{Arrival: arrival, Seed: s.seed(), IDPrefix: "v2-grpc-"})
 	return m, resp, raw, err
 }
 

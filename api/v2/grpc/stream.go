@@ -103,7 +103,7 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 			held.Parameters[finalParam] = final
 			return send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(held, raw)})
 		}
-		err := infer.RunRuntimeStream(ctx, m, rt, r, func(resp *infer.Response) error {
+		err := infer.RunRuntimeStream(ctx, rt, r, func(resp *infer.Response) error {
 			if held != nil {
 				if err := emit(false); err != nil {
 					return err
@@ -125,7 +125,7 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 	}
 	if t, ok := infer.AsTensor(m); ok {
 		// A tensor model answers each request of the stream once.
-		resp, err := infer.RunTensor(ctx, m, t, r)
+		resp, err := infer.RunTensor(ctx, t, r)
 		if err != nil {
 			fail(err)
 			return
@@ -139,12 +139,17 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 		}
 		return
 	}
+	llm, err := infer.AsLLM(m, "generate")
+	if err != nil {
+		fail(err)
+		return
+	}
 	lr, err := infer.DecodeLLM(r)
 	if err != nil {
 		fail(err)
 		return
 	}
-	p, err := infer.ParseParams(m, lr.Params, s.seed())
+	p, err := infer.ParseParams(llm, lr.Params, s.seed())
 	if err != nil {
 		fail(err)
 		return
@@ -154,7 +159,7 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 		fail(infer.Errorf(infer.Invalid, "a streamed request takes one prompt (text_input has %d elements): send one request per prompt, or set stream to false", len(lr.Prompts)))
 		return
 	}
-	g, err := infer.Start(ctx, m, p, lr.Prompts, infer.NewRequestID("v2-grpc-stream-"), arrival)
+	g, err := infer.Start(ctx, llm, p, lr.Prompts, infer.NewRequestID("v2-grpc-stream-"), arrival)
 	if err != nil {
 		fail(err)
 		return

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
+	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
@@ -165,24 +166,11 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 	return nil
 }
 
+// contentsField names the typed contents field of d (oip's table), or
+// raw_input_contents for a datatype without one.
 func contentsField(d infer.Datatype) string {
-	switch d {
-	case infer.BOOL:
-		return "bool_contents"
-	case infer.INT8, infer.INT16, infer.INT32:
-		return "int_contents"
-	case infer.INT64:
-		return "int64_contents"
-	case infer.UINT8, infer.UINT16, infer.UINT32:
-		return "uint_contents"
-	case infer.UINT64:
-		return "uint64_contents"
-	case infer.FP32:
-		return "fp32_contents"
-	case infer.FP64:
-		return "fp64_contents"
-	case infer.BYTES:
-		return "bytes_contents"
+	if info, ok := oip.Lookup(d); ok && info.Contents != "" {
+		return info.Contents
 	}
 	return "raw_input_contents"
 }

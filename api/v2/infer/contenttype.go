@@ -32,7 +32,7 @@ var requestContentTypes = []string{ContentNumpy, ContentPandas, ContentStr}
 // outputContentTypes are those a requested output may ask for.
 var outputContentTypes = []string{ContentBase64, ContentNumpy, ContentStr}
 
-// ApplyContentTypes checks the content types of r (request, inputs and
+// applyContentTypes checks the content types of r (request, inputs and
 // requested outputs) and decodes its inputs in place: a base64 input's
 // elements become the bytes they encode; the other content types only
 // check (str: valid UTF-8; datetime: ISO 8601; pd: every input a column
@@ -40,20 +40,16 @@ var outputContentTypes = []string{ContentBase64, ContentNumpy, ContentStr}
 // request's, as in MLServer; a request-level str is the default of its
 // BYTES inputs that have none. Every error is Invalid and names the
 // input, and the element where one is at fault; an unknown content type
-// lists the known ones. It is idempotent: the inference paths (DecodeLLM,
-// RunEmbed, ConvertInputs) call it, so the protocols need not.
-func ApplyContentTypes(r *Request) error {
-	if r.contentApplied {
-		return nil
-	}
-	if err := contentTypes(r, true, nil); err != nil {
-		return err
-	}
-	r.contentApplied = true
-	return nil
+// lists the known ones. It decodes again if called again (base64 twice),
+// so it is called once per request, by the decoder of the model's kind:
+// DecodeLLM, RunEmbed, ConvertInputs (a custom runtime's request is only
+// checked: CheckContentTypes). A request reaches one of them, once: the
+// protocols never call it.
+func applyContentTypes(r *Request) error {
+	return contentTypes(r, true, nil)
 }
 
-// CheckContentTypes makes ApplyContentTypes' checks and changes nothing:
+// CheckContentTypes makes applyContentTypes' checks and changes nothing:
 // the bytes stay as the client sent them, for a model that decodes them
 // with codecs of its own (a custom runtime). known adds content types the
 // caller accepts unchecked (a runtime's own codecs); the others must be

@@ -58,7 +58,7 @@ func TestContentTypes(t *testing.T) {
 			if got := snapshot(tc.req); got != before {
 				t.Errorf("CheckContentTypes changed the request: %q, was %q", got, before)
 			}
-			apply := ApplyContentTypes(tc.req)
+			apply := applyContentTypes(tc.req)
 			for _, e := range []error{err, apply} {
 				switch {
 				case tc.wantErr == "" && e != nil:
@@ -76,15 +76,6 @@ func TestContentTypes(t *testing.T) {
 				}
 				if strings.Join(got, "|") != strings.Join(tc.want, "|") {
 					t.Errorf("elements %q, want %q", got, tc.want)
-				}
-			}
-			if tc.wantErr == "" {
-				// Idempotent: base64 is not decoded twice.
-				if err := ApplyContentTypes(tc.req); err != nil {
-					t.Fatal(err)
-				}
-				if tc.want != nil && string(tc.req.Inputs[0].Bytes[0]) != tc.want[0] {
-					t.Errorf("a second ApplyContentTypes changed the input to %q", tc.req.Inputs[0].Bytes[0])
 				}
 			}
 		})
@@ -215,7 +206,7 @@ func FuzzContentTypes(f *testing.F) {
 		if string(in.Bytes[0]) != elem {
 			t.Fatal("CheckContentTypes changed the element")
 		}
-		applyErr := ApplyContentTypes(r)
+		applyErr := applyContentTypes(r)
 		if (checkErr == nil) != (applyErr == nil) {
 			t.Fatalf("check %v, apply %v", checkErr, applyErr)
 		}
@@ -238,4 +229,18 @@ func FuzzContentTypes(f *testing.F) {
 			t.Fatalf("datetime %q (shorter than a date) passed", elem)
 		}
 	})
+}
+
+// TestLLMDecoderAppliesContentTypes: the LLM's decoder applies the
+// request's content types (a base64 prompt is its bytes), once, so the
+// protocols do not.
+func TestLLMDecoderAppliesContentTypes(t *testing.T) {
+	r := &Request{Inputs: []*Tensor{bytesInput(InputText, ContentBase64, "aGVsbG8=")}}
+	lr, err := DecodeLLM(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lr.Prompts) != 1 || lr.Prompts[0] != "hello" {
+		t.Fatalf("prompts %q, want [hello]", lr.Prompts)
+	}
 }

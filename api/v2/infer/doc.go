@@ -20,23 +20,39 @@
 //
 // # Models
 //
-// A served model is a tensor model (tensormodel.go) or a generative LLM.
-// A tensor model is a Model whose generative methods are never used:
-// AsTensor finds its TensorModel, whose metadata is its graph's (platform
-// "onnx" or "ggml", inputs and outputs from its Specs); RunLLM hands it to
-// RunTensor, which checks and converts the inputs (ConvertInputs: every
-// error Invalid and naming the input; FP32 inputs take FP16, FP64 and
-// integers exact in FP32, INT64 inputs any integer type) and returns the
-// outputs asked for; Start and ParseParams refuse it (NotLLM).
+// A served Model (a name and readiness) is of one of four kinds, each
+// with an interface of its own that holds its kind's methods and no
+// stubs of another's (kind.go). KindOf decides the kind, in this order:
+//
+//	KindRuntime    RuntimeModel (runtimemodel.go): a custom runtime
+//	KindTensor     TensorModel (tensormodel.go): an ONNX or graph GGUF model
+//	KindEmbedding  a model whose Task method says "embed" (embed.go)
+//	KindLLM        LLM (model.go): a generative model
+//
+// Run serves an inference request by the kind (RunRuntime, RunTensor,
+// RunEmbed, RunLLM); the protocols' streams and generate take an LLM
+// from AsLLM, whose error says what the model is instead. Tensor models
+// and custom runtimes share a Signature (AsSignature): their declared
+// inputs and outputs, which their metadata, Triton configuration and
+// KServe V1 instances follow. The protocols reach the models through
+// these interfaces only: api (v2backend.go) adapts the registry's
+// concrete models, and nothing here imports models/, so this package and
+// its protocols build without cgo.
+//
+// RunTensor checks and converts a tensor model's inputs (ConvertInputs:
+// every error Invalid and naming the input; FP32 inputs take FP16, FP64
+// and integers exact in FP32, INT64 inputs any integer type) and returns
+// the outputs asked for; its metadata is its graph's (platform "onnx" or
+// "ggml", inputs and outputs from its Specs).
 //
 // A generative LLM has platform "llama.cpp" and is served as
 // version "1" (ModelVersion) or as its Version method says (VersionOf; the
-// model repository's version folder). A model whose Task method says
-// "embed" is an embedding model instead (embed.go): infer takes text_input
-// (BYTES [n]) and returns embedding (FP32 [n, dim], rows L2-normalized),
-// RunLLM hands it to RunEmbed, and Start (generate) refuses it. EmbedTexts
-// is shared with KServe V1's predict (api/kservev1). Repository is the
-// model repository extension's view of the server's repository. Its V2 signature follows Triton's vLLM backend:
+// model repository's version folder). An embedding model's infer takes
+// text_input (BYTES [n]) and returns embedding (FP32 [n, dim], rows
+// L2-normalized); AsLLM (generate) refuses it. EmbedTexts is shared with
+// KServe V1's predict (api/kservev1), which embeds with any Embedder.
+// Repository is the model repository extension's view of the server's
+// repository. An LLM's V2 signature follows Triton's vLLM backend:
 //
 //	inputs:  text_input BYTES [-1]           one prompt per element (required)
 //	         stream BOOL, sampling_parameters BYTES (a JSON object),
@@ -95,16 +111,18 @@
 // input's own content type wins over the request's; a request-level str
 // applies to the BYTES inputs without one. Unknown content types, and
 // base64, datetime on a request or pd on an input, are Invalid with the
-// known ones listed. There are two entry points:
+// known ones listed. They are checked once per request, by the decoder
+// of the model's kind, which each request reaches once through Run or a
+// stream; the protocols never apply them:
 //
-//   - ApplyContentTypes(r) checks and decodes in place. The inference
-//     paths call it (DecodeLLM, RunEmbed, ConvertInputs, so RunLLM and
-//     RunTensor), once per request: the protocols need not.
-//   - CheckContentTypes(r, known...) makes the same checks and changes
-//     nothing, for a model that gets the request as the client sent it
-//     and decodes it with codecs of its own (a custom runtime); known are
-//     content types that model's codecs add, passed unchecked (a
-//     runtime's settings name them, or the runtime reports its codecs').
+//   - DecodeLLM, RunEmbed and ConvertInputs check and decode in place
+//     (applyContentTypes: base64 inputs become their bytes).
+//   - RunRuntime uses CheckContentTypes(r, known...): the same checks,
+//     changing nothing, for a model that gets the request as the client
+//     sent it and decodes it with codecs of its own (a custom runtime);
+//     known are content types that model's codecs add, passed unchecked
+//     (a runtime's settings name them, or the runtime reports its
+//     codecs').
 //
 // EncodeResponse puts content_type on every output as MLServer's encoders
 // do (str for BYTES, np otherwise, or what the request asked for the

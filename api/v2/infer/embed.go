@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // The embedding model's tensors: a model whose task is "embed" (its Task
@@ -17,8 +19,11 @@ var embedInputs = []TensorMetadata{{Name: InputText, Datatype: BYTES, Shape: []i
 var embedOutputs = []TensorMetadata{{Name: OutputEmbedding, Datatype: FP32, Shape: []int64{-1, -1}}}
 
 // Embedder is a model that pools embeddings (*models.Generative is one).
+// An embedding model (KindEmbedding) is served through it; KServe V1's
+// predict embeds with any model that is one.
 type Embedder interface {
 	Model
+	Tokenizer() *tokenizer.Tokenizer
 	// Pooling is how embeddings pool a sequence; "none" and "rank" have
 	// no embeddings.
 	Pooling() string
@@ -26,12 +31,6 @@ type Embedder interface {
 	MaxEmbedTokens() int
 	// Embed returns one pooled, unnormalized vector per input.
 	Embed(ctx context.Context, inputs [][]int32) ([][]float32, error)
-}
-
-// IsEmbedding reports whether m's V2 task is "embed".
-func IsEmbedding(m Model) bool {
-	t, ok := m.(interface{ Task() string })
-	return ok && t.Task() == "embed"
 }
 
 // AsEmbedder returns m as an Embedder, or an Invalid error saying why it
@@ -100,7 +99,7 @@ func RunEmbed(ctx context.Context, m Model, r *Request) (*Response, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, err
 	}
-	if err := ApplyContentTypes(r); err != nil {
+	if err := applyContentTypes(r); err != nil {
 		return nil, err
 	}
 	for _, t := range r.Inputs {

@@ -90,13 +90,7 @@ type seq struct {
 // request defaults set once here: arrival, the deadline (the sooner of
 // ctx's and the model's request timeout). The caller must Close the
 // generation.
-func Start(ctx context.Context, m Model, p *GenParams, prompts []string, id string, arrival time.Time) (*Generation, error) {
-	if IsEmbedding(m) {
-		return nil, invalidf("model %q is an embedding model (task embed): it does not generate; send its texts to infer", m.Name())
-	}
-	if _, ok := AsTensor(m); ok {
-		return nil, NotLLM(m, "generate")
-	}
+func Start(ctx context.Context, m LLM, p *GenParams, prompts []string, id string, arrival time.Time) (*Generation, error) {
 	tok := m.Tokenizer()
 	maxLen := m.MaxModelLen()
 	maxBytes := tok.MaxTextBytes(maxLen)

@@ -121,7 +121,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, err
 	}
-	if err := ApplyContentTypes(r); err != nil {
+	if err := applyContentTypes(r); err != nil {
 		return nil, err
 	}
 	lr := &LLMRequest{ID: r.ID, Params: Parameters{}}

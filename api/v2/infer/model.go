@@ -3,7 +3,6 @@ package infer
 import (
 	"context"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"github.com/llmserve/llmserve/core"
@@ -46,12 +45,21 @@ type Backend interface {
 	Ready() bool
 }
 
-// Model is one served generative model (the same methods the OpenAI
-// routes use; *models.Generative has them).
+// Model is one served model, of whatever kind: what lookup, readiness,
+// versions and metadata need of every model. Each kind has an interface
+// of its own beside it, which KindOf (kind.go) finds: LLM, Embedder (task
+// "embed"), TensorModel, RuntimeModel. A model implements its kind's
+// methods and no stubs of another's.
 type Model interface {
 	Name() string
 	// Ready reports whether the model accepts requests.
 	Ready() bool
+}
+
+// LLM is a served generative model (the same methods the OpenAI routes
+// use; *models.Generative and the head's router model have them).
+type LLM interface {
+	Model
 	// MaxModelLen is the most tokens (prompt plus output) one sequence
 	// may hold.
 	MaxModelLen() int
@@ -149,27 +157,4 @@ type ModelMetadata struct {
 	Platform string           `json:"platform"`
 	Inputs   []TensorMetadata `json:"inputs"`
 	Outputs  []TensorMetadata `json:"outputs"`
-}
-
-// Metadata returns the model's metadata: its LLM inputs and outputs, or
-// a tensor model's own.
-func Metadata(m Model) ModelMetadata {
-	if t, ok := AsTensor(m); ok {
-		return tensorMetadata(m, t)
-	}
-	md := ModelMetadata{
-		Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: Platform,
-		Inputs: llmInputs, Outputs: llmOutputs,
-	}
-	if IsEmbedding(m) {
-		md.Inputs, md.Outputs = embedInputs, embedOutputs
-		return md
-	}
-	if ReasoningParserOf(m) != "" {
-		md.Inputs, md.Outputs = slices.Concat(md.Inputs, reasoningInputs), slices.Concat(md.Outputs, reasoningOutputs)
-	}
-	if readsImages(m) {
-		md.Inputs = slices.Concat(md.Inputs, mediaInputs)
-	}
-	return md
 }

@@ -66,10 +66,7 @@ func ReasoningParserOf(m Model) string {
 // stream, exclude_input_in_output. Other names are
 // ignored, as V2 parameters are open-ended. randomSeed is used when no
 // seed is sent. Ranges are the engine's (engine.Sampling.Validate).
-func ParseParams(m Model, p Parameters, randomSeed uint32) (*GenParams, error) {
-	if _, ok := AsTensor(m); ok {
-		return nil, NotLLM(m, "generate")
-	}
+func ParseParams(m LLM, p Parameters, randomSeed uint32) (*GenParams, error) {
 	tok := m.Tokenizer()
 	nVocab := tok.Vocab().NumTokens()
 	g := &GenParams{base: scheduler.Request{N: 1, PromptLogprobs: -1, Sampling: engine.DefaultSampling(), MaxTokens: DefaultMaxTokens}, ExcludeInput: true}

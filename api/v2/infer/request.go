@@ -8,9 +8,6 @@ type Request struct {
 	Inputs     []*Tensor
 	// Outputs are the outputs asked for by name; none means the default.
 	Outputs []RequestedOutput
-
-	// contentApplied says ApplyContentTypes has decoded the inputs.
-	contentApplied bool
 }
 
 // RequestedOutput is one output the client asked for.

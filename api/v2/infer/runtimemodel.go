@@ -11,12 +11,12 @@ import (
 )
 
 // RuntimeModel is a custom runtime model (models/runtime): a process of
-// the user's that serves the Open Inference Protocol's ModelInfer. The
-// backend hands it out as a Model that is also a TensorModel (its
-// metadata: the inputs and outputs its settings declare; and so that the
-// generative calls refuse it, and KServe V1 turns instances into its
-// declared inputs); RunLLM and RunTensor hand it to RunRuntime.
+// the user's that serves the Open Inference Protocol's ModelInfer. Its
+// Signature is the inputs and outputs its settings declare (its
+// metadata; KServe V1 turns instances into them); Run hands its requests
+// to RunRuntime.
 type RuntimeModel interface {
+	Signature
 	// CallRuntime sends the request (inputs in raw_input_contents) with
 	// the client's headers as gRPC metadata, batched with others as the
 	// model batches, and returns the runtime's answer (outputs in
@@ -28,12 +28,6 @@ type RuntimeModel interface {
 // runtimeContentTypes is a RuntimeModel whose codecs decode content types
 // of their own, accepted besides ContentTypes.
 type runtimeContentTypes interface{ ContentTypes() []string }
-
-// AsRuntime returns m's custom runtime, if it is one.
-func AsRuntime(m any) (RuntimeModel, bool) {
-	r, ok := m.(RuntimeModel)
-	return r, ok
-}
 
 // Headers carries an HTTP request's headers to a custom runtime and the
 // runtime's headers back to the HTTP response; the REST layer puts it in
@@ -74,8 +68,8 @@ type RuntimeStreamer interface {
 // or the runtime's own: a ContentTypes method) or that do not hold
 // (CheckContentTypes: the bytes are checked, never changed); the runtime's failures are its *Error kinds (Unavailable,
 // Deadline, Internal, Invalid) with the model's name.
-func RunRuntime(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*Response, error) {
-	req, in, h, err := runtimeRequest(ctx, m, rt, r)
+func RunRuntime(ctx context.Context, rt RuntimeModel, r *Request) (*Response, error) {
+	req, in, h, err := runtimeRequest(ctx, rt, r)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +78,7 @@ func RunRuntime(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*Res
 		return nil, err
 	}
 	sendBack(ctx, h, back)
-	return runtimeResponse(m, r, resp)
+	return runtimeResponse(rt, r, resp)
 }
 
 // RunRuntimeStream serves an inference request on a custom runtime's
@@ -92,22 +86,22 @@ func RunRuntime(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*Res
 // RunRuntime sends it, and send gets each response the runtime yields, as
 // it yields it (the runtime's headers are set before the first). A
 // runtime that does not stream answers once, through CallRuntime.
-func RunRuntimeStream(ctx context.Context, m Model, rt RuntimeModel, r *Request, send func(*Response) error) error {
+func RunRuntimeStream(ctx context.Context, rt RuntimeModel, r *Request, send func(*Response) error) error {
 	st, ok := rt.(RuntimeStreamer)
 	if !ok {
-		resp, err := RunRuntime(ctx, m, rt, r)
+		resp, err := RunRuntime(ctx, rt, r)
 		if err != nil {
 			return err
 		}
 		return send(resp)
 	}
-	req, in, h, err := runtimeRequest(ctx, m, rt, r)
+	req, in, h, err := runtimeRequest(ctx, rt, r)
 	if err != nil {
 		return err
 	}
 	return st.StreamRuntime(ctx, req, in, func(resp *pb.ModelInferResponse, back metadata.MD) error {
 		sendBack(ctx, h, back)
-		out, err := runtimeResponse(m, r, resp)
+		out, err := runtimeResponse(rt, r, resp)
 		if err != nil {
 			return err
 		}
@@ -116,7 +110,7 @@ func RunRuntimeStream(ctx context.Context, m Model, rt RuntimeModel, r *Request,
 }
 
 // runtimeRequest checks r and makes the runtime's request and metadata.
-func runtimeRequest(ctx context.Context, m Model, rt RuntimeModel, r *Request) (*pb.ModelInferRequest, metadata.MD, *Headers, error) {
+func runtimeRequest(ctx context.Context, rt RuntimeModel, r *Request) (*pb.ModelInferRequest, metadata.MD, *Headers, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -128,10 +122,10 @@ func runtimeRequest(ctx context.Context, m Model, rt RuntimeModel, r *Request) (
 		return nil, nil, nil, err
 	}
 	if len(r.Inputs) == 0 {
-		return nil, nil, nil, invalidf("the request to model %q has no inputs (for KServe V1 instances, the model's model-settings.json must declare its inputs)", m.Name())
+		return nil, nil, nil, invalidf("the request to model %q has no inputs (for KServe V1 instances, the model's model-settings.json must declare its inputs)", rt.Name())
 	}
 	req := &pb.ModelInferRequest{
-		ModelName: m.Name(), ModelVersion: VersionOf(m), Id: r.ID,
+		ModelName: rt.Name(), ModelVersion: VersionOf(rt), Id: r.ID,
 		Parameters: ProtoParameters(r.Parameters),
 	}
 	for _, t := range r.Inputs {
@@ -170,7 +164,7 @@ func sendBack(ctx context.Context, h *Headers, back metadata.MD) {
 
 // runtimeResponse checks the runtime's answer and keeps the outputs r
 // asked for.
-func runtimeResponse(m Model, r *Request, resp *pb.ModelInferResponse) (*Response, error) {
+func runtimeResponse(m RuntimeModel, r *Request, resp *pb.ModelInferResponse) (*Response, error) {
 	params, err := ParametersFromProto(resp.GetParameters())
 	if err != nil {
 		return nil, Errorf(Internal, "model %q: the runtime's answer is malformed: %v", m.Name(), err)

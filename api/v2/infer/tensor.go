@@ -5,63 +5,30 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/llmserve/llmserve/oip"
 )
 
-// Datatype is a V2 tensor element type, as the wire spells it.
-type Datatype string
+// Datatype is a V2 tensor element type, as the wire spells it: oip's,
+// whose table gives each one's size and names.
+type Datatype = oip.Datatype
 
 // The V2 datatypes. BF16 is not in the protocol's table and is refused.
 const (
-	BOOL   Datatype = "BOOL"
-	UINT8  Datatype = "UINT8"
-	UINT16 Datatype = "UINT16"
-	UINT32 Datatype = "UINT32"
-	UINT64 Datatype = "UINT64"
-	INT8   Datatype = "INT8"
-	INT16  Datatype = "INT16"
-	INT32  Datatype = "INT32"
-	INT64  Datatype = "INT64"
-	FP16   Datatype = "FP16"
-	FP32   Datatype = "FP32"
-	FP64   Datatype = "FP64"
-	BYTES  Datatype = "BYTES"
+	BOOL   = oip.BOOL
+	UINT8  = oip.UINT8
+	UINT16 = oip.UINT16
+	UINT32 = oip.UINT32
+	UINT64 = oip.UINT64
+	INT8   = oip.INT8
+	INT16  = oip.INT16
+	INT32  = oip.INT32
+	INT64  = oip.INT64
+	FP16   = oip.FP16
+	FP32   = oip.FP32
+	FP64   = oip.FP64
+	BYTES  = oip.BYTES
 )
-
-// Datatypes lists every datatype, in the protocol's order.
-var Datatypes = []Datatype{BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES}
-
-// Size is the size of one element in bytes; 0 for BYTES (variable) and
-// for an unknown datatype.
-func (d Datatype) Size() int {
-	switch d {
-	case BOOL, UINT8, INT8:
-		return 1
-	case UINT16, INT16, FP16:
-		return 2
-	case UINT32, INT32, FP32:
-		return 4
-	case UINT64, INT64, FP64:
-		return 8
-	}
-	return 0
-}
-
-// Valid reports whether d is one of Datatypes.
-func (d Datatype) Valid() bool { return d == BYTES || d.Size() > 0 }
-
-// IsInt reports whether d is a signed or unsigned integer type.
-func (d Datatype) IsInt() bool { return d.IsSigned() || d.IsUnsigned() }
-
-// IsSigned reports whether d is INT8..INT64.
-func (d Datatype) IsSigned() bool { return d == INT8 || d == INT16 || d == INT32 || d == INT64 }
-
-// IsUnsigned reports whether d is UINT8..UINT64.
-func (d Datatype) IsUnsigned() bool {
-	return d == UINT8 || d == UINT16 || d == UINT32 || d == UINT64
-}
-
-// IsFloat reports whether d is FP16, FP32 or FP64.
-func (d Datatype) IsFloat() bool { return d == FP16 || d == FP32 || d == FP64 }
 
 // ParseDatatype checks a datatype name from the wire.
 func ParseDatatype(s string) (Datatype, error) {

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/llmserve/llmserve/oip"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -239,7 +240,7 @@ func FuzzSetJSONData(f *testing.F) {
 	f.Add(uint8(9), []byte(`[1, null]`))
 	f.Add(uint8(12), []byte(`"bare"`))
 	f.Fuzz(func(t *testing.T, di uint8, data []byte) {
-		dt := Datatypes[int(di)%len(Datatypes)]
+		dt := oip.Datatypes[int(di)%len(oip.Datatypes)]
 		tt := &Tensor{Datatype: dt}
 		if err := tt.SetJSONData(data); err != nil {
 			return

@@ -8,52 +8,47 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
+
+// Signature is a model whose inputs and outputs are declared tensors with
+// a leading batch dimension: a tensor model (its graph's) or a custom
+// runtime (its settings'). AsSignature finds it.
+type Signature interface {
+	Model
+	// Platform is the model's platform in metadata: "onnx" or "ggml" for
+	// a tensor model, a custom runtime's own ("custom" by default).
+	Platform() string
+	// Inputs and Outputs describe the tensors, Shape[0] the batch (-1).
+	Inputs() []oip.Spec
+	Outputs() []oip.Spec
+}
 
 // TensorModel is a served tensor model: a graph (ONNX or a graph GGUF)
 // with named, typed inputs and outputs and a batch dimension, behind
-// adaptive batching. The backend hands it out as a Model whose generative
-// methods are not used: AsTensor finds it.
+// adaptive batching.
 type TensorModel interface {
-	Name() string
-	Ready() bool
-	// Platform is the model's platform in metadata: "onnx" or "ggml".
-	Platform() string
-	// Inputs and Outputs describe the tensors, Shape[0] the batch (-1).
-	Inputs() []tensor.Spec
-	Outputs() []tensor.Spec
+	Signature
 	// MaxRequestRows is the most rows (batch size) one request may carry.
 	MaxRequestRows() int
 	// Infer runs one request whose inputs match Inputs (RunTensor checks
 	// them); the outputs come in Outputs' order.
-	Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error)
+	Infer(ctx context.Context, in []oip.Tensor) ([]oip.Tensor, error)
 }
 
 // invalidInputRecorder is implemented by tensor models that count
 // requests refused before they ran (metrics).
 type invalidInputRecorder interface{ InvalidInput() }
 
-// AsTensor returns m's tensor model, if it is one.
-func AsTensor(m Model) (TensorModel, bool) {
-	t, ok := m.(TensorModel)
-	return t, ok
-}
-
-// NotLLM is the error for a generative call on a tensor model.
-func NotLLM(m Model, what string) *Error {
-	return invalidf("model %q is a tensor model, not an LLM: it does not %s; send its input tensors to infer (V2) or :predict (KServe V1)", m.Name(), what)
-}
-
-// TensorMetadata returns a tensor model's metadata: its platform, inputs
-// and outputs as its Specs say.
-func tensorMetadata(m Model, t TensorModel) ModelMetadata {
-	md := ModelMetadata{Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: t.Platform()}
-	for _, s := range t.Inputs() {
-		md.Inputs = append(md.Inputs, TensorMetadata{Name: s.Name, Datatype: Datatype(s.DType), Shape: slices.Clone(s.Shape)})
+// signatureMetadata returns a tensor model's or custom runtime's
+// metadata: its platform, inputs and outputs as its Specs say.
+func signatureMetadata(m Signature) ModelMetadata {
+	md := ModelMetadata{Name: m.Name(), Versions: []string{VersionOf(m)}, Platform: m.Platform()}
+	for _, s := range m.Inputs() {
+		md.Inputs = append(md.Inputs, TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: slices.Clone(s.Shape)})
 	}
-	for _, s := range t.Outputs() {
-		md.Outputs = append(md.Outputs, TensorMetadata{Name: s.Name, Datatype: Datatype(s.DType), Shape: slices.Clone(s.Shape)})
+	for _, s := range m.Outputs() {
+		md.Outputs = append(md.Outputs, TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: slices.Clone(s.Shape)})
 	}
 	return md
 }
@@ -61,10 +56,7 @@ func tensorMetadata(m Model, t TensorModel) ModelMetadata {
 // RunTensor serves an inference request on a tensor model: it checks and
 // converts the inputs (ConvertInputs), runs them and returns the outputs
 // asked for (all by default), in the model's order.
-func RunTensor(ctx context.Context, m Model, t TensorModel, r *Request) (*Response, error) {
-	if rt, ok := AsRuntime(t); ok { // a custom runtime takes the request as it is
-		return RunRuntime(ctx, m, rt, r)
-	}
+func RunTensor(ctx context.Context, t TensorModel, r *Request) (*Response, error) {
 	in, err := ConvertInputs(t, r)
 	if err == nil {
 		err = checkOutputs(t, r.Outputs)
@@ -79,7 +71,7 @@ func RunTensor(ctx context.Context, m Model, t TensorModel, r *Request) (*Respon
 	if err != nil {
 		return nil, err
 	}
-	resp := &Response{ModelName: m.Name(), ModelVersion: VersionOf(m), ID: r.ID}
+	resp := &Response{ModelName: t.Name(), ModelVersion: VersionOf(t), ID: r.ID}
 	for _, o := range out {
 		if len(r.Outputs) > 0 && !slices.ContainsFunc(r.Outputs, func(ro RequestedOutput) bool { return ro.Name == o.Name }) {
 			continue
@@ -94,14 +86,14 @@ func RunTensor(ctx context.Context, m Model, t TensorModel, r *Request) (*Respon
 
 func checkOutputs(t TensorModel, req []RequestedOutput) error {
 	for _, o := range req {
-		if !slices.ContainsFunc(t.Outputs(), func(s tensor.Spec) bool { return s.Name == o.Name }) {
+		if !slices.ContainsFunc(t.Outputs(), func(s oip.Spec) bool { return s.Name == o.Name }) {
 			return invalidf("output %q is not an output of model %q; its outputs are %s", truncate(o.Name), t.Name(), specNames(t.Outputs()))
 		}
 	}
 	return nil
 }
 
-func specNames(ss []tensor.Spec) string {
+func specNames(ss []oip.Spec) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
 		parts[i] = fmt.Sprintf("%s (%s %v)", s.Name, s.DType, s.Shape)
@@ -124,23 +116,24 @@ const maxExactInt = 1 << 24
 // and any integer type whose values are exact in FP32 (|v| <= 2^24, else
 // refused). An INT64 input takes any integer type (a UINT64 above the
 // INT64 range is refused). BOOL and BYTES are refused. The request's
-// content types are applied first (ApplyContentTypes); an input of shape
-// [N] for a model input [-1, 1] is taken as [N, 1], MLServer's convention
-// (a pd column is one value per row).
-func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
+// content types are applied first (applyContentTypes: this is the tensor
+// kind's decoder); an input of shape [N] for a model input [-1, 1] is
+// taken as [N, 1], MLServer's convention (a pd column is one value per
+// row).
+func ConvertInputs(t TensorModel, r *Request) ([]oip.Tensor, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, err
 	}
-	if err := ApplyContentTypes(r); err != nil {
+	if err := applyContentTypes(r); err != nil {
 		return nil, err
 	}
 	specs := t.Inputs()
 	for _, in := range r.Inputs {
-		if !slices.ContainsFunc(specs, func(s tensor.Spec) bool { return s.Name == in.Name }) {
+		if !slices.ContainsFunc(specs, func(s oip.Spec) bool { return s.Name == in.Name }) {
 			return nil, invalidf("input %q is not an input of model %q; its inputs are %s", truncate(in.Name), t.Name(), specNames(specs))
 		}
 	}
-	out := make([]tensor.Tensor, len(specs))
+	out := make([]oip.Tensor, len(specs))
 	batch := int64(-1)
 	for i, s := range specs {
 		in := r.input(s.Name)
@@ -175,7 +168,7 @@ func ConvertInputs(t TensorModel, r *Request) ([]tensor.Tensor, error) {
 }
 
 // checkShape compares a request's shape with the model's.
-func checkShape(s tensor.Spec, shape []int64) error {
+func checkShape(s oip.Spec, shape []int64) error {
 	if len(shape) != len(s.Shape) {
 		return fmt.Errorf("shape %v has %d dimensions but the model takes %d: %v (the first is the batch size)", shape, len(shape), len(s.Shape), s.Shape)
 	}
@@ -188,11 +181,11 @@ func checkShape(s tensor.Spec, shape []int64) error {
 }
 
 // convert reads t's elements as want.
-func convert(t *Tensor, want tensor.DType) (tensor.Tensor, error) {
+func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 	n := t.Len()
 	switch want {
-	case tensor.FP32:
-		out := tensor.Tensor{DType: tensor.FP32, F32: make([]float32, n)}
+	case oip.FP32:
+		out := oip.Tensor{DType: oip.FP32, F32: make([]float32, n)}
 		switch {
 		case t.Datatype == FP32:
 			for i := range n {
@@ -222,8 +215,8 @@ func convert(t *Tensor, want tensor.DType) (tensor.Tensor, error) {
 			return out, fmt.Errorf("datatype %s does not convert to FP32, the model's datatype; send FP32 (or FP16, FP64, an integer type)", t.Datatype)
 		}
 		return out, nil
-	case tensor.INT64:
-		out := tensor.Tensor{DType: tensor.INT64, I64: make([]int64, n)}
+	case oip.INT64:
+		out := oip.Tensor{DType: oip.INT64, I64: make([]int64, n)}
 		if !t.Datatype.IsInt() {
 			return out, fmt.Errorf("datatype %s does not convert to INT64, the model's datatype; send an integer type", t.Datatype)
 		}
@@ -235,13 +228,13 @@ func convert(t *Tensor, want tensor.DType) (tensor.Tensor, error) {
 		}
 		return out, nil
 	}
-	return tensor.Tensor{}, fmt.Errorf("the model takes datatype %s, which this server cannot feed", want)
+	return oip.Tensor{}, fmt.Errorf("the model takes datatype %s, which this server cannot feed", want)
 }
 
 // FromTensor is a model output in the V2 form.
-func FromTensor(o tensor.Tensor) *Tensor {
+func FromTensor(o oip.Tensor) *Tensor {
 	switch o.DType {
-	case tensor.INT64:
+	case oip.INT64:
 		raw := make([]byte, 8*len(o.I64))
 		for i, v := range o.I64 {
 			binary.LittleEndian.PutUint64(raw[8*i:], uint64(v))

@@ -7,9 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // fakeTensor is a tensor model with inputs x FP32 [-1, 2] and ids INT64
@@ -19,34 +18,24 @@ type fakeTensor struct{ invalid int }
 func (f *fakeTensor) Name() string     { return "mlp" }
 func (f *fakeTensor) Ready() bool      { return true }
 func (f *fakeTensor) Platform() string { return "onnx" }
-func (f *fakeTensor) Inputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "x", DType: tensor.FP32, Shape: []int64{-1, 2}}, {Name: "ids", DType: tensor.INT64, Shape: []int64{-1}}}
+func (f *fakeTensor) Inputs() []oip.Spec {
+	return []oip.Spec{{Name: "x", DType: oip.FP32, Shape: []int64{-1, 2}}, {Name: "ids", DType: oip.INT64, Shape: []int64{-1}}}
 }
-func (f *fakeTensor) Outputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "y", DType: tensor.FP32, Shape: []int64{-1, 1}}, {Name: "label", DType: tensor.INT64, Shape: []int64{-1}}}
+func (f *fakeTensor) Outputs() []oip.Spec {
+	return []oip.Spec{{Name: "y", DType: oip.FP32, Shape: []int64{-1, 1}}, {Name: "label", DType: oip.INT64, Shape: []int64{-1}}}
 }
 func (f *fakeTensor) MaxRequestRows() int { return 4 }
 func (f *fakeTensor) InvalidInput()       { f.invalid++ }
-func (f *fakeTensor) Infer(_ context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (f *fakeTensor) Infer(_ context.Context, in []oip.Tensor) ([]oip.Tensor, error) {
 	n := in[0].Shape[0]
-	y := tensor.Tensor{Name: "y", DType: tensor.FP32, Shape: []int64{n, 1}}
-	l := tensor.Tensor{Name: "label", DType: tensor.INT64, Shape: []int64{n}}
+	y := oip.Tensor{Name: "y", DType: oip.FP32, Shape: []int64{n, 1}}
+	l := oip.Tensor{Name: "label", DType: oip.INT64, Shape: []int64{n}}
 	for r := range n {
 		y.F32 = append(y.F32, in[0].F32[2*r]+in[0].F32[2*r+1]+float32(in[1].I64[r]))
 		l.I64 = append(l.I64, in[1].I64[r])
 	}
-	return []tensor.Tensor{y, l}, nil
+	return []oip.Tensor{y, l}, nil
 }
-
-// fakeTensorModel is fakeTensor as a Model (the generative methods come
-// from an embedded nil Model and are never called).
-type fakeTensorModel struct {
-	Model
-	*fakeTensor
-}
-
-func (m fakeTensorModel) Name() string { return m.fakeTensor.Name() }
-func (m fakeTensorModel) Ready() bool  { return true }
 
 func raw(dt Datatype, vals ...float64) []byte {
 	var b []byte
@@ -107,8 +96,7 @@ func TestRunTensor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeTensor{}
-			m := fakeTensorModel{fakeTensor: f}
-			resp, err := RunLLM(context.Background(), m, &Request{ID: "r", Inputs: tc.inputs, Outputs: tc.outputs}, timeZero, 0, "")
+			resp, err := Run(context.Background(), f, &Request{ID: "r", Inputs: tc.inputs, Outputs: tc.outputs}, GenOptions{})
 			if tc.err != "" {
 				e := AsError(err)
 				if err == nil || e.Code != Invalid || !strings.Contains(e.Msg, tc.err) {
@@ -136,18 +124,16 @@ func TestRunTensor(t *testing.T) {
 }
 
 func TestTensorModelMetadataAndRefusals(t *testing.T) {
-	m := fakeTensorModel{fakeTensor: &fakeTensor{}}
+	m := &fakeTensor{}
+	if KindOf(m) != KindTensor {
+		t.Fatalf("kind %v", KindOf(m))
+	}
 	md := Metadata(m)
 	if md.Platform != "onnx" || len(md.Inputs) != 2 || md.Inputs[0].Name != "x" || md.Inputs[0].Datatype != FP32 ||
 		!reflect.DeepEqual(md.Inputs[0].Shape, []int64{-1, 2}) || md.Outputs[1].Datatype != INT64 {
 		t.Fatalf("metadata %+v", md)
 	}
-	if _, err := ParseParams(m, nil, 0); err == nil || !strings.Contains(err.Error(), "tensor model, not an LLM") {
-		t.Fatalf("ParseParams: %v", err)
-	}
-	if _, err := Start(context.Background(), m, nil, nil, "", timeZero); err == nil || !strings.Contains(err.Error(), "tensor model, not an LLM") {
-		t.Fatalf("Start: %v", err)
+	if _, err := AsLLM(m, "generate"); err == nil || AsError(err).Code != Invalid || !strings.Contains(err.Error(), "tensor model, not an LLM: it does not generate") {
+		t.Fatalf("AsLLM: %v", err)
 	}
 }
-
-var timeZero time.Time

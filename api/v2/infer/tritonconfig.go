@@ -27,9 +27,10 @@ type batchSizer interface{ MaxBatchSize() int }
 // reports that file (completed with the model's tensors where it leaves
 // them out); another gets one made from its V2 metadata: its name, the
 // V2 platform, a latest-version policy, max_batch_size and its inputs and
-// outputs. A tensor model's max_batch_size is its adaptive batch size
-// where it has one (max_batch_size in its settings), else the rows one
-// request may carry, and its dims leave out the batch dimension; other
+// outputs. A tensor model's or custom runtime's max_batch_size is its
+// adaptive batch size where it has one (max_batch_size in its settings),
+// else the rows one request may carry (maxBatch), and its dims leave out
+// the batch dimension; other
 // models (LLMs, embedding models) have max_batch_size 0 (a config.pbtxt's
 // max_batch_size there is the LLM's max_num_seqs) and their V2 shapes as
 // dims, whatever the max_batch_size. A tensor with no dimension besides the batch is dims
@@ -45,15 +46,11 @@ func TritonConfig(m Model) *tc.ModelConfig {
 			Name: md.Name, Platform: md.Platform,
 			VersionPolicy: &tc.ModelVersionPolicy{PolicyChoice: &tc.ModelVersionPolicy_Latest_{Latest: &tc.ModelVersionPolicy_Latest{NumVersions: 1}}},
 		}
-		if t, ok := AsTensor(m); ok && batchedShapes(md) {
-			n := t.MaxRequestRows()
-			if b, ok := m.(batchSizer); ok && b.MaxBatchSize() > 1 {
-				n = b.MaxBatchSize()
-			}
-			c.MaxBatchSize = int32(min(max(n, 1), math.MaxInt32))
+		if sig, ok := AsSignature(m); ok && batchedShapes(md) {
+			c.MaxBatchSize = int32(min(max(maxBatch(sig), 1), math.MaxInt32))
 		}
 	}
-	_, tensorKind := AsTensor(m)
+	_, tensorKind := AsSignature(m)
 	dims := func(shape []int64) ([]int64, *tc.ModelTensorReshape) {
 		d := slices.Clone(shape)
 		if tensorKind && c.MaxBatchSize > 0 && len(d) > 0 {
@@ -79,6 +76,20 @@ func TritonConfig(m Model) *tc.ModelConfig {
 	return c
 }
 
+// maxBatch is the rows a model with declared tensors takes at once, as
+// Triton's max_batch_size: its adaptive batch size where it has one,
+// else the rows one request may carry (a tensor model's MaxRequestRows;
+// a custom runtime bounds none here).
+func maxBatch(sig Signature) int {
+	if b, ok := sig.(batchSizer); ok && b.MaxBatchSize() > 1 {
+		return b.MaxBatchSize()
+	}
+	if t, ok := sig.(TensorModel); ok {
+		return t.MaxRequestRows()
+	}
+	return math.MaxInt32
+}
+
 // batchedShapes reports whether every tensor's V2 shape starts with the
 // batch dimension (-1), as a tensor model's do.
 func batchedShapes(md ModelMetadata) bool {
@@ -90,17 +101,9 @@ func batchedShapes(md ModelMetadata) bool {
 	return true
 }
 
-var tritonDataTypes = map[Datatype]tc.DataType{
-	BOOL: tc.DataType_TYPE_BOOL, UINT8: tc.DataType_TYPE_UINT8, UINT16: tc.DataType_TYPE_UINT16,
-	UINT32: tc.DataType_TYPE_UINT32, UINT64: tc.DataType_TYPE_UINT64, INT8: tc.DataType_TYPE_INT8,
-	INT16: tc.DataType_TYPE_INT16, INT32: tc.DataType_TYPE_INT32, INT64: tc.DataType_TYPE_INT64,
-	FP16: tc.DataType_TYPE_FP16, FP32: tc.DataType_TYPE_FP32, FP64: tc.DataType_TYPE_FP64,
-	BYTES: tc.DataType_TYPE_STRING,
-}
-
 // TritonDataType is d as Triton's model configuration names it
-// (TYPE_STRING for BYTES; TYPE_INVALID for none).
-func TritonDataType(d Datatype) tc.DataType { return tritonDataTypes[d] }
+// (TYPE_STRING for BYTES; TYPE_INVALID for none): oip's table.
+func TritonDataType(d Datatype) tc.DataType { return d.Triton() }
 
 // SortMapKeys orders a protobuf map's keys as both text forms of a
 // configuration write them (Triton's JSON here, v1's text format in

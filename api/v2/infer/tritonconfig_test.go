@@ -5,14 +5,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/llmserve/llmserve/models/tensor"
+	"github.com/llmserve/llmserve/oip"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 )
 
 // batchingTensor is a tensor model with an adaptive batch size of its own,
 // as a custom runtime with max_batch_size 8 in its settings has.
 type batchingTensor struct {
-	Model // the generative methods, never called
 	batch int
 	cfg   *tc.ModelConfig
 }
@@ -20,15 +19,15 @@ type batchingTensor struct {
 func (batchingTensor) Name() string     { return "rt" }
 func (batchingTensor) Ready() bool      { return true }
 func (batchingTensor) Platform() string { return "custom" }
-func (batchingTensor) Inputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "x", DType: tensor.FP32, Shape: []int64{-1, 2}}}
+func (batchingTensor) Inputs() []oip.Spec {
+	return []oip.Spec{{Name: "x", DType: oip.FP32, Shape: []int64{-1, 2}}}
 }
-func (batchingTensor) Outputs() []tensor.Spec {
-	return []tensor.Spec{{Name: "y", DType: tensor.INT64, Shape: []int64{-1}}}
+func (batchingTensor) Outputs() []oip.Spec {
+	return []oip.Spec{{Name: "y", DType: oip.INT64, Shape: []int64{-1}}}
 }
 func (batchingTensor) MaxRequestRows() int { return 1<<31 - 1 }
 func (b batchingTensor) MaxBatchSize() int { return b.batch }
-func (batchingTensor) Infer(context.Context, []tensor.Tensor) ([]tensor.Tensor, error) {
+func (batchingTensor) Infer(context.Context, []oip.Tensor) ([]oip.Tensor, error) {
 	return nil, nil
 }
 func (b batchingTensor) TritonConfig() *tc.ModelConfig { return b.cfg }

@@ -1411,7 +1411,7 @@ const file_onnx_proto_rawDesc = "" +
 	"\bBFLOAT16\x10\x10\")\n" +
 	"\fDataLocation\x12\v\n" +
 	"\aDEFAULT\x10\x00\x12\f\n" +
-	"\bEXTERNAL\x10\x01B3Z1github.com/llmserve/llmserve/models/tensor/onnxpbb\x06proto3"
+	"\bEXTERNAL\x10\x01B+Z)github.com/llmserve/llmserve/proto/onnxpbb\x06proto3"
 
 var (
 	file_onnx_proto_rawDescOnce sync.Once
