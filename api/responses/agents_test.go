@@ -175,6 +175,27 @@ func TestResponsesLogprobs(t *testing.T) {
 	if got := m.requests()[0].Sampling; !got.Logprobs || got.TopLogprobs != 2 {
 		t.Errorf("the sampler was asked for %+v, want logprobs with 2 alternatives", got)
 	}
+	// Streamed: each output_text delta carries its tokens' logprobs.
+	rec = do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2,"stream":true}`)
+	var deltas int
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.Contains(data, `"type":"response.output_text.delta"`) {
+			continue
+		}
+		var ev struct {
+			Logprobs []struct {
+				Token string `json:"token"`
+			} `json:"logprobs"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || len(ev.Logprobs) == 0 || ev.Logprobs[0].Token == "" {
+			t.Fatalf("delta without logprobs: %s", data)
+		}
+		deltas++
+	}
+	if deltas == 0 || !strings.Contains(rec.Body.String(), `"top_logprobs":[{`) {
+		t.Fatalf("stream: %s", rec.Body)
+	}
 }
 
 // TestResponsesTruncationAuto: a conversation too long for the context

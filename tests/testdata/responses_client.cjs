@@ -200,6 +200,28 @@ async function main() {
   const cc = custom.output.find((i) => i.type === 'custom_tool_call');
   check(cc && cc.name === 'digits' && /^[0-9]{1,4}$/.test(cc.input), 'forced custom tool call', custom.output);
   out.custom = cc.input;
+
+  // A background stream resumes: read three events, drop the connection,
+  // and retrieve the rest with starting_after; the generation went on.
+  const bg = await client.responses.create({ model, input: 'Once upon a time', max_output_tokens: 16, temperature: 0, background: true, stream: true });
+  const firstEvents = [];
+  for await (const ev of bg) {
+    firstEvents.push(ev);
+    if (firstEvents.length === 3) break;
+  }
+  const bgID = firstEvents[0].response.id;
+  check(firstEvents[0].type === 'response.created' && firstEvents[0].response.background === true, 'background stream start', firstEvents[0]);
+  const rest = await client.responses.retrieve(bgID, { stream: true, starting_after: firstEvents[2].sequence_number });
+  const seqs = [];
+  let bgFinal;
+  for await (const ev of rest) {
+    seqs.push(ev.sequence_number);
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') bgFinal = ev.response;
+  }
+  check(seqs[0] === 3 && seqs.every((n, i) => n === 3 + i) && bgFinal && bgFinal.id === bgID, 'resumed background stream', { seqs, bgFinal });
+  const bgStored = await client.responses.retrieve(bgID);
+  check(bgStored.status === bgFinal.status && bgStored.output_text === bgFinal.output.map((i) => (i.content || []).map((c) => c.text).join('')).join(''), 'stored background response', bgStored);
+  out.resumed = seqs.length;
   void del;
   console.log(JSON.stringify(out));
 }
