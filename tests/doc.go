@@ -43,6 +43,11 @@
 // and its request metrics. scripted_test.go puts the engine double
 // enginetest.Scripted under the real model (scripted(cfg, script)): the
 // model answers what a test scripts, a tool call say, through the real
-// API path, as the agent tests' tool loops need. They assert what a user sees (exact greedy tokens,
+// API path, as the agent tests' tool loops need. codex_test.go runs the
+// real Codex CLI (`codex exec`, installed by `make agent-clis`, found
+// through LLMSERVE_AGENT_CLIS; skipped, saying so, without it) against
+// the Responses API through a three-turn tool loop on such a model, and
+// agents_shapes_test.go records the shapes of the requests an agent CLI
+// sent in testdata/agents/<cli>/*.golden (-update rewrites them). They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests
