@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -329,3 +330,38 @@ eof_line: "*** End of File" LF
 
 %import common.LF
 `
+
+// TestHeadPromptCacheKey: under `llmserve head`, Responses requests with
+// the same prompt_cache_key go to one worker though their prompts share
+// nothing (the key, not the prefix, routes them); requests with other
+// keys still spread over both workers.
+func TestHeadPromptCacheKey(t *testing.T) {
+	t.Parallel()
+	w1, w2 := startWorkerProc(t, "both"), startWorkerProc(t, "both")
+	h := startHeadProc(t, []*headWorker{w1, w2})
+	model := servedModel(t, h)
+	turn := func(prompt, key string) {
+		code, body := h.post(t, "/v1/responses", map[string]any{"model": model, "input": prompt, "max_output_tokens": 4,
+			"temperature": 0, "store": false, "prompt_cache_key": key})
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	count := func(w *headWorker) float64 {
+		return h.metric(t, "llmserve_router_requests_total", `worker="`+w.addr+`"`)
+	}
+	prompts := headPrompts(16)
+	for _, p := range prompts[:8] {
+		turn(p, "session-a")
+	}
+	a1, a2 := count(w1), count(w2)
+	if (a1 != 8 || a2 != 0) && (a1 != 0 || a2 != 8) {
+		t.Fatalf("the 8 requests of one key went %v and %v to the two workers; want all to one", a1, a2)
+	}
+	for i, p := range prompts[8:] {
+		turn(p, fmt.Sprintf("session-%d", i))
+	}
+	if count(w1) == a1 || count(w2) == a2 {
+		t.Errorf("requests with 8 other keys went %v and %v to the workers; want both used", count(w1)-a1, count(w2)-a2)
+	}
+}
