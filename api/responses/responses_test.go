@@ -457,6 +457,7 @@ func FuzzDecodeResponses(f *testing.F) {
 		`{"input":[null,1,"a",{}]}`,
 		`{"model":"test-model","input":[{"role":"user","content":"q"},{"type":"function_call","call_id":"c","name":"f","arguments":"{x"}],"instructions":"i","max_output_tokens":4,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"required","parallel_tool_calls":false}`,
 		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}],"text":{"format":{"type":"json_object"}}}`,
+		`{"model":"test-model","input":[{"role":"user","content":"q"},{"type":"custom_tool_call","call_id":"c","name":"p","input":"x"},{"type":"custom_tool_call_output","call_id":"c","output":"ok"},{"type":"web_search_call","id":"w"},{"type":"reasoning","summary":[],"encrypted_content":"bGxtc2VydmUtcmVhc29uaW5nLXYxOmE="}],"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]},{"type":"custom","name":"p","format":{"type":"grammar","syntax":"lark","definition":"start: \"a\"+"}},{"type":"web_search"}],"tool_choice":{"type":"custom","name":"p"},"include":["reasoning.encrypted_content","message.output_text.logprobs"],"top_logprobs":3,"truncation":"auto","prompt_cache_key":"k"}`,
 	} {
 		f.Add([]byte(s))
 	}
