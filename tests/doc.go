@@ -48,6 +48,12 @@
 // embedded model with go-openai and, through tests/node/generic_tools.cjs,
 // the official Anthropic and OpenAI node SDKs (Messages, Responses): token
 // counts with tools, a call forced by tool_choice, and the auto mode's
-// round trip with the model scripted. They assert what a user sees (exact greedy tokens,
-// usage, errors, metrics), not internals.
+// round trip with the model scripted. codex_test.go runs the real Codex
+// CLI (`codex exec`, installed by `make agent-clis`, found through
+// LLMSERVE_AGENT_CLIS; skipped, saying so, without it) against the
+// Responses API through a three-turn tool loop on such a model, and
+// agents_shapes_test.go records the shapes of the requests an agent CLI
+// sent in testdata/agents/<cli>/*.golden (-update rewrites them). They
+// assert what a user sees (exact greedy tokens, usage, errors, metrics),
+// not internals.
 package tests
