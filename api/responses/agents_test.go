@@ -227,6 +227,14 @@ func TestResponsesTruncationAuto(t *testing.T) {
 	if n := len(reqs[len(reqs)-1].Prompt); n+4 > 96 || n+4 < 96-40 {
 		t.Errorf("truncated prompt of %d tokens; want it to fill most of the 96-token context", n)
 	}
+	// The newest item always stays: when it alone (with the developer
+	// message) does not fit, the answer is the too-long 400, not an
+	// empty input.
+	long := `{"model":"test-model","max_output_tokens":4,"truncation":"auto","input":[{"role":"user","content":"hi"},{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`
+	rec = do(t, h, m, http.MethodPost, "/v1/responses", long)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "context_length_exceeded") {
+		t.Fatalf("newest item too long with truncation auto: %d %s", rec.Code, rec.Body)
+	}
 }
 
 // textScript answers parts, one batch each, then stops.

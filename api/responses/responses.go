@@ -344,16 +344,26 @@ func (h *handler) startResponse(ctx context.Context, rp *respParams, id string, 
 	if err == nil || !rp.truncate || !tooLong(err) {
 		return rg, err
 	}
-	// Find the fewest items to drop: double, then halve the gap.
-	n := droppable(rp.conv)
+	// Find the fewest items to drop: double, then halve the gap. The
+	// newest item stays: without it there is nothing to answer, so a
+	// prompt that does not fit even then keeps its too-long error (the
+	// tools and instructions alone fill the context).
+	n := droppable(rp.conv) - 1
+	if n < 1 {
+		return nil, err
+	}
 	tooFew, enough := 0, 0
 	for k := 1; ; k *= 2 {
 		k = min(k, n)
-		if rg, err = h.submitTruncated(ctx, rp, k, id, arrival); err == nil {
+		var terr error
+		if rg, terr = h.submitTruncated(ctx, rp, k, id, arrival); terr == nil {
 			enough = k
 			break
 		}
-		if !tooLong(err) || k == n {
+		if !tooLong(terr) {
+			return nil, terr
+		}
+		if k == n {
 			return nil, err
 		}
 		tooFew = k

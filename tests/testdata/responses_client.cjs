@@ -186,8 +186,13 @@ async function main() {
   // truncation auto. The namespaced function comes back under its own
   // name with its namespace; the forced custom tool's input follows its
   // grammar.
+  // The tools are kept short: the embedded model's template has no tool
+  // support, so their descriptions are rendered into its 512-token
+  // context (the generic tool format).
+  const shortWeather = { type: 'function', name: 'get_weather',
+    parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] } }, required: ['city'] } };
   const agentTools = [
-    { type: 'namespace', name: 'mcp_weather', description: 'Weather tools', tools: [weather] },
+    { type: 'namespace', name: 'mcp_weather', description: 'Weather tools', tools: [shortWeather] },
     { type: 'custom', name: 'digits', description: 'A number.', format: { type: 'grammar', syntax: 'regex', definition: '[0-9]{1,4}' } },
     { type: 'web_search' },
   ];
