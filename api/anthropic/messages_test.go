@@ -24,7 +24,7 @@ import (
 // messagesHandler is testHandler's setup with the Messages routes.
 func messagesHandler(models ...openai.Model) http.Handler {
 	r := chi.NewRouter()
-	Mount(r, testServer(nil, models...))
+	Mount(r, testServer(nil, models...), Options{})
 	return r
 }
 
@@ -311,7 +311,19 @@ func TestMessagesBadInput(t *testing.T) {
 		{"temperature over 1", "/v1/messages", `{"model":"test-model","max_tokens":5,"temperature":1.5,` + user + `}`, 400, "invalid_request_error", "temperature"},
 		{"unknown tool_choice", "/v1/messages", `{"model":"test-model","max_tokens":5,` + weatherTool + `,"tool_choice":{"type":"maybe"},` + user + `}`, 400, "invalid_request_error", "tool_choice.type"},
 		{"tool_choice names no tool", "/v1/messages", `{"model":"test-model","max_tokens":5,` + weatherTool + `,"tool_choice":{"type":"tool","name":"x"},` + user + `}`, 400, "invalid_request_error", "\"x\""},
-		{"server tool", "/v1/messages", `{"model":"test-model","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web_search"}],` + user + `}`, 400, "invalid_request_error", "server tools"},
+		{"tool_choice.name named", "/v1/messages", `{"model":"test-model","max_tokens":5,` + weatherTool + `,"tool_choice":{"type":"tool","name":"x"},` + user + `}`, 400, "invalid_request_error", "tool_choice.name"},
+		{"tool name pattern", "/v1/messages", `{"model":"test-model","max_tokens":5,"tools":[{"name":"get weather","input_schema":{"type":"object"}}],` + user + `}`, 400, "invalid_request_error", "tools[0].name: String should match pattern"},
+		{"server tool name pattern", "/v1/messages", `{"model":"test-model","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web search"}],` + user + `}`, 400, "invalid_request_error", "tools[0].name"},
+		{"prefill ends in whitespace", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Sure, "}]}`, 400, "invalid_request_error", "final assistant content cannot end with trailing whitespace"},
+		{"unknown thinking type", "/v1/messages", `{"model":"test-model","max_tokens":5,"thinking":{"type":"maybe"},` + user + `}`, 400, "invalid_request_error", "thinking.type"},
+		{"thinking display", "/v1/messages", `{"model":"test-model","max_tokens":5,"thinking":{"type":"adaptive","display":"full"},` + user + `}`, 400, "invalid_request_error", "thinking.display"},
+		{"effort", "/v1/messages", `{"model":"test-model","max_tokens":5,"output_config":{"effort":"huge"},` + user + `}`, 400, "invalid_request_error", "output_config.effort"},
+		{"output format type", "/v1/messages", `{"model":"test-model","max_tokens":5,"output_config":{"format":{"type":"regex"}},` + user + `}`, 400, "invalid_request_error", "output_config.format.type"},
+		{"output format schema", "/v1/messages", `{"model":"test-model","max_tokens":5,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"string","format":"nope"}}}}},` + user + `}`, 400, "invalid_request_error", "output_config.format.schema"},
+		{"cache_control type", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"Hi","cache_control":{"type":"forever"}}]}]}`, 400, "invalid_request_error", "messages[0].content[0].cache_control.type"},
+		{"cache_control ttl", "/v1/messages", `{"model":"test-model","max_tokens":5,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral","ttl":"2h"}}],` + user + `}`, 400, "invalid_request_error", "system[0].cache_control.ttl"},
+		{"system message first", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"system","content":"S"},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "messages[0].role"},
+		{"context_management type", "/v1/messages", `{"model":"test-model","max_tokens":5,"context_management":[],` + user + `}`, 400, "invalid_request_error", "context_management"},
 		{"not JSON", "/v1/messages", `{`, 400, "invalid_request_error", "JSON"},
 		{"count_tokens unknown tool_use_id", "/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_zz"}]}]}`, 400, "invalid_request_error", "toolu_zz"},
 		{"count_tokens unknown model", "/v1/messages/count_tokens", `{"model":"nope",` + user + `}`, 404, "not_found_error", "nope"},
