@@ -43,6 +43,11 @@
 // and its request metrics. scripted_test.go puts the engine double
 // enginetest.Scripted under the real model (scripted(cfg, script)): the
 // model answers what a test scripts, a tool call say, through the real
-// API path, as the agent tests' tool loops need. They assert what a user sees (exact greedy tokens,
+// API path, as the agent tests' tool loops need. claude_code_test.go runs
+// the real Claude Code (`claude -p`, from `make agent-clis`;
+// LLMSERVE_AGENT_CLIS, skipped with a message without it) against a real
+// server on a 64k-context model, through a proxy that records every
+// request's shape into testdata/agents/claude-code (-update-agent-golden).
+// They assert what a user sees (exact greedy tokens,
 // usage, errors, metrics), not internals.
 package tests
