@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -57,9 +58,19 @@ type handler struct {
 // surface (_request_id), before next answers.
 func (h *handler) withRequestID(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("request-id", "req_"+h.s.RequestID(r))
-		next(w, r)
+		id := h.s.RequestID(r)
+		w.Header().Set("request-id", "req_"+id)
+		next(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 	}
+}
+
+// requestIDKey is the context key of the request's id (withRequestID).
+type requestIDKey struct{}
+
+// requestID is the id withRequestID gave r, which the answer's ids take.
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
 }
 
 // messagesResponse is a Message object.
@@ -127,7 +138,7 @@ func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count 
 // messages serves POST /v1/messages.
 func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	arrival := h.s.Now()
-	id := "msg_" + h.s.RequestID(r)
+	id := "msg_" + requestID(r)
 	run, req, err := h.prepareMessages(w, r, false)
 	if err != nil {
 		h.failMessages(w, r, id, err)
@@ -178,7 +189,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 // countTokens serves POST /v1/messages/count_tokens: the tokens of the
 // prompt the request renders to (system, messages, tools).
 func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) {
-	id := "count_" + h.s.RequestID(r)
+	id := "count_" + requestID(r)
 	run, _, err := h.prepareMessages(w, r, true)
 	if err != nil {
 		h.failMessages(w, r, id, err)
