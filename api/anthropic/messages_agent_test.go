@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,14 @@ func TestMessagesTooLong(t *testing.T) {
 	msg, ok := tooLongMessage("This model's maximum context length is 64 tokens. However, your request has 70 input tokens. Please reduce the length of the input messages.")
 	if !ok || msg != "prompt is too long: 70 tokens > 64 maximum" {
 		t.Errorf("got %q %v", msg, ok)
+	}
+}
+
+// The router's 401 carries a request-id too.
+func TestWriteAuthErrorRequestID(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteAuthError(rec, "no key")
+	if id := rec.Header().Get("request-id"); rec.Code != http.StatusUnauthorized || !strings.HasPrefix(id, "req_") || len(id) < 20 {
+		t.Errorf("%d, request-id %q", rec.Code, id)
 	}
 }

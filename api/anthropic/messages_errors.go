@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -125,5 +126,7 @@ func (h *handler) failMessages(w http.ResponseWriter, r *http.Request, id string
 // WriteAuthError writes a 401 in the Messages API's shape, for the
 // router's API-key check.
 func WriteAuthError(w http.ResponseWriter, msg string) {
+	// It answers before the routes, so before withRequestID: its own id.
+	w.Header().Set("request-id", "req_"+rand.Text())
 	openai.WriteJSON(w, http.StatusUnauthorized, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: "authentication_error", Message: msg}})
 }
