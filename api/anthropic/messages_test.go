@@ -418,69 +418,81 @@ func TestMessagesCountTokens(t *testing.T) {
 }
 
 // With a reasoning parser the thinking comes back as a thinking block
-// before the text, streamed as thinking_delta, whatever the cuts.
+// before the text, streamed as thinking_delta, whatever the cuts; with
+// thinking.display "omitted" the block comes back empty.
 func TestMessagesThinking(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		fm := newFakeModel(t)
-		fm.maxLen = 256
-		fm.setScript(thinkScript("<think>a b</think>Hello world!"))
-		m := &reasoningFake{fakeModel: fm, parser: "qwen3"}
-		body := `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"Hi"},` +
-			`{"role":"assistant","content":[{"type":"thinking","thinking":"earlier","signature":""},{"type":"text","text":"Yes"}]},{"role":"user","content":"And?"}]`
-		if stream {
-			body += `,"stream":true`
+	for _, omit := range []bool{false, true} {
+		for _, stream := range []bool{false, true} {
+			testMessagesThinking(t, stream, omit)
 		}
-		req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body+"}"))
-		rec := httptest.NewRecorder()
-		messagesHandler(m).ServeHTTP(rec, req)
-		fm.wait()
-		if rec.Code != 200 {
-			t.Fatalf("stream %v: %d %s", stream, rec.Code, rec.Body)
+	}
+}
+
+func testMessagesThinking(t *testing.T, stream, omit bool) {
+	fm := newFakeModel(t)
+	fm.maxLen = 256
+	fm.setScript(thinkScript("<think>a b</think>Hello world!"))
+	m := &reasoningFake{fakeModel: fm, parser: "qwen3"}
+	body := `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"Hi"},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"earlier","signature":""},{"type":"text","text":"Yes"}]},{"role":"user","content":"And?"}]`
+	if stream {
+		body += `,"stream":true`
+	}
+	want := "a b"
+	if omit {
+		body += `,"thinking":{"type":"adaptive","display":"omitted"}`
+		want = ""
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body+"}"))
+	rec := httptest.NewRecorder()
+	messagesHandler(m).ServeHTTP(rec, req)
+	fm.wait()
+	if rec.Code != 200 {
+		t.Fatalf("stream %v: %d %s", stream, rec.Code, rec.Body)
+	}
+	var got messagesResponse
+	if !stream {
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
 		}
-		var got messagesResponse
-		if !stream {
-			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+	} else {
+		// Rebuild the message from the events, as the SDK does.
+		for line := range strings.Lines(rec.Body.String()) {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Type         string           `json:"type"`
+				ContentBlock *messagesContent `json:"content_block"`
+				Delta        struct {
+					Type, Text, Thinking string
+					StopReason           string `json:"stop_reason"`
+				} `json:"delta"`
+			}
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
 				t.Fatal(err)
 			}
-		} else {
-			// Rebuild the message from the events, as the SDK does.
-			for line := range strings.Lines(rec.Body.String()) {
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok {
-					continue
+			switch ev.Type {
+			case "content_block_start":
+				got.Content = append(got.Content, *ev.ContentBlock)
+			case "content_block_delta":
+				b := &got.Content[len(got.Content)-1]
+				switch ev.Delta.Type {
+				case "text_delta":
+					*b.Text += ev.Delta.Text
+				case "thinking_delta":
+					*b.Thinking += ev.Delta.Thinking
 				}
-				var ev struct {
-					Type         string           `json:"type"`
-					ContentBlock *messagesContent `json:"content_block"`
-					Delta        struct {
-						Type, Text, Thinking string
-						StopReason           string `json:"stop_reason"`
-					} `json:"delta"`
-				}
-				if err := json.Unmarshal([]byte(data), &ev); err != nil {
-					t.Fatal(err)
-				}
-				switch ev.Type {
-				case "content_block_start":
-					got.Content = append(got.Content, *ev.ContentBlock)
-				case "content_block_delta":
-					b := &got.Content[len(got.Content)-1]
-					switch ev.Delta.Type {
-					case "text_delta":
-						*b.Text += ev.Delta.Text
-					case "thinking_delta":
-						*b.Thinking += ev.Delta.Thinking
-					}
-				case "message_delta":
-					got.StopReason = &ev.Delta.StopReason
-				}
+			case "message_delta":
+				got.StopReason = &ev.Delta.StopReason
 			}
 		}
-		if len(got.Content) != 2 || got.Content[0].Type != "thinking" || *got.Content[0].Thinking != "a b" ||
-			got.Content[0].Signature == nil || got.Content[1].Type != "text" || *got.Content[1].Text != "Hello world!" ||
-			got.StopReason == nil || *got.StopReason != "max_tokens" {
-			t.Errorf("stream %v: %s", stream, rec.Body)
-		}
+	}
+	if len(got.Content) != 2 || got.Content[0].Type != "thinking" || *got.Content[0].Thinking != want ||
+		got.Content[0].Signature == nil || got.Content[1].Type != "text" || *got.Content[1].Text != "Hello world!" ||
+		got.StopReason == nil || *got.StopReason != "max_tokens" {
+		t.Errorf("stream %v, omitted %v: %s", stream, omit, rec.Body)
 	}
 }
 
