@@ -311,18 +311,18 @@ soak: build
 	./scripts/soak.sh
 
 ## fuzz: the request fuzzer on the real binary for FUZZ_TIME (default 10m),
-## then the native fuzz target over the same server (tests/fuzz_test.go).
+## then every native fuzz target in the module (each `func FuzzX` beside the
+## parser it covers: every reader of client bytes has one) for FUZZ_TIME each.
 FUZZ_TIME ?= 10m
 fuzz: deps
 	LLMSERVE_FUZZ_DURATION=$(FUZZ_TIME) $(if $(FUZZ_SEED),LLMSERVE_FUZZ_SEED=$(FUZZ_SEED)) \
 	  $(GO) test -count=1 -timeout 0 -run '^TestRequestFuzzer$$' -v ./tests/
-	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10s -parallel 1 ./tests/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime $(FUZZ_TIME) ./api/v2/
-	$(GO) test -run '^$$' -fuzz '^FuzzSetJSONData$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBytes$$' -fuzztime $(FUZZ_TIME) ./api/v2/infer/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_TIME) ./api/v2/grpc/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime $(FUZZ_TIME) ./api/tritonv1/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_TIME) -parallel 1 ./models/tensor/
+	set -e; git grep -l '^func Fuzz' -- '*_test.go' ':!deploy' | while read -r f; do \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "== $$t ./$$(dirname $$f)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10s -parallel 1 ./$$(dirname $$f)/; \
+	  done; \
+	done
 
 ## test-determinism: the determinism tests 20 times while two busy loops
 ## load the CPU; every run must pass.

@@ -72,7 +72,11 @@
 // classifies errors (Error, Classify) and model.go says what the frontend
 // needs of an LLM (Model, MediaModel, GrammarChecker); tools.go decides
 // the tool plan (ToolPlan: mode, parser, the grammar of the constrained
-// modes), which the output side reads to split calls; sampling.go
+// modes), which the output side reads to split calls, and
+// tools_generic.go the generic tool format of templates that do not
+// render tools (RendersTools; the tools and a JSON answer shape in the
+// system prompt, which Prompt.Apply adds, so that usage and every token
+// count include it); sampling.go
 // validates the sampling and scheduling fields and vLLM's extensions into
 // the scheduler.Request every prompt starts from, and names the engine's
 // range errors and the scheduler's capacity errors by the request's
@@ -90,7 +94,8 @@
 // the tokens usage reports; OutputConfig says how (stops, stop tokens,
 // min_tokens, logprobs, the reasoning parser, the ToolPlan). The reasoning
 // split (output.go) and the tool-call split (output_tools.go: the auto
-// mode's parser, the required mode's JSON scanner, the named mode) happen
+// mode's parser, the required mode's JSON scanner, the named mode;
+// output_tools_generic.go: the generic format's auto answers) happen
 // there and nowhere else. output_reasoning.go's Thinking gives the
 // scheduler the thinking section its budget bounds. OpenAI chat,
 // completions, Responses and Messages (api/openai choice.go, generate.go)

@@ -19,6 +19,13 @@ import (
 //   - ToolNamed: the answer is the one call's arguments, streamed as they
 //     come after a first delta with the call's id and name.
 //
+// With the generic format (ToolPlan.Generic, tools_generic.go) the
+// required mode's answer is its JSON shape, read by the same scanner (a
+// call's header when its arguments start, then the arguments piece by
+// piece); the named mode's is the arguments, as above; the auto mode's
+// answer is read back by genericParser when it is one of those shapes,
+// calls arriving whole when the answer ends.
+//
 // Otherwise the answer is content.
 
 // ToolCallDelta is what a delta adds to a tool call: its header once (ID,
@@ -51,7 +58,7 @@ func (tp *ToolPlan) SplitsToolCalls() bool {
 	if tp == nil {
 		return false
 	}
-	if tp.Constrained() {
+	if tp.Constrained() || tp.Mode == ToolAuto && tp.Generic {
 		return true
 	}
 	if tp.Mode != ToolAuto || tp.Parser == "" {
@@ -65,8 +72,9 @@ func (tp *ToolPlan) SplitsToolCalls() bool {
 // calls, incrementally.
 type toolSplitter struct {
 	plan *ToolPlan
-	// parser splits auto answers.
-	parser *tokenizer.ToolCallParser
+	// parser splits auto answers; generic those in the generic format.
+	parser  *tokenizer.ToolCallParser
+	generic *genericParser
 	// scan reads the constrained JSON of the required mode.
 	scan callArrayScanner
 	// calls made so far, in order.
@@ -81,7 +89,13 @@ func newToolSplitter(tp *ToolPlan) *toolSplitter {
 		return nil
 	}
 	s := &toolSplitter{plan: tp}
-	if tp.Mode == ToolAuto {
+	switch {
+	case tp.Generic && tp.Mode == ToolAuto:
+		s.generic = &genericParser{}
+	case tp.Generic && tp.Mode == ToolRequired:
+		// {"tool_call": call} or {"tool_calls": [call, ...]}.
+		s.scan = callArrayScanner{callDepth: 2, argsKey: "arguments", byTopKey: tp.Parallel}
+	case tp.Mode == ToolAuto:
 		s.parser, _ = tokenizer.NewToolCallParser(tp.Parser)
 	}
 	return s
@@ -91,6 +105,8 @@ func newToolSplitter(tp *ToolPlan) *toolSplitter {
 // settles.
 func (s *toolSplitter) push(text string) (content string, deltas []ToolCallDelta) {
 	switch {
+	case s.generic != nil:
+		return s.generic.push(text), nil
 	case s.plan.Mode == ToolNamed:
 		if !s.started {
 			s.started = true
@@ -123,10 +139,15 @@ func (s *toolSplitter) push(text string) (content string, deltas []ToolCallDelta
 // flush ends the answer: the auto mode's calls, whole, and the content
 // that was held back.
 func (s *toolSplitter) flush() (content string, deltas []ToolCallDelta) {
-	if s.parser == nil {
+	var calls []tokenizer.ToolCall
+	switch {
+	case s.generic != nil:
+		content, calls = s.generic.flush()
+	case s.parser != nil:
+		content, calls = s.parser.Flush()
+	default:
 		return "", nil
 	}
-	content, calls := s.parser.Flush()
 	for _, c := range calls {
 		if c.ID == "" {
 			c.ID = newCallID()
@@ -152,12 +173,24 @@ type callEvent struct {
 // callArrayScanner reads [{"name": "f", "parameters": {...}}, ...]
 // incrementally, as the required mode's grammar writes it (name first,
 // any JSON whitespace between tokens), and reports each call's name as
-// soon as the arguments start and the arguments' text as it comes.
+// soon as the arguments start and the arguments' text as it comes. Its
+// zero value reads that shape; callDepth and argsKey set it to others
+// (the generic format's {"tool_call": {"name": ..., "arguments": ...}}
+// is depth 2 and "arguments"), and byTopKey to either of the generic
+// format's ({"tool_call": call} or {"tool_calls": [call, ...]}, depth 3),
+// by the top object's key.
 type callArrayScanner struct {
+	// callDepth is the nesting of a call object (0: 2); argsKey the key
+	// of its arguments ("": "parameters"). byTopKey sets callDepth by the
+	// key of the top object.
+	callDepth int
+	argsKey   string
+	byTopKey  bool
+
 	depth    int  // nesting of [ and {, outside strings
 	inString bool // inside a string
 	escape   bool // after a backslash inside a string
-	// At depth 2 (inside a call object): the last key read, the string
+	// At callDepth (inside a call object): the last key read, the string
 	// being read (key or the name's value), whether a value is expected.
 	key       string
 	str       strings.Builder
@@ -171,6 +204,13 @@ type callArrayScanner struct {
 }
 
 func (sc *callArrayScanner) push(text string) []callEvent {
+	if sc.callDepth == 0 {
+		sc.callDepth = 2
+	}
+	argsKey := sc.argsKey
+	if argsKey == "" {
+		argsKey = "parameters"
+	}
 	var evs []callEvent
 	var args strings.Builder
 	flushArgs := func() {
@@ -191,17 +231,18 @@ func (sc *callArrayScanner) push(text string) []callEvent {
 			}
 			continue
 		}
-		if !sc.inString && sc.depth == 2 && sc.expecting && sc.key == "parameters" && (r == '{' || r == '[') {
+		if !sc.inString && sc.depth == sc.callDepth && sc.expecting && sc.key == argsKey && (r == '{' || r == '[') {
 			sc.step(r)
 			sc.expecting = false
-			sc.inArgs, sc.argsDepth = true, 2
+			sc.inArgs, sc.argsDepth = true, sc.callDepth
 			evs = append(evs, callEvent{start: true, name: sc.name})
 			args.WriteRune(r)
 			continue
 		}
 		wasString := sc.inString
 		sc.step(r)
-		if sc.depth != 2 {
+		top := sc.byTopKey && sc.depth == 1
+		if sc.depth != sc.callDepth && !top {
 			continue
 		}
 		switch {
@@ -209,9 +250,17 @@ func (sc *callArrayScanner) push(text string) []callEvent {
 			if !sc.escape && r != '\\' {
 				sc.str.WriteRune(r)
 			}
-		case wasString && !sc.inString: // a string at depth 2 ended
+		case wasString && !sc.inString: // a string at callDepth (or the top) ended
 			s := sc.str.String()
 			sc.str.Reset()
+			if top {
+				if s == "tool_calls" {
+					sc.callDepth = 3
+				} else {
+					sc.callDepth = 2
+				}
+				continue
+			}
 			if sc.expecting && sc.key == "name" {
 				sc.name, sc.expecting = s, false
 			} else {

@@ -29,6 +29,10 @@ type Prompt struct {
 	// Param names the messages in the request's protocol ("messages";
 	// Responses: "input").
 	Param string
+	// generic is how the tools are rendered when the template does not
+	// render them (tools_generic.go); nil without tools or with
+	// tool_choice "none".
+	generic *genericTools
 }
 
 // NewPrompt gathers what the template needs of req besides the messages.
@@ -41,6 +45,9 @@ func NewPrompt(req *Request) *Prompt {
 		},
 		Template: t.Source,
 		Param:    Name(req.Fields.Messages, "messages"),
+	}
+	if len(req.Tools) > 0 && req.ToolChoice.Mode != ToolNone {
+		p.generic = &genericTools{tools: req.Tools, mode: req.ToolChoice.Mode, named: req.ToolChoice.Name}
 	}
 	if req.Tools != nil {
 		p.Options.Tools = make([]json.RawMessage, len(req.Tools))
@@ -109,11 +116,13 @@ func TemplateMessages(msgs []Message) []tokenizer.Message {
 }
 
 // Apply renders the messages with the request's template (the client's
-// when it sent one, else the model's).
+// when it sent one, else the model's). The request's tools go to the
+// template; one that does not render them gets them in the generic
+// format (tools_generic.go).
 func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error) {
 	tm := TemplateMessages(msgs)
 	if p.Template == "" {
-		text, err := tok.ApplyChatTemplate(tm, p.Options)
+		text, err := p.render(tok.ChatTemplate(), tm)
 		if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
 			return "", Invalid("continue_final_message", "%v", err)
 		}
@@ -126,7 +135,7 @@ func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error)
 	if err != nil {
 		return "", Invalid("chat_template", "chat_template is not a valid Jinja chat template: %v", err)
 	}
-	text, err := ct.Render(tm, p.Options)
+	text, err := p.render(ct, tm)
 	if errors.Is(err, tokenizer.ErrContinueFinalMessage) {
 		return "", Invalid("continue_final_message", "%v", err)
 	}
@@ -134,6 +143,22 @@ func (p *Prompt) Apply(tok *tokenizer.Tokenizer, msgs []Message) (string, error)
 		return "", Invalid("chat_template", "chat_template could not render these messages: %v", err)
 	}
 	return text, nil
+}
+
+// render renders tm with ct and the request's options, the tools in the
+// generic format when ct does not render them: in a system turn, or, for
+// a template that refuses one (Gemma's, say), in the first turn.
+func (p *Prompt) render(ct *tokenizer.ChatTemplate, tm []tokenizer.Message) (string, error) {
+	if p.generic == nil || RendersTools(ct) {
+		return ct.Render(tm, p.Options)
+	}
+	text, err := ct.Render(p.generic.messages(tm, true), p.Options)
+	if err != nil && !errors.Is(err, tokenizer.ErrContinueFinalMessage) && len(tm) > 0 && tm[0].Role != "system" {
+		if text, err2 := ct.Render(p.generic.messages(tm, false), p.Options); err2 == nil {
+			return text, nil
+		}
+	}
+	return text, err
 }
 
 // RenderText renders the messages (Apply) and checks the text's length

@@ -15,7 +15,7 @@ import (
 // echo shows what the template sees.
 const echo = `{%- for m in messages -%}[{{ m.role }}:{{ m.content }}` +
 	`{%- if m.tool_calls %} calls={{ m.tool_calls | length }}{% endif -%}]{% endfor -%}` +
-	`{%- if tools is not none %} tools={{ tools | length }}{% endif -%}` +
+	`{%- if tools is not none %} tools={{ tools | map(attribute="function") | map(attribute="name") | join(",") }}{% endif -%}` +
 	`{%- if add_generation_prompt %}<gen>{% endif -%}`
 
 func testTokenizer(t *testing.T, template string) *tokenizer.Tokenizer {
@@ -55,7 +55,7 @@ func TestPromptRender(t *testing.T) {
 		t.Fatalf("prompt %+v", p)
 	}
 	toks, text, err := p.Render(tok, req.Messages, 1000)
-	if err != nil || text != "[system:be][user:Hi] tools=1<gen>" || len(toks) == 0 {
+	if err != nil || text != "[system:be][user:Hi] tools=f<gen>" || len(toks) == 0 {
 		t.Fatalf("render %q %v %v", text, toks, err)
 	}
 	_, _, err = p.Render(tok, req.Messages, 10)

@@ -19,6 +19,12 @@ import (
 //   - ToolRequired: the answer is held by a grammar to a JSON array of
 //     calls, [{"name", "parameters"}, ...] (one when !Parallel).
 //   - ToolNamed: the answer is held to the named function's parameters.
+//
+// With a template that does not render tools (Generic), the tools are
+// described in the system prompt and the answer takes the generic
+// format's JSON shapes instead (tools_generic.go): the auto mode reads
+// them back when the model answers so, the required mode holds the
+// answer to them; the named mode is as above.
 type ToolPlan struct {
 	// Mode is never ToolDefault.
 	Mode  ToolMode
@@ -27,8 +33,11 @@ type ToolPlan struct {
 	Named int
 	// Parallel lets the model make more than one call.
 	Parallel bool
-	// Parser is the auto mode's tool-call parser.
+	// Parser is the auto mode's tool-call parser ("" with Generic).
 	Parser string
+	// Generic: the template does not render tools, so the generic format
+	// carries them (not in ToolNone).
+	Generic bool
 }
 
 // NewToolPlan decides req's tool handling against its tools. template is
@@ -60,7 +69,8 @@ func NewToolPlan(req *Request, template string) (*ToolPlan, error) {
 		return nil, Invalid("tool_choice", "tool_choice %s needs tools; give tools or leave tool_choice out.", tc.Text)
 	}
 	tp.Mode = mode
-	if mode == ToolAuto {
+	tp.Generic = mode != ToolNone && !sourceRendersTools(template)
+	if mode == ToolAuto && !tp.Generic {
 		tp.Parser = tokenizer.ToolCallParserFor(template)
 	}
 	return tp, nil
@@ -72,7 +82,10 @@ func (tp *ToolPlan) Constrained() bool {
 }
 
 // Schema is the JSON schema the answer is held to in the constrained
-// modes: the named function's parameters, or the array of calls.
+// modes: the named function's parameters, or the array of calls. With
+// Generic, the required mode's calls take the generic format's shapes:
+// {"tool_call": call}, and with parallel calls {"tool_calls": [call,
+// ...]} too, each call {"name": ..., "arguments": ...}.
 func (tp *ToolPlan) Schema() []byte {
 	params := func(t Tool) json.RawMessage {
 		if t.Parameters == nil {
@@ -80,19 +93,34 @@ func (tp *ToolPlan) Schema() []byte {
 		}
 		return t.Parameters
 	}
+	argsKey := "parameters"
+	if tp.Generic {
+		argsKey = "arguments"
+	}
+	call := func(t Tool) string {
+		name, _ := json.Marshal(t.Name)
+		return fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, %q: %s}, "required": ["name", %q]}`, name, argsKey, params(t), argsKey)
+	}
 	if tp.Mode == ToolNamed {
 		return params(tp.Tools[tp.Named])
 	}
 	var alts []string
 	for _, t := range tp.Tools {
-		name, _ := json.Marshal(t.Name)
-		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, "parameters": %s}, "required": ["name", "parameters"]}`, name, params(t)))
+		alts = append(alts, call(t))
+	}
+	items := fmt.Sprintf(`{"anyOf": [%s]}`, strings.Join(alts, ", "))
+	if tp.Generic {
+		one := fmt.Sprintf(`{"type": "object", "properties": {"tool_call": %s}, "required": ["tool_call"]}`, items)
+		if !tp.Parallel {
+			return []byte(one)
+		}
+		return fmt.Appendf(nil, `{"anyOf": [%s, {"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1, "items": %s}}, "required": ["tool_calls"]}]}`, one, items)
 	}
 	maxItems := ""
 	if !tp.Parallel {
 		maxItems = `, "maxItems": 1`
 	}
-	return fmt.Appendf(nil, `{"type": "array", "minItems": 1%s, "items": {"anyOf": [%s]}}`, maxItems, strings.Join(alts, ", "))
+	return fmt.Appendf(nil, `{"type": "array", "minItems": 1%s, "items": %s}`, maxItems, items)
 }
 
 // Grammar is the grammar that holds the answer to calls in the

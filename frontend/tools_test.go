@@ -32,7 +32,7 @@ func TestNewToolPlan(t *testing.T) {
 	badParam(t, err, "tool_choice")
 
 	no := false
-	tp, _ := NewToolPlan(&Request{Tools: tools, ToolChoice: ToolChoice{Mode: ToolRequired}, ParallelToolCalls: &no}, "")
+	tp, _ := NewToolPlan(&Request{Tools: tools, ToolChoice: ToolChoice{Mode: ToolRequired}, ParallelToolCalls: &no}, echo)
 	if s := string(tp.Schema()); !strings.Contains(s, `"maxItems": 1`) || !json.Valid(tp.Schema()) {
 		t.Errorf("schema %s", s)
 	}

@@ -5,6 +5,7 @@
 //	FromJSONSchema(schema)  a JSON schema (response_format json_schema, guided_json)
 //	AnyJSONObject()         any JSON object (response_format json_object)
 //	FromRegex(pattern)      a regular expression, matched in full (guided_regex)
+//	FromLark(src)           a grammar in a subset of Lark (Responses custom tools)
 //	Choices(list)           exactly one of some strings (guided_choice)
 //	Check(gbnf)             a client's own grammar (guided_grammar)
 //

@@ -51,6 +51,11 @@ type Request struct {
 	// CacheSalt separates prefix-cache namespaces: requests share cached
 	// blocks only when their salts are equal.
 	CacheSalt string
+	// RouteKey is a routing hint (OpenAI's prompt_cache_key): a head
+	// sends requests with the same key to the same worker while it can
+	// take them, so that they find their prefix cached there. The
+	// scheduler does not read it.
+	RouteKey string
 	// PromptLogprobs, when >= 0, asks for the logprob of every prompt token
 	// after the first, with that many alternatives. It disables the prefix
 	// cache for this request, since cached tokens have no logits.

@@ -5,8 +5,11 @@
 # and one client sending requests of BIG_ROWS rows, llmserve with its
 # default flags (SERVE_ARGS adds more) against ONNX Runtime behind Node's
 # http module (scripts/onnx-corpus/ort-server.cjs), alternating the two
-# servers REPS times in one run. One line per run; the JSON reports go to
-# $OUT. See docs/BENCHMARKS.md.
+# servers REPS times in one run. With grpc in PROTOCOLS, llmserve is
+# driven over V2 gRPC too (ModelInfer with raw_input_contents, `bench
+# --backend v2-grpc`) while the same server runs; ONNX Runtime's side is
+# REST only (its server has no gRPC). One line per run; the JSON reports go
+# to $OUT. See docs/BENCHMARKS.md.
 #
 # Needs /usr/bin/python3 with Debian's python3-onnx (make python-deps) and
 # onnxruntime-node (make node-clients; NODE_PATH names its node_modules).
@@ -22,6 +25,7 @@ MODELS=${MODELS:-cnn gbt_multiclass}
 SERVE_ARGS=${SERVE_ARGS:-}
 BIG_ROWS=${BIG_ROWS:-256}           # rows per request of the c=1 large-request run (0: none)
 BIG_REQUESTS=${BIG_REQUESTS:-200}
+PROTOCOLS=${PROTOCOLS:-rest grpc}  # llmserve's; ORT is served over REST only
 : "${NODE_PATH:?NODE_PATH must name the node_modules holding onnxruntime-node (make node-clients)}"
 export NODE_PATH
 mkdir -p "$OUT"
@@ -44,18 +48,24 @@ server=
 stop() {
   [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
   server=
-  # Each server takes a port of its own: a port just given up can stay
+  # Each server takes ports of its own: a port just given up can stay
   # taken for a while after its server exits.
-  PORT=$((PORT + 1))
+  PORT=$((PORT + 2))
 }
 trap stop EXIT
 
 start() { # start SERVER: llmserve or ort
+  # A server already on the port (another user's) would answer the checks
+  # below in this one's place.
+  if (: <"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null || (: <"/dev/tcp/127.0.0.1/$((PORT + 1))") 2>/dev/null; then
+    echo "bench-onnx: port $PORT or $((PORT + 1)) is taken; set PORT" >&2
+    exit 1
+  fi
   if [ "$1" = llmserve ]; then
     local args=()
     for m in $MODELS; do args+=(--model "$m=$corpus/repo/$m/1/model.onnx"); done
     # shellcheck disable=SC2086
-    "$BIN" serve "${args[@]}" --http-port "$PORT" --grpc-port 0 --log-level warn $SERVE_ARGS &
+    "$BIN" serve "${args[@]}" --http-port "$PORT" --grpc-port "$((PORT + 1))" --log-level warn $SERVE_ARGS &
   else
     node scripts/onnx-corpus/ort-server.cjs "$ortrepo" "$PORT" &
   fi
@@ -68,22 +78,30 @@ start() { # start SERVER: llmserve or ort
   exit 1
 }
 
-printf '%-4s %-9s %-15s %5s %9s %9s %9s %7s\n' rep server model c 'req/s' 'p50 ms' 'p99 ms' failed
+printf '%-4s %-14s %-15s %5s %9s %9s %9s %7s\n' rep server model c 'req/s' 'p50 ms' 'p99 ms' failed
 for rep in $(seq "$REPS"); do
   for srv in llmserve ort; do
     start "$srv"
-    for m in $MODELS; do
-      runs=()
-      for c in ${CONCURRENCY:-1 8 32}; do runs+=("c$c $c 1 $REQUESTS 100"); done
-      [ "$BIG_ROWS" -gt 0 ] && runs+=("r$BIG_ROWS 1 $BIG_ROWS $BIG_REQUESTS 10")
-      for run in "${runs[@]}"; do
-        read -r tag c rows n warm <<<"$run"
-        f="$OUT/$srv-$m-$tag-rep$rep.json"
-        "$BIN" bench --backend v2-infer --base-url "http://127.0.0.1:$PORT" --model "$m" --binary --rows "$rows" \
-          --num-prompts "$n" --max-concurrency "$c" --warmup "$warm" --seed 1 -q --json \
-          --label "$srv:$m:$tag:rep$rep" > "$f"
-        jq -r --arg r "$rep" --arg s "$srv" --arg m "$m" --arg t "$tag" \
-          '"\($r)    \($s)  \($m)  \($t)  \(.request_throughput|floor)  \(.median_e2el_ms*1000|round/1000)  \(.p99_e2el_ms*1000|round/1000)  \(.failed)"' "$f"
+    protocols=rest
+    [ "$srv" = llmserve ] && protocols=$PROTOCOLS
+    for proto in $protocols; do
+      name=$srv
+      [ "$proto" = grpc ] && name=$srv-grpc
+      backend=(--backend v2-infer --base-url "http://127.0.0.1:$PORT")
+      [ "$proto" = grpc ] && backend=(--backend v2-grpc --base-url "127.0.0.1:$((PORT + 1))")
+      for m in $MODELS; do
+        runs=()
+        for c in ${CONCURRENCY:-1 8 32}; do runs+=("c$c $c 1 $REQUESTS 100"); done
+        [ "$BIG_ROWS" -gt 0 ] && runs+=("r$BIG_ROWS 1 $BIG_ROWS $BIG_REQUESTS 10")
+        for run in "${runs[@]}"; do
+          read -r tag c rows n warm <<<"$run"
+          f="$OUT/$name-$m-$tag-rep$rep.json"
+          "$BIN" bench "${backend[@]}" --model "$m" --binary --rows "$rows" \
+            --num-prompts "$n" --max-concurrency "$c" --warmup "$warm" --seed 1 -q --json \
+            --label "$name:$m:$tag:rep$rep" > "$f"
+          jq -r --arg r "$rep" --arg s "$name" --arg m "$m" --arg t "$tag" \
+            '"\($r)    \($s)  \($m)  \($t)  \(.request_throughput|floor)  \(.median_e2el_ms*1000|round/1000)  \(.p99_e2el_ms*1000|round/1000)  \(.failed)"' "$f"
+        done
       done
     done
     stop

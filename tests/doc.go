@@ -43,11 +43,20 @@
 // and its request metrics. scripted_test.go puts the engine double
 // enginetest.Scripted under the real model (scripted(cfg, script)): the
 // model answers what a test scripts, a tool call say, through the real
-// API path, as the agent tests' tool loops need. claude_code_test.go runs
-// the real Claude Code (`claude -p`, from `make agent-clis`;
-// LLMSERVE_AGENT_CLIS, skipped with a message without it) against a real
-// server on a 64k-context model, through a proxy that records every
-// request's shape into testdata/agents/claude-code (-update-agent-golden).
-// They assert what a user sees (exact greedy tokens,
-// usage, errors, metrics), not internals.
+// API path, as the agent tests' tool loops need. generic_tools_test.go
+// drives the generic tool format of templates without tool support on the
+// embedded model with go-openai and, through tests/node/generic_tools.cjs,
+// the official Anthropic and OpenAI node SDKs (Messages, Responses): token
+// counts with tools, a call forced by tool_choice, and the auto mode's
+// round trip with the model scripted. codex_test.go runs the real Codex
+// CLI (`codex exec`, installed by `make agent-clis`, found through
+// LLMSERVE_AGENT_CLIS; skipped, saying so, without it) against the
+// Responses API through a three-turn tool loop on such a model,
+// claude_code_test.go the real Claude Code (`claude -p`, the same way) over
+// the Messages API, printing an answer and through a three-turn Read tool
+// loop, and
+// agents_shapes_test.go records the shapes of the requests an agent CLI
+// sent in testdata/agents/<cli>/*.golden (-update rewrites them). They
+// assert what a user sees (exact greedy tokens, usage, errors, metrics),
+// not internals.
 package tests

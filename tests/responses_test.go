@@ -143,7 +143,7 @@ func TestResponsesBadInputReal(t *testing.T) {
 		status int
 		param  string
 	}{
-		{`{"model":"` + model + `","input":"x","previous_response_id":"resp_nope"}`, 404, "previous_response_id"},
+		{`{"model":"` + model + `","input":"x","previous_response_id":"resp_nope"}`, 400, "previous_response_id"},
 		{`{"model":"` + model + `","input":[{"type":"function_call_output","call_id":"nope","output":"1"}]}`, 400, "input[0].call_id"},
 		{`{"model":"` + model + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0]"},
 		{`{"model":"` + model + `","input":[{"type":"item_reference","id":"x"}]}`, 400, "input[0].type"},

@@ -114,8 +114,11 @@ func streamChatTools(t *testing.T, s *server, body map[string]any) (content stri
 
 // tool_choice required: the toy model's answer is held to calls whose
 // arguments match the function's schema, streamed as tool_calls deltas.
+// The model's template renders tools (hermesTemplate): the calls are the
+// constrained modes' own JSON (generic_tools_test.go has the generic
+// format of templates without tools).
 func TestToolChoiceRequiredStreamed(t *testing.T) {
-	s := startServer(t, models.GenerativeConfig{})
+	s := startServer(t, models.GenerativeConfig{ChatTemplate: hermesTemplate})
 	schemas := map[string]*jsonschema.Schema{"get_weather": compileSchema(t, weatherParams), "add": compileSchema(t, addParams)}
 	for _, seed := range []int{0, 1, 2, 3} {
 		content, calls, finish := streamChatTools(t, s, map[string]any{
@@ -149,8 +152,9 @@ func TestToolChoiceRequiredStreamed(t *testing.T) {
 
 // A named function and parallel_tool_calls false, through the go-openai
 // client, not streamed; then the call and its result go back as history.
+// The template renders tools, as above.
 func TestToolChoiceNamedAndRoundTrip(t *testing.T) {
-	s := startServer(t, models.GenerativeConfig{})
+	s := startServer(t, models.GenerativeConfig{ChatTemplate: hermesTemplate})
 	client := openaiClient(s)
 	var tools []openai.Tool
 	for _, d := range []struct{ name, params string }{{"get_weather", weatherParams}, {"add", addParams}} {

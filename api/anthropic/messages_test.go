@@ -123,6 +123,7 @@ func TestMessagesGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newFakeModel(t)
 			m.script = tt.script
+			m.maxLen = 512 // room for the tools the fallback template gets in the system prompt
 			m.cached = 3
 			if tt.stream {
 				m.gate = make(chan struct{}, 1000)

@@ -87,7 +87,9 @@
 //     /v1/models/{id} gives its KServe V1 status {"name","ready"}. A LoRA
 //     adapter is a Model of its own (the Backend resolves its name; its
 //     Submit runs the base model with the adapter), and one that is an
-//     AdapterModel is listed with vLLM's "parent" and "root".
+//     AdapterModel is listed with vLLM's "parent" and "root". GET
+//     /v1/models?client_version=... (Codex CLI's model_catalog_url) adds
+//     Codex's model catalog beside the list (models_codex.go).
 //   - temperature must be in OpenAI's range [0, 2] (a 400 naming it
 //     otherwise); inside it, the engine's own range applies too.
 //   - messages: content is a string or an array of text, image_url and

@@ -99,6 +99,11 @@ func (r *Run) Model() Model { return r.r.m }
 // PromptTokens is the length of the rendered prompt in tokens.
 func (r *Run) PromptTokens() int { return len(r.r.prompt.tokens) }
 
+// SetRouteKey gives the request a routing hint (scheduler.Request.RouteKey:
+// the Responses API's prompt_cache_key), which a head uses to keep
+// requests with the same key on one worker.
+func (r *Run) SetRouteKey(key string) { r.r.p.Base.RouteKey = key }
+
 // Stream reports whether the request asked for a streamed answer.
 func (r *Run) Stream() bool { return r.r.p.Stream }
 
@@ -145,6 +150,21 @@ type Answer struct {
 	Finish string
 	// StopString is the stop string that ended the answer, if one did.
 	StopString string
+	// Logprobs are the answer's tokens' logprobs when the request asked
+	// for them (frontend.Request.Logprobs), else nil.
+	Logprobs []TokenLogprob
+}
+
+// TokenLogprob is one generated token's logprob with its alternatives, in
+// the shape OpenAI's chat and Responses share.
+type TokenLogprob = chatTokenLogprob
+
+// logprobsOf formats entries when the request asked for logprobs.
+func (g *Generation) logprobsOf(entries []tokenLogprob) []TokenLogprob {
+	if !g.g.params.Logprobs {
+		return nil
+	}
+	return chatLogprobsOf(tokenNames{g.g.tok, g.g.params.tokensAsIDs}, entries).Content
 }
 
 // Collect runs the generation to its end and returns the answer.
@@ -155,7 +175,7 @@ func (g *Generation) Collect(ctx context.Context) (*Answer, error) {
 	}
 	c := g.g.choices[0]
 	return &Answer{Reasoning: res[0].reasoning.String(), Text: res[0].text.String(), Calls: c.out.ToolCalls(),
-		Finish: res[0].finish, StopString: c.stopString}, nil
+		Finish: res[0].finish, StopString: c.stopString, Logprobs: g.logprobsOf(res[0].lps)}, nil
 }
 
 // Delta is what one batch of outputs added to the answer.
@@ -165,8 +185,10 @@ type Delta struct {
 	Calls []frontend.ToolCallDelta
 	// Finish is "stop" or "length" on the last delta, "" before.
 	Finish string
-	d      *delta
-	c      *choice
+	// Logprobs are the logprobs of the tokens of Text, when asked for.
+	Logprobs []TokenLogprob
+	d        *delta
+	c        *choice
 }
 
 // Empty reports whether the delta adds nothing.
@@ -185,7 +207,7 @@ func (g *Generation) Receive(ctx context.Context, fn func(*Delta) error) error {
 		ds, err := g.g.apply(pi, outs)
 		for i := range ds {
 			cd := &ds[i]
-			d := &Delta{Reasoning: cd.d.reasoning, Text: cd.d.text, Calls: cd.d.calls, Finish: cd.d.finish, d: &cd.d, c: cd.c}
+			d := &Delta{Reasoning: cd.d.reasoning, Text: cd.d.text, Calls: cd.d.calls, Finish: cd.d.finish, Logprobs: g.logprobsOf(cd.d.lps), d: &cd.d, c: cd.c}
 			if werr := fn(d); werr != nil {
 				return werr
 			}

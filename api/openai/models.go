@@ -83,6 +83,14 @@ func (h *handler) listModels(w http.ResponseWriter, r *http.Request) {
 	for _, m := range ms {
 		list.Data = append(list.Data, modelObjectOf(m))
 	}
+	if wantsCodexCatalog(r) {
+		cat := codexCatalog{modelList: list, Models: make([]codexModel, 0, len(ms))}
+		for _, m := range ms {
+			cat.Models = append(cat.Models, codexModelOf(m))
+		}
+		writeJSON(w, http.StatusOK, cat)
+		return
+	}
 	writeJSON(w, http.StatusOK, list)
 }
 

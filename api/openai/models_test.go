@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -90,5 +91,40 @@ func TestModelsAnthropic(t *testing.T) {
 		if rec.Code != http.StatusOK || rec.Body.String() != tt.body {
 			t.Errorf("%s: %d\n got %s\nwant %s", tt.path, rec.Code, rec.Body, tt.body)
 		}
+	}
+}
+
+// TestModelsCodexCatalog: GET /v1/models with Codex's client_version adds
+// Codex's catalog of the same models (the fields Codex 0.171 requires,
+// the context window from max_model_len); without it the list is OpenAI's.
+func TestModelsCodexCatalog(t *testing.T) {
+	a := newFakeModel(t)
+	rec := do(t, testHandler(a), nil, http.MethodGet, "/v1/models?client_version=0.171.0", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var got struct {
+		Object string           `json:"object"`
+		Data   []map[string]any `json:"data"`
+		Models []map[string]any `json:"models"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Object != "list" || len(got.Data) != 1 || len(got.Models) != 1 {
+		t.Fatalf("catalog %s", rec.Body)
+	}
+	m := got.Models[0]
+	for _, k := range []string{"slug", "display_name", "supported_reasoning_levels", "shell_type", "visibility", "supported_in_api",
+		"priority", "model_messages", "support_verbosity", "truncation_policy", "experimental_supported_tools"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("catalog entry lacks %s, which Codex requires: %v", k, m)
+		}
+	}
+	if m["slug"] != "test-model" || m["context_window"] != float64(64) {
+		t.Errorf("slug %v, context_window %v; want test-model, 64", m["slug"], m["context_window"])
+	}
+	if tmpl, _ := m["model_messages"].(map[string]any)["instructions_template"].(string); tmpl == "" {
+		t.Errorf("no instructions_template (Codex needs a string): %v", m["model_messages"])
 	}
 }

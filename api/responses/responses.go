@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -41,6 +40,7 @@ type responseObject struct {
 	Text               responsesText      `json:"text"`
 	ToolChoice         json.RawMessage    `json:"tool_choice"`
 	Tools              []json.RawMessage  `json:"tools"`
+	TopLogprobs        *int               `json:"top_logprobs,omitempty"`
 	TopP               *float64           `json:"top_p"`
 	Truncation         string             `json:"truncation"`
 	Usage              *respUsage         `json:"usage"`
@@ -107,11 +107,14 @@ type handler struct {
 	s     *openai.Server
 	store *store.Store
 	mu    sync.Mutex
-	bg    map[string]context.CancelFunc // guarded by mu; running background requests
+	bg    map[string]*bgRun // guarded by mu; background responses running, and the streamed ones finished (bgDone)
+	// bgDone are the ids of the finished background responses whose event
+	// logs bg keeps, oldest first (at most maxFinishedLogs). guarded by mu
+	bgDone []string
 }
 
 func newHandler(s *openai.Server, opts Options) *handler {
-	h := &handler{s: s, store: opts.Store, bg: map[string]context.CancelFunc{}}
+	h := &handler{s: s, store: opts.Store, bg: map[string]*bgRun{}}
 	if h.store == nil {
 		// An in-memory store cannot fail to open.
 		h.store, _ = store.Open(store.Config{})
@@ -131,6 +134,19 @@ type respParams struct {
 	stream bool
 	store  bool
 	bg     bool
+	// tools are the request's tools by the names the model sees, forced a
+	// custom tool that tool_choice names (the whole answer is its input).
+	tools  *respTools
+	forced *respToolInfo
+	// include is what the request asked to add to the output.
+	include respInclude
+	// routeKey is prompt_cache_key (scheduler.Request.RouteKey).
+	routeKey string
+	// truncate is truncation "auto": the oldest items are dropped to fit.
+	truncate bool
+	// prev is the number of items of conv that came from
+	// previous_response_id.
+	prev int
 }
 
 // decodeResponses decodes and checks a Responses request body, once, loads
@@ -155,9 +171,6 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 	if rp.bg && !rp.store {
 		return nil, frontend.Invalid("background", "background requires store to be true: a background response is fetched from the store.")
 	}
-	if rp.bg && rp.stream {
-		return nil, frontend.Invalid("background", "background cannot be combined with stream on this server; poll GET /v1/responses/{id} instead.")
-	}
 	for i := range items {
 		if items[i].ID == "" {
 			items[i].ID = itemID(items[i].Type)
@@ -173,10 +186,16 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		prev = rec.Conversation
 	}
 	rp.conv = append(append([]respItem(nil), prev...), items...)
+	rp.prev = len(prev)
 	msgs, err := chatMessagesOf(req.Instructions, rp.conv, len(prev))
 	if err != nil {
 		return nil, err
 	}
+	if rp.include, err = decodeInclude(req.Include); err != nil {
+		return nil, err
+	}
+	rp.routeKey = jsonwire.Str(req.PromptCacheKey)
+	rp.truncate = jsonwire.Str(req.Truncation) == "auto"
 	typed := &frontend.Request{
 		Model:             req.Model,
 		Messages:          msgs,
@@ -193,18 +212,26 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 			ToolChoiceName: "tool_choice.name", Thinking: "reasoning.effort",
 		},
 	}
-	if len(req.Tools) > 0 {
-		typed.Tools = make([]frontend.Tool, len(req.Tools))
-		for i, raw := range req.Tools {
-			t, err := respToolOf(raw)
-			if err != nil {
-				return nil, frontend.WithPrefix(fmt.Sprintf("tools[%d]", i), err)
-			}
-			typed.Tools[i] = t
+	if rp.tools, err = decodeRespTools(req.Tools); err != nil {
+		return nil, err
+	}
+	typed.Tools = rp.tools.offered
+	if typed.ToolChoice, rp.forced, err = respToolChoiceOf(req.ToolChoice, rp.tools); err != nil {
+		return nil, err
+	}
+	if rp.forced != nil {
+		// The answer is the custom tool's input, in its grammar: no tool
+		// call is parsed from it.
+		typed.ToolChoice = frontend.ToolChoice{Mode: frontend.ToolNone, Text: frontend.ToolChoiceText(frontend.ToolNone, "")}
+		if rp.forced.grammar != "" {
+			typed.Constraints = []frontend.Constraint{{Kind: frontend.Grammar, Param: rp.forced.param, Pattern: rp.forced.grammar}}
 		}
 	}
-	if typed.ToolChoice, err = respToolChoiceOf(req.ToolChoice); err != nil {
-		return nil, err
+	if t := req.TopLogprobs; t != nil && (*t < 0 || *t > 20) {
+		return nil, frontend.Invalid("top_logprobs", "top_logprobs must be an integer from 0 to 20, got %d.", *t)
+	}
+	if rp.include.logprobs {
+		typed.Logprobs, typed.TopLogprobs = true, req.TopLogprobs
 	}
 	format := responsesFormat{Type: "text"}
 	if req.Text != nil && req.Text.Format != nil {
@@ -212,12 +239,15 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		switch format.Type {
 		case "text":
 		case "json_object":
-			typed.Constraints = []frontend.Constraint{{Kind: frontend.JSONObject, Param: "text.format"}}
+			typed.Constraints = append(typed.Constraints, frontend.Constraint{Kind: frontend.JSONObject, Param: "text.format"})
 		case "json_schema":
+			if err := checkSchemaName(format.Name); err != nil {
+				return nil, err
+			}
 			if jsonwire.IsAbsent(format.Schema) {
 				return nil, frontend.Invalid("text.format.schema", "A json_schema format needs a schema.")
 			}
-			typed.Constraints = []frontend.Constraint{{Kind: frontend.JSONSchema, Param: "text.format.schema", Schema: format.Schema}}
+			typed.Constraints = append(typed.Constraints, frontend.Constraint{Kind: frontend.JSONSchema, Param: "text.format.schema", Schema: format.Schema})
 		default:
 			return nil, frontend.Invalid("text.format.type", "Unknown text.format type %q; use text, json_object or json_schema.", format.Type)
 		}
@@ -247,7 +277,13 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 		Metadata: metadata, Model: req.Model, ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
 		PreviousResponseID: req.PreviousResponseID, Store: rp.store, Temperature: temp,
 		Text: responsesText{Format: &format}, ToolChoice: toolChoice, Tools: tools, TopP: topP,
-		Truncation: "disabled", User: req.User, Output: []respItem{},
+		Truncation: "disabled", User: req.User, Output: []respItem{}, TopLogprobs: req.TopLogprobs,
+	}
+	if rp.truncate {
+		rp.echo.Truncation = "auto"
+	}
+	if len(typed.Constraints) > 1 {
+		return nil, frontend.Invalid("text.format", "text.format cannot be combined with a tool_choice that names a custom tool with a grammar.")
 	}
 	if req.Reasoning != nil {
 		rp.echo.Reasoning = *req.Reasoning
@@ -257,89 +293,37 @@ func (h *handler) decodeResponses(body []byte) (*respParams, error) {
 	}
 	if e := req.Reasoning; e != nil && e.Effort != nil {
 		switch *e.Effort {
-		case "minimal", "low", "medium", "high":
+		case "none", "minimal", "low", "medium", "high", "xhigh":
 		default:
-			return nil, frontend.Invalid("reasoning.effort", "reasoning.effort must be minimal, low, medium or high, got %q.", *e.Effort)
+			return nil, frontend.Invalid("reasoning.effort", "reasoning.effort must be none, minimal, low, medium, high or xhigh, got %q.", *e.Effort)
 		}
-		rp.typed.ThinkingBudget = ptr(frontend.EffortBudget(*e.Effort, req.MaxOutputTokens))
+		rp.typed.ThinkingBudget = ptr(respEffortBudget(*e.Effort, req.MaxOutputTokens))
 	}
 	return rp, nil
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// respToolOf reads a Responses function tool ({"type": "function",
-// "name", "description", "parameters", "strict"}).
-func respToolOf(raw json.RawMessage) (frontend.Tool, error) {
-	if jsonwire.Kind(raw) != "object" {
-		return frontend.Tool{}, jsonwire.TypeError("", "a tool object", jsonwire.Kind(raw))
-	}
-	var t struct {
-		Type        *string         `json:"type"`
-		Name        *string         `json:"name"`
-		Description *string         `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	}
-	if err := jsonwire.Decode(raw, &t); err != nil {
-		return frontend.Tool{}, err
-	}
-	if jsonwire.Str(t.Type) != "function" {
-		return frontend.Tool{}, frontend.Invalid("type", "Tools of type %q are not supported; only \"function\" is.", jsonwire.Str(t.Type))
-	}
-	if jsonwire.Str(t.Name) == "" {
-		return frontend.Tool{}, frontend.Invalid("name", "A function tool needs a name.")
-	}
-	if k := jsonwire.Kind(t.Parameters); !jsonwire.IsAbsent(t.Parameters) && k != "object" {
-		// The message names the field as chat's tools do, which these
-		// tools share their checks and wording with.
-		err := jsonwire.TypeError("function.parameters", "a JSON Schema object", k)
-		err.Param = "parameters"
-		return frontend.Tool{}, err
-	}
-	return frontend.NewFunctionTool(*t.Name, t.Description, t.Parameters)
-}
-
-// respToolChoiceOf reads tool_choice: "none", "auto", "required" or
-// {"type": "function", "name"}.
-func respToolChoiceOf(raw json.RawMessage) (frontend.ToolChoice, error) {
-	var tc frontend.ToolChoice
-	switch jsonwire.Kind(raw) {
-	case "nothing", "null":
-		return tc, nil
-	case "string":
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		mode, ok := frontend.ToolModeOf(s)
-		if !ok {
-			return tc, frontend.Invalid("tool_choice", "Unknown tool_choice %q; use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}.", s)
+// respEffortBudget is frontend.EffortBudget with the efforts only the
+// Responses API has: none thinks not at all, xhigh as long as
+// max_output_tokens allows (32768 tokens without it).
+func respEffortBudget(effort string, maxOutput *int) int {
+	switch effort {
+	case "none":
+		return 0
+	case "xhigh":
+		if maxOutput != nil {
+			return *maxOutput
 		}
-		tc.Mode = mode
-	case "object":
-		var named struct {
-			Type *string `json:"type"`
-			Name *string `json:"name"`
-		}
-		if err := jsonwire.Decode(raw, &named); err != nil {
-			return tc, frontend.WithPrefix("tool_choice", err)
-		}
-		if jsonwire.Str(named.Type) != "function" {
-			return tc, frontend.Invalid("tool_choice.type", "tool_choice.type must be \"function\" (the only tools served here), got %q.", jsonwire.Str(named.Type))
-		}
-		if jsonwire.Str(named.Name) == "" {
-			return tc, frontend.Invalid("tool_choice.name", "A function tool_choice needs a name.")
-		}
-		tc.Mode, tc.Name = frontend.ToolNamed, *named.Name
-	default:
-		return tc, jsonwire.TypeError("tool_choice", "a string or an object", jsonwire.Kind(raw))
+		return 32768
 	}
-	tc.Text = frontend.ToolChoiceText(tc.Mode, tc.Name)
-	return tc, nil
+	return frontend.EffortBudget(effort, maxOutput)
 }
 
 // itemID is a new id for an item of type typ.
 func itemID(typ string) string {
-	prefix := map[string]string{"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_"}[typ]
+	prefix := map[string]string{"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_",
+		"custom_tool_call": "ctc_", "custom_tool_call_output": "ctco_"}[typ]
 	if prefix == "" {
 		prefix = "item_"
 	}
@@ -353,17 +337,110 @@ type respGen struct {
 }
 
 // startResponse prepares rp's typed request (openai.Server.Prepare) and
-// submits it.
+// submits it. With truncation "auto", a conversation too long for the
+// context drops its oldest items (truncateItems) until it fits.
 func (h *handler) startResponse(ctx context.Context, rp *respParams, id string, arrival time.Time) (*respGen, error) {
+	rg, err := h.submitResponse(ctx, rp, id, arrival)
+	if err == nil || !rp.truncate || !tooLong(err) {
+		return rg, err
+	}
+	// Find the fewest items to drop: double, then halve the gap.
+	n := droppable(rp.conv)
+	tooFew, enough := 0, 0
+	for k := 1; ; k *= 2 {
+		k = min(k, n)
+		if rg, err = h.submitTruncated(ctx, rp, k, id, arrival); err == nil {
+			enough = k
+			break
+		}
+		if !tooLong(err) || k == n {
+			return nil, err
+		}
+		tooFew = k
+	}
+	for enough-tooFew > 1 {
+		mid := (tooFew + enough) / 2
+		shorter, err := h.submitTruncated(ctx, rp, mid, id, arrival)
+		if err != nil {
+			tooFew = mid
+			continue
+		}
+		rg.g.Close()
+		rg, enough = shorter, mid
+	}
+	return rg, nil
+}
+
+// tooLong reports whether err says the prompt (with max_output_tokens)
+// does not fit the context.
+func tooLong(err error) bool {
+	return frontend.Classify(err).Code == "context_length_exceeded"
+}
+
+// submitTruncated submits rp's conversation without its k oldest
+// droppable items.
+func (h *handler) submitTruncated(ctx context.Context, rp *respParams, k int, id string, arrival time.Time) (*respGen, error) {
+	msgs, err := chatMessagesOf(rp.req.Instructions, truncateItems(rp.conv, k), 0)
+	if err != nil {
+		return nil, err
+	}
+	typed := *rp.typed
+	typed.Messages = msgs
+	shorter := *rp
+	shorter.typed = &typed
+	return h.submitResponse(ctx, &shorter, id, arrival)
+}
+
+// submitResponse prepares and submits rp's typed request as it is.
+func (h *handler) submitResponse(ctx context.Context, rp *respParams, id string, arrival time.Time) (*respGen, error) {
 	run, err := h.s.Prepare(ctx, rp.typed)
 	if err != nil {
 		return nil, err
 	}
+	run.SetRouteKey(rp.routeKey)
 	g, err := run.Start(ctx, id, arrival)
 	if err != nil {
 		return nil, err
 	}
 	return &respGen{g: g, m: run.Model()}, nil
+}
+
+// droppable counts the items truncation may drop: all but the system and
+// developer messages.
+func droppable(items []respItem) int {
+	n := 0
+	for _, it := range items {
+		if !isInstruction(it) {
+			n++
+		}
+	}
+	return n
+}
+
+func isInstruction(it respItem) bool {
+	return it.Type == "message" && (it.Role == "system" || it.Role == "developer")
+}
+
+// truncateItems drops the k oldest items that are not system or developer
+// messages, and the outputs of the tool calls dropped with them.
+func truncateItems(items []respItem, k int) []respItem {
+	out := make([]respItem, 0, len(items))
+	dropped := map[string]bool{}
+	for _, it := range items {
+		switch {
+		case isInstruction(it):
+		case k > 0:
+			k--
+			if it.Type == "function_call" || it.Type == "custom_tool_call" {
+				dropped[it.CallID] = true
+			}
+			continue
+		case (it.Type == "function_call_output" || it.Type == "custom_tool_call_output") && dropped[it.CallID]:
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // respOutput is a finished answer split into output items.
@@ -372,22 +449,85 @@ type respOutput struct {
 	text      string
 	calls     []tokenizer.ToolCall
 	finish    string
+	// lps are the text's logprobs (message.output_text.logprobs; nil
+	// when not asked for).
+	lps []openai.TokenLogprob
+	// rp is the request: its tools name the calls, its include says what
+	// the items carry, its forced custom tool takes the text as input.
+	rp *respParams
 }
 
-// items are the response's output items: reasoning, the message (when it
-// has text or nothing else was said), function calls.
+// forcedCall turns the answer to a custom tool that tool_choice names
+// into its call: the text is the input.
+func (o *respOutput) forcedCall(callID string) {
+	if o.rp == nil || o.rp.forced == nil || len(o.calls) > 0 {
+		return
+	}
+	f := o.rp.forced
+	o.calls = []tokenizer.ToolCall{{ID: callID, Type: "function", Name: modelName(f.namespace, f.name), Arguments: customArguments(o.text)}}
+	o.text = ""
+}
+
+// status is an item's status once the answer ended: incomplete when it
+// was cut by max_output_tokens.
+func (o *respOutput) status() string {
+	if o.finish == "length" {
+		return "incomplete"
+	}
+	return "completed"
+}
+
+// call is call i as its output item names it.
+func (o *respOutput) call(i int) respCall {
+	var ts *respTools
+	if o.rp != nil {
+		ts = o.rp.tools
+	}
+	return ts.callOf(o.calls[i])
+}
+
+// reasoningItem is the reasoning item as it stands.
+func (o *respOutput) reasoningItem(id string) respItem {
+	it := respItem{Type: "reasoning", ID: id, Summary: []respContent{}, Content: []respContent{{Type: "reasoning_text", Text: o.reasoning}}}
+	if o.rp != nil && o.rp.include.encryptedReasoning {
+		it.EncryptedContent = encryptReasoning(o.reasoning)
+	}
+	return it
+}
+
+// messageItem is the message item as it stands.
+func (o *respOutput) messageItem(id, status string) respItem {
+	part := outputText(o.text)
+	if o.lps != nil {
+		lps := make([]any, len(o.lps))
+		for i := range o.lps {
+			lps[i] = o.lps[i]
+		}
+		part.Logprobs = &lps
+	}
+	return respItem{Type: "message", ID: id, Status: status, Role: "assistant", Content: []respContent{part}}
+}
+
+// hasMessage says whether the answer has a message item: when it has
+// text, or when nothing else was said (an empty answer is still a
+// message; thinking that filled max_output_tokens is not followed by an
+// empty one).
+func (o *respOutput) hasMessage() bool {
+	return o.text != "" || (len(o.calls) == 0 && o.reasoning == "")
+}
+
+// items are the response's output items: reasoning, the message,
+// function and custom tool calls.
 func (o *respOutput) items(ids *outputIDs) []respItem {
 	var out []respItem
 	if o.reasoning != "" {
-		out = append(out, respItem{Type: "reasoning", ID: ids.reasoning, Summary: []respContent{},
-			Content: []respContent{{Type: "reasoning_text", Text: o.reasoning}}})
+		out = append(out, o.reasoningItem(ids.reasoning))
 	}
-	if o.text != "" || len(o.calls) == 0 {
-		out = append(out, respItem{Type: "message", ID: ids.message, Status: "completed", Role: "assistant",
-			Content: []respContent{outputText(o.text)}})
+	if o.hasMessage() {
+		out = append(out, o.messageItem(ids.message, o.status()))
 	}
-	for i, c := range o.calls {
-		out = append(out, respItem{Type: "function_call", ID: ids.call(i), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	for i := range o.calls {
+		out = append(out, o.call(i).itemOf(ids.call(i), "completed"))
 	}
 	return out
 }
@@ -434,12 +574,17 @@ func finishResponse(resp *responseObject, o *respOutput, ids *outputIDs, u opena
 }
 
 // collectOutput runs a generation to its end and splits the answer.
-func (rg *respGen) collectOutput(ctx context.Context) (*respOutput, error) {
+func (rg *respGen) collectOutput(ctx context.Context, rp *respParams) (*respOutput, error) {
 	a, err := rg.g.Collect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &respOutput{reasoning: a.Reasoning, text: a.Text, calls: a.Calls, finish: a.Finish}, nil
+	o := &respOutput{reasoning: a.Reasoning, text: a.Text, calls: a.Calls, finish: a.Finish, rp: rp, lps: a.Logprobs}
+	if rp.include.logprobs && o.lps == nil {
+		o.lps = []openai.TokenLogprob{}
+	}
+	o.forcedCall("call_" + strings.ToLower(rand.Text()))
+	return o, nil
 }
 
 // readRequest reads a Responses request's body and decodes it
@@ -481,7 +626,7 @@ func (h *handler) createResponse(w http.ResponseWriter, r *http.Request) {
 		h.streamResponse(w, r, rg, rp, resp, done)
 		return
 	}
-	o, err := rg.collectOutput(r.Context())
+	o, err := rg.collectOutput(r.Context(), rp)
 	if err != nil {
 		h.s.Fail(w, r, id, err)
 		return

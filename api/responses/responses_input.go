@@ -43,6 +43,16 @@ type responsesRequest struct {
 	Stream             *bool             `json:"stream"`
 	Reasoning          *responsesReason  `json:"reasoning"`
 	Truncation         *string           `json:"truncation"`
+	// Include asks for more in the output (reasoning.encrypted_content,
+	// message.output_text.logprobs); TopLogprobs is the number of
+	// alternatives per token (0 to 20).
+	Include     []string `json:"include"`
+	TopLogprobs *int     `json:"top_logprobs"`
+	// PromptCacheKey groups requests that share a prefix: the head routes
+	// them to one worker (scheduler.Request.RouteKey).
+	PromptCacheKey *string `json:"prompt_cache_key"`
+	// ClientMetadata (Codex's turn ids) is accepted and not used.
+	ClientMetadata json.RawMessage `json:"client_metadata"`
 	// Conversation (OpenAI's Conversations API) is refused: conversations
 	// here are chains of stored responses (previous_response_id).
 	Conversation json.RawMessage `json:"conversation"`
@@ -83,13 +93,19 @@ type respItem struct {
 	// message
 	Role    string        `json:"role,omitempty"`
 	Content []respContent `json:"content,omitempty"`
-	// function_call, function_call_output
+	// function_call, function_call_output, custom_tool_call,
+	// custom_tool_call_output; Namespace is a namespaced function's
+	// namespace, Input a custom tool call's text.
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
+	Input     string `json:"input,omitempty"`
 	Output    string `json:"output,omitempty"`
-	// reasoning
-	Summary []respContent `json:"summary,omitempty"`
+	// reasoning; EncryptedContent is set when the request included
+	// reasoning.encrypted_content (encryptReasoning).
+	Summary          []respContent `json:"summary,omitempty"`
+	EncryptedContent string        `json:"encrypted_content,omitempty"`
 }
 
 // respContent is a content part: input_text, input_image, input_audio,
@@ -150,7 +166,12 @@ func (it respItem) MarshalJSON() ([]byte, error) {
 		m["role"], m["content"] = it.Role, content
 	case "function_call":
 		m["call_id"], m["name"], m["arguments"] = it.CallID, it.Name, it.Arguments
-	case "function_call_output":
+		if it.Namespace != "" {
+			m["namespace"] = it.Namespace
+		}
+	case "custom_tool_call":
+		m["call_id"], m["name"], m["input"] = it.CallID, it.Name, it.Input
+	case "function_call_output", "custom_tool_call_output":
 		m["call_id"], m["output"] = it.CallID, it.Output
 	case "reasoning":
 		summary := it.Summary
@@ -160,6 +181,9 @@ func (it respItem) MarshalJSON() ([]byte, error) {
 		m["summary"] = summary
 		if len(it.Content) > 0 {
 			m["content"] = it.Content
+		}
+		if it.EncryptedContent != "" {
+			m["encrypted_content"] = it.EncryptedContent
 		}
 	}
 	return json.Marshal(m)
@@ -208,9 +232,12 @@ type wireItem struct {
 	Content   json.RawMessage `json:"content"`
 	CallID    *string         `json:"call_id"`
 	Name      *string         `json:"name"`
+	Namespace *string         `json:"namespace"`
 	Arguments *string         `json:"arguments"`
+	Input     *string         `json:"input"`
 	Output    json.RawMessage `json:"output"`
 	Summary   json.RawMessage `json:"summary"`
+	Encrypted *string         `json:"encrypted_content"`
 }
 
 // decodeItem reads one input item. An item without a type that has a role
@@ -230,7 +257,7 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 	it := respItem{Type: typ, ID: jsonwire.Str(w.ID)}
 	switch typ {
 	case "":
-		return it, frontend.Invalid("type", "Each input item needs a type (message, function_call, function_call_output or reasoning).")
+		return it, frontend.Invalid("type", "Each input item needs a type (message, function_call, function_call_output, custom_tool_call, custom_tool_call_output or reasoning).")
 	case "message":
 		if w.Role == nil || !respRoles[*w.Role] {
 			return it, frontend.Invalid("role", "A message item needs a role: user, system, developer or assistant; got %q.", jsonwire.Str(w.Role))
@@ -248,13 +275,21 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 		if w.Name == nil || *w.Name == "" {
 			return it, frontend.Invalid("name", "A function_call item needs a name.")
 		}
-		it.CallID, it.Name, it.Arguments = *w.CallID, *w.Name, jsonwire.Str(w.Arguments)
+		it.CallID, it.Name, it.Namespace, it.Arguments = *w.CallID, *w.Name, jsonwire.Str(w.Namespace), jsonwire.Str(w.Arguments)
 		if it.Arguments == "" {
 			it.Arguments = "{}"
 		}
-	case "function_call_output":
+	case "custom_tool_call":
 		if w.CallID == nil || *w.CallID == "" {
-			return it, frontend.Invalid("call_id", "A function_call_output item needs the call_id of the function_call it answers.")
+			return it, frontend.Invalid("call_id", "A custom_tool_call item needs a call_id.")
+		}
+		if w.Name == nil || *w.Name == "" {
+			return it, frontend.Invalid("name", "A custom_tool_call item needs a name.")
+		}
+		it.CallID, it.Name, it.Namespace, it.Input = *w.CallID, *w.Name, jsonwire.Str(w.Namespace), jsonwire.Str(w.Input)
+	case "function_call_output", "custom_tool_call_output":
+		if w.CallID == nil || *w.CallID == "" {
+			return it, frontend.Invalid("call_id", "A %s item needs the call_id of the call it answers.", typ)
 		}
 		it.CallID = *w.CallID
 		switch jsonwire.Kind(w.Output) {
@@ -275,6 +310,7 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			return it, jsonwire.TypeError("output", "a string or an array of input_text parts", jsonwire.Kind(w.Output))
 		}
 	case "reasoning":
+		it.EncryptedContent = jsonwire.Str(w.Encrypted)
 		switch jsonwire.Kind(w.Summary) {
 		case "nothing", "null":
 		case "array":
@@ -302,10 +338,28 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			it.Content = parts
 		}
 	default:
-		return it, frontend.Invalid("type", "Input items of type %q are not supported; use message, function_call, function_call_output or reasoning.", typ)
+		if hostedCalls[typ] {
+			// A hosted tool's call (web_search_call, ...) that an earlier
+			// answer elsewhere made: there is nothing to show the model.
+			it.Type = hostedCall
+			return it, nil
+		}
+		return it, frontend.Invalid("type", "Input items of type %q are not supported; use message, function_call, function_call_output, custom_tool_call, custom_tool_call_output or reasoning.", typ)
 	}
 	return it, nil
 }
+
+// hostedCalls are the items of hosted tools' calls, accepted in input and
+// not shown to the model (hostedCall).
+var hostedCalls = map[string]bool{
+	"web_search_call": true, "file_search_call": true, "code_interpreter_call": true, "image_generation_call": true,
+	"computer_call": true, "computer_call_output": true, "mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true,
+	"mcp_approval_response": true, "local_shell_call": true, "local_shell_call_output": true, "tool_search_call": true,
+	"tool_search_output": true,
+}
+
+// hostedCall is the type decodeItem gives a hosted tool's call item.
+const hostedCall = "hosted_call"
 
 // partTypes are the content part types each role's message takes.
 var partTypes = map[string]map[string]bool{
@@ -473,7 +527,7 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 				lastAssistant = len(msgs)
 			}
 			msgs = append(msgs, msg)
-		case "function_call":
+		case "function_call", "custom_tool_call":
 			calls[it.CallID] = true
 			if lastAssistant < 0 {
 				msgs = append(msgs, frontend.Message{Role: "assistant", ReasoningContent: reasoning})
@@ -485,8 +539,12 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 				return nil, frontend.Invalid(fmt.Sprintf("input[%d].tool_calls[%d].function.arguments", lastAssistant, len(a.ToolCalls)),
 					"The arguments of a tool call must be a JSON object encoded as a string; this string is not valid JSON.")
 			}
-			a.ToolCalls = append(a.ToolCalls, tokenizer.ToolCall{ID: it.CallID, Type: "function", Name: it.Name, Arguments: it.Arguments})
-		case "function_call_output":
+			args := it.Arguments
+			if it.Type == "custom_tool_call" {
+				args = customArguments(it.Input)
+			}
+			a.ToolCalls = append(a.ToolCalls, tokenizer.ToolCall{ID: it.CallID, Type: "function", Name: modelName(it.Namespace, it.Name), Arguments: args})
+		case "function_call_output", "custom_tool_call_output":
 			if !calls[it.CallID] {
 				param := "previous_response_id"
 				if i >= first {
@@ -500,6 +558,9 @@ func chatMessagesOf(instructions *string, items []respItem, first int) ([]fronte
 			var b strings.Builder
 			for _, p := range it.Content {
 				b.WriteString(p.Text)
+			}
+			if b.Len() == 0 {
+				b.WriteString(decryptReasoning(it.EncryptedContent))
 			}
 			if b.Len() == 0 {
 				for _, p := range it.Summary {

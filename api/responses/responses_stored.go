@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +39,8 @@ func (h *handler) storeResponse(path string, rp *respParams, resp responseObject
 // id came as previous_response_id, which the error names.
 func notFoundError(id string, previous bool) *frontend.Error {
 	if previous {
-		return &frontend.Error{Kind: frontend.NotFound, Param: "previous_response_id", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
+		// OpenAI answers an unknown previous_response_id with a 400.
+		return &frontend.Error{Kind: frontend.BadRequest, Param: "previous_response_id", Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
 	}
 	return &frontend.Error{Kind: frontend.NotFound, Message: fmt.Sprintf("Response with id '%s' not found.", id)}
 }
@@ -65,6 +65,10 @@ func (h *handler) loadResponse(id string, previous bool) (*respRecord, error) {
 // getResponse serves GET /v1/responses/{id}.
 func (h *handler) getResponse(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
+	if r.URL.Query().Get("stream") == "true" {
+		h.streamStored(w, r, id)
+		return
+	}
 	rec, err := h.loadResponse(id, false)
 	if err != nil {
 		h.s.Fail(w, r, id, err)
@@ -84,7 +88,9 @@ func (h *handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 		h.s.Fail(w, r, id, err)
 		return
 	}
-	h.cancelBackground(id)
+	if run, ok := h.background(id); ok {
+		run.cancel() // its goroutine sees the response gone and stores nothing
+	}
 	openai.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 }
 
@@ -174,87 +180,4 @@ func (h *handler) inputTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	openai.WriteJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": run.PromptTokens()})
-}
-
-// errResponseCancelled ends a background response cancelled by
-// POST /v1/responses/{id}/cancel.
-var errResponseCancelled = errors.New("responses: response cancelled")
-
-// startBackground answers a background request at once with its queued
-// response, stored, and generates it on its own goroutine, apart from the
-// HTTP request's context; the stored response becomes completed,
-// incomplete, failed or cancelled.
-func (h *handler) startBackground(w http.ResponseWriter, r *http.Request, rp *respParams, resp responseObject) {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	rg, err := h.startResponse(ctx, rp, resp.ID, h.s.Now())
-	if err != nil {
-		cancel(nil)
-		h.s.Fail(w, r, resp.ID, err)
-		return
-	}
-	resp.Model = rg.m.Name()
-	resp.Status = "queued"
-	path := r.URL.Path // the request is not used after the handler returns
-	h.storeResponse(path, rp, resp)
-	h.mu.Lock()
-	h.bg[resp.ID] = func() { cancel(errResponseCancelled) }
-	h.mu.Unlock()
-	go func() {
-		defer cancel(nil)
-		defer rg.g.Close()
-		o, err := rg.collectOutput(ctx)
-		h.mu.Lock()
-		delete(h.bg, resp.ID)
-		h.mu.Unlock()
-		final := resp
-		switch {
-		case err == nil:
-			finishResponse(&final, o, newOutputIDs(), rg.g.Usage())
-		case errors.Is(context.Cause(ctx), errResponseCancelled):
-			final.Status = "cancelled"
-		default:
-			final.Status = "failed"
-			final.Error = &respError{Code: "server_error", Message: openai.ErrorOf(err).Message}
-		}
-		if _, gerr := h.store.Get(resp.ID); gerr != nil {
-			return // deleted meanwhile
-		}
-		h.storeResponse(path, rp, final)
-	}()
-	openai.WriteJSON(w, http.StatusOK, resp)
-}
-
-// cancelBackground cancels a running background response, reporting
-// whether one was running.
-func (h *handler) cancelBackground(id string) bool {
-	h.mu.Lock()
-	cancel, ok := h.bg[id]
-	h.mu.Unlock()
-	if ok {
-		cancel()
-	}
-	return ok
-}
-
-// cancelResponse serves POST /v1/responses/{id}/cancel: a background
-// response still running is cancelled; the response is returned as the
-// store has it once the generation stopped. Only background responses
-// can be cancelled (400 otherwise, as OpenAI).
-func (h *handler) cancelResponse(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	rec, err := h.loadResponse(id, false)
-	if err != nil {
-		h.s.Fail(w, r, id, err)
-		return
-	}
-	if !rec.Response.Background {
-		h.s.Fail(w, r, id, frontend.Invalid("", "Only responses created with background set to true can be cancelled."))
-		return
-	}
-	if h.cancelBackground(id) {
-		// The goroutine stores the final state; report it as cancelled
-		// now, as OpenAI does.
-		rec.Response.Status = "cancelled"
-	}
-	openai.WriteJSON(w, http.StatusOK, rec.Response)
 }

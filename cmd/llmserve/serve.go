@@ -63,6 +63,7 @@ type serveFlags struct {
 	grpcPort         int
 	metricsPort      int
 	metricsEndpoint  string
+	pprofAddr        string
 	models           []string
 	modelName        string
 	modelDir         string
@@ -163,6 +164,7 @@ func addServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.IntVar(&f.httpPort, "http-port", 8080, "HTTP port (OpenAI API, health, metrics)")
 	fl.IntVar(&f.metricsPort, "metrics-port", 0, "serve the Prometheus metrics on this port of their own, and not on the HTTP port (MLServer's metrics_port); 0: on the HTTP port")
 	fl.StringVar(&f.metricsEndpoint, "metrics-endpoint", "/metrics", "path of the Prometheus metrics (MLServer's metrics_endpoint)")
+	fl.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's CPU, heap and goroutine profiles (net/http/pprof, /debug/pprof/) on this address of their own, e.g. 127.0.0.1:6060; empty: off")
 	fl.IntVar(&f.grpcPort, "grpc-port", 8081, "gRPC port (Open Inference Protocol V2, Triton v1's GRPCService, grpc.health.v1, reflection); 0 disables gRPC")
 	fl.StringArrayVar(&f.models, "model", nil, "model to serve as NAME=PATH or PATH (repeatable): a .gguf LLM, or a tensor model (.onnx, or a GGUF whose general.architecture is llmserve.graph); default: the embedded stories260K")
 	fl.StringVar(&f.modelName, "model-name", "", "name clients use for the model (KServe's --model_name); with one model only")
@@ -926,8 +928,8 @@ type public struct {
 // openPublic builds the HTTP API from opts and opens the public ports
 // for it and for the gRPC server (newPublicGRPC: its calls counted in
 // opts.Registerer, opts.APIKeys required by the inference services and
-// authServices), and starts the metrics server; when one fails it closes
-// what it opened.
+// authServices), and starts the metrics server and the --pprof-addr
+// profiles server; when one fails it closes what it opened.
 func openPublic(f *serveFlags, opts api.Options, authServices ...string) (*public, error) {
 	handler, err := api.NewHandler(opts)
 	if err != nil {
@@ -948,6 +950,13 @@ func openPublic(f *serveFlags, opts api.Options, authServices ...string) (*publi
 		return nil, err
 	}
 	p.stops = append(p.stops, stopMetrics)
+	stopPprof, err := servePprof(f.pprofAddr, opts.Logger)
+	if err != nil {
+		p.close()
+		p.closeListeners()
+		return nil, err
+	}
+	p.stops = append(p.stops, stopPprof)
 	p.srv = &http.Server{Handler: p.inflight, ReadHeaderTimeout: 30 * time.Second}
 	if grpcLn != nil {
 		var stopHealth func()

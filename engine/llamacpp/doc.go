@@ -161,8 +161,9 @@
 // the runner's work buffer (and, with more than one thread, the runner's
 // persistent thread pool, paused between Runs), outputs copied out. Runs
 // share nothing they write. A Run of at least 2×SplitRows rows is cut
-// into up to GraphOptions.Parts pieces, each run at once on a runner of
-// its own and joined (rows are independent, so the result is the same).
+// into pieces of SplitRows rows, which up to GraphOptions.Parts runners
+// compute at once, each taking the next piece when done, and joined in
+// order (rows are independent, so the result is the same).
 // Operators map to ggml ones (ggml_gelu_erf for Gelu; the tanh
 // form is built from ggml_tanh and arithmetic because ggml_gelu reads an
 // FP16 table); an axis other than the last is moved to ggml's dimension 0

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine/graph"
@@ -242,17 +243,20 @@ func (m *GraphModel) RunInputs(ctx context.Context, rows int, inputs []GraphInpu
 	return r.run(max(rows, minRows), rows, inputs)
 }
 
-// runParts cuts a Run into parts pieces of consecutive rows, computes them
-// at once on runners of their own, and joins their outputs.
+// runParts cuts a Run into pieces of SplitRows consecutive rows (the last
+// one takes the rest, up to 2×SplitRows-1), computes them on up to parts
+// runners at once, each taking the next piece when done with its last, and
+// joins their outputs in order. Pieces of one size keep each runner's
+// intermediate tensors small, and a runner whose core is taken by other
+// work leaves more pieces to the others instead of holding up a fixed half.
 func (m *GraphModel) runParts(parts, rows int, inputs []GraphInput) ([]GraphOutput, error) {
-	outs := make([][]GraphOutput, parts)
-	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	at := 0
-	for p := range parts {
-		n := rows / parts
-		if p < rows%parts {
-			n++
+	pieces := rows / SplitRows
+	outs := make([][]GraphOutput, pieces)
+	errs := make([]error, pieces)
+	piece := func(p int) {
+		at, n := p*SplitRows, SplitRows
+		if p == pieces-1 {
+			n = rows - at
 		}
 		sub := make([]GraphInput, len(inputs))
 		for i, in := range m.g.Inputs {
@@ -263,11 +267,17 @@ func (m *GraphModel) runParts(parts, rows int, inputs []GraphInput) ([]GraphOutp
 				sub[i].F32 = inputs[i].F32[at*k : (at+n)*k]
 			}
 		}
-		at += n
+		r := m.runner()
+		defer m.release(r)
+		outs[p], errs[p] = r.run(max(n, minRows), n, sub)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(parts, pieces) {
 		wg.Go(func() {
-			r := m.runner()
-			defer m.release(r)
-			outs[p], errs[p] = r.run(max(n, minRows), n, sub)
+			for p := int(next.Add(1)) - 1; p < pieces; p = int(next.Add(1)) - 1 {
+				piece(p)
+			}
 		})
 	}
 	wg.Wait()

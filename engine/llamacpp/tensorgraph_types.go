@@ -10,17 +10,19 @@ type GraphOptions struct {
 	// better way to use more cores, as extra threads of concurrent Runs
 	// compete for the same cores.
 	Threads int
-	// Parts is the most pieces a large Run is cut into, along the rows,
-	// each computed by a runner of its own at once (Go schedules them on
-	// the cores GOMAXPROCS gives); 0 or 1: never cut. A Run is cut only
-	// when each piece keeps at least SplitRows rows, so that small
-	// batches, whose rows cost less than a hand-off between threads, run
-	// whole. Every row's result is the same either way (rows are
-	// independent, and bit-identical whatever the batch size).
+	// Parts is the most runners a large Run is computed on at once (Go
+	// schedules them on the cores GOMAXPROCS gives); 0 or 1: never cut. A
+	// Run of at least 2×SplitRows rows is cut along the rows into pieces
+	// of SplitRows (the last takes the rest), which the runners take in
+	// turn, so that a runner whose core is busy with other work leaves
+	// more pieces to the others; smaller batches, whose rows cost less
+	// than a hand-off between threads, run whole. Every row's result is
+	// the same either way (rows are independent, and bit-identical
+	// whatever the batch size).
 	Parts int
 }
 
-// SplitRows is the fewest rows a piece of a cut Run holds (GraphOptions.Parts).
+// SplitRows is the rows of a piece of a cut Run (GraphOptions.Parts).
 const SplitRows = 32
 
 // GraphOutput is one output of a Run: F32 or I64 data, row-major, the

@@ -83,13 +83,13 @@ compare the JSON files:
 			case "openai":
 				for _, name := range v2OnlyFlags {
 					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s applies to --backend v2-infer", name)
+						return fmt.Errorf("--%s applies to --backend v2-infer and v2-grpc", name)
 					}
 				}
-			case "v2-infer":
-				return runV2(cmd, cfg, v2, asJSON, outputFile, quiet)
+			case "v2-infer", "v2-grpc":
+				return runV2(cmd, backend, cfg, v2, asJSON, outputFile, quiet)
 			default:
-				return fmt.Errorf("--backend %q: want openai or v2-infer", backend)
+				return fmt.Errorf("--backend %q: want openai, v2-infer or v2-grpc", backend)
 			}
 			ep, err := ParseEndpoint(endpoint)
 			if err != nil {
@@ -138,12 +138,12 @@ compare the JSON files:
 		}
 		return pflag.NormalizedName(name)
 	})
-	f.StringVar(&backend, "backend", backend, "what to benchmark: openai (streaming completions or chat) or v2-infer (POST /v2/models/{model}/infer of a tensor model with random FP32 rows; --model, --input-*, --rows, --binary, --num-prompts, --max-concurrency, --warmup, --seed, --timeout, --label apply)")
-	f.StringVar(&v2.InputName, "input-name", "", "v2-infer: the input to send (default: the model's first input, from its metadata)")
-	f.Int64SliceVar(&v2.InputShape, "input-shape", nil, "v2-infer: the input's shape without the batch dimension, e.g. 784 (default: from the model's metadata)")
-	f.IntVar(&v2.Rows, "rows", 1, "v2-infer: rows (batch size) per request")
-	f.BoolVar(&v2.Binary, "binary", false, "v2-infer: send the input as binary tensor data (and ask for binary outputs) instead of JSON")
-	f.StringVar(&cfg.BaseURL, "base-url", cfg.BaseURL, "OpenAI API root of the server, including /v1")
+	f.StringVar(&backend, "backend", backend, "what to benchmark: openai (streaming completions or chat), v2-infer (POST /v2/models/{model}/infer of a tensor model with random FP32 rows; --model, --input-*, --rows, --binary, --num-prompts, --max-concurrency, --warmup, --seed, --timeout, --label apply) or v2-grpc (the same as ModelInfer calls over the V2 gRPC service; --base-url is its host:port, --binary sends raw_input_contents)")
+	f.StringVar(&v2.InputName, "input-name", "", "v2-infer, v2-grpc: the input to send (default: the model's first input, from its metadata)")
+	f.Int64SliceVar(&v2.InputShape, "input-shape", nil, "v2-infer, v2-grpc: the input's shape without the batch dimension, e.g. 784 (default: from the model's metadata)")
+	f.IntVar(&v2.Rows, "rows", 1, "v2-infer, v2-grpc: rows (batch size) per request")
+	f.BoolVar(&v2.Binary, "binary", false, "v2-infer: send the input as binary tensor data (and ask for binary outputs) instead of JSON; v2-grpc: in raw_input_contents instead of typed contents")
+	f.StringVar(&cfg.BaseURL, "base-url", cfg.BaseURL, "OpenAI API root of the server, including /v1 (v2-infer: the server's root; v2-grpc: its gRPC host:port)")
 	f.StringVar(&cfg.APIKey, "api-key", "", "API key, sent as \"Authorization: Bearer <key>\" (optional)")
 	f.StringVar(&endpoint, "endpoint", endpoint, "route to benchmark: completions (POST /completions) or chat (POST /chat/completions); vLLM's paths /v1/completions and /v1/chat/completions are accepted too")
 	f.StringVar(&cfg.Model, "model", "", "model name to send (default: the first id from GET <base-url>/models)")
@@ -185,20 +185,20 @@ compare the JSON files:
 	return cmd
 }
 
-// v2OnlyFlags are the flags of --backend v2-infer alone.
+// v2OnlyFlags are the flags of --backend v2-infer and v2-grpc alone.
 var v2OnlyFlags = []string{"input-name", "input-shape", "rows", "binary"}
 
-// openaiOnlyFlags are the flags --backend v2-infer does not use.
+// openaiOnlyFlags are the flags --backend v2-infer and v2-grpc do not use.
 var openaiOnlyFlags = []string{"endpoint", "request-rate", "dataset-name", "random-input-len", "random-output-len", "random-range-ratio",
 	"shared-prefix-len", "prefix-repetition-prefix-len", "prefix-repetition-suffix-len", "prefix-repetition-num-prefixes",
 	"prefix-repetition-output-len", "mixed-long-clients", "mixed-long-prompts", "mixed-long-input-len", "mixed-short-input-len",
 	"mixed-output-len", "dataset-path", "custom-output-len", "monitor-pid", "monitor-url", "monitor-interval", "monitor-settle", "ignore-eos", "temperature", "save-detailed"}
 
-// runV2 runs `bench --backend v2-infer`.
-func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile string, quiet bool) error {
+// runV2 runs `bench --backend v2-infer` or `v2-grpc`.
+func runV2(cmd *cobra.Command, backend string, cfg Config, v2 V2Config, asJSON bool, outputFile string, quiet bool) error {
 	for _, name := range openaiOnlyFlags {
 		if cmd.Flags().Changed(name) {
-			return fmt.Errorf("--%s does not apply to --backend v2-infer", name)
+			return fmt.Errorf("--%s does not apply to --backend %s", name, backend)
 		}
 	}
 	v2.BaseURL, v2.APIKey, v2.Model, v2.Label = cfg.BaseURL, cfg.APIKey, cfg.Model, cfg.Label
@@ -211,7 +211,11 @@ func runV2(cmd *cobra.Command, cfg Config, v2 V2Config, asJSON bool, outputFile 
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
-	rep, err := RunV2Infer(ctx, v2)
+	run := RunV2Infer
+	if backend == "v2-grpc" {
+		run = RunV2GRPC
+	}
+	rep, err := run(ctx, v2)
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ type V2Config struct {
 type V2Report struct {
 	Label          string  `json:"label,omitempty"`
 	BaseURL        string  `json:"base_url"`
+	Protocol       string  `json:"protocol"` // "rest" or "grpc"
 	Model          string  `json:"model"`
 	InputName      string  `json:"input_name"`
 	InputShape     []int64 `json:"input_shape"`
@@ -84,22 +85,8 @@ const numBodies = 64
 // ending; failed measured requests are counted in the report.
 func RunV2Infer(ctx context.Context, cfg V2Config) (*V2Report, error) {
 	cfg.BaseURL = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(cfg.BaseURL, "/"), "/v1"), "/v2")
-	switch {
-	case cfg.BaseURL == "":
-		return nil, errors.New("bench: --base-url is required")
-	case cfg.Model == "":
-		return nil, errors.New("bench: --model is required with --backend v2-infer")
-	case cfg.NumRequests < 1:
-		return nil, errors.New("bench: --num-prompts must be at least 1")
-	}
-	cfg.Rows = max(cfg.Rows, 1)
-	cfg.Concurrency = max(cfg.Concurrency, 1)
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = time.Minute
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if err := cfg.check("v2-infer"); err != nil {
+		return nil, err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency, DisableCompression: true}}
 	defer client.CloseIdleConnections()
@@ -144,6 +131,17 @@ func RunV2Infer(ctx context.Context, cfg V2Config) (*V2Report, error) {
 		}
 		return d, nil
 	}
+	return measureV2(ctx, cfg, "rest", func(_, i int) (time.Duration, error) { return send(i) })
+}
+
+// measureV2 sends cfg.Warmup unmeasured requests, then cfg.NumRequests
+// measured ones, from cfg.Concurrency clients, and reports them. send(w, i)
+// sends request i from client w.
+func measureV2(ctx context.Context, cfg V2Config, protocol string, send func(w, i int) (time.Duration, error)) (*V2Report, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if cfg.Warmup > 0 {
 		log.Info("warming up", "requests", cfg.Warmup)
 		lat, _, firstErr := v2Loop(ctx, cfg.Warmup, cfg.Concurrency, send)
@@ -159,7 +157,7 @@ func RunV2Infer(ctx context.Context, cfg V2Config) (*V2Report, error) {
 		return nil, err
 	}
 	rep := &V2Report{
-		Label: cfg.Label, BaseURL: cfg.BaseURL, Model: cfg.Model, InputName: cfg.InputName, InputShape: cfg.InputShape,
+		Label: cfg.Label, BaseURL: cfg.BaseURL, Protocol: protocol, Model: cfg.Model, InputName: cfg.InputName, InputShape: cfg.InputShape,
 		Rows: cfg.Rows, Binary: cfg.Binary, Concurrency: cfg.Concurrency, NumRequests: cfg.NumRequests,
 		Completed: len(lat), Failed: failed, FirstError: firstErr, Duration: dur.Seconds(),
 	}
@@ -169,9 +167,10 @@ func RunV2Infer(ctx context.Context, cfg V2Config) (*V2Report, error) {
 	return rep, nil
 }
 
-// v2Loop sends n requests from c clients and returns the latencies (ms)
-// of the ones that succeeded, how many failed and the first error.
-func v2Loop(ctx context.Context, n, c int, send func(i int) (time.Duration, error)) ([]float64, int, string) {
+// v2Loop sends n requests from c clients (send(w, i): request i from
+// client w) and returns the latencies (ms) of the ones that succeeded, how
+// many failed and the first error.
+func v2Loop(ctx context.Context, n, c int, send func(w, i int) (time.Duration, error)) ([]float64, int, string) {
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
@@ -180,14 +179,14 @@ func v2Loop(ctx context.Context, n, c int, send func(i int) (time.Duration, erro
 		firstErr string
 		wg       sync.WaitGroup
 	)
-	for range min(c, n) {
+	for w := range min(c, n) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1)) - 1
 				if i >= n {
 					return
 				}
-				d, err := send(i)
+				d, err := send(w, i)
 				mu.Lock()
 				if err != nil {
 					failed++
@@ -203,6 +202,24 @@ func v2Loop(ctx context.Context, n, c int, send func(i int) (time.Duration, erro
 	}
 	wg.Wait()
 	return lat, failed, firstErr
+}
+
+// check validates the config and fills in its defaults.
+func (cfg *V2Config) check(backend string) error {
+	switch {
+	case cfg.BaseURL == "":
+		return errors.New("bench: --base-url is required")
+	case cfg.Model == "":
+		return fmt.Errorf("bench: --model is required with --backend %s", backend)
+	case cfg.NumRequests < 1:
+		return errors.New("bench: --num-prompts must be at least 1")
+	}
+	cfg.Rows = max(cfg.Rows, 1)
+	cfg.Concurrency = max(cfg.Concurrency, 1)
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Minute
+	}
+	return nil
 }
 
 // v2Input reads the model's first input from its metadata.
@@ -260,8 +277,9 @@ type v2Body struct {
 	header      int // Inference-Header-Content-Length, -1 for JSON
 }
 
-// v2Bodies makes numBodies requests with random FP32 data in [-1, 1).
-func v2Bodies(cfg V2Config) ([]v2Body, error) {
+// v2Values makes the numBodies requests' random FP32 inputs in [-1, 1),
+// each cfg.Rows rows of cfg.InputShape.
+func v2Values(cfg V2Config) ([][]float32, error) {
 	per := int64(1)
 	for _, d := range cfg.InputShape {
 		if d < 1 {
@@ -270,14 +288,27 @@ func v2Bodies(cfg V2Config) ([]v2Body, error) {
 		per *= d
 	}
 	n := int(per) * cfg.Rows
-	shape := append([]int64{int64(cfg.Rows)}, cfg.InputShape...)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
-	out := make([]v2Body, numBodies)
+	out := make([][]float32, numBodies)
 	for i := range out {
-		vals := make([]float32, n)
-		for j := range vals {
-			vals[j] = float32(rng.Float64()*2 - 1)
+		out[i] = make([]float32, n)
+		for j := range out[i] {
+			out[i][j] = float32(rng.Float64()*2 - 1)
 		}
+	}
+	return out, nil
+}
+
+// v2Bodies makes numBodies requests with random FP32 data in [-1, 1).
+func v2Bodies(cfg V2Config) ([]v2Body, error) {
+	values, err := v2Values(cfg)
+	if err != nil {
+		return nil, err
+	}
+	shape := append([]int64{int64(cfg.Rows)}, cfg.InputShape...)
+	out := make([]v2Body, numBodies)
+	for i, vals := range values {
+		n := len(vals)
 		in := map[string]any{"name": cfg.InputName, "datatype": "FP32", "shape": shape}
 		if !cfg.Binary {
 			in["data"] = vals
@@ -308,6 +339,9 @@ func (r *V2Report) WriteText(w io.Writer) error {
 	line := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
 	fmt.Fprintln(tw, "============ V2 Infer Benchmark Result ============")
 	line("Model", r.Model)
+	if r.Protocol != "" {
+		line("Protocol", r.Protocol)
+	}
 	line("Input", fmt.Sprintf("%s FP32 [%d]+%v (binary: %v)", r.InputName, r.Rows, r.InputShape, r.Binary))
 	line("Max concurrency", r.Concurrency)
 	line("Successful requests", r.Completed)

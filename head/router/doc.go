@@ -47,6 +47,13 @@
 // head's own count of requests on it), plus its KV usage (0..1). The
 // lowest cost wins; ties go to the lower load, then round robin.
 //
+// A request with a routing key (scheduler.Request.RouteKey: the Responses
+// API's prompt_cache_key) skips the scoring when the worker its key last
+// went to is a candidate, so an agent's turns stay on one worker even
+// before that worker's cache events reached the head; otherwise it is
+// scored and the key follows the pick. The router remembers the last
+// 4096 keys (routekey.go).
+//
 // # Prefill/decode
 //
 // Whole requests go to workers of role both or decode (prefill workers

@@ -91,7 +91,7 @@ func (m *Model) callAny(ctx context.Context, what string, accept func(*workerpb.
 		var p pick
 		err := m.r.waitFor(ctx, until, func() bool {
 			var ok bool
-			p, ok = m.r.chooseWhere(poolAny, nil, "", exclude, accept)
+			p, ok = m.r.chooseWhere(poolAny, nil, "", "", exclude, accept)
 			return ok
 		})
 		if err != nil {

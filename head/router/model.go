@@ -358,7 +358,7 @@ func (r *run) open(ctx context.Context, choices []int, pd bool) (*leg, *workerpb
 		var p pick
 		err := r.m.r.waitFor(ctx, until, func() bool {
 			var ok bool
-			p, ok = r.m.r.choose(poolDecode, wreq.Prompt, wreq.CacheSalt, r.excluded())
+			p, ok = r.m.r.chooseWhere(poolDecode, wreq.Prompt, wreq.CacheSalt, r.req.RouteKey, r.excluded(), nil)
 			return ok
 		})
 		if err != nil {

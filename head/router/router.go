@@ -124,7 +124,11 @@ type Router struct {
 	// (its name and vocabulary digest); nil until then. guarded by mu
 	model   *workerpb.InfoResponse
 	changed chan struct{} // closed and replaced when a worker's health changes; guarded by mu
-	wg      sync.WaitGroup
+	// keys remembers the worker each routing key (scheduler.Request.RouteKey,
+	// OpenAI's prompt_cache_key) last went to, the most recently used
+	// last; at most maxRouteKeys. guarded by mu
+	keys routeKeys
+	wg   sync.WaitGroup
 }
 
 // worker is one worker's state as the router knows it.
@@ -592,12 +596,15 @@ type pick struct {
 // the addresses in exclude; ok is false when there is none. The pick
 // counts as in flight until release.
 func (r *Router) choose(p pool, prompt []int32, salt string, exclude []string) (pick, bool) {
-	return r.chooseWhere(p, prompt, salt, exclude, nil)
+	return r.chooseWhere(p, prompt, salt, "", exclude, nil)
 }
 
 // chooseWhere is choose among the workers whose Info satisfies accept
-// (nil: every worker).
-func (r *Router) chooseWhere(p pool, prompt []int32, salt string, exclude []string, accept func(*workerpb.InfoResponse) bool) (pick, bool) {
+// (nil: every worker). A request with a routing key goes to the worker
+// its key last went to while that worker is a candidate (healthy, of
+// the pool, not excluded); otherwise it is scored, and the key
+// remembers the pick.
+func (r *Router) chooseWhere(p pool, prompt []int32, salt, key string, exclude []string, accept func(*workerpb.InfoResponse) bool) (pick, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	addrs := make([]string, 0, len(r.workers))
@@ -619,6 +626,10 @@ func (r *Router) chooseWhere(p pool, prompt []int32, salt string, exclude []stri
 	}
 	if len(ws) == 0 {
 		return pick{}, false
+	}
+	sticky := -1
+	if addr, ok := r.keys.get(key); ok {
+		sticky = slices.IndexFunc(ws, func(w *worker) bool { return w.addr == addr })
 	}
 	hashes := map[int][]kvcache.Hash{}
 	cands := make([]candidate, len(ws))
@@ -648,9 +659,13 @@ func (r *Router) chooseWhere(p pool, prompt []int32, salt string, exclude []stri
 		}
 		cands[i] = c
 	}
-	r.rr++
-	i := best(cands, maxBlocks, r.opts.OverlapWeight, r.rr)
+	i := sticky
+	if i < 0 {
+		r.rr++
+		i = best(cands, maxBlocks, r.opts.OverlapWeight, r.rr)
+	}
 	w := ws[i]
+	r.keys.put(key, w.addr)
 	w.inflight++
 	return pick{addr: w.addr, client: w.client, cached: cands[i].cached * bsOf[i], blockSize: bsOf[i]}, true
 }

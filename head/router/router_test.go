@@ -970,3 +970,51 @@ func TestMigrationThinking(t *testing.T) {
 		t.Errorf("usage %+v, want 6 completion tokens, 3 reasoning", u)
 	}
 }
+
+// TestChooseRouteKey: requests with the same routing key go to the worker
+// the key first went to, whatever the round robin says, until it is
+// excluded; then the key follows the new pick.
+func TestChooseRouteKey(t *testing.T) {
+	a, b := newFake(workerpb.Role_ROLE_BOTH), newFake(workerpb.Role_ROLE_BOTH)
+	r, _ := newTestRouter(t, Options{}, map[string]*fakeWorker{"a:1": a, "b:1": b})
+	first, ok := r.chooseWhere(poolDecode, []int32{1}, "", "key", nil, nil)
+	if !ok {
+		t.Fatal("no pick")
+	}
+	r.release(first.addr)
+	for i := range 4 {
+		p, _ := r.chooseWhere(poolDecode, []int32{int32(i)}, "", "key", nil, nil)
+		if p.addr != first.addr {
+			t.Fatalf("turn %d of the key went to %s, its first to %s", i, p.addr, first.addr)
+		}
+		r.release(p.addr)
+	}
+	other, _ := r.chooseWhere(poolDecode, []int32{1}, "", "key", []string{first.addr}, nil)
+	if other.addr == first.addr || other.addr == "" {
+		t.Fatalf("with %s excluded the key went to %q", first.addr, other.addr)
+	}
+	r.release(other.addr)
+	if p, _ := r.chooseWhere(poolDecode, []int32{1}, "", "key", nil, nil); p.addr != other.addr {
+		t.Fatalf("the key went back to %s; want it to follow the new pick %s", p.addr, other.addr)
+	}
+}
+
+// TestRouteKeysBound: the router forgets the least recently used key
+// beyond maxRouteKeys.
+func TestRouteKeysBound(t *testing.T) {
+	var k routeKeys
+	for i := range maxRouteKeys {
+		k.put(fmt.Sprint(i), "a:1")
+	}
+	k.get("0") // used again: no longer the oldest
+	k.put("one more", "a:1")
+	if _, ok := k.get("0"); !ok {
+		t.Fatal("a recently used key was forgotten")
+	}
+	if _, ok := k.get("1"); ok {
+		t.Fatal("the least recently used key was kept")
+	}
+	if n := k.order.Len(); n != maxRouteKeys {
+		t.Fatalf("%d keys kept, want %d", n, maxRouteKeys)
+	}
+}

@@ -366,6 +366,13 @@ func merge(calls []*call, rows int) []tensor.Tensor {
 	in := make([]tensor.Tensor, len(first))
 	for i, t := range first {
 		m := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{int64(rows)}, t.Shape[1:]...)}
+		// Sized once: appending grows and copies the batch's inputs on the way.
+		if t.F32 != nil {
+			m.F32 = make([]float32, 0, len(t.F32)/max(calls[0].rows, 1)*rows)
+		}
+		if t.I64 != nil {
+			m.I64 = make([]int64, 0, len(t.I64)/max(calls[0].rows, 1)*rows)
+		}
 		for _, c := range calls {
 			m.F32 = append(m.F32, c.in[i].F32...)
 			m.I64 = append(m.I64, c.in[i].I64...)

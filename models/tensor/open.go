@@ -19,9 +19,9 @@ type Options struct {
 	// 1, best for small models (see llamacpp.GraphOptions): use parallel
 	// workers (concurrent Runs) to use more cores.
 	Threads int
-	// Parts is the most pieces a large batch (llamacpp.SplitRows rows a
-	// piece and more) is cut into and computed at once; 0 means
-	// GOMAXPROCS (every core the process was given), 1 never cuts.
+	// Parts is the most runners a large batch (2×llamacpp.SplitRows rows
+	// and more, cut into pieces of SplitRows) is computed on at once; 0
+	// means GOMAXPROCS (every core the process was given), 1 never cuts.
 	Parts int
 }
 

@@ -144,13 +144,84 @@ async function main() {
   }
   check(status === 404, 'retrieve after delete', status);
 
-  // An unknown previous_response_id is OpenAI's 404.
+  // An unknown previous_response_id is OpenAI's 400 previous_response_not_found.
   try {
     await client.responses.create({ model, input: 'x', previous_response_id: 'resp_missing' });
     check(false, 'unknown previous_response_id accepted');
   } catch (e) {
-    check(e.status === 404 && e.error && e.error.param === 'previous_response_id', 'unknown previous_response_id', { status: e.status, error: e.error });
+    check(e instanceof mod.BadRequestError && e.status === 400 && e.code === 'previous_response_not_found' && e.param === 'previous_response_id',
+      'unknown previous_response_id', { status: e.status, error: e.error });
   }
+
+  // A json_schema text.format needs a name of a-z, A-Z, 0-9, _ and -, at
+  // most 64 characters: a 400 naming text.format.name, as OpenAI's.
+  const schema = { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false };
+  for (const name of [undefined, 'has space', 'n'.repeat(65)]) {
+    try {
+      await client.responses.create({ model, input: 'x', text: { format: { type: 'json_schema', name, schema } } });
+      check(false, 'json_schema name accepted: ' + name);
+    } catch (e) {
+      check(e instanceof mod.BadRequestError && e.param === 'text.format.name', 'json_schema name ' + name, { status: e.status, error: e.error });
+    }
+  }
+  const named = await client.responses.create({ model, input: 'x', max_output_tokens: 40, temperature: 0,
+    text: { format: { type: 'json_schema', name: 'answer_v1-x', schema, strict: true } } });
+  check(named.status === 'completed' || named.status === 'incomplete', 'a well-named json_schema', named.status);
+
+  // An incomplete response's message item is incomplete too, unstreamed
+  // and streamed.
+  const cut = await client.responses.create({ model, input: 'Once upon a time', max_output_tokens: 2, temperature: 0 });
+  check(cut.status === 'incomplete' && cut.output[0].type === 'message' && cut.output[0].status === 'incomplete', 'incomplete message item', cut.output);
+  const cutStream = await client.responses.create({ model, input: 'Once upon a time', max_output_tokens: 2, temperature: 0, stream: true });
+  let itemDone;
+  let cutFinal;
+  for await (const ev of cutStream) {
+    if (ev.type === 'response.output_item.done') itemDone = ev.item;
+    if (ev.type === 'response.incomplete') cutFinal = ev.response;
+  }
+  check(itemDone && itemDone.status === 'incomplete' && cutFinal && cutFinal.output[0].status === 'incomplete', 'streamed incomplete message item', { itemDone, cutFinal });
+
+  // What Codex sends beside its tools: namespace and custom tools, a
+  // hosted tool, include, prompt_cache_key, client_metadata, store false,
+  // truncation auto. The namespaced function comes back under its own
+  // name with its namespace; the forced custom tool's input follows its
+  // grammar.
+  const agentTools = [
+    { type: 'namespace', name: 'mcp_weather', description: 'Weather tools', tools: [weather] },
+    { type: 'custom', name: 'digits', description: 'A number.', format: { type: 'grammar', syntax: 'regex', definition: '[0-9]{1,4}' } },
+    { type: 'web_search' },
+  ];
+  const agentBase = { model, input: 'Weather?', tools: agentTools, store: false, include: ['reasoning.encrypted_content'],
+    prompt_cache_key: 'session-1', client_metadata: { turn_id: 't1' }, truncation: 'auto', max_output_tokens: 40, temperature: 0 };
+  const ns = await client.responses.create({ ...agentBase, tool_choice: { type: 'function', namespace: 'mcp_weather', name: 'get_weather' } });
+  const nsCall = ns.output.find((i) => i.type === 'function_call');
+  check(nsCall && nsCall.name === 'get_weather' && nsCall.namespace === 'mcp_weather' && JSON.parse(nsCall.arguments).city, 'namespaced call', ns.output);
+  const custom = await client.responses.create({ ...agentBase, tool_choice: { type: 'custom', name: 'digits' } });
+  const cc = custom.output.find((i) => i.type === 'custom_tool_call');
+  check(cc && cc.name === 'digits' && /^[0-9]{1,4}$/.test(cc.input), 'forced custom tool call', custom.output);
+  out.custom = cc.input;
+
+  // A background stream resumes: read three events, drop the connection,
+  // and retrieve the rest with starting_after; the generation went on.
+  const bg = await client.responses.create({ model, input: 'Once upon a time', max_output_tokens: 16, temperature: 0, background: true, stream: true });
+  const firstEvents = [];
+  for await (const ev of bg) {
+    firstEvents.push(ev);
+    if (firstEvents.length === 3) break;
+  }
+  const bgID = firstEvents[0].response.id;
+  check(firstEvents[0].type === 'response.created' && firstEvents[0].response.background === true, 'background stream start', firstEvents[0]);
+  const rest = await client.responses.retrieve(bgID, { stream: true, starting_after: firstEvents[2].sequence_number });
+  const seqs = [];
+  let bgFinal;
+  for await (const ev of rest) {
+    seqs.push(ev.sequence_number);
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') bgFinal = ev.response;
+  }
+  check(seqs[0] === 3 && seqs.every((n, i) => n === 3 + i) && bgFinal && bgFinal.id === bgID, 'resumed background stream', { seqs, bgFinal });
+  const bgStored = await client.responses.retrieve(bgID);
+  check(bgStored.status === bgFinal.status && bgStored.output_text === bgFinal.output.map((i) => (i.content || []).map((c) => c.text).join('')).join(''), 'stored background response', bgStored);
+  out.resumed = seqs.length;
   void del;
   console.log(JSON.stringify(out));
 }
