@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/frontend"
@@ -178,5 +181,64 @@ func TestWriteAuthErrorRequestID(t *testing.T) {
 	WriteAuthError(rec, "no key")
 	if id := rec.Header().Get("request-id"); rec.Code != http.StatusUnauthorized || !strings.HasPrefix(id, "req_") || len(id) < 20 {
 		t.Errorf("%d, request-id %q", rec.Code, id)
+	}
+}
+
+// While the prompt is prefilled the stream pings, before message_start
+// (the SDKs skip pings wherever they come); message_start follows with the
+// first piece of the answer, its usage message_delta's.
+func TestMessagesPingWhilePrefilling(t *testing.T) {
+	m := newFakeModel(t)
+	m.cached = 3
+	m.release = make(chan struct{})
+	fake := clock.NewFake(time.Unix(0, 0))
+	r := chi.NewRouter()
+	Mount(r, testServer(nil, m), Options{Clock: fake, PingInterval: 5 * time.Second})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(`{"model":"test-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fake.WaitArmed(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(5 * time.Second)
+	sc := bufio.NewScanner(resp.Body)
+	next := func() string {
+		for sc.Scan() {
+			if ev, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				return ev
+			}
+		}
+		t.Fatalf("stream ended: %v", sc.Err())
+		return ""
+	}
+	if ev := next(); ev != `{"type":"ping"}` {
+		t.Fatalf("first event %s, want a ping while the prompt is prefilled", ev)
+	}
+	close(m.release)
+	var start, delta struct {
+		Message struct{ Usage messagesUsage } `json:"message"`
+		Usage   messagesUsage                 `json:"usage"`
+	}
+	for {
+		ev := next()
+		switch {
+		case strings.HasPrefix(ev, `{"type":"message_start"`):
+			_ = json.Unmarshal([]byte(ev), &start)
+		case strings.HasPrefix(ev, `{"type":"message_delta"`):
+			_ = json.Unmarshal([]byte(ev), &delta)
+		case ev == `{"type":"message_stop"}`:
+			s, d := start.Message.Usage, delta.Usage
+			if s.InputTokens != d.InputTokens || s.CacheReadInputTokens != d.CacheReadInputTokens || d.CacheReadInputTokens != 3 {
+				t.Errorf("message_start usage %+v, message_delta usage %+v: want the same prompt counts, 3 cached", s, d)
+			}
+			m.wait()
+			return
+		}
 	}
 }
