@@ -171,7 +171,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 			Media:        opts.Media,
 		})
 		oa.Mount(r)
-		anthropic.Mount(r, oa)
+		anthropic.Mount(r, oa, anthropic.Options{})
 		responses.Mount(r, oa, responses.Options{Store: opts.ResponseStore})
 		v2.Mount(r, v2b, v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Infer: opts.Infer})
 		kservev1.Mount(r, v2b, kservev1.Options{

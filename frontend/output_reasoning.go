@@ -12,8 +12,10 @@ import (
 // reasoning parser is parser (one of tokenizer.ReasoningParsers): its
 // markers as tokens of tok's vocabulary, whether the output starts inside
 // thinking or with thinking off (read from the end of prompt, the text the
-// model saw), and budget, the most tokens it may think (-1: no bound). The
-// scheduler counts and bounds the section with it; the output processor
+// model saw), budget, the most tokens it may think (-1: no bound), and how
+// each token leaves UTF-8 text, so that a forced end never cuts a
+// character (the budget is then passed by the 1 to 3 tokens that complete
+// it). The scheduler counts and bounds the section with it; the output processor
 // (OutputConfig.Reasoning) splits the same section from the answer.
 //
 // Checking the budget against the client's request is the protocol's job:
@@ -27,7 +29,10 @@ func Thinking(tok *tokenizer.Tokenizer, parser, prompt string, budget int) (*sch
 	if err != nil {
 		return nil, err
 	}
-	th := &scheduler.Thinking{Budget: budget, StartInside: start == tokenizer.ReasoningInside, Off: start == tokenizer.ReasoningOff}
+	// UTF8: a forced end of thinking waits for the character the thinking
+	// text is in the middle of, if any, rather than cut it.
+	th := &scheduler.Thinking{Budget: budget, StartInside: start == tokenizer.ReasoningInside, Off: start == tokenizer.ReasoningOff,
+		UTF8: tok.UTF8Tails()}
 	for _, x := range []struct {
 		dst  *[]int32
 		text string

@@ -37,6 +37,18 @@ type Thinking struct {
 	// (markers not counted); 0 forces End at once; negative is no limit
 	// (the section is only counted).
 	Budget int
+	// UTF8, when not nil, says for each token id how its bytes leave
+	// UTF-8 text (tokenizer.Tokenizer.UTF8Tails): 0 on a character
+	// boundary; 1 to 3 inside a character, that many bytes short of it;
+	// -n for n continuation bytes only, which complete (part of) the
+	// character the text before left open. A forced End never cuts a
+	// character: once
+	// the budget is spent, End waits until the thinking text ends on a
+	// whole character (at most 3 more tokens, counted as reasoning). Ids
+	// past its end are whole characters. The frontend builds it from the
+	// vocabulary once per model; nil forces End as soon as the budget is
+	// spent.
+	UTF8 []int8
 	// Generated is how many of the prompt's last tokens the choice
 	// generated before this request (a continuation: the llmserve head
 	// moves a choice to another worker with prompt = prompt + the tokens
@@ -73,6 +85,22 @@ type thinkState struct {
 	reasoning int
 	// forced is set when the budget ended the section.
 	forced bool
+	// partial is how many bytes the thinking text lacks to end on a whole
+	// character (Thinking.UTF8); a forced End waits for 0.
+	partial int8
+}
+
+// utf8After is partial once tok is written.
+func (st *thinkState) utf8After(t *Thinking, tok int32) int8 {
+	if tok < 0 || int(tok) >= len(t.UTF8) {
+		return 0
+	}
+	if v := t.UTF8[tok]; v >= 0 {
+		return v
+	} else if st.partial+v > 0 {
+		return st.partial + v
+	}
+	return 0
 }
 
 func newThinkState(t *Thinking) thinkState {
@@ -136,7 +164,7 @@ func (st *thinkState) force(t *Thinking) (int32, bool) {
 	switch {
 	case st.phase == thinkForcing:
 		return forcedAt(t, st.n), true
-	case st.phase == thinkInside && t.Budget >= 0 && st.n >= t.Budget:
+	case st.phase == thinkInside && t.Budget >= 0 && st.n >= t.Budget && st.partial == 0:
 		return t.End[0], true
 	}
 	return 0, false
@@ -158,7 +186,7 @@ func (st *thinkState) advance(t *Thinking, output []int32) {
 			st.phase, st.n = thinkInside, 0
 		}
 	case thinkInside:
-		if t.Budget >= 0 && st.n >= t.Budget {
+		if t.Budget >= 0 && st.n >= t.Budget && st.partial == 0 {
 			// The forced End[0]: the scheduler asked for it with Only.
 			st.phase, st.reasoning, st.forced, st.n = thinkForcing, st.n, true, 1
 			st.finishForcing(t)
@@ -168,6 +196,7 @@ func (st *thinkState) advance(t *Thinking, output []int32) {
 			st.phase, st.reasoning = thinkDone, st.n-(len(t.End)-1)
 			return
 		}
+		st.partial = st.utf8After(t, output[len(output)-1])
 		st.n++
 		if st.n == len(t.Start) && len(output) == len(t.Start) && slices.Equal(output, t.Start) {
 			st.n = 0 // a leading <think> written inside the section

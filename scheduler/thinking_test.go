@@ -100,6 +100,43 @@ func TestThinkState(t *testing.T) {
 	}
 }
 
+// A forced End waits until the thinking text ends on a whole character
+// (Thinking.UTF8): a character spelled over three byte tokens is never cut,
+// and the tokens it takes past the budget count as reasoning.
+func TestThinkStateUTF8(t *testing.T) {
+	const E, A, lead, cont = 31, 33, 10, 11
+	utf8 := make([]int8, 40)
+	utf8[lead] = 2  // "\xE2": 2 bytes short of "’"
+	utf8[cont] = -1 // "\x80"
+	for _, tc := range []struct {
+		name      string
+		budget    int
+		output    []int32
+		want      []int32
+		reasoning int
+	}{
+		{"the budget ends inside a character", 2, []int32{1, lead, cont, cont, 5, 6, 7}, []int32{1, lead, cont, cont, E, A, 7}, 4},
+		{"the budget ends after one", 4, []int32{1, lead, cont, cont, 5, 6, 7}, []int32{1, lead, cont, cont, E, A, 7}, 4},
+		{"a stray continuation byte does not hold it", 1, []int32{cont, cont, 3, 4}, []int32{cont, E, A, 4}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := &Thinking{Start: []int32{30}, End: []int32{E}, After: []int32{A}, StartInside: true, Budget: tc.budget, UTF8: utf8}
+			st := newThinkState(th)
+			var out []int32
+			for _, tok := range tc.output {
+				if f, ok := st.force(th); ok {
+					tok = f
+				}
+				out = append(out, tok)
+				st.advance(th, out)
+			}
+			if !slices.Equal(out, tc.want) || st.reasoning != tc.reasoning {
+				t.Errorf("got %v (%d reasoning), want %v (%d)", out, st.reasoning, tc.want, tc.reasoning)
+			}
+		})
+	}
+}
+
 // The scheduler forces the end of thinking through Chunk.Only with the
 // fake engine: each choice's output keeps the budget, the usage counts
 // the reasoning tokens, the metric counts the forced ends, and the same

@@ -32,6 +32,7 @@ type shapeRecorder struct {
 type recordedRequest struct {
 	Method, Path string
 	Query        []string
+	Header       http.Header
 	Body         any // the decoded JSON body, nil for none
 	Status       int
 	Answer       []byte
@@ -40,7 +41,7 @@ type recordedRequest struct {
 func (s *shapeRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	rec := recordedRequest{Method: r.Method, Path: r.URL.Path}
+	rec := recordedRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()}
 	for k := range r.URL.Query() {
 		rec.Query = append(rec.Query, k)
 	}

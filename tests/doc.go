@@ -51,7 +51,10 @@
 // round trip with the model scripted. codex_test.go runs the real Codex
 // CLI (`codex exec`, installed by `make agent-clis`, found through
 // LLMSERVE_AGENT_CLIS; skipped, saying so, without it) against the
-// Responses API through a three-turn tool loop on such a model, and
+// Responses API through a three-turn tool loop on such a model,
+// claude_code_test.go the real Claude Code (`claude -p`, the same way) over
+// the Messages API, printing an answer and through a three-turn Read tool
+// loop, and
 // agents_shapes_test.go records the shapes of the requests an agent CLI
 // sent in testdata/agents/<cli>/*.golden (-update rewrites them). They
 // assert what a user sees (exact greedy tokens, usage, errors, metrics),

@@ -49,6 +49,28 @@ func TestAnthropicSDK(t *testing.T) {
 	t.Logf("SDK: text %q, tool input %v", out.Text, out.ToolInput)
 }
 
+// TestAnthropicSDKChecks runs tests/node/anthropic_checks.cjs, issue 31's
+// Messages points through the official SDK on the embedded model:
+// output_config.format held by the grammar and parsed by the SDK's
+// helper, tool names and a prefill's trailing whitespace refused as typed
+// 400s naming Anthropic's fields, request-id on every answer, and
+// message_start's usage equal to message_delta's.
+func TestAnthropicSDKChecks(t *testing.T) {
+	t.Parallel()
+	node, modules := nodeModules(t, filepath.Join("@anthropic-ai", "sdk"))
+	s := startServer(t, models.GenerativeConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("node", "anthropic_checks.cjs"))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "LLMSERVE_URL="+s.URL, "LLMSERVE_MODEL="+s.model.Name())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("SDK: %s", strings.TrimSpace(stdout.String()))
+}
+
 // messagesPost posts body to path and decodes the Anthropic error it
 // answers.
 func messagesError(t *testing.T, url, body string) (int, string, string) {

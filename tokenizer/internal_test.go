@@ -71,3 +71,18 @@ func stripSpaces(s string) string {
 	}
 	return string(out)
 }
+
+func TestUTF8Tail(t *testing.T) {
+	for _, tc := range []struct {
+		b    string
+		want int8
+	}{
+		{"abc", 0}, {"é", 0}, {"a\xC3", 1}, {"\xE2", 2}, {"\xF0\x9F", 2}, {"\xF0\x9F\x98", 1},
+		{"\x9F\x98", -2}, {"\x80", -1}, {"\x80abc", 0}, {"a\x80", 0}, {"", 0},
+		{"\xE0\x80", 0}, // overlong: ill-formed, nothing to wait for
+	} {
+		if got := utf8Tail([]byte(tc.b)); got != tc.want {
+			t.Errorf("utf8Tail(%q) = %d, want %d", tc.b, got, tc.want)
+		}
+	}
+}

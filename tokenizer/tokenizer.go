@@ -39,6 +39,8 @@ type Tokenizer struct {
 	stops []int32 // sorted; every token with IsEOG
 	// maxPiece is the longest token text, special tokens included.
 	maxPiece int
+	// utf8 is each token's utf8Tail (UTF8Tails).
+	utf8 []int8
 }
 
 // New returns a Tokenizer for v. chatTemplate is the model's Jinja chat
@@ -54,15 +56,25 @@ func New(v Vocab, chatTemplate string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t := &Tokenizer{vocab: v, chat: chat, maxPiece: 1}
+	t := &Tokenizer{vocab: v, chat: chat, maxPiece: 1, utf8: make([]int8, v.NumTokens())}
 	for i := range v.NumTokens() {
 		if v.IsEOG(int32(i)) {
 			t.stops = append(t.stops, int32(i))
 		}
-		t.maxPiece = max(t.maxPiece, len(v.Piece(int32(i), true)))
+		p := v.Piece(int32(i), true)
+		t.maxPiece = max(t.maxPiece, len(p))
+		t.utf8[i] = utf8Tail(p)
 	}
 	return t, nil
 }
+
+// UTF8Tails says, for each token id, how the token's bytes leave UTF-8
+// text: 0 on a character boundary; 1 to 3 inside a character, that many
+// bytes short of it; -n for n continuation bytes only (byte-fallback
+// tokens, byte-level BPE pieces of a character). The scheduler reads it to
+// end a thinking section on a whole character (scheduler.Thinking.UTF8).
+// The slice is shared: do not modify it.
+func (t *Tokenizer) UTF8Tails() []int8 { return t.utf8 }
 
 // MaxTextBytes is the longest text, in bytes, that can encode to at most n
 // tokens: every token stands for at most the longest token text. A longer

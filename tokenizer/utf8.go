@@ -85,3 +85,23 @@ func appendValid(dst, src []byte, final bool) (out []byte, held int) {
 	}
 	return dst, 0
 }
+
+// utf8Tail is how a token's bytes b leave UTF-8 text (scheduler.Thinking's
+// UTF8): 0 when they end on a character boundary (or hold no character
+// start at their end); 1 to 3 when they end inside a character, that many
+// bytes short of it; -n when they are n (at most 3) continuation bytes
+// only, which complete (part of) a character the text before left open.
+func utf8Tail(b []byte) int8 {
+	i := len(b)
+	for i > 0 && b[i-1]&0xC0 == 0x80 && len(b)-i < 3 {
+		i--
+	}
+	if i == 0 {
+		return -int8(len(b))
+	}
+	have, need := seqLen(b[i-1:])
+	if have == len(b)-i+1 && need > have {
+		return int8(need - have)
+	}
+	return 0
+}

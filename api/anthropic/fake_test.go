@@ -104,6 +104,9 @@ type fakeModel struct {
 	gate chan struct{}
 	// hold keeps the stream open after the script until Cancel.
 	hold bool
+	// release, when set, holds the first batch until it is closed (a
+	// long prefill).
+	release chan struct{}
 	// onSubmit, when set, is called after a successful Submit.
 	onSubmit func()
 
@@ -191,6 +194,9 @@ func (m *fakeModel) submitOne(req *scheduler.Request) *core.Stream {
 		// choice is inside the section until its output ends with End.
 		thought := map[int][]int32{}
 		ended := map[int]bool{}
+		if m.release != nil {
+			<-m.release
+		}
 		for k, b := range batches {
 			for _, o := range b.outs {
 				u.CompletionTokens += len(o.Tokens)

@@ -90,7 +90,7 @@ func (m *fakeMediaModel) PrepareMedia(_ context.Context, prompt string, addSpeci
 // mediaHandler mounts the Messages routes over the models with opts.
 func mediaHandler(opts openai.Options, models ...openai.Model) http.Handler {
 	r := chi.NewRouter()
-	Mount(r, openai.New(&fakeBackend{models: models}, opts))
+	Mount(r, openai.New(&fakeBackend{models: models}, opts), Options{})
 	return r
 }
 

@@ -1,11 +1,15 @@
 package anthropic
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/clock"
 
 	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/api/openai"
@@ -18,18 +22,56 @@ import (
 // Messages content blocks, and messages_stream.go as Anthropic's event
 // sequence.
 
+// Options configure the Messages routes; the zero value is the default.
+type Options struct {
+	// Clock times the streams' pings (nil: the real clock).
+	Clock clock.Clock
+	// PingInterval is how long a stream stays silent before a ping (0:
+	// 5 s).
+	PingInterval time.Duration
+}
+
 // Mount adds the Messages routes to r, served by s's chat path:
 //
 //	POST /v1/messages
 //	POST /v1/messages/count_tokens
-func Mount(r chi.Router, s *openai.Server) {
-	h := &handler{s: s}
-	r.Post("/v1/messages", h.messages)
-	r.Post("/v1/messages/count_tokens", h.countTokens)
+//
+// Every answer carries Anthropic's request-id header, the id of the
+// request's log lines and its message's id.
+func Mount(r chi.Router, s *openai.Server, opts Options) {
+	h := &handler{s: s, clock: clock.Or(opts.Clock), ping: opts.PingInterval}
+	if h.ping <= 0 {
+		h.ping = defaultPingInterval
+	}
+	r.Post("/v1/messages", h.withRequestID(h.messages))
+	r.Post("/v1/messages/count_tokens", h.withRequestID(h.countTokens))
 }
 
 // handler serves the routes.
-type handler struct{ s *openai.Server }
+type handler struct {
+	s     *openai.Server
+	clock clock.Clock
+	ping  time.Duration
+}
+
+// withRequestID sets the request-id header, which Anthropic's SDKs
+// surface (_request_id), before next answers.
+func (h *handler) withRequestID(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := h.s.RequestID(r)
+		w.Header().Set("request-id", "req_"+id)
+		next(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	}
+}
+
+// requestIDKey is the context key of the request's id (withRequestID).
+type requestIDKey struct{}
+
+// requestID is the id withRequestID gave r, which the answer's ids take.
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
 
 // messagesResponse is a Message object.
 type messagesResponse struct {
@@ -76,27 +118,28 @@ func messagesUsageOf(u openai.Usage) messagesUsage {
 // prepareMessages reads and checks a Messages request, decodes it into
 // the typed request and prepares it (openai.Server.Prepare). count is set
 // for count_tokens.
-func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count bool) (*openai.Run, error) {
+func (h *handler) prepareMessages(w http.ResponseWriter, r *http.Request, count bool) (*openai.Run, *messagesRequest, error) {
 	body, err := h.s.ReadBody(w, r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req, err := decodeMessagesRequest(body, count)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	typed, err := req.request()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return h.s.Prepare(r.Context(), typed)
+	run, err := h.s.Prepare(r.Context(), typed)
+	return run, req, err
 }
 
 // messages serves POST /v1/messages.
 func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	arrival := h.s.Now()
-	id := "msg_" + h.s.RequestID(r)
-	run, err := h.prepareMessages(w, r, false)
+	id := "msg_" + requestID(r)
+	run, req, err := h.prepareMessages(w, r, false)
 	if err != nil {
 		h.failMessages(w, r, id, err)
 		return
@@ -110,7 +153,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	model := run.Model().Name()
 	done := func(u openai.Usage) { h.s.LogDone(r, id, model, run.User(), arrival, u) }
 	if run.Stream() {
-		h.streamMessages(w, r, g, id, model, done)
+		h.streamMessages(w, r, g, id, model, req.Thinking.omitted(), done)
 		return
 	}
 	a, err := g.Collect(r.Context())
@@ -120,6 +163,9 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	var blocks []messagesContent
 	if a.Reasoning != "" {
+		if req.Thinking.omitted() {
+			a.Reasoning = ""
+		}
 		blocks = append(blocks, thinkingBlock(a.Reasoning))
 	}
 	if a.Text != "" {
@@ -143,8 +189,8 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 // countTokens serves POST /v1/messages/count_tokens: the tokens of the
 // prompt the request renders to (system, messages, tools).
 func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) {
-	id := "count_" + h.s.RequestID(r)
-	run, err := h.prepareMessages(w, r, true)
+	id := "count_" + requestID(r)
+	run, _, err := h.prepareMessages(w, r, true)
 	if err != nil {
 		h.failMessages(w, r, id, err)
 		return
@@ -193,38 +239,64 @@ func stopReasonOf(finish string, calls int, stopString string) (string, *string)
 	return "end_turn", nil
 }
 
-// streamMessages streams the answer as Anthropic's events; done logs the
-// finished request.
-func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *openai.Generation, id, model string, done func(openai.Usage)) {
+// streamMessages streams the answer as Anthropic's events; omit leaves
+// the thinking text out (thinking.display "omitted"); done logs the
+// finished request. message_start waits for the first piece of the
+// answer, when the prompt's cache hits are known, so that its usage is
+// message_delta's; pings keep the connection alive meanwhile (the SDKs
+// skip them wherever they come).
+func (h *handler) streamMessages(w http.ResponseWriter, r *http.Request, g *openai.Generation, id, model string, omit bool, done func(openai.Usage)) {
 	sse := openai.StartSSE(w)
-	ms := newMessagesStream(sse.Named)
-	// The prompt's cache hits are not known yet: message_delta has them.
-	err := ms.start(id, model, messagesUsage{InputTokens: g.PromptTokens()})
-	if err == nil {
-		err = g.Receive(r.Context(), func(d *openai.Delta) error {
-			if d.Empty() {
-				return nil
-			}
-			if werr := ms.thinking(d.Reasoning); werr != nil {
-				return werr
-			}
-			if werr := ms.text(d.Text); werr != nil {
-				return werr
-			}
-			for _, c := range d.Calls {
-				if werr := ms.tool(c); werr != nil {
-					return werr
-				}
-			}
-			if d.Finish != "" {
-				reason, seq := stopReasonOf(d.Finish, len(d.ToolCalls()), d.StopString())
-				if werr := ms.finish(reason, seq, messagesUsageOf(g.Usage())); werr != nil {
-					return werr
-				}
-			}
+	p := startPinger(h.clock, h.ping, sse.Named)
+	ms := newMessagesStream(p.send)
+	started := false
+	start := func() error {
+		if started {
 			return nil
-		})
+		}
+		started = true
+		u := messagesUsageOf(g.Usage())
+		u.OutputTokens = 0
+		return ms.start(id, model, u)
 	}
+	err := g.Receive(r.Context(), func(d *openai.Delta) error {
+		if d.Empty() {
+			return nil
+		}
+		if err := start(); err != nil {
+			return err
+		}
+		reasoning := d.Reasoning
+		if omit && reasoning != "" {
+			reasoning = ""
+			if werr := ms.openThinking(); werr != nil {
+				return werr
+			}
+		}
+		if werr := ms.thinking(reasoning); werr != nil {
+			return werr
+		}
+		if werr := ms.text(d.Text); werr != nil {
+			return werr
+		}
+		for _, c := range d.Calls {
+			if werr := ms.tool(c); werr != nil {
+				return werr
+			}
+		}
+		if d.Finish != "" {
+			reason, seq := stopReasonOf(d.Finish, len(d.ToolCalls()), d.StopString())
+			if werr := ms.finish(reason, seq, messagesUsageOf(g.Usage())); werr != nil {
+				return werr
+			}
+		}
+		return nil
+	})
+	if err == nil && !started {
+		// Nothing came (the generation ended without a delta).
+		err = start()
+	}
+	p.stop()
 	if err != nil {
 		if openai.IsClientGone(err) || sse.Err() != nil {
 			h.s.Log().Debug("client went away", "id", id, "path", r.URL.Path)

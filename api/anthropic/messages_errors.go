@@ -1,8 +1,11 @@
 package anthropic
 
 import (
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -69,11 +72,40 @@ func messagesErrorOf(err error) (int, messagesErrorBody) {
 	e := openai.ErrorOf(err)
 	msg := e.Message
 	var ve *frontend.Error
-	if errors.As(err, &ve) && ve.Kind == frontend.BadRequest && ve.Param != "" && !strings.HasPrefix(msg, ve.Param) {
+	if errors.As(err, &ve) && ve.Kind == frontend.BadRequest && ve.Code == "context_length_exceeded" {
+		if m, ok := tooLongMessage(ve.Message); ok {
+			msg = m
+		}
+	} else if errors.As(err, &ve) && ve.Kind == frontend.BadRequest && ve.Param != "" && !strings.HasPrefix(msg, ve.Param) {
 		msg = ve.Param + ": " + msg
 	}
 	status, typ := messagesStatus(e.Status)
 	return status, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: typ, Message: msg}}
+}
+
+// The frontend's context-length messages (frontend/sampling.go), whose
+// numbers tooLongMessage reads.
+var (
+	promptTooLong = regexp.MustCompile(`maximum context length is (\d+) tokens\. However, your request has (\d+) input tokens`)
+	inputTooLong  = regexp.MustCompile(`maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in the messages, (\d+) in the completion\)`)
+)
+
+// tooLongMessage words a context-length error as Anthropic does, which is
+// what Claude Code reads to learn the model's context window: "prompt is
+// too long: N tokens > M maximum" starts its compaction, and "input
+// length and `max_tokens` exceed context limit: P + X > M" makes it retry
+// with a smaller max_tokens. ok is false for a message of another form.
+func tooLongMessage(msg string) (string, bool) {
+	if m := promptTooLong.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("prompt is too long: %s tokens > %s maximum", m[2], m[1]), true
+	}
+	if m := inputTooLong.FindStringSubmatch(msg); m != nil {
+		if m[3] == "0" {
+			return fmt.Sprintf("prompt is too long: %s tokens > %s maximum", m[2], m[1]), true
+		}
+		return fmt.Sprintf("input length and `max_tokens` exceed context limit: %s + %s > %s, decrease input length or `max_tokens` and try again", m[2], m[3], m[1]), true
+	}
+	return "", false
 }
 
 // failMessages answers a Messages request that failed before any response
@@ -94,5 +126,7 @@ func (h *handler) failMessages(w http.ResponseWriter, r *http.Request, id string
 // WriteAuthError writes a 401 in the Messages API's shape, for the
 // router's API-key check.
 func WriteAuthError(w http.ResponseWriter, msg string) {
+	// It answers before the routes, so before withRequestID: its own id.
+	w.Header().Set("request-id", "req_"+rand.Text())
 	openai.WriteJSON(w, http.StatusUnauthorized, messagesErrorBody{Type: "error", Error: messagesErrorInfo{Type: "authentication_error", Message: msg}})
 }

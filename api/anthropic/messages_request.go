@@ -3,8 +3,11 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/frontend"
@@ -34,19 +37,43 @@ type messagesRequest struct {
 	Metadata      *messagesMetadata `json:"metadata"`
 	Thinking      *messagesThinking `json:"thinking"`
 	Stream        *bool             `json:"stream"`
+	// OutputConfig is {"effort", "format"}: effort bounds adaptive
+	// thinking, format constrains the answer to a JSON schema.
+	OutputConfig *messagesOutputConfig `json:"output_config"`
+	// ContextManagement is read for its shape only: its edits (clearing
+	// old thinking or tool results) change nothing here, where the
+	// conversation is the one the client sends (docs/API.md).
+	ContextManagement json.RawMessage `json:"context_management"`
 }
+
+// messagesOutputConfig is "output_config".
+type messagesOutputConfig struct {
+	Effort *string         `json:"effort"`
+	Format json.RawMessage `json:"format"`
+}
+
+// efforts are output_config.effort's values, lowest first.
+var efforts = []string{"low", "medium", "high", "xhigh", "max"}
 
 // messagesMetadata is "metadata": user_id becomes the chat path's user.
 type messagesMetadata struct {
 	UserID *string `json:"user_id"`
 }
 
-// messagesThinking is "thinking": {"type": "enabled", "budget_tokens": n}
-// or {"type": "disabled"}. BudgetTokens is validated here; the sampler's
-// reasoning budget that enforces it is wired by the lead (issue 19, item 3).
+// messagesThinking is "thinking": {"type": "enabled", "budget_tokens": n},
+// {"type": "adaptive"} (the model decides how much to think, bounded by
+// output_config.effort) or {"type": "disabled"}; enabled and adaptive
+// take display: "summarized" (the thinking is returned) or "omitted"
+// (thinking blocks come back empty, with their signature).
 type messagesThinking struct {
-	Type         string `json:"type"`
-	BudgetTokens *int   `json:"budget_tokens"`
+	Type         string  `json:"type"`
+	BudgetTokens *int    `json:"budget_tokens"`
+	Display      *string `json:"display"`
+}
+
+// omitted reports whether the answer's thinking text is left out.
+func (t *messagesThinking) omitted() bool {
+	return t != nil && t.Display != nil && *t.Display == "omitted"
 }
 
 // minThinkingBudget is Anthropic's smallest budget_tokens.
@@ -65,6 +92,11 @@ type messagesBlock struct {
 	IsError   bool            `json:"is_error"`
 	Thinking  *string         `json:"thinking"`
 	Source    json.RawMessage `json:"source"`
+	// CacheControl ({"type": "ephemeral", "ttl"}) marks a cache
+	// breakpoint; the prefix cache needs none, so it is only checked.
+	CacheControl json.RawMessage `json:"cache_control"`
+	// ToolName is a tool_reference block's tool.
+	ToolName string `json:"tool_name"`
 }
 
 // decodeMessagesRequest decodes a Messages request. count is set for
@@ -101,9 +133,21 @@ func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
 			if req.MaxTokens != nil && *t.BudgetTokens >= *req.MaxTokens {
 				return nil, frontend.Invalid("thinking.budget_tokens", "`max_tokens` must be greater than `thinking.budget_tokens` (%d >= %d)", *t.BudgetTokens, *req.MaxTokens)
 			}
+		case "adaptive":
+		case "":
+			return nil, frontend.Invalid("thinking.type", "thinking.type: Field required")
 		default:
-			return nil, frontend.Invalid("thinking.type", "thinking.type: must be \"enabled\" or \"disabled\", got %q", t.Type)
+			return nil, frontend.Invalid("thinking.type", "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive', got %q", t.Type)
 		}
+		if d := t.Display; d != nil && *d != "summarized" && *d != "omitted" {
+			return nil, frontend.Invalid("thinking.display", "thinking.display: Input should be 'summarized' or 'omitted', got %q", *d)
+		}
+	}
+	if oc := req.OutputConfig; oc != nil && oc.Effort != nil && !slices.Contains(efforts, *oc.Effort) {
+		return nil, frontend.Invalid("output_config.effort", "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max', got %q", *oc.Effort)
+	}
+	if k := jsonwire.Kind(req.ContextManagement); k != "nothing" && k != "null" && k != "object" {
+		return nil, jsonwire.TypeError("context_management", "an object", k)
 	}
 	return &req, nil
 }
@@ -148,7 +192,11 @@ func (req *messagesRequest) request() (*frontend.Request, error) {
 	}
 	if last := r.Messages[len(r.Messages)-1]; last.Role == "assistant" && len(last.ToolCalls) == 0 {
 		// A final assistant turn is a prefill: the answer continues it,
-		// as Anthropic's does.
+		// as Anthropic's does, which refuses one that ends in whitespace.
+		if strings.TrimRightFunc(last.Content, unicode.IsSpace) != last.Content {
+			return nil, frontend.Invalid(fmt.Sprintf("messages[%d].content", len(req.Messages)-1),
+				"messages: final assistant content cannot end with trailing whitespace")
+		}
 		r.Template.AddGenerationPrompt, r.Template.ContinueFinalMessage = false, true
 	}
 	if req.Metadata != nil {
@@ -162,19 +210,95 @@ func (req *messagesRequest) request() (*frontend.Request, error) {
 	if t := req.Thinking; t != nil {
 		// Templates that can switch thinking (Qwen3's and its kin) read
 		// enable_thinking; the others ignore it.
-		r.Template.Kwargs = map[string]any{"enable_thinking": json.RawMessage(strconv.FormatBool(t.Type == "enabled"))}
+		r.Template.Kwargs = map[string]any{"enable_thinking": json.RawMessage(strconv.FormatBool(t.Type != "disabled"))}
 		switch {
 		case t.Type == "enabled" && t.BudgetTokens != nil:
 			r.ThinkingBudget, r.Fields.Thinking = t.BudgetTokens, "thinking.budget_tokens"
+		case t.Type == "adaptive" && req.OutputConfig != nil && req.OutputConfig.Effort != nil:
+			// The model decides how much to think; effort bounds it as
+			// the Responses API's reasoning.effort does (a share of
+			// max_tokens), xhigh and max not at all.
+			if e := *req.OutputConfig.Effort; e != "xhigh" && e != "max" {
+				b := frontend.EffortBudget(e, req.MaxTokens)
+				r.ThinkingBudget, r.Fields.Thinking = &b, "output_config.effort"
+			}
 		case t.Type == "disabled":
 			r.ThinkingBudget, r.Fields.Thinking = new(int), "thinking"
 		}
 	}
+	if oc := req.OutputConfig; oc != nil {
+		if err := outputFormat(oc.Format, r); err != nil {
+			return nil, err
+		}
+	}
+	r.Fields.ToolChoiceName = "tool_choice.name"
+	r.Fields.ToolParameters = "tools[%d].input_schema"
 	if err := convertToolChoice(req.ToolChoice, r); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
+
+// outputFormat reads output_config.format, {"type": "json_schema",
+// "schema": {...}}: the answer is held to the schema by a grammar, as
+// chat's response_format is (a schema the grammar cannot express is a 400
+// naming the keyword).
+func outputFormat(raw json.RawMessage, r *frontend.Request) error {
+	const p = "output_config.format"
+	switch k := jsonwire.Kind(raw); k {
+	case "nothing", "null":
+		return nil
+	case "object":
+	default:
+		return jsonwire.TypeError(p, "an object", k)
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := jsonwire.Decode(raw, &f); err != nil {
+		return frontend.WithPrefix(p, err)
+	}
+	if f.Type != "json_schema" {
+		return frontend.Invalid(p+".type", "%s.type: Input should be 'json_schema', got %q", p, f.Type)
+	}
+	if k := jsonwire.Kind(f.Schema); k != "object" {
+		return frontend.Invalid(p+".schema", "%s.schema: a JSON Schema object is required", p)
+	}
+	r.Constraints = append(r.Constraints, frontend.Constraint{Kind: frontend.JSONSchema, Param: p + ".schema", Schema: f.Schema})
+	return nil
+}
+
+// checkCacheControl checks a block's cache_control: {"type":
+// "ephemeral"} with an optional ttl of "5m" or "1h". It is a hint only:
+// the prefix cache keeps every prompt's blocks without being asked.
+func checkCacheControl(raw json.RawMessage, param string) error {
+	p := param + ".cache_control"
+	switch k := jsonwire.Kind(raw); k {
+	case "nothing", "null":
+		return nil
+	case "object":
+	default:
+		return jsonwire.TypeError(p, "an object", k)
+	}
+	var cc struct {
+		Type string  `json:"type"`
+		TTL  *string `json:"ttl"`
+	}
+	if err := jsonwire.Decode(raw, &cc); err != nil {
+		return frontend.WithPrefix(p, err)
+	}
+	if cc.Type != "ephemeral" {
+		return frontend.Invalid(p+".type", "%s.type: Input should be 'ephemeral', got %q", p, cc.Type)
+	}
+	if cc.TTL != nil && *cc.TTL != "5m" && *cc.TTL != "1h" {
+		return frontend.Invalid(p+".ttl", "%s.ttl: Input should be '5m' or '1h', got %q", p, *cc.TTL)
+	}
+	return nil
+}
+
+// toolName is what Anthropic accepts as a tool's name.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
 // turn is a chat message being built from Messages turns: its content is
 // a string, or parts (texts and media) once it has media.
@@ -239,9 +363,17 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 	texts := make([]string, len(blocks))
 	for i, b := range blocks {
 		p := fmt.Sprintf("%s[%d]", param, i)
+		if err := checkCacheControl(b.CacheControl, p); err != nil {
+			return "", err
+		}
 		switch {
 		case isMediaBlock(b.Type):
 			return "", mediaError(p, b.Type)
+		case b.Type == "tool_reference" && b.ToolName != "":
+			// A tool search's answer names a tool to load (Claude Code's
+			// ToolSearch); every tool is offered already.
+			texts[i] = "Tool " + b.ToolName + " is available."
+			continue
 		case b.Type != "text":
 			return "", frontend.Invalid(p+".type", "%s.type: only text blocks are accepted here, got %q", p, b.Type)
 		case b.Text == nil:
@@ -334,10 +466,19 @@ func convertMessages(raws []json.RawMessage, mt *frontend.MarkerText) (out []*tu
 		if err := jsonwire.Decode(raw, &m); err != nil {
 			return nil, 0, frontend.WithPrefix(p, err)
 		}
+		sys := false
 		switch m.Role {
 		case "user", "assistant":
 		case "system":
-			return nil, 0, frontend.Invalid(p+".role", "%s.role: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.", p)
+			if i == 0 {
+				return nil, 0, frontend.Invalid(p+".role", "%s.role: the first message must use the \"user\" role; put the system prompt in the top-level `system` parameter.", p)
+			}
+			// A system message in the conversation (Claude Code sends
+			// them) is read as the user's text where it stands, so that
+			// the prompt before it, and the prefix cache, stay as they
+			// were: chat templates put a system message first or refuse
+			// it.
+			sys, m.Role = true, "user"
 		case "":
 			return nil, 0, frontend.Invalid(p+".role", "%s.role: Field required", p)
 		default:
@@ -360,7 +501,12 @@ func convertMessages(raws []json.RawMessage, mt *frontend.MarkerText) (out []*tu
 		)
 		for j, b := range blocks {
 			bp := fmt.Sprintf("%s.content[%d]", p, j)
+			if err := checkCacheControl(b.CacheControl, bp); err != nil {
+				return nil, 0, err
+			}
 			switch {
+			case sys && b.Type != "text":
+				return nil, 0, frontend.Invalid(bp+".type", "%s.type: only text blocks are accepted in a system message, got %q", bp, b.Type)
 			case b.Type == "text":
 				if b.Text == nil {
 					return nil, 0, frontend.Invalid(bp+".text", "%s.text: Field required", bp)
@@ -491,28 +637,41 @@ func decodeBlocks(raw json.RawMessage, param string) ([]messagesBlock, error) {
 }
 
 // convertTools turns Messages tools ({name, description, input_schema})
-// into function tools.
+// into function tools. Tools with defer_loading are offered like the
+// others (there is no tool search here to load them later); cache_control
+// is checked and needs nothing more. Server tools (a type other than
+// "custom": web_search_..., code_execution_...) run on Anthropic's side:
+// they are not offered to the model, rather than refused, so that an agent
+// that lists one still runs (docs/API.md).
 func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
-	out := make([]frontend.Tool, len(raws))
+	out := make([]frontend.Tool, 0, len(raws))
 	for i, raw := range raws {
 		p := fmt.Sprintf("tools[%d]", i)
 		if jsonwire.Kind(raw) != "object" {
 			return nil, jsonwire.TypeError(p, "a tool object", jsonwire.Kind(raw))
 		}
 		var t struct {
-			Type        *string         `json:"type"`
-			Name        string          `json:"name"`
-			Description *string         `json:"description"`
-			InputSchema json.RawMessage `json:"input_schema"`
+			Type         *string         `json:"type"`
+			Name         string          `json:"name"`
+			Description  *string         `json:"description"`
+			InputSchema  json.RawMessage `json:"input_schema"`
+			CacheControl json.RawMessage `json:"cache_control"`
+			DeferLoading *bool           `json:"defer_loading"`
 		}
 		if err := jsonwire.Decode(raw, &t); err != nil {
 			return nil, frontend.WithPrefix(p, err)
 		}
-		if t.Type != nil && *t.Type != "custom" {
-			return nil, frontend.Invalid(p+".type", "%s.type: tools of type %q (server tools) are not supported; only custom tools with an input_schema are.", p, *t.Type)
+		if err := checkCacheControl(t.CacheControl, p); err != nil {
+			return nil, err
 		}
 		if t.Name == "" {
 			return nil, frontend.Invalid(p+".name", "%s.name: Field required", p)
+		}
+		if !toolName.MatchString(t.Name) {
+			return nil, frontend.Invalid(p+".name", "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$', got %q", p, frontend.Truncate(t.Name, 140))
+		}
+		if t.Type != nil && *t.Type != "custom" {
+			continue
 		}
 		if k := jsonwire.Kind(t.InputSchema); k != "object" {
 			return nil, frontend.Invalid(p+".input_schema", "%s.input_schema: a JSON Schema object is required", p)
@@ -521,7 +680,7 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 		if err != nil {
 			return nil, frontend.WithPrefix(p, err)
 		}
-		out[i] = tool
+		out = append(out, tool)
 	}
 	return out, nil
 }

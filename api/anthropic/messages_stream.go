@@ -61,6 +61,15 @@ func (s *messagesStream) delta(d messagesDelta) error {
 	return s.emit("content_block_delta", messagesBlockEvent{Type: "content_block_delta", Index: s.index, Delta: &d})
 }
 
+// openThinking opens a thinking block, if one is not open, without text
+// (thinking.display "omitted").
+func (s *messagesStream) openThinking() error {
+	if s.open == "thinking" {
+		return nil
+	}
+	return s.openBlock(thinkingBlock(""))
+}
+
 // thinking adds reasoning text.
 func (s *messagesStream) thinking(text string) error {
 	if text == "" {

@@ -24,7 +24,7 @@ import (
 // messagesHandler is testHandler's setup with the Messages routes.
 func messagesHandler(models ...openai.Model) http.Handler {
 	r := chi.NewRouter()
-	Mount(r, testServer(nil, models...))
+	Mount(r, testServer(nil, models...), Options{})
 	return r
 }
 
@@ -312,7 +312,19 @@ func TestMessagesBadInput(t *testing.T) {
 		{"temperature over 1", "/v1/messages", `{"model":"test-model","max_tokens":5,"temperature":1.5,` + user + `}`, 400, "invalid_request_error", "temperature"},
 		{"unknown tool_choice", "/v1/messages", `{"model":"test-model","max_tokens":5,` + weatherTool + `,"tool_choice":{"type":"maybe"},` + user + `}`, 400, "invalid_request_error", "tool_choice.type"},
 		{"tool_choice names no tool", "/v1/messages", `{"model":"test-model","max_tokens":5,` + weatherTool + `,"tool_choice":{"type":"tool","name":"x"},` + user + `}`, 400, "invalid_request_error", "\"x\""},
-		{"server tool", "/v1/messages", `{"model":"test-model","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web_search"}],` + user + `}`, 400, "invalid_request_error", "server tools"},
+		{"tool_choice.name named", "/v1/messages", `{"model":"test-model","max_tokens":5,` + weatherTool + `,"tool_choice":{"type":"tool","name":"x"},` + user + `}`, 400, "invalid_request_error", "tool_choice.name"},
+		{"tool name pattern", "/v1/messages", `{"model":"test-model","max_tokens":5,"tools":[{"name":"get weather","input_schema":{"type":"object"}}],` + user + `}`, 400, "invalid_request_error", "tools[0].name: String should match pattern"},
+		{"server tool name pattern", "/v1/messages", `{"model":"test-model","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web search"}],` + user + `}`, 400, "invalid_request_error", "tools[0].name"},
+		{"prefill ends in whitespace", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Sure, "}]}`, 400, "invalid_request_error", "final assistant content cannot end with trailing whitespace"},
+		{"unknown thinking type", "/v1/messages", `{"model":"test-model","max_tokens":5,"thinking":{"type":"maybe"},` + user + `}`, 400, "invalid_request_error", "thinking.type"},
+		{"thinking display", "/v1/messages", `{"model":"test-model","max_tokens":5,"thinking":{"type":"adaptive","display":"full"},` + user + `}`, 400, "invalid_request_error", "thinking.display"},
+		{"effort", "/v1/messages", `{"model":"test-model","max_tokens":5,"output_config":{"effort":"huge"},` + user + `}`, 400, "invalid_request_error", "output_config.effort"},
+		{"output format type", "/v1/messages", `{"model":"test-model","max_tokens":5,"output_config":{"format":{"type":"regex"}},` + user + `}`, 400, "invalid_request_error", "output_config.format.type"},
+		{"output format schema", "/v1/messages", `{"model":"test-model","max_tokens":5,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"string","format":"nope"}}}}},` + user + `}`, 400, "invalid_request_error", "output_config.format.schema"},
+		{"cache_control type", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"Hi","cache_control":{"type":"forever"}}]}]}`, 400, "invalid_request_error", "messages[0].content[0].cache_control.type"},
+		{"cache_control ttl", "/v1/messages", `{"model":"test-model","max_tokens":5,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral","ttl":"2h"}}],` + user + `}`, 400, "invalid_request_error", "system[0].cache_control.ttl"},
+		{"system message first", "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"system","content":"S"},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "messages[0].role"},
+		{"context_management type", "/v1/messages", `{"model":"test-model","max_tokens":5,"context_management":[],` + user + `}`, 400, "invalid_request_error", "context_management"},
 		{"not JSON", "/v1/messages", `{`, 400, "invalid_request_error", "JSON"},
 		{"count_tokens unknown tool_use_id", "/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_zz"}]}]}`, 400, "invalid_request_error", "toolu_zz"},
 		{"count_tokens unknown model", "/v1/messages/count_tokens", `{"model":"nope",` + user + `}`, 404, "not_found_error", "nope"},
@@ -407,69 +419,81 @@ func TestMessagesCountTokens(t *testing.T) {
 }
 
 // With a reasoning parser the thinking comes back as a thinking block
-// before the text, streamed as thinking_delta, whatever the cuts.
+// before the text, streamed as thinking_delta, whatever the cuts; with
+// thinking.display "omitted" the block comes back empty.
 func TestMessagesThinking(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		fm := newFakeModel(t)
-		fm.maxLen = 256
-		fm.setScript(thinkScript("<think>a b</think>Hello world!"))
-		m := &reasoningFake{fakeModel: fm, parser: "qwen3"}
-		body := `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"Hi"},` +
-			`{"role":"assistant","content":[{"type":"thinking","thinking":"earlier","signature":""},{"type":"text","text":"Yes"}]},{"role":"user","content":"And?"}]`
-		if stream {
-			body += `,"stream":true`
+	for _, omit := range []bool{false, true} {
+		for _, stream := range []bool{false, true} {
+			testMessagesThinking(t, stream, omit)
 		}
-		req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body+"}"))
-		rec := httptest.NewRecorder()
-		messagesHandler(m).ServeHTTP(rec, req)
-		fm.wait()
-		if rec.Code != 200 {
-			t.Fatalf("stream %v: %d %s", stream, rec.Code, rec.Body)
+	}
+}
+
+func testMessagesThinking(t *testing.T, stream, omit bool) {
+	fm := newFakeModel(t)
+	fm.maxLen = 256
+	fm.setScript(thinkScript("<think>a b</think>Hello world!"))
+	m := &reasoningFake{fakeModel: fm, parser: "qwen3"}
+	body := `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"Hi"},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"earlier","signature":""},{"type":"text","text":"Yes"}]},{"role":"user","content":"And?"}]`
+	if stream {
+		body += `,"stream":true`
+	}
+	want := "a b"
+	if omit {
+		body += `,"thinking":{"type":"adaptive","display":"omitted"}`
+		want = ""
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body+"}"))
+	rec := httptest.NewRecorder()
+	messagesHandler(m).ServeHTTP(rec, req)
+	fm.wait()
+	if rec.Code != 200 {
+		t.Fatalf("stream %v: %d %s", stream, rec.Code, rec.Body)
+	}
+	var got messagesResponse
+	if !stream {
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
 		}
-		var got messagesResponse
-		if !stream {
-			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+	} else {
+		// Rebuild the message from the events, as the SDK does.
+		for line := range strings.Lines(rec.Body.String()) {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Type         string           `json:"type"`
+				ContentBlock *messagesContent `json:"content_block"`
+				Delta        struct {
+					Type, Text, Thinking string
+					StopReason           string `json:"stop_reason"`
+				} `json:"delta"`
+			}
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
 				t.Fatal(err)
 			}
-		} else {
-			// Rebuild the message from the events, as the SDK does.
-			for line := range strings.Lines(rec.Body.String()) {
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok {
-					continue
+			switch ev.Type {
+			case "content_block_start":
+				got.Content = append(got.Content, *ev.ContentBlock)
+			case "content_block_delta":
+				b := &got.Content[len(got.Content)-1]
+				switch ev.Delta.Type {
+				case "text_delta":
+					*b.Text += ev.Delta.Text
+				case "thinking_delta":
+					*b.Thinking += ev.Delta.Thinking
 				}
-				var ev struct {
-					Type         string           `json:"type"`
-					ContentBlock *messagesContent `json:"content_block"`
-					Delta        struct {
-						Type, Text, Thinking string
-						StopReason           string `json:"stop_reason"`
-					} `json:"delta"`
-				}
-				if err := json.Unmarshal([]byte(data), &ev); err != nil {
-					t.Fatal(err)
-				}
-				switch ev.Type {
-				case "content_block_start":
-					got.Content = append(got.Content, *ev.ContentBlock)
-				case "content_block_delta":
-					b := &got.Content[len(got.Content)-1]
-					switch ev.Delta.Type {
-					case "text_delta":
-						*b.Text += ev.Delta.Text
-					case "thinking_delta":
-						*b.Thinking += ev.Delta.Thinking
-					}
-				case "message_delta":
-					got.StopReason = &ev.Delta.StopReason
-				}
+			case "message_delta":
+				got.StopReason = &ev.Delta.StopReason
 			}
 		}
-		if len(got.Content) != 2 || got.Content[0].Type != "thinking" || *got.Content[0].Thinking != "a b" ||
-			got.Content[0].Signature == nil || got.Content[1].Type != "text" || *got.Content[1].Text != "Hello world!" ||
-			got.StopReason == nil || *got.StopReason != "max_tokens" {
-			t.Errorf("stream %v: %s", stream, rec.Body)
-		}
+	}
+	if len(got.Content) != 2 || got.Content[0].Type != "thinking" || *got.Content[0].Thinking != want ||
+		got.Content[0].Signature == nil || got.Content[1].Type != "text" || *got.Content[1].Text != "Hello world!" ||
+		got.StopReason == nil || *got.StopReason != "max_tokens" {
+		t.Errorf("stream %v, omitted %v: %s", stream, omit, rec.Body)
 	}
 }
 

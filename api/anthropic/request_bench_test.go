@@ -19,7 +19,7 @@ func BenchmarkMessagesRequest(b *testing.B) {
 	m := newFakeModel(b)
 	m.maxLen = 4096
 	r := chi.NewRouter()
-	Mount(r, openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{RequestID: func(*http.Request) string { return "test" }}))
+	Mount(r, openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{RequestID: func(*http.Request) string { return "test" }}), Options{})
 	b.ReportAllocs()
 	for b.Loop() {
 		if rec := do(b, r, nil, http.MethodPost, c.path, c.body); rec.Code != 200 {

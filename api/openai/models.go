@@ -3,6 +3,7 @@ package openai
 import (
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -35,9 +36,49 @@ func modelObjectOf(m Model) modelObject {
 	return o
 }
 
-// listModels serves GET /v1/models.
+// anthropicModel is Anthropic's ModelInfo, GET /v1/models' answer to a
+// client that sends anthropic-version (Anthropic's SDKs, Claude Code's
+// gateway discovery): max_input_tokens is the context window, as
+// Anthropic's Models API reports it.
+type anthropicModel struct {
+	Type           string `json:"type"`
+	ID             string `json:"id"`
+	DisplayName    string `json:"display_name"`
+	CreatedAt      string `json:"created_at"`
+	MaxInputTokens int    `json:"max_input_tokens"`
+	MaxTokens      int    `json:"max_tokens"`
+}
+
+func anthropicModelOf(m Model) anthropicModel {
+	return anthropicModel{Type: "model", ID: m.Name(), DisplayName: m.Name(),
+		CreatedAt: time.Unix(m.Created(), 0).UTC().Format(time.RFC3339), MaxInputTokens: m.MaxModelLen(), MaxTokens: m.MaxModelLen()}
+}
+
+// anthropicClient reports whether r comes from an Anthropic client, which
+// sends anthropic-version on every request.
+func anthropicClient(r *http.Request) bool { return r.Header.Get("anthropic-version") != "" }
+
+// listModels serves GET /v1/models: OpenAI's list, or Anthropic's
+// ({data, has_more, first_id, last_id}) to an Anthropic client.
 func (h *handler) listModels(w http.ResponseWriter, r *http.Request) {
 	ms := h.backend.Models()
+	if anthropicClient(r) {
+		type page struct {
+			Data    []anthropicModel `json:"data"`
+			HasMore bool             `json:"has_more"`
+			FirstID *string          `json:"first_id"`
+			LastID  *string          `json:"last_id"`
+		}
+		p := page{Data: make([]anthropicModel, 0, len(ms))}
+		for _, m := range ms {
+			p.Data = append(p.Data, anthropicModelOf(m))
+		}
+		if n := len(p.Data); n > 0 {
+			p.FirstID, p.LastID = &p.Data[0].ID, &p.Data[n-1].ID
+		}
+		writeJSON(w, http.StatusOK, p)
+		return
+	}
 	list := modelList{Object: objectList, Data: make([]modelObject, 0, len(ms))}
 	for _, m := range ms {
 		list.Data = append(list.Data, modelObjectOf(m))
@@ -82,6 +123,10 @@ func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok || name == "" {
 		writeError(w, toAPIError(&modelNotFoundError{name: name}))
+		return
+	}
+	if anthropicClient(r) {
+		writeJSON(w, http.StatusOK, anthropicModelOf(m))
 		return
 	}
 	ready := true

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -67,6 +68,28 @@ func TestMount(t *testing.T) {
 	} {
 		if rec := do(t, r, m, tc.method, tc.path, tc.body); rec.Code != http.StatusOK {
 			t.Errorf("%s %s: status %d: %s", tc.method, tc.path, rec.Code, rec.Body)
+		}
+	}
+}
+
+// An Anthropic client (anthropic-version) gets Anthropic's ModelInfo, with
+// the context window as max_input_tokens.
+func TestModelsAnthropic(t *testing.T) {
+	a := newFakeModel(t)
+	b := newFakeModel(t)
+	b.name, b.maxLen = "org/model-b", 4096
+	h := testHandler(a, b)
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/models?limit=1000", `{"data":[{"type":"model","id":"test-model","display_name":"test-model","created_at":"2023-11-14T22:13:20Z","max_input_tokens":64,"max_tokens":64},` +
+			`{"type":"model","id":"org/model-b","display_name":"org/model-b","created_at":"2023-11-14T22:13:20Z","max_input_tokens":4096,"max_tokens":4096}],"has_more":false,"first_id":"test-model","last_id":"org/model-b"}` + "\n"},
+		{"/v1/models/org/model-b", `{"type":"model","id":"org/model-b","display_name":"org/model-b","created_at":"2023-11-14T22:13:20Z","max_input_tokens":4096,"max_tokens":4096}` + "\n"},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tt.path, nil)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || rec.Body.String() != tt.body {
+			t.Errorf("%s: %d\n got %s\nwant %s", tt.path, rec.Code, rec.Body, tt.body)
 		}
 	}
 }

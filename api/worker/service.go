@@ -214,6 +214,11 @@ func (s *Server) request(g *models.Generative, in *workerpb.Request) (*scheduler
 	if err != nil {
 		return nil, err
 	}
+	if r.Thinking != nil {
+		// The head's frontend knew it too: a forced end waits for a whole
+		// UTF-8 character here as it does in serve.
+		r.Thinking.UTF8 = g.Tokenizer().UTF8Tails()
+	}
 	if r.Sampling.Grammar != "" {
 		if err := g.CheckGrammar(r.Sampling.Grammar); err != nil {
 			return nil, workercodec.Invalid("sampling.grammar", "the grammar is not valid GBNF: %v", err)
