@@ -2,8 +2,8 @@
 MLServer. PandasCodec needs pandas (Debian's python3-pandas) and is
 imported when first asked for."""
 
-from .base import (InputCodec, InputCodecLike, RequestCodec, RequestCodecLike, find_input_codec,
-                   find_request_codec, register_input_codec, register_request_codec, registered_content_types)
+from .base import (InputCodec, InputCodecLike, RequestCodec, RequestCodecLike, defer_request_codec,
+                   find_input_codec, find_request_codec, register_input_codec, register_request_codec, registered_content_types)
 from .base64 import Base64Codec
 from .datetime import DatetimeCodec
 from .decorator import decode_args
@@ -21,6 +21,10 @@ __all__ = [
     "get_decoded_or_raw", "encode_inference_response", "encode_response_output", "decode_request_input",
     "decode_inference_request", "decode_args",
 ]
+
+# PandasCodec registers itself when mlserver.codecs.pandas is imported:
+# on first use of the "pd" content type, or of the PandasCodec name.
+defer_request_codec("pd", __name__ + ".pandas")
 
 
 def __getattr__(name: str):

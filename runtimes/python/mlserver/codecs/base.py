@@ -4,6 +4,7 @@ ContentType registers it (llmserve accepts that content type on the
 model's requests without listing it in the settings: the runtime reports
 its registry)."""
 
+import importlib
 from typing import Any, Dict, List, Optional, Type, Union
 
 from ..types import InferenceRequest, InferenceResponse, RequestInput, ResponseOutput
@@ -97,6 +98,9 @@ class _Registry:
     def __init__(self) -> None:
         self.inputs: Dict[str, InputCodecLike] = {}
         self.requests: Dict[str, RequestCodecLike] = {}
+        # Request codecs whose module is imported when their content type
+        # is first asked for (PandasCodec: pandas is heavy and optional).
+        self.deferred: Dict[str, str] = {}
 
     @staticmethod
     def _find(codecs: Dict[str, Any], content_type: Optional[str], type_hint: Any) -> Any:
@@ -119,10 +123,12 @@ class _Registry:
         return self._find(self.inputs, content_type, type_hint)
 
     def find_request_codec(self, content_type: Optional[str] = None, type_hint: Any = None):
+        if content_type in self.deferred and content_type not in self.requests:
+            importlib.import_module(self.deferred.pop(content_type))
         return self._find(self.requests, content_type, type_hint)
 
     def content_types(self) -> List[str]:
-        return sorted(set(self.inputs) | set(self.requests))
+        return sorted(set(self.inputs) | set(self.requests) | set(self.deferred))
 
 
 _registry = _Registry()
@@ -134,6 +140,13 @@ def find_input_codec(content_type: Optional[str] = None, type_hint: Any = None) 
 
 def find_request_codec(content_type: Optional[str] = None, type_hint: Any = None) -> Optional[RequestCodecLike]:
     return _registry.find_request_codec(content_type, type_hint)
+
+
+def defer_request_codec(content_type: str, module: str) -> None:
+    """Registers the request codec of content_type as one that module
+    (an absolute module name) registers when it is imported, which
+    find_request_codec does the first time content_type is asked for."""
+    _registry.deferred[content_type] = module
 
 
 def find_input_codec_by_payload(payload: Any) -> Optional[InputCodecLike]:

@@ -81,8 +81,6 @@ def decode_inference_request(request: InferenceRequest, model_settings: Any = No
     for request_input in request.inputs:
         decode_request_input(request_input, metadata_inputs)
     ct = _content_type(request, model_settings)
-    if ct == "pd" and find_request_codec(ct) is None:
-        from . import pandas  # noqa: F401  (registers PandasCodec)
     codec = find_request_codec(ct) if ct else None
     if codec is None:
         return request
