@@ -56,7 +56,8 @@
 // operators, NaN kept). The executor builds a large Conv as ggml_conv_2d does
 // (im2col and mul_mat, in F32) and a grouped (depthwise) or small one (at
 // most 4096 weights) with a direct C kernel (float sums in the reference's
-// order, 8 output channels to a vector), folds
+// order; with finite weights on a zero-padded copy of each image, 8
+// output channels by 8 pixels of a row in vectors), folds
 // BatchNormalization to a scale and shift per channel, and pools with a
 // C kernel of its own (ggml's pooling has neither unequal pads nor
 // count_include_pad=0).
