@@ -79,7 +79,8 @@
 //
 // ParseTreeEnsemble and ParseLinear check a node and flatten it into the
 // arrays both Eval and the executor compute from (the executor in C, row
-// by row, several rows per thread).
+// by row, several rows per thread; where every branch has one mode, 8 rows
+// walk a tree at once without a branch on the data, to the same leaves).
 //
 // Operators defined in files of their own (opfiles.go: the CNN and
 // ai.onnx.ml ones) may have several outputs; an output name left empty
