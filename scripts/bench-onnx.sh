@@ -107,3 +107,6 @@ for rep in $(seq "$REPS"); do
     stop
   done
 done
+echo
+# Medians over the reps, and llmserve over ONNX Runtime (the reports in $OUT).
+/usr/bin/python3 scripts/onnx-corpus/bench-summary.py "$OUT"

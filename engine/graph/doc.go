@@ -56,7 +56,8 @@
 // operators, NaN kept). The executor builds a large Conv as ggml_conv_2d does
 // (im2col and mul_mat, in F32) and a grouped (depthwise) or small one (at
 // most 4096 weights) with a direct C kernel (float sums in the reference's
-// order, 8 output channels to a vector), folds
+// order; with finite weights on a zero-padded copy of each image, 8
+// output channels by 8 pixels of a row in vectors), folds
 // BatchNormalization to a scale and shift per channel, and pools with a
 // C kernel of its own (ggml's pooling has neither unequal pads nor
 // count_include_pad=0).
@@ -78,7 +79,8 @@
 //
 // ParseTreeEnsemble and ParseLinear check a node and flatten it into the
 // arrays both Eval and the executor compute from (the executor in C, row
-// by row, several rows per thread).
+// by row, several rows per thread; where every branch has one mode, 8 rows
+// walk a tree at once without a branch on the data, to the same leaves).
 //
 // Operators defined in files of their own (opfiles.go: the CNN and
 // ai.onnx.ml ones) may have several outputs; an output name left empty

@@ -31,6 +31,8 @@ func TestGraphCNNOps(t *testing.T) {
 		{"conv-16-out-stride2-tiles", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 15, 17}, map[string][]int64{"c1": {16, 3, 3, 3}, "c2": {16}}},
 		{"conv-8-out-wide-rows", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 5, 19}, map[string][]int64{"c1": {8, 1, 3, 3}, "c2": {8}}},
 		{"conv-24-out-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 9, 8}, map[string][]int64{"c1": {24, 2, 3, 3}, "c2": {24}}},
+		{"conv-grouped-8-out-rows", "Conv", map[string]graph.Attr{"group": integer(2), "kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 5, 10}, map[string][]int64{"c1": {16, 2, 3, 3}, "c2": {16}}},
+		{"conv-grouped-16-out-stride2", "Conv", map[string]graph.Attr{"group": integer(2), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 9, 9}, map[string][]int64{"c1": {32, 2, 3, 3}, "c2": {32}}},
 		{"conv-inf-weight", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 4, 9}, map[string][]int64{"c1": {8, 1, 3, 3}, "c2": {8}}},
 		{"conv-1x1-no-bias", "Conv", nil, []int64{B, 6, 4, 4}, map[string][]int64{"c1": {2, 6, 1, 1}}},
 		{"conv-dilated-asymmetric", "Conv", map[string]graph.Attr{"dilations": ints(2, 1), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 7, 6}, map[string][]int64{"c1": {3, 2, 3, 2}, "c2": {3}}},

@@ -197,7 +197,53 @@ typedef struct {
 	int32_t * roots;
 	float * base;
 	int64_t * labels;
+	// The branch-free walk (llmserve_trees_walk), when every branch node
+	// has the same mode (walk_mode, 1 to 6; 0: mixed, no such walk):
+	// walk_true and walk_false are truen and falsen with each leaf leading
+	// to itself, walk_feature is feature with leaves reading feature 0, and
+	// depth is each root's longest path to a leaf.
+	int32_t walk_mode;
+	int32_t * walk_true;
+	int32_t * walk_false;
+	int32_t * walk_feature;
+	int32_t * depth;
 } llmserve_trees;
+
+// llmserve_walk_rows is how many rows llmserve_trees_walk walks a tree
+// for at once.
+#define LLMSERVE_WALK_ROWS 8
+
+// llmserve_trees_walk finds the leaf tree r leads each of the rows xs[0..8)
+// to, as llmserve_tree_leaf does, for 8 rows at once: depth[r] steps of
+// each row in turn, with no branch (a leaf leads to itself), so that the
+// rows' dependent loads overlap instead of each step waiting on the last
+// and a mispredicted branch. MODE is walk_mode, a constant where inlined.
+static inline __attribute__((always_inline)) void llmserve_trees_walk(const llmserve_trees * t, int32_t r, const float * const * xs, int32_t * leaf, const int MODE) {
+	int32_t i[LLMSERVE_WALK_ROWS];
+	for (int k = 0; k < LLMSERVE_WALK_ROWS; k++) i[k] = t->roots[r];
+	for (int32_t d = 0; d < t->depth[r]; d++) {
+		for (int k = 0; k < LLMSERVE_WALK_ROWS; k++) {
+			const int32_t n = i[k];
+			const float v = xs[k][t->walk_feature[n]], th = t->threshold[n];
+			int c = 0;
+			switch (MODE) {
+			case 1: c = v <= th; break;
+			case 2: c = v < th; break;
+			case 3: c = v >= th; break;
+			case 4: c = v > th; break;
+			case 5: c = v == th; break;
+			case 6: c = v != th; break;
+			}
+			c |= t->missing[n] & (v != v);
+			// Both children loaded and one picked by arithmetic: as a
+			// select of two loads the compiler would branch, and the
+			// branch is the data's.
+			const int32_t tn = t->walk_true[n], fn = t->walk_false[n];
+			i[k] = fn + ((tn - fn) & -c);
+		}
+	}
+	memcpy(leaf, i, sizeof i);
+}
 
 static int32_t llmserve_tree_leaf(const llmserve_trees * t, int32_t i, const float * x) {
 	while (t->mode[i] != 0) {
@@ -211,7 +257,11 @@ static int32_t llmserve_tree_leaf(const llmserve_trees * t, int32_t i, const flo
 		case 5: c = v == th; break;
 		case 6: c = v != th; break;
 		}
-		i = (c || (t->missing[i] && isnan(v))) ? t->truen[i] : t->falsen[i];
+		// The child picked by arithmetic, not a branch on the data (as in
+		// llmserve_trees_walk).
+		c |= t->missing[i] & (v != v);
+		const int32_t tn = t->truen[i], fn = t->falsen[i];
+		i = fn + ((tn - fn) & -c);
 	}
 	return i;
 }
@@ -240,7 +290,9 @@ static void llmserve_write_scores(float * score, const uint8_t * has, int64_t n,
 	}
 }
 
-static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, float * z, float * score, uint8_t * has) {
+// llmserve_trees_row computes one row; leaves, if not NULL, holds the leaf
+// each tree leads x to (llmserve_trees_walk), else the trees are walked.
+static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, float * z, float * score, uint8_t * has, const int32_t * leaves) {
 	const int64_t n = t->targets;
 	const float n_trees = (float)t->n_roots;
 	memset(z, 0, n * sizeof(float));
@@ -248,7 +300,7 @@ static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, flo
 		float s = 0.0f;
 		int h = 0;
 		for (int32_t r = 0; r < t->n_roots; r++) {
-			const float w = t->wvalue[t->wfirst[llmserve_tree_leaf(t, t->roots[r], x)]];
+			const float w = t->wvalue[t->wfirst[leaves ? leaves[r] : llmserve_tree_leaf(t, t->roots[r], x)]];
 			if (t->aggregate == AGG_SUM || t->aggregate == AGG_AVERAGE) {
 				s += w;
 			} else if (!h || (t->aggregate == AGG_MIN && w < s) || (t->aggregate == AGG_MAX && w > s)) {
@@ -272,7 +324,7 @@ static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, flo
 	memset(score, 0, n * sizeof(float));
 	memset(has, 0, n);
 	for (int32_t r = 0; r < t->n_roots; r++) {
-		const int32_t l = llmserve_tree_leaf(t, t->roots[r], x);
+		const int32_t l = leaves ? leaves[r] : llmserve_tree_leaf(t, t->roots[r], x);
 		for (int32_t k = t->wfirst[l]; k < t->wfirst[l] + t->wcount[l]; k++) {
 			const int32_t j = t->wtarget[k];
 			const float w = t->wvalue[k];
@@ -360,15 +412,41 @@ static void llmserve_trees_op(struct ggml_tensor * dst, int ith, int nth, void *
 	if (lo >= hi) return;
 	float * score = malloc(t->targets * sizeof(float));
 	uint8_t * has = malloc(t->targets);
-	if (!score || !has) abort();
-	for (int64_t r = lo; r < hi; r++) {
-		const float * x = (const float *)((const char *)a->data + r * a->nb[1]);
-		float * z = (float *)((char *)dst->data + r * dst->nb[1]);
-		const int64_t label = llmserve_trees_row(t, x, z, score, has);
-		if (t->classifier) memcpy(z + t->targets, &label, sizeof label);
+	int32_t * leaves = t->walk_mode ? malloc(sizeof(int32_t) * LLMSERVE_WALK_ROWS * t->n_roots) : NULL;
+	if (!score || !has || (t->walk_mode && !leaves)) abort();
+	for (int64_t r0 = lo; r0 < hi; r0 += LLMSERVE_WALK_ROWS) {
+		const int64_t nr = hi - r0 < LLMSERVE_WALK_ROWS ? hi - r0 : LLMSERVE_WALK_ROWS;
+		// A full block's leaves, tree by tree; the rows of a last, partial
+		// block (and of a batch of fewer than 8) walk each tree alone,
+		// to the same leaves.
+		const int walk = leaves && nr == LLMSERVE_WALK_ROWS;
+		if (walk) {
+			const float * xs[LLMSERVE_WALK_ROWS];
+			for (int k = 0; k < LLMSERVE_WALK_ROWS; k++) xs[k] = (const float *)((const char *)a->data + (r0 + k) * a->nb[1]);
+			for (int32_t tr = 0; tr < t->n_roots; tr++) {
+				int32_t leaf[LLMSERVE_WALK_ROWS];
+				switch (t->walk_mode) {
+				case 1: llmserve_trees_walk(t, tr, xs, leaf, 1); break;
+				case 2: llmserve_trees_walk(t, tr, xs, leaf, 2); break;
+				case 3: llmserve_trees_walk(t, tr, xs, leaf, 3); break;
+				case 4: llmserve_trees_walk(t, tr, xs, leaf, 4); break;
+				case 5: llmserve_trees_walk(t, tr, xs, leaf, 5); break;
+				default: llmserve_trees_walk(t, tr, xs, leaf, 6); break;
+				}
+				for (int64_t k = 0; k < nr; k++) leaves[k * t->n_roots + tr] = leaf[k];
+			}
+		}
+		for (int64_t k = 0; k < nr; k++) {
+			const int64_t r = r0 + k;
+			const float * x = (const float *)((const char *)a->data + r * a->nb[1]);
+			float * z = (float *)((char *)dst->data + r * dst->nb[1]);
+			const int64_t label = llmserve_trees_row(t, x, z, score, has, walk ? leaves + k * t->n_roots : NULL);
+			if (t->classifier) memcpy(z + t->targets, &label, sizeof label);
+		}
 	}
 	free(score);
 	free(has);
+	free(leaves);
 }
 
 // llmserve_label_op copies the label a classifier wrote after its k
@@ -406,6 +484,7 @@ import "C"
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine/graph"
@@ -514,10 +593,69 @@ func prepareNodes(g *graph.Checked) (*nodeParams, error) {
 			c.roots = (*C.int32_t)(cCopy(p, t.Roots))
 			c.base = (*C.float)(cCopy(p, t.Base))
 			c.labels = (*C.int64_t)(cCopy(p, t.Labels))
+			if w := treeWalk(t); w != nil {
+				c.walk_mode = C.int32_t(w.mode)
+				c.walk_true, c.walk_false = (*C.int32_t)(cCopy(p, w.True)), (*C.int32_t)(cCopy(p, w.False))
+				c.walk_feature, c.depth = (*C.int32_t)(cCopy(p, w.Feature)), (*C.int32_t)(cCopy(p, w.Depth))
+			}
 			p.byNode[n] = unsafe.Pointer(c)
 		}
 	}
 	return p, nil
+}
+
+// walk is what the branch-free tree walk (llmserve_trees_walk) needs.
+type walk struct {
+	mode        uint8   // every branch node's mode
+	True, False []int32 // t.True and t.False, each leaf leading to itself
+	Feature     []int32 // t.Feature, 0 for the leaves
+	Depth       []int32 // each root's longest path to a leaf
+}
+
+// maxWalkDepth bounds the trees the branch-free walk takes: it steps every
+// row as far as the deepest leaf, so a lopsided deep tree costs its depth
+// on every path.
+const maxWalkDepth = 32
+
+// treeWalk returns the branch-free walk's arrays for t, or nil when its
+// branch nodes have several modes or a tree is deeper than maxWalkDepth.
+func treeWalk(t *graph.TreeEnsemble) *walk {
+	w := &walk{True: slices.Clone(t.True), False: slices.Clone(t.False), Feature: slices.Clone(t.Feature)}
+	for i, m := range t.Mode {
+		switch {
+		case m == 0:
+			w.True[i], w.False[i], w.Feature[i] = int32(i), int32(i), 0
+		case w.mode == 0:
+			w.mode = m
+		case m != w.mode:
+			return nil
+		}
+	}
+	if w.mode == 0 {
+		return nil // leaves only: nothing to walk
+	}
+	depth := make([]int32, len(t.Mode)) // of each node, -1 while unknown
+	for i := range depth {
+		depth[i] = -1
+	}
+	var of func(i int32) int32
+	of = func(i int32) int32 {
+		if depth[i] < 0 {
+			depth[i] = 0
+			if t.Mode[i] != 0 {
+				depth[i] = 1 + max(of(t.True[i]), of(t.False[i]))
+			}
+		}
+		return depth[i]
+	}
+	for _, r := range t.Roots {
+		d := of(r)
+		if d > maxWalkDepth {
+			return nil
+		}
+		w.Depth = append(w.Depth, d)
+	}
+	return w
 }
 
 func cBool(b bool) C.int32_t {

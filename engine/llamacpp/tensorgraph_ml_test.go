@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/engine/graph"
@@ -114,6 +115,29 @@ func mlCases() []mlCase {
 	linear := func(targets int64, kv ...any) map[string]graph.Attr {
 		return with(map[string]graph.Attr{"coefficients": floats(randFloats(rng, int(targets*5))...), "intercepts": floats(randFloats(rng, int(targets))...)}, kv...)
 	}
+	// Trees whose branches share one mode take the branch-free walk
+	// (treeWalk); "" above mixes the modes, which it does not take.
+	oneMode := func(mode string, n int, targets int64, kv ...any) map[string]graph.Attr {
+		return with(randomTrees(rng, n, 3, 6, targets, mode, "target_"), append([]any{"n_targets", integer(targets)}, kv...)...)
+	}
+	// Two trees with leaves at depths 1, 2 and 3: the walk steps the rows
+	// that reach a leaf early on the spot.
+	unbalanced := map[string]graph.Attr{
+		"nodes_treeids":    ints(0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1),
+		"nodes_nodeids":    ints(0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6),
+		"nodes_featureids": ints(0, 0, 1, 0, 0, 2, 0, 3, 0, 4, 0, 0),
+		"nodes_values":     floats(0, 0, 0.5, 0, 0, -0.25, 0, 0.25, 0, 1, 0, 0),
+		"nodes_modes": {Kind: graph.AttrStrings, Strings: []string{"BRANCH_LEQ", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF",
+			"BRANCH_LEQ", "LEAF", "BRANCH_LEQ", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF"}},
+		"nodes_truenodeids":               ints(1, 0, 3, 0, 0, 1, 0, 3, 0, 5, 0, 0),
+		"nodes_falsenodeids":              ints(2, 0, 4, 0, 0, 2, 0, 4, 0, 6, 0, 0),
+		"nodes_missing_value_tracks_true": ints(1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0),
+		"target_treeids":                  ints(0, 0, 0, 1, 1, 1, 1),
+		"target_nodeids":                  ints(1, 3, 4, 1, 3, 5, 6),
+		"target_ids":                      ints(0, 0, 0, 0, 0, 0, 0),
+		"target_weights":                  floats(1, 2, 3, 10, 20, 30, 40),
+		"n_targets":                       integer(1),
+	}
 	return []mlCase{
 		{"scaler", "Scaler", 4, 1, map[string]graph.Attr{"offset": floats(randFloats(rng, 4)...), "scale": floats(randFloats(rng, 4)...)}},
 		{"scaler-one-value", "Scaler", 3, 1, map[string]graph.Attr{"offset": floats(0.5), "scale": floats(2)}},
@@ -144,6 +168,15 @@ func mlCases() []mlCase {
 		{"treeclass-binary-two-voters", "TreeEnsembleClassifier", 6, 2, classTrees(10, 2, 2, "base_values", floats(0.3, 0.3), "post_transform", str("LOGISTIC"))},
 		{"treeclass-multiclass-softmax", "TreeEnsembleClassifier", 6, 2, classTrees(24, 4, 4, "post_transform", str("SOFTMAX"), "base_values", floats(0.1, 0.2, 0.3, 0.4))},
 		{"treeclass-multiclass-partial", "TreeEnsembleClassifier", 6, 2, classTrees(3, 5, 3, "post_transform", str("SOFTMAX_ZERO"))},
+		{"trees-one-mode-leq", "TreeEnsembleRegressor", 6, 1, oneMode("BRANCH_LEQ", 20, 1, "base_values", floats(0.5))},
+		{"trees-one-mode-lt-3-targets", "TreeEnsembleRegressor", 6, 1, oneMode("BRANCH_LT", 9, 3, "post_transform", str("SOFTMAX"))},
+		{"trees-one-mode-gte-min", "TreeEnsembleRegressor", 6, 1, oneMode("BRANCH_GTE", 7, 1, "aggregate_function", str("MIN"))},
+		{"trees-one-mode-gt-average", "TreeEnsembleRegressor", 6, 1, oneMode("BRANCH_GT", 7, 2, "aggregate_function", str("AVERAGE"))},
+		{"trees-one-mode-eq", "TreeEnsembleRegressor", 6, 1, oneMode("BRANCH_EQ", 7, 1)},
+		{"trees-one-mode-neq-max", "TreeEnsembleRegressor", 6, 1, oneMode("BRANCH_NEQ", 7, 1, "aggregate_function", str("MAX"))},
+		{"trees-unbalanced-leq", "TreeEnsembleRegressor", 6, 1, unbalanced},
+		{"treeclass-one-mode-leq-softmax", "TreeEnsembleClassifier", 6, 2, with(randomTrees(rng, 12, 3, 6, 3, "BRANCH_LEQ", "class_"),
+			"classlabels_int64s", ints(10, 20, 30), "post_transform", str("SOFTMAX"))},
 	}
 }
 
@@ -158,6 +191,40 @@ func (tc mlCase) graph() *graph.Graph {
 		g.Outputs = append(g.Outputs, graph.Value{Name: name})
 	}
 	return g
+}
+
+// TestTreeWalk checks the branch-free walk's arrays: each root's depth,
+// leaves leading to themselves, and no walk for mixed modes.
+func TestTreeWalk(t *testing.T) {
+	var unbalanced, mixed map[string]graph.Attr
+	for _, tc := range mlCases() {
+		switch tc.name {
+		case "trees-unbalanced-leq":
+			unbalanced = tc.attrs
+		case "trees-sum":
+			mixed = tc.attrs
+		}
+	}
+	te, err := graph.ParseTreeEnsemble(&graph.Node{Op: "TreeEnsembleRegressor", Attrs: unbalanced}, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := treeWalk(te)
+	if w == nil || w.mode != 1 || !slices.Equal(w.Depth, []int32{2, 3}) {
+		t.Fatalf("walk %+v, want mode 1 (BRANCH_LEQ) and depths [2 3]", w)
+	}
+	for i, m := range te.Mode {
+		if m == 0 && (w.True[i] != int32(i) || w.False[i] != int32(i) || w.Feature[i] != 0) {
+			t.Errorf("leaf %d leads to %d/%d, reads feature %d", i, w.True[i], w.False[i], w.Feature[i])
+		}
+	}
+	te, err = graph.ParseTreeEnsemble(&graph.Node{Op: "TreeEnsembleRegressor", Attrs: mixed}, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := treeWalk(te); w != nil {
+		t.Errorf("mixed modes: walk %+v, want none", w)
+	}
 }
 
 // TestGraphMLOps runs every ai.onnx.ml operator through ggml (the C
