@@ -132,6 +132,15 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 
 // embedModel finds the model a request names and checks that it pools
 // (embeds, or with rank pooling scores pairs).
+// readEmbedJSON is readJSON, then embedModel for the name the request
+// names (name points at req's model field, which the read sets) on route.
+func (h *handler) readEmbedJSON(w http.ResponseWriter, r *http.Request, req any, name *string, route string) (Embedder, error) {
+	if _, err := h.readJSON(w, r, req); err != nil {
+		return nil, err
+	}
+	return h.embedModel(r.Context(), *name, route)
+}
+
 func (h *handler) embedModel(ctx context.Context, name, route string) (Embedder, error) {
 	m, err := h.model(ctx, name)
 	if err != nil {

@@ -163,6 +163,17 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byt
 	return body, jsonwire.Decode(body, v)
 }
 
+// readModelJSON is readJSON, then model for the name the request names:
+// name points at req's model field, which the read sets.
+func (h *handler) readModelJSON(w http.ResponseWriter, r *http.Request, req any, name *string) ([]byte, Model, error) {
+	body, err := h.readJSON(w, r, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := h.model(r.Context(), *name)
+	return body, m, err
+}
+
 // model finds the model a request names. "model" is required, as OpenAI
 // and its SDKs require it (vLLM serves the first model instead; a client
 // that forgot the field should hear so, not get some model's answer).

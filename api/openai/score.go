@@ -127,11 +127,7 @@ func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 	arrival := h.now()
 	id := "score-" + h.id(r)
 	var req scoreRequest
-	if _, err := h.readJSON(w, r, &req); err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	m, err := h.embedModel(r.Context(), req.Model, r.URL.Path)
+	m, err := h.readEmbedJSON(w, r, &req, &req.Model, r.URL.Path)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -171,11 +167,7 @@ func (h *handler) score(w http.ResponseWriter, r *http.Request) {
 func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 	id := "rerank-" + h.id(r)
 	var req rerankRequest
-	if _, err := h.readJSON(w, r, &req); err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	m, err := h.embedModel(r.Context(), req.Model, r.URL.Path)
+	m, err := h.readEmbedJSON(w, r, &req, &req.Model, r.URL.Path)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return

@@ -44,12 +44,7 @@ type detokenizeResponse struct {
 func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	id := "tokenize-" + h.id(r)
 	var req tokenizeRequest
-	body, err := h.readJSON(w, r, &req)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	m, err := h.model(r.Context(), req.Model)
+	body, m, err := h.readModelJSON(w, r, &req, &req.Model)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
@@ -135,11 +130,7 @@ func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 	id := "detokenize-" + h.id(r)
 	var req detokenizeRequest
-	if _, err := h.readJSON(w, r, &req); err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	m, err := h.model(r.Context(), req.Model)
+	_, m, err := h.readModelJSON(w, r, &req, &req.Model)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
