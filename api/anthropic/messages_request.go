@@ -245,19 +245,12 @@ func (req *messagesRequest) request() (*frontend.Request, error) {
 // naming the keyword).
 func outputFormat(raw json.RawMessage, r *frontend.Request) error {
 	const p = "output_config.format"
-	switch k := jsonwire.Kind(raw); k {
-	case "nothing", "null":
-		return nil
-	case "object":
-	default:
-		return jsonwire.TypeError(p, "an object", k)
-	}
 	var f struct {
 		Type   string          `json:"type"`
 		Schema json.RawMessage `json:"schema"`
 	}
-	if err := jsonwire.Decode(raw, &f); err != nil {
-		return frontend.WithPrefix(p, err)
+	if ok, err := decodeObject(raw, p, &f); !ok {
+		return err
 	}
 	if f.Type != "json_schema" {
 		return frontend.Invalid(p+".type", "%s.type: Input should be 'json_schema', got %q", p, f.Type)
@@ -269,24 +262,34 @@ func outputFormat(raw json.RawMessage, r *frontend.Request) error {
 	return nil
 }
 
+// decodeObject decodes raw, the optional object member p, into v. ok is
+// false when there is nothing to read: raw is absent or null (err nil), or
+// it is not an object or does not decode (err names p).
+func decodeObject(raw json.RawMessage, p string, v any) (ok bool, err error) {
+	switch k := jsonwire.Kind(raw); k {
+	case "nothing", "null":
+		return false, nil
+	case "object":
+	default:
+		return false, jsonwire.TypeError(p, "an object", k)
+	}
+	if err := jsonwire.Decode(raw, v); err != nil {
+		return false, frontend.WithPrefix(p, err)
+	}
+	return true, nil
+}
+
 // checkCacheControl checks a block's cache_control: {"type":
 // "ephemeral"} with an optional ttl of "5m" or "1h". It is a hint only:
 // the prefix cache keeps every prompt's blocks without being asked.
 func checkCacheControl(raw json.RawMessage, param string) error {
 	p := param + ".cache_control"
-	switch k := jsonwire.Kind(raw); k {
-	case "nothing", "null":
-		return nil
-	case "object":
-	default:
-		return jsonwire.TypeError(p, "an object", k)
-	}
 	var cc struct {
 		Type string  `json:"type"`
 		TTL  *string `json:"ttl"`
 	}
-	if err := jsonwire.Decode(raw, &cc); err != nil {
-		return frontend.WithPrefix(p, err)
+	if ok, err := decodeObject(raw, p, &cc); !ok {
+		return err
 	}
 	if cc.Type != "ephemeral" {
 		return frontend.Invalid(p+".type", "%s.type: Input should be 'ephemeral', got %q", p, cc.Type)
