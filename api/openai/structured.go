@@ -103,31 +103,9 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 			return nil, invalid("response_format.type", "Unknown response_format type %q; use text, json_object or json_schema.", *rf.Type)
 		}
 	}
-	if !jsonwire.IsAbsent(s.GuidedJSON) {
-		cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "guided_json", Schema: s.GuidedJSON})
-	}
-	if s.GuidedRegex != nil {
-		cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: "guided_regex", Pattern: *s.GuidedRegex})
-	}
-	if s.GuidedChoice != nil {
-		cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: "guided_choice", Choices: s.GuidedChoice})
-	}
-	if s.GuidedGrammar != nil {
-		cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "guided_grammar", Pattern: *s.GuidedGrammar})
-	}
+	cs = appendGuided(cs, "guided_", s.GuidedJSON, s.GuidedRegex, s.GuidedChoice, s.GuidedGrammar)
 	if so := s.StructuredOutputs; so != nil {
-		if !jsonwire.IsAbsent(so.JSON) {
-			cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: "structured_outputs.json", Schema: so.JSON})
-		}
-		if so.Regex != nil {
-			cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: "structured_outputs.regex", Pattern: *so.Regex})
-		}
-		if so.Choice != nil {
-			cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: "structured_outputs.choice", Choices: so.Choice})
-		}
-		if so.Grammar != nil {
-			cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: "structured_outputs.grammar", Pattern: *so.Grammar})
-		}
+		cs = appendGuided(cs, "structured_outputs.", so.JSON, so.Regex, so.Choice, so.Grammar)
 		if so.JSONObject != nil && *so.JSONObject {
 			cs = append(cs, frontend.Constraint{Kind: frontend.JSONObject, Param: "structured_outputs.json_object"})
 		}
@@ -140,6 +118,26 @@ func (s *structuredFields) constraints() ([]frontend.Constraint, error) {
 		return nil, invalid(cs[1].Param, "Use at most one kind of structured output per request; this one asks for %s.", strings.Join(names, " and "))
 	}
 	return cs, nil
+}
+
+// appendGuided appends the constraints of vLLM's four guided forms, which
+// guided_* and structured_outputs.* both spell: a JSON schema, a regular
+// expression, a choice and a grammar. Their params are prefix followed by
+// json, regex, choice and grammar.
+func appendGuided(cs []frontend.Constraint, prefix string, schema json.RawMessage, regex *string, choice []string, grammar *string) []frontend.Constraint {
+	if !jsonwire.IsAbsent(schema) {
+		cs = append(cs, frontend.Constraint{Kind: frontend.JSONSchema, Param: prefix + "json", Schema: schema})
+	}
+	if regex != nil {
+		cs = append(cs, frontend.Constraint{Kind: frontend.Regex, Param: prefix + "regex", Pattern: *regex})
+	}
+	if choice != nil {
+		cs = append(cs, frontend.Constraint{Kind: frontend.Choice, Param: prefix + "choice", Choices: choice})
+	}
+	if grammar != nil {
+		cs = append(cs, frontend.Constraint{Kind: frontend.Grammar, Param: prefix + "grammar", Pattern: *grammar})
+	}
+	return cs
 }
 
 // setStructured turns the structured-output constraint into the request's
