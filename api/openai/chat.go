@@ -38,14 +38,12 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, tp, p, prompt := run.m, run.tp, run.p, run.prompt
-	p.transfer = h.transfer
-	g, err := submit(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
+	g, meta, err := h.start(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
 	defer g.close()
-	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}
 	if err := g.split(frontend.ReasoningParserOf(m), tp); err != nil {
 		h.fail(w, r, id, err)
 		return

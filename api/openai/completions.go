@@ -34,14 +34,12 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	echo := copts.echo
-	p.transfer = h.transfer
-	g, err := submit(r.Context(), m, p, prompts, id, arrival, param)
+	g, meta, err := h.start(r.Context(), m, p, prompts, id, arrival, param)
 	if err != nil {
 		h.fail(w, r, id, err)
 		return
 	}
 	defer g.close()
-	meta := respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}
 	if p.Stream {
 		h.streamCompletion(w, r, g, meta, echo)
 		return

@@ -69,6 +69,18 @@ type choiceDelta struct {
 	d delta
 }
 
+// start submits the prompts of chat or completions with this server's KV
+// transfer (p.transfer) and gives the response's metadata beside the
+// generation.
+func (h *handler) start(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time, promptParam func(int) string) (*generation, respMeta, error) {
+	p.transfer = h.transfer
+	g, err := submit(ctx, m, p, prompts, id, arrival, promptParam)
+	if err != nil {
+		return nil, respMeta{}, err
+	}
+	return g, respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}, nil
+}
+
 // submit turns the prompts into scheduler requests and submits them, all
 // or none. A request's defaults are set once, by frontend.Submission:
 // arrival, the deadline (the sooner of the client's context and the
