@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/llmserve/llmserve/float16"
 )
 
 // SetJSONData sets the tensor's elements from the JSON value of "data": an
@@ -229,7 +231,7 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 		}
 		switch d {
 		case FP16:
-			t.Raw = putUint(t.Raw, uint64(FloatToHalf(float32(v))), 2)
+			t.Raw = putUint(t.Raw, uint64(float16.FromFloat32(float32(v))), 2)
 		case FP32:
 			t.Raw = putUint(t.Raw, uint64(math.Float32bits(float32(v))), 4)
 		default:
@@ -261,7 +263,7 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 		if err != nil || math.Abs(v) > 65504 {
 			return fmt.Errorf("%s is not an FP16 number (finite, magnitude at most 65504)", truncate(s))
 		}
-		t.Raw = putUint(t.Raw, uint64(FloatToHalf(float32(v))), 2)
+		t.Raw = putUint(t.Raw, uint64(float16.FromFloat32(float32(v))), 2)
 	case d == FP32:
 		v, err := strconv.ParseFloat(s, 32)
 		if err != nil {
