@@ -191,21 +191,9 @@ func decodeInstances(body []byte) ([]string, error) {
 // fail writes err in KServe V1's shape, {"error": "..."}.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := infer.AsError(err)
-	code := http.StatusInternalServerError
-	switch e.Code {
-	case infer.Invalid:
-		code = http.StatusBadRequest
-	case infer.NotFound:
-		code = http.StatusNotFound
-	case infer.Unavailable:
-		code = http.StatusServiceUnavailable
-	case infer.Exhausted:
-		code = http.StatusTooManyRequests
+	code := e.Code.HTTPStatus()
+	if e.Code == infer.Exhausted {
 		w.Header().Set("Retry-After", "1")
-	case infer.Deadline:
-		code = http.StatusGatewayTimeout
-	case infer.Canceled:
-		code = 499
 	}
 	level := slog.LevelDebug
 	if code >= 500 {

@@ -261,6 +261,20 @@ func (t *Tensor) SetBinary(raw []byte) error {
 	return nil
 }
 
+// AppendElement appends one element's bits v to dst as raw contents hold
+// it: little-endian in size bytes (1, 2, 4 or 8; the datatype's Size).
+func AppendElement(dst []byte, v uint64, size int) []byte {
+	switch size {
+	case 1:
+		return append(dst, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(dst, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(dst, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(dst, v)
+}
+
 // truncate shortens client text quoted in an error message.
 func truncate(s string) string {
 	const max = 64
