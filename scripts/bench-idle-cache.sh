@@ -11,6 +11,8 @@
 #     [OUT=bench-results/idle-cache] scripts/bench-idle-cache.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/server.sh
+. scripts/lib/server.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"
 BIN=${BIN:-bin/llmserve}
@@ -45,10 +47,7 @@ start() {
   "$BIN" serve --model "$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
     --max-model-len "$MAX_MODEL_LEN" $LLMSERVE_ARGS >"$OUT/llmserve.log" 2>&1 &
   server=$!
-  for _ in $(seq 600); do
-    curl -sf "$BASE/health" >/dev/null 2>&1 && return
-    sleep 0.1
-  done
+  wait_up "$BASE/health" 600 && return
   echo "llmserve did not start; see $OUT/llmserve.log" >&2
   exit 1
 }

@@ -10,6 +10,8 @@
 # to $OUT. See docs/BENCHMARKS.md, "Images in chat".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/server.sh
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 LLAMA_SERVER=${LLAMA_SERVER:?LLAMA_SERVER must name llama.cpp\'s llama-server binary}
@@ -27,11 +29,7 @@ CHATML="$OUT/chatml.jinja"
 printf '%s' "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}" > "$CHATML"
 
 server=
-stop() {
-  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  server=
-  PORT=$((PORT + 1)) # a port just given up can stay taken for a while
-}
+stop() { stop_next_port 1; }
 trap stop EXIT
 
 start() { # start SERVER

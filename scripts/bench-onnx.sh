@@ -15,6 +15,8 @@
 # onnxruntime-node (make node-clients; NODE_PATH names its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/server.sh
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 PORT=${PORT:-18090}
@@ -45,13 +47,7 @@ for m in $MODELS; do
 done
 
 server=
-stop() {
-  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  server=
-  # Each server takes ports of its own: a port just given up can stay
-  # taken for a while after its server exits.
-  PORT=$((PORT + 2))
-}
+stop() { stop_next_port 2; } # the server and its gRPC port
 trap stop EXIT
 
 start() { # start SERVER: llmserve or ort

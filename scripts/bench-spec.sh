@@ -22,6 +22,8 @@
 # One line per run; the JSON reports go to $OUT. See docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/server.sh
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 LLAMA_SERVER=${LLAMA_SERVER:?LLAMA_SERVER must name llama.cpp\'s llama-server binary}
@@ -36,13 +38,7 @@ SERVERS=${SERVERS:-llmserve llmserve-ngram llmserve-ngram-b4 llmserve-draft llam
 mkdir -p "$OUT"
 
 server=
-stop() {
-  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  server=
-  # Each server takes a port of its own: a port just given up can stay
-  # taken for a while after its server exits.
-  PORT=$((PORT + 1))
-}
+stop() { stop_next_port 1; }
 trap stop EXIT
 
 start() { # start SERVER

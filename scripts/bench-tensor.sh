@@ -5,6 +5,8 @@
 # one line per run. The JSON reports go to $OUT. See docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/server.sh
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 PORT=${PORT:-18090}
@@ -26,10 +28,7 @@ for workers in ${WORKERS:-1 2}; do
       --parallel-workers "$workers" "${args[@]}" &
     server=$!
     trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-    for _ in $(seq 100); do
-      curl -sf "http://127.0.0.1:$PORT/v2/models/mlp/ready" >/dev/null && break
-      sleep 0.1
-    done
+    wait_up "http://127.0.0.1:$PORT/v2/models/mlp/ready" 100 || true
     for c in ${CONCURRENCY:-1 8 32}; do
       f="$OUT/batching-$batching-w$workers-c$c.json"
       # shellcheck disable=SC2086
