@@ -17,7 +17,6 @@
 # generates exactly OUTPUT_LEN tokens (ignore_eos).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 : "${LLAMA_SERVER:?set LLAMA_SERVER to a llama-server binary}"

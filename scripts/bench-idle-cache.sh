@@ -11,7 +11,6 @@
 #     [OUT=bench-results/idle-cache] scripts/bench-idle-cache.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"

@@ -34,7 +34,6 @@
 # vocabulary that splits the words into several tokens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"

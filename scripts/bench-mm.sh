@@ -10,7 +10,6 @@
 # to $OUT. See docs/BENCHMARKS.md, "Images in chat".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}

@@ -15,7 +15,6 @@
 # onnxruntime-node (make node-clients; NODE_PATH names its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}

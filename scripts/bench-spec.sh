@@ -22,7 +22,6 @@
 # One line per run; the JSON reports go to $OUT. See docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}

@@ -5,7 +5,6 @@
 # one line per run. The JSON reports go to $OUT. See docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}

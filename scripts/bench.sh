@@ -4,7 +4,6 @@
 # bench-results/. See docs/BENCHMARKS.md for how to read them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}

@@ -22,7 +22,6 @@
 #     [OUT=bench-results/soak] [BIN=bin/llmserve] scripts/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/server.sh
 . scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
