@@ -3,11 +3,10 @@ the bytes meant, as a list of those bytes."""
 
 import base64 as _b64
 import binascii
-from typing import Any, List, Union
+from typing import List, Union
 
 from .base import register_input_codec
 from .elements import BytesElementsCodec
-from .utils import is_list_of
 
 
 def _as_bytes(elem: Union[bytes, str]) -> bytes:
@@ -18,10 +17,7 @@ def _as_bytes(elem: Union[bytes, str]) -> bytes:
 class Base64Codec(BytesElementsCodec):
     ContentType = "base64"
     TypeHint = List[bytes]
-
-    @classmethod
-    def can_encode(cls, payload: Any) -> bool:
-        return is_list_of(payload, bytes)
+    ElementType = bytes
 
     @classmethod
     def encode_element(cls, elem: Union[bytes, str], use_bytes: bool) -> Union[bytes, str]:

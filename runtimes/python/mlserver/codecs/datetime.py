@@ -2,11 +2,10 @@
 of datetime objects."""
 
 from datetime import datetime
-from typing import Any, List, Union
+from typing import List, Union
 
 from .base import register_input_codec
 from .elements import BytesElementsCodec
-from .utils import is_list_of
 
 _Datetime = Union[str, datetime]
 
@@ -15,10 +14,7 @@ _Datetime = Union[str, datetime]
 class DatetimeCodec(BytesElementsCodec):
     ContentType = "datetime"
     TypeHint = List[_Datetime]
-
-    @classmethod
-    def can_encode(cls, payload: Any) -> bool:
-        return is_list_of(payload, datetime)
+    ElementType = datetime
 
     @classmethod
     def encode_element(cls, elem: _Datetime, use_bytes: bool) -> Union[bytes, str]:

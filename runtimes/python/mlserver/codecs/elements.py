@@ -7,13 +7,20 @@ from typing import Any, List, Union
 
 from ..types import Parameters, RequestInput, ResponseOutput
 from .base import InputCodec
-from .utils import as_list
+from .utils import as_list, is_list_of
 
 
 class BytesElementsCodec(InputCodec):
     """A list of values as a BYTES tensor of shape [n, 1]: a subclass says
-    how one value is written (encode_element; bytes if use_bytes, else
-    str) and read back (decode_element, from bytes or str)."""
+    what a value is (ElementType: it encodes a list of those), how one is
+    written (encode_element; bytes if use_bytes, else str) and read back
+    (decode_element, from bytes or str)."""
+
+    ElementType: Any = None
+
+    @classmethod
+    def can_encode(cls, payload: Any) -> bool:
+        return is_list_of(payload, cls.ElementType)
 
     @classmethod
     def encode_element(cls, elem: Any, use_bytes: bool) -> Union[bytes, str, Any]:

@@ -5,7 +5,7 @@ from typing import Any, List, Optional
 
 from .base import register_input_codec, register_request_codec
 from .elements import BytesElementsCodec
-from .utils import SingleInputRequestCodec, is_list_of
+from .utils import SingleInputRequestCodec
 
 
 def encode_str(elem: str) -> bytes:
@@ -28,10 +28,7 @@ class StringCodec(BytesElementsCodec):
 
     ContentType = "str"
     TypeHint = List[str]
-
-    @classmethod
-    def can_encode(cls, payload: Any) -> bool:
-        return is_list_of(payload, str)
+    ElementType = str
 
     @classmethod
     def encode_element(cls, elem: Any, use_bytes: bool) -> Any:
