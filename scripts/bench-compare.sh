@@ -57,7 +57,7 @@ start() { # name
     ;;
   esac
   server=$!
-  wait_up "http://127.0.0.1:$PORT/health" 600 && return
+  wait_up 600 "http://127.0.0.1:$PORT/health" && return
   echo "$1 did not start; see $OUT/$1.log" >&2
   exit 1
 }

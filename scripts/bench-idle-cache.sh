@@ -46,7 +46,7 @@ start() {
   "$BIN" serve --model "$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
     --max-model-len "$MAX_MODEL_LEN" $LLMSERVE_ARGS >"$OUT/llmserve.log" 2>&1 &
   server=$!
-  wait_up "$BASE/health" 600 && return
+  wait_up 600 "$BASE/health" && return
   echo "llmserve did not start; see $OUT/llmserve.log" >&2
   exit 1
 }

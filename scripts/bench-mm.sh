@@ -41,10 +41,7 @@ start() { # start SERVER
       --port "$PORT" -np 16 -t 2 -c 8192 --log-disable & ;;
   esac
   server=$!
-  for _ in $(seq 300); do
-    curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return
-    sleep 0.1
-  done
+  wait_up 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health" && return
   echo "bench-mm: $1 did not get ready" >&2
   exit 1
 }

@@ -65,10 +65,7 @@ start() { # start SERVER: llmserve or ort
     node scripts/onnx-corpus/ort-server.cjs "$ortrepo" "$PORT" &
   fi
   server=$!
-  for _ in $(seq 200); do
-    curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null && return
-    sleep 0.1
-  done
+  wait_up 200 "http://127.0.0.1:$PORT/v2/health/ready" && return
   echo "bench-onnx: $1 did not get ready" >&2
   exit 1
 }

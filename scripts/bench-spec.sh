@@ -57,10 +57,7 @@ start() { # start SERVER
       -md "$MODEL" --draft-max "$K" --draft-min 0 -td 2 & ;;
   esac
   server=$!
-  for _ in $(seq 300); do
-    curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return
-    sleep 0.1
-  done
+  wait_up 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health" && return
   echo "bench-spec: $1 did not get ready" >&2
   exit 1
 }

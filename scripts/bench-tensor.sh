@@ -27,7 +27,7 @@ for workers in ${WORKERS:-1 2}; do
       --parallel-workers "$workers" "${args[@]}" &
     server=$!
     trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-    wait_up "http://127.0.0.1:$PORT/v2/models/mlp/ready" 100 || true
+    wait_up 100 "http://127.0.0.1:$PORT/v2/models/mlp/ready" || true
     for c in ${CONCURRENCY:-1 8 32}; do
       f="$OUT/batching-$batching-w$workers-c$c.json"
       # shellcheck disable=SC2086

@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 "$BIN" serve --http-port "$PORT" --grpc-port 0 --log-level warn $SERVE_ARGS &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-wait_up "http://127.0.0.1:$PORT/health" 100 || true
+wait_up 100 "http://127.0.0.1:$PORT/health" || true
 
 for c in ${CONCURRENCY:-1 4 16 64}; do
   n=$(( c * 4 < 32 ? 32 : c * 4 ))

@@ -4,12 +4,17 @@
 # The functions use the scripts' globals: server (the background job's
 # pid, "" when none) and PORT.
 
-# wait_up URL TRIES: polls URL every 0.1 s, at most TRIES times, until it
-# answers 2xx; fails if it never did.
+# wait_up TRIES URL...: polls the URLs every 0.1 s, at most TRIES times,
+# until every one answers 2xx in the same try; fails if they never did.
 wait_up() {
-  local _
-  for _ in $(seq "$2"); do
-    curl -sf "$1" >/dev/null 2>&1 && return 0
+  local tries=$1 _ url up
+  shift
+  for _ in $(seq "$tries"); do
+    up=1
+    for url in "$@"; do
+      curl -sf "$url" >/dev/null 2>&1 || { up=; break; }
+    done
+    [ -n "$up" ] && return 0
     sleep 0.1
   done
   return 1
