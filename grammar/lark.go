@@ -365,15 +365,22 @@ func (p *larkExpr) atom() (string, error) {
 	return "", p.l.fail("unexpected %q", p.s[p.i:])
 }
 
-// literal reads a "..." literal (Python string escapes).
-func (p *larkExpr) literal() (string, error) {
+// closing returns the index of the first delim after p.i that no
+// backslash escapes, or len(p.s) when there is none.
+func (p *larkExpr) closing(delim byte) int {
 	j := p.i + 1
-	for j < len(p.s) && p.s[j] != '"' {
+	for j < len(p.s) && p.s[j] != delim {
 		if p.s[j] == '\\' {
 			j++
 		}
 		j++
 	}
+	return j
+}
+
+// literal reads a "..." literal (Python string escapes).
+func (p *larkExpr) literal() (string, error) {
+	j := p.closing('"')
 	if j >= len(p.s) {
 		return "", p.l.fail("an unterminated string")
 	}
@@ -393,13 +400,7 @@ func (p *larkExpr) literal() (string, error) {
 
 // regex reads a /.../flags terminal.
 func (p *larkExpr) regex() (string, error) {
-	j := p.i + 1
-	for j < len(p.s) && p.s[j] != '/' {
-		if p.s[j] == '\\' {
-			j++
-		}
-		j++
-	}
+	j := p.closing('/')
 	if j >= len(p.s) {
 		return "", p.l.fail("an unterminated regular expression")
 	}

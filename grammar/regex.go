@@ -145,37 +145,33 @@ func writeRegex(b *strings.Builder, re *syntax.Regexp) (nullable bool, err error
 			b.WriteString(`""`)
 			return true, nil
 		}
-		all := true
-		b.WriteByte('(')
-		for i, s := range re.Sub {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			n, err := writeRegex(b, s)
-			if err != nil {
-				return false, err
-			}
-			all = all && n
-		}
-		b.WriteByte(')')
-		return all, nil
+		n, err := writeGroup(b, re.Sub, " ")
+		return n == len(re.Sub), err
 	case syntax.OpAlternate:
-		anyN := false
-		b.WriteByte('(')
-		for i, s := range re.Sub {
-			if i > 0 {
-				b.WriteString(" | ")
-			}
-			n, err := writeRegex(b, s)
-			if err != nil {
-				return false, err
-			}
-			anyN = anyN || n
-		}
-		b.WriteByte(')')
-		return anyN, nil
+		n, err := writeGroup(b, re.Sub, " | ")
+		return n > 0, err
 	}
 	return false, &RegexError{Msg: fmt.Sprintf("the construct %s is not supported", re)}
+}
+
+// writeGroup writes subs in parentheses, separated by sep (a sequence or
+// alternatives), and returns how many of them can match the empty string.
+func writeGroup(b *strings.Builder, subs []*syntax.Regexp, sep string) (nullable int, err error) {
+	b.WriteByte('(')
+	for i, s := range subs {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		n, err := writeRegex(b, s)
+		if err != nil {
+			return 0, err
+		}
+		if n {
+			nullable++
+		}
+	}
+	b.WriteByte(')')
+	return nullable, nil
 }
 
 // foldRanges returns the ranges of r and its case variants.

@@ -471,6 +471,22 @@ func count(v *value, path []string, kw string, def int) (int, error) {
 	return int(r.Num().Int64()), nil
 }
 
+// bounds reads a pair of count keywords (minLength and maxLength,
+// minItems and maxItems): lo defaults to 0, hi to -1 (unbounded), and hi
+// may not be below lo.
+func bounds(v *value, path []string, minKw, maxKw string) (lo, hi int, err error) {
+	if lo, err = count(v, path, minKw, 0); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = count(v, path, maxKw, -1); err != nil {
+		return 0, 0, err
+	}
+	if hi >= 0 && hi < lo {
+		return 0, 0, serr(path, maxKw, "is below %s", minKw)
+	}
+	return lo, hi, nil
+}
+
 // repeat returns item{min,max} (max < 0: unbounded) in GBNF.
 func repeat(item string, min, max int) string {
 	switch {
@@ -509,16 +525,9 @@ func (c *converter) str(v *value, path []string, hint string) (string, error) {
 		}
 		return c.b.add(hint+"-"+f.str, `"\"" `+body+` "\""`), nil
 	}
-	lo, err := count(v, path, "minLength", 0)
+	lo, hi, err := bounds(v, path, "minLength", "maxLength")
 	if err != nil {
 		return "", err
-	}
-	hi, err := count(v, path, "maxLength", -1)
-	if err != nil {
-		return "", err
-	}
-	if hi >= 0 && hi < lo {
-		return "", serr(path, "maxLength", "is below minLength")
 	}
 	if lo == 0 && hi < 0 {
 		return c.b.prim("string"), nil
@@ -625,16 +634,9 @@ func (c *converter) array(v *value, path []string, hint string) (string, error) 
 			prefix = append(prefix, e)
 		}
 	}
-	lo, err := count(v, path, "minItems", 0)
+	lo, hi, err := bounds(v, path, "minItems", "maxItems")
 	if err != nil {
 		return "", err
-	}
-	hi, err := count(v, path, "maxItems", -1)
-	if err != nil {
-		return "", err
-	}
-	if hi >= 0 && hi < lo {
-		return "", serr(path, "maxItems", "is below minItems")
 	}
 	item := ""
 	if it := v.get("items"); it == nil || it.kind != jsonBool || it.b {

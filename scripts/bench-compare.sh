@@ -17,6 +17,7 @@
 # generates exactly OUTPUT_LEN tokens (ignore_eos).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 : "${LLAMA_SERVER:?set LLAMA_SERVER to a llama-server binary}"
 : "${MODEL:?set MODEL to a GGUF file}"
@@ -37,23 +38,7 @@ PORT=
 mkdir -p "$OUT"
 
 server=""
-# stop ends the server: whatever process listens on the port (the
-# background job may be a wrapper around it), gracefully, then by force
-# after 5 s; and waits until the port is free.
-stop() {
-  local pids
-  [ -z "$PORT" ] && return 0
-  pids=$( { echo "$server"; ss -ltnpH "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2; } | grep . | sort -u | tr '\n' ' ')
-  [ -n "$pids" ] && kill $pids 2>/dev/null
-  for i in $(seq 100); do
-    ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q . || break
-    [ "$i" -eq 50 ] && kill -9 $pids 2>/dev/null
-    sleep 0.1
-  done
-  [ -n "$server" ] && wait "$server" 2>/dev/null
-  server=""
-  return 0
-}
+stop() { stop_listener; }
 trap stop EXIT
 
 start() { # name
@@ -72,10 +57,7 @@ start() { # name
     ;;
   esac
   server=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return
-    sleep 0.1
-  done
+  wait_up 600 "http://127.0.0.1:$PORT/health" && return
   echo "$1 did not start; see $OUT/$1.log" >&2
   exit 1
 }

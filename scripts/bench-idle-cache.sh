@@ -11,6 +11,7 @@
 #     [OUT=bench-results/idle-cache] scripts/bench-idle-cache.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"
 BIN=${BIN:-bin/llmserve}
@@ -45,10 +46,7 @@ start() {
   "$BIN" serve --model "$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
     --max-model-len "$MAX_MODEL_LEN" $LLMSERVE_ARGS >"$OUT/llmserve.log" 2>&1 &
   server=$!
-  for _ in $(seq 600); do
-    curl -sf "$BASE/health" >/dev/null 2>&1 && return
-    sleep 0.1
-  done
+  wait_up 600 "$BASE/health" && return
   echo "llmserve did not start; see $OUT/llmserve.log" >&2
   exit 1
 }

@@ -10,6 +10,7 @@
 # to $OUT. See docs/BENCHMARKS.md, "Images in chat".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 LLAMA_SERVER=${LLAMA_SERVER:?LLAMA_SERVER must name llama.cpp\'s llama-server binary}
@@ -27,11 +28,7 @@ CHATML="$OUT/chatml.jinja"
 printf '%s' "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}" > "$CHATML"
 
 server=
-stop() {
-  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  server=
-  PORT=$((PORT + 1)) # a port just given up can stay taken for a while
-}
+stop() { stop_next_port 1; }
 trap stop EXIT
 
 start() { # start SERVER
@@ -44,10 +41,7 @@ start() { # start SERVER
       --port "$PORT" -np 16 -t 2 -c 8192 --log-disable & ;;
   esac
   server=$!
-  for _ in $(seq 300); do
-    curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return
-    sleep 0.1
-  done
+  wait_up 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health" && return
   echo "bench-mm: $1 did not get ready" >&2
   exit 1
 }

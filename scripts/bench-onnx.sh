@@ -15,6 +15,7 @@
 # onnxruntime-node (make node-clients; NODE_PATH names its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 PORT=${PORT:-18090}
@@ -45,13 +46,7 @@ for m in $MODELS; do
 done
 
 server=
-stop() {
-  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  server=
-  # Each server takes ports of its own: a port just given up can stay
-  # taken for a while after its server exits.
-  PORT=$((PORT + 2))
-}
+stop() { stop_next_port 2; } # the server and its gRPC port
 trap stop EXIT
 
 start() { # start SERVER: llmserve or ort
@@ -70,10 +65,7 @@ start() { # start SERVER: llmserve or ort
     node scripts/onnx-corpus/ort-server.cjs "$ortrepo" "$PORT" &
   fi
   server=$!
-  for _ in $(seq 200); do
-    curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null && return
-    sleep 0.1
-  done
+  wait_up 200 "http://127.0.0.1:$PORT/v2/health/ready" && return
   echo "bench-onnx: $1 did not get ready" >&2
   exit 1
 }

@@ -22,6 +22,7 @@
 # One line per run; the JSON reports go to $OUT. See docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 LLAMA_SERVER=${LLAMA_SERVER:?LLAMA_SERVER must name llama.cpp\'s llama-server binary}
@@ -36,13 +37,7 @@ SERVERS=${SERVERS:-llmserve llmserve-ngram llmserve-ngram-b4 llmserve-draft llam
 mkdir -p "$OUT"
 
 server=
-stop() {
-  [ -n "$server" ] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  server=
-  # Each server takes a port of its own: a port just given up can stay
-  # taken for a while after its server exits.
-  PORT=$((PORT + 1))
-}
+stop() { stop_next_port 1; }
 trap stop EXIT
 
 start() { # start SERVER
@@ -62,10 +57,7 @@ start() { # start SERVER
       -md "$MODEL" --draft-max "$K" --draft-min 0 -td 2 & ;;
   esac
   server=$!
-  for _ in $(seq 300); do
-    curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return
-    sleep 0.1
-  done
+  wait_up 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health" && return
   echo "bench-spec: $1 did not get ready" >&2
   exit 1
 }

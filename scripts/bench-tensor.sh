@@ -5,6 +5,7 @@
 # one line per run. The JSON reports go to $OUT. See docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 PORT=${PORT:-18090}
@@ -26,10 +27,7 @@ for workers in ${WORKERS:-1 2}; do
       --parallel-workers "$workers" "${args[@]}" &
     server=$!
     trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-    for _ in $(seq 100); do
-      curl -sf "http://127.0.0.1:$PORT/v2/models/mlp/ready" >/dev/null && break
-      sleep 0.1
-    done
+    wait_up 100 "http://127.0.0.1:$PORT/v2/models/mlp/ready" || true
     for c in ${CONCURRENCY:-1 8 32}; do
       f="$OUT/batching-$batching-w$workers-c$c.json"
       # shellcheck disable=SC2086

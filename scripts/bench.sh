@@ -4,6 +4,7 @@
 # bench-results/. See docs/BENCHMARKS.md for how to read them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 PORT=${PORT:-18080}
@@ -17,10 +18,7 @@ mkdir -p "$OUT"
 "$BIN" serve --http-port "$PORT" --grpc-port 0 --log-level warn $SERVE_ARGS &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
-  sleep 0.1
-done
+wait_up 100 "http://127.0.0.1:$PORT/health" || true
 
 for c in ${CONCURRENCY:-1 4 16 64}; do
   n=$(( c * 4 < 32 ? 32 : c * 4 ))

@@ -22,6 +22,7 @@
 #     [OUT=bench-results/soak] [BIN=bin/llmserve] scripts/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 BIN=${BIN:-bin/llmserve}
 SOAK=${SOAK:-480}
@@ -52,11 +53,7 @@ trap stop EXIT
 "$BIN" serve --http-port "$PORT" --grpc-port 0 --log-format json \
   --prefix-cache-memory "$PREFIX_CACHE" $SERVE_ARGS >"$OUT/llmserve.log" 2>&1 &
 server=$!
-for _ in $(seq 300); do
-  curl -sf "$BASE/health" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -sf "$BASE/health" >/dev/null || { echo "llmserve did not start; see $OUT/llmserve.log" >&2; exit 1; }
+wait_up 300 "$BASE/health" || { echo "llmserve did not start; see $OUT/llmserve.log" >&2; exit 1; }
 
 if [ -z "$LIMIT_BYTES" ]; then
   caps=$(jq -c 'select(.msg == "memory caps")' "$OUT/llmserve.log" | head -1)

@@ -154,8 +154,10 @@ func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, t infer.
 	return nil
 }
 
-// decodeInstances reads {"instances": [text | {"text": text}, ...]}.
-func decodeInstances(body []byte) ([]string, error) {
+// instancesOf reads the body {"instances": [instance, ...]}, a list of at
+// least one instance; what says what an instance is ("text", "row") and
+// list what the list holds, for the errors.
+func instancesOf(body []byte, what, list string) ([]json.RawMessage, error) {
 	var req struct {
 		Instances *[]json.RawMessage `json:"instances"`
 	}
@@ -163,13 +165,22 @@ func decodeInstances(body []byte) ([]string, error) {
 		return nil, infer.Errorf(infer.Invalid, "the body is not a JSON object {\"instances\": [...]}: %v", err)
 	}
 	if req.Instances == nil {
-		return nil, infer.Errorf(infer.Invalid, "instances is required: a list of texts or {\"text\": ...} objects")
+		return nil, infer.Errorf(infer.Invalid, "instances is required: %s", list)
 	}
 	if len(*req.Instances) == 0 {
-		return nil, infer.Errorf(infer.Invalid, "instances is empty; send at least one text")
+		return nil, infer.Errorf(infer.Invalid, "instances is empty; send at least one %s", what)
 	}
-	texts := make([]string, len(*req.Instances))
-	for i, raw := range *req.Instances {
+	return *req.Instances, nil
+}
+
+// decodeInstances reads {"instances": [text | {"text": text}, ...]}.
+func decodeInstances(body []byte) ([]string, error) {
+	instances, err := instancesOf(body, "text", "a list of texts or {\"text\": ...} objects")
+	if err != nil {
+		return nil, err
+	}
+	texts := make([]string, len(instances))
+	for i, raw := range instances {
 		var s string
 		if err := json.Unmarshal(raw, &s); err == nil {
 			texts[i] = s
@@ -191,21 +202,9 @@ func decodeInstances(body []byte) ([]string, error) {
 // fail writes err in KServe V1's shape, {"error": "..."}.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := infer.AsError(err)
-	code := http.StatusInternalServerError
-	switch e.Code {
-	case infer.Invalid:
-		code = http.StatusBadRequest
-	case infer.NotFound:
-		code = http.StatusNotFound
-	case infer.Unavailable:
-		code = http.StatusServiceUnavailable
-	case infer.Exhausted:
-		code = http.StatusTooManyRequests
+	code := e.Code.HTTPStatus()
+	if e.Code == infer.Exhausted {
 		w.Header().Set("Retry-After", "1")
-	case infer.Deadline:
-		code = http.StatusGatewayTimeout
-	case infer.Canceled:
-		code = 499
 	}
 	level := slog.LevelDebug
 	if code >= 500 {

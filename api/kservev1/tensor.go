@@ -18,18 +18,9 @@ import (
 // V2 tensor of shape [len(instances), ...row shape] in the model's
 // datatype; RunTensor checks the rest.
 func decodeTensorInstances(body []byte, t infer.Signature) (*infer.Request, error) {
-	var req struct {
-		Instances *[]json.RawMessage `json:"instances"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, infer.Errorf(infer.Invalid, "the body is not a JSON object {\"instances\": [...]}: %v", err)
-	}
-	if req.Instances == nil {
-		return nil, infer.Errorf(infer.Invalid, "instances is required: a list of rows, one per batch element")
-	}
-	rows := *req.Instances
-	if len(rows) == 0 {
-		return nil, infer.Errorf(infer.Invalid, "instances is empty; send at least one row")
+	rows, err := instancesOf(body, "row", "a list of rows, one per batch element")
+	if err != nil {
+		return nil, err
 	}
 	specs := t.Inputs()
 	values := make([][]json.RawMessage, len(specs)) // per input, per row

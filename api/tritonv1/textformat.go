@@ -61,12 +61,7 @@ func (w *textWriter) message(m protoreflect.Message, depth int) {
 		v := m.Get(fd)
 		switch {
 		case fd.IsMap():
-			keys := make([]protoreflect.MapKey, 0, v.Map().Len())
-			v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-				keys = append(keys, k)
-				return true
-			})
-			infer.SortMapKeys(keys)
+			keys := infer.SortedMapKeys(v.Map())
 			for _, k := range keys {
 				w.line(depth)
 				w.b.WriteString(string(fd.Name()) + " {")

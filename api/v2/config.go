@@ -55,12 +55,7 @@ func appendMessage(b []byte, m protoreflect.Message) []byte {
 		switch {
 		case fd.IsMap():
 			b = append(b, '{')
-			keys := make([]protoreflect.MapKey, 0, v.Map().Len())
-			v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-				keys = append(keys, k)
-				return true
-			})
-			infer.SortMapKeys(keys)
+			keys := infer.SortedMapKeys(v.Map())
 			for j, k := range keys {
 				if j > 0 {
 					b = append(b, ',')

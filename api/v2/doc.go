@@ -101,7 +101,8 @@
 // # Errors
 //
 // Every error is {"error": "<message>"}; status maps infer's error kinds
-// to 400 (bad input), 404 (unknown model or version), 503 (not ready,
-// shutting down), 429 (queue full, with Retry-After), 413 (body over
-// Options.MaxBodyBytes), 504 (deadline) and 500, in one place.
+// through infer's Code.HTTPStatus to 400 (bad input), 404 (unknown model
+// or version), 503 (not ready, shutting down), 429 (queue full, with
+// Retry-After), 504 (deadline) and 500, and a body over
+// Options.MaxBodyBytes to 413, in one place.
 package v2

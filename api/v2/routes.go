@@ -211,20 +211,12 @@ func status(err error) (int, string, time.Duration) {
 	}
 	e := infer.AsError(err)
 	switch e.Code {
-	case infer.Invalid:
-		return http.StatusBadRequest, e.Msg, 0
-	case infer.NotFound:
-		return http.StatusNotFound, e.Msg, 0
 	case infer.Unavailable:
-		return http.StatusServiceUnavailable, e.Msg, e.RetryAfter
+		return e.Code.HTTPStatus(), e.Msg, e.RetryAfter
 	case infer.Exhausted:
-		return http.StatusTooManyRequests, e.Msg, max(e.RetryAfter, time.Second)
-	case infer.Deadline:
-		return http.StatusGatewayTimeout, e.Msg, 0
-	case infer.Canceled:
-		return 499, e.Msg, 0 // nobody reads it
+		return e.Code.HTTPStatus(), e.Msg, max(e.RetryAfter, time.Second)
 	}
-	return http.StatusInternalServerError, e.Msg, 0
+	return e.Code.HTTPStatus(), e.Msg, 0
 }
 
 // fail writes err as {"error": "..."} with its status.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/float16"
 )
 
 // LoRA adapters
@@ -294,7 +296,7 @@ func toF32(t tensorInfo, raw []byte) ([]float32, error) {
 	case tensorF16:
 		out := make([]float32, len(raw)/2)
 		for i := range out {
-			out[i] = f16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+			out[i] = float16.ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
 		}
 		return out, nil
 	case tensorQ8_0:

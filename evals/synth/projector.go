@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 )
 
 // Multimodal projectors
@@ -131,16 +130,7 @@ func ProjectorShapes() []ProjectorShape { return slices.Clone(projectorShapes) }
 
 // LookupProjectorShape returns the projector shape called name.
 func LookupProjectorShape(name string) (ProjectorShape, error) {
-	for _, s := range projectorShapes {
-		if s.Name == name {
-			return s, nil
-		}
-	}
-	names := make([]string, len(projectorShapes))
-	for i, s := range projectorShapes {
-		names[i] = s.Name
-	}
-	return ProjectorShape{}, fmt.Errorf("unknown projector shape %q (known: %s)", name, strings.Join(names, ", "))
+	return lookup(projectorShapes, func(s ProjectorShape) string { return s.Name }, "projector shape", name)
 }
 
 // ProjectorOptions says what WriteProjector writes.
@@ -237,16 +227,23 @@ func baseEmbd(path string) (int, error) {
 	return 0, fmt.Errorf("%s: no integer %s.embedding_length", path, a)
 }
 
-// projectorMetadata is the file's metadata, the keys clip.cpp reads for a
-// vision encoder with an idefics3 projector.
-func projectorMetadata(s ProjectorShape, o ProjectorOptions) []kv {
-	u := func(n int) uint32 { return uint32(n) }
-	kvs := []kv{
+// generalMetadata is the general.* keys of a projector file, vision or
+// audio.
+func generalMetadata(s ProjectorShape, o ProjectorOptions) []kv {
+	return []kv{
 		{"general.architecture", "clip"},
 		{"general.type", "mmproj"},
 		{"general.name", "llmserve synth mmproj " + s.Name},
 		{"general.description", fmt.Sprintf("dummy weights (seed %d) in the shape of %s; its output is garbage", o.Seed, s.Of)},
 		{"general.file_type", o.DType.fileType()},
+	}
+}
+
+// projectorMetadata is the file's metadata, the keys clip.cpp reads for a
+// vision encoder with an idefics3 projector.
+func projectorMetadata(s ProjectorShape, o ProjectorOptions) []kv {
+	u := func(n int) uint32 { return uint32(n) }
+	kvs := append(generalMetadata(s, o), []kv{
 		{"clip.has_vision_encoder", true},
 		{"clip.projector_type", "idefics3"},
 		{"clip.vision.projection_dim", u(o.NEmbd)},
@@ -261,7 +258,7 @@ func projectorMetadata(s ProjectorShape, o ProjectorOptions) []kv {
 		{"clip.vision.attention.layer_norm_epsilon", s.Eps},
 		{"clip.vision.projector.scale_factor", u(s.ScaleFactor)},
 		{"clip.use_gelu", true},
-	}
+	}...)
 	if s.PreprocImageSize > 0 {
 		kvs = append(kvs, kv{"clip.vision.preproc_image_size", u(s.PreprocImageSize)})
 	}

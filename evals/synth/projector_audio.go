@@ -92,12 +92,7 @@ func (s ProjectorShape) validateAudio() error {
 // audio encoder with a qwen2a projector.
 func audioMetadata(s ProjectorShape, o ProjectorOptions) []kv {
 	u := func(n int) uint32 { return uint32(n) }
-	return []kv{
-		{"general.architecture", "clip"},
-		{"general.type", "mmproj"},
-		{"general.name", "llmserve synth mmproj " + s.Name},
-		{"general.description", fmt.Sprintf("dummy weights (seed %d) in the shape of %s; its output is garbage", o.Seed, s.Of)},
-		{"general.file_type", o.DType.fileType()},
+	return append(generalMetadata(s, o), []kv{
 		{"clip.has_vision_encoder", false},
 		{"clip.has_audio_encoder", true},
 		{"clip.projector_type", projQwen2A},
@@ -108,7 +103,7 @@ func audioMetadata(s ProjectorShape, o ProjectorOptions) []kv {
 		{"clip.audio.attention.head_count", u(s.Heads)},
 		{"clip.audio.attention.layer_norm_epsilon", s.Eps},
 		{"clip.audio.num_mel_bins", u(s.NMel)},
-	}
+	}...)
 }
 
 // audioPlan lists an audio shape's tensors in file order, with their ggml

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/llmserve/llmserve/float16"
 )
 
 // q8_0 is ggml's block_q8_0: 32 elements as an IEEE half-precision scale d
@@ -13,69 +15,6 @@ const (
 	q8BlockLen   = 32
 	q8BlockBytes = 2 + q8BlockLen
 )
-
-// f32ToF16 converts f to IEEE 754 half precision, rounding to nearest with
-// ties to even, as ggml's GGML_FP32_TO_FP16 (F16C's vcvtps2ph) does.
-// Overflow gives infinity; NaN stays NaN (quiet).
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15 // biased half exponent
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// A half subnormal, m * 2^-24, or zero. Values below 2^-25 (and
-		// all float32 subnormals) round to zero.
-		if e < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - e)
-		q := mant >> shift
-		rem := mant & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || rem == half && q&1 == 1 {
-			q++ // may carry into the smallest normal, 0x0400: still right
-		}
-		return sign | uint16(q)
-	}
-	q := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || rem == 0x1000 && q&1 == 1 {
-		q++ // may carry into the exponent, up to infinity: still right
-	}
-	return sign | uint16(q)
-}
-
-// f16ToF32 converts an IEEE 754 half to float32 (exactly).
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-	case mant == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal: mant * 2^-24, exact in float32.
-	v := float32(mant) * (1.0 / (1 << 24))
-	if sign != 0 {
-		v = -v
-	}
-	return v
-}
 
 // writeRow writes row to w encoded as typ (F32, F16 or Q8_0), reusing
 // buf's memory; it returns buf for the next row.
@@ -105,7 +44,7 @@ func appendF32(b []byte, x []float32) []byte {
 // appendF16 appends x as little-endian halves.
 func appendF16(b []byte, x []float32) []byte {
 	for _, v := range x {
-		b = binary.LittleEndian.AppendUint16(b, f32ToF16(v))
+		b = binary.LittleEndian.AppendUint16(b, float16.FromFloat32(v))
 	}
 	return b
 }
@@ -126,7 +65,7 @@ func appendQ8_0(b []byte, x []float32) []byte {
 		if d != 0 {
 			id = 1 / d
 		}
-		b = binary.LittleEndian.AppendUint16(b, f32ToF16(d))
+		b = binary.LittleEndian.AppendUint16(b, float16.FromFloat32(d))
 		for _, v := range blk {
 			b = append(b, byte(int8(math.Round(float64(v*id)))))
 		}
@@ -138,7 +77,7 @@ func appendQ8_0(b []byte, x []float32) []byte {
 func dequantQ8_0(b []byte) []float32 {
 	out := make([]float32, 0, len(b)/q8BlockBytes*q8BlockLen)
 	for len(b) >= q8BlockBytes {
-		d := f16ToF32(binary.LittleEndian.Uint16(b))
+		d := float16.ToFloat32(binary.LittleEndian.Uint16(b))
 		for _, q := range b[2:q8BlockBytes] {
 			out = append(out, d*float32(int8(q)))
 		}

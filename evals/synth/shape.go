@@ -103,16 +103,21 @@ func Shapes() []Shape { return slices.Clone(shapes) }
 
 // LookupShape returns the known shape with the given name.
 func LookupShape(name string) (Shape, error) {
-	for _, s := range shapes {
-		if s.Name == name {
+	return lookup(shapes, func(s Shape) string { return s.Name }, "shape", name)
+}
+
+// lookup returns the entry of table whose nameOf is name; the error for
+// none names what a table entry is and lists the known names.
+func lookup[T any](table []T, nameOf func(T) string, what, name string) (T, error) {
+	names := make([]string, len(table))
+	for i, s := range table {
+		if nameOf(s) == name {
 			return s, nil
 		}
+		names[i] = nameOf(s)
 	}
-	names := make([]string, len(shapes))
-	for i, s := range shapes {
-		names[i] = s.Name
-	}
-	return Shape{}, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(names, ", "))
+	var zero T
+	return zero, fmt.Errorf("unknown %s %q (known: %s)", what, name, strings.Join(names, ", "))
 }
 
 // DType is the element type of the weight matrices. Norm weights are

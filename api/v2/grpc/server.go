@@ -67,24 +67,24 @@ func Register(gs *grpc.Server, b infer.Backend, opts Options) *Server {
 	return s
 }
 
+// grpcCode is each error kind's gRPC status code; Internal (and a kind
+// not listed) is codes.Internal.
+var grpcCode = map[infer.Code]codes.Code{
+	infer.Invalid:     codes.InvalidArgument,
+	infer.NotFound:    codes.NotFound,
+	infer.Unavailable: codes.Unavailable,
+	infer.Exhausted:   codes.ResourceExhausted,
+	infer.Deadline:    codes.DeadlineExceeded,
+	infer.Canceled:    codes.Canceled,
+}
+
 // statusOf maps an error to its gRPC status. It is the one place that
 // does so for the V2 gRPC service.
 func statusOf(err error) error {
 	e := infer.AsError(err)
-	code := codes.Internal
-	switch e.Code {
-	case infer.Invalid:
-		code = codes.InvalidArgument
-	case infer.NotFound:
-		code = codes.NotFound
-	case infer.Unavailable:
-		code = codes.Unavailable
-	case infer.Exhausted:
-		code = codes.ResourceExhausted
-	case infer.Deadline:
-		code = codes.DeadlineExceeded
-	case infer.Canceled:
-		code = codes.Canceled
+	code, ok := grpcCode[e.Code]
+	if !ok {
+		code = codes.Internal
 	}
 	return status.Error(code, e.Msg)
 }

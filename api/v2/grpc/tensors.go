@@ -110,7 +110,7 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 		}
 	}
 	size := t.Datatype.Size()
-	put := func(v uint64) { t.Raw = putUint(t.Raw, v, size) }
+	put := func(v uint64) { t.Raw = infer.AppendElement(t.Raw, v, size) }
 	switch t.Datatype {
 	case infer.BOOL:
 		for _, b := range c.GetBoolContents() {
@@ -173,18 +173,6 @@ func contentsField(d infer.Datatype) string {
 		return info.Contents
 	}
 	return "raw_input_contents"
-}
-
-func putUint(dst []byte, v uint64, size int) []byte {
-	switch size {
-	case 1:
-		return append(dst, byte(v))
-	case 2:
-		return binary.LittleEndian.AppendUint16(dst, uint16(v))
-	case 4:
-		return binary.LittleEndian.AppendUint32(dst, uint32(v))
-	}
-	return binary.LittleEndian.AppendUint64(dst, v)
 }
 
 // encodeResponse builds a ModelInferResponse: outputs in raw_output_contents

@@ -150,8 +150,9 @@
 // # Errors
 //
 // Every error for a client is an *Error with a Code; AsError maps the
-// scheduler's, the core's and the context's errors to one. Each protocol
-// maps a Code to its status in one place (REST: 400, 404, 503, 429, 504,
-// 500; gRPC: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED,
-// DEADLINE_EXCEEDED, INTERNAL).
+// scheduler's, the core's and the context's errors to one. A Code's HTTP
+// status is Code.HTTPStatus, for both REST protocols (V2 and KServe V1:
+// 400, 404, 503, 429, 504, 499, 500); gRPC maps a Code to its status code
+// in api/v2/grpc (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
+// RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, INTERNAL).
 package infer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/llmserve/llmserve/core"
@@ -12,7 +13,8 @@ import (
 )
 
 // Code is the kind of a V2 error, which each protocol maps to its own
-// status (REST: an HTTP status; gRPC: a status code) in one place.
+// status in one place: the REST protocols through HTTPStatus, gRPC to a
+// status code (api/v2/grpc).
 type Code int
 
 // The error kinds.
@@ -35,6 +37,27 @@ const (
 	// Internal is a server failure: HTTP 500, INTERNAL.
 	Internal
 )
+
+// httpStatus is each kind's HTTP status, for the REST protocols (V2 and
+// KServe V1) alike.
+var httpStatus = map[Code]int{
+	Invalid:     http.StatusBadRequest,
+	NotFound:    http.StatusNotFound,
+	Unavailable: http.StatusServiceUnavailable,
+	Exhausted:   http.StatusTooManyRequests,
+	Deadline:    http.StatusGatewayTimeout,
+	Canceled:    499, // nobody reads it
+	Internal:    http.StatusInternalServerError,
+}
+
+// HTTPStatus is the HTTP status of an error of kind c: 500 for Internal
+// and for a kind it does not know.
+func (c Code) HTTPStatus() int {
+	if s, ok := httpStatus[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
 
 // Error is a V2 error: a kind and a message for the client that says what
 // to fix. Every error this package returns to a protocol is an *Error

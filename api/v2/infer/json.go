@@ -2,7 +2,6 @@ package infer
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/llmserve/llmserve/float16"
 )
 
 // SetJSONData sets the tensor's elements from the JSON value of "data": an
@@ -229,11 +230,11 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 		}
 		switch d {
 		case FP16:
-			t.Raw = putUint(t.Raw, uint64(FloatToHalf(float32(v))), 2)
+			t.Raw = AppendElement(t.Raw, uint64(float16.FromFloat32(float32(v))), 2)
 		case FP32:
-			t.Raw = putUint(t.Raw, uint64(math.Float32bits(float32(v))), 4)
+			t.Raw = AppendElement(t.Raw, uint64(math.Float32bits(float32(v))), 4)
 		default:
-			t.Raw = putUint(t.Raw, math.Float64bits(v), 8)
+			t.Raw = AppendElement(t.Raw, math.Float64bits(v), 8)
 		}
 		return nil
 	}
@@ -249,47 +250,35 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 		if err != nil {
 			return fmt.Errorf("%s is not an %s (an integer in [%d, %d])", truncate(s), d, int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)
 		}
-		t.Raw = putUint(t.Raw, uint64(v), size)
+		t.Raw = AppendElement(t.Raw, uint64(v), size)
 	case d.IsUnsigned():
 		v, err := strconv.ParseUint(s, 10, bits)
 		if err != nil {
 			return fmt.Errorf("%s is not a %s (an integer in [0, %d])", truncate(s), d, uint64(math.MaxUint64)>>(64-bits))
 		}
-		t.Raw = putUint(t.Raw, v, size)
+		t.Raw = AppendElement(t.Raw, v, size)
 	case d == FP16:
 		v, err := strconv.ParseFloat(s, 32)
 		if err != nil || math.Abs(v) > 65504 {
 			return fmt.Errorf("%s is not an FP16 number (finite, magnitude at most 65504)", truncate(s))
 		}
-		t.Raw = putUint(t.Raw, uint64(FloatToHalf(float32(v))), 2)
+		t.Raw = AppendElement(t.Raw, uint64(float16.FromFloat32(float32(v))), 2)
 	case d == FP32:
 		v, err := strconv.ParseFloat(s, 32)
 		if err != nil {
 			return fmt.Errorf("%s is not an FP32 number (finite, magnitude at most %g)", truncate(s), math.MaxFloat32)
 		}
-		t.Raw = putUint(t.Raw, uint64(math.Float32bits(float32(v))), 4)
+		t.Raw = AppendElement(t.Raw, uint64(math.Float32bits(float32(v))), 4)
 	case d == FP64:
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return fmt.Errorf("%s is not an FP64 number", truncate(s))
 		}
-		t.Raw = putUint(t.Raw, math.Float64bits(v), 8)
+		t.Raw = AppendElement(t.Raw, math.Float64bits(v), 8)
 	default:
 		return fmt.Errorf("datatype %q has no JSON form", d)
 	}
 	return nil
-}
-
-func putUint(dst []byte, v uint64, size int) []byte {
-	switch size {
-	case 1:
-		return append(dst, byte(v))
-	case 2:
-		return binary.LittleEndian.AppendUint16(dst, uint16(v))
-	case 4:
-		return binary.LittleEndian.AppendUint32(dst, uint32(v))
-	}
-	return binary.LittleEndian.AppendUint64(dst, v)
 }
 
 // JSONData returns the elements as a flat slice that encoding/json writes

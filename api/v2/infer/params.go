@@ -2,6 +2,7 @@ package infer
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -59,6 +60,19 @@ func ReasoningParserOf(m Model) string {
 	return ""
 }
 
+// intIn returns the integer parameter name, which must lie in [lo, hi]
+// (want says so in the error: "at least 1").
+func (p Parameters) intIn(name string, lo, hi int64, want string) (int64, bool, error) {
+	v, ok, err := p.Int64(name)
+	if err != nil {
+		return 0, false, Errorf(Invalid, "%v", err)
+	}
+	if ok && (v < lo || v > hi) {
+		return 0, false, invalidf("parameter %s must be %s, got %d", name, want, v)
+	}
+	return v, ok, nil
+}
+
 // ParseParams reads the generation settings from parameters (vLLM's
 // names): max_tokens, min_tokens, temperature, top_p, top_k, min_p,
 // repetition_penalty, presence_penalty, frequency_penalty, seed, stop,
@@ -75,20 +89,14 @@ func ParseParams(m LLM, p Parameters, randomSeed uint32) (*GenParams, error) {
 	s.Seed = randomSeed
 	bad := func(err error) error { return Errorf(Invalid, "%v", err) }
 
-	if v, ok, err := p.Int64("max_tokens"); err != nil {
-		return nil, bad(err)
+	if v, ok, err := p.intIn("max_tokens", 1, math.MaxInt32, "at least 1"); err != nil {
+		return nil, err
 	} else if ok {
-		if v < 1 || v > math.MaxInt32 {
-			return nil, invalidf("parameter max_tokens must be at least 1, got %d", v)
-		}
 		g.base.MaxTokens = int(v)
 	}
-	if v, ok, err := p.Int64("min_tokens"); err != nil {
-		return nil, bad(err)
+	if v, ok, err := p.intIn("min_tokens", 0, math.MaxInt32, "0 or more"); err != nil {
+		return nil, err
 	} else if ok {
-		if v < 0 || v > math.MaxInt32 {
-			return nil, invalidf("parameter min_tokens must be 0 or more, got %d", v)
-		}
 		g.base.MinTokens = int(v)
 	}
 	for _, f := range []struct {
@@ -162,12 +170,9 @@ func ParseParams(m LLM, p Parameters, randomSeed uint32) (*GenParams, error) {
 	if err != nil {
 		return nil, bad(err)
 	}
-	if v, ok, err := p.Int64("top_logprobs"); err != nil {
-		return nil, bad(err)
+	if v, ok, err := p.intIn("top_logprobs", 0, maxTopLogprobs, fmt.Sprintf("between 0 and %d", maxTopLogprobs)); err != nil {
+		return nil, err
 	} else if ok {
-		if v < 0 || v > maxTopLogprobs {
-			return nil, invalidf("parameter top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, v)
-		}
 		g.TopLogprobs = int(v)
 		lps = lps || v > 0
 	}
@@ -177,12 +182,9 @@ func ParseParams(m LLM, p Parameters, randomSeed uint32) (*GenParams, error) {
 	s.Logprobs = g.Details || cum
 	s.TopLogprobs = g.TopLogprobs
 	g.Reasoning, g.ThinkingBudget = ReasoningParserOf(m), -1
-	if v, ok, err := p.Int64(ParamThinkingBudget); err != nil {
-		return nil, bad(err)
+	if v, ok, err := p.intIn(ParamThinkingBudget, 0, math.MaxInt32, "a non-negative integer"); err != nil {
+		return nil, err
 	} else if ok {
-		if v < 0 || v > math.MaxInt32 {
-			return nil, invalidf("parameter %s must be a non-negative integer, got %d", ParamThinkingBudget, v)
-		}
 		if g.Reasoning == "" {
 			return nil, invalidf("parameter %s needs a model with a reasoning parser; model %q has none (serve it with --reasoning-parser)", ParamThinkingBudget, m.Name())
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/llmserve/llmserve/float16"
 	"github.com/llmserve/llmserve/oip"
 )
 
@@ -151,7 +152,7 @@ func (t *Tensor) Float(i int) (float64, bool) {
 	r := t.Raw
 	switch t.Datatype {
 	case FP16:
-		return float64(HalfToFloat(binary.LittleEndian.Uint16(r[2*i:]))), true
+		return float64(float16.ToFloat32(binary.LittleEndian.Uint16(r[2*i:]))), true
 	case FP32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(r[4*i:]))), true
 	case FP64:
@@ -260,65 +261,18 @@ func (t *Tensor) SetBinary(raw []byte) error {
 	return nil
 }
 
-// HalfToFloat converts IEEE 754 half-precision bits to a float32.
-func HalfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && frac == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: normalize
-		e := int32(-14)
-		for frac&0x400 == 0 {
-			frac <<= 1
-			e--
-		}
-		frac &= 0x3ff
-		return math.Float32frombits(sign | uint32(e+127)<<23 | frac<<13)
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+// AppendElement appends one element's bits v to dst as raw contents hold
+// it: little-endian in size bytes (1, 2, 4 or 8; the datatype's Size).
+func AppendElement(dst []byte, v uint64, size int) []byte {
+	switch size {
+	case 1:
+		return append(dst, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(dst, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(dst, uint32(v))
 	}
-	return math.Float32frombits(sign | (exp-15+127)<<23 | frac<<13)
-}
-
-// FloatToHalf converts a float32 to IEEE 754 half-precision bits, rounding
-// to nearest even; values beyond the range become infinities.
-func FloatToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	frac := b & 0x7fffff
-	if exp == 0xff { // Inf or NaN
-		if frac != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		frac |= 0x800000
-		shift := uint32(14 - e)
-		half := frac >> shift
-		rem := frac & (1<<shift - 1)
-		mid := uint32(1) << (shift - 1)
-		if rem > mid || (rem == mid && half&1 == 1) {
-			half++
-		}
-		return sign | uint16(half)
-	}
-	half := uint32(e)<<10 | frac>>13
-	rem := frac & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
-		half++ // may carry into the exponent, which is right
-	}
-	return sign | uint16(half)
+	return binary.LittleEndian.AppendUint64(dst, v)
 }
 
 // truncate shortens client text quoted in an error message.

@@ -178,27 +178,6 @@ func TestDecodeBytes(t *testing.T) {
 	}
 }
 
-func TestHalf(t *testing.T) {
-	for _, c := range []struct {
-		f float32
-		h uint16
-	}{{0, 0}, {1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {0.5, 0x3800}, {5.960464477539063e-08, 1}, {float32(math.Inf(1)), 0x7c00}, {1e6, 0x7c00}, {1e-9, 0}} {
-		if got := FloatToHalf(c.f); got != c.h {
-			t.Errorf("FloatToHalf(%g) = %#04x, want %#04x", c.f, got, c.h)
-		}
-	}
-	// Every half that is a number survives the round trip.
-	for h := range 1 << 16 {
-		f := HalfToFloat(uint16(h))
-		if math.IsNaN(float64(f)) {
-			continue
-		}
-		if got := FloatToHalf(f); got != uint16(h) {
-			t.Fatalf("half %#04x -> %g -> %#04x", h, f, got)
-		}
-	}
-}
-
 func TestDecodeParameters(t *testing.T) {
 	p, err := DecodeParameters([]byte(`{"a": 1, "b": 1.5, "c": "s", "d": true, "e": null, "stop": ["x", "y"]}`))
 	if err != nil {

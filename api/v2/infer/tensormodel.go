@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/llmserve/llmserve/float16"
 	"github.com/llmserve/llmserve/oip"
 )
 
@@ -193,7 +194,7 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 			}
 		case t.Datatype == FP16:
 			for i := range n {
-				out.F32[i] = HalfToFloat(binary.LittleEndian.Uint16(t.Raw[2*i:]))
+				out.F32[i] = float16.ToFloat32(binary.LittleEndian.Uint16(t.Raw[2*i:]))
 			}
 		case t.Datatype == FP64:
 			for i := range n {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/float16"
 	"github.com/llmserve/llmserve/oip"
 )
 
@@ -46,7 +47,7 @@ func raw(dt Datatype, vals ...float64) []byte {
 		case FP64:
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 		case FP16:
-			b = binary.LittleEndian.AppendUint16(b, FloatToHalf(float32(v)))
+			b = binary.LittleEndian.AppendUint16(b, float16.FromFloat32(float32(v)))
 		case INT32:
 			b = binary.LittleEndian.AppendUint32(b, uint32(int32(v)))
 		case INT64:

@@ -105,10 +105,15 @@ func batchedShapes(md ModelMetadata) bool {
 // (TYPE_STRING for BYTES; TYPE_INVALID for none): oip's table.
 func TritonDataType(d Datatype) tc.DataType { return d.Triton() }
 
-// SortMapKeys orders a protobuf map's keys as both text forms of a
-// configuration write them (Triton's JSON here, v1's text format in
-// api/tritonv1): numbers by value, strings and bools by text.
-func SortMapKeys(ks []protoreflect.MapKey) {
+// SortedMapKeys returns a protobuf map's keys in the order both text
+// forms of a configuration write them (Triton's JSON here, v1's text
+// format in api/tritonv1): numbers by value, strings and bools by text.
+func SortedMapKeys(m protoreflect.Map) []protoreflect.MapKey {
+	ks := make([]protoreflect.MapKey, 0, m.Len())
+	m.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+		ks = append(ks, k)
+		return true
+	})
 	slices.SortFunc(ks, func(a, b protoreflect.MapKey) int {
 		switch a.Interface().(type) {
 		case int32, int64:
@@ -118,4 +123,5 @@ func SortMapKeys(ks []protoreflect.MapKey) {
 		}
 		return cmp.Compare(a.String(), b.String())
 	})
+	return ks
 }

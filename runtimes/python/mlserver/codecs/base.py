@@ -10,8 +10,10 @@ from typing import Any, Dict, List, Optional, Type, Union
 from ..types import InferenceRequest, InferenceResponse, RequestInput, ResponseOutput
 
 
-class InputCodec:
-    """Encodes a Python payload as one tensor and back."""
+class _Codec:
+    """What input and request codecs share: the content type a codec is
+    registered under, the payload type it decodes to, and whether it can
+    encode a payload (none by default)."""
 
     ContentType: Optional[str] = None
     TypeHint: Any = None
@@ -19,6 +21,10 @@ class InputCodec:
     @classmethod
     def can_encode(cls, payload: Any) -> bool:
         return False
+
+
+class InputCodec(_Codec):
+    """Encodes a Python payload as one tensor and back."""
 
     @classmethod
     def encode_output(cls, name: str, payload: Any, **kwargs: Any) -> ResponseOutput:
@@ -54,15 +60,8 @@ class InputCodec:
         return cls.decode_output(response_output)
 
 
-class RequestCodec:
+class RequestCodec(_Codec):
     """Encodes a Python payload as a whole request (response) and back."""
-
-    ContentType: Optional[str] = None
-    TypeHint: Any = None
-
-    @classmethod
-    def can_encode(cls, payload: Any) -> bool:
-        return False
 
     @classmethod
     def encode_response(cls, model_name: str, payload: Any, model_version: Optional[str] = None,

@@ -125,13 +125,7 @@ class SingleInputRequestCodec(RequestCodec):
 
     @classmethod
     def decode_response(cls, response: InferenceResponse) -> Any:
-        if len(response.outputs) != 1:
-            raise CodecError("the %r codec takes one output tensor (the response has %d)"
-                             % (cls.ContentType, len(response.outputs)))
-        first = response.outputs[0]
-        if not has_decoded(first):
-            _save_decoded(first, cls.InputCodec.decode_output(first))
-        return get_decoded_or_raw(first)
+        return cls._decode_only(response.outputs, "output", "response", cls.InputCodec.decode_output)
 
     @classmethod
     def encode_request(cls, payload: Any, **kwargs: Any) -> InferenceRequest:
@@ -140,10 +134,16 @@ class SingleInputRequestCodec(RequestCodec):
 
     @classmethod
     def decode_request(cls, request: InferenceRequest) -> Any:
-        if len(request.inputs) != 1:
-            raise CodecError("the %r codec takes one input tensor (the request has %d)"
-                             % (cls.ContentType, len(request.inputs)))
-        first = request.inputs[0]
+        return cls._decode_only(request.inputs, "input", "request", cls.InputCodec.decode_input)
+
+    @classmethod
+    def _decode_only(cls, tensors: List[Any], kind: str, whole: str, decode: Any) -> Any:
+        """The payload of the one tensor of a request (response), decoded
+        once by decode and kept on it."""
+        if len(tensors) != 1:
+            raise CodecError("the %r codec takes one %s tensor (the %s has %d)"
+                             % (cls.ContentType, kind, whole, len(tensors)))
+        first = tensors[0]
         if not has_decoded(first):
-            _save_decoded(first, cls.InputCodec.decode_input(first))
+            _save_decoded(first, decode(first))
         return get_decoded_or_raw(first)
