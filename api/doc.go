@@ -1,5 +1,5 @@
 // Package api assembles the HTTP surface: one chi router that mounts every
-// protocol package (api/openai, api/anthropic, api/responses, api/v2,
+// protocol package (api/openai, api/catalog, api/anthropic, api/responses, api/v2,
 // api/kservev1, api/tritonv1, api/dataplane),
 // the health endpoints, /metrics, the chat page (api/webui), and the
 // middleware every route shares: request ids, optional bearer-token auth,
@@ -27,6 +27,7 @@
 //	                        serves them on a port of their own)
 //	GET /, GET /ui/...      the chat page, see api/webui (no API key needed)
 //	/v1/...                 OpenAI API, see api/openai
+//	GET /v1/models[/{m}]    the model list (OpenAI, Anthropic, Codex, KServe V1), see api/catalog
 //	/v1/messages[...]       Anthropic's Messages, see api/anthropic
 //	/v1/responses[...]      OpenAI's Responses and its store, see api/responses
 //	/v2, /v2/models/...     Open Inference Protocol (V2) REST, see api/v2

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/llmserve/llmserve/api/anthropic"
+	"github.com/llmserve/llmserve/api/catalog"
 	"github.com/llmserve/llmserve/api/dataplane"
 	"github.com/llmserve/llmserve/api/kservev1"
 	"github.com/llmserve/llmserve/api/openai"
@@ -171,6 +172,8 @@ func NewHandler(opts Options) (http.Handler, error) {
 			Media:        opts.Media,
 		})
 		oa.Mount(r)
+		// The model list, in each client's shape, over the same models.
+		catalog.Mount(r, oab)
 		anthropic.Mount(r, oa, anthropic.Options{})
 		responses.Mount(r, oa, responses.Options{Store: opts.ResponseStore})
 		v2.Mount(r, v2b, v2.Options{Logger: log, MaxBodyBytes: opts.MaxBodyBytes, Infer: opts.Infer})

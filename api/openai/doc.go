@@ -1,18 +1,18 @@
 // Package openai serves the OpenAI-compatible HTTP API: chat completions,
-// completions, embeddings, score and rerank, tokenize, and the model list,
-// with SSE streaming, in the shapes the OpenAI SDKs and vLLM's clients
-// expect.
+// completions, embeddings, score and rerank, and tokenize, with SSE
+// streaming, in the shapes the OpenAI SDKs and vLLM's clients expect.
 //
 //	POST /v1/chat/completions
 //	POST /v1/completions
 //	POST /v1/embeddings
 //	POST /v1/score, /score; /v1/rerank, /rerank, /v2/rerank
 //	POST /tokenize, /detokenize
-//	GET  /v1/models
-//	GET  /v1/models/{id}
 //
 // New returns a Server over a Backend (backend.go) and Server.Mount adds
-// the routes to a chi router (Mount does both).
+// the routes to a chi router (Mount does both). The model list (GET
+// /v1/models and /v1/models/{id}, in OpenAI's, Anthropic's, Codex's and
+// KServe V1's shapes) is api/catalog's, over the same Backend; it writes
+// its 404 with this package's error path (ModelNotFound, WriteError).
 //
 // # The chat family
 //
@@ -83,13 +83,11 @@
 //     the first model instead): absent or empty is a 400 naming "model";
 //     an unknown model is a 404 with code "model_not_found"; a tensor
 //     model (a Backend that is TensorModels says so) is a 400 naming
-//     "model" that points to the V2 and KServe V1 routes, and GET
-//     /v1/models/{id} gives its KServe V1 status {"name","ready"}. A LoRA
-//     adapter is a Model of its own (the Backend resolves its name; its
-//     Submit runs the base model with the adapter), and one that is an
-//     AdapterModel is listed with vLLM's "parent" and "root". GET
-//     /v1/models?client_version=... (Codex CLI's model_catalog_url) adds
-//     Codex's model catalog beside the list (models_codex.go).
+//     "model" that points to the V2 and KServe V1 routes (api/catalog's
+//     GET /v1/models/{id} gives its KServe V1 status {"name","ready"}). A
+//     LoRA adapter is a Model of its own (the Backend resolves its name;
+//     its Submit runs the base model with the adapter; api/catalog lists
+//     one that is a catalog.AdapterModel with vLLM's "parent" and "root").
 //   - temperature must be in OpenAI's range [0, 2] (a 400 naming it
 //     otherwise); inside it, the engine's own range applies too.
 //   - messages: content is a string or an array of text, image_url and

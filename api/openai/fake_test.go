@@ -275,8 +275,6 @@ func testHandler(models ...Model) http.Handler {
 	h.seed = func() uint32 { return 1234 }
 	r.Post("/v1/chat/completions", h.chatCompletions)
 	r.Post("/v1/completions", h.completions)
-	r.Get("/v1/models", h.listModels)
-	r.Get("/v1/models/*", h.getModel)
 	return r
 }
 

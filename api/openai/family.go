@@ -74,6 +74,15 @@ func ErrorOf(err error) ErrorInfo {
 // which case there is nobody left to answer.
 func IsClientGone(err error) bool { return isClientGone(err) }
 
+// ModelNotFound is the error of a request for a model this server does
+// not serve: a 404 with code "model_not_found" (api/catalog's GET
+// /v1/models/{id}).
+func ModelNotFound(name string) error { return &modelNotFoundError{name: name} }
+
+// WriteError writes err as a complete response in OpenAI's error envelope,
+// with the status ErrorOf gives it.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, toAPIError(err)) }
+
 // WriteJSON writes v, JSON without HTML escaping, as the whole response
 // with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }

@@ -64,8 +64,6 @@ func New(b Backend, opts Options) *Server { return &Server{h: newHandler(b, opts
 //
 //	POST /v1/chat/completions
 //	POST /v1/completions
-//	GET  /v1/models
-//	GET  /v1/models/{id}   (the id may contain slashes)
 //	POST /v1/embeddings
 //	POST /v1/score, /score                      (vLLM)
 //	POST /v1/rerank, /rerank, /v2/rerank        (Jina, Cohere)
@@ -80,8 +78,6 @@ func (s *Server) Mount(r chi.Router) {
 	for path, fn := range post {
 		r.Post(path, fn)
 	}
-	r.Get("/v1/models", h.listModels)
-	r.Get("/v1/models/*", h.getModel)
 }
 
 // handler serves the routes. Its function fields are seams for tests.

@@ -15,8 +15,6 @@ const (
 	objectChatCompletion      = "chat.completion"
 	objectChatCompletionChunk = "chat.completion.chunk"
 	objectTextCompletion      = "text_completion"
-	objectModel               = "model"
-	objectList                = "list"
 )
 
 // Usage is CompletionUsage: a request's token count in OpenAI's shape,
@@ -263,23 +261,4 @@ func (l logprob) appendJSON(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// modelObject is OpenAI's Model plus vLLM's max_model_len.
-type modelObject struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Created     int64  `json:"created"`
-	OwnedBy     string `json:"owned_by"`
-	MaxModelLen int    `json:"max_model_len"`
-	// Root and Parent are set for a LoRA adapter (vLLM's shape): its file
-	// and the id of the model it runs on.
-	Root   string  `json:"root,omitempty"`
-	Parent *string `json:"parent,omitempty"`
-}
-
-// modelList is ListModelsResponse.
-type modelList struct {
-	Object string        `json:"object"`
-	Data   []modelObject `json:"data"`
 }

@@ -1,4 +1,4 @@
-package openai
+package catalog
 
 import (
 	"encoding/json"
@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/llmserve/llmserve/api/openai"
 )
 
 func TestModels(t *testing.T) {
@@ -34,7 +37,7 @@ func TestModels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := do(t, h, nil, http.MethodGet, tt.path, "")
+			rec := do(t, h, http.MethodGet, tt.path)
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
 			}
@@ -46,29 +49,9 @@ func TestModels(t *testing.T) {
 }
 
 func TestModelsEmpty(t *testing.T) {
-	rec := do(t, testHandler(), nil, http.MethodGet, "/v1/models", "")
+	rec := do(t, testHandler(), http.MethodGet, "/v1/models")
 	if rec.Body.String() != `{"object":"list","data":[]}`+"\n" {
 		t.Errorf("body %s", rec.Body)
-	}
-	rec = do(t, testHandler(), nil, http.MethodPost, "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"Hi"}]}`)
-	if rec.Code != http.StatusNotFound {
-		t.Errorf("no models: status %d", rec.Code)
-	}
-}
-
-func TestMount(t *testing.T) {
-	m := newFakeModel(t)
-	r := chi.NewRouter()
-	Mount(r, &fakeBackend{models: []Model{m}}, Options{})
-	for _, tc := range []struct{ method, path, body string }{
-		{http.MethodGet, "/v1/models", ""},
-		{http.MethodGet, "/v1/models/test-model", ""},
-		{http.MethodPost, "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":"Hi"}]}`},
-		{http.MethodPost, "/v1/completions", `{"model":"test-model","prompt":"Hi"}`},
-	} {
-		if rec := do(t, r, m, tc.method, tc.path, tc.body); rec.Code != http.StatusOK {
-			t.Errorf("%s %s: status %d: %s", tc.method, tc.path, rec.Code, rec.Body)
-		}
 	}
 }
 
@@ -99,7 +82,7 @@ func TestModelsAnthropic(t *testing.T) {
 // the context window from max_model_len); without it the list is OpenAI's.
 func TestModelsCodexCatalog(t *testing.T) {
 	a := newFakeModel(t)
-	rec := do(t, testHandler(a), nil, http.MethodGet, "/v1/models?client_version=0.171.0", "")
+	rec := do(t, testHandler(a), http.MethodGet, "/v1/models?client_version=0.171.0")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
@@ -126,5 +109,61 @@ func TestModelsCodexCatalog(t *testing.T) {
 	}
 	if tmpl, _ := m["model_messages"].(map[string]any)["instructions_template"].(string); tmpl == "" {
 		t.Errorf("no instructions_template (Codex needs a string): %v", m["model_messages"])
+	}
+}
+
+// A LoRA adapter is listed with vLLM's parent and root; a tensor model's
+// document is KServe V1's status alone; a model with a reasoning parser
+// offers Codex three reasoning levels.
+func TestModelsAdapterTensorReasoning(t *testing.T) {
+	base := newFakeModel(t)
+	lora := &fakeAdapter{fakeModel: &fakeModel{name: "sql-lora", maxLen: 64}, parent: "test-model", root: "/adapters/sql.gguf"}
+	r := chi.NewRouter()
+	Mount(r, &fakeBackend{models: []openai.Model{base, lora}, tensors: map[string]bool{"mlp": true, "cold": false}})
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/models", `{"object":"list","data":[{"id":"test-model","object":"model","created":1700000000,"owned_by":"llmserve","max_model_len":64},` +
+			`{"id":"sql-lora","object":"model","created":1700000000,"owned_by":"llmserve","max_model_len":64,"root":"/adapters/sql.gguf","parent":"test-model"}]}` + "\n"},
+		{"/v1/models/mlp", `{"name":"mlp","ready":true}` + "\n"},
+		{"/v1/models/cold", `{"name":"cold","ready":false}` + "\n"},
+	} {
+		if rec := do(t, r, http.MethodGet, tt.path); rec.Code != http.StatusOK || rec.Body.String() != tt.body {
+			t.Errorf("%s: %d\n got %s\nwant %s", tt.path, rec.Code, rec.Body, tt.body)
+		}
+	}
+
+	rec := do(t, testHandler(fakeReasoner{base}), http.MethodGet, "/v1/models?client_version=0.171.0")
+	var got struct {
+		Models []struct {
+			Default *string `json:"default_reasoning_level"`
+			Levels  []struct {
+				Effort string `json:"effort"`
+			} `json:"supported_reasoning_levels"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || len(got.Models) != 1 {
+		t.Fatalf("catalog %s: %v", rec.Body, err)
+	}
+	if m := got.Models[0]; m.Default == nil || *m.Default != "medium" || len(m.Levels) != 3 {
+		t.Errorf("reasoning model's entry %s", rec.Body)
+	}
+}
+
+// TestGoOpenAIClient: go-openai's client reads the list and one model.
+func TestGoOpenAIClient(t *testing.T) {
+	srv := httptest.NewServer(testHandler(newFakeModel(t)))
+	defer srv.Close()
+	cfg := goopenai.DefaultConfig("sk-unused")
+	cfg.BaseURL = srv.URL + "/v1"
+	client := goopenai.NewClientWithConfig(cfg)
+	list, err := client.ListModels(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Models) != 1 || list.Models[0].ID != "test-model" || list.Models[0].OwnedBy != "llmserve" {
+		t.Errorf("models %+v", list)
+	}
+	got, err := client.GetModel(t.Context(), "test-model")
+	if err != nil || got.ID != "test-model" {
+		t.Errorf("model %+v %v", got, err)
 	}
 }

@@ -1,8 +1,9 @@
-package openai
+package catalog
 
 import (
 	"net/http"
 
+	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
 )
@@ -66,7 +67,7 @@ When you are done, end your turn with a short answer to the user.`
 // max_model_len; a model with a reasoning parser offers low, medium and
 // high effort (the thinking budget, docs/API.md); apply_patch is offered
 // as a freeform (custom, grammar-constrained) tool.
-func codexModelOf(m Model) codexModel {
+func codexModelOf(m openai.Model) codexModel {
 	c := codexModel{
 		Slug: m.Name(), DisplayName: m.Name(), Description: "Served by llmserve.",
 		ContextWindow: m.MaxModelLen(), SupportedReasoningLevels: []codexEffort{},
@@ -84,7 +85,7 @@ func codexModelOf(m Model) codexModel {
 			{Effort: "high", Description: "Long thinking (three quarters of max_output_tokens, or 16384 tokens)"},
 		}
 	}
-	if mm, ok := m.(MediaModel); ok && mm.ReadsMedia(media.Image) {
+	if mm, ok := m.(openai.MediaModel); ok && mm.ReadsMedia(media.Image) {
 		c.InputModalities = append(c.InputModalities, "image")
 	}
 	return c

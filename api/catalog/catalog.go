@@ -1,4 +1,4 @@
-package openai
+package catalog
 
 import (
 	"net/http"
@@ -6,22 +6,56 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/api/openai"
 )
 
-// ownedBy is the owned_by of every model object.
-const ownedBy = "llmserve"
+// Mount adds GET /v1/models and GET /v1/models/{id} over b's models to r.
+func Mount(r chi.Router, b openai.Backend) {
+	h := &handler{backend: b}
+	r.Get("/v1/models", h.listModels)
+	r.Get("/v1/models/*", h.getModel)
+}
 
 // AdapterModel is a Model that is a LoRA adapter of another: GET
 // /v1/models shows its parent and root, as vLLM does.
 type AdapterModel interface {
-	Model
+	openai.Model
 	// Parent is the id of the model the adapter runs on.
 	Parent() string
 	// Root is the adapter's file.
 	Root() string
 }
 
-func modelObjectOf(m Model) modelObject {
+type handler struct{ backend openai.Backend }
+
+// Object names and the owned_by of every model object.
+const (
+	objectModel = "model"
+	objectList  = "list"
+	ownedBy     = "llmserve"
+)
+
+// modelObject is OpenAI's Model plus vLLM's max_model_len.
+type modelObject struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len"`
+	// Root and Parent are set for a LoRA adapter (vLLM's shape): its file
+	// and the id of the model it runs on.
+	Root   string  `json:"root,omitempty"`
+	Parent *string `json:"parent,omitempty"`
+}
+
+// modelList is ListModelsResponse.
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+}
+
+func modelObjectOf(m openai.Model) modelObject {
 	o := modelObject{
 		ID:          m.Name(),
 		Object:      objectModel,
@@ -49,7 +83,7 @@ type anthropicModel struct {
 	MaxTokens      int    `json:"max_tokens"`
 }
 
-func anthropicModelOf(m Model) anthropicModel {
+func anthropicModelOf(m openai.Model) anthropicModel {
 	return anthropicModel{Type: "model", ID: m.Name(), DisplayName: m.Name(),
 		CreatedAt: time.Unix(m.Created(), 0).UTC().Format(time.RFC3339), MaxInputTokens: m.MaxModelLen(), MaxTokens: m.MaxModelLen()}
 }
@@ -76,7 +110,7 @@ func (h *handler) listModels(w http.ResponseWriter, r *http.Request) {
 		if n := len(p.Data); n > 0 {
 			p.FirstID, p.LastID = &p.Data[0].ID, &p.Data[n-1].ID
 		}
-		writeJSON(w, http.StatusOK, p)
+		openai.WriteJSON(w, http.StatusOK, p)
 		return
 	}
 	list := modelList{Object: objectList, Data: make([]modelObject, 0, len(ms))}
@@ -88,10 +122,10 @@ func (h *handler) listModels(w http.ResponseWriter, r *http.Request) {
 		for _, m := range ms {
 			cat.Models = append(cat.Models, codexModelOf(m))
 		}
-		writeJSON(w, http.StatusOK, cat)
+		openai.WriteJSON(w, http.StatusOK, cat)
 		return
 	}
-	writeJSON(w, http.StatusOK, list)
+	openai.WriteJSON(w, http.StatusOK, list)
 }
 
 // kserveModel is GET /v1/models/{id}'s answer: OpenAI's model object and
@@ -114,24 +148,24 @@ func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m, ok := h.backend.Model(name)
-	if tb, tok := h.backend.(TensorModels); !ok && tok && name != "" {
+	if tb, tok := h.backend.(openai.TensorModels); !ok && tok && name != "" {
 		if ready, ok := tb.TensorModel(name); ok {
 			// KServe V1's model status; a tensor model is no OpenAI model.
-			writeJSON(w, http.StatusOK, map[string]any{"name": name, "ready": ready})
+			openai.WriteJSON(w, http.StatusOK, map[string]any{"name": name, "ready": ready})
 			return
 		}
 	}
 	if !ok || name == "" {
-		writeError(w, toAPIError(&modelNotFoundError{name: name}))
+		openai.WriteError(w, openai.ModelNotFound(name))
 		return
 	}
 	if anthropicClient(r) {
-		writeJSON(w, http.StatusOK, anthropicModelOf(m))
+		openai.WriteJSON(w, http.StatusOK, anthropicModelOf(m))
 		return
 	}
 	ready := true
 	if r, ok := m.(interface{ Ready() bool }); ok {
 		ready = r.Ready()
 	}
-	writeJSON(w, http.StatusOK, kserveModel{modelObject: modelObjectOf(m), Name: m.Name(), Ready: ready})
+	openai.WriteJSON(w, http.StatusOK, kserveModel{modelObject: modelObjectOf(m), Name: m.Name(), Ready: ready})
 }
