@@ -59,9 +59,12 @@ func SetLogger(l *slog.Logger, level slog.Level) {
 // LlamaCommit is the llama.cpp commit the binary was built with.
 func LlamaCommit() string { return C.GoString(C.LLAMA_COMMIT) }
 
-// ensureInit loads the ggml backends once: the CPU backend is compiled in,
-// GPU backends are shared libraries found through OLLAMA_LIBRARY_PATH or
-// <exe>/../lib/ollama.
+// Init loads the ggml backends once, for this package's models and for
+// packages that run ggml graphs of their own (tensorgraph): the CPU backend
+// is compiled in, GPU backends are shared libraries found through
+// OLLAMA_LIBRARY_PATH or <exe>/../lib/ollama.
+func Init() { ensureInit() }
+
 func ensureInit() {
 	initOnce.Do(func() {
 		llama.BackendInit()

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 
 	"github.com/llmserve/llmserve/engine"
-	"github.com/llmserve/llmserve/engine/graph"
 )
 
 // ErrNoCgo is returned when the binary was built without cgo.
 var ErrNoCgo = errors.New("llamacpp: built without cgo; llama.cpp is not available")
+
+// Init loads the ggml backends; without cgo there are none.
+func Init() {}
 
 // ErrModelClosed is returned by methods called after Close.
 var ErrModelClosed = errors.New("llamacpp: model closed")
@@ -136,25 +138,6 @@ func (*Context) EmbedCapacity() engine.EmbedCapacity { return engine.EmbedCapaci
 func (*Context) Close() error                        { return nil }
 func (*Context) Idle()                               {}
 func (*Context) AdapterSwitches() uint64             { return 0 }
-
-// GraphModel is a tensor graph; without cgo it cannot be loaded.
-type GraphModel struct{}
-
-// LoadGraph returns ErrNoCgo.
-func LoadGraph(*graph.Checked, GraphOptions) (*GraphModel, error) { return nil, ErrNoCgo }
-
-// Run returns ErrNoCgo.
-func (*GraphModel) Run(context.Context, int, [][]float32) ([]GraphOutput, error) {
-	return nil, ErrNoCgo
-}
-
-// RunInputs returns ErrNoCgo.
-func (*GraphModel) RunInputs(context.Context, int, []GraphInput) ([]GraphOutput, error) {
-	return nil, ErrNoCgo
-}
-
-// Close does nothing.
-func (*GraphModel) Close() error { return nil }
 
 // GGUFString needs cgo (ggml's GGUF reader).
 func GGUFString(string, string) (string, bool, error) { return "", false, ErrNoCgo }

@@ -10,16 +10,16 @@ import (
 	"slices"
 
 	"github.com/llmserve/llmserve/engine/graph"
-	"github.com/llmserve/llmserve/engine/llamacpp"
+	"github.com/llmserve/llmserve/engine/llamacpp/tensorgraph"
 )
 
 // Options says how to execute a loaded model.
 type Options struct {
 	// Threads is the number of CPU threads one Run computes with; 0 means
-	// 1, best for small models (see llamacpp.GraphOptions): use parallel
+	// 1, best for small models (see tensorgraph.GraphOptions): use parallel
 	// workers (concurrent Runs) to use more cores.
 	Threads int
-	// Parts is the most runners a large batch (2×llamacpp.SplitRows rows
+	// Parts is the most runners a large batch (2×tensorgraph.SplitRows rows
 	// and more, cut into pieces of SplitRows) is computed on at once; 0
 	// means GOMAXPROCS (every core the process was given), 1 never cuts.
 	Parts int
@@ -71,7 +71,7 @@ func Load(name string, data []byte, opts Options) (Executor, error) {
 	if err != nil {
 		return nil, &ModelError{Path: name, Format: format, Err: err}
 	}
-	m, err := llamacpp.LoadGraph(c, llamacpp.GraphOptions{Threads: opts.Threads, Parts: parts(opts.Parts)})
+	m, err := tensorgraph.LoadGraph(c, tensorgraph.GraphOptions{Threads: opts.Threads, Parts: parts(opts.Parts)})
 	if err != nil {
 		return nil, fmt.Errorf("tensor model %s: %w", name, err)
 	}
@@ -105,12 +105,12 @@ func Decode(data []byte) (*graph.Checked, string, error) {
 
 // executor is an Executor over a ggml graph.
 type executor struct {
-	m       *llamacpp.GraphModel
+	m       *tensorgraph.GraphModel
 	inputs  []Spec
 	outputs []Spec
 }
 
-func newExecutor(c *graph.Checked, m *llamacpp.GraphModel) *executor {
+func newExecutor(c *graph.Checked, m *tensorgraph.GraphModel) *executor {
 	e := &executor{m: m}
 	for _, v := range c.Inputs {
 		e.inputs = append(e.inputs, spec(v))
@@ -145,7 +145,7 @@ func (e *executor) Run(ctx context.Context, in []Tensor) ([]Tensor, error) {
 		return nil, fmt.Errorf("got %d input tensors, the model takes %d", len(in), len(e.inputs))
 	}
 	rows := int64(-1)
-	data := make([]llamacpp.GraphInput, len(in))
+	data := make([]tensorgraph.GraphInput, len(in))
 	for i, spec := range e.inputs {
 		t := &in[i]
 		if t.Name != spec.Name {
@@ -169,7 +169,7 @@ func (e *executor) Run(ctx context.Context, in []Tensor) ([]Tensor, error) {
 			return nil, fmt.Errorf("input %q has batch size %d, input %q has %d", t.Name, t.Shape[0], in[0].Name, rows)
 		}
 		rows = t.Shape[0]
-		data[i] = llamacpp.GraphInput{F32: t.F32, I64: t.I64}
+		data[i] = tensorgraph.GraphInput{F32: t.F32, I64: t.I64}
 	}
 	outs, err := e.m.RunInputs(ctx, int(rows), data)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package llamacpp
+package tensorgraph
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package llamacpp
+package tensorgraph
 
 // GraphOptions says how to execute a tensor graph.
 type GraphOptions struct {

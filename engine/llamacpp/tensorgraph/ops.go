@@ -1,6 +1,6 @@
 //go:build cgo
 
-package llamacpp
+package tensorgraph
 
 /*
 #include "ggml.h"
@@ -262,7 +262,7 @@ func (bl *builder) full(v gval, shape []int64) *C.struct_ggml_tensor {
 	return C.ggml_repeat(bl.ctx, x.t, newTensor(bl.ctx, C.GGML_TYPE_F32, shape))
 }
 
-// nodeOps builds the operators of tensorgraph_ops.go.
+// nodeOps builds the operators of ops.go.
 func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 	ctx := bl.ctx
 	in := func(i int) (gval, error) { return bl.value(n.Inputs[i]) }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package llamacpp
+package tensorgraph
 
 /*
 #include <stdlib.h>
@@ -22,7 +22,12 @@ import (
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine/graph"
+	"github.com/llmserve/llmserve/engine/llamacpp"
 )
+
+// ErrModelClosed is returned by a Run after Close (the binding's
+// sentinel, so callers test one error whichever package ran the model).
+var ErrModelClosed = llamacpp.ErrModelClosed
 
 // GraphModel is a tensor graph ready to run on ggml's CPU backend: its
 // constants live in one ggml context, uploaded once and only read after;
@@ -32,7 +37,7 @@ type GraphModel struct {
 	g       *graph.Checked
 	threads int
 	parts   int         // GraphOptions.Parts
-	params  *nodeParams // custom operators' parameters: ai.onnx.ml and CNN nodes (tensorgraph_ml.go)
+	params  *nodeParams // custom operators' parameters: ai.onnx.ml and CNN nodes (ml.go)
 	wctx    *C.struct_ggml_context
 	weights map[string]*C.struct_ggml_tensor // by constant name and prepared form
 	// indexBound is, for an I64 input that Gather uses as indices, the
@@ -61,7 +66,7 @@ func weightKey(name, form string) string { return name + "\x00" + form }
 
 // LoadGraph uploads a checked graph's constants into ggml memory.
 func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
-	ensureInit()
+	llamacpp.Init()
 	C.ggml_cpu_init()
 	threads := opts.Threads
 	if threads <= 0 {
@@ -475,4 +480,12 @@ func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput,
 		}
 	}
 	return outs, nil
+}
+
+// newThreadPool starts a ggml thread pool of threads workers (poll: how
+// long they spin before sleeping, ggml's scale 0-100).
+func newThreadPool(threads, poll int) *C.struct_ggml_threadpool {
+	tp := C.ggml_threadpool_params_default(C.int(threads))
+	tp.poll = C.uint32_t(poll)
+	return C.ggml_threadpool_new(&tp)
 }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package llamacpp
+package tensorgraph
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/llmserve/llmserve/engine/graph"
 )
 
-// The operators of tensorgraph_ops.go, each run through ggml and compared
+// The operators of ops.go, each run through ggml and compared
 // with graph.Eval, at one row (padded to two) and three.
 
 func intsAttr(v ...int64) graph.Attr { return graph.Attr{Kind: graph.AttrInts, Ints: v} }

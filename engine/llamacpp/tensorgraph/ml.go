@@ -1,6 +1,6 @@
 //go:build cgo
 
-package llamacpp
+package tensorgraph
 
 /*
 #pragma GCC optimize ("fp-contract=off")

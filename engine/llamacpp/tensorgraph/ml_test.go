@@ -1,6 +1,6 @@
 //go:build cgo
 
-package llamacpp
+package tensorgraph
 
 import (
 	"context"
@@ -228,7 +228,7 @@ func TestTreeWalk(t *testing.T) {
 }
 
 // TestGraphMLOps runs every ai.onnx.ml operator through ggml (the C
-// kernels of tensorgraph_ml.go) and compares it with graph.Eval: the same
+// kernels of ml.go) and compares it with graph.Eval: the same
 // float32 operations, so the same bits (expf and exp may differ in the
 // last bit). The inputs are on a grid of 0.25 with NaNs, to hit the
 // trees' boundaries and missing-value branches; 37 rows split among the
