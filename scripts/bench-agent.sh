@@ -16,7 +16,12 @@
 #     [SERVERS="llmserve llama-kvu"] [RUNS=3] [PREFIX_LEN=20000] [TURNS=5] \
 #     [TOOLS=16] [USER_LEN=40] [TOOL_RESULT_LEN=300] [OUTPUT_LEN=16] \
 #     [LLMSERVE_ARGS=] [LLAMA_ARGS=] [LLAMA_APIS=messages,responses,chat] \
+#     [LLMSERVE_APIS=messages,responses,chat] [FIRST_RUN=1] \
 #     [OUT=bench-results/agent] scripts/bench-agent.sh
+#
+# FIRST_RUN continues a measurement: reps FIRST_RUN..RUNS, with the seeds
+# and the alternation they would have had (say, fewer APIs for the later
+# reps when a rep takes long: each session's first turn is a cold prefill).
 #
 # The model needs a context of at least the whole session (PREFIX_LEN, the
 # tools' JSON, TURNS × (USER_LEN + TOOL_RESULT_LEN) and the template's
@@ -45,6 +50,8 @@ OUTPUT_LEN=${OUTPUT_LEN:-16}
 LLMSERVE_ARGS=${LLMSERVE_ARGS:-}
 LLAMA_ARGS=${LLAMA_ARGS:-}
 LLAMA_APIS=${LLAMA_APIS:-messages,responses,chat}
+LLMSERVE_APIS=${LLMSERVE_APIS:-messages,responses,chat}
+FIRST_RUN=${FIRST_RUN:-1}
 OUT=${OUT:-bench-results/agent}
 BASE_PORT=${BASE_PORT:-18290}
 TIMEOUT=${TIMEOUT:-30m}
@@ -105,12 +112,12 @@ start() {
 }
 
 # apis_of NAME: the APIs to run against the server on PORT. llmserve has
-# all three; of LLAMA_APIS, llama-server gets those whose route exists (an
-# empty POST answered 404 means it does not).
+# all three (LLMSERVE_APIS); of LLAMA_APIS, llama-server gets those whose
+# route exists (an empty POST answered 404 means it does not).
 apis_of() {
   local name=$1 api path code list=""
   if [ "$name" = llmserve ]; then
-    echo messages,responses,chat
+    echo "$LLMSERVE_APIS"
     return
   fi
   for api in ${LLAMA_APIS//,/ }; do
@@ -134,12 +141,12 @@ apis_of() {
   echo "llmserve: $("$BIN" version 2>&1 | head -1), git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
   [ -n "${LLAMA_SERVER:-}" ] && echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 -i version)"
   echo "model: $MODEL ($(stat -c %s "$MODEL") bytes)"
-  echo "workload: PREFIX_LEN=$PREFIX_LEN TOOLS=$TOOLS TURNS=$TURNS USER_LEN=$USER_LEN TOOL_RESULT_LEN=$TOOL_RESULT_LEN OUTPUT_LEN=$OUTPUT_LEN RUNS=$RUNS"
+  echo "workload: PREFIX_LEN=$PREFIX_LEN TOOLS=$TOOLS TURNS=$TURNS USER_LEN=$USER_LEN TOOL_RESULT_LEN=$TOOL_RESULT_LEN OUTPUT_LEN=$OUTPUT_LEN RUNS=$FIRST_RUN..$RUNS LLMSERVE_APIS=$LLMSERVE_APIS LLAMA_APIS=$LLAMA_APIS"
   for name in $SERVERS; do echo "$name: $(server_cmd "$name" PORT)"; done
-} | tee "$OUT/setup.txt"
+} | tee -a "$OUT/setup.txt"
 
 read -r -a servers <<<"$SERVERS"
-for run in $(seq "$RUNS"); do
+for run in $(seq "$FIRST_RUN" "$RUNS"); do
   # Alternate the order: every server goes first in one rep of each len(servers).
   k=$(((run - 1) % ${#servers[@]}))
   order=("${servers[@]:k}" "${servers[@]:0:k}")
