@@ -214,14 +214,15 @@ func AgentTable(w io.Writer, paths []string) error {
 		if len(r.cachedShare) > 0 {
 			share = fmt.Sprintf("%.3f", median(r.cachedShare))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %.0f %s | %.0f %s | %.3f | %s | %d |\n", r.server, r.api, len(r.first),
-			median(r.input), median(r.first), reps(r.first, "%.0f"), median(r.later), reps(r.later, "%.0f"), median(r.ratio), share, r.failed)
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %.0f%s | %.0f%s | %.3f%s | %s | %d |\n", r.server, r.api, len(r.first),
+			median(r.input), median(r.first), reps(r.first, "%.0f"), median(r.later), reps(r.later, "%.0f"),
+			median(r.ratio), reps(r.ratio, "%.3f"), share, r.failed)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// reps formats each rep's value, "(a, b, c)", or "" for fewer than two.
+// reps formats each rep's value, " (a, b, c)", or "" for fewer than two.
 func reps(xs []float64, format string) string {
 	if len(xs) < 2 {
 		return ""
@@ -230,5 +231,5 @@ func reps(xs []float64, format string) string {
 	for i, x := range xs {
 		parts[i] = fmt.Sprintf(format, x)
 	}
-	return "(" + strings.Join(parts, ", ") + ")"
+	return " (" + strings.Join(parts, ", ") + ")"
 }
