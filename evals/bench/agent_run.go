@@ -105,7 +105,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*Agent
 		return nil, err
 	}
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	c := &agentClient{http: &http.Client{Transport: newTransport(1, false)}, cfg: &cfg, model: cfg.Model, logger: logger}
