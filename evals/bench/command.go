@@ -181,7 +181,7 @@ compare the JSON files:
 	f.BoolVar(&asJSON, "json", false, "write the report to stdout as JSON instead of a table")
 	f.StringVar(&outputFile, "output-file", "", "also write the JSON report to this file (vLLM's field names)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not log progress to stderr")
-	cmd.AddCommand(newPlotCommand(), newTableCommand())
+	cmd.AddCommand(newPlotCommand(), newTableCommand(), newAgentCommand())
 	return cmd
 }
 

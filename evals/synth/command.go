@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -18,6 +19,7 @@ func NewCommand() *cobra.Command {
 		context                         int
 		seed                            uint64
 		reasoning                       bool
+		templatePath                    string
 	)
 	var table strings.Builder
 	writeShapes(&table)
@@ -57,7 +59,17 @@ Example:
 			}
 			opts := Options{Shape: s, DType: dt, VocabPath: vocabPath, Context: context, Seed: seed}
 			if reasoning {
+				if templatePath != "" {
+					return errors.New("--reasoning writes its own chat template: leave out --chat-template")
+				}
 				opts.AddedTokens, opts.ChatTemplate = ReasoningTokens, ReasoningTemplate
+			}
+			if templatePath != "" {
+				b, err := os.ReadFile(templatePath)
+				if err != nil {
+					return fmt.Errorf("--chat-template: %w", err)
+				}
+				opts.ChatTemplate = string(b)
 			}
 			sum, err := Write(output, opts)
 			if err != nil {
@@ -74,6 +86,7 @@ Example:
 	fl.StringVarP(&output, "output", "o", "", "GGUF file to write (required)")
 	fl.IntVar(&context, "context", 0, "training context length to write (llama.context_length); 0: the shape's")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the pseudo-random weights")
+	fl.StringVar(&templatePath, "chat-template", "", "file with a Jinja chat template to write as tokenizer.chat_template (replacing the vocabulary's), e.g. one that renders tools")
 	fl.BoolVar(&reasoning, "reasoning", false, "add <think> and </think> to the vocabulary and write a chat template that opens a thinking section (serve it with --reasoning-parser qwen3)")
 	_ = cmd.MarkFlagRequired("vocab")
 	_ = cmd.MarkFlagRequired("output")

@@ -59,6 +59,39 @@ func TestCommandErrors(t *testing.T) {
 	}
 }
 
+// TestCommandChatTemplate: --chat-template writes the file's template into
+// the model; with --reasoning (which writes its own) it is refused.
+func TestCommandChatTemplate(t *testing.T) {
+	vocab := writeVocab(t, 40)
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "tools.jinja")
+	const text = "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"
+	if err := os.WriteFile(tmpl, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "m.gguf")
+	if out, err := runCommand("--shape", "stories260k", "--vocab", vocab, "-o", path, "--chat-template", tmpl); err != nil {
+		t.Fatal(err, out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := readGGUF(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.lookup("tokenizer.chat_template"); got != text {
+		t.Errorf("tokenizer.chat_template = %q, want the file's", got)
+	}
+	if _, err := runCommand("--vocab", vocab, "-o", path, "--chat-template", tmpl, "--reasoning"); err == nil || !strings.Contains(err.Error(), "leave out --chat-template") {
+		t.Errorf("--reasoning with --chat-template: %v", err)
+	}
+	if _, err := runCommand("--vocab", vocab, "-o", path, "--chat-template", filepath.Join(dir, "missing.jinja")); err == nil || !strings.Contains(err.Error(), "--chat-template") {
+		t.Errorf("a missing template file: %v", err)
+	}
+}
+
 // TestDocListsShapes keeps doc.go's table of shapes in step with the code.
 func TestDocListsShapes(t *testing.T) {
 	doc, err := os.ReadFile("doc.go")

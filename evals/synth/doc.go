@@ -72,8 +72,13 @@
 //
 // The tokenizer is copied from a GGUF file given with --vocab: every
 // tokenizer.* key, with its exact GGUF type. A vocabulary-only file
-// (llama.cpp's models/ggml-vocab-*.gguf) or any model file will do. Its
-// token count sets the rows of token_embd.weight and of the output layer, so
+// (llama.cpp's models/ggml-vocab-*.gguf) or any model file will do.
+// --chat-template FILE (Options.ChatTemplate) writes that Jinja template as
+// tokenizer.chat_template in place of the vocabulary's (most vocabulary
+// files have none), e.g. one that renders tools, so that llmserve and
+// llama-server format an agent's requests the same way from one file
+// (`llmserve bench agent`); --reasoning writes its own and excludes it. The
+// vocabulary's token count sets the rows of token_embd.weight and of the output layer, so
 // it changes the model's largest matmul: with ggml-vocab-llama-spm.gguf
 // (32000 tokens) the SmolLM2 shape has 124.6M parameters and 127 MiB in
 // Q8_0; with a vocabulary of about SmolLM2's own 49152 tokens (gpt-2's

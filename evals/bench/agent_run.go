@@ -1,0 +1,333 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/r3labs/sse/v2"
+)
+
+// AgentTurn is one measured turn of a session.
+type AgentTurn struct {
+	// Turn is 1-based.
+	Turn int `json:"turn"`
+	// TTFTMs: request sent → first event carrying generated output, or,
+	// for a turn that generated none (the model stopped at once), → the
+	// event that ended generation (NoOutput).
+	TTFTMs float64 `json:"ttft_ms"`
+	// E2ELMs: request sent → end of the stream.
+	E2ELMs   float64 `json:"e2el_ms"`
+	NoOutput bool    `json:"no_output,omitempty"`
+	// InputTokens is the whole prompt as the server counted it (Messages:
+	// input + cache read + cache creation tokens); 0 when not reported.
+	InputTokens int `json:"input_tokens"`
+	// CachedTokens are the prompt tokens the server took from its cache,
+	// -1 when it did not say; CacheSource says where the figure came from
+	// ("usage", "timings": llama-server's timings.cache_n).
+	CachedTokens int    `json:"cached_tokens"`
+	CacheSource  string `json:"cache_source,omitempty"`
+	OutputTokens int    `json:"output_tokens"`
+	// Error is why the turn failed; the session stops there.
+	Error string `json:"error,omitempty"`
+}
+
+// AgentSession is one session of one API.
+type AgentSession struct {
+	API     AgentAPI    `json:"api"`
+	Session int         `json:"session"`
+	Turns   []AgentTurn `json:"turns"`
+}
+
+// ok reports whether every turn of the session completed.
+func (s *AgentSession) ok(turns int) bool {
+	return len(s.Turns) == turns && s.Turns[len(s.Turns)-1].Error == ""
+}
+
+// AgentSummary sums up one API's sessions: medians over the completed ones.
+type AgentSummary struct {
+	API       AgentAPI `json:"api"`
+	Completed int      `json:"completed_sessions"`
+	Failed    int      `json:"failed_sessions"`
+	// TTFTMs[k] is the median TTFT of turn k+1.
+	TTFTMs []float64 `json:"median_ttft_ms_by_turn"`
+	// InputTokens and CachedTokens are turn k+1's, median; cached -1 when
+	// the server reported nothing.
+	InputTokens  []float64 `json:"median_input_tokens_by_turn"`
+	CachedTokens []float64 `json:"median_cached_tokens_by_turn"`
+	// LaterTTFTMs is the median TTFT of turns 2..Turns pooled, and
+	// LaterOverFirst its ratio to turn 1's median (0 with one turn).
+	LaterTTFTMs    float64 `json:"median_later_ttft_ms"`
+	LaterOverFirst float64 `json:"later_over_first"`
+	// Errors holds up to five distinct turn failures with their counts.
+	Errors []ErrorSample `json:"error_samples,omitempty"`
+}
+
+// AgentReport is the result of RunAgent.
+type AgentReport struct {
+	Date            string         `json:"date"`
+	Label           string         `json:"label,omitempty"`
+	BaseURL         string         `json:"base_url"`
+	ModelID         string         `json:"model_id"`
+	PrefixWords     int            `json:"prefix_len"`
+	Tools           int            `json:"tools"`
+	Turns           int            `json:"turns"`
+	UserWords       int            `json:"user_len"`
+	ToolResultWords int            `json:"tool_result_len"`
+	OutputLen       int            `json:"output_len"`
+	Seed            int64          `json:"seed"`
+	Summaries       []AgentSummary `json:"summaries"`
+	Sessions        []AgentSession `json:"sessions"`
+}
+
+// agentClient sends one session's turns.
+type agentClient struct {
+	http   *http.Client
+	cfg    *AgentConfig
+	model  string
+	logger *slog.Logger
+}
+
+// RunAgent runs cfg's sessions, API by API, one turn at a time, and sums
+// them up. Each turn goes out on a new connection (no keep-alive: one
+// request at a time, and llama-server closes kept-alive connections after
+// a stream anyway), so nothing of one turn waits on another. It fails only
+// for a bad config, a failed model lookup or ctx ending; failed turns are in
+// the report.
+func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*AgentReport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	c := &agentClient{http: &http.Client{Transport: newTransport(1, false)}, cfg: &cfg, model: cfg.Model, logger: logger}
+	if c.model == "" {
+		s := &session{client: c.http, cfg: &Config{Timeout: cfg.Timeout, APIKey: cfg.APIKey}}
+		m, err := s.firstModel(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		c.model = m
+	}
+	rep := &AgentReport{
+		Label: cfg.Label, BaseURL: cfg.BaseURL, ModelID: c.model, PrefixWords: cfg.PrefixWords, Tools: cfg.Tools,
+		Turns: cfg.Turns, UserWords: cfg.UserWords, ToolResultWords: cfg.ToolResultWords, OutputLen: cfg.OutputLen, Seed: cfg.Seed,
+	}
+	for i, api := range cfg.APIs {
+		for n := range cfg.Sessions {
+			t := newTranscript(&cfg, i, n)
+			sess := AgentSession{API: api, Session: n}
+			for k := range cfg.Turns {
+				turn := c.turn(ctx, base, api, &t, k)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				sess.Turns = append(sess.Turns, turn)
+				logger.Info("turn", "api", api, "session", n, "turn", k+1, "ttft_ms", fmt.Sprintf("%.1f", turn.TTFTMs),
+					"input_tokens", turn.InputTokens, "cached_tokens", turn.CachedTokens, "error", turn.Error)
+				if turn.Error != "" {
+					break
+				}
+			}
+			rep.Sessions = append(rep.Sessions, sess)
+		}
+		rep.Summaries = append(rep.Summaries, summarizeAgent(api, rep.Sessions, cfg.Turns))
+	}
+	rep.Date = time.Now().Format("20060102-150405")
+	return rep, nil
+}
+
+// turn sends turn k of t and reads its stream.
+func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *transcript, k int) AgentTurn {
+	res := AgentTurn{Turn: k + 1, CachedTokens: -1}
+	payload, err := t.body(api, c.model, k, c.cfg.OutputLen)
+	if err != nil {
+		res.Error = fmt.Sprintf("encode request: %v", err)
+		return res
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.path(), strings.NewReader(string(payload)))
+	if err != nil {
+		res.Error = fmt.Sprintf("build request: %v", err)
+		return res
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if api == AgentMessages {
+		hreq.Header.Set("anthropic-version", "2023-06-01")
+	}
+	if c.cfg.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+		hreq.Header.Set("x-api-key", c.cfg.APIKey)
+	}
+
+	start := time.Now()
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		res.Error = c.describe(err)
+		return res
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		res.Error = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, orUnknown(errorBody(body)))
+		return res
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		res.Error = "server answered with application/json, not an event stream: " + truncate(strings.TrimSpace(string(body)), 200)
+		return res
+	}
+
+	u := agentUsage{cached: -1}
+	first, finished := time.Duration(-1), time.Duration(-1)
+	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
+	for {
+		raw, err := reader.ReadEvent()
+		now := time.Since(start)
+		if errors.Is(err, io.EOF) {
+			if ctx.Err() != nil {
+				res.Error = c.describe(ctx.Err())
+				return res
+			}
+			res.E2ELMs = ms(now)
+			break
+		}
+		if err != nil {
+			res.Error = c.describe(err)
+			return res
+		}
+		ev := parseEvent(raw)
+		if !ev.hasData {
+			continue
+		}
+		e := decodeAgentEvent(api, ev, &u)
+		if e.failure != "" {
+			res.Error = e.failure
+			return res
+		}
+		if e.output && first < 0 {
+			first = now
+		}
+		if e.finish && finished < 0 {
+			finished = now
+		}
+		if e.done {
+			res.E2ELMs = ms(now)
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			break
+		}
+	}
+	switch {
+	case first >= 0:
+		res.TTFTMs = ms(first)
+	case finished >= 0:
+		res.TTFTMs, res.NoOutput = ms(finished), true
+	default:
+		res.Error = "stream ended without output or a finish"
+		return res
+	}
+	res.InputTokens, res.CachedTokens, res.CacheSource, res.OutputTokens = u.input, u.cached, u.cacheSource, u.output
+	return res
+}
+
+func (c *agentClient) describe(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("timeout after %v", c.cfg.Timeout)
+	}
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	return orUnknown(err.Error())
+}
+
+// summarizeAgent sums up api's sessions among all.
+func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
+	s := AgentSummary{API: api, TTFTMs: make([]float64, turns), InputTokens: make([]float64, turns), CachedTokens: make([]float64, turns)}
+	var done []AgentSession
+	for _, sess := range all {
+		if sess.API != api {
+			continue
+		}
+		if sess.ok(turns) {
+			done = append(done, sess)
+			continue
+		}
+		s.Failed++
+		if n := len(sess.Turns); n > 0 {
+			s.Errors = addErrorSample(s.Errors, sess.Turns[n-1].Error)
+		}
+	}
+	s.Completed = len(done)
+	if len(done) == 0 {
+		return s
+	}
+	var later []float64
+	for k := range turns {
+		var ttft, in, cached []float64
+		for _, sess := range done {
+			t := sess.Turns[k]
+			ttft = append(ttft, t.TTFTMs)
+			in = append(in, float64(t.InputTokens))
+			cached = append(cached, float64(t.CachedTokens))
+			if k > 0 {
+				later = append(later, t.TTFTMs)
+			}
+		}
+		s.TTFTMs[k], s.InputTokens[k], s.CachedTokens[k] = median(ttft), median(in), median(cached)
+	}
+	if len(later) > 0 {
+		s.LaterTTFTMs = median(later)
+		if s.TTFTMs[0] > 0 {
+			s.LaterOverFirst = s.LaterTTFTMs / s.TTFTMs[0]
+		}
+	}
+	return s
+}
+
+// WriteText writes each API's turns as a table: the median TTFT, input and
+// cached tokens of each turn, and each turn's TTFT against turn 1's.
+func (r *AgentReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Agent sessions against %s (model %s)", r.BaseURL, r.ModelID)
+	if r.Label != "" {
+		fmt.Fprintf(&b, ", %s", r.Label)
+	}
+	fmt.Fprintf(&b, "\nprefix %d words (system + %d tools), %d turns, %d-word user messages, %d-word tool results, max %d output tokens, seed %d\n",
+		r.PrefixWords, r.Tools, r.Turns, r.UserWords, r.ToolResultWords, r.OutputLen, r.Seed)
+	for _, s := range r.Summaries {
+		fmt.Fprintf(&b, "\n%s: %d sessions completed, %d failed\n", s.API, s.Completed, s.Failed)
+		for _, e := range s.Errors {
+			fmt.Fprintf(&b, "  error (%dx): %s\n", e.Count, e.Message)
+		}
+		if s.Completed == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "  %-5s %12s %12s %12s %10s\n", "turn", "input tok", "cached tok", "TTFT ms", "vs turn 1")
+		for k := range s.TTFTMs {
+			cached := "n/a"
+			if s.CachedTokens[k] >= 0 {
+				cached = fmt.Sprintf("%.0f", s.CachedTokens[k])
+			}
+			ratio := 1.0
+			if s.TTFTMs[0] > 0 {
+				ratio = s.TTFTMs[k] / s.TTFTMs[0]
+			}
+			fmt.Fprintf(&b, "  %-5d %12.0f %12s %12.1f %10.3f\n", k+1, s.InputTokens[k], cached, s.TTFTMs[k], ratio)
+		}
+		if len(s.TTFTMs) > 1 {
+			fmt.Fprintf(&b, "  turns 2-%d: median TTFT %.1f ms, %.3f of turn 1's\n", len(s.TTFTMs), s.LaterTTFTMs, s.LaterOverFirst)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
