@@ -89,19 +89,10 @@ func broadcastInts(op string, a, b *Dense) (*Dense, error) {
 		if u == BatchDim || v == BatchDim {
 			return nil, errBatchValue
 		}
-		switch op {
-		case "Add":
-			y[e] = u + v
-		case "Sub":
-			y[e] = u - v
-		case "Mul":
-			y[e] = u * v
-		default:
-			if v == 0 {
-				return nil, fmt.Errorf("integer division by zero")
-			}
-			y[e] = u / v
+		if op == "Div" && v == 0 {
+			return nil, fmt.Errorf("integer division by zero")
 		}
+		y[e] = arith(op, u, v)
 	}
 	return &Dense{Shape: out, I64: y}, nil
 }

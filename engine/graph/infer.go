@@ -58,6 +58,20 @@ func Axis(axis int64, r int) (int, error) {
 
 var errBatchAxis = errors.New("axis 0 is the batch dimension: rows would depend on each other")
 
+// rowAxis normalizes an operator's axis over x, which must not be the
+// batch dimension of a batched x (Softmax, LayerNormalization, ArgMax
+// work within a row).
+func rowAxis(x *Info, axis int64) (int, error) {
+	ax, err := Axis(axis, len(x.Shape))
+	if err != nil {
+		return 0, err
+	}
+	if ax == 0 && x.Batched {
+		return 0, errBatchAxis
+	}
+	return ax, nil
+}
+
 func unsupportedAttr(format string, args ...any) error {
 	return fmt.Errorf("attribute "+format+": %w", append(args, ErrUnsupported)...)
 }
@@ -230,12 +244,8 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if c.Opset != 0 && c.Opset < 13 {
 			def = 1
 		}
-		ax, err := Axis(n.Int("axis", def), len(x.Shape))
-		if err != nil {
+		if _, err := rowAxis(x, n.Int("axis", def)); err != nil {
 			return nil, err
-		}
-		if ax == 0 && x.Batched {
-			return nil, errBatchAxis
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "LayerNormalization":
@@ -243,12 +253,9 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		ax, err := Axis(n.Int("axis", -1), len(x.Shape))
+		ax, err := rowAxis(x, n.Int("axis", -1))
 		if err != nil {
 			return nil, err
-		}
-		if ax == 0 && x.Batched {
-			return nil, errBatchAxis
 		}
 		norm := x.Shape[ax:]
 		for i := 1; i <= 2; i++ {
@@ -352,12 +359,9 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		ax, err := Axis(n.Int("axis", 0), len(x.Shape))
+		ax, err := rowAxis(x, n.Int("axis", 0))
 		if err != nil {
 			return nil, err
-		}
-		if ax == 0 && x.Batched {
-			return nil, errBatchAxis
 		}
 		if n.Int("select_last_index", 0) != 0 {
 			return nil, unsupportedAttr("select_last_index=1")
