@@ -225,33 +225,14 @@ typedef float llmserve_v8f __attribute__((vector_size(32)));
 static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, float * out) {
 	const int64_t kh = p->kh, kw = p->kw;
 	const float * w = p->wt + g * cg * kh * kw * mg;
+	llmserve_v8f acc[4]; // nv <= 4
 	if (nv > 0) {
-		llmserve_v8f acc[4]; // nv <= 4
 		for (int i = 0; i < nv; i++) {
 			for (int l = 0; l < 8; l++) acc[i][l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
 		}
-		for (int64_t cj = 0; cj < cg; cj++) {
-			const float * x = xb + (g * cg + cj) * ih * iw;
-			for (int64_t ky = 0; ky < kh; ky++) {
-				const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
-				if (y0 < 0 || y0 >= ih) continue;
-				for (int64_t kx = 0; kx < kw; kx++) {
-					const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
-					if (x0 < 0 || x0 >= iw) continue;
-					const float v = x[y0 * iw + x0];
-					const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-					for (int i = 0; i < nv; i++) {
-						llmserve_v8f wv;
-						memcpy(&wv, wk + 8 * i, sizeof wv);
-						acc[i] += v * wv;
-					}
-				}
-			}
-		}
-		memcpy(out, acc, sizeof(float) * mg);
-		return;
+	} else {
+		for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
 	}
-	for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
 	for (int64_t cj = 0; cj < cg; cj++) {
 		const float * x = xb + (g * cg + cj) * ih * iw;
 		for (int64_t ky = 0; ky < kh; ky++) {
@@ -262,10 +243,19 @@ static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llms
 				if (x0 < 0 || x0 >= iw) continue;
 				const float v = x[y0 * iw + x0];
 				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-				for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
+				if (nv > 0) { // a constant where inlined: no test per tap
+					for (int i = 0; i < nv; i++) {
+						llmserve_v8f wv;
+						memcpy(&wv, wk + 8 * i, sizeof wv);
+						acc[i] += v * wv;
+					}
+				} else {
+					for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
+				}
 			}
 		}
 	}
+	if (nv > 0) memcpy(out, acc, sizeof(float) * mg);
 }
 
 // llmserve_conv_tile computes 4 neighbouring output pixels (oy, ox..ox+3)
