@@ -95,10 +95,7 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 	case "Relu", "Tanh", "Sigmoid", "Gelu":
 		return mapF32(x, Activation(n)), nil
 	case "Add", "Sub", "Mul", "Div":
-		if x.I64 != nil || in[1].I64 != nil {
-			return broadcastInts(n.Op, x, in[1])
-		}
-		return broadcastOp(n.Op, x, in[1])
+		return broadcastArith(n.Op, x, in[1])
 	case "MatMul", "Gemm":
 		w := in[1]
 		if n.Op == "MatMul" && len(w.Shape) > 2 {
@@ -132,7 +129,7 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 			for i, v := range in[2].F32 {
 				cb.F32[i] = float32(beta * float64(v))
 			}
-			return broadcastOp("Add", out, cb)
+			return broadcastArith("Add", out, cb)
 		}
 		return out, nil
 	case "Softmax":
@@ -247,20 +244,6 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 		return &Dense{Shape: shape, I64: y}, nil
 	}
 	return evalShapeOps(c, n, in)
-}
-
-func broadcastOp(op string, a, b *Dense) (*Dense, error) {
-	// Shapes here are actual: broadcastShape sees no Batch marks.
-	out, err := broadcastShape(a.Shape, b.Shape)
-	if err != nil {
-		return nil, err
-	}
-	ia, ib := broadcastIndex(a.Shape, out), broadcastIndex(b.Shape, out)
-	y := make([]float32, len(ia))
-	for e := range y {
-		y[e] = arith(op, a.F32[ia[e]], b.F32[ib[e]])
-	}
-	return &Dense{Shape: out, F32: y}, nil
 }
 
 // arith is Add, Sub, Mul or Div (any other op) of u and v, for FLOAT

@@ -21,10 +21,19 @@ func (c *Checked) input(n *Node, i int) (*Info, error) {
 // inputPair returns the Infos of inputs 0 and 1, both present: the
 // operands of a binary operator.
 func (c *Checked) inputPair(n *Node) (a, b *Info, err error) {
-	if a, err = c.input(n, 0); err != nil {
+	return c.pair(n, c.input)
+}
+
+// floatPair is inputPair for F32 operands.
+func (c *Checked) floatPair(n *Node) (a, b *Info, err error) {
+	return c.pair(n, c.floatInput)
+}
+
+func (c *Checked) pair(n *Node, get func(*Node, int) (*Info, error)) (a, b *Info, err error) {
+	if a, err = get(n, 0); err != nil {
 		return nil, nil, err
 	}
-	if b, err = c.input(n, 1); err != nil {
+	if b, err = get(n, 1); err != nil {
 		return nil, nil, err
 	}
 	return a, b, nil
@@ -170,11 +179,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
 	case "MatMul":
-		a, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.floatInput(n, 1)
+		a, b, err := c.floatPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +198,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		shape := append(slices.Clone(a.Shape[:len(a.Shape)-1]), b.Shape[1])
 		return &Info{DType: F32, Shape: shape, Batched: a.Batched}, nil
 	case "Gemm":
-		a, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.floatInput(n, 1)
+		a, b, err := c.floatPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -288,11 +289,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: []int64{Batch, elements(x.Shape[1:])}, Batched: x.Batched}, nil
 	case "Reshape":
-		x, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		s, err := c.input(n, 1)
+		x, s, err := c.inputPair(n)
 		if err != nil {
 			return nil, err
 		}

@@ -125,11 +125,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Pow":
-		a, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.floatInput(n, 1)
+		a, b, err := c.floatPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -347,11 +343,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		return &Info{DType: I64, Shape: shape, Batched: a.Batched || b.Batched}, nil
 	case "Where":
-		cond, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		x, err := c.input(n, 1)
+		cond, x, err := c.inputPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -501,11 +493,7 @@ func transposePerm(n *Node, r int) ([]int, error) {
 }
 
 func (c *Checked) inferGather(n *Node) (*Info, error) {
-	data, err := c.input(n, 0)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := c.input(n, 1)
+	data, idx, err := c.inputPair(n)
 	if err != nil {
 		return nil, err
 	}
