@@ -78,6 +78,16 @@ func (c *Checked) axesOf(n *Node, i int) (axes []int64, ok bool, err error) {
 	return axes, err == nil, err
 }
 
+// squeezeArgs is a Squeeze's or Unsqueeze's data (input 0) and axes
+// (ok: given, by input 1 or, before opset 13, the attribute).
+func (c *Checked) squeezeArgs(n *Node) (x *Info, axes []int64, ok bool, err error) {
+	if x, err = c.input(n, 0); err != nil {
+		return nil, nil, false, err
+	}
+	axes, ok, err = c.axesOf(n, 1)
+	return x, axes, ok, err
+}
+
 // normAxes normalizes axes for rank r: in range, no repeats, sorted.
 func normAxes(axes []int64, r int) ([]int, error) {
 	out := make([]int, 0, len(axes))
@@ -238,11 +248,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 	case "Gather":
 		return c.inferGather(n)
 	case "Unsqueeze":
-		x, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		axes, ok, err := c.axesOf(n, 1)
+		x, axes, ok, err := c.squeezeArgs(n)
 		if err != nil {
 			return nil, err
 		}
@@ -272,11 +278,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		return &Info{DType: x.DType, Shape: shape, Batched: x.Batched}, nil
 	case "Squeeze":
-		x, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		axes, ok, err := c.axesOf(n, 1)
+		x, axes, ok, err := c.squeezeArgs(n)
 		if err != nil {
 			return nil, err
 		}

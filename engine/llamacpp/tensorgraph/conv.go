@@ -18,6 +18,14 @@ package tensorgraph
 // [batch][channels][height][width] F32 tensors (ggml's ne reversed), the
 // planes (one channel of one image) split among ggml's threads.
 
+// llmserve_share is thread ith's share [lo, hi) of n items, split among
+// nth threads in contiguous chunks.
+static void llmserve_share(int64_t n, int ith, int nth, int64_t * lo, int64_t * hi) {
+	const int64_t per = (n + nth - 1) / nth;
+	*lo = per * ith;
+	*hi = *lo + per < n ? *lo + per : n;
+}
+
 // A pooling window (engine/graph's Window) and what it computes.
 typedef struct {
 	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
@@ -87,8 +95,8 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t planes = dst->ne[2] * dst->ne[3];
-	const int64_t per = (planes + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	int64_t lo, hi;
+	llmserve_share(planes, ith, nth, &lo, &hi);
 	const int64_t n = oh * ow;
 	if (lo >= hi) return;
 #if defined(__AVX2__)
@@ -386,9 +394,8 @@ static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, con
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
-	const int64_t rows = oh * dst->ne[3];
-	const int64_t per = (rows + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	int64_t lo, hi; // this thread's output rows (of all images)
+	llmserve_share(oh * dst->ne[3], ith, nth, &lo, &hi);
 	if (lo >= hi) return;
 	// The padded image: the rows and columns the windows read.
 	const int64_t ph = (oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
@@ -451,9 +458,8 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
-	const int64_t rows = oh * dst->ne[3];
-	const int64_t per = (rows + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	int64_t lo, hi; // this thread's output rows (of all images)
+	llmserve_share(oh * dst->ne[3], ith, nth, &lo, &hi);
 	float acc_stack[mg <= 1024 ? 4 * mg : 1];
 	float * acc = mg <= 1024 ? acc_stack : malloc(sizeof(float) * 4 * mg);
 	// The output pixels whose windows lie wholly inside the image:
@@ -521,8 +527,8 @@ static void llmserve_affine_op(struct ggml_tensor * dst, const struct ggml_tenso
 	const llmserve_affine * p = ud;
 	const int64_t inner = a->ne[0] * a->ne[1];
 	const int64_t planes = a->ne[2] * a->ne[3];
-	const int64_t per = (planes + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	int64_t lo, hi;
+	llmserve_share(planes, ith, nth, &lo, &hi);
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const int64_t c = pl % p->channels;
 		const float * x = (const float *)a->data + pl * inner;

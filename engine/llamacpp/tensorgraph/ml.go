@@ -536,70 +536,78 @@ func prepareNodes(g *graph.Checked) (*nodeParams, error) {
 	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}}
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
-		if err := p.prepareCNN(g, n); err != nil {
+		err := p.prepareCNN(g, n)
+		if err == nil {
+			err = p.prepareML(g, n)
+		}
+		if err != nil {
 			p.free()
 			return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
 		}
-		var features int64
-		if len(n.Inputs) > 0 {
-			if x, ok := g.Values[n.Inputs[0]]; ok && len(x.Shape) == 2 {
-				features = x.Shape[1]
-			}
-		}
-		switch n.Op {
-		case "Scaler":
-			s := (*C.llmserve_scaler)(p.alloc(C.sizeof_llmserve_scaler))
-			off := n.Attrs["offset"].Floats
-			s.n = C.int64_t(len(off))
-			s.offset = (*C.float)(cCopy(p, off))
-			s.scale = (*C.float)(cCopy(p, n.Attrs["scale"].Floats))
-			p.byNode[n] = unsafe.Pointer(s)
-		case "LinearClassifier", "LinearRegressor":
-			l, err := graph.ParseLinear(n, features)
-			if err != nil {
-				p.free()
-				return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
-			}
-			c := (*C.llmserve_linear)(p.alloc(C.sizeof_llmserve_linear))
-			c.classifier, c.post, c.second_class = cBool(l.Classifier), C.int32_t(l.Post), cBool(l.SecondClass)
-			c.n_labels = C.int32_t(len(l.Labels))
-			c.features, c.targets, c.outputs = C.int64_t(l.Features), C.int64_t(l.Targets), C.int64_t(l.Outputs())
-			c.coef = (*C.float)(cCopy(p, l.Coef))
-			c.intercepts = (*C.float)(cCopy(p, l.Intercepts))
-			c.labels = (*C.int64_t)(cCopy(p, l.Labels))
-			p.byNode[n] = unsafe.Pointer(c)
-		case "TreeEnsembleClassifier", "TreeEnsembleRegressor":
-			t, err := graph.ParseTreeEnsemble(n, features)
-			if err != nil {
-				p.free()
-				return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
-			}
-			c := (*C.llmserve_trees)(p.alloc(C.sizeof_llmserve_trees))
-			c.classifier, c.binary_case, c.all_positive = cBool(t.Classifier), cBool(t.BinaryCase), cBool(t.AllPositive)
-			c.aggregate, c.post, c.n_base = C.int32_t(t.Aggregate), C.int32_t(t.Post), C.int32_t(len(t.Base))
-			c.features, c.targets, c.n_roots = C.int64_t(t.Features), C.int64_t(t.Targets), C.int32_t(len(t.Roots))
-			c.feature = (*C.int32_t)(cCopy(p, t.Feature))
-			c.threshold = (*C.float)(cCopy(p, t.Threshold))
-			c.mode = (*C.uint8_t)(cCopy(p, t.Mode))
-			c.missing = (*C.uint8_t)(cCopy(p, t.MissingTrue))
-			c.truen = (*C.int32_t)(cCopy(p, t.True))
-			c.falsen = (*C.int32_t)(cCopy(p, t.False))
-			c.wfirst = (*C.int32_t)(cCopy(p, t.WeightFirst))
-			c.wcount = (*C.int32_t)(cCopy(p, t.WeightCount))
-			c.wtarget = (*C.int32_t)(cCopy(p, t.WeightTarget))
-			c.wvalue = (*C.float)(cCopy(p, t.WeightValue))
-			c.roots = (*C.int32_t)(cCopy(p, t.Roots))
-			c.base = (*C.float)(cCopy(p, t.Base))
-			c.labels = (*C.int64_t)(cCopy(p, t.Labels))
-			if w := treeWalk(t); w != nil {
-				c.walk_mode = C.int32_t(w.mode)
-				c.walk_true, c.walk_false = (*C.int32_t)(cCopy(p, w.True)), (*C.int32_t)(cCopy(p, w.False))
-				c.walk_feature, c.depth = (*C.int32_t)(cCopy(p, w.Feature)), (*C.int32_t)(cCopy(p, w.Depth))
-			}
-			p.byNode[n] = unsafe.Pointer(c)
-		}
 	}
 	return p, nil
+}
+
+// prepareML copies the parameters of n, if an ai.onnx.ml node, into C
+// memory.
+func (p *nodeParams) prepareML(g *graph.Checked, n *graph.Node) error {
+	var features int64
+	if len(n.Inputs) > 0 {
+		if x, ok := g.Values[n.Inputs[0]]; ok && len(x.Shape) == 2 {
+			features = x.Shape[1]
+		}
+	}
+	switch n.Op {
+	case "Scaler":
+		s := (*C.llmserve_scaler)(p.alloc(C.sizeof_llmserve_scaler))
+		off := n.Attrs["offset"].Floats
+		s.n = C.int64_t(len(off))
+		s.offset = (*C.float)(cCopy(p, off))
+		s.scale = (*C.float)(cCopy(p, n.Attrs["scale"].Floats))
+		p.byNode[n] = unsafe.Pointer(s)
+	case "LinearClassifier", "LinearRegressor":
+		l, err := graph.ParseLinear(n, features)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_linear)(p.alloc(C.sizeof_llmserve_linear))
+		c.classifier, c.post, c.second_class = cBool(l.Classifier), C.int32_t(l.Post), cBool(l.SecondClass)
+		c.n_labels = C.int32_t(len(l.Labels))
+		c.features, c.targets, c.outputs = C.int64_t(l.Features), C.int64_t(l.Targets), C.int64_t(l.Outputs())
+		c.coef = (*C.float)(cCopy(p, l.Coef))
+		c.intercepts = (*C.float)(cCopy(p, l.Intercepts))
+		c.labels = (*C.int64_t)(cCopy(p, l.Labels))
+		p.byNode[n] = unsafe.Pointer(c)
+	case "TreeEnsembleClassifier", "TreeEnsembleRegressor":
+		t, err := graph.ParseTreeEnsemble(n, features)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_trees)(p.alloc(C.sizeof_llmserve_trees))
+		c.classifier, c.binary_case, c.all_positive = cBool(t.Classifier), cBool(t.BinaryCase), cBool(t.AllPositive)
+		c.aggregate, c.post, c.n_base = C.int32_t(t.Aggregate), C.int32_t(t.Post), C.int32_t(len(t.Base))
+		c.features, c.targets, c.n_roots = C.int64_t(t.Features), C.int64_t(t.Targets), C.int32_t(len(t.Roots))
+		c.feature = (*C.int32_t)(cCopy(p, t.Feature))
+		c.threshold = (*C.float)(cCopy(p, t.Threshold))
+		c.mode = (*C.uint8_t)(cCopy(p, t.Mode))
+		c.missing = (*C.uint8_t)(cCopy(p, t.MissingTrue))
+		c.truen = (*C.int32_t)(cCopy(p, t.True))
+		c.falsen = (*C.int32_t)(cCopy(p, t.False))
+		c.wfirst = (*C.int32_t)(cCopy(p, t.WeightFirst))
+		c.wcount = (*C.int32_t)(cCopy(p, t.WeightCount))
+		c.wtarget = (*C.int32_t)(cCopy(p, t.WeightTarget))
+		c.wvalue = (*C.float)(cCopy(p, t.WeightValue))
+		c.roots = (*C.int32_t)(cCopy(p, t.Roots))
+		c.base = (*C.float)(cCopy(p, t.Base))
+		c.labels = (*C.int64_t)(cCopy(p, t.Labels))
+		if w := treeWalk(t); w != nil {
+			c.walk_mode = C.int32_t(w.mode)
+			c.walk_true, c.walk_false = (*C.int32_t)(cCopy(p, w.True)), (*C.int32_t)(cCopy(p, w.False))
+			c.walk_feature, c.depth = (*C.int32_t)(cCopy(p, w.Feature)), (*C.int32_t)(cCopy(p, w.Depth))
+		}
+		p.byNode[n] = unsafe.Pointer(c)
+	}
+	return nil
 }
 
 // walk is what the branch-free tree walk (llmserve_trees_walk) needs.
