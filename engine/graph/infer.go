@@ -173,11 +173,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		} else if _, err := c.floatInput(n, 1); err != nil {
 			return nil, err
 		}
-		shape, err := Broadcast(a.Shape, b.Shape)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return elementwise(dt, a, b)
 	case "MatMul":
 		a, b, err := c.floatPair(n)
 		if err != nil {
@@ -372,6 +368,17 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		return &Info{DType: I64, Shape: shape, Batched: x.Batched}, nil
 	}
 	return c.inferShapeOps(n)
+}
+
+// elementwise is the Info of an elementwise binary operator's result,
+// of type dt, on operands a and b: their broadcast shape, batched where
+// either is.
+func elementwise(dt DType, a, b *Info) (*Info, error) {
+	shape, err := Broadcast(a.Shape, b.Shape)
+	if err != nil {
+		return nil, err
+	}
+	return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
 }
 
 // Broadcast is the numpy broadcast of shapes a and b, where Batch (dimension

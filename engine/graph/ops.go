@@ -139,11 +139,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		shape, err := Broadcast(a.Shape, b.Shape)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: F32, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return elementwise(F32, a, b)
 	case "Cast":
 		x, err := c.input(n, 0)
 		if err != nil {
@@ -339,11 +335,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if a.DType != b.DType {
 			return nil, fmt.Errorf("inputs are %v and %v", a.DType, b.DType)
 		}
-		shape, err := Broadcast(a.Shape, b.Shape)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: I64, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return elementwise(I64, a, b)
 	case "Where":
 		cond, x, err := c.inputPair(n)
 		if err != nil {
