@@ -463,12 +463,20 @@ func ReshapeTarget(in, target []int64, allowZero bool) ([]int64, error) {
 		}
 		out = append(out, d)
 	}
+	return inferDim(out, infer, known, rest, in, target)
+}
+
+// inferDim completes Reshape's result out, whose dimensions other than
+// out[infer] hold known elements of total: out[infer] (the target's -1,
+// where infer >= 0) is what is left, else known must be total. in and
+// target are the reshape, for the errors.
+func inferDim(out []int64, infer int, known, total int64, in, target []int64) ([]int64, error) {
 	if infer >= 0 {
-		if known == 0 || rest%known != 0 {
+		if known == 0 || total%known != 0 {
 			return nil, fmt.Errorf("cannot reshape %v to %v", in, target)
 		}
-		out[infer] = rest / known
-	} else if known != rest {
+		out[infer] = total / known
+	} else if known != total {
 		return nil, fmt.Errorf("cannot reshape %v to %v: element counts differ", in, target)
 	}
 	return out, nil

@@ -590,16 +590,7 @@ func constReshape(in, target []int64, allowZero bool) ([]int64, error) {
 		}
 		known *= out[i]
 	}
-	total := elements(in)
-	if infer >= 0 {
-		if known == 0 || total%known != 0 {
-			return nil, fmt.Errorf("cannot reshape %v to %v", in, target)
-		}
-		out[infer] = total / known
-	} else if known != total {
-		return nil, fmt.Errorf("cannot reshape %v to %v: element counts differ", in, target)
-	}
-	return out, nil
+	return inferDim(out, infer, known, elements(in), in, target)
 }
 
 // slice is a resolved Slice: per axis of the input, start and step, and
