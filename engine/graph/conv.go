@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 )
@@ -21,6 +22,29 @@ type Window struct {
 	DH, DW                 int64 // dilations
 	PadT, PadL, PadB, PadR int64
 	InH, InW, OutH, OutW   int64
+}
+
+// rows yields, for output row oh, each kernel row kh whose input row ih
+// lies inside the image (not in the padding), with ih.
+func (w *Window) rows(oh int64) iter.Seq2[int64, int64] {
+	return taps(oh*w.SH-w.PadT, w.KH, w.DH, w.InH)
+}
+
+// cols is rows for output column ow: kernel column kw, input column iw.
+func (w *Window) cols(ow int64) iter.Seq2[int64, int64] {
+	return taps(ow*w.SW-w.PadL, w.KW, w.DW, w.InW)
+}
+
+// taps yields each k below size whose position start + k*dilation lies
+// in [0, in), with that position.
+func taps(start, size, dilation, in int64) iter.Seq2[int64, int64] {
+	return func(yield func(k, i int64) bool) {
+		for k := range size {
+			if i := start + k*dilation; i >= 0 && i < in && !yield(k, i) {
+				return
+			}
+		}
+	}
 }
 
 // maxWindow bounds kernel sizes, strides, dilations and pads, so that no
@@ -203,16 +227,8 @@ func evalConv(c *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 					}
 					for cj := range cg {
 						ci := o/mg*cg + cj
-						for kh := range win.KH {
-							ih := oh*win.SH - win.PadT + kh*win.DH
-							if ih < 0 || ih >= win.InH {
-								continue
-							}
-							for kw := range win.KW {
-								iw := ow*win.SW - win.PadL + kw*win.DW
-								if iw < 0 || iw >= win.InW {
-									continue
-								}
+						for kh, ih := range win.rows(oh) {
+							for kw, iw := range win.cols(ow) {
 								s += float64(x.F32[((b*ch+ci)*win.InH+ih)*win.InW+iw]) * float64(wt.F32[((o*cg+cj)*win.KH+kh)*win.KW+kw])
 							}
 						}
@@ -327,16 +343,8 @@ func evalPool(_ *Checked, n *Node, in []*Dense) ([]*Dense, error) {
 		for oh := range win.OutH {
 			for ow := range win.OutW {
 				m, s, count := float32(-math.MaxFloat32), 0.0, 0
-				for kh := range win.KH {
-					ih := oh*win.SH - win.PadT + kh*win.DH
-					if ih < 0 || ih >= win.InH {
-						continue
-					}
-					for kw := range win.KW {
-						iw := ow*win.SW - win.PadL + kw*win.DW
-						if iw < 0 || iw >= win.InW {
-							continue
-						}
+				for _, ih := range win.rows(oh) {
+					for _, iw := range win.cols(ow) {
 						v := plane[ih*win.InW+iw]
 						if v > m || math.IsNaN(float64(v)) {
 							m = v

@@ -93,32 +93,9 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 	case "Identity":
 		return x, nil
 	case "Relu", "Tanh", "Sigmoid", "Gelu":
-		y := make([]float32, len(x.F32))
-		tanhGelu := n.Str("approximate", "none") == "tanh"
-		for i, v := range x.F32 {
-			f := float64(v)
-			switch n.Op {
-			case "Relu":
-				f = max(f, 0)
-			case "Tanh":
-				f = math.Tanh(f)
-			case "Sigmoid":
-				f = 1 / (1 + math.Exp(-f))
-			case "Gelu":
-				if tanhGelu {
-					f = 0.5 * f * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f)))
-				} else {
-					f = 0.5 * f * (1 + math.Erf(f/math.Sqrt2))
-				}
-			}
-			y[i] = float32(f)
-		}
-		return &Dense{Shape: x.Shape, F32: y}, nil
+		return mapF32(x, Activation(n)), nil
 	case "Add", "Sub", "Mul", "Div":
-		if x.I64 != nil || in[1].I64 != nil {
-			return broadcastInts(n.Op, x, in[1])
-		}
-		return broadcastOp(n.Op, x, in[1])
+		return broadcastArith(n.Op, x, in[1])
 	case "MatMul", "Gemm":
 		w := in[1]
 		if n.Op == "MatMul" && len(w.Shape) > 2 {
@@ -152,7 +129,7 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 			for i, v := range in[2].F32 {
 				cb.F32[i] = float32(beta * float64(v))
 			}
-			return broadcastOp("Add", out, cb)
+			return broadcastArith("Add", out, cb)
 		}
 		return out, nil
 	case "Softmax":
@@ -269,51 +246,36 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 	return evalShapeOps(c, n, in)
 }
 
-func broadcastOp(op string, a, b *Dense) (*Dense, error) {
-	// Shapes here are actual: Broadcast sees no Batch marks.
-	r := max(len(a.Shape), len(b.Shape))
-	pad := func(s []int64) []int64 {
-		p := make([]int64, r)
-		for i := range p {
-			p[i] = 1
-			if j := i - (r - len(s)); j >= 0 {
-				p[i] = s[j]
-			}
-		}
-		return p
+// arith is Add, Sub, Mul or Div (any other op) of u and v, for FLOAT
+// and INT64 operands alike.
+func arith[T float32 | int64](op string, u, v T) T {
+	switch op {
+	case "Add":
+		return u + v
+	case "Sub":
+		return u - v
+	case "Mul":
+		return u * v
 	}
-	as, bs := pad(a.Shape), pad(b.Shape)
-	out := make([]int64, r)
-	for i := range out {
-		out[i] = max(as[i], bs[i])
-		if (as[i] != out[i] && as[i] != 1) || (bs[i] != out[i] && bs[i] != 1) {
-			return nil, fmt.Errorf("shapes %v and %v do not broadcast", a.Shape, b.Shape)
+	return u / v
+}
+
+// Activation is the function of a Relu, Tanh, Sigmoid or Gelu node n
+// (with its approximate attribute), in float64: what Eval computes, and
+// the MLP's pure-Go reference with it. Any other op is the identity.
+func Activation(n *Node) func(float64) float64 {
+	switch n.Op {
+	case "Relu":
+		return func(f float64) float64 { return max(f, 0) }
+	case "Tanh":
+		return math.Tanh
+	case "Sigmoid":
+		return func(f float64) float64 { return 1 / (1 + math.Exp(-f)) }
+	case "Gelu":
+		if n.Str("approximate", "none") == "tanh" {
+			return func(f float64) float64 { return 0.5 * f * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f))) }
 		}
+		return func(f float64) float64 { return 0.5 * f * (1 + math.Erf(f/math.Sqrt2)) }
 	}
-	sa, sb, so := strides(as), strides(bs), strides(out)
-	y := make([]float32, elements(out))
-	for e := range int64(len(y)) {
-		var ia, ib int64
-		for d := range r {
-			idx := e / so[d] % out[d]
-			if as[d] != 1 {
-				ia += idx * sa[d]
-			}
-			if bs[d] != 1 {
-				ib += idx * sb[d]
-			}
-		}
-		u, v := a.F32[ia], b.F32[ib]
-		switch op {
-		case "Add":
-			y[e] = u + v
-		case "Sub":
-			y[e] = u - v
-		case "Mul":
-			y[e] = u * v
-		case "Div":
-			y[e] = u / v
-		}
-	}
-	return &Dense{Shape: out, F32: y}, nil
+	return func(f float64) float64 { return f }
 }

@@ -72,36 +72,37 @@ func broadcastShape(shapes ...[]int64) ([]int64, error) {
 	return out, nil
 }
 
-// broadcastInts is Add, Sub, Mul or Div on INT64 values (shapes folded at
-// load time); Div truncates, as ONNX Runtime's does.
-func broadcastInts(op string, a, b *Dense) (*Dense, error) {
-	if a.I64 == nil && len(a.F32) > 0 || b.I64 == nil && len(b.F32) > 0 {
+// broadcastArith is Add, Sub, Mul or Div on FLOAT values, or on INT64
+// values (shapes folded at load time) where either is INT64; integer Div
+// truncates, as ONNX Runtime's does.
+func broadcastArith(op string, a, b *Dense) (*Dense, error) {
+	ints := a.I64 != nil || b.I64 != nil
+	if ints && (a.I64 == nil && len(a.F32) > 0 || b.I64 == nil && len(b.F32) > 0) {
 		return nil, fmt.Errorf("%s mixes INT64 and FLOAT", op)
 	}
+	// Shapes here are actual: broadcastShape sees no Batch marks.
 	out, err := broadcastShape(a.Shape, b.Shape)
 	if err != nil {
 		return nil, err
 	}
 	ia, ib := broadcastIndex(a.Shape, out), broadcastIndex(b.Shape, out)
+	if !ints {
+		y := make([]float32, len(ia))
+		for e := range y {
+			y[e] = arith(op, a.F32[ia[e]], b.F32[ib[e]])
+		}
+		return &Dense{Shape: out, F32: y}, nil
+	}
 	y := make([]int64, len(ia))
 	for e := range y {
 		u, v := a.I64[ia[e]], b.I64[ib[e]]
 		if u == BatchDim || v == BatchDim {
 			return nil, errBatchValue
 		}
-		switch op {
-		case "Add":
-			y[e] = u + v
-		case "Sub":
-			y[e] = u - v
-		case "Mul":
-			y[e] = u * v
-		default:
-			if v == 0 {
-				return nil, fmt.Errorf("integer division by zero")
-			}
-			y[e] = u / v
+		if op == "Div" && v == 0 {
+			return nil, fmt.Errorf("integer division by zero")
 		}
+		y[e] = arith(op, u, v)
 	}
 	return &Dense{Shape: out, I64: y}, nil
 }

@@ -21,10 +21,19 @@ func (c *Checked) input(n *Node, i int) (*Info, error) {
 // inputPair returns the Infos of inputs 0 and 1, both present: the
 // operands of a binary operator.
 func (c *Checked) inputPair(n *Node) (a, b *Info, err error) {
-	if a, err = c.input(n, 0); err != nil {
+	return c.pair(n, c.input)
+}
+
+// floatPair is inputPair for F32 operands.
+func (c *Checked) floatPair(n *Node) (a, b *Info, err error) {
+	return c.pair(n, c.floatInput)
+}
+
+func (c *Checked) pair(n *Node, get func(*Node, int) (*Info, error)) (a, b *Info, err error) {
+	if a, err = get(n, 0); err != nil {
 		return nil, nil, err
 	}
-	if b, err = c.input(n, 1); err != nil {
+	if b, err = get(n, 1); err != nil {
 		return nil, nil, err
 	}
 	return a, b, nil
@@ -57,6 +66,20 @@ func Axis(axis int64, r int) (int, error) {
 }
 
 var errBatchAxis = errors.New("axis 0 is the batch dimension: rows would depend on each other")
+
+// rowAxis normalizes an operator's axis over x, which must not be the
+// batch dimension of a batched x (Softmax, LayerNormalization, ArgMax
+// work within a row).
+func rowAxis(x *Info, axis int64) (int, error) {
+	ax, err := Axis(axis, len(x.Shape))
+	if err != nil {
+		return 0, err
+	}
+	if ax == 0 && x.Batched {
+		return 0, errBatchAxis
+	}
+	return ax, nil
+}
 
 func unsupportedAttr(format string, args ...any) error {
 	return fmt.Errorf("attribute "+format+": %w", append(args, ErrUnsupported)...)
@@ -150,17 +173,9 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		} else if _, err := c.floatInput(n, 1); err != nil {
 			return nil, err
 		}
-		shape, err := Broadcast(a.Shape, b.Shape)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return elementwise(dt, a, b)
 	case "MatMul":
-		a, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.floatInput(n, 1)
+		a, b, err := c.floatPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -179,11 +194,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		shape := append(slices.Clone(a.Shape[:len(a.Shape)-1]), b.Shape[1])
 		return &Info{DType: F32, Shape: shape, Batched: a.Batched}, nil
 	case "Gemm":
-		a, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.floatInput(n, 1)
+		a, b, err := c.floatPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -230,12 +241,8 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if c.Opset != 0 && c.Opset < 13 {
 			def = 1
 		}
-		ax, err := Axis(n.Int("axis", def), len(x.Shape))
-		if err != nil {
+		if _, err := rowAxis(x, n.Int("axis", def)); err != nil {
 			return nil, err
-		}
-		if ax == 0 && x.Batched {
-			return nil, errBatchAxis
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "LayerNormalization":
@@ -243,12 +250,9 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		ax, err := Axis(n.Int("axis", -1), len(x.Shape))
+		ax, err := rowAxis(x, n.Int("axis", -1))
 		if err != nil {
 			return nil, err
-		}
-		if ax == 0 && x.Batched {
-			return nil, errBatchAxis
 		}
 		norm := x.Shape[ax:]
 		for i := 1; i <= 2; i++ {
@@ -281,11 +285,7 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: []int64{Batch, elements(x.Shape[1:])}, Batched: x.Batched}, nil
 	case "Reshape":
-		x, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		s, err := c.input(n, 1)
+		x, s, err := c.inputPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -352,12 +352,9 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		ax, err := Axis(n.Int("axis", 0), len(x.Shape))
+		ax, err := rowAxis(x, n.Int("axis", 0))
 		if err != nil {
 			return nil, err
-		}
-		if ax == 0 && x.Batched {
-			return nil, errBatchAxis
 		}
 		if n.Int("select_last_index", 0) != 0 {
 			return nil, unsupportedAttr("select_last_index=1")
@@ -371,6 +368,17 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 		return &Info{DType: I64, Shape: shape, Batched: x.Batched}, nil
 	}
 	return c.inferShapeOps(n)
+}
+
+// elementwise is the Info of an elementwise binary operator's result,
+// of type dt, on operands a and b: their broadcast shape, batched where
+// either is.
+func elementwise(dt DType, a, b *Info) (*Info, error) {
+	shape, err := Broadcast(a.Shape, b.Shape)
+	if err != nil {
+		return nil, err
+	}
+	return &Info{DType: dt, Shape: shape, Batched: a.Batched || b.Batched}, nil
 }
 
 // Broadcast is the numpy broadcast of shapes a and b, where Batch (dimension
@@ -455,12 +463,20 @@ func ReshapeTarget(in, target []int64, allowZero bool) ([]int64, error) {
 		}
 		out = append(out, d)
 	}
+	return inferDim(out, infer, known, rest, in, target)
+}
+
+// inferDim completes Reshape's result out, whose dimensions other than
+// out[infer] hold known elements of total: out[infer] (the target's -1,
+// where infer >= 0) is what is left, else known must be total. in and
+// target are the reshape, for the errors.
+func inferDim(out []int64, infer int, known, total int64, in, target []int64) ([]int64, error) {
 	if infer >= 0 {
-		if known == 0 || rest%known != 0 {
+		if known == 0 || total%known != 0 {
 			return nil, fmt.Errorf("cannot reshape %v to %v", in, target)
 		}
-		out[infer] = rest / known
-	} else if known != rest {
+		out[infer] = total / known
+	} else if known != total {
 		return nil, fmt.Errorf("cannot reshape %v to %v: element counts differ", in, target)
 	}
 	return out, nil

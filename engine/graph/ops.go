@@ -78,6 +78,16 @@ func (c *Checked) axesOf(n *Node, i int) (axes []int64, ok bool, err error) {
 	return axes, err == nil, err
 }
 
+// squeezeArgs is a Squeeze's or Unsqueeze's data (input 0) and axes
+// (ok: given, by input 1 or, before opset 13, the attribute).
+func (c *Checked) squeezeArgs(n *Node) (x *Info, axes []int64, ok bool, err error) {
+	if x, err = c.input(n, 0); err != nil {
+		return nil, nil, false, err
+	}
+	axes, ok, err = c.axesOf(n, 1)
+	return x, axes, ok, err
+}
+
 // normAxes normalizes axes for rank r: in range, no repeats, sorted.
 func normAxes(axes []int64, r int) ([]int, error) {
 	out := make([]int, 0, len(axes))
@@ -125,19 +135,11 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Pow":
-		a, err := c.floatInput(n, 0)
+		a, b, err := c.floatPair(n)
 		if err != nil {
 			return nil, err
 		}
-		b, err := c.floatInput(n, 1)
-		if err != nil {
-			return nil, err
-		}
-		shape, err := Broadcast(a.Shape, b.Shape)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: F32, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return elementwise(F32, a, b)
 	case "Cast":
 		x, err := c.input(n, 0)
 		if err != nil {
@@ -242,11 +244,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 	case "Gather":
 		return c.inferGather(n)
 	case "Unsqueeze":
-		x, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		axes, ok, err := c.axesOf(n, 1)
+		x, axes, ok, err := c.squeezeArgs(n)
 		if err != nil {
 			return nil, err
 		}
@@ -276,11 +274,7 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		}
 		return &Info{DType: x.DType, Shape: shape, Batched: x.Batched}, nil
 	case "Squeeze":
-		x, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		axes, ok, err := c.axesOf(n, 1)
+		x, axes, ok, err := c.squeezeArgs(n)
 		if err != nil {
 			return nil, err
 		}
@@ -341,17 +335,9 @@ func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 		if a.DType != b.DType {
 			return nil, fmt.Errorf("inputs are %v and %v", a.DType, b.DType)
 		}
-		shape, err := Broadcast(a.Shape, b.Shape)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: I64, Shape: shape, Batched: a.Batched || b.Batched}, nil
+		return elementwise(I64, a, b)
 	case "Where":
-		cond, err := c.input(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		x, err := c.input(n, 1)
+		cond, x, err := c.inputPair(n)
 		if err != nil {
 			return nil, err
 		}
@@ -501,11 +487,7 @@ func transposePerm(n *Node, r int) ([]int, error) {
 }
 
 func (c *Checked) inferGather(n *Node) (*Info, error) {
-	data, err := c.input(n, 0)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := c.input(n, 1)
+	data, idx, err := c.inputPair(n)
 	if err != nil {
 		return nil, err
 	}
@@ -608,16 +590,7 @@ func constReshape(in, target []int64, allowZero bool) ([]int64, error) {
 		}
 		known *= out[i]
 	}
-	total := elements(in)
-	if infer >= 0 {
-		if known == 0 || total%known != 0 {
-			return nil, fmt.Errorf("cannot reshape %v to %v", in, target)
-		}
-		out[infer] = total / known
-	} else if known != total {
-		return nil, fmt.Errorf("cannot reshape %v to %v: element counts differ", in, target)
-	}
-	return out, nil
+	return inferDim(out, infer, known, elements(in), in, target)
 }
 
 // slice is a resolved Slice: per axis of the input, start and step, and

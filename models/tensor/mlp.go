@@ -129,6 +129,8 @@ func (m *MLP) Forward(x []float32, rows int) ([]float32, []int64) {
 	cur := x
 	for _, l := range m.Layers {
 		in, out := len(l.Weights), len(l.Weights[0])
+		a := activations[l.Activation]
+		act := graph.Activation(&a)
 		next := make([]float32, rows*out)
 		for r := range rows {
 			for j := range out {
@@ -140,20 +142,7 @@ func (m *MLP) Forward(x []float32, rows int) ([]float32, []int64) {
 				if l.Bias != nil {
 					v += l.Bias[j]
 				}
-				f := float64(v)
-				switch l.Activation {
-				case "relu":
-					f = max(f, 0)
-				case "tanh":
-					f = math.Tanh(f)
-				case "sigmoid":
-					f = 1 / (1 + math.Exp(-f))
-				case "gelu":
-					f = 0.5 * f * (1 + math.Erf(f/math.Sqrt2))
-				case "gelu_tanh":
-					f = 0.5 * f * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f)))
-				}
-				next[r*out+j] = float32(f)
+				next[r*out+j] = float32(act(float64(v)))
 			}
 		}
 		cur = next

@@ -18,6 +18,14 @@ package tensorgraph
 // [batch][channels][height][width] F32 tensors (ggml's ne reversed), the
 // planes (one channel of one image) split among ggml's threads.
 
+// llmserve_share is thread ith's share [lo, hi) of n items, split among
+// nth threads in contiguous chunks.
+static void llmserve_share(int64_t n, int ith, int nth, int64_t * lo, int64_t * hi) {
+	const int64_t per = (n + nth - 1) / nth;
+	*lo = per * ith;
+	*hi = *lo + per < n ? *lo + per : n;
+}
+
 // A pooling window (engine/graph's Window) and what it computes.
 typedef struct {
 	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
@@ -87,8 +95,8 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t planes = dst->ne[2] * dst->ne[3];
-	const int64_t per = (planes + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	int64_t lo, hi;
+	llmserve_share(planes, ith, nth, &lo, &hi);
 	const int64_t n = oh * ow;
 	if (lo >= hi) return;
 #if defined(__AVX2__)
@@ -225,33 +233,14 @@ typedef float llmserve_v8f __attribute__((vector_size(32)));
 static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llmserve_conv * p, const float * xb, int64_t g, int64_t cg, int64_t mg, int64_t ih, int64_t iw, int64_t oy, int64_t ox, int nv, float * out) {
 	const int64_t kh = p->kh, kw = p->kw;
 	const float * w = p->wt + g * cg * kh * kw * mg;
+	llmserve_v8f acc[4]; // nv <= 4
 	if (nv > 0) {
-		llmserve_v8f acc[4]; // nv <= 4
 		for (int i = 0; i < nv; i++) {
 			for (int l = 0; l < 8; l++) acc[i][l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
 		}
-		for (int64_t cj = 0; cj < cg; cj++) {
-			const float * x = xb + (g * cg + cj) * ih * iw;
-			for (int64_t ky = 0; ky < kh; ky++) {
-				const int64_t y0 = oy * p->sh - p->pad_t + ky * p->dh;
-				if (y0 < 0 || y0 >= ih) continue;
-				for (int64_t kx = 0; kx < kw; kx++) {
-					const int64_t x0 = ox * p->sw - p->pad_l + kx * p->dw;
-					if (x0 < 0 || x0 >= iw) continue;
-					const float v = x[y0 * iw + x0];
-					const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-					for (int i = 0; i < nv; i++) {
-						llmserve_v8f wv;
-						memcpy(&wv, wk + 8 * i, sizeof wv);
-						acc[i] += v * wv;
-					}
-				}
-			}
-		}
-		memcpy(out, acc, sizeof(float) * mg);
-		return;
+	} else {
+		for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
 	}
-	for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
 	for (int64_t cj = 0; cj < cg; cj++) {
 		const float * x = xb + (g * cg + cj) * ih * iw;
 		for (int64_t ky = 0; ky < kh; ky++) {
@@ -262,10 +251,19 @@ static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llms
 				if (x0 < 0 || x0 >= iw) continue;
 				const float v = x[y0 * iw + x0];
 				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-				for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
+				if (nv > 0) { // a constant where inlined: no test per tap
+					for (int i = 0; i < nv; i++) {
+						llmserve_v8f wv;
+						memcpy(&wv, wk + 8 * i, sizeof wv);
+						acc[i] += v * wv;
+					}
+				} else {
+					for (int64_t j = 0; j < mg; j++) out[j] += v * wk[j];
+				}
 			}
 		}
 	}
+	if (nv > 0) memcpy(out, acc, sizeof(float) * mg);
 }
 
 // llmserve_conv_tile computes 4 neighbouring output pixels (oy, ox..ox+3)
@@ -396,9 +394,8 @@ static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, con
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
-	const int64_t rows = oh * dst->ne[3];
-	const int64_t per = (rows + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	int64_t lo, hi; // this thread's output rows (of all images)
+	llmserve_share(oh * dst->ne[3], ith, nth, &lo, &hi);
 	if (lo >= hi) return;
 	// The padded image: the rows and columns the windows read.
 	const int64_t ph = (oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
@@ -461,9 +458,8 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
 	const int64_t cg = ch / p->group, mg = p->m / p->group, m = p->m;
-	const int64_t rows = oh * dst->ne[3];
-	const int64_t per = (rows + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < rows ? lo + per : rows;
+	int64_t lo, hi; // this thread's output rows (of all images)
+	llmserve_share(oh * dst->ne[3], ith, nth, &lo, &hi);
 	float acc_stack[mg <= 1024 ? 4 * mg : 1];
 	float * acc = mg <= 1024 ? acc_stack : malloc(sizeof(float) * 4 * mg);
 	// The output pixels whose windows lie wholly inside the image:
@@ -531,8 +527,8 @@ static void llmserve_affine_op(struct ggml_tensor * dst, const struct ggml_tenso
 	const llmserve_affine * p = ud;
 	const int64_t inner = a->ne[0] * a->ne[1];
 	const int64_t planes = a->ne[2] * a->ne[3];
-	const int64_t per = (planes + nth - 1) / nth;
-	const int64_t lo = per * ith, hi = lo + per < planes ? lo + per : planes;
+	int64_t lo, hi;
+	llmserve_share(planes, ith, nth, &lo, &hi);
 	for (int64_t pl = lo; pl < hi; pl++) {
 		const int64_t c = pl % p->channels;
 		const float * x = (const float *)a->data + pl * inner;

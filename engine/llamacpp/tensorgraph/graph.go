@@ -180,15 +180,8 @@ func transpose(a []float32, rows, cols int) []float32 {
 
 // newTensor creates a tensor of the numpy-order shape (ggml's ne reversed).
 func newTensor(ctx *C.struct_ggml_context, typ C.enum_ggml_type, shape []int64) *C.struct_ggml_tensor {
-	var ne [4]C.int64_t
-	r := len(shape)
-	for i := range 4 {
-		ne[i] = 1
-		if i < r {
-			ne[i] = C.int64_t(shape[r-1-i])
-		}
-	}
-	return C.ggml_new_tensor(ctx, typ, C.int(max(r, 1)), &ne[0])
+	n := ne(shape)
+	return C.ggml_new_tensor(ctx, typ, C.int(max(len(shape), 1)), &n[0])
 }
 
 // Run computes one batch of rows of a graph whose inputs are all F32.

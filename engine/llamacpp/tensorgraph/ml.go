@@ -213,6 +213,25 @@ typedef struct {
 // for at once.
 #define LLMSERVE_WALK_ROWS 8
 
+// llmserve_tree_true is 1 where value v goes to the true child of
+// branch node n (mode 1 to 6 against its threshold; NaN goes true where
+// the node says missing), else 0: a number for the caller to pick the
+// child by arithmetic, not a branch on the data. Inlined with a constant
+// mode, the comparison is one.
+static inline __attribute__((always_inline)) int llmserve_tree_true(const llmserve_trees * t, const int mode, const int32_t n, const float v) {
+	const float th = t->threshold[n];
+	int c = 0;
+	switch (mode) {
+	case 1: c = v <= th; break;
+	case 2: c = v < th; break;
+	case 3: c = v >= th; break;
+	case 4: c = v > th; break;
+	case 5: c = v == th; break;
+	case 6: c = v != th; break;
+	}
+	return c | (t->missing[n] & (v != v));
+}
+
 // llmserve_trees_walk finds the leaf tree r leads each of the rows xs[0..8)
 // to, as llmserve_tree_leaf does, for 8 rows at once: depth[r] steps of
 // each row in turn, with no branch (a leaf leads to itself), so that the
@@ -224,17 +243,7 @@ static inline __attribute__((always_inline)) void llmserve_trees_walk(const llms
 	for (int32_t d = 0; d < t->depth[r]; d++) {
 		for (int k = 0; k < LLMSERVE_WALK_ROWS; k++) {
 			const int32_t n = i[k];
-			const float v = xs[k][t->walk_feature[n]], th = t->threshold[n];
-			int c = 0;
-			switch (MODE) {
-			case 1: c = v <= th; break;
-			case 2: c = v < th; break;
-			case 3: c = v >= th; break;
-			case 4: c = v > th; break;
-			case 5: c = v == th; break;
-			case 6: c = v != th; break;
-			}
-			c |= t->missing[n] & (v != v);
+			const int c = llmserve_tree_true(t, MODE, n, xs[k][t->walk_feature[n]]);
 			// Both children loaded and one picked by arithmetic: as a
 			// select of two loads the compiler would branch, and the
 			// branch is the data's.
@@ -247,19 +256,8 @@ static inline __attribute__((always_inline)) void llmserve_trees_walk(const llms
 
 static int32_t llmserve_tree_leaf(const llmserve_trees * t, int32_t i, const float * x) {
 	while (t->mode[i] != 0) {
-		const float v = x[t->feature[i]], th = t->threshold[i];
-		int c = 0;
-		switch (t->mode[i]) {
-		case 1: c = v <= th; break;
-		case 2: c = v < th; break;
-		case 3: c = v >= th; break;
-		case 4: c = v > th; break;
-		case 5: c = v == th; break;
-		case 6: c = v != th; break;
-		}
-		// The child picked by arithmetic, not a branch on the data (as in
-		// llmserve_trees_walk).
-		c |= t->missing[i] & (v != v);
+		const int c = llmserve_tree_true(t, t->mode[i], i, x[t->feature[i]]);
+		// The child picked by arithmetic (as in llmserve_trees_walk).
 		const int32_t tn = t->truen[i], fn = t->falsen[i];
 		i = fn + ((tn - fn) & -c);
 	}
@@ -290,6 +288,14 @@ static void llmserve_write_scores(float * score, const uint8_t * has, int64_t n,
 	}
 }
 
+// llmserve_aggregate is score s of a target with leaf weight w added by
+// the ensemble's aggregate function; has: s already holds a weight.
+static inline float llmserve_aggregate(const int aggregate, const int has, const float s, const float w) {
+	if (aggregate == AGG_SUM || aggregate == AGG_AVERAGE) return s + w;
+	if (!has || (aggregate == AGG_MIN && w < s) || (aggregate == AGG_MAX && w > s)) return w;
+	return s;
+}
+
 // llmserve_trees_row computes one row; leaves, if not NULL, holds the leaf
 // each tree leads x to (llmserve_trees_walk), else the trees are walked.
 static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, float * z, float * score, uint8_t * has, const int32_t * leaves) {
@@ -301,11 +307,7 @@ static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, flo
 		int h = 0;
 		for (int32_t r = 0; r < t->n_roots; r++) {
 			const float w = t->wvalue[t->wfirst[leaves ? leaves[r] : llmserve_tree_leaf(t, t->roots[r], x)]];
-			if (t->aggregate == AGG_SUM || t->aggregate == AGG_AVERAGE) {
-				s += w;
-			} else if (!h || (t->aggregate == AGG_MIN && w < s) || (t->aggregate == AGG_MAX && w > s)) {
-				s = w;
-			}
+			s = llmserve_aggregate(t->aggregate, h, s, w);
 			h = 1;
 		}
 		const float origin = t->n_base == 1 ? t->base[0] : 0.0f;
@@ -328,11 +330,7 @@ static int64_t llmserve_trees_row(const llmserve_trees * t, const float * x, flo
 		for (int32_t k = t->wfirst[l]; k < t->wfirst[l] + t->wcount[l]; k++) {
 			const int32_t j = t->wtarget[k];
 			const float w = t->wvalue[k];
-			if (t->aggregate == AGG_SUM || t->aggregate == AGG_AVERAGE) {
-				score[j] += w;
-			} else if (!has[j] || (t->aggregate == AGG_MIN && w < score[j]) || (t->aggregate == AGG_MAX && w > score[j])) {
-				score[j] = w;
-			}
+			score[j] = llmserve_aggregate(t->aggregate, has[j], score[j], w);
 			has[j] = 1;
 		}
 	}
@@ -538,70 +536,78 @@ func prepareNodes(g *graph.Checked) (*nodeParams, error) {
 	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}}
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
-		if err := p.prepareCNN(g, n); err != nil {
+		err := p.prepareCNN(g, n)
+		if err == nil {
+			err = p.prepareML(g, n)
+		}
+		if err != nil {
 			p.free()
 			return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
 		}
-		var features int64
-		if len(n.Inputs) > 0 {
-			if x, ok := g.Values[n.Inputs[0]]; ok && len(x.Shape) == 2 {
-				features = x.Shape[1]
-			}
-		}
-		switch n.Op {
-		case "Scaler":
-			s := (*C.llmserve_scaler)(p.alloc(C.sizeof_llmserve_scaler))
-			off := n.Attrs["offset"].Floats
-			s.n = C.int64_t(len(off))
-			s.offset = (*C.float)(cCopy(p, off))
-			s.scale = (*C.float)(cCopy(p, n.Attrs["scale"].Floats))
-			p.byNode[n] = unsafe.Pointer(s)
-		case "LinearClassifier", "LinearRegressor":
-			l, err := graph.ParseLinear(n, features)
-			if err != nil {
-				p.free()
-				return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
-			}
-			c := (*C.llmserve_linear)(p.alloc(C.sizeof_llmserve_linear))
-			c.classifier, c.post, c.second_class = cBool(l.Classifier), C.int32_t(l.Post), cBool(l.SecondClass)
-			c.n_labels = C.int32_t(len(l.Labels))
-			c.features, c.targets, c.outputs = C.int64_t(l.Features), C.int64_t(l.Targets), C.int64_t(l.Outputs())
-			c.coef = (*C.float)(cCopy(p, l.Coef))
-			c.intercepts = (*C.float)(cCopy(p, l.Intercepts))
-			c.labels = (*C.int64_t)(cCopy(p, l.Labels))
-			p.byNode[n] = unsafe.Pointer(c)
-		case "TreeEnsembleClassifier", "TreeEnsembleRegressor":
-			t, err := graph.ParseTreeEnsemble(n, features)
-			if err != nil {
-				p.free()
-				return nil, &graph.Error{Node: n.Name, Op: n.Op, Err: err}
-			}
-			c := (*C.llmserve_trees)(p.alloc(C.sizeof_llmserve_trees))
-			c.classifier, c.binary_case, c.all_positive = cBool(t.Classifier), cBool(t.BinaryCase), cBool(t.AllPositive)
-			c.aggregate, c.post, c.n_base = C.int32_t(t.Aggregate), C.int32_t(t.Post), C.int32_t(len(t.Base))
-			c.features, c.targets, c.n_roots = C.int64_t(t.Features), C.int64_t(t.Targets), C.int32_t(len(t.Roots))
-			c.feature = (*C.int32_t)(cCopy(p, t.Feature))
-			c.threshold = (*C.float)(cCopy(p, t.Threshold))
-			c.mode = (*C.uint8_t)(cCopy(p, t.Mode))
-			c.missing = (*C.uint8_t)(cCopy(p, t.MissingTrue))
-			c.truen = (*C.int32_t)(cCopy(p, t.True))
-			c.falsen = (*C.int32_t)(cCopy(p, t.False))
-			c.wfirst = (*C.int32_t)(cCopy(p, t.WeightFirst))
-			c.wcount = (*C.int32_t)(cCopy(p, t.WeightCount))
-			c.wtarget = (*C.int32_t)(cCopy(p, t.WeightTarget))
-			c.wvalue = (*C.float)(cCopy(p, t.WeightValue))
-			c.roots = (*C.int32_t)(cCopy(p, t.Roots))
-			c.base = (*C.float)(cCopy(p, t.Base))
-			c.labels = (*C.int64_t)(cCopy(p, t.Labels))
-			if w := treeWalk(t); w != nil {
-				c.walk_mode = C.int32_t(w.mode)
-				c.walk_true, c.walk_false = (*C.int32_t)(cCopy(p, w.True)), (*C.int32_t)(cCopy(p, w.False))
-				c.walk_feature, c.depth = (*C.int32_t)(cCopy(p, w.Feature)), (*C.int32_t)(cCopy(p, w.Depth))
-			}
-			p.byNode[n] = unsafe.Pointer(c)
-		}
 	}
 	return p, nil
+}
+
+// prepareML copies the parameters of n, if an ai.onnx.ml node, into C
+// memory.
+func (p *nodeParams) prepareML(g *graph.Checked, n *graph.Node) error {
+	var features int64
+	if len(n.Inputs) > 0 {
+		if x, ok := g.Values[n.Inputs[0]]; ok && len(x.Shape) == 2 {
+			features = x.Shape[1]
+		}
+	}
+	switch n.Op {
+	case "Scaler":
+		s := (*C.llmserve_scaler)(p.alloc(C.sizeof_llmserve_scaler))
+		off := n.Attrs["offset"].Floats
+		s.n = C.int64_t(len(off))
+		s.offset = (*C.float)(cCopy(p, off))
+		s.scale = (*C.float)(cCopy(p, n.Attrs["scale"].Floats))
+		p.byNode[n] = unsafe.Pointer(s)
+	case "LinearClassifier", "LinearRegressor":
+		l, err := graph.ParseLinear(n, features)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_linear)(p.alloc(C.sizeof_llmserve_linear))
+		c.classifier, c.post, c.second_class = cBool(l.Classifier), C.int32_t(l.Post), cBool(l.SecondClass)
+		c.n_labels = C.int32_t(len(l.Labels))
+		c.features, c.targets, c.outputs = C.int64_t(l.Features), C.int64_t(l.Targets), C.int64_t(l.Outputs())
+		c.coef = (*C.float)(cCopy(p, l.Coef))
+		c.intercepts = (*C.float)(cCopy(p, l.Intercepts))
+		c.labels = (*C.int64_t)(cCopy(p, l.Labels))
+		p.byNode[n] = unsafe.Pointer(c)
+	case "TreeEnsembleClassifier", "TreeEnsembleRegressor":
+		t, err := graph.ParseTreeEnsemble(n, features)
+		if err != nil {
+			return err
+		}
+		c := (*C.llmserve_trees)(p.alloc(C.sizeof_llmserve_trees))
+		c.classifier, c.binary_case, c.all_positive = cBool(t.Classifier), cBool(t.BinaryCase), cBool(t.AllPositive)
+		c.aggregate, c.post, c.n_base = C.int32_t(t.Aggregate), C.int32_t(t.Post), C.int32_t(len(t.Base))
+		c.features, c.targets, c.n_roots = C.int64_t(t.Features), C.int64_t(t.Targets), C.int32_t(len(t.Roots))
+		c.feature = (*C.int32_t)(cCopy(p, t.Feature))
+		c.threshold = (*C.float)(cCopy(p, t.Threshold))
+		c.mode = (*C.uint8_t)(cCopy(p, t.Mode))
+		c.missing = (*C.uint8_t)(cCopy(p, t.MissingTrue))
+		c.truen = (*C.int32_t)(cCopy(p, t.True))
+		c.falsen = (*C.int32_t)(cCopy(p, t.False))
+		c.wfirst = (*C.int32_t)(cCopy(p, t.WeightFirst))
+		c.wcount = (*C.int32_t)(cCopy(p, t.WeightCount))
+		c.wtarget = (*C.int32_t)(cCopy(p, t.WeightTarget))
+		c.wvalue = (*C.float)(cCopy(p, t.WeightValue))
+		c.roots = (*C.int32_t)(cCopy(p, t.Roots))
+		c.base = (*C.float)(cCopy(p, t.Base))
+		c.labels = (*C.int64_t)(cCopy(p, t.Labels))
+		if w := treeWalk(t); w != nil {
+			c.walk_mode = C.int32_t(w.mode)
+			c.walk_true, c.walk_false = (*C.int32_t)(cCopy(p, w.True)), (*C.int32_t)(cCopy(p, w.False))
+			c.walk_feature, c.depth = (*C.int32_t)(cCopy(p, w.Feature)), (*C.int32_t)(cCopy(p, w.Depth))
+		}
+		p.byNode[n] = unsafe.Pointer(c)
+	}
+	return nil
 }
 
 // walk is what the branch-free tree walk (llmserve_trees_walk) needs.
