@@ -36,6 +36,7 @@
 # of the context). LLAMA_ARGS is added to both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/server.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"
 BIN=${BIN:-bin/llmserve}
@@ -71,23 +72,11 @@ server_cmd() {
 }
 
 PORT= server=
-# stop ends the server: whatever listens on the port, gracefully, then by
-# force after 5 s; and waits until the port is free.
+# stop ends the server (stop_listener: whatever listens on the port,
+# gracefully, then by force) and forgets its port.
 stop() {
-  local pids
-  [ -z "$PORT" ] && return 0
-  pids=$( { echo "$server"; ss -ltnpH "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2; } | grep . | sort -u | tr '\n' ' ')
-  # shellcheck disable=SC2086
-  [ -n "$pids" ] && kill $pids 2>/dev/null
-  for i in $(seq 100); do
-    ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q . || break
-    # shellcheck disable=SC2086
-    [ "$i" -eq 50 ] && kill -9 $pids 2>/dev/null
-    sleep 0.1
-  done
-  [ -n "$server" ] && wait "$server" 2>/dev/null
-  server="" PORT=""
-  return 0
+  stop_listener
+  PORT=""
 }
 trap stop EXIT
 

@@ -80,16 +80,8 @@ server gives neither. Turns run one at a time, each on a new connection.
 					return err
 				}
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(rep)
-			} else {
-				err = rep.WriteText(out)
-			}
-			if err != nil {
-				return fmt.Errorf("write report: %w", err)
+			if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
+				return err
 			}
 			for _, s := range rep.Summaries {
 				if s.Failed > 0 {

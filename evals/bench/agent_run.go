@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -177,14 +176,7 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 		return res
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		res.Error = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, orUnknown(errorBody(body)))
-		return res
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		res.Error = "server answered with application/json, not an event stream: " + truncate(strings.TrimSpace(string(body)), 200)
+	if res.Error = notAStream(resp); res.Error != "" {
 		return res
 	}
 

@@ -174,14 +174,7 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 	}
 	defer resp.Body.Close()
 
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		res.err = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, orUnknown(errorBody(body)))
-		return res
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		res.err = "server answered with application/json, not an event stream: " + truncate(string(bytes.TrimSpace(body)), 200)
+	if res.err = notAStream(resp); res.err != "" {
 		return res
 	}
 
@@ -294,4 +287,19 @@ func (s *session) firstModel(ctx context.Context, base string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("list models: %s lists no model; pass --model", base+"/models")
+}
+
+// notAStream says why resp does not carry the event stream a streamed
+// request asked for (an HTTP error with the server's message, or a JSON
+// answer), reading at most 8 KiB of its body; "" when it does.
+func notAStream(resp *http.Response) string {
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		return fmt.Sprintf("HTTP %d: %s", resp.StatusCode, orUnknown(errorBody(body)))
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+		return "server answered with application/json, not an event stream: " + truncate(string(bytes.TrimSpace(body)), 200)
+	}
+	return ""
 }

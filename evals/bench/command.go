@@ -231,17 +231,8 @@ func writeReport(cmd *cobra.Command, rep interface{ WriteText(io.Writer) error }
 			return err
 		}
 	}
-	out := cmd.OutOrStdout()
-	var err error
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteText(out)
-	}
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
+	if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
+		return err
 	}
 	if completed == 0 {
 		return errors.New("bench: no request completed")
@@ -301,4 +292,20 @@ func imageDataURL(path string) (string, error) {
 		return "", fmt.Errorf("%s is %s, not a PNG, JPEG or WebP image", path, typ)
 	}
 	return "data:" + typ + ";base64," + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// printReport writes a report to out: indented JSON, or its text table.
+func printReport(out io.Writer, rep interface{ WriteText(io.Writer) error }, asJSON bool) error {
+	var err error
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(out)
+	}
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
 }
