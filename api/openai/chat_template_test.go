@@ -5,18 +5,20 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 )
 
 // promptText is the text of the prompt the model was given.
-func promptText(t *testing.T, m *fakeModel) string {
+func promptText(t *testing.T, m *openaitest.Model) string {
 	t.Helper()
-	reqs := m.requests()
+	reqs := m.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests reached the model, want 1", len(reqs))
 	}
 	var b strings.Builder
 	for _, id := range reqs[0].Prompt {
-		b.Write(testVocab.Piece(id, true))
+		b.Write(openaitest.Vocab.Piece(id, true))
 	}
 	return b.String()
 }
@@ -74,12 +76,12 @@ func TestChatPromptFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.maxLen = 4096
-			m.setScript(helloScript)
+			m := openaitest.NewModel(t)
+			m.MaxLen = 4096
+			m.SetScript(openaitest.HelloScript)
 			h := testHandler(m)
 			body := `{"model":"test-model",` + tt.fields + `"chat_template":` + jsonString(echo) + `,"messages":` + tt.messages + `}`
-			rec := do(t, h, m, http.MethodPost, "/v1/chat/completions", body)
+			rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/chat/completions", body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
@@ -94,11 +96,11 @@ func TestChatPromptFields(t *testing.T) {
 // The model's own template (ChatML here) with continue_final_message
 // leaves the assistant's turn open.
 func TestChatContinueFinalMessageModelTemplate(t *testing.T) {
-	m := newFakeModel(t)
-	m.setScript(helloScript)
+	m := openaitest.NewModel(t)
+	m.SetScript(openaitest.HelloScript)
 	body := `{"model":"test-model","add_generation_prompt":false,"continue_final_message":true,` +
 		`"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"}]}`
-	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions", body)
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions", body)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
@@ -138,9 +140,9 @@ func TestChatPromptFieldErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.setScript(helloScript)
-			rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions", `{"model":"test-model",`+tt.body+`}`)
+			m := openaitest.NewModel(t)
+			m.SetScript(openaitest.HelloScript)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions", `{"model":"test-model",`+tt.body+`}`)
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
 			}

@@ -3,6 +3,7 @@ package openai
 import (
 	"testing"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
@@ -12,12 +13,12 @@ import (
 // of one token each, with a stop string to watch and logprobs with two
 // alternatives, as a chat stream with logprobs sends them.
 func BenchmarkChoiceAdd(b *testing.B) {
-	tk := newTestTokenizer(b, "")
+	tk := openaitest.NewTokenizer(b, "")
 	p := &genParams{Params: &frontend.Params{Stops: []string{"END"}, Logprobs: true, TopLogprobs: 2}}
-	p.Base.StopTokens = []int32{imEnd}
+	p.Base.StopTokens = []int32{openaitest.IMEnd}
 	var seq []int32
 	for len(seq) < 64 {
-		seq = append(seq, toks(" Once upon a time Hello world! there")...)
+		seq = append(seq, openaitest.Tokens(" Once upon a time Hello world! there")...)
 	}
 	seq = seq[:64]
 	outs := make([]scheduler.Output, len(seq))

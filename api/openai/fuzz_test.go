@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/frontend"
 )
 
@@ -51,8 +52,8 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
-	m := newFakeModel(f)
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	m := openaitest.NewModel(f)
+	h := newHandler(openaitest.NewBackend[Model](m), Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
 			req, opts, err := decodeChat(b)
@@ -69,8 +70,8 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
-	m := newFakeModel(f)
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	m := openaitest.NewModel(f)
+	h := newHandler(openaitest.NewBackend[Model](m), Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
 			req, opts, copts, err := decodeCompletion(b)
@@ -92,8 +93,8 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 func TestFuzzSeedsServe(t *testing.T) {
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
 		for _, s := range fuzzSeeds {
-			m := newFakeModel(t)
-			rec := do(t, testHandler(m), m, http.MethodPost, path, s)
+			m := openaitest.NewModel(t)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, path, s)
 			if rec.Code >= 500 {
 				t.Errorf("%s %s: status %d: %s", path, s, rec.Code, rec.Body)
 			}

@@ -15,24 +15,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 )
-
-// outsScript returns a script that pushes batches of outputs for choice 0.
-func outsScript(batches ...[]scheduler.Output) func(*scheduler.Request) []fakeBatch {
-	return func(*scheduler.Request) []fakeBatch {
-		var bs []fakeBatch
-		for _, b := range batches {
-			bs = append(bs, fakeBatch{outs: b, events: 1})
-		}
-		return bs
-	}
-}
-
-func out(finish scheduler.FinishReason, ts ...int32) scheduler.Output {
-	return scheduler.Output{Tokens: ts, Finish: finish}
-}
 
 // sseEvents splits an SSE body into its data payloads.
 func sseEvents(t *testing.T, body string) []string {
@@ -115,7 +101,7 @@ func parseStream(t *testing.T, body string) streamResult {
 
 func TestStopStrings(t *testing.T) {
 	S, L, N := scheduler.FinishStop, scheduler.FinishLength, scheduler.FinishNone
-	hel, lo, wo, rld, bang := tok("Hel"), tok("lo"), tok(" wo"), tok("rld"), tok("!")
+	hel, lo, wo, rld, bang := openaitest.Token("Hel"), openaitest.Token("lo"), openaitest.Token(" wo"), openaitest.Token("rld"), openaitest.Token("!")
 	tests := []struct {
 		name       string
 		stop       string // JSON
@@ -128,55 +114,55 @@ func TestStopStrings(t *testing.T) {
 	}{
 		{
 			name: "stop across two tokens, later tokens dropped", stop: `"lo w"`,
-			batches: [][]scheduler.Output{{out(S, hel, lo, wo, rld, bang, imEnd)}},
+			batches: [][]scheduler.Output{{openaitest.Out(S, hel, lo, wo, rld, bang, openaitest.IMEnd)}},
 			text:    "Hel", finish: "stop", tokens: 3,
 		},
 		{
 			name: "stop across three tokens and batches", stop: `["xyz","llo wor"]`,
-			batches: [][]scheduler.Output{{out(N, tok("Hel"))}, {out(N, lo)}, {out(N, wo, rld)}, {out(N, bang)}, {out(S, imEnd)}},
+			batches: [][]scheduler.Output{{openaitest.Out(N, openaitest.Token("Hel"))}, {openaitest.Out(N, lo)}, {openaitest.Out(N, wo, rld)}, {openaitest.Out(N, bang)}, {openaitest.Out(S, openaitest.IMEnd)}},
 			text:    "He", finish: "stop", tokens: 4, stopChoice: true,
 		},
 		{
 			name: "partial match released at the end", stop: `"!!"`,
-			batches: [][]scheduler.Output{{out(N, hel, lo)}, {out(S, wo, rld, bang, imEnd)}},
+			batches: [][]scheduler.Output{{openaitest.Out(N, hel, lo)}, {openaitest.Out(S, wo, rld, bang, openaitest.IMEnd)}},
 			text:    "Hello world!", finish: "stop", tokens: 6,
 		},
 		{
 			name: "held text flushed at length", stop: `" world"`,
-			batches: [][]scheduler.Output{{out(L, hel, lo, wo)}},
+			batches: [][]scheduler.Output{{openaitest.Out(L, hel, lo, wo)}},
 			text:    "Hello wo", finish: "length", tokens: 3,
 		},
 		{
 			name: "stop string split over outputs", stop: `"END"`,
-			batches: [][]scheduler.Output{{out(N, tok("Hello"))}, {out(N, tok("E"))}, {out(N, tok("ND"))}, {out(L, bang)}},
+			batches: [][]scheduler.Output{{openaitest.Out(N, openaitest.Token("Hello"))}, {openaitest.Out(N, openaitest.Token("E"))}, {openaitest.Out(N, openaitest.Token("ND"))}, {openaitest.Out(L, bang)}},
 			text:    "Hello", finish: "stop", tokens: 3, stopChoice: true,
 		},
 		{
 			name: "no stop check within min_tokens", stop: `"Hel"`, extra: `,"min_tokens":2`,
-			batches: [][]scheduler.Output{{out(S, hel, lo, wo, rld, imEnd)}},
+			batches: [][]scheduler.Output{{openaitest.Out(S, hel, lo, wo, rld, openaitest.IMEnd)}},
 			text:    "Hello world", finish: "stop", tokens: 5,
 		},
 		{
-			name: "client stop token is not text", stop: `[]`, extra: `,"stop_token_ids":[` + fmt.Sprint(tok("!")) + `]`,
-			batches: [][]scheduler.Output{{out(S, hel, lo, bang)}},
+			name: "client stop token is not text", stop: `[]`, extra: `,"stop_token_ids":[` + fmt.Sprint(openaitest.Token("!")) + `]`,
+			batches: [][]scheduler.Output{{openaitest.Out(S, hel, lo, bang)}},
 			text:    "Hello", finish: "stop", tokens: 3,
 		},
 		{
 			name: "stop token then nothing", stop: `[]`,
-			batches: [][]scheduler.Output{{out(N, hel)}, {out(S, imEnd)}},
+			batches: [][]scheduler.Output{{openaitest.Out(N, hel)}, {openaitest.Out(S, openaitest.IMEnd)}},
 			text:    "Hel", finish: "stop", tokens: 2,
 		},
 	}
 	for _, tt := range tests {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", tt.name, stream), func(t *testing.T) {
-				m := newFakeModel(t)
-				m.script = outsScript(tt.batches...)
+				m := openaitest.NewModel(t)
+				m.Script = openaitest.OutsScript(tt.batches...)
 				body := fmt.Sprintf(`{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"stop":%s%s,"stream":%v}`, tt.stop, tt.extra, stream)
 				if stream {
 					body = strings.TrimSuffix(body, "}") + `,"stream_options":{"include_usage":true}}`
 				}
-				rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions", body)
+				rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions", body)
 				if rec.Code != http.StatusOK {
 					t.Fatalf("status %d: %s", rec.Code, rec.Body)
 				}
@@ -202,9 +188,7 @@ func TestStopStrings(t *testing.T) {
 				if u.CompletionTokens != tt.tokens {
 					t.Errorf("completion_tokens = %d, want %d", u.CompletionTokens, tt.tokens)
 				}
-				m.mu.Lock()
-				stops := slices.Clone(m.stops)
-				m.mu.Unlock()
+				stops := m.Stops()
 				if tt.stopChoice && !slices.Equal(stops, []int{0}) {
 					t.Errorf("StopChoice calls %v, want [0]", stops)
 				}
@@ -215,25 +199,25 @@ func TestStopStrings(t *testing.T) {
 
 // choiceScript answers choice i of the prompt whose last token is x with
 // x + " " + "abc"[i], pushing choices in reverse order across batches.
-func choiceScript(req *scheduler.Request) []fakeBatch {
+func choiceScript(req *scheduler.Request) []openaitest.Batch {
 	last := req.Prompt[len(req.Prompt)-1]
-	letters := []int32{tok("a"), tok("b"), tok("c")}
+	letters := []int32{openaitest.Token("a"), openaitest.Token("b"), openaitest.Token("c")}
 	var first, second []scheduler.Output
 	for i := req.N - 1; i >= 0; i-- {
-		first = append(first, scheduler.Output{Choice: i, Tokens: []int32{last, tok(" ")}})
+		first = append(first, scheduler.Output{Choice: i, Tokens: []int32{last, openaitest.Token(" ")}})
 		second = append(second, scheduler.Output{Choice: i, Tokens: []int32{letters[i]}, Finish: scheduler.FinishLength})
 	}
-	return []fakeBatch{{outs: first}, {outs: second}}
+	return []openaitest.Batch{{Outs: first}, {Outs: second}}
 }
 
 func TestChoiceIndexing(t *testing.T) {
 	want := map[int]string{0: "a a", 1: "a b", 2: "a c", 3: "b a", 4: "b b", 5: "b c"}
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			m := newFakeModel(t)
-			m.script = choiceScript
+			m := openaitest.NewModel(t)
+			m.Script = choiceScript
 			body := fmt.Sprintf(`{"model":"test-model","prompt":["a","b"],"n":3,"stream":%v}`, stream)
-			rec := do(t, testHandler(m), m, http.MethodPost, "/v1/completions", body)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/completions", body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
@@ -272,9 +256,9 @@ func TestChoiceIndexing(t *testing.T) {
 }
 
 func TestChatMultiChoiceStream(t *testing.T) {
-	m := newFakeModel(t)
-	m.script = choiceScript
-	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
+	m := openaitest.NewModel(t)
+	m.Script = choiceScript
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
 		`{"model":"test-model","messages":[{"role":"user","content":"a"}],"n":3,"stream":true}`)
 	evs := sseEvents(t, rec.Body.String())
 	// Role chunks come first, one per choice.
@@ -299,13 +283,13 @@ func TestChatMultiChoiceStream(t *testing.T) {
 
 func TestUTF8AcrossTokens(t *testing.T) {
 	// "é" is 0xC3 0xA9: two byte-fallback tokens in separate batches.
-	m := newFakeModel(t)
-	m.script = outsScript(
-		[]scheduler.Output{out(scheduler.FinishNone, tok("Hi"), 2+0xC3)},
-		[]scheduler.Output{out(scheduler.FinishNone, 2+0xA9)},
-		[]scheduler.Output{out(scheduler.FinishStop, imEnd)},
+	m := openaitest.NewModel(t)
+	m.Script = openaitest.OutsScript(
+		[]scheduler.Output{openaitest.Out(scheduler.FinishNone, openaitest.Token("Hi"), 2+0xC3)},
+		[]scheduler.Output{openaitest.Out(scheduler.FinishNone, 2+0xA9)},
+		[]scheduler.Output{openaitest.Out(scheduler.FinishStop, openaitest.IMEnd)},
 	)
-	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
 		`{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"stream":true}`)
 	r := parseStream(t, rec.Body.String())
 	if r.text[0] != "Hié" {
@@ -314,16 +298,16 @@ func TestUTF8AcrossTokens(t *testing.T) {
 }
 
 func TestLogprobEdgeValues(t *testing.T) {
-	m := newFakeModel(t)
-	m.script = outsScript([]scheduler.Output{{
-		Tokens: []int32{tok("Hi")},
+	m := openaitest.NewModel(t)
+	m.Script = openaitest.OutsScript([]scheduler.Output{{
+		Tokens: []int32{openaitest.Token("Hi")},
 		Logprobs: []engine.Logprobs{{
-			Chosen: engine.TokenLogprob{Token: tok("Hi"), Logprob: float32(math.Inf(-1))},
+			Chosen: engine.TokenLogprob{Token: openaitest.Token("Hi"), Logprob: float32(math.Inf(-1))},
 			Top:    []engine.TokenLogprob{{Token: 2 + 0xE2, Logprob: -1e-7}},
 		}},
 		Finish: scheduler.FinishLength,
 	}})
-	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
 		`{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":1}`)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
@@ -355,9 +339,9 @@ func TestSubmitErrors(t *testing.T) {
 	for _, tt := range tests {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", tt.name, stream), func(t *testing.T) {
-				m := newFakeModel(t)
-				m.submitErr = func(int) error { return tt.err }
-				rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
+				m := openaitest.NewModel(t)
+				m.SubmitErr = func(int) error { return tt.err }
+				rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
 					fmt.Sprintf(`{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"stream":%v}`, stream))
 				if rec.Code != tt.status {
 					t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
@@ -383,13 +367,13 @@ func TestSubmitErrors(t *testing.T) {
 // The prompts of one request are submitted all or none: when the engine
 // refuses the batch, no prompt started.
 func TestBatchSubmitIsAtomic(t *testing.T) {
-	m := newFakeModel(t)
-	m.submitErr = func(int) error { return scheduler.ErrClosed }
-	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/completions", `{"model":"test-model","prompt":["a","b"]}`)
+	m := openaitest.NewModel(t)
+	m.SubmitErr = func(int) error { return scheduler.ErrClosed }
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/completions", `{"model":"test-model","prompt":["a","b"]}`)
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	if reqs := m.requests(); len(reqs) != 0 {
+	if reqs := m.Requests(); len(reqs) != 0 {
 		t.Errorf("%d prompts started", len(reqs))
 	}
 }
@@ -406,14 +390,14 @@ func TestGenerationErrors(t *testing.T) {
 		{"abort without reason", nil, 500, typeInternal},
 	}
 	for _, tt := range tests {
-		script := outsScript(
-			[]scheduler.Output{out(scheduler.FinishNone, tok("Hello"))},
-			[]scheduler.Output{{Tokens: []int32{tok(" world")}, Finish: scheduler.FinishAbort, Err: tt.err}},
+		script := openaitest.OutsScript(
+			[]scheduler.Output{openaitest.Out(scheduler.FinishNone, openaitest.Token("Hello"))},
+			[]scheduler.Output{{Tokens: []int32{openaitest.Token(" world")}, Finish: scheduler.FinishAbort, Err: tt.err}},
 		)
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.script = script
-			rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
+			m := openaitest.NewModel(t)
+			m.Script = script
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
 				`{"model":"test-model","messages":[{"role":"user","content":"Hi"}]}`)
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
@@ -423,10 +407,10 @@ func TestGenerationErrors(t *testing.T) {
 			}
 		})
 		t.Run(tt.name+"/stream", func(t *testing.T) {
-			m := newFakeModel(t)
-			m.script = script
-			m.gate = make(chan struct{}, 100)
-			rec := do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
+			m := openaitest.NewModel(t)
+			m.Script = script
+			m.Gate = make(chan struct{}, 100)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/chat/completions",
 				`{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}`)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d", rec.Code)
@@ -454,9 +438,9 @@ func TestGenerationErrors(t *testing.T) {
 func TestClientDisconnect(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			m := newFakeModel(t)
-			m.hold = true
-			m.script = outsScript([]scheduler.Output{out(scheduler.FinishNone, tok("Hello"))})
+			m := openaitest.NewModel(t)
+			m.Hold = true
+			m.Script = openaitest.OutsScript([]scheduler.Output{openaitest.Out(scheduler.FinishNone, openaitest.Token("Hello"))})
 			srv := httptest.NewServer(testHandler(m))
 			defer srv.Close()
 
@@ -466,7 +450,7 @@ func TestClientDisconnect(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
 			if !stream {
 				// The answer never comes; give up once the request is in.
-				m.onSubmit = cancel
+				m.OnSubmit = cancel
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if stream {
@@ -486,11 +470,11 @@ func TestClientDisconnect(t *testing.T) {
 				t.Fatal("request succeeded")
 			}
 			select {
-			case <-m.cancelled:
+			case <-m.Cancelled():
 			case <-time.After(5 * time.Second):
 				t.Fatal("Stream.Cancel was not called after the client went away")
 			}
-			m.wait()
+			m.Wait()
 		})
 	}
 }
@@ -499,21 +483,21 @@ func TestClientDisconnect(t *testing.T) {
 // output comes before the prompt logprobs (which come with choice 0) waits
 // for them, so that its first chunk carries the whole echoed prompt.
 func TestCompletionStreamEchoLogprobs(t *testing.T) {
-	m := newFakeModel(t)
-	m.script = func(req *scheduler.Request) []fakeBatch {
+	m := openaitest.NewModel(t)
+	m.Script = func(req *scheduler.Request) []openaitest.Batch {
 		var plps []engine.Logprobs
 		for range len(req.Prompt) - 1 {
-			plps = append(plps, lp("a", -2))
+			plps = append(plps, openaitest.Logprob("a", -2))
 		}
-		return []fakeBatch{
-			{outs: []scheduler.Output{{Choice: 1, Tokens: []int32{tok("b")}, Logprobs: []engine.Logprobs{lp("b", -0.5)}}}},
-			{outs: []scheduler.Output{
-				{Choice: 0, Tokens: []int32{tok("c")}, Logprobs: []engine.Logprobs{lp("c", -0.25)}, PromptLogprobs: plps, Finish: scheduler.FinishLength},
+		return []openaitest.Batch{
+			{Outs: []scheduler.Output{{Choice: 1, Tokens: []int32{openaitest.Token("b")}, Logprobs: []engine.Logprobs{openaitest.Logprob("b", -0.5)}}}},
+			{Outs: []scheduler.Output{
+				{Choice: 0, Tokens: []int32{openaitest.Token("c")}, Logprobs: []engine.Logprobs{openaitest.Logprob("c", -0.25)}, PromptLogprobs: plps, Finish: scheduler.FinishLength},
 				{Choice: 1, Finish: scheduler.FinishLength},
 			}},
 		}
 	}
-	rec := do(t, testHandler(m), m, http.MethodPost, "/v1/completions",
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, "/v1/completions",
 		`{"model":"test-model","prompt":"a","n":2,"echo":true,"logprobs":0,"stream":true}`)
 	evs := sseEvents(t, rec.Body.String())
 	type lpChunk struct {

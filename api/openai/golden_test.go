@@ -2,66 +2,28 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
-	"flag"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
-
-// checkGolden compares got with testdata/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
-// indentJSON pretty-prints a JSON body so golden files diff well.
-func indentJSON(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		t.Fatalf("response is not JSON: %v\n%s", err, b)
-	}
-	out.WriteByte('\n')
-	return out.Bytes()
-}
-
 // streamScript answers "Hello world!" in three batches per choice: "Hel",
 // "lo wo", "rld!" + stop token. Choices advance together.
-func streamScript(req *scheduler.Request) []fakeBatch {
-	parts := [][]int32{{tok("Hel")}, {tok("lo"), tok(" wo")}, {tok("rld"), tok("!"), imEnd}}
-	var batches []fakeBatch
+func streamScript(req *scheduler.Request) []openaitest.Batch {
+	parts := [][]int32{{openaitest.Token("Hel")}, {openaitest.Token("lo"), openaitest.Token(" wo")}, {openaitest.Token("rld"), openaitest.Token("!"), openaitest.IMEnd}}
+	var batches []openaitest.Batch
 	for k, p := range parts {
-		var b fakeBatch
+		var b openaitest.Batch
 		for i := range req.N {
 			o := scheduler.Output{Choice: i, Tokens: p}
 			if k == len(parts)-1 {
 				o.Finish = scheduler.FinishStop
 			}
-			b.outs = append(b.outs, o)
-			b.events++
+			b.Outs = append(b.Outs, o)
+			b.Events++
 		}
 		batches = append(batches, b)
 	}
@@ -69,21 +31,21 @@ func streamScript(req *scheduler.Request) []fakeBatch {
 }
 
 // logprobScript answers "Hello world" with logprobs and stops at length.
-func logprobScript(req *scheduler.Request) []fakeBatch {
+func logprobScript(req *scheduler.Request) []openaitest.Batch {
 	out := scheduler.Output{
-		Tokens: []int32{tok("Hello"), tok(" world")},
+		Tokens: []int32{openaitest.Token("Hello"), openaitest.Token(" world")},
 		Logprobs: []engine.Logprobs{
-			lp("Hello", -0.25, alt("Hello", -0.25), alt("Hi", -1.5)),
-			lp(" world", -0.5, alt(" there", -0.75), alt(" world", -0.5)),
+			openaitest.Logprob("Hello", -0.25, openaitest.Alt("Hello", -0.25), openaitest.Alt("Hi", -1.5)),
+			openaitest.Logprob(" world", -0.5, openaitest.Alt(" there", -0.75), openaitest.Alt(" world", -0.5)),
 		},
 		Finish: scheduler.FinishLength,
 	}
 	if req.PromptLogprobs >= 0 {
 		for range len(req.Prompt) - 1 {
-			out.PromptLogprobs = append(out.PromptLogprobs, lp("a", -2, alt("b", -1)))
+			out.PromptLogprobs = append(out.PromptLogprobs, openaitest.Logprob("a", -2, openaitest.Alt("b", -1)))
 		}
 	}
-	return []fakeBatch{{outs: []scheduler.Output{out}}}
+	return []openaitest.Batch{{Outs: []scheduler.Output{out}}}
 }
 
 func TestGolden(t *testing.T) {
@@ -91,7 +53,7 @@ func TestGolden(t *testing.T) {
 		name   string
 		path   string
 		body   string
-		script func(*scheduler.Request) []fakeBatch
+		script func(*scheduler.Request) []openaitest.Batch
 		stream bool
 	}{
 		{
@@ -140,13 +102,13 @@ func TestGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.script = tt.script
-			m.cached = 3
+			m := openaitest.NewModel(t)
+			m.Script = tt.script
+			m.Cached = 3
 			if tt.stream {
-				m.gate = make(chan struct{}, 1000)
+				m.Gate = make(chan struct{}, 1000)
 			}
-			rec := do(t, testHandler(m), m, http.MethodPost, tt.path, tt.body)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, tt.path, tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
@@ -162,10 +124,10 @@ func TestGolden(t *testing.T) {
 					}
 				}
 			} else {
-				got = indentJSON(t, got)
+				got = openaitest.IndentJSON(t, got)
 			}
-			checkGolden(t, tt.name, got)
-			if m.cancels != 0 {
+			openaitest.CheckGolden(t, tt.name, got)
+			if m.Cancels() != 0 {
 				t.Errorf("a request that finished normally was cancelled")
 			}
 		})

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,96 +9,21 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/media"
-	"github.com/llmserve/llmserve/scheduler"
 )
-
-// Files as far as sniffing reads them: their magic numbers.
-var (
-	pngBytes  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
-	jpegBytes = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00-jpeg")
-	webpBytes = []byte("RIFF\x10\x00\x00\x00WEBPVP8 -webp")
-	gifBytes  = []byte("GIF89a\x01\x00\x01\x00-gif")
-	wavBytes  = []byte("RIFF\x24\x00\x00\x00WAVEfmt -wav")
-	mp3Bytes  = []byte("ID3\x03\x00\x00\x00\x00\x00\x00-mp3")
-)
-
-func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-
-func dataURL(typ string, b []byte) string { return "data:" + typ + ";base64," + b64(b) }
-
-// mediaRows is how many placeholder positions the fake gives each item.
-const mediaRows = 3
-
-// fakeMediaModel is a fakeModel with a projector: PrepareMedia records
-// what it got and tokenizes the text between the markers, each item
-// taking mediaRows placeholder tokens.
-type fakeMediaModel struct {
-	*fakeModel
-	reads map[media.Kind]bool
-	// err, when set, is PrepareMedia's error.
-	err error
-
-	mu     sync.Mutex
-	calls  int
-	prompt string
-	bos    bool
-	items  []media.Item
-	toks   []int32
-	spans  []scheduler.Media
-}
-
-func newFakeMediaModel(t testing.TB) *fakeMediaModel {
-	m := newFakeModel(t)
-	m.maxLen = 512
-	return &fakeMediaModel{fakeModel: m, reads: map[media.Kind]bool{media.Image: true, media.Audio: true}}
-}
-
-func (m *fakeMediaModel) ReadsMedia(k media.Kind) bool { return m.reads[k] }
-
-func (m *fakeMediaModel) PrepareMedia(_ context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls++
-	m.prompt, m.bos, m.items = prompt, addSpecial, items
-	if m.err != nil {
-		return nil, nil, m.err
-	}
-	var (
-		toks  []int32
-		spans []scheduler.Media
-	)
-	for i, text := range strings.Split(prompt, media.Marker) {
-		t, err := m.tok.Encode(text, addSpecial && i == 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		toks = append(toks, t...)
-		if i < len(items) {
-			h := items[i].Hash()
-			spans = append(spans, scheduler.Media{Offset: len(toks), Rows: mediaRows, Embd: make([]float32, mediaRows)})
-			for r := range mediaRows {
-				toks = append(toks, engine.MediaToken(h, r))
-			}
-		}
-	}
-	m.toks, m.spans = toks, spans
-	return toks, spans, nil
-}
 
 // mediaHandler mounts the OpenAI routes over the models with opts.
 func mediaHandler(opts Options, models ...Model) http.Handler {
 	r := chi.NewRouter()
-	Mount(r, &fakeBackend{models: models}, opts)
+	Mount(r, openaitest.NewBackend(models...), opts)
 	return r
 }
 
@@ -135,52 +59,52 @@ func TestMediaPrompt(t *testing.T) {
 		in string
 	}{
 		{"chat image between texts", "/v1/chat/completions",
-			chatUser(textPart("a"), imagePartJSON(dataURL("image/png", pngBytes)), textPart("b")),
-			[]want{{media.Image, pngBytes, "messages[0].content[1]"}}, "user\na\n" + media.Marker + "\nb<|im_end|>"},
+			chatUser(textPart("a"), imagePartJSON(openaitest.DataURL("image/png", openaitest.PNG)), textPart("b")),
+			[]want{{media.Image, openaitest.PNG, "messages[0].content[1]"}}, "user\na\n" + media.Marker + "\nb<|im_end|>"},
 		{"chat image_url as a string, jpeg, webp", "/v1/chat/completions",
-			chatUser(`{"type":"image_url","image_url":"`+dataURL("image/jpeg", jpegBytes)+`"}`, imagePartJSON(dataURL("image/webp", webpBytes))),
-			[]want{{media.Image, jpegBytes, "messages[0].content[0]"}, {media.Image, webpBytes, "messages[0].content[1]"}}, media.Marker + "\n" + media.Marker},
+			chatUser(`{"type":"image_url","image_url":"`+openaitest.DataURL("image/jpeg", openaitest.JPEG)+`"}`, imagePartJSON(openaitest.DataURL("image/webp", openaitest.WebP))),
+			[]want{{media.Image, openaitest.JPEG, "messages[0].content[0]"}, {media.Image, openaitest.WebP, "messages[0].content[1]"}}, media.Marker + "\n" + media.Marker},
 		{"chat audio wav and mp3", "/v1/chat/completions",
-			chatUser(audioPart(b64(wavBytes), "wav"), textPart("what is said?"), audioPart(b64(mp3Bytes), "mp3")),
-			[]want{{media.Audio, wavBytes, "messages[0].content[0]"}, {media.Audio, mp3Bytes, "messages[0].content[2]"}}, media.Marker + "\nwhat is said?\n" + media.Marker},
+			chatUser(audioPart(openaitest.B64(openaitest.WAV), "wav"), textPart("what is said?"), audioPart(openaitest.B64(openaitest.MP3), "mp3")),
+			[]want{{media.Audio, openaitest.WAV, "messages[0].content[0]"}, {media.Audio, openaitest.MP3, "messages[0].content[2]"}}, media.Marker + "\nwhat is said?\n" + media.Marker},
 		{"chat media in several messages", "/v1/chat/completions",
-			`{"model":"test-model","messages":[{"role":"system","content":"s"},{"role":"user","content":[` + imagePartJSON(dataURL("image/png", pngBytes)) + `]},` +
-				`{"role":"assistant","content":"ok"},{"role":"user","content":[` + textPart("and") + `,` + imagePartJSON(dataURL("image/jpg", jpegBytes)) + `]}]}`,
-			[]want{{media.Image, pngBytes, "messages[1].content[0]"}, {media.Image, jpegBytes, "messages[3].content[1]"}}, "user\nand\n" + media.Marker},
+			`{"model":"test-model","messages":[{"role":"system","content":"s"},{"role":"user","content":[` + imagePartJSON(openaitest.DataURL("image/png", openaitest.PNG)) + `]},` +
+				`{"role":"assistant","content":"ok"},{"role":"user","content":[` + textPart("and") + `,` + imagePartJSON(openaitest.DataURL("image/jpg", openaitest.JPEG)) + `]}]}`,
+			[]want{{media.Image, openaitest.PNG, "messages[1].content[0]"}, {media.Image, openaitest.JPEG, "messages[3].content[1]"}}, "user\nand\n" + media.Marker},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
-			rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+			m := openaitest.NewMediaModel(t)
+			rec := openaitest.Do(t, mediaHandler(Options{}, m), m.Model, http.MethodPost, tt.path, tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
-			if m.calls != 1 {
-				t.Fatalf("PrepareMedia called %d times", m.calls)
+			if m.PrepareCalls != 1 {
+				t.Fatalf("PrepareMedia called %d times", m.PrepareCalls)
 			}
-			if !strings.Contains(m.prompt, tt.in) || strings.Count(m.prompt, media.Marker) != len(tt.items) {
-				t.Errorf("prompt %q: want %d markers and %q", m.prompt, len(tt.items), tt.in)
+			if !strings.Contains(m.Prompt, tt.in) || strings.Count(m.Prompt, media.Marker) != len(tt.items) {
+				t.Errorf("prompt %q: want %d markers and %q", m.Prompt, len(tt.items), tt.in)
 			}
-			if !m.bos {
+			if !m.BOS {
 				t.Error("addSpecial = false; the ChatML template writes no BOS, so the model must add it")
 			}
-			if len(m.items) != len(tt.items) {
-				t.Fatalf("items %+v, want %+v", m.items, tt.items)
+			if len(m.Items) != len(tt.items) {
+				t.Fatalf("items %+v, want %+v", m.Items, tt.items)
 			}
 			for i, w := range tt.items {
-				if it := m.items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
+				if it := m.Items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
 					t.Errorf("item %d: %s %q %s, want %s %q %s", i, it.Kind, it.Data, it.Param, w.kind, w.data, w.param)
 				}
 			}
-			reqs := m.requests()
+			reqs := m.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("%d requests submitted", len(reqs))
 			}
-			if !slices.Equal(reqs[0].Prompt, m.toks) || len(reqs[0].Media) != len(tt.items) {
-				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.toks, m.spans)
+			if !slices.Equal(reqs[0].Prompt, m.Toks) || len(reqs[0].Media) != len(tt.items) {
+				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.Toks, m.Spans)
 			}
 			for i, s := range reqs[0].Media {
-				if s.Offset != m.spans[i].Offset || s.Rows != mediaRows || reqs[0].Prompt[s.Offset] >= 0 {
+				if s.Offset != m.Spans[i].Offset || s.Rows != openaitest.MediaRows || reqs[0].Prompt[s.Offset] >= 0 {
 					t.Errorf("span %d: %+v", i, s)
 				}
 			}
@@ -189,8 +113,8 @@ func TestMediaPrompt(t *testing.T) {
 				if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 					t.Fatal(err)
 				}
-				if resp.Usage.PromptTokens != len(m.toks) {
-					t.Errorf("prompt_tokens %d, want %d (media positions included)", resp.Usage.PromptTokens, len(m.toks))
+				if resp.Usage.PromptTokens != len(m.Toks) {
+					t.Errorf("prompt_tokens %d, want %d (media positions included)", resp.Usage.PromptTokens, len(m.Toks))
 				}
 			}
 		})
@@ -200,23 +124,23 @@ func TestMediaPrompt(t *testing.T) {
 // TestMediaErrors checks that every bad media input is a 400 whose param
 // and message name the field at fault.
 func TestMediaErrors(t *testing.T) {
-	png := imagePartJSON(dataURL("image/png", pngBytes))
+	png := imagePartJSON(openaitest.DataURL("image/png", openaitest.PNG))
 	tests := []struct {
 		name, path, body string
 		opts             Options
 		// model changes the served model.
-		model      func(*fakeMediaModel) Model
+		model      func(*openaitest.MediaModel) Model
 		param, msg string
 	}{
-		{name: "gif", body: chatUser(imagePartJSON(dataURL("image/gif", gifBytes))),
+		{name: "gif", body: chatUser(imagePartJSON(openaitest.DataURL("image/gif", openaitest.GIF))),
 			param: "messages[0].content[0].image_url.url", msg: "PNG, JPEG or WebP"},
-		{name: "declared png, bytes jpeg", body: chatUser(textPart("x"), imagePartJSON(dataURL("image/png", jpegBytes))),
+		{name: "declared png, bytes jpeg", body: chatUser(textPart("x"), imagePartJSON(openaitest.DataURL("image/png", openaitest.JPEG))),
 			param: "messages[0].content[1].image_url.url", msg: "declares image/png but the data is a JPEG image"},
-		{name: "declared bmp", body: chatUser(imagePartJSON(dataURL("image/bmp", pngBytes))),
+		{name: "declared bmp", body: chatUser(imagePartJSON(openaitest.DataURL("image/bmp", openaitest.PNG))),
 			param: "messages[0].content[0].image_url.url", msg: "image/bmp are not supported"},
-		{name: "not an image type", body: chatUser(imagePartJSON(dataURL("text/plain", pngBytes))),
+		{name: "not an image type", body: chatUser(imagePartJSON(openaitest.DataURL("text/plain", openaitest.PNG))),
 			param: "messages[0].content[0].image_url.url", msg: "not an image"},
-		{name: "not an image", body: chatUser(imagePartJSON(dataURL("image/png", []byte("hello there")))),
+		{name: "not an image", body: chatUser(imagePartJSON(openaitest.DataURL("image/png", []byte("hello there")))),
 			param: "messages[0].content[0].image_url.url", msg: "text/plain"},
 		{name: "bad base64", body: chatUser(imagePartJSON("data:image/png;base64,!!!!")),
 			param: "messages[0].content[0].image_url.url", msg: "not valid base64"},
@@ -228,31 +152,31 @@ func TestMediaErrors(t *testing.T) {
 			param: "messages[0].content[0].image_url.url", msg: "scheme"},
 		{name: "no url", body: chatUser(`{"type":"image_url","image_url":{}}`),
 			param: "messages[0].content[0].image_url.url", msg: "required"},
-		{name: "bad detail", body: chatUser(`{"type":"image_url","image_url":{"url":"` + dataURL("image/png", pngBytes) + `","detail":"max"}}`),
+		{name: "bad detail", body: chatUser(`{"type":"image_url","image_url":{"url":"` + openaitest.DataURL("image/png", openaitest.PNG) + `","detail":"max"}}`),
 			param: "messages[0].content[0].image_url.detail", msg: "auto, low or high"},
 		{name: "http URL without allowed domains", body: chatUser(imagePartJSON("https://example.com/a.png")),
 			param: "messages[0].content[0].image_url.url", msg: "--allowed-media-domains"},
-		{name: "audio format ogg", body: chatUser(audioPart(b64(wavBytes), "ogg")),
+		{name: "audio format ogg", body: chatUser(audioPart(openaitest.B64(openaitest.WAV), "ogg")),
 			param: "messages[0].content[0].input_audio.format", msg: "'wav' or 'mp3'"},
 		{name: "audio without data", body: chatUser(`{"type":"input_audio","input_audio":{"format":"wav"}}`),
 			param: "messages[0].content[0].input_audio.data", msg: "required"},
-		{name: "audio wav holding mp3", body: chatUser(audioPart(b64(mp3Bytes), "wav")),
+		{name: "audio wav holding mp3", body: chatUser(audioPart(openaitest.B64(openaitest.MP3), "wav")),
 			param: "messages[0].content[0].input_audio.data", msg: "the format is wav but the data is MP3 audio"},
 		{name: "too many", body: chatUser(png, png, textPart("x"), png), opts: Options{Media: MediaOptions{MaxPerPrompt: 2}},
 			param: "messages[0].content[3]", msg: "at most 2 are accepted per prompt (--max-media-per-prompt)"},
 		{name: "media refused", body: chatUser(png), opts: Options{Media: MediaOptions{MaxPerPrompt: -1}},
 			param: "messages[0].content[0]", msg: "takes no images or audio"},
-		{name: "too large", body: chatUser(imagePartJSON(dataURL("image/png", append(pngBytes, make([]byte, 100)...)))), opts: Options{Media: MediaOptions{MaxBytes: 64}},
+		{name: "too large", body: chatUser(imagePartJSON(openaitest.DataURL("image/png", append(openaitest.PNG, make([]byte, 100)...)))), opts: Options{Media: MediaOptions{MaxBytes: 64}},
 			param: "messages[0].content[0].image_url.url", msg: "more than the limit of 64 bytes per image or audio clip (--max-media-bytes)"},
-		{name: "audio too large", body: chatUser(audioPart(b64(append(wavBytes, make([]byte, 100)...)), "wav")), opts: Options{Media: MediaOptions{MaxBytes: 64}},
+		{name: "audio too large", body: chatUser(audioPart(openaitest.B64(append(openaitest.WAV, make([]byte, 100)...)), "wav")), opts: Options{Media: MediaOptions{MaxBytes: 64}},
 			param: "messages[0].content[0].input_audio.data", msg: "--max-media-bytes"},
-		{name: "text-only model", body: chatUser(textPart("x"), png), model: func(m *fakeMediaModel) Model { return m.fakeModel },
+		{name: "text-only model", body: chatUser(textPart("x"), png), model: func(m *openaitest.MediaModel) Model { return m.Model },
 			param: "messages[0].content[1]", msg: "reads text only: the model has no multimodal projector (start it with --mmproj)"},
-		{name: "projector without audio", body: chatUser(png, audioPart(b64(wavBytes), "wav")),
-			model: func(m *fakeMediaModel) Model { m.reads = map[media.Kind]bool{media.Image: true}; return m },
+		{name: "projector without audio", body: chatUser(png, audioPart(openaitest.B64(openaitest.WAV), "wav")),
+			model: func(m *openaitest.MediaModel) Model { m.Reads = map[media.Kind]bool{media.Image: true}; return m },
 			param: "messages[0].content[1]", msg: "this model's projector does not read audio"},
 		{name: "projector not loaded", body: chatUser(png),
-			model: func(m *fakeMediaModel) Model { m.reads = nil; return m },
+			model: func(m *openaitest.MediaModel) Model { m.Reads = nil; return m },
 			param: "messages[0].content[0]", msg: "--mmproj"},
 		{name: "marker in user text", body: chatUser(textPart("see "+media.Marker), png),
 			param: "messages[0].content[0]", msg: "marks where an image or audio clip goes"},
@@ -267,8 +191,8 @@ func TestMediaErrors(t *testing.T) {
 		{name: "truncation would cut media", body: `{"model":"test-model","truncate_prompt_tokens":2,"messages":[{"role":"user","content":[` + png + `]}]}`,
 			param: "truncate_prompt_tokens", msg: "cut into them"},
 		{name: "model cannot read the item", body: chatUser(textPart("x"), png),
-			model: func(m *fakeMediaModel) Model {
-				m.err = &media.Error{Param: "messages[0].content[1]", Err: fmt.Errorf("the image could not be decoded")}
+			model: func(m *openaitest.MediaModel) Model {
+				m.Err = &media.Error{Param: "messages[0].content[1]", Err: fmt.Errorf("the image could not be decoded")}
 				return m
 			},
 			param: "messages[0].content[1]", msg: "messages[0].content[1]: the image could not be decoded"},
@@ -277,7 +201,7 @@ func TestMediaErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
+			m := openaitest.NewMediaModel(t)
 			var served Model = m
 			if tt.model != nil {
 				served = tt.model(m)
@@ -286,7 +210,7 @@ func TestMediaErrors(t *testing.T) {
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			rec := do(t, mediaHandler(tt.opts, served), m.fakeModel, http.MethodPost, path, tt.body)
+			rec := openaitest.Do(t, mediaHandler(tt.opts, served), m.Model, http.MethodPost, path, tt.body)
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
 			}
@@ -294,7 +218,7 @@ func TestMediaErrors(t *testing.T) {
 			if str(e.Param) != tt.param || !strings.Contains(e.Message, tt.msg) {
 				t.Errorf("param %q message %q, want %q and %q", str(e.Param), e.Message, tt.param, tt.msg)
 			}
-			if len(m.requests()) != 0 {
+			if len(m.Requests()) != 0 {
 				t.Error("a request was submitted")
 			}
 		})
@@ -305,23 +229,23 @@ func TestMediaErrors(t *testing.T) {
 // that says so, not a truncated image, and that the default limit holds
 // one item of the most bytes in base64.
 func TestMediaBodyLimit(t *testing.T) {
-	m := newFakeMediaModel(t)
-	body := chatUser(imagePartJSON(dataURL("image/png", append(pngBytes, make([]byte, 4000)...))))
-	rec := do(t, mediaHandler(Options{MaxBodyBytes: 2000}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", body)
+	m := openaitest.NewMediaModel(t)
+	body := chatUser(imagePartJSON(openaitest.DataURL("image/png", append(openaitest.PNG, make([]byte, 4000)...))))
+	rec := openaitest.Do(t, mediaHandler(Options{MaxBodyBytes: 2000}, m), m.Model, http.MethodPost, "/v1/chat/completions", body)
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d, want 413: %s", rec.Code, rec.Body)
 	}
 	if e := errorBody(t, rec.Body.Bytes()); !strings.Contains(e.Message, "limit of 2000 bytes (--max-body-bytes)") {
 		t.Errorf("message %q", e.Message)
 	}
-	if m.calls != 0 {
+	if m.PrepareCalls != 0 {
 		t.Error("PrepareMedia was called")
 	}
-	h := newHandler(&fakeBackend{}, Options{})
+	h := newHandler(openaitest.NewBackend[Model](), Options{})
 	if want := int64(4*((DefaultMaxMediaBytes+2)/3) + 1<<20); h.maxBody != want || h.maxBody <= DefaultMaxBodyBytes {
 		t.Errorf("default body limit %d, want %d", h.maxBody, want)
 	}
-	if h := newHandler(&fakeBackend{}, Options{MaxBodyBytes: 100}); h.maxBody != 100 {
+	if h := newHandler(openaitest.NewBackend[Model](), Options{MaxBodyBytes: 100}); h.maxBody != 100 {
 		t.Errorf("--max-body-bytes 100 gave %d", h.maxBody)
 	}
 }
@@ -331,12 +255,14 @@ func TestMediaBodyLimit(t *testing.T) {
 // timeout.
 func TestMediaFetch(t *testing.T) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/a.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) })
-	mux.HandleFunc("/a.gif", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(gifBytes) })
-	mux.HandleFunc("/big.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(append(pngBytes, make([]byte, 1000)...)) })
+	mux.HandleFunc("/a.png", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(openaitest.PNG) })
+	mux.HandleFunc("/a.gif", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(openaitest.GIF) })
+	mux.HandleFunc("/big.png", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(append(openaitest.PNG, make([]byte, 1000)...))
+	})
 	mux.HandleFunc("/chunked.png", func(w http.ResponseWriter, _ *http.Request) {
 		// No Content-Length: the limit holds while reading.
-		_, _ = w.Write(pngBytes)
+		_, _ = w.Write(openaitest.PNG)
 		w.(http.Flusher).Flush()
 		for range 10 {
 			_, _ = w.Write(make([]byte, 100))
@@ -375,11 +301,11 @@ func TestMediaFetch(t *testing.T) {
 			if tt.opts != nil {
 				o = *tt.opts
 			}
-			m := newFakeMediaModel(t)
-			rec := do(t, mediaHandler(o, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", chatUser(textPart("x"), imagePartJSON(tt.url)))
+			m := openaitest.NewMediaModel(t)
+			rec := openaitest.Do(t, mediaHandler(o, m), m.Model, http.MethodPost, "/v1/chat/completions", chatUser(textPart("x"), imagePartJSON(tt.url)))
 			if tt.msg == "" {
-				if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) {
-					t.Fatalf("status %d, items %v: %s", rec.Code, m.items, rec.Body)
+				if rec.Code != http.StatusOK || len(m.Items) != 1 || string(m.Items[0].Data) != string(openaitest.PNG) {
+					t.Fatalf("status %d, items %v: %s", rec.Code, m.Items, rec.Body)
 				}
 				return
 			}
@@ -396,7 +322,7 @@ func TestMediaFetch(t *testing.T) {
 // TestGoOpenAIImage sends an image_url chat request with the go-openai
 // client through the real HTTP stack.
 func TestGoOpenAIImage(t *testing.T) {
-	m := newFakeMediaModel(t)
+	m := openaitest.NewMediaModel(t)
 	srv := httptest.NewServer(mediaHandler(Options{}, m))
 	defer srv.Close()
 	cfg := goopenai.DefaultConfig("sk-unused")
@@ -406,25 +332,25 @@ func TestGoOpenAIImage(t *testing.T) {
 		Model: "test-model", MaxCompletionTokens: 20,
 		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, MultiContent: []goopenai.ChatMessagePart{
 			{Type: goopenai.ChatMessagePartTypeText, Text: "What is this?"},
-			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: dataURL("image/jpeg", jpegBytes), Detail: goopenai.ImageURLDetailLow}},
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: openaitest.DataURL("image/jpeg", openaitest.JPEG), Detail: goopenai.ImageURLDetailLow}},
 		}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.wait()
-	if len(resp.Choices) != 1 || resp.Choices[0].Message.Content != "Hello world!" || resp.Usage.PromptTokens != len(m.toks) {
+	m.Wait()
+	if len(resp.Choices) != 1 || resp.Choices[0].Message.Content != "Hello world!" || resp.Usage.PromptTokens != len(m.Toks) {
 		t.Fatalf("response %+v", resp)
 	}
-	if len(m.items) != 1 || m.items[0].Param != "messages[0].content[1]" || string(m.items[0].Data) != string(jpegBytes) ||
-		!strings.Contains(m.prompt, "What is this?\n"+media.Marker) {
-		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
+	if len(m.Items) != 1 || m.Items[0].Param != "messages[0].content[1]" || string(m.Items[0].Data) != string(openaitest.JPEG) ||
+		!strings.Contains(m.Prompt, "What is this?\n"+media.Marker) {
+		t.Errorf("PrepareMedia got %q, %+v", m.Prompt, m.Items)
 	}
 	// A bad image is an *APIError naming the field.
 	_, err = client.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
 		Model: "test-model",
 		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, MultiContent: []goopenai.ChatMessagePart{
-			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: dataURL("image/png", gifBytes)}},
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: openaitest.DataURL("image/png", openaitest.GIF)}},
 		}}},
 	})
 	var apiErr *goopenai.APIError
@@ -436,28 +362,28 @@ func TestGoOpenAIImage(t *testing.T) {
 // TestMediaBOS checks addSpecial against the BOS rule: false when the
 // template writes the BOS text itself.
 func TestMediaBOS(t *testing.T) {
-	m := newFakeMediaModel(t)
-	rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions",
-		`{"model":"test-model","messages":[{"role":"user","content":[`+imagePartJSON(dataURL("image/png", pngBytes))+`]}],"chat_template":"{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}`)
+	m := openaitest.NewMediaModel(t)
+	rec := openaitest.Do(t, mediaHandler(Options{}, m), m.Model, http.MethodPost, "/v1/chat/completions",
+		`{"model":"test-model","messages":[{"role":"user","content":[`+imagePartJSON(openaitest.DataURL("image/png", openaitest.PNG))+`]}],"chat_template":"{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}`)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	if m.bos || !strings.HasSuffix(m.prompt, media.Marker) || !frontend.StartsWithBOS(m.tok, m.prompt) {
-		t.Errorf("addSpecial %v for prompt %q", m.bos, m.prompt)
+	if m.BOS || !strings.HasSuffix(m.Prompt, media.Marker) || !frontend.StartsWithBOS(m.Tok, m.Prompt) {
+		t.Errorf("addSpecial %v for prompt %q", m.BOS, m.Prompt)
 	}
 }
 
 // TestMediaContextLength checks that the media positions count against
 // max_model_len.
 func TestMediaContextLength(t *testing.T) {
-	m := newFakeMediaModel(t)
-	m.maxLen = 12
-	png := imagePartJSON(dataURL("image/png", pngBytes))
-	rec := do(t, mediaHandler(Options{}, m), m.fakeModel, http.MethodPost, "/v1/chat/completions", chatUser(png, png, png))
+	m := openaitest.NewMediaModel(t)
+	m.MaxLen = 12
+	png := imagePartJSON(openaitest.DataURL("image/png", openaitest.PNG))
+	rec := openaitest.Do(t, mediaHandler(Options{}, m), m.Model, http.MethodPost, "/v1/chat/completions", chatUser(png, png, png))
 	if rec.Code != http.StatusBadRequest {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	if e := errorBody(t, rec.Body.Bytes()); str(e.Code) != "context_length_exceeded" || !strings.Contains(e.Message, fmt.Sprint(len(m.toks))) {
-		t.Errorf("error %+v (prompt of %d tokens)", e, len(m.toks))
+	if e := errorBody(t, rec.Body.Bytes()); str(e.Code) != "context_length_exceeded" || !strings.Contains(e.Message, fmt.Sprint(len(m.Toks))) {
+		t.Errorf("error %+v (prompt of %d tokens)", e, len(m.Toks))
 	}
 }

@@ -7,33 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
-
-// reasoningFake is the fake model served with a reasoning parser.
-type reasoningFake struct {
-	*fakeModel
-	parser string
-}
-
-func (m *reasoningFake) ReasoningParser() string { return m.parser }
-
-// thinkScript generates text one token at a time, each token in its own
-// batch, so that the tags are cut across chunks.
-func thinkScript(text string) func(*scheduler.Request) []fakeBatch {
-	ids := toks(text)
-	var batches [][]scheduler.Output
-	for i, id := range ids {
-		finish := scheduler.FinishReason("")
-		if i == len(ids)-1 {
-			finish = scheduler.FinishLength
-		}
-		batches = append(batches, []scheduler.Output{out(finish, id)})
-	}
-	return outsScript(batches...)
-}
 
 func TestReasoningContent(t *testing.T) {
 	tests := []struct {
@@ -54,10 +32,10 @@ func TestReasoningContent(t *testing.T) {
 				name += " stream"
 			}
 			t.Run(name, func(t *testing.T) {
-				fm := newFakeModel(t)
-				fm.maxLen = 256
-				fm.setScript(thinkScript(tt.text))
-				h := testHandler(&reasoningFake{fakeModel: fm, parser: tt.parser})
+				fm := openaitest.NewModel(t)
+				fm.MaxLen = 256
+				fm.SetScript(openaitest.ThinkScript(tt.text))
+				h := testHandler(&openaitest.ReasoningModel{Model: fm, Parser: tt.parser})
 				body := `{"model":"test-model","messages":[{"role":"user","content":"Hi"}]`
 				if tt.template != "" {
 					body += `,"chat_template":` + jsonString(tt.template)
@@ -65,7 +43,7 @@ func TestReasoningContent(t *testing.T) {
 				if stream {
 					body += `,"stream":true`
 				}
-				rec := do(t, h, fm, http.MethodPost, "/v1/chat/completions", body+"}")
+				rec := openaitest.Do(t, h, fm, http.MethodPost, "/v1/chat/completions", body+"}")
 				if rec.Code != http.StatusOK {
 					t.Fatalf("status %d: %s", rec.Code, rec.Body)
 				}
@@ -130,9 +108,9 @@ func TestReasoningContent(t *testing.T) {
 // and the scheduler gets the markers, where the output starts and the
 // budget.
 func TestThinkingFor(t *testing.T) {
-	plain := newFakeModel(t)
-	r1 := &reasoningFake{fakeModel: newFakeModel(t), parser: tokenizer.ReasoningDeepSeekR1}
-	qwen := &reasoningFake{fakeModel: newFakeModel(t), parser: tokenizer.ReasoningQwen3}
+	plain := openaitest.NewModel(t)
+	r1 := &openaitest.ReasoningModel{Model: openaitest.NewModel(t), Parser: tokenizer.ReasoningDeepSeekR1}
+	qwen := &openaitest.ReasoningModel{Model: openaitest.NewModel(t), Parser: tokenizer.ReasoningQwen3}
 	budget := func(n int) *frontend.Params {
 		return &frontend.Params{ThinkingBudget: &n, ThinkingParam: "thinking.budget_tokens"}
 	}

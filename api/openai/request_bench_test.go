@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 )
 
 // BenchmarkChatFamilyRequest serves one chat request (decode, prepare,
@@ -20,13 +22,13 @@ func BenchmarkChatFamilyRequest(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			m := newFakeModel(b)
-			m.maxLen = 4096
+			m := openaitest.NewModel(b)
+			m.MaxLen = 4096
 			r := chi.NewRouter()
-			Mount(r, &fakeBackend{models: []Model{m}}, Options{RequestID: func(*http.Request) string { return "test" }})
+			Mount(r, openaitest.NewBackend[Model](m), Options{RequestID: func(*http.Request) string { return "test" }})
 			b.ReportAllocs()
 			for b.Loop() {
-				if rec := do(b, r, nil, http.MethodPost, c.path, c.body); rec.Code != 200 {
+				if rec := openaitest.Do(b, r, nil, http.MethodPost, c.path, c.body); rec.Code != 200 {
 					b.Fatalf("%d %s", rec.Code, rec.Body)
 				}
 			}

@@ -6,23 +6,24 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
 // submitted runs one request and returns what reached the scheduler.
-func submitted(t *testing.T, m *fakeModel, path, body string) []scheduler.Request {
+func submitted(t *testing.T, m *openaitest.Model, path, body string) []scheduler.Request {
 	t.Helper()
-	rec := do(t, testHandler(m), m, http.MethodPost, path, body)
+	rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, path, body)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	return m.requests()
+	return m.Requests()
 }
 
 func TestRequestMapping(t *testing.T) {
-	chatPrompt := append([]int32{0}, toks("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")...)
-	m := newFakeModel(t)
+	chatPrompt := append([]int32{0}, openaitest.Tokens("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")...)
+	m := openaitest.NewModel(t)
 	reqs := submitted(t, m, "/v1/chat/completions", `{
 		"model": "test-model",
 		"messages": [{"role": "user", "content": "Hi"}],
@@ -47,7 +48,7 @@ func TestRequestMapping(t *testing.T) {
 			Logprobs:  true, TopLogprobs: 3,
 		},
 		N: 3, MaxTokens: 7, MinTokens: 2,
-		StopTokens:     []int32{1, 5, 260, imEnd},
+		StopTokens:     []int32{1, 5, 260, openaitest.IMEnd},
 		Priority:       -2,
 		Arrival:        reqs[0].Arrival,
 		CacheSalt:      "tenant-a",
@@ -81,7 +82,7 @@ func TestRequestDefaults(t *testing.T) {
 				if r.Sampling.Seed != 1234 {
 					t.Errorf("Seed = %d, want the random one (1234 in tests)", r.Sampling.Seed)
 				}
-				if !slices.Equal(r.StopTokens, []int32{1, imEnd}) {
+				if !slices.Equal(r.StopTokens, []int32{1, openaitest.IMEnd}) {
 					t.Errorf("StopTokens = %v, want the model's", r.StopTokens)
 				}
 				if r.PromptLogprobs != -1 || r.Sampling.Logprobs {
@@ -124,7 +125,7 @@ func TestRequestDefaults(t *testing.T) {
 			path: "/v1/chat/completions",
 			body: `{"model":"test-model","messages":[{"role":"developer","content":"a"},{"role":"user","content":"b"}]}`,
 			check: func(t *testing.T, reqs []scheduler.Request) {
-				want := append([]int32{0}, toks("<|im_start|>system\na<|im_end|>\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n")...)
+				want := append([]int32{0}, openaitest.Tokens("<|im_start|>system\na<|im_end|>\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n")...)
 				if !slices.Equal(reqs[0].Prompt, want) {
 					t.Errorf("Prompt = %v, want %v", reqs[0].Prompt, want)
 				}
@@ -135,7 +136,7 @@ func TestRequestDefaults(t *testing.T) {
 			path: "/v1/completions",
 			body: `{"model":"test-model","prompt":"Hello world","max_tokens":4}`,
 			check: func(t *testing.T, reqs []scheduler.Request) {
-				if want := []int32{0, tok("Hello"), tok(" world")}; !slices.Equal(reqs[0].Prompt, want) {
+				if want := []int32{0, openaitest.Token("Hello"), openaitest.Token(" world")}; !slices.Equal(reqs[0].Prompt, want) {
 					t.Errorf("Prompt = %v, want %v", reqs[0].Prompt, want)
 				}
 				if reqs[0].MaxTokens != 4 {
@@ -187,7 +188,7 @@ func TestRequestDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.check(t, submitted(t, newFakeModel(t), tt.path, tt.body))
+			tt.check(t, submitted(t, openaitest.NewModel(t), tt.path, tt.body))
 		})
 	}
 }
@@ -203,10 +204,10 @@ func TestBOSRule(t *testing.T) {
 		{"template without BOS", "{% for m in messages %}{{ m['content'] }}{% endfor %}"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.tok = newTestTokenizer(t, tt.template)
+			m := openaitest.NewModel(t)
+			m.Tok = openaitest.NewTokenizer(t, tt.template)
 			reqs := submitted(t, m, "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":"Hi"}]}`)
-			if want := []int32{0, tok("Hi")}; !slices.Equal(reqs[0].Prompt, want) {
+			if want := []int32{0, openaitest.Token("Hi")}; !slices.Equal(reqs[0].Prompt, want) {
 				t.Errorf("Prompt = %v, want %v (exactly one BOS)", reqs[0].Prompt, want)
 			}
 		})

@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 )
 
 func TestNoModels(t *testing.T) {
-	rec := do(t, testHandler(), nil, http.MethodPost, "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"Hi"}]}`)
+	rec := openaitest.Do(t, testHandler(), nil, http.MethodPost, "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"Hi"}]}`)
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("no models: status %d", rec.Code)
 	}
@@ -18,18 +20,18 @@ func TestNoModels(t *testing.T) {
 // TestMount: Mount serves the OpenAI routes; the model list is
 // api/catalog's, so GET /v1/models is not among them.
 func TestMount(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	r := chi.NewRouter()
-	Mount(r, &fakeBackend{models: []Model{m}}, Options{})
+	Mount(r, openaitest.NewBackend[Model](m), Options{})
 	for _, tc := range []struct{ method, path, body string }{
 		{http.MethodPost, "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":"Hi"}]}`},
 		{http.MethodPost, "/v1/completions", `{"model":"test-model","prompt":"Hi"}`},
 	} {
-		if rec := do(t, r, m, tc.method, tc.path, tc.body); rec.Code != http.StatusOK {
+		if rec := openaitest.Do(t, r, m, tc.method, tc.path, tc.body); rec.Code != http.StatusOK {
 			t.Errorf("%s %s: status %d: %s", tc.method, tc.path, rec.Code, rec.Body)
 		}
 	}
-	if rec := do(t, r, nil, http.MethodGet, "/v1/models", ""); rec.Code != http.StatusNotFound {
+	if rec := openaitest.Do(t, r, nil, http.MethodGet, "/v1/models", ""); rec.Code != http.StatusNotFound {
 		t.Errorf("GET /v1/models: status %d, want 404 (api/catalog serves it)", rec.Code)
 	}
 }

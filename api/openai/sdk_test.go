@@ -10,14 +10,15 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
 // TestGoOpenAIClient talks to the routes through the go-openai SDK over
 // real HTTP, proving wire compatibility with a widely used client.
 func TestGoOpenAIClient(t *testing.T) {
-	m := newFakeModel(t)
-	m.cached = 2
+	m := openaitest.NewModel(t)
+	m.Cached = 2
 	srv := httptest.NewServer(testHandler(m))
 	defer srv.Close()
 	cfg := goopenai.DefaultConfig("sk-unused")
@@ -68,8 +69,8 @@ func TestGoOpenAIClient(t *testing.T) {
 	})
 
 	t.Run("chat stream", func(t *testing.T) {
-		m.setScript(streamScript)
-		defer m.setScript(nil)
+		m.SetScript(streamScript)
+		defer m.SetScript(nil)
 		stream, err := client.CreateChatCompletionStream(ctx, goopenai.ChatCompletionRequest{
 			Model: "test-model", Messages: msgs, Stream: true,
 			StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
@@ -112,11 +113,11 @@ func TestGoOpenAIClient(t *testing.T) {
 	})
 
 	t.Run("stream error after headers", func(t *testing.T) {
-		m.setScript(outsScript(
-			[]scheduler.Output{out(scheduler.FinishNone, tok("Hello"))},
+		m.SetScript(openaitest.OutsScript(
+			[]scheduler.Output{openaitest.Out(scheduler.FinishNone, openaitest.Token("Hello"))},
 			[]scheduler.Output{{Finish: scheduler.FinishAbort, Err: scheduler.ErrEngine}},
 		))
-		defer m.setScript(nil)
+		defer m.SetScript(nil)
 		stream, err := client.CreateChatCompletionStream(ctx, goopenai.ChatCompletionRequest{Model: "test-model", Messages: msgs, Stream: true})
 		if err != nil {
 			t.Fatal(err)
@@ -145,5 +146,5 @@ func TestGoOpenAIClient(t *testing.T) {
 			t.Errorf("too long: %#v", err)
 		}
 	})
-	m.wait()
+	m.Wait()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/grammar"
 )
 
@@ -54,12 +55,12 @@ func TestStructuredValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
+			m := openaitest.NewModel(t)
 			path := tt.path
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			rec := do(t, testHandler(m), m, http.MethodPost, path, tt.body)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, path, tt.body)
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 			}
@@ -67,7 +68,7 @@ func TestStructuredValidation(t *testing.T) {
 			if str(e.Param) != tt.param || !strings.Contains(e.Message, tt.msg) || e.Type != typeBadRequest {
 				t.Errorf("error = param %q, %q; want param %q with %q", str(e.Param), e.Message, tt.param, tt.msg)
 			}
-			if len(m.requests()) != 0 {
+			if len(m.Requests()) != 0 {
 				t.Error("the request was submitted")
 			}
 		})
@@ -111,16 +112,16 @@ func TestStructuredAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
+			m := openaitest.NewModel(t)
 			path := tt.path
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			rec := do(t, testHandler(m), m, http.MethodPost, path, tt.body)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, path, tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 			}
-			reqs := m.requests()
+			reqs := m.Requests()
 			if len(reqs) != 1 || reqs[0].Sampling.Grammar != tt.grammar {
 				t.Fatalf("grammar %q, want %q", reqs[0].Sampling.Grammar, tt.grammar)
 			}
@@ -130,21 +131,21 @@ func TestStructuredAccepted(t *testing.T) {
 
 // checkingModel is a fake model whose runtime refuses every grammar.
 type checkingModel struct {
-	*fakeModel
+	*openaitest.Model
 }
 
 func (checkingModel) CheckGrammar(string) error { return errors.New("llama.cpp refused it") }
 
 func TestStructuredModelCheck(t *testing.T) {
-	m := newFakeModel(t)
-	rec := do(t, testHandler(checkingModel{m}), m, http.MethodPost, "/v1/chat/completions", `{`+chatOK+`,"guided_grammar":"root ::= <|x|>"}`)
+	m := openaitest.NewModel(t)
+	rec := openaitest.Do(t, testHandler(checkingModel{m}), m, http.MethodPost, "/v1/chat/completions", `{`+chatOK+`,"guided_grammar":"root ::= <|x|>"}`)
 	if rec.Code != http.StatusBadRequest {
 		t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 	}
 	if e := errorBody(t, rec.Body.Bytes()); str(e.Param) != "guided_grammar" || !strings.Contains(e.Message, "llama.cpp refused it") {
 		t.Errorf("error = %+v", e)
 	}
-	if len(m.requests()) != 0 {
+	if len(m.Requests()) != 0 {
 		t.Error("the request was submitted")
 	}
 }
@@ -163,8 +164,8 @@ func FuzzStructuredFields(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	m := newFakeModel(f)
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{})
+	m := openaitest.NewModel(f)
+	h := newHandler(openaitest.NewBackend[Model](m), Options{})
 	f.Fuzz(func(t *testing.T, fields []byte) {
 		body := []byte(`{"model":"test-model","prompt":"a",` + strings.TrimPrefix(string(fields), "{"))
 		fuzzDecode(t, body, func(b []byte) error {

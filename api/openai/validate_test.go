@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 )
 
 // errorBody decodes an OpenAI error response and checks that it has
@@ -199,12 +201,12 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
+			m := openaitest.NewModel(t)
 			path := tt.path
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			rec := do(t, testHandler(m), m, http.MethodPost, path, tt.body)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, path, tt.body)
 			if rec.Code != tt.status {
 				t.Fatalf("status = %d, want %d: %s", rec.Code, tt.status, rec.Body)
 			}
@@ -225,7 +227,7 @@ func TestValidation(t *testing.T) {
 			if !strings.Contains(e.Message, tt.msg) {
 				t.Errorf("message = %q, want it to contain %q", e.Message, tt.msg)
 			}
-			if len(m.requests()) != 0 {
+			if len(m.Requests()) != 0 {
 				t.Errorf("a rejected request reached the scheduler")
 			}
 		})
@@ -234,7 +236,7 @@ func TestValidation(t *testing.T) {
 
 // allTokens lists every token id of the test vocabulary as JSON.
 func allTokens() string {
-	ids := make([]string, testVocab.NumTokens())
+	ids := make([]string, openaitest.Vocab.NumTokens())
 	for i := range ids {
 		ids[i] = fmt.Sprint(i)
 	}
@@ -267,12 +269,12 @@ func TestAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
+			m := openaitest.NewModel(t)
 			path := tt.path
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			rec := do(t, testHandler(m), m, http.MethodPost, path, tt.body)
+			rec := openaitest.Do(t, testHandler(m), m, http.MethodPost, path, tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 			}
@@ -281,10 +283,10 @@ func TestAccepted(t *testing.T) {
 }
 
 func TestBodyTooLarge(t *testing.T) {
-	m := newFakeModel(t)
-	h := newHandler(&fakeBackend{models: []Model{m}}, Options{MaxBodyBytes: 100})
+	m := openaitest.NewModel(t)
+	h := newHandler(openaitest.NewBackend[Model](m), Options{MaxBodyBytes: 100})
 	body := fmt.Sprintf(`{"model":"test-model","prompt":%q}`, strings.Repeat("a", 200))
-	rec := do(t, http.HandlerFunc(h.completions), m, http.MethodPost, "/v1/completions", body)
+	rec := openaitest.Do(t, http.HandlerFunc(h.completions), m, http.MethodPost, "/v1/completions", body)
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 	}
