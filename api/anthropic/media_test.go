@@ -1,96 +1,24 @@
 package anthropic
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/api/openai"
-	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/media"
-	"github.com/llmserve/llmserve/scheduler"
 )
-
-// Files as far as sniffing reads them: their magic numbers.
-var (
-	pngBytes  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
-	jpegBytes = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00-jpeg")
-	gifBytes  = []byte("GIF89a\x01\x00\x01\x00-gif")
-)
-
-func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-
-// mediaRows is how many placeholder positions the fake gives each item.
-const mediaRows = 3
-
-// fakeMediaModel is a fakeModel with a projector: PrepareMedia records
-// what it got and tokenizes the text between the markers, each item
-// taking mediaRows placeholder tokens.
-type fakeMediaModel struct {
-	*fakeModel
-	reads map[media.Kind]bool
-	// err, when set, is PrepareMedia's error.
-	err error
-
-	mu     sync.Mutex
-	calls  int
-	prompt string
-	bos    bool
-	items  []media.Item
-	toks   []int32
-	spans  []scheduler.Media
-}
-
-func newFakeMediaModel(t testing.TB) *fakeMediaModel {
-	m := newFakeModel(t)
-	m.maxLen = 512
-	return &fakeMediaModel{fakeModel: m, reads: map[media.Kind]bool{media.Image: true, media.Audio: true}}
-}
-
-func (m *fakeMediaModel) ReadsMedia(k media.Kind) bool { return m.reads[k] }
-
-func (m *fakeMediaModel) PrepareMedia(_ context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls++
-	m.prompt, m.bos, m.items = prompt, addSpecial, items
-	if m.err != nil {
-		return nil, nil, m.err
-	}
-	var (
-		toks  []int32
-		spans []scheduler.Media
-	)
-	for i, text := range strings.Split(prompt, media.Marker) {
-		t, err := m.tok.Encode(text, addSpecial && i == 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		toks = append(toks, t...)
-		if i < len(items) {
-			h := items[i].Hash()
-			spans = append(spans, scheduler.Media{Offset: len(toks), Rows: mediaRows, Embd: make([]float32, mediaRows)})
-			for r := range mediaRows {
-				toks = append(toks, engine.MediaToken(h, r))
-			}
-		}
-	}
-	m.toks, m.spans = toks, spans
-	return toks, spans, nil
-}
 
 // mediaHandler mounts the Messages routes over the models with opts.
 func mediaHandler(opts openai.Options, models ...openai.Model) http.Handler {
 	r := chi.NewRouter()
-	Mount(r, openai.New(&fakeBackend{models: models}, opts), Options{})
+	Mount(r, openai.New(openaitest.NewBackend(models...), opts), Options{})
 	return r
 }
 
@@ -111,43 +39,43 @@ func TestMediaPrompt(t *testing.T) {
 		in string
 	}{
 		{"anthropic base64 image, merged turns", "/v1/messages",
-			`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]},` +
-				`{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"` + b64(jpegBytes) + `"}},{"type":"text","text":"twice"}]}]}`,
-			[]want{{media.Image, pngBytes, "messages[0].content[1]"}, {media.Image, jpegBytes, "messages[1].content[0]"}}, "look\n" + media.Marker + "\n" + media.Marker + "\ntwice"},
+			`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + openaitest.B64(openaitest.PNG) + `"}}]},` +
+				`{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"` + openaitest.B64(openaitest.JPEG) + `"}},{"type":"text","text":"twice"}]}]}`,
+			[]want{{media.Image, openaitest.PNG, "messages[0].content[1]"}, {media.Image, openaitest.JPEG, "messages[1].content[0]"}}, "look\n" + media.Marker + "\n" + media.Marker + "\ntwice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
-			rec := do(t, mediaHandler(openai.Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+			m := openaitest.NewMediaModel(t)
+			rec := openaitest.Do(t, mediaHandler(openai.Options{}, m), m.Model, http.MethodPost, tt.path, tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
-			if m.calls != 1 {
-				t.Fatalf("PrepareMedia called %d times", m.calls)
+			if m.PrepareCalls != 1 {
+				t.Fatalf("PrepareMedia called %d times", m.PrepareCalls)
 			}
-			if !strings.Contains(m.prompt, tt.in) || strings.Count(m.prompt, media.Marker) != len(tt.items) {
-				t.Errorf("prompt %q: want %d markers and %q", m.prompt, len(tt.items), tt.in)
+			if !strings.Contains(m.Prompt, tt.in) || strings.Count(m.Prompt, media.Marker) != len(tt.items) {
+				t.Errorf("prompt %q: want %d markers and %q", m.Prompt, len(tt.items), tt.in)
 			}
-			if !m.bos {
+			if !m.BOS {
 				t.Error("addSpecial = false; the ChatML template writes no BOS, so the model must add it")
 			}
-			if len(m.items) != len(tt.items) {
-				t.Fatalf("items %+v, want %+v", m.items, tt.items)
+			if len(m.Items) != len(tt.items) {
+				t.Fatalf("items %+v, want %+v", m.Items, tt.items)
 			}
 			for i, w := range tt.items {
-				if it := m.items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
+				if it := m.Items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
 					t.Errorf("item %d: %s %q %s, want %s %q %s", i, it.Kind, it.Data, it.Param, w.kind, w.data, w.param)
 				}
 			}
-			reqs := m.requests()
+			reqs := m.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("%d requests submitted", len(reqs))
 			}
-			if !slices.Equal(reqs[0].Prompt, m.toks) || len(reqs[0].Media) != len(tt.items) {
-				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.toks, m.spans)
+			if !slices.Equal(reqs[0].Prompt, m.Toks) || len(reqs[0].Media) != len(tt.items) {
+				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.Toks, m.Spans)
 			}
 			for i, s := range reqs[0].Media {
-				if s.Offset != m.spans[i].Offset || s.Rows != mediaRows || reqs[0].Prompt[s.Offset] >= 0 {
+				if s.Offset != m.Spans[i].Offset || s.Rows != openaitest.MediaRows || reqs[0].Prompt[s.Offset] >= 0 {
 					t.Errorf("span %d: %+v", i, s)
 				}
 			}
@@ -163,21 +91,21 @@ func TestMessagesMediaErrors(t *testing.T) {
 	}
 	tests := []struct{ name, body, msg string }{
 		{"no source", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image"}]}]}`, "messages[0].content[0].source: Field required"},
-		{"media_type not an image", img(`{"type":"base64","media_type":"text/plain","data":"` + b64(pngBytes) + `"}`), "messages[0].content[1].source.media_type"},
-		{"bytes not the media_type", img(`{"type":"base64","media_type":"image/jpeg","data":"` + b64(pngBytes) + `"}`), "messages[0].content[1].source.data: the data URL declares image/jpeg but the data is a PNG image"},
-		{"gif", img(`{"type":"base64","media_type":"image/gif","data":"` + b64(gifBytes) + `"}`), "messages[0].content[1].source.data"},
+		{"media_type not an image", img(`{"type":"base64","media_type":"text/plain","data":"` + openaitest.B64(openaitest.PNG) + `"}`), "messages[0].content[1].source.media_type"},
+		{"bytes not the media_type", img(`{"type":"base64","media_type":"image/jpeg","data":"` + openaitest.B64(openaitest.PNG) + `"}`), "messages[0].content[1].source.data: the data URL declares image/jpeg but the data is a PNG image"},
+		{"gif", img(`{"type":"base64","media_type":"image/gif","data":"` + openaitest.B64(openaitest.GIF) + `"}`), "messages[0].content[1].source.data"},
 		{"bad base64", img(`{"type":"base64","media_type":"image/png","data":"%%%"}`), "messages[0].content[1].source.data is not valid base64"},
 		{"file source", img(`{"type":"file","file_id":"f"}`), "messages[0].content[1].source.type"},
 		{"url not allowed", img(`{"type":"url","url":"https://example.com/a.png"}`), "messages[0].content[1].source.url: this server fetches no image URLs"},
-		{"image from the assistant", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[1].content[0]: image blocks are accepted only in a user message's content"},
-		{"marker in text", `{"model":"test-model","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"` + media.Marker + `"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "messages[2].content[0].text holds the text"},
-		{"marker in system", `{"model":"test-model","max_tokens":5,"system":"` + media.Marker + `","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`, "system holds the text"},
+		{"image from the assistant", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + openaitest.B64(openaitest.PNG) + `"}}]}]}`, "messages[1].content[0]: image blocks are accepted only in a user message's content"},
+		{"marker in text", `{"model":"test-model","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"` + media.Marker + `"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + openaitest.B64(openaitest.PNG) + `"}}]}]}`, "messages[2].content[0].text holds the text"},
+		{"marker in system", `{"model":"test-model","max_tokens":5,"system":"` + media.Marker + `","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + openaitest.B64(openaitest.PNG) + `"}}]}]}`, "system holds the text"},
 		{"image in system", `{"model":"test-model","max_tokens":5,"system":[{"type":"image","source":{}}],"messages":[{"role":"user","content":"x"}]}`, "system[0]: image blocks are accepted only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
-			rec := do(t, mediaHandler(openai.Options{}, m), m.fakeModel, http.MethodPost, "/v1/messages", tt.body)
+			m := openaitest.NewMediaModel(t)
+			rec := openaitest.Do(t, mediaHandler(openai.Options{}, m), m.Model, http.MethodPost, "/v1/messages", tt.body)
 			var e messagesErrorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusBadRequest || e.Error.Type != "invalid_request_error" {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
@@ -192,7 +120,7 @@ func TestMessagesMediaErrors(t *testing.T) {
 // TestMediaFetchOtherAPIs fetches the image URL of an Anthropic url
 // source.
 func TestMediaFetchOtherAPIs(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(openaitest.PNG) }))
 	defer srv.Close()
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
@@ -200,10 +128,10 @@ func TestMediaFetchOtherAPIs(t *testing.T) {
 	for _, tt := range []struct{ path, body, param string }{
 		{"/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"` + srv.URL + `/a.png"}}]}]}`, "messages[0].content[0]"},
 	} {
-		m := newFakeMediaModel(t)
-		rec := do(t, mediaHandler(opts, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
-		if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) || m.items[0].Param != tt.param {
-			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.items, rec.Body)
+		m := openaitest.NewMediaModel(t)
+		rec := openaitest.Do(t, mediaHandler(opts, m), m.Model, http.MethodPost, tt.path, tt.body)
+		if rec.Code != http.StatusOK || len(m.Items) != 1 || string(m.Items[0].Data) != string(openaitest.PNG) || m.Items[0].Param != tt.param {
+			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.Items, rec.Body)
 		}
 	}
 }
@@ -212,18 +140,18 @@ func TestMediaFetchOtherAPIs(t *testing.T) {
 // included, without generating.
 func TestMediaCountTokens(t *testing.T) {
 	for _, tt := range []struct{ path, body string }{
-		{"/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64(pngBytes) + `"}}]}]}`},
+		{"/v1/messages/count_tokens", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + openaitest.B64(openaitest.PNG) + `"}}]}]}`},
 	} {
-		m := newFakeMediaModel(t)
-		rec := do(t, mediaHandler(openai.Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+		m := openaitest.NewMediaModel(t)
+		rec := openaitest.Do(t, mediaHandler(openai.Options{}, m), m.Model, http.MethodPost, tt.path, tt.body)
 		var resp struct {
 			InputTokens int `json:"input_tokens"`
 		}
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
 			t.Fatalf("%s: status %d: %s", tt.path, rec.Code, rec.Body)
 		}
-		if resp.InputTokens != len(m.toks) || len(m.items) != 1 || len(m.requests()) != 0 {
-			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.toks), len(m.items))
+		if resp.InputTokens != len(m.Toks) || len(m.Items) != 1 || len(m.Requests()) != 0 {
+			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.Toks), len(m.Items))
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/clock"
 	"github.com/llmserve/llmserve/frontend"
 )
@@ -43,8 +44,8 @@ const claudeCodeBody = `{"model":"test-model","max_tokens":32000,"stream":false,
 // header, the system message read as the user's text where it stands, the
 // server tool not offered, the deferred one offered.
 func TestMessagesClaudeCodeRequest(t *testing.T) {
-	m := newFakeModel(t)
-	m.maxLen = 40000
+	m := openaitest.NewModel(t)
+	m.MaxLen = 40000
 	rec := doMessages(t, m, "/v1/messages?beta=true", claudeCodeBody)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
@@ -161,7 +162,7 @@ func TestMessagesTooLong(t *testing.T) {
 		{60, 1, "prompt is too long: 191 tokens > 64 maximum"},
 		{4, 60, "input length and `max_tokens` exceed context limit: 23 + 60 > 64, decrease input length or `max_tokens` and try again"},
 	} {
-		m := newFakeModel(t)
+		m := openaitest.NewModel(t)
 		body := fmt.Sprintf(`{"model":"test-model","max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, tt.maxTokens, strings.Repeat("word ", tt.words))
 		rec := doMessages(t, m, "/v1/messages", body)
 		var e messagesErrorBody
@@ -188,9 +189,9 @@ func TestWriteAuthErrorRequestID(t *testing.T) {
 // (the SDKs skip pings wherever they come); message_start follows with the
 // first piece of the answer, its usage message_delta's.
 func TestMessagesPingWhilePrefilling(t *testing.T) {
-	m := newFakeModel(t)
-	m.cached = 3
-	m.release = make(chan struct{})
+	m := openaitest.NewModel(t)
+	m.Cached = 3
+	m.Release = make(chan struct{})
 	fake := clock.NewFake(time.Unix(0, 0))
 	r := chi.NewRouter()
 	Mount(r, testServer(nil, m), Options{Clock: fake, PingInterval: 5 * time.Second})
@@ -220,7 +221,7 @@ func TestMessagesPingWhilePrefilling(t *testing.T) {
 	if ev := next(); ev != `{"type":"ping"}` {
 		t.Fatalf("first event %s, want a ping while the prompt is prefilled", ev)
 	}
-	close(m.release)
+	close(m.Release)
 	var start, delta struct {
 		Message struct{ Usage messagesUsage } `json:"message"`
 		Usage   messagesUsage                 `json:"usage"`
@@ -237,7 +238,7 @@ func TestMessagesPingWhilePrefilling(t *testing.T) {
 			if s.InputTokens != d.InputTokens || s.CacheReadInputTokens != d.CacheReadInputTokens || d.CacheReadInputTokens != 3 {
 				t.Errorf("message_start usage %+v, message_delta usage %+v: want the same prompt counts, 3 cached", s, d)
 			}
-			m.wait()
+			m.Wait()
 			return
 		}
 	}

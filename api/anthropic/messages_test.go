@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/llmserve/llmserve/frontend"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -18,6 +17,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
+	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -46,16 +47,16 @@ func (w *eventGate) Write(b []byte) (int, error) {
 
 func (w *eventGate) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func doMessages(t *testing.T, m *fakeModel, path, body string) *httptest.ResponseRecorder {
+func doMessages(t *testing.T, m *openaitest.Model, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	rec := httptest.NewRecorder()
 	var w http.ResponseWriter = rec
-	if m.gate != nil {
-		w = &eventGate{ResponseWriter: rec, gate: m.gate}
+	if m.Gate != nil {
+		w = &eventGate{ResponseWriter: rec, gate: m.Gate}
 	}
 	messagesHandler(m).ServeHTTP(w, req)
-	m.wait()
+	m.Wait()
 	return rec
 }
 
@@ -64,16 +65,16 @@ var toolIDs = regexp.MustCompile(`toolu_[a-z0-9]+`)
 
 // textScript answers text in the given batches; the last ends with the
 // stop token. Each batch but the last writes one delta event.
-func textScript(parts ...string) func(*scheduler.Request) []fakeBatch {
-	return func(*scheduler.Request) []fakeBatch {
-		var bs []fakeBatch
+func textScript(parts ...string) func(*scheduler.Request) []openaitest.Batch {
+	return func(*scheduler.Request) []openaitest.Batch {
+		var bs []openaitest.Batch
 		for i, p := range parts {
-			o := scheduler.Output{Tokens: toks(p)}
+			o := scheduler.Output{Tokens: openaitest.Tokens(p)}
 			if i == len(parts)-1 {
-				o.Tokens = append(o.Tokens, imEnd)
+				o.Tokens = append(o.Tokens, openaitest.IMEnd)
 				o.Finish = scheduler.FinishStop
 			}
-			bs = append(bs, fakeBatch{outs: []scheduler.Output{o}, events: 1})
+			bs = append(bs, openaitest.Batch{Outs: []scheduler.Output{o}, Events: 1})
 		}
 		return bs
 	}
@@ -85,7 +86,7 @@ func TestMessagesGolden(t *testing.T) {
 	tests := []struct {
 		name   string
 		body   string
-		script func(*scheduler.Request) []fakeBatch
+		script func(*scheduler.Request) []openaitest.Batch
 		stream bool
 	}{
 		{name: "messages.json", body: `{"model":"test-model","max_tokens":10,"system":"Be brief.","messages":[{"role":"user","content":"Hi"}]}`},
@@ -97,8 +98,8 @@ func TestMessagesGolden(t *testing.T) {
 		{
 			name: "messages_max_tokens.json",
 			body: `{"model":"test-model","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`,
-			script: func(*scheduler.Request) []fakeBatch {
-				return []fakeBatch{{outs: []scheduler.Output{{Tokens: toks("Hello world"), Finish: scheduler.FinishLength}}}}
+			script: func(*scheduler.Request) []openaitest.Batch {
+				return []openaitest.Batch{{Outs: []scheduler.Output{{Tokens: openaitest.Tokens("Hello world"), Finish: scheduler.FinishLength}}}}
 			},
 		},
 		{
@@ -121,12 +122,12 @@ func TestMessagesGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.script = tt.script
-			m.maxLen = 512 // room for the tools the fallback template gets in the system prompt
-			m.cached = 3
+			m := openaitest.NewModel(t)
+			m.Script = tt.script
+			m.MaxLen = 512 // room for the tools the fallback template gets in the system prompt
+			m.Cached = 3
 			if tt.stream {
-				m.gate = make(chan struct{}, 1000)
+				m.Gate = make(chan struct{}, 1000)
 			}
 			rec := doMessages(t, m, "/v1/messages", tt.body)
 			if rec.Code != http.StatusOK {
@@ -138,9 +139,9 @@ func TestMessagesGolden(t *testing.T) {
 					t.Errorf("Content-Type = %q", ct)
 				}
 			} else {
-				got = indentJSON(t, got)
+				got = openaitest.IndentJSON(t, got)
 			}
-			checkGolden(t, tt.name, toolIDs.ReplaceAll(got, []byte("toolu_X")))
+			openaitest.CheckGolden(t, tt.name, toolIDs.ReplaceAll(got, []byte("toolu_X")))
 		})
 	}
 }
@@ -331,7 +332,7 @@ func TestMessagesBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
+			m := openaitest.NewModel(t)
 			rec := doMessages(t, m, tt.path, tt.body)
 			if rec.Code != tt.status {
 				t.Errorf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
@@ -343,7 +344,7 @@ func TestMessagesBadInput(t *testing.T) {
 			if !strings.Contains(e.Error.Message, tt.contains) {
 				t.Errorf("message %q does not contain %q", e.Error.Message, tt.contains)
 			}
-			if len(m.requests()) != 0 {
+			if len(m.Requests()) != 0 {
 				t.Errorf("a refused request reached the model")
 			}
 		})
@@ -385,8 +386,8 @@ func TestMessagesErrorMapping(t *testing.T) {
 
 // count_tokens counts the prompt the request renders to, tools included.
 func TestMessagesCountTokens(t *testing.T) {
-	m := newFakeModel(t)
-	m.maxLen = 4096
+	m := openaitest.NewModel(t)
+	m.MaxLen = 4096
 	count := func(body string) int {
 		rec := doMessages(t, m, "/v1/messages/count_tokens", body)
 		if rec.Code != 200 {
@@ -401,19 +402,19 @@ func TestMessagesCountTokens(t *testing.T) {
 		return got.InputTokens
 	}
 	plain := count(`{"model":"test-model","messages":[{"role":"user","content":"Hi"}]}`)
-	rendered, _ := m.tok.Encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", true)
+	rendered, _ := m.Tok.Encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", true)
 	if plain != len(rendered) {
 		t.Errorf("input_tokens %d, want %d", plain, len(rendered))
 	}
 	if sys := count(`{"model":"test-model","system":"Be brief.","messages":[{"role":"user","content":"Hi"}]}`); sys <= plain {
 		t.Errorf("a system prompt added no tokens: %d <= %d", sys, plain)
 	}
-	if len(m.requests()) != 0 {
+	if len(m.Requests()) != 0 {
 		t.Errorf("count_tokens generated")
 	}
 	// The same request generates from exactly that many tokens.
 	rec := doMessages(t, m, "/v1/messages", `{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`)
-	if rec.Code != 200 || len(m.requests()) != 1 || len(m.requests()[0].Prompt) != plain {
+	if rec.Code != 200 || len(m.Requests()) != 1 || len(m.Requests()[0].Prompt) != plain {
 		t.Errorf("generation prompt differs from count_tokens (%d): %s", plain, rec.Body)
 	}
 }
@@ -430,10 +431,10 @@ func TestMessagesThinking(t *testing.T) {
 }
 
 func testMessagesThinking(t *testing.T, stream, omit bool) {
-	fm := newFakeModel(t)
-	fm.maxLen = 256
-	fm.setScript(thinkScript("<think>a b</think>Hello world!"))
-	m := &reasoningFake{fakeModel: fm, parser: "qwen3"}
+	fm := openaitest.NewModel(t)
+	fm.MaxLen = 256
+	fm.SetScript(openaitest.ThinkScript("<think>a b</think>Hello world!"))
+	m := &openaitest.ReasoningModel{Model: fm, Parser: "qwen3"}
 	body := `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"Hi"},` +
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"earlier","signature":""},{"type":"text","text":"Yes"}]},{"role":"user","content":"And?"}]`
 	if stream {
@@ -447,7 +448,7 @@ func testMessagesThinking(t *testing.T, stream, omit bool) {
 	req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body+"}"))
 	rec := httptest.NewRecorder()
 	messagesHandler(m).ServeHTTP(rec, req)
-	fm.wait()
+	fm.Wait()
 	if rec.Code != 200 {
 		t.Fatalf("stream %v: %d %s", stream, rec.Code, rec.Body)
 	}
@@ -501,13 +502,13 @@ func testMessagesThinking(t *testing.T, stream, omit bool) {
 // Anthropic error event, no message_stop; before it started, the same
 // failure is a response in Anthropic's shape.
 func TestMessagesGenerationError(t *testing.T) {
-	script := outsScript(
-		[]scheduler.Output{out("", tok("Hello"))},
+	script := openaitest.OutsScript(
+		[]scheduler.Output{openaitest.Out("", openaitest.Token("Hello"))},
 		[]scheduler.Output{{Finish: scheduler.FinishAbort, Err: scheduler.ErrEngine}},
 	)
-	m := newFakeModel(t)
-	m.script = script
-	m.gate = make(chan struct{}, 100)
+	m := openaitest.NewModel(t)
+	m.Script = script
+	m.Gate = make(chan struct{}, 100)
 	rec := doMessages(t, m, "/v1/messages", `{"model":"test-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`)
 	body := rec.Body.String()
 	last := body[strings.LastIndex(strings.TrimSuffix(body, "\n\n"), "\n\n")+2:]
@@ -515,8 +516,8 @@ func TestMessagesGenerationError(t *testing.T) {
 		!strings.HasPrefix(last, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\"") {
 		t.Errorf("stream:\n%s", body)
 	}
-	m = newFakeModel(t)
-	m.script = script
+	m = openaitest.NewModel(t)
+	m.Script = script
 	rec = doMessages(t, m, "/v1/messages", `{"model":"test-model","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`)
 	var e messagesErrorBody
 	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Type != "api_error" {
@@ -527,15 +528,15 @@ func TestMessagesGenerationError(t *testing.T) {
 // A client that goes away cancels its generation, streamed or not.
 func TestMessagesClientGone(t *testing.T) {
 	for _, stream := range []bool{true, false} {
-		m := newFakeModel(t)
-		m.hold = true
-		m.script = outsScript([]scheduler.Output{out(scheduler.FinishNone, tok("Hello"))})
+		m := openaitest.NewModel(t)
+		m.Hold = true
+		m.Script = openaitest.OutsScript([]scheduler.Output{openaitest.Out(scheduler.FinishNone, openaitest.Token("Hello"))})
 		srv := httptest.NewServer(messagesHandler(m))
 		ctx, cancel := context.WithCancel(context.Background())
 		body := fmt.Sprintf(`{"model":"test-model","max_tokens":10,"messages":[{"role":"user","content":"Hi"}],"stream":%v}`, stream)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(body))
 		if !stream {
-			m.onSubmit = cancel
+			m.OnSubmit = cancel
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if stream {
@@ -555,11 +556,11 @@ func TestMessagesClientGone(t *testing.T) {
 			t.Fatal("request succeeded")
 		}
 		select {
-		case <-m.cancelled:
+		case <-m.Cancelled():
 		case <-time.After(5 * time.Second):
 			t.Fatalf("stream=%v: Stream.Cancel was not called after the client went away", stream)
 		}
-		m.wait()
+		m.Wait()
 		cancel()
 		srv.Close()
 	}
@@ -567,6 +568,24 @@ func TestMessagesClientGone(t *testing.T) {
 
 // FuzzDecodeMessages: no Messages body makes the decoder or the prepare
 // path it feeds panic or fail with anything but a 4xx.
+// fuzzDecode checks the property every decoder's fuzz target shares:
+// decoding and validating any body never panics, and every error is a
+// 4xx (bad input, or a model that is not served).
+func fuzzDecode(t *testing.T, body []byte, decode func([]byte) error) {
+	err := decode(body)
+	if err == nil {
+		return
+	}
+	var ve *frontend.Error
+	s := openai.ErrorOf(err).Status
+	if !errors.As(err, &ve) && s != http.StatusNotFound {
+		t.Fatalf("error is not a validation error: %T %v", err, err)
+	}
+	if s < 400 || s >= 500 {
+		t.Fatalf("status %d for %v", s, err)
+	}
+}
+
 func FuzzDecodeMessages(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"test-model","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`,
@@ -579,8 +598,8 @@ func FuzzDecodeMessages(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	m := newFakeModel(f)
-	s := openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{})
+	m := openaitest.NewModel(f)
+	s := openai.New(openaitest.NewBackend[openai.Model](m), openai.Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, body, func(b []byte) error {
 			req, err := decodeMessagesRequest(b, false)

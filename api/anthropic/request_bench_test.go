@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 )
 
 // BenchmarkMessagesRequest serves one Messages request (decode, prepare, submit to
@@ -16,13 +17,13 @@ import (
 func BenchmarkMessagesRequest(b *testing.B) {
 	turns := strings.Repeat(`{"role":"user","content":"Hello there"},{"role":"assistant","content":"Hi"},`, 4)
 	c := struct{ name, path, body string }{"messages", "/v1/messages", `{"model":"test-model","max_tokens":3,"tools":[{"name":"get_weather","description":"w","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"messages":[` + turns + `{"role":"user","content":"Hi"}]}`}
-	m := newFakeModel(b)
-	m.maxLen = 4096
+	m := openaitest.NewModel(b)
+	m.MaxLen = 4096
 	r := chi.NewRouter()
-	Mount(r, openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{RequestID: func(*http.Request) string { return "test" }}), Options{})
+	Mount(r, openai.New(openaitest.NewBackend[openai.Model](m), openai.Options{RequestID: func(*http.Request) string { return "test" }}), Options{})
 	b.ReportAllocs()
 	for b.Loop() {
-		if rec := do(b, r, nil, http.MethodPost, c.path, c.body); rec.Code != 200 {
+		if rec := openaitest.Do(b, r, nil, http.MethodPost, c.path, c.body); rec.Code != 200 {
 			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	}
