@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/api/responses/store"
 
 	"github.com/llmserve/llmserve/scheduler"
@@ -34,22 +35,22 @@ func outputOf(t *testing.T, body []byte) []map[string]any {
 // model as "<namespace>__<name>" and its call comes back with name and
 // namespace apart, in the answer and in the stream.
 func TestResponsesNamespaceTool(t *testing.T) {
-	m := newFakeModel(t)
-	m.maxLen = 512
-	m.tok = newTestTokenizer(t, `{% for t in tools %}{{ t.function.name }} {% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`)
-	m.setScript(textScript(`{"a":`, `1}`))
+	m := openaitest.NewModel(t)
+	m.MaxLen = 512
+	m.Tok = openaitest.NewTokenizer(t, `{% for t in tools %}{{ t.function.name }} {% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`)
+	m.SetScript(textScript(`{"a":`, `1}`))
 	h := respHandler(t, m)
 	body := `{"model":"test-model","input":"Hi","tools":[{"type":"namespace","name":"mcp","description":"d","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}]},{"type":"web_search"}],"tool_choice":{"type":"function","namespace":"mcp","name":"f"}`
-	rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
+	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
 	out := outputOf(t, rec.Body.Bytes())
 	if rec.Code != http.StatusOK || len(out) != 1 || out[0]["type"] != "function_call" || out[0]["name"] != "f" || out[0]["namespace"] != "mcp" || out[0]["arguments"] != `{"a":1}` {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	prompt := m.Tokenizer().Decode(m.requests()[0].Prompt)
+	prompt := m.Tokenizer().Decode(m.Requests()[0].Prompt)
 	if !strings.Contains(prompt, "mcp__f") || strings.Contains(prompt, "web_search") {
 		t.Errorf("the prompt offers %q; want mcp__f and no hosted tool", prompt)
 	}
-	rec = do(t, h, m, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
+	rec = openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
 	if s := rec.Body.String(); !strings.Contains(s, `"name":"f","namespace":"mcp"`) || !strings.Contains(s, "response.function_call_arguments.done") {
 		t.Fatalf("stream: %s", s)
 	}
@@ -59,25 +60,25 @@ func TestResponsesNamespaceTool(t *testing.T) {
 // the whole answer its input, constrained by its grammar (regex here,
 // Lark below), as a custom_tool_call item.
 func TestResponsesCustomToolForced(t *testing.T) {
-	m := newFakeModel(t)
-	m.maxLen = 512
-	m.setScript(textScript("42"))
+	m := openaitest.NewModel(t)
+	m.MaxLen = 512
+	m.SetScript(textScript("42"))
 	h := respHandler(t, m)
 	for _, format := range []string{
 		`{"type":"grammar","syntax":"regex","definition":"[0-9]+"}`,
 		`{"type":"grammar","syntax":"lark","definition":"start: DIGIT+\n%import common.DIGIT"}`,
 	} {
 		body := `{"model":"test-model","input":"Hi","tools":[{"type":"custom","name":"calc","format":` + format + `}],"tool_choice":{"type":"custom","name":"calc"}`
-		rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
+		rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
 		out := outputOf(t, rec.Body.Bytes())
 		if rec.Code != http.StatusOK || len(out) != 1 || out[0]["type"] != "custom_tool_call" || out[0]["name"] != "calc" || out[0]["input"] != "42" || out[0]["call_id"] == "" {
 			t.Fatalf("%d %s", rec.Code, rec.Body)
 		}
-		reqs := m.requests()
+		reqs := m.Requests()
 		if g := reqs[len(reqs)-1].Sampling.Grammar; g == "" {
 			t.Errorf("format %s: no grammar reached the sampler", format)
 		}
-		rec = do(t, h, m, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
+		rec = openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
 		s := rec.Body.String()
 		for _, want := range []string{"response.custom_tool_call_input.delta", `"input":"42"`, `"type":"custom_tool_call"`} {
 			if !strings.Contains(s, want) {
@@ -129,12 +130,12 @@ func TestResponsesAgentInput(t *testing.T) {
 // gives a reasoning item and no empty message, in the answer and the
 // stream; with include reasoning.encrypted_content the item carries it.
 func TestResponsesThinkingFillsOutput(t *testing.T) {
-	fm := newFakeModel(t)
-	fm.maxLen = 256
-	fm.setScript(thinkScript("<think>a b c"))
-	h := respHandler(t, &reasoningFake{fakeModel: fm, parser: tokenizer.ReasoningQwen3})
+	fm := openaitest.NewModel(t)
+	fm.MaxLen = 256
+	fm.SetScript(openaitest.ThinkScript("<think>a b c"))
+	h := respHandler(t, &openaitest.ReasoningModel{Model: fm, Parser: tokenizer.ReasoningQwen3})
 	body := `{"model":"test-model","input":"Hi","max_output_tokens":4,"include":["reasoning.encrypted_content"]`
-	rec := do(t, h, fm, http.MethodPost, "/v1/responses", body+`}`)
+	rec := openaitest.Do(t, h, fm, http.MethodPost, "/v1/responses", body+`}`)
 	out := outputOf(t, rec.Body.Bytes())
 	if len(out) != 1 || out[0]["type"] != "reasoning" || !strings.Contains(rec.Body.String(), `"status":"incomplete"`) {
 		t.Fatalf("output %s", rec.Body)
@@ -142,7 +143,7 @@ func TestResponsesThinkingFillsOutput(t *testing.T) {
 	if enc, _ := out[0]["encrypted_content"].(string); decryptReasoning(enc) == "" {
 		t.Errorf("encrypted_content %q does not hold the reasoning", enc)
 	}
-	rec = do(t, h, fm, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
+	rec = openaitest.Do(t, h, fm, http.MethodPost, "/v1/responses", body+`,"stream":true}`)
 	if s := rec.Body.String(); strings.Contains(s, `"type":"message"`) || !strings.Contains(s, "response.incomplete") {
 		t.Fatalf("stream has a message item or no response.incomplete: %s", s)
 	}
@@ -151,10 +152,10 @@ func TestResponsesThinkingFillsOutput(t *testing.T) {
 // TestResponsesLogprobs: include message.output_text.logprobs with
 // top_logprobs fills output_text's logprobs.
 func TestResponsesLogprobs(t *testing.T) {
-	m := newFakeModel(t)
-	m.setScript(logprobScript)
+	m := openaitest.NewModel(t)
+	m.SetScript(logprobScript)
 	h := respHandler(t, m)
-	rec := do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2}`)
+	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2}`)
 	var r struct {
 		Output []struct {
 			Content []struct {
@@ -172,11 +173,11 @@ func TestResponsesLogprobs(t *testing.T) {
 	if lps := r.Output[0].Content[0].Logprobs; len(lps) == 0 || lps[0].Token == "" || r.TopLogprobs != 2 {
 		t.Fatalf("logprobs %s", rec.Body)
 	}
-	if got := m.requests()[0].Sampling; !got.Logprobs || got.TopLogprobs != 2 {
+	if got := m.Requests()[0].Sampling; !got.Logprobs || got.TopLogprobs != 2 {
 		t.Errorf("the sampler was asked for %+v, want logprobs with 2 alternatives", got)
 	}
 	// Streamed: each output_text delta carries its tokens' logprobs.
-	rec = do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2,"stream":true}`)
+	rec = openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2,"stream":true}`)
 	var deltas int
 	for _, line := range strings.Split(rec.Body.String(), "\n") {
 		data, ok := strings.CutPrefix(line, "data: ")
@@ -202,8 +203,8 @@ func TestResponsesLogprobs(t *testing.T) {
 // is a 400, unless truncation is "auto": then its oldest items (but the
 // developer message) are dropped until it fits.
 func TestResponsesTruncationAuto(t *testing.T) {
-	m := newFakeModel(t)
-	m.maxLen = 96
+	m := openaitest.NewModel(t)
+	m.MaxLen = 96
 	h := respHandler(t, m)
 	var items []string
 	items = append(items, `{"role":"developer","content":"Be brief."}`)
@@ -212,14 +213,14 @@ func TestResponsesTruncationAuto(t *testing.T) {
 	}
 	items = append(items, `{"role":"user","content":"last"}`)
 	body := `{"model":"test-model","max_output_tokens":4,"input":[` + strings.Join(items, ",") + `]`
-	if rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`}`); rec.Code != http.StatusBadRequest {
+	if rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`}`); rec.Code != http.StatusBadRequest {
 		t.Fatalf("without truncation: %d %s", rec.Code, rec.Body)
 	}
-	rec := do(t, h, m, http.MethodPost, "/v1/responses", body+`,"truncation":"auto"}`)
+	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`,"truncation":"auto"}`)
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"truncation":"auto"`) {
 		t.Fatalf("with truncation auto: %d %s", rec.Code, rec.Body)
 	}
-	reqs := m.requests()
+	reqs := m.Requests()
 	prompt := m.Tokenizer().Decode(reqs[len(reqs)-1].Prompt)
 	if !strings.Contains(prompt, "Be brief.") || !strings.Contains(prompt, "last") || strings.Contains(prompt, "world hello world \n") {
 		t.Errorf("truncated prompt %q", prompt)
@@ -231,23 +232,23 @@ func TestResponsesTruncationAuto(t *testing.T) {
 	// message) does not fit, the answer is the too-long 400, not an
 	// empty input.
 	long := `{"model":"test-model","max_output_tokens":4,"truncation":"auto","input":[{"role":"user","content":"hi"},{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`
-	rec = do(t, h, m, http.MethodPost, "/v1/responses", long)
+	rec = openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", long)
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "context_length_exceeded") {
 		t.Fatalf("newest item too long with truncation auto: %d %s", rec.Code, rec.Body)
 	}
 }
 
 // textScript answers parts, one batch each, then stops.
-func textScript(parts ...string) func(*scheduler.Request) []fakeBatch {
-	return func(*scheduler.Request) []fakeBatch {
-		var bs []fakeBatch
+func textScript(parts ...string) func(*scheduler.Request) []openaitest.Batch {
+	return func(*scheduler.Request) []openaitest.Batch {
+		var bs []openaitest.Batch
 		for i, p := range parts {
-			o := scheduler.Output{Tokens: toks(p)}
+			o := scheduler.Output{Tokens: openaitest.Tokens(p)}
 			if i == len(parts)-1 {
-				o.Tokens = append(o.Tokens, imEnd)
+				o.Tokens = append(o.Tokens, openaitest.IMEnd)
 				o.Finish = scheduler.FinishStop
 			}
-			bs = append(bs, fakeBatch{outs: []scheduler.Output{o}, events: 1})
+			bs = append(bs, openaitest.Batch{Outs: []scheduler.Output{o}, Events: 1})
 		}
 		return bs
 	}
@@ -281,32 +282,32 @@ func waitBackground(t *testing.T, h *handler, id string) {
 // TestResponsesCancelAfterEnd: a cancel that comes after the answer ended
 // answers the completed response, as GET does.
 func TestResponsesCancelAfterEnd(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	h, srv := bgHandler(t, m)
-	id := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())["id"].(string)
+	id := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())["id"].(string)
 	waitBackground(t, h, id)
-	c := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
-	g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
+	c := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
+	g := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
 	if c["status"] != "completed" || g["status"] != "completed" {
 		t.Fatalf("cancel answered %v, GET %v; want completed for both", c["status"], g["status"])
 	}
-	m.wait()
+	m.Wait()
 }
 
 // TestResponsesCancelRace: cancel racing the end of the answer gives one
 // answer: cancel's is what GET says, whichever won. Run with -count=20
 // under load.
 func TestResponsesCancelRace(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	h, srv := bgHandler(t, m)
-	id := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())["id"].(string)
-	c := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
-	g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
+	id := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())["id"].(string)
+	c := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
+	g := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
 	if c["status"] != g["status"] || (c["status"] != "cancelled" && c["status"] != "completed") {
 		t.Fatalf("cancel answered %v, GET %v", c["status"], g["status"])
 	}
 	waitBackground(t, h, id)
-	m.wait()
+	m.Wait()
 }
 
 // firstWrite is a ResponseWriter that says when the handler first wrote.
@@ -325,10 +326,10 @@ func (w *firstWrite) Write(b []byte) (int, error) {
 // TestResponsesCancelStream: a background stream cancelled while it runs
 // ends, and cancel, GET and the stream agree it was cancelled.
 func TestResponsesCancelStream(t *testing.T) {
-	m := newFakeModel(t)
-	m.hold = true
-	m.script = func(*scheduler.Request) []fakeBatch {
-		return []fakeBatch{{outs: []scheduler.Output{{Tokens: toks("Hel")}}}}
+	m := openaitest.NewModel(t)
+	m.Hold = true
+	m.Script = func(*scheduler.Request) []openaitest.Batch {
+		return []openaitest.Batch{{Outs: []scheduler.Output{{Tokens: openaitest.Tokens("Hel")}}}}
 	}
 	h, srv := bgHandler(t, m)
 	w := &firstWrite{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan struct{})}
@@ -338,8 +339,8 @@ func TestResponsesCancelStream(t *testing.T) {
 		srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(`{"model":"test-model","input":"Hi","background":true,"stream":true}`)))
 	}()
 	<-w.wrote // the run is registered and streaming
-	c := decodeBody(t, do(t, srv, nil, http.MethodPost, "/v1/responses/resp_bg/cancel", "").Body.Bytes())
-	g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg", "").Body.Bytes())
+	c := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses/resp_bg/cancel", "").Body.Bytes())
+	g := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg", "").Body.Bytes())
 	<-served
 	if c["status"] != "cancelled" || g["status"] != "cancelled" {
 		t.Fatalf("cancel answered %v, GET %v; want cancelled", c["status"], g["status"])
@@ -348,47 +349,47 @@ func TestResponsesCancelStream(t *testing.T) {
 		t.Fatalf("stream: %s", body)
 	}
 	waitBackground(t, h, "resp_bg")
-	m.wait()
+	m.Wait()
 }
 
 // TestResponsesBackgroundStream: background with stream streams the
 // events as a plain stream would, and GET ?stream=true&starting_after=N
 // gives the same events from N+1 on, after the end too.
 func TestResponsesBackgroundStream(t *testing.T) {
-	m := newFakeModel(t)
-	m.setScript(streamScript)
+	m := openaitest.NewModel(t)
+	m.SetScript(streamScript)
 	h, srv := bgHandler(t, m)
-	rec := do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true,"stream":true}`)
+	rec := openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true,"stream":true}`)
 	events := strings.SplitAfter(rec.Body.String(), "\n\n")
 	events = events[:len(events)-1]
 	if len(events) < 6 || !strings.Contains(events[0], "response.created") || !strings.Contains(events[len(events)-1], "response.completed") {
 		t.Fatalf("background stream: %s", rec.Body)
 	}
 	waitBackground(t, h, "resp_bg")
-	again := do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg?stream=true&starting_after=2", "")
+	again := openaitest.Do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg?stream=true&starting_after=2", "")
 	if want := strings.Join(events[3:], ""); again.Body.String() != want {
 		t.Fatalf("resumed after 2:\n%s\nwant\n%s", again.Body, want)
 	}
-	if g := decodeBody(t, do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg", "").Body.Bytes()); g["status"] != "completed" || g["background"] != true {
+	if g := decodeBody(t, openaitest.Do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg", "").Body.Bytes()); g["status"] != "completed" || g["background"] != true {
 		t.Fatalf("stored %v", g)
 	}
-	if bad := do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg?stream=true&starting_after=x", ""); bad.Code != http.StatusBadRequest {
+	if bad := openaitest.Do(t, srv, nil, http.MethodGet, "/v1/responses/resp_bg?stream=true&starting_after=x", ""); bad.Code != http.StatusBadRequest {
 		t.Fatalf("starting_after=x: %d", bad.Code)
 	}
-	m.wait()
+	m.Wait()
 }
 
 // TestResponsesPromptCacheKey: prompt_cache_key is the scheduler
 // request's routing key (a head routes on it); client_metadata is
 // accepted.
 func TestResponsesPromptCacheKey(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	h := respHandler(t, m)
-	rec := do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","prompt_cache_key":"session-1","client_metadata":{"turn_id":"t"}}`)
+	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","prompt_cache_key":"session-1","client_metadata":{"turn_id":"t"}}`)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	if got := m.requests()[0].RouteKey; got != "session-1" {
+	if got := m.Requests()[0].RouteKey; got != "session-1" {
 		t.Errorf("RouteKey %q, want session-1", got)
 	}
 }

@@ -1,98 +1,24 @@
 package responses
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/api/openai"
-	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/media"
-	"github.com/llmserve/llmserve/scheduler"
 )
-
-// Files as far as sniffing reads them: their magic numbers.
-var (
-	pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR-png")
-	wavBytes = []byte("RIFF\x24\x00\x00\x00WAVEfmt -wav")
-	mp3Bytes = []byte("ID3\x03\x00\x00\x00\x00\x00\x00-mp3")
-)
-
-func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-
-func dataURL(typ string, b []byte) string { return "data:" + typ + ";base64," + b64(b) }
-
-// mediaRows is how many placeholder positions the fake gives each item.
-const mediaRows = 3
-
-// fakeMediaModel is a fakeModel with a projector: PrepareMedia records
-// what it got and tokenizes the text between the markers, each item
-// taking mediaRows placeholder tokens.
-type fakeMediaModel struct {
-	*fakeModel
-	reads map[media.Kind]bool
-	// err, when set, is PrepareMedia's error.
-	err error
-
-	mu     sync.Mutex
-	calls  int
-	prompt string
-	bos    bool
-	items  []media.Item
-	toks   []int32
-	spans  []scheduler.Media
-}
-
-func newFakeMediaModel(t testing.TB) *fakeMediaModel {
-	m := newFakeModel(t)
-	m.maxLen = 512
-	return &fakeMediaModel{fakeModel: m, reads: map[media.Kind]bool{media.Image: true, media.Audio: true}}
-}
-
-func (m *fakeMediaModel) ReadsMedia(k media.Kind) bool { return m.reads[k] }
-
-func (m *fakeMediaModel) PrepareMedia(_ context.Context, prompt string, addSpecial bool, items []media.Item) ([]int32, []scheduler.Media, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls++
-	m.prompt, m.bos, m.items = prompt, addSpecial, items
-	if m.err != nil {
-		return nil, nil, m.err
-	}
-	var (
-		toks  []int32
-		spans []scheduler.Media
-	)
-	for i, text := range strings.Split(prompt, media.Marker) {
-		t, err := m.tok.Encode(text, addSpecial && i == 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		toks = append(toks, t...)
-		if i < len(items) {
-			h := items[i].Hash()
-			spans = append(spans, scheduler.Media{Offset: len(toks), Rows: mediaRows, Embd: make([]float32, mediaRows)})
-			for r := range mediaRows {
-				toks = append(toks, engine.MediaToken(h, r))
-			}
-		}
-	}
-	m.toks, m.spans = toks, spans
-	return toks, spans, nil
-}
 
 // mediaHandler mounts the Responses routes over the models with opts.
 func mediaHandler(opts openai.Options, models ...openai.Model) http.Handler {
 	r := chi.NewRouter()
-	Mount(r, openai.New(&fakeBackend{models: models}, opts), Options{})
+	Mount(r, openai.New(openaitest.NewBackend(models...), opts), Options{})
 	return r
 }
 
@@ -151,45 +77,45 @@ func TestMediaPrompt(t *testing.T) {
 		in string
 	}{
 		{"responses input_image", "/v1/responses",
-			`{"model":"test-model","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"what"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `","detail":"high"}]}]}`,
-			[]want{{media.Image, pngBytes, "input[0].content[1]"}}, "what\n" + media.Marker},
+			`{"model":"test-model","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"what"},{"type":"input_image","image_url":"` + openaitest.DataURL("image/png", openaitest.PNG) + `","detail":"high"}]}]}`,
+			[]want{{media.Image, openaitest.PNG, "input[0].content[1]"}}, "what\n" + media.Marker},
 		{"responses input_audio", "/v1/responses",
-			`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(mp3Bytes) + `","format":"mp3"}},{"type":"input_text","text":"transcribe"}]}]}`,
-			[]want{{media.Audio, mp3Bytes, "input[0].content[0]"}}, media.Marker + "\ntranscribe"},
+			`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + openaitest.B64(openaitest.MP3) + `","format":"mp3"}},{"type":"input_text","text":"transcribe"}]}]}`,
+			[]want{{media.Audio, openaitest.MP3, "input[0].content[0]"}}, media.Marker + "\ntranscribe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
-			rec := do(t, mediaHandler(openai.Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+			m := openaitest.NewMediaModel(t)
+			rec := openaitest.Do(t, mediaHandler(openai.Options{}, m), m.Model, http.MethodPost, tt.path, tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
-			if m.calls != 1 {
-				t.Fatalf("PrepareMedia called %d times", m.calls)
+			if m.PrepareCalls != 1 {
+				t.Fatalf("PrepareMedia called %d times", m.PrepareCalls)
 			}
-			if !strings.Contains(m.prompt, tt.in) || strings.Count(m.prompt, media.Marker) != len(tt.items) {
-				t.Errorf("prompt %q: want %d markers and %q", m.prompt, len(tt.items), tt.in)
+			if !strings.Contains(m.Prompt, tt.in) || strings.Count(m.Prompt, media.Marker) != len(tt.items) {
+				t.Errorf("prompt %q: want %d markers and %q", m.Prompt, len(tt.items), tt.in)
 			}
-			if !m.bos {
+			if !m.BOS {
 				t.Error("addSpecial = false; the ChatML template writes no BOS, so the model must add it")
 			}
-			if len(m.items) != len(tt.items) {
-				t.Fatalf("items %+v, want %+v", m.items, tt.items)
+			if len(m.Items) != len(tt.items) {
+				t.Fatalf("items %+v, want %+v", m.Items, tt.items)
 			}
 			for i, w := range tt.items {
-				if it := m.items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
+				if it := m.Items[i]; it.Kind != w.kind || string(it.Data) != string(w.data) || it.Param != w.param {
 					t.Errorf("item %d: %s %q %s, want %s %q %s", i, it.Kind, it.Data, it.Param, w.kind, w.data, w.param)
 				}
 			}
-			reqs := m.requests()
+			reqs := m.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("%d requests submitted", len(reqs))
 			}
-			if !slices.Equal(reqs[0].Prompt, m.toks) || len(reqs[0].Media) != len(tt.items) {
-				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.toks, m.spans)
+			if !slices.Equal(reqs[0].Prompt, m.Toks) || len(reqs[0].Media) != len(tt.items) {
+				t.Errorf("request prompt %v media %v, want PrepareMedia's %v %v", reqs[0].Prompt, reqs[0].Media, m.Toks, m.Spans)
 			}
 			for i, s := range reqs[0].Media {
-				if s.Offset != m.spans[i].Offset || s.Rows != mediaRows || reqs[0].Prompt[s.Offset] >= 0 {
+				if s.Offset != m.Spans[i].Offset || s.Rows != openaitest.MediaRows || reqs[0].Prompt[s.Offset] >= 0 {
 					t.Errorf("span %d: %+v", i, s)
 				}
 			}
@@ -204,28 +130,28 @@ func TestMediaErrors(t *testing.T) {
 		name, path, body string
 		opts             openai.Options
 		// model changes the served model.
-		model      func(*fakeMediaModel) openai.Model
+		model      func(*openaitest.MediaModel) openai.Model
 		param, msg string
 	}{
 		{name: "responses data without a colon", path: "/v1/responses", body: `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"data"}]}]}`,
 			param: "input[0].content[0].image_url", msg: "must be base64"},
 		{name: "responses bytes mismatch", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/webp", pngBytes) + `"}]}]}`,
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + openaitest.DataURL("image/webp", openaitest.PNG) + `"}]}]}`,
 			param: "input[0].content[0].image_url", msg: "declares image/webp but the data is a PNG image"},
 		{name: "responses image in a function output", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"type":"function_call","call_id":"c","name":"f"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			body:  `{"model":"test-model","input":[{"type":"function_call","call_id":"c","name":"f"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"` + openaitest.DataURL("image/png", openaitest.PNG) + `"}]}]}`,
 			param: "input[1].output[0].type", msg: "input_text parts only"},
 		{name: "responses marker in text", path: "/v1/responses",
-			body:  `{"model":"test-model","instructions":"x","input":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"input_text","text":"a ` + media.Marker + `"},{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			body:  `{"model":"test-model","instructions":"x","input":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"input_text","text":"a ` + media.Marker + `"},{"type":"input_image","image_url":"` + openaitest.DataURL("image/png", openaitest.PNG) + `"}]}]}`,
 			param: "input[1].content[0]", msg: "Remove it"},
 		{name: "responses marker in instructions", path: "/v1/responses",
-			body:  `{"model":"test-model","instructions":"` + media.Marker + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`,
+			body:  `{"model":"test-model","instructions":"` + media.Marker + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + openaitest.DataURL("image/png", openaitest.PNG) + `"}]}]}`,
 			param: "instructions", msg: "Remove it"},
 		{name: "responses audio format", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(wavBytes) + `","format":"flac"}}]}]}`,
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + openaitest.B64(openaitest.WAV) + `","format":"flac"}}]}]}`,
 			param: "input[0].content[0].input_audio.format", msg: "'wav' or 'mp3'"},
 		{name: "responses audio data mismatch", path: "/v1/responses",
-			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + b64(pngBytes) + `","format":"wav"}}]}]}`,
+			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` + openaitest.B64(openaitest.PNG) + `","format":"wav"}}]}]}`,
 			param: "input[0].content[0].input_audio.data", msg: "the format is wav but the data is a PNG image"},
 		{name: "responses file_id", path: "/v1/responses",
 			body:  `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`,
@@ -233,7 +159,7 @@ func TestMediaErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeMediaModel(t)
+			m := openaitest.NewMediaModel(t)
 			var served openai.Model = m
 			if tt.model != nil {
 				served = tt.model(m)
@@ -242,7 +168,7 @@ func TestMediaErrors(t *testing.T) {
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			rec := do(t, mediaHandler(tt.opts, served), m.fakeModel, http.MethodPost, path, tt.body)
+			rec := openaitest.Do(t, mediaHandler(tt.opts, served), m.Model, http.MethodPost, path, tt.body)
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
 			}
@@ -250,7 +176,7 @@ func TestMediaErrors(t *testing.T) {
 			if str(e.Param) != tt.param || !strings.Contains(e.Message, tt.msg) {
 				t.Errorf("param %q message %q, want %q and %q", str(e.Param), e.Message, tt.param, tt.msg)
 			}
-			if len(m.requests()) != 0 {
+			if len(m.Requests()) != 0 {
 				t.Error("a request was submitted")
 			}
 		})
@@ -260,7 +186,7 @@ func TestMediaErrors(t *testing.T) {
 // TestMediaFetchOtherAPIs fetches the image URL of a Responses
 // input_image.
 func TestMediaFetchOtherAPIs(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pngBytes) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(openaitest.PNG) }))
 	defer srv.Close()
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
@@ -268,10 +194,10 @@ func TestMediaFetchOtherAPIs(t *testing.T) {
 	for _, tt := range []struct{ path, body, param string }{
 		{"/v1/responses", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + srv.URL + `/a.png"}]}]}`, "input[0].content[0]"},
 	} {
-		m := newFakeMediaModel(t)
-		rec := do(t, mediaHandler(opts, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
-		if rec.Code != http.StatusOK || len(m.items) != 1 || string(m.items[0].Data) != string(pngBytes) || m.items[0].Param != tt.param {
-			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.items, rec.Body)
+		m := openaitest.NewMediaModel(t)
+		rec := openaitest.Do(t, mediaHandler(opts, m), m.Model, http.MethodPost, tt.path, tt.body)
+		if rec.Code != http.StatusOK || len(m.Items) != 1 || string(m.Items[0].Data) != string(openaitest.PNG) || m.Items[0].Param != tt.param {
+			t.Errorf("%s: status %d, items %+v: %s", tt.path, rec.Code, m.Items, rec.Body)
 		}
 	}
 }
@@ -279,25 +205,25 @@ func TestMediaFetchOtherAPIs(t *testing.T) {
 // TestMediaConversation continues a stored response whose input had an
 // image: the image goes to the model again, named previous_response_id.
 func TestMediaConversation(t *testing.T) {
-	m := newFakeMediaModel(t)
+	m := openaitest.NewMediaModel(t)
 	h := mediaHandler(openai.Options{}, m)
-	rec := do(t, h, m.fakeModel, http.MethodPost, "/v1/responses",
-		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"`+dataURL("image/png", pngBytes)+`","detail":"low"},{"type":"input_text","text":"what?"}]}]}`)
+	rec := openaitest.Do(t, h, m.Model, http.MethodPost, "/v1/responses",
+		`{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"`+openaitest.DataURL("image/png", openaitest.PNG)+`","detail":"low"},{"type":"input_text","text":"what?"}]}]}`)
 	var first struct{ ID string }
 	if err := json.Unmarshal(rec.Body.Bytes(), &first); rec.Code != http.StatusOK || err != nil {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	items := do(t, h, nil, http.MethodGet, "/v1/responses/"+first.ID+"/input_items", "")
+	items := openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+first.ID+"/input_items", "")
 	if !strings.Contains(items.Body.String(), `{"detail":"low","image_url":"data:image/png;base64,`) || strings.Contains(items.Body.String(), `"text":""`) {
 		t.Errorf("input items: %s", items.Body)
 	}
-	rec = do(t, h, m.fakeModel, http.MethodPost, "/v1/responses", `{"model":"test-model","previous_response_id":"`+first.ID+`","input":"and now?"}`)
+	rec = openaitest.Do(t, h, m.Model, http.MethodPost, "/v1/responses", `{"model":"test-model","previous_response_id":"`+first.ID+`","input":"and now?"}`)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	if len(m.items) != 1 || m.items[0].Param != "previous_response_id" || string(m.items[0].Data) != string(pngBytes) ||
-		!strings.Contains(m.prompt, media.Marker+"\nwhat?") || !strings.Contains(m.prompt, "and now?") {
-		t.Errorf("PrepareMedia got %q, %+v", m.prompt, m.items)
+	if len(m.Items) != 1 || m.Items[0].Param != "previous_response_id" || string(m.Items[0].Data) != string(openaitest.PNG) ||
+		!strings.Contains(m.Prompt, media.Marker+"\nwhat?") || !strings.Contains(m.Prompt, "and now?") {
+		t.Errorf("PrepareMedia got %q, %+v", m.Prompt, m.Items)
 	}
 }
 
@@ -305,18 +231,18 @@ func TestMediaConversation(t *testing.T) {
 // included, without generating.
 func TestMediaCountTokens(t *testing.T) {
 	for _, tt := range []struct{ path, body string }{
-		{"/v1/responses/input_tokens", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + dataURL("image/png", pngBytes) + `"}]}]}`},
+		{"/v1/responses/input_tokens", `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_image","image_url":"` + openaitest.DataURL("image/png", openaitest.PNG) + `"}]}]}`},
 	} {
-		m := newFakeMediaModel(t)
-		rec := do(t, mediaHandler(openai.Options{}, m), m.fakeModel, http.MethodPost, tt.path, tt.body)
+		m := openaitest.NewMediaModel(t)
+		rec := openaitest.Do(t, mediaHandler(openai.Options{}, m), m.Model, http.MethodPost, tt.path, tt.body)
 		var resp struct {
 			InputTokens int `json:"input_tokens"`
 		}
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
 			t.Fatalf("%s: status %d: %s", tt.path, rec.Code, rec.Body)
 		}
-		if resp.InputTokens != len(m.toks) || len(m.items) != 1 || len(m.requests()) != 0 {
-			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.toks), len(m.items))
+		if resp.InputTokens != len(m.Toks) || len(m.Items) != 1 || len(m.Requests()) != 0 {
+			t.Errorf("%s: input_tokens %d, want %d; items %d", tt.path, resp.InputTokens, len(m.Toks), len(m.Items))
 		}
 	}
 }

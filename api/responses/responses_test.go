@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/api/responses/store"
 	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/frontend"
@@ -147,7 +148,7 @@ func TestResponsesGolden(t *testing.T) {
 	tests := []struct {
 		name   string
 		body   string
-		script func(*scheduler.Request) []fakeBatch
+		script func(*scheduler.Request) []openaitest.Batch
 		stream bool
 	}{
 		{name: "responses.json", body: `{"model":"test-model","input":"Hi","instructions":"c","max_output_tokens":10,"metadata":{"k":"v"}}`},
@@ -159,32 +160,32 @@ func TestResponsesGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newFakeModel(t)
-			m.script = tt.script
-			m.maxLen = 512 // room for the tools the fallback template gets in the system prompt
+			m := openaitest.NewModel(t)
+			m.Script = tt.script
+			m.MaxLen = 512 // room for the tools the fallback template gets in the system prompt
 			if tt.stream {
-				m.gate = make(chan struct{}, 16)
+				m.Gate = make(chan struct{}, 16)
 			}
 			h := respHandler(t, m)
-			rec := do(t, h, m, http.MethodPost, "/v1/responses", tt.body)
+			rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", tt.body)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
 			got := rec.Body.Bytes()
 			if !tt.stream {
-				got = indentJSON(t, got)
+				got = openaitest.IndentJSON(t, got)
 			}
-			checkGolden(t, tt.name, normalizeIDs(got))
+			openaitest.CheckGolden(t, tt.name, normalizeIDs(got))
 		})
 	}
 }
 
 // toolArgsScript writes the arguments in two batches (the fake model
 // does not follow the grammar; the handler streams what it writes).
-func toolArgsScript(*scheduler.Request) []fakeBatch {
-	return []fakeBatch{
-		{outs: []scheduler.Output{{Tokens: toks("Hel")}}, events: 1},
-		{outs: []scheduler.Output{{Tokens: append(toks("lo"), imEnd), Finish: scheduler.FinishStop}}},
+func toolArgsScript(*scheduler.Request) []openaitest.Batch {
+	return []openaitest.Batch{
+		{Outs: []scheduler.Output{{Tokens: openaitest.Tokens("Hel")}}, Events: 1},
+		{Outs: []scheduler.Output{{Tokens: append(openaitest.Tokens("lo"), openaitest.IMEnd), Finish: scheduler.FinishStop}}},
 	}
 }
 
@@ -198,30 +199,30 @@ func decodeBody(t *testing.T, b []byte) map[string]any {
 }
 
 func TestResponsesStoredConversation(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	h := respHandler(t, m)
-	rec := do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi"}`)
+	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi"}`)
 	first := decodeBody(t, rec.Body.Bytes())
 	id := first["id"].(string)
 	if id != "resp_test" || first["status"] != "completed" {
 		t.Fatalf("first: %s", rec.Body)
 	}
-	got := do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "")
+	got := openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "")
 	if got.Code != http.StatusOK || !strings.Contains(got.Body.String(), `"text":"Hello world!"`) {
 		t.Fatalf("GET: %d %s", got.Code, got.Body)
 	}
-	items := decodeBody(t, do(t, h, nil, http.MethodGet, "/v1/responses/"+id+"/input_items", "").Body.Bytes())
+	items := decodeBody(t, openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+id+"/input_items", "").Body.Bytes())
 	if data := items["data"].([]any); len(data) != 1 || items["first_id"] != data[0].(map[string]any)["id"] || items["has_more"] != false {
 		t.Fatalf("input_items: %v", items)
 	}
 	// The second turn's prompt starts with the first turn's prompt and
 	// answer: the template renders the same prefix.
-	rec = do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Bye","previous_response_id":"`+id+`"}`)
+	rec = openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Bye","previous_response_id":"`+id+`"}`)
 	second := decodeBody(t, rec.Body.Bytes())
 	if second["previous_response_id"] != id || second["status"] != "completed" {
 		t.Fatalf("second: %s", rec.Body)
 	}
-	reqs := m.requests()
+	reqs := m.Requests()
 	if len(reqs) != 2 || !slices.Equal(reqs[1].Prompt[:len(reqs[0].Prompt)], reqs[0].Prompt) {
 		t.Fatalf("second prompt does not extend the first:\n%v\n%v", reqs[0].Prompt, reqs[1].Prompt)
 	}
@@ -231,37 +232,37 @@ func TestResponsesStoredConversation(t *testing.T) {
 		t.Fatalf("second prompt: %q", text)
 	}
 	// input_tokens counts the same prompt.
-	rec = do(t, h, nil, http.MethodPost, "/v1/responses/input_tokens", `{"model":"test-model","input":"Bye","previous_response_id":"`+id+`"}`)
+	rec = openaitest.Do(t, h, nil, http.MethodPost, "/v1/responses/input_tokens", `{"model":"test-model","input":"Bye","previous_response_id":"`+id+`"}`)
 	if v := decodeBody(t, rec.Body.Bytes()); int(v["input_tokens"].(float64)) != len(reqs[1].Prompt) {
 		t.Fatalf("input_tokens: %s, prompt %d", rec.Body, len(reqs[1].Prompt))
 	}
 	// Paging over two items.
-	second2 := decodeBody(t, do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`).Body.Bytes())
+	second2 := decodeBody(t, openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`).Body.Bytes())
 	sid := second2["id"].(string)
-	page := decodeBody(t, do(t, h, nil, http.MethodGet, "/v1/responses/"+sid+"/input_items?limit=1&order=asc", "").Body.Bytes())
+	page := decodeBody(t, openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+sid+"/input_items?limit=1&order=asc", "").Body.Bytes())
 	if page["has_more"] != true {
 		t.Fatalf("page 1: %v", page)
 	}
-	page2 := decodeBody(t, do(t, h, nil, http.MethodGet, "/v1/responses/"+sid+"/input_items?limit=1&order=asc&after="+page["last_id"].(string), "").Body.Bytes())
+	page2 := decodeBody(t, openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+sid+"/input_items?limit=1&order=asc&after="+page["last_id"].(string), "").Body.Bytes())
 	if page2["has_more"] != false || page2["data"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "b" {
 		t.Fatalf("page 2: %v", page2)
 	}
 	// Delete, then it is gone, and continuing it is a 404.
-	if del := do(t, h, nil, http.MethodDelete, "/v1/responses/"+id, ""); del.Code != http.StatusOK || !strings.Contains(del.Body.String(), `"deleted":true`) {
+	if del := openaitest.Do(t, h, nil, http.MethodDelete, "/v1/responses/"+id, ""); del.Code != http.StatusOK || !strings.Contains(del.Body.String(), `"deleted":true`) {
 		t.Fatalf("DELETE: %d %s", del.Code, del.Body)
 	}
-	if g := do(t, h, nil, http.MethodGet, "/v1/responses/"+id, ""); g.Code != http.StatusNotFound {
+	if g := openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+id, ""); g.Code != http.StatusNotFound {
 		t.Fatalf("GET after delete: %d", g.Code)
 	}
 	// store: false keeps nothing.
-	nostore := decodeBody(t, do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","store":false}`).Body.Bytes())
-	if g := do(t, h, nil, http.MethodGet, "/v1/responses/"+nostore["id"].(string), ""); g.Code != http.StatusNotFound {
+	nostore := decodeBody(t, openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","store":false}`).Body.Bytes())
+	if g := openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+nostore["id"].(string), ""); g.Code != http.StatusNotFound {
 		t.Fatalf("store false: GET %d", g.Code)
 	}
 }
 
 func TestResponsesBadInput(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	h := respHandler(t, m)
 	tests := []struct {
 		name, method, path, body string
@@ -310,7 +311,7 @@ func TestResponsesBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := do(t, h, nil, tt.method, tt.path, tt.body)
+			rec := openaitest.Do(t, h, nil, tt.method, tt.path, tt.body)
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
 			}
@@ -327,47 +328,47 @@ func TestResponsesBadInput(t *testing.T) {
 		})
 	}
 	// Cancelling a response that is not a background one is a 400.
-	done := decodeBody(t, do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi"}`).Body.Bytes())
-	if rec := do(t, h, nil, http.MethodPost, "/v1/responses/"+done["id"].(string)+"/cancel", ""); rec.Code != http.StatusBadRequest {
+	done := decodeBody(t, openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi"}`).Body.Bytes())
+	if rec := openaitest.Do(t, h, nil, http.MethodPost, "/v1/responses/"+done["id"].(string)+"/cancel", ""); rec.Code != http.StatusBadRequest {
 		t.Fatalf("cancel foreground: %d %s", rec.Code, rec.Body)
 	}
 }
 
 func TestResponsesBackgroundCancel(t *testing.T) {
-	m := newFakeModel(t)
-	m.hold = true
-	m.script = func(*scheduler.Request) []fakeBatch {
-		return []fakeBatch{{outs: []scheduler.Output{{Tokens: toks("Hel")}}}}
+	m := openaitest.NewModel(t)
+	m.Hold = true
+	m.Script = func(*scheduler.Request) []openaitest.Batch {
+		return []openaitest.Batch{{Outs: []scheduler.Output{{Tokens: openaitest.Tokens("Hel")}}}}
 	}
 	h := respHandler(t, m)
-	rec := do(t, h, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`)
+	rec := openaitest.Do(t, h, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`)
 	resp := decodeBody(t, rec.Body.Bytes())
 	if resp["status"] != "queued" || resp["background"] != true {
 		t.Fatalf("background: %s", rec.Body)
 	}
 	id := resp["id"].(string)
-	if g := decodeBody(t, do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes()); g["status"] != "queued" {
+	if g := decodeBody(t, openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes()); g["status"] != "queued" {
 		t.Fatalf("GET while running: %v", g["status"])
 	}
-	c := decodeBody(t, do(t, h, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
+	c := decodeBody(t, openaitest.Do(t, h, nil, http.MethodPost, "/v1/responses/"+id+"/cancel", "").Body.Bytes())
 	if c["status"] != "cancelled" {
 		t.Fatalf("cancel: %v", c)
 	}
 	// cancel answered once the final state was stored: GET says the same.
-	if g := decodeBody(t, do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes()); g["status"] != "cancelled" {
+	if g := decodeBody(t, openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes()); g["status"] != "cancelled" {
 		t.Fatalf("stored status %v after cancel answered cancelled", g["status"])
 	}
-	m.wait()
+	m.Wait()
 }
 
 func TestResponsesBackgroundCompletes(t *testing.T) {
-	m := newFakeModel(t)
+	m := openaitest.NewModel(t)
 	h := respHandler(t, m)
-	resp := decodeBody(t, do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())
+	resp := decodeBody(t, openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true}`).Body.Bytes())
 	id := resp["id"].(string)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		g := decodeBody(t, do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
+		g := decodeBody(t, openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/"+id, "").Body.Bytes())
 		if g["status"] == "completed" {
 			if !strings.Contains(string(mustJSON(g)), "Hello world!") {
 				t.Fatalf("completed without the answer: %v", g)
@@ -391,12 +392,12 @@ func mustJSON(v any) []byte {
 // before the message's, and the reasoning tokens are counted apart.
 func TestResponsesReasoning(t *testing.T) {
 	for _, stream := range []bool{false, true} {
-		fm := newFakeModel(t)
-		fm.maxLen = 256
-		fm.setScript(thinkScript("Hel lo</think>Hello world!"))
-		h := respHandler(t, &reasoningFake{fakeModel: fm, parser: tokenizer.ReasoningDeepSeekR1})
+		fm := openaitest.NewModel(t)
+		fm.MaxLen = 256
+		fm.SetScript(openaitest.ThinkScript("Hel lo</think>Hello world!"))
+		h := respHandler(t, &openaitest.ReasoningModel{Model: fm, Parser: tokenizer.ReasoningDeepSeekR1})
 		body := `{"model":"test-model","input":"Hi","stream":` + map[bool]string{true: "true", false: "false"}[stream] + `}`
-		rec := do(t, h, fm, http.MethodPost, "/v1/responses", body)
+		rec := openaitest.Do(t, h, fm, http.MethodPost, "/v1/responses", body)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
@@ -462,8 +463,8 @@ func FuzzDecodeResponses(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	m := newFakeModel(f)
-	h := newHandler(openai.New(&fakeBackend{models: []openai.Model{m}}, openai.Options{}), Options{})
+	m := openaitest.NewModel(f)
+	h := newHandler(openai.New(openaitest.NewBackend[openai.Model](m), openai.Options{}), Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rp, err := h.decodeResponses(body)
 		if err == nil {
@@ -481,10 +482,10 @@ func FuzzDecodeResponses(f *testing.F) {
 // TestResponsesStreamClientGone: a streamed response whose client went
 // away cancels its generation, as chat does, and is not stored.
 func TestResponsesStreamClientGone(t *testing.T) {
-	m := newFakeModel(t)
-	m.hold = true
-	m.script = func(*scheduler.Request) []fakeBatch {
-		return []fakeBatch{{outs: []scheduler.Output{{Tokens: toks("Hel")}}}}
+	m := openaitest.NewModel(t)
+	m.Hold = true
+	m.Script = func(*scheduler.Request) []openaitest.Batch {
+		return []openaitest.Batch{{Outs: []scheduler.Output{{Tokens: openaitest.Tokens("Hel")}}}}
 	}
 	h := respHandler(t, m)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -498,12 +499,12 @@ func TestResponsesStreamClientGone(t *testing.T) {
 	cancel()
 	<-done
 	select {
-	case <-m.cancelled:
+	case <-m.Cancelled():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the generation was not cancelled")
 	}
-	m.wait()
-	if g := do(t, h, nil, http.MethodGet, "/v1/responses/resp_test", ""); g.Code != http.StatusNotFound {
+	m.Wait()
+	if g := openaitest.Do(t, h, nil, http.MethodGet, "/v1/responses/resp_test", ""); g.Code != http.StatusNotFound {
 		t.Fatalf("a response whose client went away was stored: %d %s", g.Code, g.Body)
 	}
 }
@@ -534,18 +535,18 @@ func chatView(msgs []frontend.Message) string {
 
 // streamScript answers "Hello world!" in three batches per choice: "Hel",
 // "lo wo", "rld!" + stop token. Choices advance together.
-func streamScript(req *scheduler.Request) []fakeBatch {
-	parts := [][]int32{{tok("Hel")}, {tok("lo"), tok(" wo")}, {tok("rld"), tok("!"), imEnd}}
-	var batches []fakeBatch
+func streamScript(req *scheduler.Request) []openaitest.Batch {
+	parts := [][]int32{{openaitest.Token("Hel")}, {openaitest.Token("lo"), openaitest.Token(" wo")}, {openaitest.Token("rld"), openaitest.Token("!"), openaitest.IMEnd}}
+	var batches []openaitest.Batch
 	for k, p := range parts {
-		var b fakeBatch
+		var b openaitest.Batch
 		for i := range req.N {
 			o := scheduler.Output{Choice: i, Tokens: p}
 			if k == len(parts)-1 {
 				o.Finish = scheduler.FinishStop
 			}
-			b.outs = append(b.outs, o)
-			b.events++
+			b.Outs = append(b.Outs, o)
+			b.Events++
 		}
 		batches = append(batches, b)
 	}
@@ -553,21 +554,21 @@ func streamScript(req *scheduler.Request) []fakeBatch {
 }
 
 // logprobScript answers "Hello world" with logprobs and stops at length.
-func logprobScript(req *scheduler.Request) []fakeBatch {
+func logprobScript(req *scheduler.Request) []openaitest.Batch {
 	out := scheduler.Output{
-		Tokens: []int32{tok("Hello"), tok(" world")},
+		Tokens: []int32{openaitest.Token("Hello"), openaitest.Token(" world")},
 		Logprobs: []engine.Logprobs{
-			lp("Hello", -0.25, alt("Hello", -0.25), alt("Hi", -1.5)),
-			lp(" world", -0.5, alt(" there", -0.75), alt(" world", -0.5)),
+			openaitest.Logprob("Hello", -0.25, openaitest.Alt("Hello", -0.25), openaitest.Alt("Hi", -1.5)),
+			openaitest.Logprob(" world", -0.5, openaitest.Alt(" there", -0.75), openaitest.Alt(" world", -0.5)),
 		},
 		Finish: scheduler.FinishLength,
 	}
 	if req.PromptLogprobs >= 0 {
 		for range len(req.Prompt) - 1 {
-			out.PromptLogprobs = append(out.PromptLogprobs, lp("a", -2, alt("b", -1)))
+			out.PromptLogprobs = append(out.PromptLogprobs, openaitest.Logprob("a", -2, openaitest.Alt("b", -1)))
 		}
 	}
-	return []fakeBatch{{outs: []scheduler.Output{out}}}
+	return []openaitest.Batch{{Outs: []scheduler.Output{out}}}
 }
 
 // errorResponse is OpenAI's error envelope, as the Responses API's errors
