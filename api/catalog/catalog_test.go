@@ -10,12 +10,13 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/llmserve/llmserve/api/openai"
+	"github.com/llmserve/llmserve/api/openai/openaitest"
 )
 
 func TestModels(t *testing.T) {
-	a := newFakeModel(t)
-	b := newFakeModel(t)
-	b.name, b.maxLen = "org/model-b", 4096
+	a := openaitest.NewModel(t)
+	b := openaitest.NewModel(t)
+	b.ModelName, b.MaxLen = "org/model-b", 4096
 	h := testHandler(a, b)
 	tests := []struct {
 		name   string
@@ -37,7 +38,7 @@ func TestModels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := do(t, h, http.MethodGet, tt.path)
+			rec := openaitest.Do(t, h, nil, http.MethodGet, tt.path, "")
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
 			}
@@ -49,7 +50,7 @@ func TestModels(t *testing.T) {
 }
 
 func TestModelsEmpty(t *testing.T) {
-	rec := do(t, testHandler(), http.MethodGet, "/v1/models")
+	rec := openaitest.Do(t, testHandler(), nil, http.MethodGet, "/v1/models", "")
 	if rec.Body.String() != `{"object":"list","data":[]}`+"\n" {
 		t.Errorf("body %s", rec.Body)
 	}
@@ -58,9 +59,9 @@ func TestModelsEmpty(t *testing.T) {
 // An Anthropic client (anthropic-version) gets Anthropic's ModelInfo, with
 // the context window as max_input_tokens.
 func TestModelsAnthropic(t *testing.T) {
-	a := newFakeModel(t)
-	b := newFakeModel(t)
-	b.name, b.maxLen = "org/model-b", 4096
+	a := openaitest.NewModel(t)
+	b := openaitest.NewModel(t)
+	b.ModelName, b.MaxLen = "org/model-b", 4096
 	h := testHandler(a, b)
 	for _, tt := range []struct{ path, body string }{
 		{"/v1/models?limit=1000", `{"data":[{"type":"model","id":"test-model","display_name":"test-model","created_at":"2023-11-14T22:13:20Z","max_input_tokens":64,"max_tokens":64},` +
@@ -81,8 +82,8 @@ func TestModelsAnthropic(t *testing.T) {
 // Codex's catalog of the same models (the fields Codex 0.171 requires,
 // the context window from max_model_len); without it the list is OpenAI's.
 func TestModelsCodexCatalog(t *testing.T) {
-	a := newFakeModel(t)
-	rec := do(t, testHandler(a), http.MethodGet, "/v1/models?client_version=0.171.0")
+	a := openaitest.NewModel(t)
+	rec := openaitest.Do(t, testHandler(a), nil, http.MethodGet, "/v1/models?client_version=0.171.0", "")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
@@ -116,22 +117,23 @@ func TestModelsCodexCatalog(t *testing.T) {
 // document is KServe V1's status alone; a model with a reasoning parser
 // offers Codex three reasoning levels.
 func TestModelsAdapterTensorReasoning(t *testing.T) {
-	base := newFakeModel(t)
-	lora := &fakeAdapter{fakeModel: &fakeModel{name: "sql-lora", maxLen: 64}, parent: "test-model", root: "/adapters/sql.gguf"}
+	base := openaitest.NewModel(t)
+	lora := &fakeAdapter{Model: openaitest.NewModel(t), parent: "test-model", root: "/adapters/sql.gguf"}
+	lora.ModelName = "sql-lora"
 	r := chi.NewRouter()
-	Mount(r, &fakeBackend{models: []openai.Model{base, lora}, tensors: map[string]bool{"mlp": true, "cold": false}})
+	Mount(r, &tensorBackend{Backend: openaitest.NewBackend[openai.Model](base, lora), tensors: map[string]bool{"mlp": true, "cold": false}})
 	for _, tt := range []struct{ path, body string }{
 		{"/v1/models", `{"object":"list","data":[{"id":"test-model","object":"model","created":1700000000,"owned_by":"llmserve","max_model_len":64},` +
 			`{"id":"sql-lora","object":"model","created":1700000000,"owned_by":"llmserve","max_model_len":64,"root":"/adapters/sql.gguf","parent":"test-model"}]}` + "\n"},
 		{"/v1/models/mlp", `{"name":"mlp","ready":true}` + "\n"},
 		{"/v1/models/cold", `{"name":"cold","ready":false}` + "\n"},
 	} {
-		if rec := do(t, r, http.MethodGet, tt.path); rec.Code != http.StatusOK || rec.Body.String() != tt.body {
+		if rec := openaitest.Do(t, r, nil, http.MethodGet, tt.path, ""); rec.Code != http.StatusOK || rec.Body.String() != tt.body {
 			t.Errorf("%s: %d\n got %s\nwant %s", tt.path, rec.Code, rec.Body, tt.body)
 		}
 	}
 
-	rec := do(t, testHandler(fakeReasoner{base}), http.MethodGet, "/v1/models?client_version=0.171.0")
+	rec := openaitest.Do(t, testHandler(&openaitest.ReasoningModel{Model: base, Parser: "deepseek_r1"}), nil, http.MethodGet, "/v1/models?client_version=0.171.0", "")
 	var got struct {
 		Models []struct {
 			Default *string `json:"default_reasoning_level"`
@@ -150,7 +152,7 @@ func TestModelsAdapterTensorReasoning(t *testing.T) {
 
 // TestGoOpenAIClient: go-openai's client reads the list and one model.
 func TestGoOpenAIClient(t *testing.T) {
-	srv := httptest.NewServer(testHandler(newFakeModel(t)))
+	srv := httptest.NewServer(testHandler(openaitest.NewModel(t)))
 	defer srv.Close()
 	cfg := goopenai.DefaultConfig("sk-unused")
 	cfg.BaseURL = srv.URL + "/v1"
