@@ -63,37 +63,20 @@ func doMessages(t *testing.T, m *openaitest.Model, path, body string) *httptest.
 // Tool call ids are random; golden files hold them as toolu_X.
 var toolIDs = regexp.MustCompile(`toolu_[a-z0-9]+`)
 
-// textScript answers text in the given batches; the last ends with the
-// stop token. Each batch but the last writes one delta event.
-func textScript(parts ...string) func(*scheduler.Request) []openaitest.Batch {
-	return func(*scheduler.Request) []openaitest.Batch {
-		var bs []openaitest.Batch
-		for i, p := range parts {
-			o := scheduler.Output{Tokens: openaitest.Tokens(p)}
-			if i == len(parts)-1 {
-				o.Tokens = append(o.Tokens, openaitest.IMEnd)
-				o.Finish = scheduler.FinishStop
-			}
-			bs = append(bs, openaitest.Batch{Outs: []scheduler.Output{o}, Events: 1})
-		}
-		return bs
-	}
-}
-
 const weatherTool = `"tools":[{"name":"get_weather","description":"Weather in a city","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
 
 func TestMessagesGolden(t *testing.T) {
 	tests := []struct {
 		name   string
 		body   string
-		script func(*scheduler.Request) []openaitest.Batch
+		script openaitest.Script
 		stream bool
 	}{
 		{name: "messages.json", body: `{"model":"test-model","max_tokens":10,"system":"Be brief.","messages":[{"role":"user","content":"Hi"}]}`},
 		{
 			name:   "messages_stop_sequence.json",
 			body:   `{"model":"test-model","max_tokens":10,"stop_sequences":["rld"],"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`,
-			script: textScript("Hello", " world!"),
+			script: openaitest.TextScript("Hello", " world!"),
 		},
 		{
 			name: "messages_max_tokens.json",
@@ -105,18 +88,18 @@ func TestMessagesGolden(t *testing.T) {
 		{
 			name:   "messages_tool_use.json",
 			body:   `{"model":"test-model","max_tokens":30,` + weatherTool + `,"tool_choice":{"type":"tool","name":"get_weather"},"messages":[{"role":"user","content":"Weather?"}]}`,
-			script: textScript(`{"city": `, `"Paris"}`),
+			script: openaitest.TextScript(`{"city": `, `"Paris"}`),
 		},
 		{
 			name:   "messages_stream.sse",
 			body:   `{"model":"test-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`,
-			script: textScript("Hel", "lo wo", "rld!"),
+			script: openaitest.TextScript("Hel", "lo wo", "rld!"),
 			stream: true,
 		},
 		{
 			name:   "messages_stream_tool_use.sse",
 			body:   `{"model":"test-model","max_tokens":30,"stream":true,` + weatherTool + `,"tool_choice":{"type":"tool","name":"get_weather"},"messages":[{"role":"user","content":"Weather?"}]}`,
-			script: textScript(`{"city": `, `"Paris"}`),
+			script: openaitest.TextScript(`{"city": `, `"Paris"}`),
 			stream: true,
 		},
 	}

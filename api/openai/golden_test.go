@@ -6,54 +6,14 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/api/openai/openaitest"
-	"github.com/llmserve/llmserve/engine"
-	"github.com/llmserve/llmserve/scheduler"
 )
-
-// streamScript answers "Hello world!" in three batches per choice: "Hel",
-// "lo wo", "rld!" + stop token. Choices advance together.
-func streamScript(req *scheduler.Request) []openaitest.Batch {
-	parts := [][]int32{{openaitest.Token("Hel")}, {openaitest.Token("lo"), openaitest.Token(" wo")}, {openaitest.Token("rld"), openaitest.Token("!"), openaitest.IMEnd}}
-	var batches []openaitest.Batch
-	for k, p := range parts {
-		var b openaitest.Batch
-		for i := range req.N {
-			o := scheduler.Output{Choice: i, Tokens: p}
-			if k == len(parts)-1 {
-				o.Finish = scheduler.FinishStop
-			}
-			b.Outs = append(b.Outs, o)
-			b.Events++
-		}
-		batches = append(batches, b)
-	}
-	return batches
-}
-
-// logprobScript answers "Hello world" with logprobs and stops at length.
-func logprobScript(req *scheduler.Request) []openaitest.Batch {
-	out := scheduler.Output{
-		Tokens: []int32{openaitest.Token("Hello"), openaitest.Token(" world")},
-		Logprobs: []engine.Logprobs{
-			openaitest.Logprob("Hello", -0.25, openaitest.Alt("Hello", -0.25), openaitest.Alt("Hi", -1.5)),
-			openaitest.Logprob(" world", -0.5, openaitest.Alt(" there", -0.75), openaitest.Alt(" world", -0.5)),
-		},
-		Finish: scheduler.FinishLength,
-	}
-	if req.PromptLogprobs >= 0 {
-		for range len(req.Prompt) - 1 {
-			out.PromptLogprobs = append(out.PromptLogprobs, openaitest.Logprob("a", -2, openaitest.Alt("b", -1)))
-		}
-	}
-	return []openaitest.Batch{{Outs: []scheduler.Output{out}}}
-}
 
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		name   string
 		path   string
 		body   string
-		script func(*scheduler.Request) []openaitest.Batch
+		script openaitest.Script
 		stream bool
 	}{
 		{
@@ -65,7 +25,7 @@ func TestGolden(t *testing.T) {
 			name:   "chat_logprobs.json",
 			path:   "/v1/chat/completions",
 			body:   `{"model":"test-model","messages":[{"role":"system","content":"c"},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"logprobs":true,"top_logprobs":2,"max_tokens":2}`,
-			script: logprobScript,
+			script: openaitest.LogprobScript,
 		},
 		{
 			name: "completion.json",
@@ -76,27 +36,27 @@ func TestGolden(t *testing.T) {
 			name:   "completion_echo_logprobs.json",
 			path:   "/v1/completions",
 			body:   `{"model":"test-model","prompt":"Hi there","echo":true,"logprobs":1,"max_tokens":2}`,
-			script: logprobScript,
+			script: openaitest.LogprobScript,
 		},
 		{
 			name:   "chat_stream.sse",
 			path:   "/v1/chat/completions",
 			body:   `{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"n":2,"stream":true,"stream_options":{"include_usage":true}}`,
-			script: streamScript,
+			script: openaitest.StreamScript,
 			stream: true,
 		},
 		{
 			name:   "completion_stream.sse",
 			path:   "/v1/completions",
 			body:   `{"model":"test-model","prompt":"Hi","stream":true,"stream_options":{"include_usage":true}}`,
-			script: streamScript,
+			script: openaitest.StreamScript,
 			stream: true,
 		},
 		{
 			name:   "chat_stream_plain.sse",
 			path:   "/v1/chat/completions",
 			body:   `{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"stream":true}`,
-			script: streamScript,
+			script: openaitest.StreamScript,
 			stream: true,
 		},
 	}

@@ -69,7 +69,7 @@ func TestGoOpenAIClient(t *testing.T) {
 	})
 
 	t.Run("chat stream", func(t *testing.T) {
-		m.SetScript(streamScript)
+		m.SetScript(openaitest.StreamScript)
 		defer m.SetScript(nil)
 		stream, err := client.CreateChatCompletionStream(ctx, goopenai.ChatCompletionRequest{
 			Model: "test-model", Messages: msgs, Stream: true,

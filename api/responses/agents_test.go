@@ -38,7 +38,7 @@ func TestResponsesNamespaceTool(t *testing.T) {
 	m := openaitest.NewModel(t)
 	m.MaxLen = 512
 	m.Tok = openaitest.NewTokenizer(t, `{% for t in tools %}{{ t.function.name }} {% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`)
-	m.SetScript(textScript(`{"a":`, `1}`))
+	m.SetScript(openaitest.TextScript(`{"a":`, `1}`))
 	h := respHandler(t, m)
 	body := `{"model":"test-model","input":"Hi","tools":[{"type":"namespace","name":"mcp","description":"d","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}]},{"type":"web_search"}],"tool_choice":{"type":"function","namespace":"mcp","name":"f"}`
 	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", body+`}`)
@@ -62,7 +62,7 @@ func TestResponsesNamespaceTool(t *testing.T) {
 func TestResponsesCustomToolForced(t *testing.T) {
 	m := openaitest.NewModel(t)
 	m.MaxLen = 512
-	m.SetScript(textScript("42"))
+	m.SetScript(openaitest.TextScript("42"))
 	h := respHandler(t, m)
 	for _, format := range []string{
 		`{"type":"grammar","syntax":"regex","definition":"[0-9]+"}`,
@@ -153,7 +153,7 @@ func TestResponsesThinkingFillsOutput(t *testing.T) {
 // top_logprobs fills output_text's logprobs.
 func TestResponsesLogprobs(t *testing.T) {
 	m := openaitest.NewModel(t)
-	m.SetScript(logprobScript)
+	m.SetScript(openaitest.LogprobScript)
 	h := respHandler(t, m)
 	rec := openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":2}`)
 	var r struct {
@@ -235,22 +235,6 @@ func TestResponsesTruncationAuto(t *testing.T) {
 	rec = openaitest.Do(t, h, m, http.MethodPost, "/v1/responses", long)
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "context_length_exceeded") {
 		t.Fatalf("newest item too long with truncation auto: %d %s", rec.Code, rec.Body)
-	}
-}
-
-// textScript answers parts, one batch each, then stops.
-func textScript(parts ...string) func(*scheduler.Request) []openaitest.Batch {
-	return func(*scheduler.Request) []openaitest.Batch {
-		var bs []openaitest.Batch
-		for i, p := range parts {
-			o := scheduler.Output{Tokens: openaitest.Tokens(p)}
-			if i == len(parts)-1 {
-				o.Tokens = append(o.Tokens, openaitest.IMEnd)
-				o.Finish = scheduler.FinishStop
-			}
-			bs = append(bs, openaitest.Batch{Outs: []scheduler.Output{o}, Events: 1})
-		}
-		return bs
 	}
 }
 
@@ -357,7 +341,7 @@ func TestResponsesCancelStream(t *testing.T) {
 // gives the same events from N+1 on, after the end too.
 func TestResponsesBackgroundStream(t *testing.T) {
 	m := openaitest.NewModel(t)
-	m.SetScript(streamScript)
+	m.SetScript(openaitest.StreamScript)
 	h, srv := bgHandler(t, m)
 	rec := openaitest.Do(t, srv, nil, http.MethodPost, "/v1/responses", `{"model":"test-model","input":"Hi","background":true,"stream":true}`)
 	events := strings.SplitAfter(rec.Body.String(), "\n\n")

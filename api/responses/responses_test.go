@@ -17,7 +17,6 @@ import (
 	"github.com/llmserve/llmserve/api/openai"
 	"github.com/llmserve/llmserve/api/openai/openaitest"
 	"github.com/llmserve/llmserve/api/responses/store"
-	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/frontend"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -148,13 +147,13 @@ func TestResponsesGolden(t *testing.T) {
 	tests := []struct {
 		name   string
 		body   string
-		script func(*scheduler.Request) []openaitest.Batch
+		script openaitest.Script
 		stream bool
 	}{
 		{name: "responses.json", body: `{"model":"test-model","input":"Hi","instructions":"c","max_output_tokens":10,"metadata":{"k":"v"}}`},
-		{name: "responses_incomplete.json", body: `{"model":"test-model","input":[{"role":"user","content":"Hi"}],"max_output_tokens":2,"store":false}`, script: logprobScript},
-		{name: "responses_stream.sse", body: `{"model":"test-model","input":"Hi","stream":true}`, script: streamScript, stream: true},
-		{name: "responses_stream_incomplete.sse", body: `{"model":"test-model","input":"Hi","stream":true,"max_output_tokens":2}`, script: logprobScript, stream: true},
+		{name: "responses_incomplete.json", body: `{"model":"test-model","input":[{"role":"user","content":"Hi"}],"max_output_tokens":2,"store":false}`, script: openaitest.LogprobScript},
+		{name: "responses_stream.sse", body: `{"model":"test-model","input":"Hi","stream":true}`, script: openaitest.StreamScript, stream: true},
+		{name: "responses_stream_incomplete.sse", body: `{"model":"test-model","input":"Hi","stream":true,"max_output_tokens":2}`, script: openaitest.LogprobScript, stream: true},
 		{name: "responses_tool_stream.sse", body: `{"model":"test-model","input":"Hi","stream":true,"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}],"tool_choice":{"type":"function","name":"f"}}`, script: toolArgsScript, stream: true},
 		{name: "responses_tool.json", body: `{"model":"test-model","input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}],"tool_choice":{"type":"function","name":"f"}}`, script: toolArgsScript},
 	}
@@ -531,44 +530,6 @@ func chatView(msgs []frontend.Message) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
-}
-
-// streamScript answers "Hello world!" in three batches per choice: "Hel",
-// "lo wo", "rld!" + stop token. Choices advance together.
-func streamScript(req *scheduler.Request) []openaitest.Batch {
-	parts := [][]int32{{openaitest.Token("Hel")}, {openaitest.Token("lo"), openaitest.Token(" wo")}, {openaitest.Token("rld"), openaitest.Token("!"), openaitest.IMEnd}}
-	var batches []openaitest.Batch
-	for k, p := range parts {
-		var b openaitest.Batch
-		for i := range req.N {
-			o := scheduler.Output{Choice: i, Tokens: p}
-			if k == len(parts)-1 {
-				o.Finish = scheduler.FinishStop
-			}
-			b.Outs = append(b.Outs, o)
-			b.Events++
-		}
-		batches = append(batches, b)
-	}
-	return batches
-}
-
-// logprobScript answers "Hello world" with logprobs and stops at length.
-func logprobScript(req *scheduler.Request) []openaitest.Batch {
-	out := scheduler.Output{
-		Tokens: []int32{openaitest.Token("Hello"), openaitest.Token(" world")},
-		Logprobs: []engine.Logprobs{
-			openaitest.Logprob("Hello", -0.25, openaitest.Alt("Hello", -0.25), openaitest.Alt("Hi", -1.5)),
-			openaitest.Logprob(" world", -0.5, openaitest.Alt(" there", -0.75), openaitest.Alt(" world", -0.5)),
-		},
-		Finish: scheduler.FinishLength,
-	}
-	if req.PromptLogprobs >= 0 {
-		for range len(req.Prompt) - 1 {
-			out.PromptLogprobs = append(out.PromptLogprobs, openaitest.Logprob("a", -2, openaitest.Alt("b", -1)))
-		}
-	}
-	return []openaitest.Batch{{Outs: []scheduler.Output{out}}}
 }
 
 // errorResponse is OpenAI's error envelope, as the Responses API's errors

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/engine"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -286,3 +287,60 @@ type ReasoningModel struct {
 
 // ReasoningParser is Parser.
 func (m *ReasoningModel) ReasoningParser() string { return m.Parser }
+
+// TextScript answers the parts of a text in choice 0, one batch and SSE
+// event each; the last part ends with the stop token IMEnd.
+func TextScript(parts ...string) Script {
+	return func(*scheduler.Request) []Batch {
+		var bs []Batch
+		for i, p := range parts {
+			o := scheduler.Output{Tokens: Tokens(p)}
+			if i == len(parts)-1 {
+				o.Tokens = append(o.Tokens, IMEnd)
+				o.Finish = scheduler.FinishStop
+			}
+			bs = append(bs, Batch{Outs: []scheduler.Output{o}, Events: 1})
+		}
+		return bs
+	}
+}
+
+// StreamScript answers "Hello world!" in three batches per choice: "Hel",
+// "lo wo", "rld!" + stop token. Choices advance together.
+func StreamScript(req *scheduler.Request) []Batch {
+	parts := [][]int32{{Token("Hel")}, {Token("lo"), Token(" wo")}, {Token("rld"), Token("!"), IMEnd}}
+	var batches []Batch
+	for k, p := range parts {
+		var b Batch
+		for i := range req.N {
+			o := scheduler.Output{Choice: i, Tokens: p}
+			if k == len(parts)-1 {
+				o.Finish = scheduler.FinishStop
+			}
+			b.Outs = append(b.Outs, o)
+			b.Events++
+		}
+		batches = append(batches, b)
+	}
+	return batches
+}
+
+// LogprobScript answers "Hello world" with logprobs (two alternatives a
+// token) and stops at length; with prompt logprobs requested, every
+// prompt token but the first gets "a" at -2 with the alternative "b".
+func LogprobScript(req *scheduler.Request) []Batch {
+	out := scheduler.Output{
+		Tokens: []int32{Token("Hello"), Token(" world")},
+		Logprobs: []engine.Logprobs{
+			Logprob("Hello", -0.25, Alt("Hello", -0.25), Alt("Hi", -1.5)),
+			Logprob(" world", -0.5, Alt(" there", -0.75), Alt(" world", -0.5)),
+		},
+		Finish: scheduler.FinishLength,
+	}
+	if req.PromptLogprobs >= 0 {
+		for range len(req.Prompt) - 1 {
+			out.PromptLogprobs = append(out.PromptLogprobs, Logprob("a", -2, Alt("b", -1)))
+		}
+	}
+	return []Batch{{Outs: []scheduler.Output{out}}}
+}
