@@ -9,57 +9,10 @@ package llamacpp
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
 )
-
-// ModelParams says how to load a model.
-type ModelParams struct {
-	// GPULayers is how many layers to offload to GPUs; -1 offloads all. It is
-	// passed through unchanged; with no GPU backend loaded it has no effect.
-	GPULayers int
-	// MainGPU is the device index used when the model is not split.
-	MainGPU int
-	// SplitMode: "none", "layer" (default) or "row".
-	SplitMode string
-	// NoMmap reads the file into memory instead of mapping it.
-	NoMmap bool
-	// Mlock pins the weights in RAM.
-	Mlock bool
-	// VocabOnly loads only the vocabulary (for tokenizer work and tests).
-	VocabOnly bool
-}
-
-// Info describes a loaded model.
-type Info struct {
-	Architecture string
-	Description  string
-	// NCtxTrain is the context length the model was trained with.
-	NCtxTrain int
-	NEmbd     int
-	NLayer    int
-	NHead     int
-	NHeadKV   int
-	NVocab    int
-	Size      uint64
-	NParams   uint64
-	// ChatTemplate is the Jinja source of tokenizer.chat_template, or "".
-	ChatTemplate string
-	// AddBOS says whether the vocabulary adds BOS when tokenizing.
-	AddBOS bool
-	// AddEOS and AddSEP say whether the vocabulary adds EOS and SEP when
-	// tokenizing (encoders such as BERT do); a reranker's pair is joined
-	// with them.
-	AddEOS, AddSEP bool
-	// RerankTemplate is tokenizer.chat_template.rerank, or "": the prompt
-	// a reranker scores a pair with, {query} and {document} replaced.
-	RerankTemplate string
-	// KVBytesPerToken estimates the F16 KV memory one token takes in every
-	// layer (keys and values).
-	KVBytesPerToken int
-}
 
 // Model is a loaded GGUF model. It is safe for concurrent use; Close must
 // not race with other calls.
@@ -75,9 +28,6 @@ type Model struct {
 	control       []bool
 	bos, eos, sep int32
 }
-
-// ErrModelClosed is returned by methods called after Close.
-var ErrModelClosed = errors.New("llamacpp: model closed")
 
 // Load loads the GGUF file at path.
 func Load(path string, p ModelParams) (*Model, error) {
