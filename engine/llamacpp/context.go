@@ -170,20 +170,15 @@ func (c *Context) build(slots int) error {
 	if p.BatchThreads > 0 {
 		cp.n_threads_batch = C.int32_t(p.BatchThreads)
 	}
-	switch p.FlashAttention {
-	case "", "auto":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_AUTO
-	case "on":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
-	case "off":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
-	default:
+	fa, ok := flashAttnTypes[p.FlashAttention]
+	if !ok {
 		return fmt.Errorf("flash attention %q (want auto, on or off)", p.FlashAttention)
 	}
+	cp.flash_attn_type = fa
 	cp.offload_kqv = C.bool(!p.NoOffloadKQV)
-	kvType, err := ggmlType(p.KVType)
-	if err != nil {
-		return err
+	kvType, ok := kvTypes[p.KVType]
+	if !ok {
+		return fmt.Errorf("KV cache type %q (want f16, f32, bf16, q8_0 or q4_0)", p.KVType)
 	}
 	cp.type_k, cp.type_v = kvType, kvType
 	cp.no_perf = true
@@ -250,6 +245,7 @@ func (c *Context) build(slots int) error {
 	}
 	c.pad = old.pad
 	if old.c == nil {
+		var err error
 		if c.pad, err = c.probePadding(); err != nil {
 			c.freeLlama()
 			c.llamaContext = old
@@ -345,21 +341,24 @@ func newThreadPool(threads, poll int) *C.struct_ggml_threadpool {
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-func ggmlType(name string) (uint32, error) {
-	switch name {
-	case "", "f16":
-		return C.GGML_TYPE_F16, nil
-	case "f32":
-		return C.GGML_TYPE_F32, nil
-	case "bf16":
-		return C.GGML_TYPE_BF16, nil
-	case "q8_0":
-		return C.GGML_TYPE_Q8_0, nil
-	case "q4_0":
-		return C.GGML_TYPE_Q4_0, nil
+// The values ContextParams.FlashAttention and KVType name ("" is the
+// default).
+var (
+	flashAttnTypes = map[string]C.enum_llama_flash_attn_type{
+		"":     C.LLAMA_FLASH_ATTN_TYPE_AUTO,
+		"auto": C.LLAMA_FLASH_ATTN_TYPE_AUTO,
+		"on":   C.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+		"off":  C.LLAMA_FLASH_ATTN_TYPE_DISABLED,
 	}
-	return 0, fmt.Errorf("KV cache type %q (want f16, f32, bf16, q8_0 or q4_0)", name)
-}
+	kvTypes = map[string]C.enum_ggml_type{
+		"":     C.GGML_TYPE_F16,
+		"f16":  C.GGML_TYPE_F16,
+		"f32":  C.GGML_TYPE_F32,
+		"bf16": C.GGML_TYPE_BF16,
+		"q8_0": C.GGML_TYPE_Q8_0,
+		"q4_0": C.GGML_TYPE_Q4_0,
+	}
+)
 
 // Slots is the number of slots.
 func (c *Context) Slots() int { return c.slots }

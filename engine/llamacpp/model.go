@@ -29,6 +29,14 @@ type Model struct {
 	bos, eos, sep int32
 }
 
+// The values ModelParams.SplitMode names ("" is the default).
+var splitModes = map[string]C.enum_llama_split_mode{
+	"":      C.LLAMA_SPLIT_MODE_LAYER,
+	"layer": C.LLAMA_SPLIT_MODE_LAYER,
+	"none":  C.LLAMA_SPLIT_MODE_NONE,
+	"row":   C.LLAMA_SPLIT_MODE_ROW,
+}
+
 // Load loads the GGUF file at path.
 func Load(path string, p ModelParams) (*Model, error) {
 	ensureInit()
@@ -38,16 +46,11 @@ func Load(path string, p ModelParams) (*Model, error) {
 		mp.n_gpu_layers = 999
 	}
 	mp.main_gpu = C.int32_t(p.MainGPU)
-	switch p.SplitMode {
-	case "", "layer":
-		mp.split_mode = C.LLAMA_SPLIT_MODE_LAYER
-	case "none":
-		mp.split_mode = C.LLAMA_SPLIT_MODE_NONE
-	case "row":
-		mp.split_mode = C.LLAMA_SPLIT_MODE_ROW
-	default:
+	split, ok := splitModes[p.SplitMode]
+	if !ok {
 		return nil, fmt.Errorf("load %s: unknown split mode %q (want none, layer or row)", path, p.SplitMode)
 	}
+	mp.split_mode = split
 	mp.use_mmap = C.bool(!p.NoMmap)
 	mp.use_mlock = C.bool(p.Mlock)
 	mp.vocab_only = C.bool(p.VocabOnly)
