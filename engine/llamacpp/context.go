@@ -471,12 +471,21 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 // Idle implements engine.Idler: ggml's workers sleep until the next
 // evaluation instead of polling for it.
 func (c *Context) Idle() {
-	if c.pool != nil {
-		C.ggml_threadpool_pause(c.pool)
+	for _, pool := range c.pools() {
+		C.ggml_threadpool_pause(pool)
 	}
-	if c.batchPool != nil {
-		C.ggml_threadpool_pause(c.batchPool)
+}
+
+// pools returns the context's thread pools: pool, and batchPool when there
+// is one.
+func (c *Context) pools() []*C.struct_ggml_threadpool {
+	var out []*C.struct_ggml_threadpool
+	for _, pool := range []*C.struct_ggml_threadpool{c.pool, c.batchPool} {
+		if pool != nil {
+			out = append(out, pool)
+		}
 	}
+	return out
 }
 
 func (c *Context) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < c.slots }
@@ -531,16 +540,11 @@ func (c *Context) Close() error {
 		c.draft = nil
 	}
 	c.freeLlama()
-	if c.sharedPools {
-		c.pool, c.batchPool = nil, nil
+	if !c.sharedPools {
+		for _, pool := range c.pools() {
+			C.ggml_threadpool_free(pool)
+		}
 	}
-	if c.pool != nil {
-		C.ggml_threadpool_free(c.pool)
-		c.pool = nil
-	}
-	if c.batchPool != nil {
-		C.ggml_threadpool_free(c.batchPool)
-		c.batchPool = nil
-	}
+	c.pool, c.batchPool = nil, nil
 	return err
 }
