@@ -43,31 +43,12 @@ func broadcastIndex(s, out []int64) []int64 {
 
 // broadcastShape is the numpy broadcast of actual shapes.
 func broadcastShape(shapes ...[]int64) ([]int64, error) {
-	var out []int64
+	out := []int64{}
 	for _, s := range shapes {
-		r := max(len(out), len(s))
-		o := make([]int64, r)
-		for i := range r {
-			a, b := int64(1), int64(1)
-			if j := i - (r - len(out)); j >= 0 {
-				a = out[j]
-			}
-			if j := i - (r - len(s)); j >= 0 {
-				b = s[j]
-			}
-			switch {
-			case a == b, b == 1:
-				o[i] = a
-			case a == 1:
-				o[i] = b
-			default:
-				return nil, fmt.Errorf("shapes %v do not broadcast", shapes)
-			}
+		var ok bool
+		if out, ok = broadcastDims(out, s); !ok {
+			return nil, fmt.Errorf("shapes %v do not broadcast", shapes)
 		}
-		out = o
-	}
-	if out == nil {
-		out = []int64{}
 	}
 	return out, nil
 }
