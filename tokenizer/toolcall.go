@@ -522,8 +522,15 @@ func parseKimiK2(region string) ([]ToolCall, error) {
 var deepseekCall = regexp.MustCompile(`(?s)<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)(?:<｜tool▁call▁end｜>|$)`)
 
 func parseDeepSeekV31(region string) ([]ToolCall, error) {
+	return parseNameArgs(deepseekCall, region)
+}
+
+// parseNameArgs parses the calls call finds in region: the name is its
+// first group and the JSON arguments its second, spaces around either
+// trimmed.
+func parseNameArgs(call *regexp.Regexp, region string) ([]ToolCall, error) {
 	var calls []ToolCall
-	for _, m := range deepseekCall.FindAllStringSubmatch(region, -1) {
+	for _, m := range call.FindAllStringSubmatch(region, -1) {
 		args := strings.TrimSpace(m[2])
 		if !json.Valid([]byte(args)) {
 			return nil, fmt.Errorf("%w: arguments are not JSON", ErrToolCall)
@@ -570,13 +577,5 @@ func parseDeepSeekV3(region string) ([]ToolCall, error) {
 var functionaryCall = regexp.MustCompile(`(?s)<function=([^>]+)>(.*?)(?:</function>|$)`)
 
 func parseFunctionaryV31(region string) ([]ToolCall, error) {
-	var calls []ToolCall
-	for _, m := range functionaryCall.FindAllStringSubmatch(region, -1) {
-		args := strings.TrimSpace(m[2])
-		if !json.Valid([]byte(args)) {
-			return nil, fmt.Errorf("%w: arguments are not JSON", ErrToolCall)
-		}
-		calls = append(calls, ToolCall{Type: "function", Name: strings.TrimSpace(m[1]), Arguments: argumentsText(json.RawMessage(args))})
-	}
-	return calls, nil
+	return parseNameArgs(functionaryCall, region)
 }
