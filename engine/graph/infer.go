@@ -149,15 +149,13 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 			return nil, err
 		}
 		return &Info{DType: x.DType, Shape: x.Shape, Batched: x.Batched}, nil
-	case "Relu", "Tanh", "Sigmoid", "Gelu":
+	case "Relu", "Tanh", "Sigmoid", "Gelu", "Erf", "Sqrt", "LeakyRelu", "HardSigmoid", "Clip":
 		x, err := c.floatInput(n, 0)
 		if err != nil {
 			return nil, err
 		}
-		if n.Op == "Gelu" {
-			if a := n.Str("approximate", "none"); a != "none" && a != "tanh" {
-				return nil, unsupportedAttr("approximate=%q", a)
-			}
+		if _, err := c.unaryFunc(n); err != nil {
+			return nil, err
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Add", "Sub", "Mul", "Div":
