@@ -51,15 +51,9 @@ func (c *Sampling) Apply(base *scheduler.Request, nVocab int, stopTokens []int32
 	if c.MinTokens != nil {
 		base.MinTokens = *c.MinTokens
 	}
-	for _, f := range []struct {
-		v   *float64
-		dst *float32
-	}{
-		{c.Temperature, &s.Temperature}, {c.TopP, &s.TopP}, {c.MinP, &s.MinP},
-		{c.PresencePenalty, &s.PresencePenalty}, {c.FrequencyPenalty, &s.FrequencyPenalty}, {c.RepetitionPenalty, &s.RepetitionPenalty},
-	} {
-		if f.v != nil {
-			*f.dst = Float32(*f.v)
+	for _, f := range c.floatParams(s) {
+		if f.sent != nil {
+			*f.dst = Float32(*f.sent)
 		}
 	}
 	if c.TopK != nil {
@@ -163,41 +157,53 @@ func (c *Sampling) RangeError(err error, topLogprobsParam string) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	sent := func(v *float64) any {
-		if v == nil {
-			return re.Value
-		}
-		return *v
-	}
-	var param string
-	var got any
+	param, got := string(re.Field), re.Value
 	switch re.Field {
-	case engine.FieldTemperature:
-		param, got = "temperature", sent(c.Temperature)
-	case engine.FieldTopP:
-		param, got = "top_p", sent(c.TopP)
-	case engine.FieldMinP:
-		param, got = "min_p", sent(c.MinP)
-	case engine.FieldRepetitionPenalty:
-		param, got = "repetition_penalty", sent(c.RepetitionPenalty)
-	case engine.FieldPresencePenalty:
-		param, got = "presence_penalty", sent(c.PresencePenalty)
-	case engine.FieldFrequencyPenalty:
-		param, got = "frequency_penalty", sent(c.FrequencyPenalty)
 	case engine.FieldTopK:
-		param, got = "top_k", re.Value
+		param = "top_k"
 	case engine.FieldAllowedTokens:
-		param, got = "allowed_token_ids", re.Value
+		param = "allowed_token_ids"
 	case engine.FieldLogitBiasToken:
 		return Invalid("logit_bias", "logit_bias keys must be token ids %s; got %v.", re.Want, re.Value)
 	case engine.FieldLogitBiasValue:
 		return Invalid("logit_bias", "logit_bias values must be %s; got %v.", re.Want, re.Value)
 	case engine.FieldTopLogprobs:
-		param, got = topLogprobsParam, re.Value
-	default:
-		param, got = string(re.Field), re.Value
+		param = topLogprobsParam
+	}
+	// The float fields answer with the value sent rather than the
+	// engine's float32 one. (Only names and values are read here, not
+	// the destinations.)
+	for _, f := range c.floatParams(new(engine.Sampling)) {
+		if f.field == re.Field {
+			param = f.param
+			if f.sent != nil {
+				got = *f.sent
+			}
+		}
 	}
 	return Invalid(param, "%s must be %s; got %v.", param, re.Want, got)
+}
+
+// floatParam is one of the float sampling fields: its name on the wire
+// and in the engine, the value the client sent (nil: none) and where Apply
+// writes it.
+type floatParam struct {
+	param string
+	field engine.Field
+	sent  *float64
+	dst   *float32
+}
+
+// floatParams lists c's float sampling fields, with their places in s.
+func (c *Sampling) floatParams(s *engine.Sampling) []floatParam {
+	return []floatParam{
+		{"temperature", engine.FieldTemperature, c.Temperature, &s.Temperature},
+		{"top_p", engine.FieldTopP, c.TopP, &s.TopP},
+		{"min_p", engine.FieldMinP, c.MinP, &s.MinP},
+		{"presence_penalty", engine.FieldPresencePenalty, c.PresencePenalty, &s.PresencePenalty},
+		{"frequency_penalty", engine.FieldFrequencyPenalty, c.FrequencyPenalty, &s.FrequencyPenalty},
+		{"repetition_penalty", engine.FieldRepetitionPenalty, c.RepetitionPenalty, &s.RepetitionPenalty},
+	}
 }
 
 // Extended is what the extensions decide beside base.

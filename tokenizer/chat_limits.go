@@ -6,11 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/nikolalohinski/gonja/v2/builtins"
-	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/nodes"
-	"github.com/nikolalohinski/gonja/v2/parser"
 )
 
 // Limits on one render. A model's template is trusted like its weights,
@@ -60,49 +56,6 @@ func (s *renderState) countIterations(n int) error {
 		return fmt.Errorf("rendering exceeds %d loop iterations", maxLoopIterations)
 	}
 	return nil
-}
-
-// pyMacro is the engine's macro statement with its calls depth-limited.
-type pyMacro struct {
-	*controlStructures.MacroControlStructure
-}
-
-// Execute implements exec.ControlStructure: it defines the macro as the
-// engine does, then wraps the function it defined.
-func (m *pyMacro) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) error {
-	if err := m.MacroControlStructure.Execute(r, tag); err != nil {
-		return err
-	}
-	v, ok := r.Environment.Context.Get(m.Name)
-	if !ok {
-		return nil
-	}
-	inner, ok := v.(exec.Macro)
-	if !ok {
-		return nil
-	}
-	state := stateOf(r)
-	r.Environment.Context.Set(m.Name, exec.Macro(func(params *exec.VarArgs) *exec.Value {
-		if state.depth >= maxMacroDepth {
-			return exec.AsValue(fmt.Errorf("macro calls nested deeper than %d", maxMacroDepth))
-		}
-		state.depth++
-		defer func() { state.depth-- }()
-		return inner(params)
-	}))
-	return nil
-}
-
-func limitedMacroParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
-	base, _ := builtins.ControlStructures.Get("macro")
-	cs, err := base(p, args)
-	if err != nil {
-		return nil, err
-	}
-	if m, ok := cs.(*controlStructures.MacroControlStructure); ok {
-		return &pyMacro{m}, nil
-	}
-	return cs, nil
 }
 
 // limitWriter fails once more than n bytes are written.

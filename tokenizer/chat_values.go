@@ -7,13 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
-	"github.com/nikolalohinski/gonja/v2/builtins"
-	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/nodes"
-	"github.com/nikolalohinski/gonja/v2/parser"
 )
 
 // Python has two "nothing" values that chat templates tell apart: None
@@ -40,63 +35,6 @@ func isPyNone(v *exec.Value) bool {
 	}
 	_, ok := v.Interface().(pyNoneType)
 	return ok
-}
-
-// errNotIterable is Python's TypeError for a loop over None.
-var errNotIterable = errors.New("'NoneType' object is not iterable")
-
-// newControlStructures returns the engine's statements, with a for loop
-// that refuses to iterate None as Python does (the engine's iterates
-// anything that is not a sequence as empty).
-func newControlStructures() *exec.ControlStructureSet {
-	set := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{})
-	for _, name := range strings.Fields("autoescape block extends filter for from if import include macro raw set with do break continue trans call") {
-		if p, ok := builtins.ControlStructures.Get(name); ok {
-			_ = set.Register(name, p)
-		}
-	}
-	_ = set.Register("pyroot", pyRootParser)
-	_ = set.Replace("macro", limitedMacroParser)
-	forParser, _ := builtins.ControlStructures.Get("for")
-	_ = set.Replace("for", func(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
-		cs, err := forParser(p, args)
-		if err != nil {
-			return nil, err
-		}
-		f, ok := cs.(*controlStructures.ForControlStructure)
-		if !ok {
-			return cs, nil
-		}
-		if f.Recursive {
-			// loop(...) recurses outside any budget; no chat template
-			// uses it.
-			return nil, errors.New("recursive for loops are not supported in chat templates")
-		}
-		return &pyFor{f}, nil
-	})
-	return set
-}
-
-// pyFor is the engine's for loop, refusing None.
-type pyFor struct {
-	*controlStructures.ForControlStructure
-}
-
-// Execute implements exec.ControlStructure.
-func (f *pyFor) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) error {
-	// Evaluating the iterable twice is harmless: expressions have no
-	// side effects a template can observe, except list.append, which
-	// chat templates may not call (Python's sandbox refuses it).
-	obj := r.Eval(f.ObjectEvaluator)
-	if isPyNone(obj) {
-		return errNotIterable
-	}
-	if !obj.IsError() && !obj.IsNil() {
-		if err := stateOf(r).countIterations(obj.Len()); err != nil {
-			return err
-		}
-	}
-	return f.ForControlStructure.Execute(r, tag)
 }
 
 // Tests that differ for None and undefined.

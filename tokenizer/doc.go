@@ -89,7 +89,7 @@
 // (replace, join, indent, format, expandtabs, tojson) sized before they
 // run; a template past them gets an error, never a hang, a stack overflow
 // or an allocation that kills the process (chat_limits.go,
-// chat_growth.go).
+// chat_statements.go, chat_growth.go).
 //
 // A model without a template (such as the default model, stories260K) gets
 // FallbackChatTemplate: ChatML, byte for byte what llama.cpp's server
@@ -107,7 +107,8 @@
 //     Jinja's undefined, and None (tools=None, JSON null, dict.get of a
 //     missing key, the literals none and None) is a value of its own that
 //     is defined, false, prints "None", is "none", cannot be iterated, and
-//     tojson writes as null; tojson refuses undefined (chat_values.go).
+//     tojson writes as null; tojson refuses undefined (chat_values.go,
+//     chat_statements.go for loops).
 //   - After parsing, the syntax tree is rewritten so that a + b, a * b,
 //     a % b, a ** b, a ~ b and x[key] (all but string-literal keys) call
 //     Python-exact functions: adding undefined or a string to a dict is an

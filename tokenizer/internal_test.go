@@ -16,6 +16,8 @@ func TestStrftime(t *testing.T) {
 		{"%j %y %e %u %w %%", "188 24  6 6 6 %"},
 		{"%F %T %Z", "2024-07-06 15:04:05 UTC"},
 		{"%Q trailing %", "%Q trailing %"},
+		{"%C|%D|%R|%x|%X|%z|%c", "20|07/06/24|15:04|07/06/24|15:04:05|+0000|Sat Jul  6 15:04:05 2024"},
+		{"%-m %-j %-e %-F%n%t%-Q", "7 188 6 2024-07-06\n\t%-Q"},
 	}
 	for _, tt := range tests {
 		if got := strftime(tm, tt.format); got != tt.want {

@@ -25,14 +25,19 @@ func strftime(t time.Time, format string) string {
 			pad = false
 			i++
 		}
-		num := func(n, width int) {
-			s := strconv.Itoa(n)
+		if layout, ok := strftimeLayouts[format[i]]; ok {
+			b.WriteString(t.Format(layout))
+			continue
+		}
+		if n, ok := strftimeNumbers[format[i]]; ok {
+			s := strconv.Itoa(n.of(t))
 			if pad {
-				for range width - len(s) {
+				for range n.width - len(s) {
 					b.WriteByte('0')
 				}
 			}
 			b.WriteString(s)
+			continue
 		}
 		switch format[i] {
 		case 'a':
@@ -43,59 +48,15 @@ func strftime(t time.Time, format string) string {
 			b.WriteString(t.Month().String()[:3])
 		case 'B':
 			b.WriteString(t.Month().String())
-		case 'c':
-			b.WriteString(t.Format("Mon Jan _2 15:04:05 2006"))
-		case 'C':
-			num(t.Year()/100, 2)
-		case 'd':
-			num(t.Day(), 2)
-		case 'D':
-			b.WriteString(t.Format("01/02/06"))
 		case 'e':
 			if pad && t.Day() < 10 {
 				b.WriteByte(' ')
 			}
 			b.WriteString(strconv.Itoa(t.Day()))
-		case 'F':
-			b.WriteString(t.Format("2006-01-02"))
-		case 'H':
-			num(t.Hour(), 2)
-		case 'I':
-			num((t.Hour()+11)%12+1, 2)
-		case 'j':
-			num(t.YearDay(), 3)
-		case 'm':
-			num(int(t.Month()), 2)
-		case 'M':
-			num(t.Minute(), 2)
 		case 'n':
 			b.WriteByte('\n')
-		case 'p':
-			b.WriteString(t.Format("PM"))
-		case 'R':
-			b.WriteString(t.Format("15:04"))
-		case 'S':
-			num(t.Second(), 2)
 		case 't':
 			b.WriteByte('\t')
-		case 'T':
-			b.WriteString(t.Format("15:04:05"))
-		case 'u':
-			num((int(t.Weekday())+6)%7+1, 1)
-		case 'w':
-			num(int(t.Weekday()), 1)
-		case 'x':
-			b.WriteString(t.Format("01/02/06"))
-		case 'X':
-			b.WriteString(t.Format("15:04:05"))
-		case 'y':
-			num(t.Year()%100, 2)
-		case 'Y':
-			num(t.Year(), 1)
-		case 'z':
-			b.WriteString(t.Format("-0700"))
-		case 'Z':
-			b.WriteString(t.Format("MST"))
 		case '%':
 			b.WriteByte('%')
 		default:
@@ -107,4 +68,38 @@ func strftime(t time.Time, format string) string {
 		}
 	}
 	return b.String()
+}
+
+// strftimeLayouts are the directives that are a Go layout.
+var strftimeLayouts = map[byte]string{
+	'c': "Mon Jan _2 15:04:05 2006",
+	'D': "01/02/06",
+	'F': "2006-01-02",
+	'p': "PM",
+	'R': "15:04",
+	'T': "15:04:05",
+	'x': "01/02/06",
+	'X': "15:04:05",
+	'z': "-0700",
+	'Z': "MST",
+}
+
+// strftimeNumbers are the directives that are a number, padded with zeros
+// to width unless the "-" flag says otherwise.
+var strftimeNumbers = map[byte]struct {
+	width int
+	of    func(time.Time) int
+}{
+	'C': {2, func(t time.Time) int { return t.Year() / 100 }},
+	'd': {2, time.Time.Day},
+	'H': {2, time.Time.Hour},
+	'I': {2, func(t time.Time) int { return (t.Hour()+11)%12 + 1 }},
+	'j': {3, time.Time.YearDay},
+	'm': {2, func(t time.Time) int { return int(t.Month()) }},
+	'M': {2, time.Time.Minute},
+	'S': {2, time.Time.Second},
+	'u': {1, func(t time.Time) int { return (int(t.Weekday())+6)%7 + 1 }},
+	'w': {1, func(t time.Time) int { return int(t.Weekday()) }},
+	'y': {2, func(t time.Time) int { return t.Year() % 100 }},
+	'Y': {1, time.Time.Year},
 }

@@ -105,36 +105,45 @@ func ToolCallParsers() []string {
 // reads (no tool calls, or a syntax such as gpt-oss's harmony, Cohere's
 // Action: blocks or functionary v3.2's).
 func ToolCallParserFor(template string) string {
-	has := func(s string) bool { return strings.Contains(template, s) }
-	switch {
-	case has("<seed:tool_call>"):
-		return ToolsSeedOSS
-	case has("<minimax:tool_call>"):
-		return ToolsMiniMaxM2
-	case has("<|tool_calls_section_begin|>"):
-		return ToolsKimiK2
-	case has("<｜tool▁calls▁begin｜>") && has("```json"):
-		return ToolsDeepSeekV3
-	case has("<｜tool▁calls▁begin｜>"):
-		return ToolsDeepSeekV31
-	case has("<arg_key>"):
-		return ToolsGLM45
-	case has("<tool_call>") && has("<function="):
-		return ToolsQwen3Coder
-	case has("<tool_call>"):
-		return ToolsHermes
-	case has("<function="):
-		return ToolsFunctionaryV31
-	case has("[TOOL_CALLS]"):
-		return ToolsMistral
-	case has("<|tool_call|>"):
-		return ToolsGranite
-	case has("functools["):
-		return ToolsFirefunction
-	case has("<|python_tag|>") || (has("<|start_header_id|>") && has(`"parameters"`)):
-		return ToolsLlama3JSON
+	for _, d := range toolDetection {
+		if containsAll(template, d.markers) {
+			return d.parser
+		}
 	}
 	return ""
+}
+
+// containsAll reports whether s contains every one of subs.
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// toolDetection is how ToolCallParserFor tells the families apart: the
+// first parser whose markers a template all holds, so a family whose
+// markers contain another's comes before it.
+var toolDetection = []struct {
+	markers []string
+	parser  string
+}{
+	{[]string{"<seed:tool_call>"}, ToolsSeedOSS},
+	{[]string{"<minimax:tool_call>"}, ToolsMiniMaxM2},
+	{[]string{"<|tool_calls_section_begin|>"}, ToolsKimiK2},
+	{[]string{"<｜tool▁calls▁begin｜>", "```json"}, ToolsDeepSeekV3},
+	{[]string{"<｜tool▁calls▁begin｜>"}, ToolsDeepSeekV31},
+	{[]string{"<arg_key>"}, ToolsGLM45},
+	{[]string{"<tool_call>", "<function="}, ToolsQwen3Coder},
+	{[]string{"<tool_call>"}, ToolsHermes},
+	{[]string{"<function="}, ToolsFunctionaryV31},
+	{[]string{"[TOOL_CALLS]"}, ToolsMistral},
+	{[]string{"<|tool_call|>"}, ToolsGranite},
+	{[]string{"functools["}, ToolsFirefunction},
+	{[]string{"<|python_tag|>"}, ToolsLlama3JSON},
+	{[]string{"<|start_header_id|>", `"parameters"`}, ToolsLlama3JSON},
 }
 
 // ErrToolCall is wrapped by the errors of tool-call parsing.
@@ -513,8 +522,15 @@ func parseKimiK2(region string) ([]ToolCall, error) {
 var deepseekCall = regexp.MustCompile(`(?s)<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)(?:<｜tool▁call▁end｜>|$)`)
 
 func parseDeepSeekV31(region string) ([]ToolCall, error) {
+	return parseNameArgs(deepseekCall, region)
+}
+
+// parseNameArgs parses the calls call finds in region: the name is its
+// first group and the JSON arguments its second, spaces around either
+// trimmed.
+func parseNameArgs(call *regexp.Regexp, region string) ([]ToolCall, error) {
 	var calls []ToolCall
-	for _, m := range deepseekCall.FindAllStringSubmatch(region, -1) {
+	for _, m := range call.FindAllStringSubmatch(region, -1) {
 		args := strings.TrimSpace(m[2])
 		if !json.Valid([]byte(args)) {
 			return nil, fmt.Errorf("%w: arguments are not JSON", ErrToolCall)
@@ -561,13 +577,5 @@ func parseDeepSeekV3(region string) ([]ToolCall, error) {
 var functionaryCall = regexp.MustCompile(`(?s)<function=([^>]+)>(.*?)(?:</function>|$)`)
 
 func parseFunctionaryV31(region string) ([]ToolCall, error) {
-	var calls []ToolCall
-	for _, m := range functionaryCall.FindAllStringSubmatch(region, -1) {
-		args := strings.TrimSpace(m[2])
-		if !json.Valid([]byte(args)) {
-			return nil, fmt.Errorf("%w: arguments are not JSON", ErrToolCall)
-		}
-		calls = append(calls, ToolCall{Type: "function", Name: strings.TrimSpace(m[1]), Arguments: argumentsText(json.RawMessage(args))})
-	}
-	return calls, nil
+	return parseNameArgs(functionaryCall, region)
 }

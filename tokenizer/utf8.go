@@ -11,7 +11,6 @@ const replacement = "\uFFFD"
 // sequence at all (a stray continuation byte, C0, C1, F5..FF).
 func seqLen(p []byte) (have, need int) {
 	b := p[0]
-	lo, hi := byte(0x80), byte(0xBF) // range of the second byte
 	switch {
 	case b < 0x80:
 		return 1, 1
@@ -21,22 +20,21 @@ func seqLen(p []byte) (have, need int) {
 		need = 2
 	case b < 0xF0:
 		need = 3
-		switch b {
-		case 0xE0:
-			lo = 0xA0 // no overlong 3-byte forms
-		case 0xED:
-			hi = 0x9F // no surrogates
-		}
 	case b < 0xF5:
 		need = 4
-		switch b {
-		case 0xF0:
-			lo = 0x90 // no overlong 4-byte forms
-		case 0xF4:
-			hi = 0x8F // nothing above U+10FFFF
-		}
 	default:
 		return 0, 0
+	}
+	lo, hi := byte(0x80), byte(0xBF) // range of the second byte
+	switch b {
+	case 0xE0:
+		lo = 0xA0 // no overlong 3-byte forms
+	case 0xED:
+		hi = 0x9F // no surrogates
+	case 0xF0:
+		lo = 0x90 // no overlong 4-byte forms
+	case 0xF4:
+		hi = 0x8F // nothing above U+10FFFF
 	}
 	have = 1
 	for have < need && have < len(p) {

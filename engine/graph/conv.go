@@ -12,7 +12,7 @@ import (
 // images; the batch is dimension 0 as everywhere): Conv (any group),
 // BatchNormalization (inference), MaxPool, AveragePool and
 // GlobalAveragePool. The activations CNN exports put between them (Clip,
-// LeakyRelu, HardSigmoid) are core operators (ops.go).
+// LeakyRelu, HardSigmoid) are core operators (Activation, unaryFunc).
 
 // Window is a 2-D convolution or pooling window, resolved for an input of
 // InH × InW: the output is OutH × OutW.

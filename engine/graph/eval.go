@@ -92,8 +92,12 @@ func evalNode(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 	switch n.Op {
 	case "Identity":
 		return x, nil
-	case "Relu", "Tanh", "Sigmoid", "Gelu":
-		return mapF32(x, Activation(n)), nil
+	case "Relu", "Tanh", "Sigmoid", "Gelu", "Erf", "Sqrt", "LeakyRelu", "HardSigmoid", "Clip":
+		f, err := c.unaryFunc(n)
+		if err != nil {
+			return nil, err
+		}
+		return mapF32(x, f), nil
 	case "Add", "Sub", "Mul", "Div":
 		return broadcastArith(n.Op, x, in[1])
 	case "MatMul", "Gemm":
@@ -260,9 +264,35 @@ func arith[T float32 | int64](op string, u, v T) T {
 	return u / v
 }
 
-// Activation is the function of a Relu, Tanh, Sigmoid or Gelu node n
-// (with its approximate attribute), in float64: what Eval computes, and
-// the MLP's pure-Go reference with it. Any other op is the identity.
+// unaryFunc is the function of an elementwise float node n (the ops of
+// Activation and Clip), with its attributes and constant inputs checked:
+// shape inference checks them, Eval maps the input through it.
+func (c *Checked) unaryFunc(n *Node) (func(float64) float64, error) {
+	switch n.Op {
+	case "Gelu":
+		if a := n.Str("approximate", "none"); a != "none" && a != "tanh" {
+			return nil, unsupportedAttr("approximate=%q", a)
+		}
+	case "Clip":
+		b, err := clipBounds(c, n)
+		if err != nil {
+			return nil, err
+		}
+		lo, hi := float64(b[0]), float64(b[1])
+		return func(f float64) float64 {
+			if math.IsNaN(f) {
+				return f
+			}
+			return min(max(f, lo), hi)
+		}, nil
+	}
+	return Activation(n), nil
+}
+
+// Activation is the function of a Relu, Tanh, Sigmoid, Gelu (with its
+// approximate attribute), Erf, Sqrt, LeakyRelu or HardSigmoid node n (with
+// their alpha and beta), in float64: what Eval computes, and the MLP's
+// pure-Go reference with it. Any other op is the identity.
 func Activation(n *Node) func(float64) float64 {
 	switch n.Op {
 	case "Relu":
@@ -276,6 +306,21 @@ func Activation(n *Node) func(float64) float64 {
 			return func(f float64) float64 { return 0.5 * f * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f))) }
 		}
 		return func(f float64) float64 { return 0.5 * f * (1 + math.Erf(f/math.Sqrt2)) }
+	case "Erf":
+		return math.Erf
+	case "Sqrt":
+		return math.Sqrt
+	case "LeakyRelu":
+		alpha := float64(n.Float("alpha", 0.01))
+		return func(f float64) float64 {
+			if f < 0 {
+				return alpha * f
+			}
+			return f
+		}
+	case "HardSigmoid":
+		alpha, beta := float64(n.Float("alpha", 0.2)), float64(n.Float("beta", 0.5))
+		return func(f float64) float64 { return max(0, min(1, alpha*f+beta)) }
 	}
 	return func(f float64) float64 { return f }
 }

@@ -43,31 +43,12 @@ func broadcastIndex(s, out []int64) []int64 {
 
 // broadcastShape is the numpy broadcast of actual shapes.
 func broadcastShape(shapes ...[]int64) ([]int64, error) {
-	var out []int64
+	out := []int64{}
 	for _, s := range shapes {
-		r := max(len(out), len(s))
-		o := make([]int64, r)
-		for i := range r {
-			a, b := int64(1), int64(1)
-			if j := i - (r - len(out)); j >= 0 {
-				a = out[j]
-			}
-			if j := i - (r - len(s)); j >= 0 {
-				b = s[j]
-			}
-			switch {
-			case a == b, b == 1:
-				o[i] = a
-			case a == 1:
-				o[i] = b
-			default:
-				return nil, fmt.Errorf("shapes %v do not broadcast", shapes)
-			}
+		var ok bool
+		if out, ok = broadcastDims(out, s); !ok {
+			return nil, fmt.Errorf("shapes %v do not broadcast", shapes)
 		}
-		out = o
-	}
-	if out == nil {
-		out = []int64{}
 	}
 	return out, nil
 }
@@ -140,33 +121,6 @@ func mapF32(x *Dense, f func(float64) float64) *Dense {
 func evalShapeOps(c *Checked, n *Node, in []*Dense) (*Dense, error) {
 	x := in[0]
 	switch n.Op {
-	case "Erf":
-		return mapF32(x, math.Erf), nil
-	case "Sqrt":
-		return mapF32(x, math.Sqrt), nil
-	case "LeakyRelu":
-		alpha := float64(n.Float("alpha", 0.01))
-		return mapF32(x, func(f float64) float64 {
-			if f < 0 {
-				return alpha * f
-			}
-			return f
-		}), nil
-	case "HardSigmoid":
-		alpha, beta := float64(n.Float("alpha", 0.2)), float64(n.Float("beta", 0.5))
-		return mapF32(x, func(f float64) float64 { return max(0, min(1, alpha*f+beta)) }), nil
-	case "Clip":
-		b, err := clipBounds(c, n)
-		if err != nil {
-			return nil, err
-		}
-		lo, hi := float64(b[0]), float64(b[1])
-		return mapF32(x, func(f float64) float64 {
-			if math.IsNaN(f) {
-				return f
-			}
-			return min(max(f, lo), hi)
-		}), nil
 	case "Pow":
 		out, err := broadcastShape(x.Shape, in[1].Shape)
 		if err != nil {

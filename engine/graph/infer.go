@@ -149,15 +149,13 @@ func (c *Checked) infer(n *Node) (*Info, error) {
 			return nil, err
 		}
 		return &Info{DType: x.DType, Shape: x.Shape, Batched: x.Batched}, nil
-	case "Relu", "Tanh", "Sigmoid", "Gelu":
+	case "Relu", "Tanh", "Sigmoid", "Gelu", "Erf", "Sqrt", "LeakyRelu", "HardSigmoid", "Clip":
 		x, err := c.floatInput(n, 0)
 		if err != nil {
 			return nil, err
 		}
-		if n.Op == "Gelu" {
-			if a := n.Str("approximate", "none"); a != "none" && a != "tanh" {
-				return nil, unsupportedAttr("approximate=%q", a)
-			}
+		if _, err := c.unaryFunc(n); err != nil {
+			return nil, err
 		}
 		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Add", "Sub", "Mul", "Div":
@@ -385,27 +383,11 @@ func elementwise(dt DType, a, b *Info) (*Info, error) {
 // 0 of a batched value) matches Batch or 1. A batched operand must have the
 // result's rank, so that the batch stays dimension 0.
 func Broadcast(a, b []int64) ([]int64, error) {
-	r := max(len(a), len(b))
-	out := make([]int64, r)
-	for i := range r {
-		da, db := int64(1), int64(1)
-		if j := i - (r - len(a)); j >= 0 {
-			da = a[j]
-		}
-		if j := i - (r - len(b)); j >= 0 {
-			db = b[j]
-		}
-		switch {
-		case da == db:
-			out[i] = da
-		case da == 1:
-			out[i] = db
-		case db == 1:
-			out[i] = da
-		default:
-			return nil, fmt.Errorf("shapes %v and %v do not broadcast", a, b)
-		}
+	out, ok := broadcastDims(a, b)
+	if !ok {
+		return nil, fmt.Errorf("shapes %v and %v do not broadcast", a, b)
 	}
+	r := len(out)
 	if (len(a) > 0 && a[0] == Batch && len(a) != r) || (len(b) > 0 && b[0] == Batch && len(b) != r) {
 		return nil, fmt.Errorf("shapes %v and %v: broadcasting would move the batch dimension", a, b)
 	}
@@ -415,6 +397,32 @@ func Broadcast(a, b []int64) ([]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// broadcastDims is the numpy broadcast of shapes a and b, aligned on their
+// last dimensions: where they differ, one must be 1 (ok is false
+// otherwise).
+func broadcastDims(a, b []int64) (out []int64, ok bool) {
+	r := max(len(a), len(b))
+	out = make([]int64, r)
+	for i := range r {
+		da, db := int64(1), int64(1)
+		if j := i - (r - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := i - (r - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db, db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // ReshapeTarget resolves Reshape's shape for an input of shape in (in[0]

@@ -330,21 +330,7 @@ func ParseLinear(n *Node, features int64) (*Linear, error) {
 	return l, nil
 }
 
-func inferLinear(c *Checked, n *Node) ([]*Info, error) {
-	x, err := c.matrixInput(n)
-	if err != nil {
-		return nil, err
-	}
-	l, err := ParseLinear(n, x.Shape[1])
-	if err != nil {
-		return nil, err
-	}
-	scores := &Info{DType: F32, Shape: []int64{Batch, l.Outputs()}, Batched: x.Batched}
-	if !l.Classifier {
-		return []*Info{scores}, nil
-	}
-	return []*Info{{DType: I64, Shape: []int64{Batch}, Batched: x.Batched}, scores}, nil
-}
+func (l *Linear) classifies() bool { return l.Classifier }
 
 // Row computes one row: z gets Outputs() scores; the label is a
 // classifier's.
@@ -397,22 +383,54 @@ func (l *Linear) Row(x, z []float32) int64 {
 	return label
 }
 
-func evalLinear(_ *Checked, n *Node, in []*Dense) ([]*Dense, error) {
-	x := in[0]
-	rows, cols := x.Shape[0], x.Shape[1]
-	l, err := ParseLinear(n, cols)
-	if err != nil {
-		return nil, err
+// rowModel is an ai.onnx.ml model that maps each row of its [N, C] input
+// on its own: Linear, TreeEnsemble.
+type rowModel interface {
+	// Outputs is the number of score columns a row gets.
+	Outputs() int64
+	// Row computes one row's scores into z and returns its label.
+	Row(x, z []float32) int64
+	// classifies says whether the operator outputs the labels.
+	classifies() bool
+}
+
+// rowModelOp is the shape inference and evaluation of the operators whose
+// model parse checks for an input of features columns: their output is
+// the [N, Outputs()] scores, after the [N] labels for a classifier.
+func rowModelOp[M rowModel](parse func(n *Node, features int64) (M, error)) opFile {
+	infer := func(c *Checked, n *Node) ([]*Info, error) {
+		x, err := c.matrixInput(n)
+		if err != nil {
+			return nil, err
+		}
+		m, err := parse(n, x.Shape[1])
+		if err != nil {
+			return nil, err
+		}
+		scores := &Info{DType: F32, Shape: []int64{Batch, m.Outputs()}, Batched: x.Batched}
+		if !m.classifies() {
+			return []*Info{scores}, nil
+		}
+		return []*Info{{DType: I64, Shape: []int64{Batch}, Batched: x.Batched}, scores}, nil
 	}
-	k := l.Outputs()
-	z := make([]float32, rows*k)
-	labels := make([]int64, rows)
-	for r := range rows {
-		labels[r] = l.Row(x.F32[r*cols:(r+1)*cols], z[r*k:(r+1)*k])
+	eval := func(_ *Checked, n *Node, in []*Dense) ([]*Dense, error) {
+		x := in[0]
+		rows, cols := x.Shape[0], x.Shape[1]
+		m, err := parse(n, cols)
+		if err != nil {
+			return nil, err
+		}
+		k := m.Outputs()
+		z := make([]float32, rows*k)
+		labels := make([]int64, rows)
+		for r := range rows {
+			labels[r] = m.Row(x.F32[r*cols:(r+1)*cols], z[r*k:(r+1)*k])
+		}
+		scores := &Dense{Shape: []int64{rows, k}, F32: z}
+		if !m.classifies() {
+			return []*Dense{scores}, nil
+		}
+		return []*Dense{{Shape: []int64{rows}, I64: labels}, scores}, nil
 	}
-	scores := &Dense{Shape: []int64{rows, k}, F32: z}
-	if !l.Classifier {
-		return []*Dense{scores}, nil
-	}
-	return []*Dense{{Shape: []int64{rows}, I64: labels}, scores}, nil
+	return opFile{infer, eval}
 }

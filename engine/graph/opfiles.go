@@ -28,10 +28,10 @@ var opFiles = map[string]opFile{
 	"Scaler":                 {inferScaler, evalScaler},
 	"Normalizer":             {inferNormalizer, evalNormalizer},
 	"ZipMap":                 {inferZipMap, evalZipMap},
-	"LinearRegressor":        {inferLinear, evalLinear},
-	"LinearClassifier":       {inferLinear, evalLinear},
-	"TreeEnsembleRegressor":  {inferTrees, evalTrees},
-	"TreeEnsembleClassifier": {inferTrees, evalTrees},
+	"LinearRegressor":        rowModelOp(ParseLinear),
+	"LinearClassifier":       rowModelOp(ParseLinear),
+	"TreeEnsembleRegressor":  rowModelOp(ParseTreeEnsemble),
+	"TreeEnsembleClassifier": rowModelOp(ParseTreeEnsemble),
 }
 
 // init adds the default-domain operators of opFiles to Ops (MLOps lists

@@ -119,21 +119,6 @@ func (c *Checked) constScalar(n *Node, i int) (float32, error) {
 
 func (c *Checked) inferShapeOps(n *Node) (*Info, error) {
 	switch n.Op {
-	case "Erf", "Sqrt", "LeakyRelu", "HardSigmoid":
-		x, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
-	case "Clip":
-		x, err := c.floatInput(n, 0)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := clipBounds(c, n); err != nil {
-			return nil, err
-		}
-		return &Info{DType: F32, Shape: x.Shape, Batched: x.Batched}, nil
 	case "Pow":
 		a, b, err := c.floatPair(n)
 		if err != nil {

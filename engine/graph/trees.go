@@ -277,6 +277,8 @@ func (t *TreeEnsemble) checkAcyclic() error {
 // Outputs is the number of score columns a row gets.
 func (t *TreeEnsemble) Outputs() int64 { return t.Targets }
 
+func (t *TreeEnsemble) classifies() bool { return t.Classifier }
+
 // leaf walks one tree from root for row x.
 func (t *TreeEnsemble) leaf(i int32, x []float32) int32 {
 	for t.Mode[i] != TreeLeaf {
@@ -470,40 +472,4 @@ func writeScores(score []float32, has []bool, post uint8, z []float32, second in
 	default:
 		z[0] = s
 	}
-}
-
-func inferTrees(c *Checked, n *Node) ([]*Info, error) {
-	x, err := c.matrixInput(n)
-	if err != nil {
-		return nil, err
-	}
-	t, err := ParseTreeEnsemble(n, x.Shape[1])
-	if err != nil {
-		return nil, err
-	}
-	scores := &Info{DType: F32, Shape: []int64{Batch, t.Outputs()}, Batched: x.Batched}
-	if !t.Classifier {
-		return []*Info{scores}, nil
-	}
-	return []*Info{{DType: I64, Shape: []int64{Batch}, Batched: x.Batched}, scores}, nil
-}
-
-func evalTrees(_ *Checked, n *Node, in []*Dense) ([]*Dense, error) {
-	x := in[0]
-	rows, cols := x.Shape[0], x.Shape[1]
-	t, err := ParseTreeEnsemble(n, cols)
-	if err != nil {
-		return nil, err
-	}
-	k := t.Outputs()
-	z := make([]float32, rows*k)
-	labels := make([]int64, rows)
-	for r := range rows {
-		labels[r] = t.Row(x.F32[r*cols:(r+1)*cols], z[r*k:(r+1)*k])
-	}
-	scores := &Dense{Shape: []int64{rows, k}, F32: z}
-	if !t.Classifier {
-		return []*Dense{scores}, nil
-	}
-	return []*Dense{{Shape: []int64{rows}, I64: labels}, scores}, nil
 }

@@ -18,102 +18,6 @@ import (
 	"github.com/llmserve/llmserve/engine"
 )
 
-// ContextParams says how to build a context.
-type ContextParams struct {
-	// Slots is the number of sequences the context holds at once, one KV
-	// stream each (llama.cpp's n_seq_max with kv_unified off), at most
-	// MaxSlots.
-	Slots int
-	// SlotTokens is the KV capacity of one slot in tokens: the most
-	// positions one sequence can hold. It is rounded up to a multiple of
-	// 256.
-	SlotTokens int
-	// MicroBatchTokens is the most tokens one model evaluation (llama.cpp's
-	// ubatch) takes; 0 means 512. Prompt chunks longer than it are
-	// evaluated in pieces.
-	MicroBatchTokens int
-	// Threads is the thread count for decoding; BatchThreads for
-	// evaluations of many tokens (0 means Threads).
-	Threads      int
-	BatchThreads int
-	// Poll is ggml's polling level for its worker threads between
-	// evaluations (0: sleep at once, 100: spin the longest).
-	Poll int
-	// PauseEachStep makes the workers sleep at the end of every step
-	// rather than only when the engine core goes idle (Idle).
-	PauseEachStep bool
-	// FlashAttention is "auto" (default), "on" or "off".
-	FlashAttention string
-	// NoOffloadKQV keeps the KV cache and attention off the GPU when layers
-	// are offloaded.
-	NoOffloadKQV bool
-	// KVType is the KV cache element type: "f16" (default), "f32", "bf16",
-	// "q8_0" or "q4_0". Quantized V needs flash attention.
-	KVType string
-
-	// Pooling is how embeddings pool a sequence's hidden states: "mean",
-	// "cls", "last", "rank" (a reranker's classifier head) or "none"; ""
-	// means the model's own ({arch}.pooling_type in the GGUF).
-	Pooling string
-	// EmbedTokens is the most tokens one step embeds (all inputs together,
-	// so also the longest input); 0 means SlotTokens. EmbedInputs is the
-	// most inputs one step embeds; 0 means 32.
-	EmbedTokens int
-	EmbedInputs int
-
-	// LoRA makes a context that can decode sequences with LoRA adapters
-	// (engine.NewSequence.Adapter); it turns llama.cpp's graph reuse off
-	// (lora.go).
-	LoRA bool
-
-	// Draft, when not nil, is a draft model for draft-model speculation
-	// (draft.go): the context builds a second context over it with the
-	// same slots and slot capacity, and proposes the draft tokens of
-	// chunks with a DraftLimit. Its vocabulary must be the model's
-	// (CheckDraftVocab). The caller keeps it loaded while the context
-	// lives.
-	Draft *Model
-}
-
-// MaxSlots is the most slots a context can have (llama.cpp's LLAMA_MAX_SEQ
-// is 256; one stream may be kept spare for padding, see decode.go).
-const MaxSlots = 255
-
-// Stats are counters of a context's work since it was created.
-type Stats struct {
-	// Steps is the number of Execute calls that decoded a batch.
-	Steps uint64
-	// DecodedTokens is the number of sequence tokens passed to llama_decode
-	// (padding excluded); PaddingTokens the throwaway tokens that keep
-	// every evaluation at two rows or more (decode.go).
-	DecodedTokens, PaddingTokens uint64
-	// Evaluations is the number of llama_decode calls.
-	Evaluations uint64
-	// DraftTokens counts draft tokens decoded (engine.Chunk.Draft, counted
-	// in DecodedTokens too) and AcceptedTokens those accepted; the rest
-	// were rolled back.
-	DraftTokens, AcceptedTokens uint64
-	// Restored and Exported count positions moved in and out of slots.
-	Restored, Exported uint64
-	// Resizes counts changes of the number of slots.
-	Resizes uint64
-	// EmbeddedTokens counts tokens evaluated for embeddings.
-	EmbeddedTokens uint64
-	// GrammarTokens counts tokens sampled under a grammar; GrammarScans
-	// those for which the chain's first draw was forbidden and the grammar
-	// was matched against the whole vocabulary (bridge.h).
-	GrammarTokens, GrammarScans uint64
-	// AdapterSwitches counts the batches decoded with a LoRA adapter set
-	// (one per adapter per step, lora.go); AdapterSteps the steps that
-	// decoded at least one.
-	AdapterSwitches, AdapterSteps uint64
-	// DraftModelTokens counts the rows the draft model computed (catching
-	// its streams up and proposing) in DraftModelEvaluations llama_decode
-	// calls (draft.go); DraftTokens above counts the tokens it proposed
-	// that the model verified.
-	DraftModelTokens, DraftModelEvaluations uint64
-}
-
 // Context owns a llama.cpp context: its KV memory (one stream per slot),
 // its thread pools, the batch buffer and the sampler chains. One goroutine
 // uses it; it implements engine.Executor.
@@ -266,20 +170,15 @@ func (c *Context) build(slots int) error {
 	if p.BatchThreads > 0 {
 		cp.n_threads_batch = C.int32_t(p.BatchThreads)
 	}
-	switch p.FlashAttention {
-	case "", "auto":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_AUTO
-	case "on":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
-	case "off":
-		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
-	default:
+	fa, ok := flashAttnTypes[p.FlashAttention]
+	if !ok {
 		return fmt.Errorf("flash attention %q (want auto, on or off)", p.FlashAttention)
 	}
+	cp.flash_attn_type = fa
 	cp.offload_kqv = C.bool(!p.NoOffloadKQV)
-	kvType, err := ggmlType(p.KVType)
-	if err != nil {
-		return err
+	kvType, ok := kvTypes[p.KVType]
+	if !ok {
+		return fmt.Errorf("KV cache type %q (want f16, f32, bf16, q8_0 or q4_0)", p.KVType)
 	}
 	cp.type_k, cp.type_v = kvType, kvType
 	cp.no_perf = true
@@ -346,6 +245,7 @@ func (c *Context) build(slots int) error {
 	}
 	c.pad = old.pad
 	if old.c == nil {
+		var err error
 		if c.pad, err = c.probePadding(); err != nil {
 			c.freeLlama()
 			c.llamaContext = old
@@ -441,21 +341,24 @@ func newThreadPool(threads, poll int) *C.struct_ggml_threadpool {
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-func ggmlType(name string) (uint32, error) {
-	switch name {
-	case "", "f16":
-		return C.GGML_TYPE_F16, nil
-	case "f32":
-		return C.GGML_TYPE_F32, nil
-	case "bf16":
-		return C.GGML_TYPE_BF16, nil
-	case "q8_0":
-		return C.GGML_TYPE_Q8_0, nil
-	case "q4_0":
-		return C.GGML_TYPE_Q4_0, nil
+// The values ContextParams.FlashAttention and KVType name ("" is the
+// default).
+var (
+	flashAttnTypes = map[string]C.enum_llama_flash_attn_type{
+		"":     C.LLAMA_FLASH_ATTN_TYPE_AUTO,
+		"auto": C.LLAMA_FLASH_ATTN_TYPE_AUTO,
+		"on":   C.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+		"off":  C.LLAMA_FLASH_ATTN_TYPE_DISABLED,
 	}
-	return 0, fmt.Errorf("KV cache type %q (want f16, f32, bf16, q8_0 or q4_0)", name)
-}
+	kvTypes = map[string]C.enum_ggml_type{
+		"":     C.GGML_TYPE_F16,
+		"f16":  C.GGML_TYPE_F16,
+		"f32":  C.GGML_TYPE_F32,
+		"bf16": C.GGML_TYPE_BF16,
+		"q8_0": C.GGML_TYPE_Q8_0,
+		"q4_0": C.GGML_TYPE_Q4_0,
+	}
+)
 
 // Slots is the number of slots.
 func (c *Context) Slots() int { return c.slots }
@@ -568,12 +471,21 @@ func (c *Context) Execute(ctx context.Context, step *engine.Step) (engine.StepRe
 // Idle implements engine.Idler: ggml's workers sleep until the next
 // evaluation instead of polling for it.
 func (c *Context) Idle() {
-	if c.pool != nil {
-		C.ggml_threadpool_pause(c.pool)
+	for _, pool := range c.pools() {
+		C.ggml_threadpool_pause(pool)
 	}
-	if c.batchPool != nil {
-		C.ggml_threadpool_pause(c.batchPool)
+}
+
+// pools returns the context's thread pools: pool, and batchPool when there
+// is one.
+func (c *Context) pools() []*C.struct_ggml_threadpool {
+	var out []*C.struct_ggml_threadpool
+	for _, pool := range []*C.struct_ggml_threadpool{c.pool, c.batchPool} {
+		if pool != nil {
+			out = append(out, pool)
+		}
 	}
+	return out
 }
 
 func (c *Context) validSlot(s engine.Slot) bool { return s >= 0 && int(s) < c.slots }
@@ -628,16 +540,11 @@ func (c *Context) Close() error {
 		c.draft = nil
 	}
 	c.freeLlama()
-	if c.sharedPools {
-		c.pool, c.batchPool = nil, nil
+	if !c.sharedPools {
+		for _, pool := range c.pools() {
+			C.ggml_threadpool_free(pool)
+		}
 	}
-	if c.pool != nil {
-		C.ggml_threadpool_free(c.pool)
-		c.pool = nil
-	}
-	if c.batchPool != nil {
-		C.ggml_threadpool_free(c.batchPool)
-		c.batchPool = nil
-	}
+	c.pool, c.batchPool = nil, nil
 	return err
 }

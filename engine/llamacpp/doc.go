@@ -160,5 +160,6 @@
 // The headers come from the ollama module in the Go module cache and reach
 // cgo through CGO_CPPFLAGS, which the Makefile sets to one fixed value (see
 // its header). Without cgo, a stub keeps the rest of the module building:
-// Load and NewContext then return ErrNoCgo.
+// Load and NewContext then return ErrNoCgo. The parameters, counters and
+// errors (params.go) are the same in both builds.
 package llamacpp

@@ -126,10 +126,6 @@ func (c *Context) buildEmbed() error {
 	return nil
 }
 
-// ErrNoPooling says that the model cannot embed: it has no pooling and
-// none was configured.
-var ErrNoPooling = errors.New("llamacpp: no pooling")
-
 // freeEmbed frees the embedding context.
 func (c *Context) freeEmbed() {
 	if c.embed != nil {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/llmserve/llmserve/engine"
@@ -445,6 +446,54 @@ func TestFailuresStayLocal(t *testing.T) {
 	for _, seq := range []engine.SeqID{4, 5, 6} {
 		if !errors.Is(failed[seq], engine.ErrInvalidBatch) {
 			t.Errorf("sequence %d: %v, want ErrInvalidBatch", seq, failed[seq])
+		}
+	}
+}
+
+// The named parameters take the names their docs give, "" as the default,
+// and refuse any other with the names they take.
+func TestParamNames(t *testing.T) {
+	path, err := stories260k.File(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "none" names its device (MainGPU), which a machine without GPUs
+	// does not have.
+	for _, mode := range []string{"", "layer", "row"} {
+		m, err := Load(path, ModelParams{SplitMode: mode})
+		if err != nil {
+			t.Fatalf("split mode %q: %v", mode, err)
+		}
+		m.Close()
+	}
+	if _, err := Load(path, ModelParams{SplitMode: "diagonal"}); err == nil ||
+		!strings.Contains(err.Error(), `unknown split mode "diagonal" (want none, layer or row)`) {
+		t.Fatalf("split mode diagonal: %v", err)
+	}
+	m := loadFile(t, path)
+	for _, p := range []ContextParams{
+		{FlashAttention: "auto"}, {FlashAttention: "on"}, {FlashAttention: "off"},
+		// (q8_0 and q4_0 need head sizes of a multiple of 32, which
+		// stories260K does not have.)
+		{KVType: "f16"}, {KVType: "f32"}, {KVType: "bf16"},
+	} {
+		p.Slots, p.SlotTokens = 1, 256
+		c, err := NewContext(m, p)
+		if err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		c.Close()
+	}
+	for p, want := range map[ContextParams]string{
+		{FlashAttention: "maybe"}: `flash attention "maybe" (want auto, on or off)`,
+		{KVType: "q5_1"}:          `KV cache type "q5_1" (want f16, f32, bf16, q8_0 or q4_0)`,
+	} {
+		p.Slots, p.SlotTokens = 1, 256
+		if c, err := NewContext(m, p); err == nil {
+			c.Close()
+			t.Fatalf("%+v: no error", p)
+		} else if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%+v: %v, want %q", p, err, want)
 		}
 	}
 }

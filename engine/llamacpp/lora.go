@@ -9,7 +9,6 @@ package llamacpp
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -47,15 +46,6 @@ import (
 // the context sets an adapter only for the evaluations of its own
 // sequences and clears it right after, so no context keeps a pointer to
 // an adapter between steps.
-
-// ErrAdapter is wrapped by the errors of adapter files llama.cpp refuses
-// (not a LoRA GGUF, another architecture, tensors whose shapes differ from
-// the model's).
-var ErrAdapter = errors.New("llamacpp: bad LoRA adapter")
-
-// ErrAdapterClosed is wrapped when a sequence names an adapter that was
-// closed.
-var ErrAdapterClosed = errors.New("llamacpp: LoRA adapter unloaded")
 
 // Adapter is a LoRA adapter loaded for a Model (engine.Adapter). It is safe
 // for concurrent use.

@@ -9,57 +9,10 @@ package llamacpp
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
 )
-
-// ModelParams says how to load a model.
-type ModelParams struct {
-	// GPULayers is how many layers to offload to GPUs; -1 offloads all. It is
-	// passed through unchanged; with no GPU backend loaded it has no effect.
-	GPULayers int
-	// MainGPU is the device index used when the model is not split.
-	MainGPU int
-	// SplitMode: "none", "layer" (default) or "row".
-	SplitMode string
-	// NoMmap reads the file into memory instead of mapping it.
-	NoMmap bool
-	// Mlock pins the weights in RAM.
-	Mlock bool
-	// VocabOnly loads only the vocabulary (for tokenizer work and tests).
-	VocabOnly bool
-}
-
-// Info describes a loaded model.
-type Info struct {
-	Architecture string
-	Description  string
-	// NCtxTrain is the context length the model was trained with.
-	NCtxTrain int
-	NEmbd     int
-	NLayer    int
-	NHead     int
-	NHeadKV   int
-	NVocab    int
-	Size      uint64
-	NParams   uint64
-	// ChatTemplate is the Jinja source of tokenizer.chat_template, or "".
-	ChatTemplate string
-	// AddBOS says whether the vocabulary adds BOS when tokenizing.
-	AddBOS bool
-	// AddEOS and AddSEP say whether the vocabulary adds EOS and SEP when
-	// tokenizing (encoders such as BERT do); a reranker's pair is joined
-	// with them.
-	AddEOS, AddSEP bool
-	// RerankTemplate is tokenizer.chat_template.rerank, or "": the prompt
-	// a reranker scores a pair with, {query} and {document} replaced.
-	RerankTemplate string
-	// KVBytesPerToken estimates the F16 KV memory one token takes in every
-	// layer (keys and values).
-	KVBytesPerToken int
-}
 
 // Model is a loaded GGUF model. It is safe for concurrent use; Close must
 // not race with other calls.
@@ -76,8 +29,13 @@ type Model struct {
 	bos, eos, sep int32
 }
 
-// ErrModelClosed is returned by methods called after Close.
-var ErrModelClosed = errors.New("llamacpp: model closed")
+// The values ModelParams.SplitMode names ("" is the default).
+var splitModes = map[string]C.enum_llama_split_mode{
+	"":      C.LLAMA_SPLIT_MODE_LAYER,
+	"layer": C.LLAMA_SPLIT_MODE_LAYER,
+	"none":  C.LLAMA_SPLIT_MODE_NONE,
+	"row":   C.LLAMA_SPLIT_MODE_ROW,
+}
 
 // Load loads the GGUF file at path.
 func Load(path string, p ModelParams) (*Model, error) {
@@ -88,16 +46,11 @@ func Load(path string, p ModelParams) (*Model, error) {
 		mp.n_gpu_layers = 999
 	}
 	mp.main_gpu = C.int32_t(p.MainGPU)
-	switch p.SplitMode {
-	case "", "layer":
-		mp.split_mode = C.LLAMA_SPLIT_MODE_LAYER
-	case "none":
-		mp.split_mode = C.LLAMA_SPLIT_MODE_NONE
-	case "row":
-		mp.split_mode = C.LLAMA_SPLIT_MODE_ROW
-	default:
+	split, ok := splitModes[p.SplitMode]
+	if !ok {
 		return nil, fmt.Errorf("load %s: unknown split mode %q (want none, layer or row)", path, p.SplitMode)
 	}
+	mp.split_mode = split
 	mp.use_mmap = C.bool(!p.NoMmap)
 	mp.use_mlock = C.bool(p.Mlock)
 	mp.vocab_only = C.bool(p.VocabOnly)

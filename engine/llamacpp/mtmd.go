@@ -41,17 +41,6 @@ import (
 // both ways (Gemma 3) are refused at load: the engine gives every row one
 // position and decodes media with the causal mask, in pieces.
 
-// MediaMarker is the text libmtmd replaces with a media item.
-const MediaMarker = "<__media__>"
-
-// ProjectorParams says how to load a projector.
-type ProjectorParams struct {
-	// Threads is the encoder's thread count; 0 means 1.
-	Threads int
-	// GPU offloads the encoder to the GPU backend when one is loaded.
-	GPU bool
-}
-
 // Projector is a loaded multimodal projector. It is safe for concurrent
 // use; Close must not race with other calls.
 type Projector struct {
@@ -111,10 +100,6 @@ func (p *Projector) Close() {
 		p.c = nil
 	}
 }
-
-// ErrMediaData says a media item's bytes could not be read as an image or
-// an audio clip (corrupt, or a format libmtmd does not decode).
-var ErrMediaData = errors.New("cannot decode the media data")
 
 // Bitmap is one media item ready for Tokenize: an image's RGB pixels or
 // an audio clip, made with NewImageBitmap or NewMediaBitmap.
@@ -180,10 +165,6 @@ type Chunks struct {
 	c *C.mtmd_input_chunks
 	p *Projector
 }
-
-// ErrMediaCount says a prompt holds a different number of MediaMarker
-// than it has items.
-var ErrMediaCount = errors.New("the prompt's media markers do not match its media items")
 
 // Tokenize splits text, which holds MediaMarker once per bitmap in order,
 // into chunks. addSpecial adds the vocabulary's BOS to the first text

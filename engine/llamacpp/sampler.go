@@ -10,7 +10,6 @@ package llamacpp
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -142,10 +141,6 @@ func (s *sampler) free() {
 		s.repetition = nil
 	}
 }
-
-// ErrGrammar is returned for a grammar llama.cpp cannot parse or use (a
-// syntax error, an undefined rule, no root rule, left recursion).
-var ErrGrammar = errors.New("llamacpp: invalid grammar")
 
 // newGrammar builds a grammar sampler for the GBNF text g (start rule
 // "root"). grammar.Check runs first, always: llama.cpp's parser recurses

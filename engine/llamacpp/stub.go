@@ -16,31 +16,6 @@ var ErrNoCgo = errors.New("llamacpp: built without cgo; llama.cpp is not availab
 // Init loads the ggml backends; without cgo there are none.
 func Init() {}
 
-// ErrModelClosed is returned by methods called after Close.
-var ErrModelClosed = errors.New("llamacpp: model closed")
-
-// MaxSlots is the most sequence ids a context can have.
-const MaxSlots = 255
-
-// ModelParams says how to load a model.
-type ModelParams struct {
-	GPULayers int
-	MainGPU   int
-	SplitMode string
-	NoMmap    bool
-	Mlock     bool
-	VocabOnly bool
-}
-
-// Info describes a loaded model.
-type Info struct {
-	Architecture, Description, ChatTemplate, RerankTemplate string
-	NCtxTrain, NEmbd, NLayer, NHead, NHeadKV                int
-	NVocab, KVBytesPerToken                                 int
-	Size, NParams                                           uint64
-	AddBOS, AddEOS, AddSEP                                  bool
-}
-
 // Model is unavailable without cgo.
 type Model struct{}
 
@@ -68,37 +43,8 @@ func (*Model) IsControl(int32) bool                           { return false }
 func (*Model) Close() error                                   { return nil }
 func (*Model) CheckGrammar(string) error                      { return ErrNoCgo }
 
-// ErrGrammar is returned for a grammar llama.cpp cannot use.
-var ErrGrammar = errors.New("llamacpp: invalid grammar")
-
-// ContextParams says how to build a context.
-type ContextParams struct {
-	Slots, SlotTokens, MicroBatchTokens int
-	Threads, BatchThreads, Poll         int
-	FlashAttention, KVType, Pooling     string
-	NoOffloadKQV, PauseEachStep         bool
-	EmbedTokens, EmbedInputs            int
-	LoRA                                bool
-	Draft                               *Model
-}
-
-// Stats are counters of a context's work.
-type Stats struct {
-	Steps, DecodedTokens, PaddingTokens, Evaluations, Restored, Exported uint64
-	Resizes, GrammarTokens, GrammarScans, EmbeddedTokens                 uint64
-	AdapterSwitches, AdapterSteps                                        uint64
-	DraftTokens, AcceptedTokens                                          uint64
-	DraftModelTokens, DraftModelEvaluations                              uint64
-}
-
 // CheckDraftVocab returns ErrNoCgo.
 func CheckDraftVocab(target, draft *Model) error { return ErrNoCgo }
-
-// ErrAdapter is wrapped by the errors of adapter files llama.cpp refuses.
-var ErrAdapter = errors.New("llamacpp: bad LoRA adapter")
-
-// ErrAdapterClosed is wrapped when a sequence names a closed adapter.
-var ErrAdapterClosed = errors.New("llamacpp: LoRA adapter unloaded")
 
 // Adapter is a LoRA adapter; without cgo none can be loaded.
 type Adapter struct{ name string }
@@ -112,9 +58,6 @@ func (*Adapter) Alpha() float32        { return 0 }
 func (*Adapter) Model() *Model         { return nil }
 func (*Adapter) Users() int            { return 0 }
 func (*Adapter) Close() error          { return nil }
-
-// ErrNoPooling says that the model cannot embed.
-var ErrNoPooling = errors.New("llamacpp: no pooling")
 
 // PoolingName returns "" without cgo.
 func PoolingName(int) string { return "" }
@@ -145,15 +88,6 @@ func GGUFString(string, string) (string, bool, error) { return "", false, ErrNoC
 // GGUFMetadataOnly needs cgo (ggml's GGUF reader and writer).
 func GGUFMetadataOnly(string, map[string]string) ([]byte, error) { return nil, ErrNoCgo }
 
-// MediaMarker is the text libmtmd replaces with a media item.
-const MediaMarker = "<__media__>"
-
-// ProjectorParams says how to load a projector.
-type ProjectorParams struct {
-	Threads int
-	GPU     bool
-}
-
 // Projector is a multimodal projector (needs cgo).
 type Projector struct{}
 
@@ -162,11 +96,6 @@ type Bitmap struct{}
 
 // Chunks is a tokenized multimodal prompt (needs cgo).
 type Chunks struct{}
-
-var (
-	ErrMediaData  = errors.New("cannot decode the media data")
-	ErrMediaCount = errors.New("the prompt's media markers do not match its media items")
-)
 
 func (*Model) LoadProjector(string, ProjectorParams) (*Projector, error) { return nil, ErrNoCgo }
 func NewImageBitmap(int, int, []byte, string) (*Bitmap, error)           { return nil, ErrNoCgo }
