@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/engine"
@@ -179,6 +180,9 @@ func (c *Context) build(slots int) error {
 	kvType, ok := kvTypes[p.KVType]
 	if !ok {
 		return fmt.Errorf("KV cache type %q (want f16, f32, bf16, q8_0 or q4_0)", p.KVType)
+	}
+	if err := m.checkKVType(p.KVType, kvType); err != nil {
+		return err
 	}
 	cp.type_k, cp.type_v = kvType, kvType
 	cp.no_perf = true
@@ -547,4 +551,43 @@ func (c *Context) Close() error {
 	}
 	c.pool, c.batchPool = nil, nil
 	return err
+}
+
+// checkKVType refuses a quantized KV cache type whose block does not
+// divide the model's attention head sizes: llama.cpp's kernels assert on
+// such rows and abort the process (stories260K's heads of 8 under q8_0's
+// blocks of 32) instead of returning an error. Newer llama.cpp makes the
+// same check when it creates a context.
+func (m *Model) checkKVType(name string, t C.enum_ggml_type) error {
+	if !C.ggml_is_quantized(t) {
+		return nil
+	}
+	block := int(C.ggml_blck_size(t))
+	for _, head := range m.headSizes() {
+		if head%block != 0 {
+			return fmt.Errorf("KV cache type %q stores blocks of %d values, which do not divide this model's attention head size %d (use f16, f32 or bf16)", name, block, head)
+		}
+	}
+	return nil
+}
+
+// headSizes are the model's key and value head sizes: the GGUF's
+// attention.key_length and value_length where it has them, else the
+// embedding width over the head count, as llama.cpp derives them.
+func (m *Model) headSizes() []int {
+	heads := int(C.llama_model_n_head(m.c))
+	if heads <= 0 {
+		return nil
+	}
+	derived := int(C.llama_model_n_embd(m.c)) / heads
+	arch := m.Meta("general.architecture")
+	var sizes []int
+	for _, key := range []string{".attention.key_length", ".attention.value_length"} {
+		size := derived
+		if v, err := strconv.Atoi(m.Meta(arch + key)); err == nil && v > 0 {
+			size = v
+		}
+		sizes = append(sizes, size)
+	}
+	return sizes
 }

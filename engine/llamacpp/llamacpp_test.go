@@ -474,7 +474,7 @@ func TestParamNames(t *testing.T) {
 	for _, p := range []ContextParams{
 		{FlashAttention: "auto"}, {FlashAttention: "on"}, {FlashAttention: "off"},
 		// (q8_0 and q4_0 need head sizes of a multiple of 32, which
-		// stories260K does not have.)
+		// stories260K does not have: refused below.)
 		{KVType: "f16"}, {KVType: "f32"}, {KVType: "bf16"},
 	} {
 		p.Slots, p.SlotTokens = 1, 256
@@ -487,6 +487,10 @@ func TestParamNames(t *testing.T) {
 	for p, want := range map[ContextParams]string{
 		{FlashAttention: "maybe"}: `flash attention "maybe" (want auto, on or off)`,
 		{KVType: "q5_1"}:          `KV cache type "q5_1" (want f16, f32, bf16, q8_0 or q4_0)`,
+		// stories260K's heads of 8 values: q8_0 and q4_0 blocks are 32
+		// (llama.cpp would abort the process on them).
+		{KVType: "q8_0"}: `KV cache type "q8_0" stores blocks of 32 values, which do not divide this model's attention head size 8`,
+		{KVType: "q4_0"}: `KV cache type "q4_0" stores blocks of 32 values, which do not divide this model's attention head size 8`,
 	} {
 		p.Slots, p.SlotTokens = 1, 256
 		if c, err := NewContext(m, p); err == nil {
