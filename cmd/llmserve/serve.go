@@ -268,63 +268,45 @@ func (f *serveFlags) validate() (*settings, error) {
 	if f.reasoningParser != "" {
 		checks = append(checks, oneOf("reasoning-parser", f.reasoningParser, tokenizer.ReasoningParsers()...))
 	}
-	switch {
-	case f.httpPort < 1 || f.httpPort > 65535:
-		checks = append(checks, bad("http-port", "%d is not a TCP port (1 to 65535)", f.httpPort))
-	case f.grpcPort < 0 || f.grpcPort > 65535:
-		checks = append(checks, bad("grpc-port", "%d is not a TCP port (1 to 65535, or 0 to disable gRPC)", f.grpcPort))
-	case f.grpcPort != 0 && f.grpcPort == f.httpPort:
-		checks = append(checks, bad("grpc-port", "%d is also the HTTP port", f.grpcPort))
-	case f.metricsPort < 0 || f.metricsPort > 65535:
-		checks = append(checks, bad("metrics-port", "%d is not a TCP port (1 to 65535, or 0 to serve the metrics on the HTTP port)", f.metricsPort))
-	case f.metricsPort != 0 && f.metricsPort == f.httpPort:
-		checks = append(checks, bad("metrics-port", "%d is also the HTTP port (--http-port); leave --metrics-port 0 to serve the metrics there", f.metricsPort))
-	case f.metricsPort != 0 && f.metricsPort == f.grpcPort:
-		checks = append(checks, bad("metrics-port", "%d is also the gRPC port (--grpc-port)", f.metricsPort))
-	case !strings.HasPrefix(f.metricsEndpoint, "/") || strings.ContainsAny(f.metricsEndpoint, " {}?#"):
-		checks = append(checks, bad("metrics-endpoint", "%q is not a URL path: it must start with / and hold no spaces, braces, ? or #", f.metricsEndpoint))
-	case f.maxLoRAs < 0:
-		checks = append(checks, bad("max-loras", "%d is negative (0 means no cap)", f.maxLoRAs))
-	case f.maxImagePixels < 0:
-		checks = append(checks, bad("max-image-pixels", "%d is negative", f.maxImagePixels))
-	case f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots:
-		checks = append(checks, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots))
-	case f.initialSeqs < 1:
-		checks = append(checks, bad("kv-initial-seqs", "%d: at least 1", f.initialSeqs))
-	case f.maxModelLen < 0:
-		checks = append(checks, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen))
-	case f.maxBatched < f.maxNumSeqs:
-		checks = append(checks, bad("max-num-batched-tokens", "%d is below --max-num-seqs %d: every running sequence needs a token per step", f.maxBatched, f.maxNumSeqs))
-	case f.longPrefill < 0:
-		checks = append(checks, bad("long-prefill-token-threshold", "%d: at least 0 (0 turns it off)", f.longPrefill))
-	case f.maxWaiting < 1:
-		checks = append(checks, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting))
-	case f.threads < 1:
-		checks = append(checks, bad("threads", "%d: at least 1", f.threads))
-	case f.maxBatchSize < 0:
-		checks = append(checks, bad("max-batch-size", "%d is negative (0 or 1: no adaptive batching)", f.maxBatchSize))
-	case f.maxBatchTime < 0 || f.maxBatchTime > 3600:
-		checks = append(checks, bad("max-batch-time", "%g is outside 0 to 3600 seconds", f.maxBatchTime))
-	case f.tensorThreads < 0:
-		checks = append(checks, bad("tensor-threads", "%d is negative (0: the default)", f.tensorThreads))
-	case f.parallelWorkers < 1:
-		checks = append(checks, bad("parallel-workers", "%d: at least 1", f.parallelWorkers))
-	case f.batchThreads < 0:
-		checks = append(checks, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads))
-	case f.poll < 0 || f.poll > 100:
-		checks = append(checks, bad("poll", "%d is outside 0 to 100", f.poll))
-	case f.kvLease <= 0 || f.kvLease > 10*time.Minute:
-		checks = append(checks, bad("kv-transfer-lease", "%s is outside (0, 10m]", f.kvLease))
-	case f.requestTimeout < 0:
-		checks = append(checks, bad("request-timeout", "%s is negative", f.requestTimeout))
-	case f.shutdownTimeout < 0:
-		checks = append(checks, bad("shutdown-timeout", "%s is negative", f.shutdownTimeout))
-	case f.maxBodyBytes < 0:
-		checks = append(checks, bad("max-body-bytes", "%d is negative (0 means each protocol's default)", f.maxBodyBytes))
-	case f.responsesStoreSize < 1:
-		checks = append(checks, bad("responses-store-size", "%d: at least 1 response must be kept", f.responsesStoreSize))
-	case f.gpuLayers < -1:
-		checks = append(checks, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers))
+	// The range checks: only the first that fails is reported, as a later
+	// one may only restate it (max-num-batched-tokens against max-num-seqs).
+	for _, c := range []struct {
+		fails bool
+		err   error
+	}{
+		{f.httpPort < 1 || f.httpPort > 65535, bad("http-port", "%d is not a TCP port (1 to 65535)", f.httpPort)},
+		{f.grpcPort < 0 || f.grpcPort > 65535, bad("grpc-port", "%d is not a TCP port (1 to 65535, or 0 to disable gRPC)", f.grpcPort)},
+		{f.grpcPort != 0 && f.grpcPort == f.httpPort, bad("grpc-port", "%d is also the HTTP port", f.grpcPort)},
+		{f.metricsPort < 0 || f.metricsPort > 65535, bad("metrics-port", "%d is not a TCP port (1 to 65535, or 0 to serve the metrics on the HTTP port)", f.metricsPort)},
+		{f.metricsPort != 0 && f.metricsPort == f.httpPort, bad("metrics-port", "%d is also the HTTP port (--http-port); leave --metrics-port 0 to serve the metrics there", f.metricsPort)},
+		{f.metricsPort != 0 && f.metricsPort == f.grpcPort, bad("metrics-port", "%d is also the gRPC port (--grpc-port)", f.metricsPort)},
+		{!strings.HasPrefix(f.metricsEndpoint, "/") || strings.ContainsAny(f.metricsEndpoint, " {}?#"), bad("metrics-endpoint", "%q is not a URL path: it must start with / and hold no spaces, braces, ? or #", f.metricsEndpoint)},
+		{f.maxLoRAs < 0, bad("max-loras", "%d is negative (0 means no cap)", f.maxLoRAs)},
+		{f.maxImagePixels < 0, bad("max-image-pixels", "%d is negative", f.maxImagePixels)},
+		{f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots)},
+		{f.initialSeqs < 1, bad("kv-initial-seqs", "%d: at least 1", f.initialSeqs)},
+		{f.maxModelLen < 0, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen)},
+		{f.maxBatched < f.maxNumSeqs, bad("max-num-batched-tokens", "%d is below --max-num-seqs %d: every running sequence needs a token per step", f.maxBatched, f.maxNumSeqs)},
+		{f.longPrefill < 0, bad("long-prefill-token-threshold", "%d: at least 0 (0 turns it off)", f.longPrefill)},
+		{f.maxWaiting < 1, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting)},
+		{f.threads < 1, bad("threads", "%d: at least 1", f.threads)},
+		{f.maxBatchSize < 0, bad("max-batch-size", "%d is negative (0 or 1: no adaptive batching)", f.maxBatchSize)},
+		{f.maxBatchTime < 0 || f.maxBatchTime > 3600, bad("max-batch-time", "%g is outside 0 to 3600 seconds", f.maxBatchTime)},
+		{f.tensorThreads < 0, bad("tensor-threads", "%d is negative (0: the default)", f.tensorThreads)},
+		{f.parallelWorkers < 1, bad("parallel-workers", "%d: at least 1", f.parallelWorkers)},
+		{f.batchThreads < 0, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads)},
+		{f.poll < 0 || f.poll > 100, bad("poll", "%d is outside 0 to 100", f.poll)},
+		{f.kvLease <= 0 || f.kvLease > 10*time.Minute, bad("kv-transfer-lease", "%s is outside (0, 10m]", f.kvLease)},
+		{f.requestTimeout < 0, bad("request-timeout", "%s is negative", f.requestTimeout)},
+		{f.shutdownTimeout < 0, bad("shutdown-timeout", "%s is negative", f.shutdownTimeout)},
+		{f.maxBodyBytes < 0, bad("max-body-bytes", "%d is negative (0 means each protocol's default)", f.maxBodyBytes)},
+		{f.responsesStoreSize < 1, bad("responses-store-size", "%d: at least 1 response must be kept", f.responsesStoreSize)},
+		{f.gpuLayers < -1, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers)},
+	} {
+		if c.fails {
+			checks = append(checks, c.err)
+			break
+		}
 	}
 	checks = append(checks, f.media.validate())
 	if f.strictReadiness && f.modelRepository == "" {
