@@ -132,7 +132,7 @@ func defaultThreads() int { return runtime.NumCPU() }
 
 func newServeCommand() *cobra.Command {
 	f := &serveFlags{}
-	cmd := &cobra.Command{
+	return serveFamily(&cobra.Command{
 		Use:   "serve",
 		Short: "Serve models over HTTP (OpenAI API) and gRPC",
 		Long: `Serve GGUF models through llama.cpp with continuous batching and a
@@ -143,13 +143,20 @@ set with an environment variable LLMSERVE_<FLAG> (for example
 LLMSERVE_MAX_NUM_SEQS=32); a flag given on the command line wins. KServe's
 conventional arguments (--model_name, --model_dir, --http_port, --grpc_port)
 are accepted as KServe passes them: underscores and dashes are the same.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			return serve(cmd.Context(), f, nil)
-		},
+	}, f, func(ctx context.Context) error { return serve(ctx, f, nil) })
+}
+
+// serveFamily completes cmd (its Use and texts set) as serve, worker and head
+// are: it takes no arguments and serve's flags into f, and it runs run once
+// the LLMSERVE_<FLAG> variables are applied to every flag it has (the caller
+// may add its own).
+func serveFamily(cmd *cobra.Command, f *serveFlags, run func(context.Context) error) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyEnv(cmd.Flags()); err != nil {
+			return err
+		}
+		return run(cmd.Context())
 	}
 	addServeFlags(cmd.Flags(), f)
 	return cmd

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +23,7 @@ type workerFlags struct {
 func newWorkerCommand() *cobra.Command {
 	f := &serveFlags{}
 	wf := &workerFlags{}
-	cmd := &cobra.Command{
+	cmd := serveFamily(&cobra.Command{
 		Use:   "worker",
 		Short: "Serve a model as serve does, plus the internal worker service a head routes to",
 		Long: `Serve one GGUF model exactly as serve does (same flags, same HTTP and gRPC
@@ -36,16 +37,8 @@ prefix cache's block events (proto/workerpb/worker.proto).
 prefills), prefill (prefills; it still serves whole requests when asked) or
 decode (whole requests, pulling a remote prefill's KV; it refuses to
 prefill for others). Every flag can also be set with LLMSERVE_<FLAG>.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			return serve(cmd.Context(), f, wf)
-		},
-	}
+	}, f, func(ctx context.Context) error { return serve(ctx, f, wf) })
 	fl := cmd.Flags()
-	addServeFlags(fl, f)
 	fl.StringVar(&wf.role, "role", "both", "what the head uses this worker for: both, prefill or decode")
 	fl.IntVar(&wf.port, "worker-port", 8090, "port of the internal worker gRPC service (listens on --host)")
 	return cmd
