@@ -50,7 +50,6 @@ type headFlags struct {
 }
 
 func newHeadCommand() *cobra.Command {
-	f := &serveFlags{}
 	hf := &headFlags{}
 	cmd := serveFamily(&cobra.Command{
 		Use:   "head",
@@ -69,7 +68,7 @@ LeaderWorkerSet's LWS_LEADER_ADDRESS and LWS_GROUP_SIZE (port --worker-port).
 vocabulary comes from a worker. Flags of serve about loading and running a
 model are accepted and ignored. Every flag can also be set with
 LLMSERVE_<FLAG>.`,
-	}, f, func(ctx context.Context) error { return head(ctx, f, hf) })
+	}, func(ctx context.Context, f *serveFlags) error { return head(ctx, f, hf) })
 	fl := cmd.Flags()
 	fl.StringVar(&hf.workers, "workers", "", "workers' internal service addresses, host:port,...")
 	fl.StringVar(&hf.workersDNS, "workers-dns", "", "name:port whose every A/AAAA record is a worker (a Kubernetes headless service), re-resolved every --workers-dns-interval")
@@ -215,19 +214,15 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(f.models) > 1:
-		return errors.New("--model: the head takes at most one model (its vocabulary)")
-	case hf.workers != "" && hf.workersDNS != "":
-		return errors.New("--workers and --workers-dns: give one of them")
-	case hf.maxMigrations < 0:
-		return fmt.Errorf("--max-migrations: %d is negative", hf.maxMigrations)
-	case hf.pdMinPrefill < 0:
-		return fmt.Errorf("--pd-min-prefill-tokens: %d is negative", hf.pdMinPrefill)
-	case hf.noWorkerWait < 0:
-		return fmt.Errorf("--no-worker-wait: %s is negative", hf.noWorkerWait)
-	case hf.workerPort < 1 || hf.workerPort > 65535:
-		return fmt.Errorf("--worker-port: %d is not a TCP port", hf.workerPort)
+	if err := firstFailed(
+		flagCheck{len(f.models) > 1, errors.New("--model: the head takes at most one model (its vocabulary)")},
+		flagCheck{hf.workers != "" && hf.workersDNS != "", errors.New("--workers and --workers-dns: give one of them")},
+		flagCheck{hf.maxMigrations < 0, fmt.Errorf("--max-migrations: %d is negative", hf.maxMigrations)},
+		flagCheck{hf.pdMinPrefill < 0, fmt.Errorf("--pd-min-prefill-tokens: %d is negative", hf.pdMinPrefill)},
+		flagCheck{hf.noWorkerWait < 0, fmt.Errorf("--no-worker-wait: %s is negative", hf.noWorkerWait)},
+		flagCheck{hf.workerPort < 1 || hf.workerPort > 65535, fmt.Errorf("--worker-port: %d is not a TCP port", hf.workerPort)},
+	); err != nil {
+		return err
 	}
 	var static []string
 	switch {

@@ -21,7 +21,6 @@ type workerFlags struct {
 }
 
 func newWorkerCommand() *cobra.Command {
-	f := &serveFlags{}
 	wf := &workerFlags{}
 	cmd := serveFamily(&cobra.Command{
 		Use:   "worker",
@@ -37,7 +36,7 @@ prefix cache's block events (proto/workerpb/worker.proto).
 prefills), prefill (prefills; it still serves whole requests when asked) or
 decode (whole requests, pulling a remote prefill's KV; it refuses to
 prefill for others). Every flag can also be set with LLMSERVE_<FLAG>.`,
-	}, f, func(ctx context.Context) error { return serve(ctx, f, wf) })
+	}, func(ctx context.Context, f *serveFlags) error { return serve(ctx, f, wf) })
 	fl := cmd.Flags()
 	fl.StringVar(&wf.role, "role", "both", "what the head uses this worker for: both, prefill or decode")
 	fl.IntVar(&wf.port, "worker-port", 8090, "port of the internal worker gRPC service (listens on --host)")
@@ -52,17 +51,12 @@ func (wf *workerFlags) validate(f *serveFlags) error {
 	if _, err := worker.ParseRole(wf.role); err != nil {
 		return fmt.Errorf("--role: %q: %w", wf.role, err)
 	}
-	switch {
-	case wf.port < 1 || wf.port > 65535:
-		return fmt.Errorf("--worker-port: %d is not a TCP port (1 to 65535)", wf.port)
-	case wf.port == f.httpPort:
-		return fmt.Errorf("--worker-port: %d is also the HTTP port", wf.port)
-	case wf.port == f.grpcPort:
-		return fmt.Errorf("--worker-port: %d is also the gRPC port", wf.port)
-	case f.modelRepository != "" || len(f.models) > 1:
-		return errors.New("--model: a worker serves exactly one model (no --model-repository, one --model)")
-	}
-	return nil
+	return firstFailed(
+		flagCheck{wf.port < 1 || wf.port > 65535, fmt.Errorf("--worker-port: %d is not a TCP port (1 to 65535)", wf.port)},
+		flagCheck{wf.port == f.httpPort, fmt.Errorf("--worker-port: %d is also the HTTP port", wf.port)},
+		flagCheck{wf.port == f.grpcPort, fmt.Errorf("--worker-port: %d is also the gRPC port", wf.port)},
+		flagCheck{f.modelRepository != "" || len(f.models) > 1, errors.New("--model: a worker serves exactly one model (no --model-repository, one --model)")},
+	)
 }
 
 // newWorkerService builds the worker service over the registry's one
