@@ -378,3 +378,27 @@ func TestAgentTable(t *testing.T) {
 		t.Errorf("cached share %q:\n%s", share, out.String())
 	}
 }
+
+// TestAgentTableOneTurn: sessions of one turn have no turns 2+: the table
+// says n/a there (it used to take the median of nothing and panic).
+func TestAgentTableOneTurn(t *testing.T) {
+	f := startAgentFake(t, nil)
+	dir := t.TempDir()
+	cfg := smallAgentConfig(f.srv.URL)
+	cfg.APIs, cfg.Turns, cfg.Label = []AgentAPI{AgentChat}, 1, "fake:run1"
+	r, err := RunAgent(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONFile(filepath.Join(dir, "fake-run1.json"), r); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := AgentTable(&out, []string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "| fake | chat | 1 |") || !strings.HasSuffix(lines[2], "| n/a | n/a | n/a | 0 |") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
