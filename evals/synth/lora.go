@@ -4,10 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -136,25 +134,11 @@ func loraTarget(name string, targets []string) bool {
 	return false
 }
 
-// loraWeights writes t's elements uniform in ±bound, from a generator
-// seeded with seed and the tensor's name.
+// loraWeights writes t's elements (F32) uniform in ±bound, from t's
+// generator (tensorRNG).
 func loraWeights(t tensorInfo, seed uint64, bound float32) func(io.Writer) error {
 	return func(w io.Writer) error {
-		h := fnv.New64a()
-		h.Write([]byte(t.name))
-		rng := rand.New(rand.NewPCG(seed, h.Sum64()^0x10ca))
-		row := make([]float32, t.shape[0])
-		var buf []byte
-		for range t.elements() / t.shape[0] {
-			for i := range row {
-				row[i] = (2*rng.Float32() - 1) * bound
-			}
-			buf = appendF32(buf[:0], row)
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeRows(w, t, uniform(tensorRNG(seed, t.name, 0x10ca), bound))
 	}
 }
 

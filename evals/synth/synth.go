@@ -3,10 +3,8 @@ package synth
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -351,30 +349,9 @@ func plan(s Shape, dt DType, nVocab, nLabels int) (ts []tensorInfo, fallback []s
 // or on the dtype (a Q8_0 file holds the quantized values of the F32 one).
 func weights(t tensorInfo, seed uint64) func(io.Writer) error {
 	return func(w io.Writer) error {
-		rowLen := int(t.shape[0])
-		rows := int(t.elements()) / rowLen
-		row := make([]float32, rowLen)
 		if len(t.shape) == 1 {
-			for i := range row {
-				row[i] = 1
-			}
+			return writeRows(w, t, constant(1))
 		}
-		h := fnv.New64a()
-		h.Write([]byte(t.name))
-		rng := rand.New(rand.NewPCG(seed, h.Sum64()))
-		scale := float32(1 / math.Sqrt(float64(rowLen)))
-		var buf []byte
-		for range rows {
-			if len(t.shape) > 1 {
-				for i := range row {
-					row[i] = (2*rng.Float32() - 1) * scale
-				}
-			}
-			var err error
-			if buf, err = writeRow(w, buf, row, t.typ); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeRows(w, t, uniform(tensorRNG(seed, t.name, 0), float32(1/math.Sqrt(float64(t.shape[0])))))
 	}
 }
