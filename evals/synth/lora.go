@@ -2,7 +2,6 @@ package synth
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -132,14 +131,6 @@ func loraTarget(name string, targets []string) bool {
 		}
 	}
 	return false
-}
-
-// loraWeights writes t's elements (F32) uniform in ±bound, from t's
-// generator (tensorRNG).
-func loraWeights(t tensorInfo, seed uint64, bound float32) func(io.Writer) error {
-	return func(w io.Writer) error {
-		return writeRows(w, t, uniform(tensorRNG(seed, t.name, 0x10ca), bound))
-	}
 }
 
 // WriteMerged writes to path the model base with the LoRA adapter merged
@@ -295,28 +286,4 @@ func f32s(raw []byte) []float32 {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out
-}
-
-// writeGGUFFile writes a GGUF file and returns its size.
-func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			err = errors.Join(err, os.Remove(path))
-		}
-	}()
-	if err := writeGGUF(f, kvs, tensors); err != nil {
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return st.Size(), nil
 }

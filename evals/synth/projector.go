@@ -3,7 +3,6 @@ package synth
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 )
@@ -332,27 +331,4 @@ func (p *tensorPlan) encoder(prefix string, layers int, e, ff uint64, mt tensorT
 	}
 	p.add(prefix+".post_ln.weight", fillOne, tensorF32, e)
 	p.add(prefix+".post_ln.bias", fillZero, tensorF32, e)
-}
-
-// projectorWeights returns the function that writes t's data, drawn from
-// t's generator (tensorRNG).
-func projectorWeights(t projectorTensor, seed uint64) func(io.Writer) error {
-	return func(w io.Writer) error {
-		var bound float32
-		switch t.fill {
-		case fillOne:
-			return writeRows(w, t.tensorInfo, constant(1))
-		case fillZero:
-			return writeRows(w, t.tensorInfo, constant(0))
-		case fillMatrix:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0])))
-		case fillConv:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1]*t.shape[2])))
-		case fillConv1d:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1])))
-		case fillSmall:
-			bound = 0.02
-		}
-		return writeRows(w, t.tensorInfo, uniform(tensorRNG(seed, t.name, 0x3a9c), bound))
-	}
 }
