@@ -101,13 +101,12 @@ PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 
 all: build
 
-## deps: install what the build needs (Debian headers, Go modules, miniaudio.h,
-## libmtmd's headers).
-deps: debian-deps go-deps $(INCLUDE_DIR)/miniaudio/miniaudio.h $(INCLUDE_DIR)/mtmd/mtmd.h $(INCLUDE_DIR)/mtmd/mtmd-helper.h
-
-debian-deps:
+# apt_install PACKAGES: the recipe that installs those of the Debian
+# PACKAGES that are missing (with sudo when not root; apt-get update first
+# when the install fails on stale lists).
+define apt_install
 	@missing=""; \
-	for p in nlohmann-json3-dev libstb-dev; do \
+	for p in $(1); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -116,6 +115,14 @@ debian-deps:
 	  $$sudo apt-get install -y --no-install-recommends $$missing || \
 	  { $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends $$missing; }; \
 	fi
+endef
+
+## deps: install what the build needs (Debian headers, Go modules, miniaudio.h,
+## libmtmd's headers).
+deps: debian-deps go-deps $(INCLUDE_DIR)/miniaudio/miniaudio.h $(INCLUDE_DIR)/mtmd/mtmd.h $(INCLUDE_DIR)/mtmd/mtmd-helper.h
+
+debian-deps:
+	$(call apt_install,nlohmann-json3-dev libstb-dev)
 
 ## python-deps: python3-grpcio, python3-numpy and python3-protobuf for the
 ## custom runtime package (runtimes/python) and its tests, python3-pandas
@@ -123,16 +130,7 @@ debian-deps:
 ## corpus (scripts/onnx-corpus), all run by /usr/bin/python3; `make test`
 ## runs this. The build does not need them.
 python-deps:
-	@missing=""; \
-	for p in python3-grpcio python3-numpy python3-protobuf python3-pandas python3-onnx; do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
-	  $$sudo apt-get install -y --no-install-recommends $$missing || \
-	  { $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends $$missing; }; \
-	fi
+	$(call apt_install,python3-grpcio python3-numpy python3-protobuf python3-pandas python3-onnx)
 
 ## browser-deps: headless Chromium for the chat page's browser test
 ## (tests/webui_test.go), which fails without it; `make test` runs this.

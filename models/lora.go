@@ -202,7 +202,7 @@ func (r *Registry) GetAdapter(name string) (*Adapter, bool) {
 }
 
 func (r *Registry) adapterLocked(name string) (*Adapter, bool) {
-	for _, g := range r.order {
+	for _, g := range r.gen.order {
 		if a, ok := g.Adapter(name); ok {
 			return a, true
 		}
@@ -220,10 +220,10 @@ func (r *Registry) LoadAdapter(base string, l LoRA) (*Adapter, error) {
 	r.mu.RLock()
 	taken := r.takenLocked(l.Name)
 	var g *Generative
-	if base == "" && len(r.order) > 0 {
-		g = r.order[0]
+	if base == "" && len(r.gen.order) > 0 {
+		g = r.gen.order[0]
 	} else {
-		g = r.byName[base]
+		g = r.gen.named[base]
 	}
 	r.mu.RUnlock()
 	switch {

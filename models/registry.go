@@ -16,12 +16,9 @@ import (
 // Registry holds the served models by name. It is safe for concurrent use.
 type Registry struct {
 	mu       sync.RWMutex
-	byName   map[string]*Generative    // guarded by mu
-	order    []*Generative             // guarded by mu
-	tensors  map[string]*TensorModel   // guarded by mu
-	tensorsO []*TensorModel            // guarded by mu, in the order added
-	runtimes map[string]*runtime.Model // guarded by mu
-	runtimeO []*runtime.Model          // guarded by mu, in the order added
+	gen      kind[*Generative]    // guarded by mu
+	tensors  kind[*TensorModel]   // guarded by mu
+	runtimes kind[*runtime.Model] // guarded by mu
 	draining atomic.Bool
 	// loraMu serializes LoRA adapter loads (lora.go).
 	loraMu sync.Mutex
@@ -81,7 +78,7 @@ func (r *Registry) endedBefore(ctx context.Context, mark uint64) bool {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{byName: make(map[string]*Generative), tensors: make(map[string]*TensorModel), runtimes: make(map[string]*runtime.Model)}
+	return &Registry{}
 }
 
 // served is what the registry and the repository need of any model, a
@@ -94,13 +91,122 @@ type served interface {
 	Close() error
 }
 
+// modelOf is a kind of model: *Generative, *TensorModel or *runtime.Model.
+type modelOf interface {
+	comparable
+	served
+}
+
+// kind holds the served models of one kind (generative, tensor or custom
+// runtime): by name, and in the order they were added. The Registry's mu
+// guards it.
+type kind[M modelOf] struct {
+	named map[string]M
+	order []M
+}
+
+func (k *kind[M]) get(name string) (M, bool) {
+	m, ok := k.named[name]
+	return m, ok
+}
+
+// list returns the models in the order they were added.
+func (k *kind[M]) list() []M { return append([]M(nil), k.order...) }
+
+func (k *kind[M]) add(m M) {
+	if k.named == nil {
+		k.named = make(map[string]M)
+	}
+	k.named[m.Name()] = m
+	k.order = append(k.order, m)
+}
+
+// remove takes the model called name out and returns it.
+func (k *kind[M]) remove(name string) (M, bool) {
+	m, ok := k.named[name]
+	if !ok {
+		return m, false
+	}
+	delete(k.named, name)
+	k.order = slices.DeleteFunc(k.order, func(x M) bool { return x == m })
+	return m, true
+}
+
+// swap serves m in place of the model called name, at its place in the
+// order; false when there is none.
+func (k *kind[M]) swap(name string, m M) bool {
+	old, ok := k.named[name]
+	if !ok {
+		return false
+	}
+	k.named[name] = m
+	k.order[slices.Index(k.order, old)] = m
+	return true
+}
+
+// find returns the model called name.
+func (k *kind[M]) find(name string) (served, bool) {
+	if m, ok := k.named[name]; ok {
+		return m, true
+	}
+	return nil, false
+}
+
+// drop removes the model called name.
+func (k *kind[M]) drop(name string) { k.remove(name) }
+
+// appendTo appends the models, in order, to out.
+func (k *kind[M]) appendTo(out []served) []served {
+	for _, m := range k.order {
+		out = append(out, m)
+	}
+	return out
+}
+
+// closeAll closes and forgets every model, and returns their errors.
+func (k *kind[M]) closeAll() []error {
+	errs := make([]error, 0, len(k.order))
+	for _, m := range k.order {
+		errs = append(errs, m.Close())
+	}
+	*k = kind[M]{}
+	return errs
+}
+
+// anyKind is a kind of any model, as the Registry goes through them all.
+type anyKind interface {
+	find(name string) (served, bool)
+	drop(name string)
+	appendTo(out []served) []served
+	closeAll() []error
+}
+
+// kinds lists the kinds in their listing order: generative, tensor, then
+// custom runtime models.
+func (r *Registry) kinds() [3]anyKind { return [3]anyKind{&r.gen, &r.tensors, &r.runtimes} }
+
+// getIn returns the model of k called name, under r's read lock.
+func getIn[M modelOf](r *Registry, k *kind[M], name string) (M, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return k.get(name)
+}
+
+// listIn returns k's models in the order they were added, under r's read
+// lock.
+func listIn[M modelOf](r *Registry, k *kind[M]) []M {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return k.list()
+}
+
 // takenLocked reports whether a model of either kind is called name.
 func (r *Registry) takenLocked(name string) bool {
-	_, g := r.byName[name]
-	_, t := r.tensors[name]
-	_, c := r.runtimes[name]
+	if _, k := r.findLocked(name); k != nil {
+		return true
+	}
 	_, a := r.adapterLocked(name)
-	return g || t || c || a
+	return a
 }
 
 // Add registers g under its name.
@@ -115,18 +221,12 @@ func (r *Registry) Add(g *Generative) error {
 			return fmt.Errorf("LoRA adapter %q of model %q: the name is already served", a.Name(), g.Name())
 		}
 	}
-	r.byName[g.Name()] = g
-	r.order = append(r.order, g)
+	r.gen.add(g)
 	return nil
 }
 
 // Get returns the generative model called name.
-func (r *Registry) Get(name string) (*Generative, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	g, ok := r.byName[name]
-	return g, ok
-}
+func (r *Registry) Get(name string) (*Generative, bool) { return getIn(r, &r.gen, name) }
 
 // Remove takes the model called name out of the registry, so that new
 // requests do not find it, and returns it; the caller drains and closes
@@ -134,106 +234,58 @@ func (r *Registry) Get(name string) (*Generative, bool) {
 func (r *Registry) Remove(name string) (*Generative, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g, ok := r.byName[name]
-	if !ok {
-		return nil, false
-	}
-	delete(r.byName, name)
-	r.order = slices.DeleteFunc(r.order, func(x *Generative) bool { return x == g })
-	return g, true
+	return r.gen.remove(name)
 }
 
 // AddTensor registers the tensor model m under its name; names are
 // unique across generative and tensor models.
-func (r *Registry) AddTensor(m *TensorModel) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.takenLocked(m.Name()) {
-		return fmt.Errorf("model %q is already served", m.Name())
-	}
-	r.tensors[m.Name()] = m
-	r.tensorsO = append(r.tensorsO, m)
-	return nil
-}
+func (r *Registry) AddTensor(m *TensorModel) error { return r.add(m) }
 
 // GetTensor returns the tensor model called name.
-func (r *Registry) GetTensor(name string) (*TensorModel, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	m, ok := r.tensors[name]
-	return m, ok
-}
+func (r *Registry) GetTensor(name string) (*TensorModel, bool) { return getIn(r, &r.tensors, name) }
 
 // ListTensors returns the tensor models in the order they were added.
-func (r *Registry) ListTensors() []*TensorModel {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return append([]*TensorModel(nil), r.tensorsO...)
-}
+func (r *Registry) ListTensors() []*TensorModel { return listIn(r, &r.tensors) }
 
 // AddRuntime registers the custom runtime model m under its name; names
 // are unique across every kind.
-func (r *Registry) AddRuntime(m *runtime.Model) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.takenLocked(m.Name()) {
-		return fmt.Errorf("model %q is already served", m.Name())
-	}
-	r.runtimes[m.Name()] = m
-	r.runtimeO = append(r.runtimeO, m)
-	return nil
-}
+func (r *Registry) AddRuntime(m *runtime.Model) error { return r.add(m) }
 
 // GetRuntime returns the custom runtime model called name.
-func (r *Registry) GetRuntime(name string) (*runtime.Model, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	m, ok := r.runtimes[name]
-	return m, ok
-}
+func (r *Registry) GetRuntime(name string) (*runtime.Model, bool) { return getIn(r, &r.runtimes, name) }
 
 // ListRuntimes returns the custom runtime models in the order they were
 // added.
-func (r *Registry) ListRuntimes() []*runtime.Model {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return append([]*runtime.Model(nil), r.runtimeO...)
-}
+func (r *Registry) ListRuntimes() []*runtime.Model { return listIn(r, &r.runtimes) }
 
 // lookup returns the model of any kind called name.
 func (r *Registry) lookup(name string) (served, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if g, ok := r.byName[name]; ok {
-		return g, true
+	m, k := r.findLocked(name)
+	return m, k != nil
+}
+
+// findLocked returns the model called name, of any kind, and its kind (nil
+// when there is none).
+func (r *Registry) findLocked(name string) (served, anyKind) {
+	for _, k := range r.kinds() {
+		if m, ok := k.find(name); ok {
+			return m, k
+		}
 	}
-	if m, ok := r.tensors[name]; ok {
-		return m, true
-	}
-	if m, ok := r.runtimes[name]; ok {
-		return m, true
-	}
-	return nil, false
+	return nil, nil
 }
 
 // remove takes the model of either kind called name out, as Remove.
 func (r *Registry) remove(name string) (served, bool) {
-	if g, ok := r.Remove(name); ok {
-		return g, true
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m, ok := r.runtimes[name]; ok {
-		delete(r.runtimes, name)
-		r.runtimeO = slices.DeleteFunc(r.runtimeO, func(x *runtime.Model) bool { return x == m })
-		return m, true
-	}
-	m, ok := r.tensors[name]
-	if !ok {
+	m, k := r.findLocked(name)
+	if k == nil {
 		return nil, false
 	}
-	delete(r.tensors, name)
-	r.tensorsO = slices.DeleteFunc(r.tensorsO, func(x *TensorModel) bool { return x == m })
+	k.drop(name)
 	return m, true
 }
 
@@ -250,14 +302,11 @@ func (r *Registry) addLocked(m served) error {
 	}
 	switch m := m.(type) {
 	case *Generative:
-		r.byName[m.Name()] = m
-		r.order = append(r.order, m)
+		r.gen.add(m)
 	case *TensorModel:
-		r.tensors[m.Name()] = m
-		r.tensorsO = append(r.tensorsO, m)
+		r.tensors.add(m)
 	case *runtime.Model:
-		r.runtimes[m.Name()] = m
-		r.runtimeO = append(r.runtimeO, m)
+		r.runtimes.add(m)
 	default:
 		return fmt.Errorf("model %q: a %T cannot be served", m.Name(), m)
 	}
@@ -270,43 +319,22 @@ func (r *Registry) addLocked(m served) error {
 func (r *Registry) replace(name string, m served) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	swapped := false
+	var swapped bool
 	switch n := m.(type) {
 	case *Generative:
-		if old, ok := r.byName[name]; ok {
-			r.byName[name] = n
-			r.order[slices.Index(r.order, old)] = n
-			swapped = true
-		}
+		swapped = r.gen.swap(name, n)
 	case *TensorModel:
-		if old, ok := r.tensors[name]; ok {
-			r.tensors[name] = n
-			r.tensorsO[slices.Index(r.tensorsO, old)] = n
-			swapped = true
-		}
+		swapped = r.tensors.swap(name, n)
 	case *runtime.Model:
-		if old, ok := r.runtimes[name]; ok {
-			r.runtimes[name] = n
-			r.runtimeO[slices.Index(r.runtimeO, old)] = n
-			swapped = true
-		}
+		swapped = r.runtimes.swap(name, n)
 	}
 	if swapped {
 		return nil
 	}
 	// Another kind: remove the old model and add the new one, still
 	// under the lock.
-	if g, ok := r.byName[name]; ok {
-		delete(r.byName, name)
-		r.order = slices.DeleteFunc(r.order, func(x *Generative) bool { return x == g })
-	}
-	if t, ok := r.tensors[name]; ok {
-		delete(r.tensors, name)
-		r.tensorsO = slices.DeleteFunc(r.tensorsO, func(x *TensorModel) bool { return x == t })
-	}
-	if c, ok := r.runtimes[name]; ok {
-		delete(r.runtimes, name)
-		r.runtimeO = slices.DeleteFunc(r.runtimeO, func(x *runtime.Model) bool { return x == c })
+	if _, k := r.findLocked(name); k != nil {
+		k.drop(name)
 	}
 	return r.addLocked(m)
 }
@@ -315,15 +343,9 @@ func (r *Registry) replace(name string, m served) error {
 func (r *Registry) all() []served {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]served, 0, len(r.order)+len(r.tensorsO)+len(r.runtimeO))
-	for _, g := range r.order {
-		out = append(out, g)
-	}
-	for _, m := range r.tensorsO {
-		out = append(out, m)
-	}
-	for _, m := range r.runtimeO {
-		out = append(out, m)
+	var out []served
+	for _, k := range r.kinds() {
+		out = k.appendTo(out)
 	}
 	return out
 }
@@ -331,11 +353,7 @@ func (r *Registry) all() []served {
 func (r *Registry) setReadiness(f func() bool) { r.readiness.Store(&f) }
 
 // List returns the generative models in the order they were added.
-func (r *Registry) List() []*Generative {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return append([]*Generative(nil), r.order...)
-}
+func (r *Registry) List() []*Generative { return listIn(r, &r.gen) }
 
 // Drain marks the server as going away: Ready reports false from now on,
 // so that load balancers stop sending requests, while the models keep
@@ -378,21 +396,9 @@ func (r *Registry) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
-	for _, g := range r.order {
-		errs = append(errs, g.Close())
+	for _, k := range r.kinds() {
+		errs = append(errs, k.closeAll()...)
 	}
-	for _, m := range r.tensorsO {
-		errs = append(errs, m.Close())
-	}
-	for _, m := range r.runtimeO {
-		errs = append(errs, m.Close())
-	}
-	r.runtimes = map[string]*runtime.Model{}
-	r.runtimeO = nil
-	r.byName = map[string]*Generative{}
-	r.order = nil
-	r.tensors = map[string]*TensorModel{}
-	r.tensorsO = nil
 	return errors.Join(errs...)
 }
 

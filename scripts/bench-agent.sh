@@ -37,6 +37,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/server.sh
+. scripts/lib/setup.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"
 BIN=${BIN:-bin/llmserve}
@@ -72,32 +73,13 @@ server_cmd() {
 }
 
 PORT= server=
-# stop ends the server (stop_listener: whatever listens on the port,
-# gracefully, then by force) and forgets its port.
-stop() {
-  stop_listener
-  PORT=""
-}
-trap stop EXIT
+trap stop_port EXIT
 
 # start NAME LOG: starts server NAME and sets PORT.
 start() {
-  local name=$1 log=$2 i=0 s
-  for s in $SERVERS; do
-    [ "$s" = "$name" ] && break
-    i=$((i + 1))
-  done
-  PORT=$((BASE_PORT + i)) # a port per server: closed connections linger
-  # shellcheck disable=SC2046
-  $(server_cmd "$name" "$PORT") >"$log" 2>&1 &
-  server=$!
-  for _ in $(seq 3000); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$name did not start; see $log" >&2
-  exit 1
+  PORT=$(server_port "$1")
+  start_line "$2" "$(server_cmd "$1" "$PORT")"
+  up_or_exit "$1" "$2" 3000 "http://127.0.0.1:$PORT/health"
 }
 
 # apis_of NAME: the APIs to run against the server on PORT. llmserve has
@@ -124,21 +106,14 @@ apis_of() {
 }
 
 {
-  echo "date: $(date -u +%FT%TZ)"
-  echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
-  echo "uptime at start: $(uptime)"
-  echo "llmserve: $("$BIN" version 2>&1 | head -1), git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
-  [ -n "${LLAMA_SERVER:-}" ] && echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 -i version)"
-  echo "model: $MODEL ($(stat -c %s "$MODEL") bytes)"
+  describe_setup
   echo "workload: PREFIX_LEN=$PREFIX_LEN TOOLS=$TOOLS TURNS=$TURNS USER_LEN=$USER_LEN TOOL_RESULT_LEN=$TOOL_RESULT_LEN OUTPUT_LEN=$OUTPUT_LEN RUNS=$FIRST_RUN..$RUNS LLMSERVE_APIS=$LLMSERVE_APIS LLAMA_APIS=$LLAMA_APIS"
   for name in $SERVERS; do echo "$name: $(server_cmd "$name" PORT)"; done
 } | tee -a "$OUT/setup.txt"
 
-read -r -a servers <<<"$SERVERS"
 for run in $(seq "$FIRST_RUN" "$RUNS"); do
-  # Alternate the order: every server goes first in one rep of each len(servers).
-  k=$(((run - 1) % ${#servers[@]}))
-  order=("${servers[@]:k}" "${servers[@]:0:k}")
+  # shellcheck disable=SC2086
+  rotated "$run" $SERVERS
   for name in "${order[@]}"; do
     t0=$(date +%s)
     start "$name" "$OUT/$name-run$run.log"
@@ -149,7 +124,7 @@ for run in $(seq "$FIRST_RUN" "$RUNS"); do
       --tool-result-len "$TOOL_RESULT_LEN" --output-len "$OUTPUT_LEN" --seed "$run" --timeout "$TIMEOUT" \
       --label "$name:run$run" --output-file "$OUT/$name-run$run.json" \
       >"$OUT/$name-run$run.txt" 2>"$OUT/$name-run$run.turns.log" || echo "$name run $run: bench agent failed, see $OUT/$name-run$run.txt" >&2
-    stop
+    stop_port
     t1=$(date +%s)
     printf '%s run %s: %s s, APIs %s, load before %s, after %s\n' "$name" "$run" $((t1 - t0)) "$apis" "$load" \
       "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/timing.txt"

@@ -57,9 +57,7 @@ start() { # name
     ;;
   esac
   server=$!
-  wait_up 600 "http://127.0.0.1:$PORT/health" && return
-  echo "$1 did not start; see $OUT/$1.log" >&2
-  exit 1
+  up_or_exit "$1" "$OUT/$1.log" 600 "http://127.0.0.1:$PORT/health"
 }
 
 workload=(--random-input-len "$INPUT_LEN" --random-output-len "$OUTPUT_LEN")
@@ -71,8 +69,7 @@ if [ -n "$PREFIX" ]; then
 fi
 
 for run in $(seq "$RUNS"); do
-  order=(llama-server llmserve)
-  [ $((run % 2)) -eq 0 ] && order=(llmserve llama-server)
+  rotated "$run" llama-server llmserve
   for name in "${order[@]}"; do
     start "$name"
     for c in $CONCURRENCY; do

@@ -28,17 +28,7 @@ NAME=$(basename "$MODEL" .gguf)
 mkdir -p "$OUT"
 
 server=""
-stop() {
-  [ -n "$server" ] || return 0
-  kill "$server" 2>/dev/null || true
-  for i in $(seq 100); do
-    kill -0 "$server" 2>/dev/null || break
-    [ "$i" -eq 50 ] && kill -9 "$server" 2>/dev/null
-    sleep 0.1
-  done
-  wait "$server" 2>/dev/null || true
-  server=""
-}
+stop() { stop_listener; }
 trap stop EXIT
 
 start() {
@@ -46,9 +36,7 @@ start() {
   "$BIN" serve --model "$MODEL" --http-port "$PORT" --grpc-port 0 --log-level warn \
     --max-model-len "$MAX_MODEL_LEN" $LLMSERVE_ARGS >"$OUT/llmserve.log" 2>&1 &
   server=$!
-  wait_up 600 "$BASE/health" && return
-  echo "llmserve did not start; see $OUT/llmserve.log" >&2
-  exit 1
+  up_or_exit llmserve "$OUT/llmserve.log" 600 "$BASE/health"
 }
 
 metric() { # name: the value of one gauge or counter of /metrics
@@ -78,8 +66,7 @@ measure() { # case run
 }
 
 for run in $(seq "$RUNS"); do
-  order=(empty full)
-  [ $((run % 2)) -eq 0 ] && order=(full empty)
+  rotated "$run" empty full
   for c in "${order[@]}"; do
     start
     if [ "$c" = full ]; then

@@ -35,6 +35,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/server.sh
+. scripts/lib/setup.sh
 
 : "${MODEL:?set MODEL to a GGUF file}"
 BIN=${BIN:-bin/llmserve}
@@ -91,58 +92,30 @@ server_cmd() {
 }
 
 PORT= server=
-# stop ends the server and forgets its port.
-stop() {
-  stop_listener
-  PORT=""
-}
-trap stop EXIT
+trap stop_port EXIT
 
 # start NAME C LOG: starts server NAME for concurrency C and sets PORT and
 # SERVER_PID (the process listening on PORT).
 start() {
-  local name=$1 c=$2 log=$3 i=0 s
-  for s in $SERVERS; do
-    [ "$s" = "$name" ] && break
-    i=$((i + 1))
-  done
-  # A port per server: llama-server's closed connections linger in the
-  # kernel and keep its port from being bound for a minute.
-  PORT=$((BASE_PORT + i))
-  # shellcheck disable=SC2046
-  $(server_cmd "$name" "$c" "$PORT") >"$log" 2>&1 &
-  server=$!
-  for _ in $(seq 3000); do # up to 5 min: a 1B model and GiBs of KV load slowly on a busy machine
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
-      SERVER_PID=$(ss -ltnpH "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
-      SERVER_PID=${SERVER_PID:-$server}
-      return
-    fi
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$name did not start; see $log" >&2
-  exit 1
+  PORT=$(server_port "$1")
+  start_line "$3" "$(server_cmd "$1" "$2" "$PORT")"
+  # up to 5 min: a 1B model and GiBs of KV load slowly on a busy machine
+  up_or_exit "$1" "$3" 3000 "http://127.0.0.1:$PORT/health"
+  SERVER_PID=$(ss -ltnpH "sport = :$PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+  SERVER_PID=${SERVER_PID:-$server}
 }
 
 {
-  echo "date: $(date -u +%FT%TZ)"
-  echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
-  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "llmserve: $("$BIN" version 2>&1 | head -1), git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
-  [ -n "${LLAMA_SERVER:-}" ] && echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 -i version)"
-  echo "model: $MODEL ($(stat -c %s "$MODEL") bytes)"
+  describe_setup
   echo "workload: DATASET=$DATASET INPUT_LEN=$INPUT_LEN OUTPUT_LEN=$OUTPUT_LEN LONG_CLIENTS=$LONG_CLIENTS LONG_PROMPTS=$LONG_PROMPTS LONG_INPUT_LEN=$LONG_INPUT_LEN NUM_PROMPTS=${NUM_PROMPTS:-max(16,4c)} WARMUP=$WARMUP RUNS=$RUNS"
   for c in $CONCURRENCY; do
     for name in $SERVERS; do echo "c=$c $name: $(server_cmd "$name" "$c" PORT)"; done
   done
 } | tee "$OUT/setup.txt"
 
-read -r -a servers <<<"$SERVERS"
 for run in $(seq "$RUNS"); do
-  # Rotate the order: every server goes first in one rep of each len(servers).
-  k=$(((run - 1) % ${#servers[@]}))
-  order=("${servers[@]:k}" "${servers[@]:0:k}")
+  # shellcheck disable=SC2086
+  rotated "$run" $SERVERS
   for c in $CONCURRENCY; do
     n=${NUM_PROMPTS:-$((c * 4 < 16 ? 16 : c * 4))}
     if [ "$DATASET" = mixed ]; then
@@ -158,7 +131,7 @@ for run in $(seq "$RUNS"); do
         --max-concurrency "$c" --num-prompts "$n" --seed "$run" --warmup "$WARMUP" "${workload[@]}" \
         --monitor-pid "$SERVER_PID" --monitor-url "http://127.0.0.1:$PORT" --monitor-settle "$SETTLE" \
         --label "$name:c$c:run$run" --output-file "$OUT/$name-c$c-run$run.json" -q >"$OUT/$name-c$c-run$run.txt"
-      stop
+      stop_port
       t1=$(date +%s)
       printf '%s c=%s run %s: %s s, %s\n' "$name" "$c" "$run" $((t1 - t0)) \
         "$(grep -E 'Output token throughput' "$OUT/$name-c$c-run$run.txt" | tr -s ' ')" | tee -a "$OUT/timing.txt"

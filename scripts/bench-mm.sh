@@ -41,9 +41,7 @@ start() { # start SERVER
       --port "$PORT" -np 16 -t 2 -c 8192 --log-disable & ;;
   esac
   server=$!
-  wait_up 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health" && return
-  echo "bench-mm: $1 did not get ready" >&2
-  exit 1
+  up_or_exit "bench-mm: $1" "" 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health"
 }
 
 printf '%-4s %-18s %2s %9s %9s %9s %9s %7s\n' rep server c 'tok/s' 'TTFT ms' 'TPOT ms' 'p99 ITL' failed

@@ -57,9 +57,7 @@ start() { # start SERVER
       -md "$MODEL" --draft-max "$K" --draft-min 0 -td 2 & ;;
   esac
   server=$!
-  wait_up 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health" && return
-  echo "bench-spec: $1 did not get ready" >&2
-  exit 1
+  up_or_exit "bench-spec: $1" "" 300 "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/health"
 }
 
 # The repeat workload, written once with llmserve's greedy answers.

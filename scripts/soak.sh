@@ -53,7 +53,7 @@ trap stop EXIT
 "$BIN" serve --http-port "$PORT" --grpc-port 0 --log-format json \
   --prefix-cache-memory "$PREFIX_CACHE" $SERVE_ARGS >"$OUT/llmserve.log" 2>&1 &
 server=$!
-wait_up 300 "$BASE/health" || { echo "llmserve did not start; see $OUT/llmserve.log" >&2; exit 1; }
+up_or_exit llmserve "$OUT/llmserve.log" 300 "$BASE/health"
 
 if [ -z "$LIMIT_BYTES" ]; then
   caps=$(jq -c 'select(.msg == "memory caps")' "$OUT/llmserve.log" | head -1)

@@ -50,9 +50,8 @@ type headFlags struct {
 }
 
 func newHeadCommand() *cobra.Command {
-	f := &serveFlags{}
 	hf := &headFlags{}
-	cmd := &cobra.Command{
+	cmd := serveFamily(&cobra.Command{
 		Use:   "head",
 		Short: "Serve the public API over workers (llmserve worker), routing each request to one",
 		Long: `Serve the public routes of serve (OpenAI API, V2 REST and gRPC, health,
@@ -69,16 +68,8 @@ LeaderWorkerSet's LWS_LEADER_ADDRESS and LWS_GROUP_SIZE (port --worker-port).
 vocabulary comes from a worker. Flags of serve about loading and running a
 model are accepted and ignored. Every flag can also be set with
 LLMSERVE_<FLAG>.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			return head(cmd.Context(), f, hf)
-		},
-	}
+	}, func(ctx context.Context, f *serveFlags) error { return head(ctx, f, hf) })
 	fl := cmd.Flags()
-	addServeFlags(fl, f)
 	fl.StringVar(&hf.workers, "workers", "", "workers' internal service addresses, host:port,...")
 	fl.StringVar(&hf.workersDNS, "workers-dns", "", "name:port whose every A/AAAA record is a worker (a Kubernetes headless service), re-resolved every --workers-dns-interval")
 	fl.DurationVar(&hf.dnsInterval, "workers-dns-interval", 10*time.Second, "how often --workers-dns is resolved again")
@@ -121,54 +112,53 @@ func (h *headModel) waitModel(ctx context.Context) (*router.Model, error) {
 	}
 }
 
-// WaitModel is api/openai.ModelWaiter.
-func (b headOpenAI) WaitModel(ctx context.Context, name string) (openai.Model, error) {
-	m, err := b.h.waitModel(ctx)
-	if err != nil || m.Name() != name {
-		return nil, err
-	}
-	return m, nil
+// headBackend is the head's one model as a protocol's backend serves it:
+// api/openai's (M openai.Model) or api/v2/infer's (M infer.Model) Backend and
+// ModelWaiter.
+type headBackend[M any] struct {
+	h *headModel
+	// as gives the model as M (*router.Model is both; the compiler checks it
+	// where as is written).
+	as func(*router.Model) M
 }
 
-// WaitModel is api/v2/infer.ModelWaiter.
-func (b headV2) WaitModel(ctx context.Context, name string) (infer.Model, error) {
-	m, err := b.h.waitModel(ctx)
-	if err != nil || m.Name() != name {
-		return nil, err
-	}
-	return m, nil
-}
-
-type headOpenAI struct{ h *headModel }
-
-func (b headOpenAI) Model(name string) (openai.Model, bool) {
+func (b headBackend[M]) Model(name string) (M, bool) {
 	if m := b.h.m.Load(); m != nil && m.Name() == name {
-		return m, true
+		return b.as(m), true
 	}
-	return nil, false
+	var none M
+	return none, false
 }
 
-func (b headOpenAI) Models() []openai.Model {
+func (b headBackend[M]) Models() []M {
 	if m := b.h.m.Load(); m != nil {
-		return []openai.Model{m}
+		return []M{b.as(m)}
 	}
 	return nil
 }
 
-type headV2 struct{ h *headModel }
-
-func (b headV2) Model(name string) (infer.Model, bool) {
-	if m := b.h.m.Load(); m != nil && m.Name() == name {
-		return m, true
+// WaitModel waits for the model within --no-worker-wait and ctx (see
+// waitModel); another name than the model's finds none.
+func (b headBackend[M]) WaitModel(ctx context.Context, name string) (M, error) {
+	m, err := b.h.waitModel(ctx)
+	if err != nil || m.Name() != name {
+		var none M
+		return none, err
 	}
-	return nil, false
+	return b.as(m), nil
 }
 
-func (b headV2) Models() []infer.Model {
-	if m := b.h.m.Load(); m != nil {
-		return []infer.Model{m}
-	}
-	return nil
+type headOpenAI = headBackend[openai.Model]
+
+func (h *headModel) openAI() headOpenAI {
+	return headOpenAI{h, func(m *router.Model) openai.Model { return m }}
+}
+
+// headV2 adds readiness, which V2 asks of a backend.
+type headV2 struct{ headBackend[infer.Model] }
+
+func (h *headModel) v2() headV2 {
+	return headV2{headBackend[infer.Model]{h, func(m *router.Model) infer.Model { return m }}}
 }
 
 func (b headV2) Ready() bool {
@@ -224,19 +214,15 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(f.models) > 1:
-		return errors.New("--model: the head takes at most one model (its vocabulary)")
-	case hf.workers != "" && hf.workersDNS != "":
-		return errors.New("--workers and --workers-dns: give one of them")
-	case hf.maxMigrations < 0:
-		return fmt.Errorf("--max-migrations: %d is negative", hf.maxMigrations)
-	case hf.pdMinPrefill < 0:
-		return fmt.Errorf("--pd-min-prefill-tokens: %d is negative", hf.pdMinPrefill)
-	case hf.noWorkerWait < 0:
-		return fmt.Errorf("--no-worker-wait: %s is negative", hf.noWorkerWait)
-	case hf.workerPort < 1 || hf.workerPort > 65535:
-		return fmt.Errorf("--worker-port: %d is not a TCP port", hf.workerPort)
+	if err := firstFailed(
+		flagCheck{len(f.models) > 1, errors.New("--model: the head takes at most one model (its vocabulary)")},
+		flagCheck{hf.workers != "" && hf.workersDNS != "", errors.New("--workers and --workers-dns: give one of them")},
+		flagCheck{hf.maxMigrations < 0, fmt.Errorf("--max-migrations: %d is negative", hf.maxMigrations)},
+		flagCheck{hf.pdMinPrefill < 0, fmt.Errorf("--pd-min-prefill-tokens: %d is negative", hf.pdMinPrefill)},
+		flagCheck{hf.noWorkerWait < 0, fmt.Errorf("--no-worker-wait: %s is negative", hf.noWorkerWait)},
+		flagCheck{hf.workerPort < 1 || hf.workerPort > 65535, fmt.Errorf("--worker-port: %d is not a TCP port", hf.workerPort)},
+	); err != nil {
+		return err
 	}
 	var static []string
 	switch {
@@ -308,15 +294,15 @@ func head(ctx context.Context, f *serveFlags, hf *headFlags) error {
 	}
 	defer closeStore()
 	opts := apiOptions(f, set, registry, respStore, inferStats, reg, log)
-	opts.OpenAI, opts.V2 = headOpenAI{hm}, headV2{hm}
+	opts.OpenAI, opts.V2 = hm.openAI(), hm.v2()
 	pub, err := openPublic(f, opts)
 	if err != nil {
 		return err
 	}
 	defer pub.close()
 	if pub.grpc != nil {
-		v2grpc.Register(pub.grpc, headV2{hm}, v2grpc.Options{Logger: log, Infer: inferStats})
-		tritonv1.Register(pub.grpc, headV2{hm}, tritonv1.Options{Logger: log, Infer: inferStats})
+		v2grpc.Register(pub.grpc, hm.v2(), v2grpc.Options{Logger: log, Infer: inferStats})
+		tritonv1.Register(pub.grpc, hm.v2(), tritonv1.Options{Logger: log, Infer: inferStats})
 	}
 	errc := make(chan error, 3)
 	pub.serve(errc, log)

@@ -24,13 +24,10 @@ func addMediaFlags(fl *pflag.FlagSet, f *mediaFlags) {
 
 // validate checks the flags at start-up.
 func (f *mediaFlags) validate() error {
-	switch {
-	case f.maxPerPrompt < 0:
-		return fmt.Errorf("--max-media-per-prompt: %d is negative (0 accepts no media)", f.maxPerPrompt)
-	case f.maxBytes < 1:
-		return fmt.Errorf("--max-media-bytes: %d: at least 1", f.maxBytes)
-	}
-	return nil
+	return firstFailed(
+		flagCheck{f.maxPerPrompt < 0, fmt.Errorf("--max-media-per-prompt: %d is negative (0 accepts no media)", f.maxPerPrompt)},
+		flagCheck{f.maxBytes < 1, fmt.Errorf("--max-media-bytes: %d: at least 1", f.maxBytes)},
+	)
 }
 
 // options are the flags as api/openai takes them.

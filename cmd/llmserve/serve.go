@@ -131,8 +131,7 @@ type serveFlags struct {
 func defaultThreads() int { return runtime.NumCPU() }
 
 func newServeCommand() *cobra.Command {
-	f := &serveFlags{}
-	cmd := &cobra.Command{
+	return serveFamily(&cobra.Command{
 		Use:   "serve",
 		Short: "Serve models over HTTP (OpenAI API) and gRPC",
 		Long: `Serve GGUF models through llama.cpp with continuous batching and a
@@ -143,13 +142,21 @@ set with an environment variable LLMSERVE_<FLAG> (for example
 LLMSERVE_MAX_NUM_SEQS=32); a flag given on the command line wins. KServe's
 conventional arguments (--model_name, --model_dir, --http_port, --grpc_port)
 are accepted as KServe passes them: underscores and dashes are the same.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			return serve(cmd.Context(), f, nil)
-		},
+	}, func(ctx context.Context, f *serveFlags) error { return serve(ctx, f, nil) })
+}
+
+// serveFamily completes cmd (its Use and texts set) as serve, worker and head
+// are: it takes no arguments and serve's flags, and it runs run with them
+// once the LLMSERVE_<FLAG> variables are applied to every flag it has (the
+// caller may add its own).
+func serveFamily(cmd *cobra.Command, run func(context.Context, *serveFlags) error) *cobra.Command {
+	f := &serveFlags{}
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyEnv(cmd.Flags()); err != nil {
+			return err
+		}
+		return run(cmd.Context(), f)
 	}
 	addServeFlags(cmd.Flags(), f)
 	return cmd
@@ -245,6 +252,24 @@ type settings struct {
 	spec           scheduler.Speculative
 }
 
+// flagCheck is one start-up check of flags: when failed holds, err says
+// which flag and what it takes.
+type flagCheck struct {
+	failed bool
+	err    error
+}
+
+// firstFailed returns the error of the first check that failed (a later
+// one may only restate it), nil when none did.
+func firstFailed(checks ...flagCheck) error {
+	for _, c := range checks {
+		if c.failed {
+			return c.err
+		}
+	}
+	return nil
+}
+
 // validate checks every flag at start-up; an error names the flag and says
 // what it takes.
 func (f *serveFlags) validate() (*settings, error) {
@@ -268,64 +293,38 @@ func (f *serveFlags) validate() (*settings, error) {
 	if f.reasoningParser != "" {
 		checks = append(checks, oneOf("reasoning-parser", f.reasoningParser, tokenizer.ReasoningParsers()...))
 	}
-	switch {
-	case f.httpPort < 1 || f.httpPort > 65535:
-		checks = append(checks, bad("http-port", "%d is not a TCP port (1 to 65535)", f.httpPort))
-	case f.grpcPort < 0 || f.grpcPort > 65535:
-		checks = append(checks, bad("grpc-port", "%d is not a TCP port (1 to 65535, or 0 to disable gRPC)", f.grpcPort))
-	case f.grpcPort != 0 && f.grpcPort == f.httpPort:
-		checks = append(checks, bad("grpc-port", "%d is also the HTTP port", f.grpcPort))
-	case f.metricsPort < 0 || f.metricsPort > 65535:
-		checks = append(checks, bad("metrics-port", "%d is not a TCP port (1 to 65535, or 0 to serve the metrics on the HTTP port)", f.metricsPort))
-	case f.metricsPort != 0 && f.metricsPort == f.httpPort:
-		checks = append(checks, bad("metrics-port", "%d is also the HTTP port (--http-port); leave --metrics-port 0 to serve the metrics there", f.metricsPort))
-	case f.metricsPort != 0 && f.metricsPort == f.grpcPort:
-		checks = append(checks, bad("metrics-port", "%d is also the gRPC port (--grpc-port)", f.metricsPort))
-	case !strings.HasPrefix(f.metricsEndpoint, "/") || strings.ContainsAny(f.metricsEndpoint, " {}?#"):
-		checks = append(checks, bad("metrics-endpoint", "%q is not a URL path: it must start with / and hold no spaces, braces, ? or #", f.metricsEndpoint))
-	case f.maxLoRAs < 0:
-		checks = append(checks, bad("max-loras", "%d is negative (0 means no cap)", f.maxLoRAs))
-	case f.maxImagePixels < 0:
-		checks = append(checks, bad("max-image-pixels", "%d is negative", f.maxImagePixels))
-	case f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots:
-		checks = append(checks, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots))
-	case f.initialSeqs < 1:
-		checks = append(checks, bad("kv-initial-seqs", "%d: at least 1", f.initialSeqs))
-	case f.maxModelLen < 0:
-		checks = append(checks, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen))
-	case f.maxBatched < f.maxNumSeqs:
-		checks = append(checks, bad("max-num-batched-tokens", "%d is below --max-num-seqs %d: every running sequence needs a token per step", f.maxBatched, f.maxNumSeqs))
-	case f.longPrefill < 0:
-		checks = append(checks, bad("long-prefill-token-threshold", "%d: at least 0 (0 turns it off)", f.longPrefill))
-	case f.maxWaiting < 1:
-		checks = append(checks, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting))
-	case f.threads < 1:
-		checks = append(checks, bad("threads", "%d: at least 1", f.threads))
-	case f.maxBatchSize < 0:
-		checks = append(checks, bad("max-batch-size", "%d is negative (0 or 1: no adaptive batching)", f.maxBatchSize))
-	case f.maxBatchTime < 0 || f.maxBatchTime > 3600:
-		checks = append(checks, bad("max-batch-time", "%g is outside 0 to 3600 seconds", f.maxBatchTime))
-	case f.tensorThreads < 0:
-		checks = append(checks, bad("tensor-threads", "%d is negative (0: the default)", f.tensorThreads))
-	case f.parallelWorkers < 1:
-		checks = append(checks, bad("parallel-workers", "%d: at least 1", f.parallelWorkers))
-	case f.batchThreads < 0:
-		checks = append(checks, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads))
-	case f.poll < 0 || f.poll > 100:
-		checks = append(checks, bad("poll", "%d is outside 0 to 100", f.poll))
-	case f.kvLease <= 0 || f.kvLease > 10*time.Minute:
-		checks = append(checks, bad("kv-transfer-lease", "%s is outside (0, 10m]", f.kvLease))
-	case f.requestTimeout < 0:
-		checks = append(checks, bad("request-timeout", "%s is negative", f.requestTimeout))
-	case f.shutdownTimeout < 0:
-		checks = append(checks, bad("shutdown-timeout", "%s is negative", f.shutdownTimeout))
-	case f.maxBodyBytes < 0:
-		checks = append(checks, bad("max-body-bytes", "%d is negative (0 means each protocol's default)", f.maxBodyBytes))
-	case f.responsesStoreSize < 1:
-		checks = append(checks, bad("responses-store-size", "%d: at least 1 response must be kept", f.responsesStoreSize))
-	case f.gpuLayers < -1:
-		checks = append(checks, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers))
-	}
+	// The range checks: only the first that fails is reported, as a later
+	// one may only restate it (max-num-batched-tokens against max-num-seqs).
+	checks = append(checks, firstFailed(
+		flagCheck{f.httpPort < 1 || f.httpPort > 65535, bad("http-port", "%d is not a TCP port (1 to 65535)", f.httpPort)},
+		flagCheck{f.grpcPort < 0 || f.grpcPort > 65535, bad("grpc-port", "%d is not a TCP port (1 to 65535, or 0 to disable gRPC)", f.grpcPort)},
+		flagCheck{f.grpcPort != 0 && f.grpcPort == f.httpPort, bad("grpc-port", "%d is also the HTTP port", f.grpcPort)},
+		flagCheck{f.metricsPort < 0 || f.metricsPort > 65535, bad("metrics-port", "%d is not a TCP port (1 to 65535, or 0 to serve the metrics on the HTTP port)", f.metricsPort)},
+		flagCheck{f.metricsPort != 0 && f.metricsPort == f.httpPort, bad("metrics-port", "%d is also the HTTP port (--http-port); leave --metrics-port 0 to serve the metrics there", f.metricsPort)},
+		flagCheck{f.metricsPort != 0 && f.metricsPort == f.grpcPort, bad("metrics-port", "%d is also the gRPC port (--grpc-port)", f.metricsPort)},
+		flagCheck{!strings.HasPrefix(f.metricsEndpoint, "/") || strings.ContainsAny(f.metricsEndpoint, " {}?#"), bad("metrics-endpoint", "%q is not a URL path: it must start with / and hold no spaces, braces, ? or #", f.metricsEndpoint)},
+		flagCheck{f.maxLoRAs < 0, bad("max-loras", "%d is negative (0 means no cap)", f.maxLoRAs)},
+		flagCheck{f.maxImagePixels < 0, bad("max-image-pixels", "%d is negative", f.maxImagePixels)},
+		flagCheck{f.maxNumSeqs < 1 || f.maxNumSeqs > llamacpp.MaxSlots, bad("max-num-seqs", "%d is outside 1 to %d", f.maxNumSeqs, llamacpp.MaxSlots)},
+		flagCheck{f.initialSeqs < 1, bad("kv-initial-seqs", "%d: at least 1", f.initialSeqs)},
+		flagCheck{f.maxModelLen < 0, bad("max-model-len", "%d is negative (0 means the model's context length)", f.maxModelLen)},
+		flagCheck{f.maxBatched < f.maxNumSeqs, bad("max-num-batched-tokens", "%d is below --max-num-seqs %d: every running sequence needs a token per step", f.maxBatched, f.maxNumSeqs)},
+		flagCheck{f.longPrefill < 0, bad("long-prefill-token-threshold", "%d: at least 0 (0 turns it off)", f.longPrefill)},
+		flagCheck{f.maxWaiting < 1, bad("max-waiting", "%d: at least one request must be able to wait", f.maxWaiting)},
+		flagCheck{f.threads < 1, bad("threads", "%d: at least 1", f.threads)},
+		flagCheck{f.maxBatchSize < 0, bad("max-batch-size", "%d is negative (0 or 1: no adaptive batching)", f.maxBatchSize)},
+		flagCheck{f.maxBatchTime < 0 || f.maxBatchTime > 3600, bad("max-batch-time", "%g is outside 0 to 3600 seconds", f.maxBatchTime)},
+		flagCheck{f.tensorThreads < 0, bad("tensor-threads", "%d is negative (0: the default)", f.tensorThreads)},
+		flagCheck{f.parallelWorkers < 1, bad("parallel-workers", "%d: at least 1", f.parallelWorkers)},
+		flagCheck{f.batchThreads < 0, bad("threads-batch", "%d is negative (0 means --threads)", f.batchThreads)},
+		flagCheck{f.poll < 0 || f.poll > 100, bad("poll", "%d is outside 0 to 100", f.poll)},
+		flagCheck{f.kvLease <= 0 || f.kvLease > 10*time.Minute, bad("kv-transfer-lease", "%s is outside (0, 10m]", f.kvLease)},
+		flagCheck{f.requestTimeout < 0, bad("request-timeout", "%s is negative", f.requestTimeout)},
+		flagCheck{f.shutdownTimeout < 0, bad("shutdown-timeout", "%s is negative", f.shutdownTimeout)},
+		flagCheck{f.maxBodyBytes < 0, bad("max-body-bytes", "%d is negative (0 means each protocol's default)", f.maxBodyBytes)},
+		flagCheck{f.responsesStoreSize < 1, bad("responses-store-size", "%d: at least 1 response must be kept", f.responsesStoreSize)},
+		flagCheck{f.gpuLayers < -1, bad("n-gpu-layers", "%d: use -1 for all layers", f.gpuLayers)},
+	))
 	checks = append(checks, f.media.validate())
 	if f.strictReadiness && f.modelRepository == "" {
 		checks = append(checks, bad("strict-readiness", "needs --model-repository (without a repository the server is ready only when every model is)"))

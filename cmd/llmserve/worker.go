@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,9 +21,8 @@ type workerFlags struct {
 }
 
 func newWorkerCommand() *cobra.Command {
-	f := &serveFlags{}
 	wf := &workerFlags{}
-	cmd := &cobra.Command{
+	cmd := serveFamily(&cobra.Command{
 		Use:   "worker",
 		Short: "Serve a model as serve does, plus the internal worker service a head routes to",
 		Long: `Serve one GGUF model exactly as serve does (same flags, same HTTP and gRPC
@@ -36,16 +36,8 @@ prefix cache's block events (proto/workerpb/worker.proto).
 prefills), prefill (prefills; it still serves whole requests when asked) or
 decode (whole requests, pulling a remote prefill's KV; it refuses to
 prefill for others). Every flag can also be set with LLMSERVE_<FLAG>.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			return serve(cmd.Context(), f, wf)
-		},
-	}
+	}, func(ctx context.Context, f *serveFlags) error { return serve(ctx, f, wf) })
 	fl := cmd.Flags()
-	addServeFlags(fl, f)
 	fl.StringVar(&wf.role, "role", "both", "what the head uses this worker for: both, prefill or decode")
 	fl.IntVar(&wf.port, "worker-port", 8090, "port of the internal worker gRPC service (listens on --host)")
 	return cmd
@@ -59,17 +51,12 @@ func (wf *workerFlags) validate(f *serveFlags) error {
 	if _, err := worker.ParseRole(wf.role); err != nil {
 		return fmt.Errorf("--role: %q: %w", wf.role, err)
 	}
-	switch {
-	case wf.port < 1 || wf.port > 65535:
-		return fmt.Errorf("--worker-port: %d is not a TCP port (1 to 65535)", wf.port)
-	case wf.port == f.httpPort:
-		return fmt.Errorf("--worker-port: %d is also the HTTP port", wf.port)
-	case wf.port == f.grpcPort:
-		return fmt.Errorf("--worker-port: %d is also the gRPC port", wf.port)
-	case f.modelRepository != "" || len(f.models) > 1:
-		return errors.New("--model: a worker serves exactly one model (no --model-repository, one --model)")
-	}
-	return nil
+	return firstFailed(
+		flagCheck{wf.port < 1 || wf.port > 65535, fmt.Errorf("--worker-port: %d is not a TCP port (1 to 65535)", wf.port)},
+		flagCheck{wf.port == f.httpPort, fmt.Errorf("--worker-port: %d is also the HTTP port", wf.port)},
+		flagCheck{wf.port == f.grpcPort, fmt.Errorf("--worker-port: %d is also the gRPC port", wf.port)},
+		flagCheck{f.modelRepository != "" || len(f.models) > 1, errors.New("--model: a worker serves exactly one model (no --model-repository, one --model)")},
+	)
 }
 
 // newWorkerService builds the worker service over the registry's one

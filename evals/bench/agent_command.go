@@ -2,13 +2,11 @@ package bench
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -139,23 +137,14 @@ func AgentTable(w io.Writer, paths []string) error {
 		failed                                  int
 	}
 	var rows []*row
-	var files []string
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			m, _ := filepath.Glob(filepath.Join(p, "*.json"))
-			files = append(files, m...)
-			continue
-		}
-		files = append(files, p)
+	files, err := resultFiles(paths)
+	if err != nil {
+		return fmt.Errorf("bench agent table: %w", err)
 	}
 	for _, path := range files {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("bench agent table: %w", err)
-		}
 		var rep AgentReport
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return fmt.Errorf("bench agent table: %s: %w", path, err)
+		if _, err := readResult(path, &rep); err != nil {
+			return fmt.Errorf("bench agent table: %w", err)
 		}
 		server, _, _ := strings.Cut(rep.Label, ":")
 		if server == "" {
@@ -206,12 +195,21 @@ func AgentTable(w io.Writer, paths []string) error {
 		if len(r.cachedShare) > 0 {
 			share = fmt.Sprintf("%.3f", median(r.cachedShare))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %.0f%s | %.0f%s | %.3f%s | %s | %d |\n", r.server, r.api, len(r.first),
-			median(r.input), median(r.first), reps(r.first, "%.0f"), median(r.later), reps(r.later, "%.0f"),
-			median(r.ratio), reps(r.ratio, "%.3f"), share, r.failed)
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %d |\n", r.server, r.api, len(r.first),
+			median(r.input), cell(r.first, "%.0f"), cell(r.later, "%.0f"), cell(r.ratio, "%.3f"), share, r.failed)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// cell is the median of xs in format, and every value when there are
+// several (reps); "n/a" when there is none (sessions of one turn have no
+// turns 2+).
+func cell(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, median(xs)) + reps(xs, format)
 }
 
 // reps formats each rep's value, " (a, b, c)", or "" for fewer than two.

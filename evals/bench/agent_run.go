@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/r3labs/sse/v2"
 )
 
 // AgentTurn is one measured turn of a session.
@@ -175,50 +173,26 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 		res.Error = c.describe(err)
 		return res
 	}
-	defer resp.Body.Close()
-	if res.Error = notAStream(resp); res.Error != "" {
-		return res
-	}
-
 	u := agentUsage{cached: -1}
 	first, finished := time.Duration(-1), time.Duration(-1)
-	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
-	for {
-		raw, err := reader.ReadEvent()
-		now := time.Since(start)
-		if errors.Is(err, io.EOF) {
-			if ctx.Err() != nil {
-				res.Error = c.describe(ctx.Err())
-				return res
-			}
-			res.E2ELMs = ms(now)
-			break
-		}
-		if err != nil {
-			res.Error = c.describe(err)
-			return res
-		}
-		ev := parseEvent(raw)
-		if !ev.hasData {
-			continue
-		}
+	end, failure := readStream(ctx, resp, start, c.describe, func(ev sseEvent, at time.Duration) (bool, string) {
 		e := decodeAgentEvent(api, ev, &u)
 		if e.failure != "" {
-			res.Error = e.failure
-			return res
+			return false, e.failure
 		}
 		if e.output && first < 0 {
-			first = now
+			first = at
 		}
 		if e.finish && finished < 0 {
-			finished = now
+			finished = at
 		}
-		if e.done {
-			res.E2ELMs = ms(now)
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			break
-		}
+		return e.done, ""
+	})
+	if failure != "" {
+		res.Error = failure
+		return res
 	}
+	res.E2ELMs = ms(end)
 	switch {
 	case first >= 0:
 		res.TTFTMs = ms(first)

@@ -75,12 +75,32 @@ func deref(p *int) int {
 	return *p
 }
 
+// typedEvent is the "type" field every Messages and Responses event has.
+type typedEvent struct {
+	Type string `json:"type"`
+}
+
+func (t *typedEvent) typed() *typedEvent { return t }
+
+// decodeTyped decodes ev's data into e, a struct that embeds typedEvent,
+// and returns the event's type: its "type" field, else the SSE event name.
+// Data that does not decode is a failure naming api.
+func decodeTyped(ev sseEvent, api string, e interface{ typed() *typedEvent }) (typ, failure string) {
+	if err := json.Unmarshal(ev.data, e); err != nil {
+		return "", fmt.Sprintf("bad %s event %q: %v", api, truncate(string(ev.data), 100), err)
+	}
+	if typ = e.typed().Type; typ == "" {
+		typ = ev.name
+	}
+	return typ, ""
+}
+
 // decodeMessagesEvent reads a Messages stream event: message_start (input
 // usage), content_block_start/delta (output), message_delta (stop reason,
 // final usage), message_stop, error.
 func decodeMessagesEvent(ev sseEvent, u *agentUsage) agentEvent {
 	var e struct {
-		Type    string `json:"type"`
+		typedEvent
 		Message struct {
 			Usage *messagesUsage `json:"usage"`
 		} `json:"message"`
@@ -97,12 +117,9 @@ func decodeMessagesEvent(ev sseEvent, u *agentUsage) agentEvent {
 		Usage *messagesUsage  `json:"usage"`
 		Error json.RawMessage `json:"error"`
 	}
-	if err := json.Unmarshal(ev.data, &e); err != nil {
-		return agentEvent{failure: fmt.Sprintf("bad Messages event %q: %v", truncate(string(ev.data), 100), err)}
-	}
-	typ := e.Type
-	if typ == "" {
-		typ = ev.name
+	typ, failure := decodeTyped(ev, "Messages", &e)
+	if failure != "" {
+		return agentEvent{failure: failure}
 	}
 	switch typ {
 	case "error":
@@ -128,7 +145,7 @@ func decodeMessagesEvent(ev sseEvent, u *agentUsage) agentEvent {
 // response.completed or response.incomplete (usage; the end).
 func decodeResponsesEvent(ev sseEvent, u *agentUsage) agentEvent {
 	var e struct {
-		Type     string `json:"type"`
+		typedEvent
 		Delta    string `json:"delta"`
 		Response struct {
 			Error json.RawMessage `json:"error"`
@@ -142,12 +159,9 @@ func decodeResponsesEvent(ev sseEvent, u *agentUsage) agentEvent {
 		} `json:"response"`
 		Message string `json:"message"`
 	}
-	if err := json.Unmarshal(ev.data, &e); err != nil {
-		return agentEvent{failure: fmt.Sprintf("bad Responses event %q: %v", truncate(string(ev.data), 100), err)}
-	}
-	typ := e.Type
-	if typ == "" {
-		typ = ev.name
+	typ, failure := decodeTyped(ev, "Responses", &e)
+	if failure != "" {
+		return agentEvent{failure: failure}
 	}
 	switch typ {
 	case "error":

@@ -364,17 +364,44 @@ func TestAgentTable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a result"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := AgentTable(&out, []string{dir}); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	table, lines := agentTable(t, dir)
 	if len(lines) != 4 || !strings.HasPrefix(lines[2], "| fake | chat | 3 |") || !strings.HasPrefix(lines[3], "| fake | messages | 3 |") {
-		t.Fatalf("table:\n%s", out.String())
+		t.Fatalf("table:\n%s", table)
 	}
 	// The fake caches every earlier prompt: turns 2+ are mostly cached.
 	cells := strings.Split(lines[3], "|")
 	if share := strings.TrimSpace(cells[8]); share < "0.5" || share > "1.000" {
-		t.Errorf("cached share %q:\n%s", share, out.String())
+		t.Errorf("cached share %q:\n%s", share, table)
+	}
+}
+
+// agentTable runs bench agent table over dir and returns the table and its
+// lines.
+func agentTable(t *testing.T, dir string) (string, []string) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := AgentTable(&out, []string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), strings.Split(strings.TrimSpace(out.String()), "\n")
+}
+
+// TestAgentTableOneTurn: sessions of one turn have no turns 2+: the table
+// says n/a there (it used to take the median of nothing and panic).
+func TestAgentTableOneTurn(t *testing.T) {
+	f := startAgentFake(t, nil)
+	dir := t.TempDir()
+	cfg := smallAgentConfig(f.srv.URL)
+	cfg.APIs, cfg.Turns, cfg.Label = []AgentAPI{AgentChat}, 1, "fake:run1"
+	r, err := RunAgent(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONFile(filepath.Join(dir, "fake-run1.json"), r); err != nil {
+		t.Fatal(err)
+	}
+	table, lines := agentTable(t, dir)
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "| fake | chat | 1 |") || !strings.HasSuffix(lines[2], "| n/a | n/a | n/a | 0 |") {
+		t.Fatalf("table:\n%s", table)
 	}
 }

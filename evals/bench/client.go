@@ -172,57 +172,29 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 		res.err = s.describe(err)
 		return res
 	}
-	defer resp.Body.Close()
-
-	if res.err = notAStream(resp); res.err != "" {
-		return res
-	}
-
-	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
 	finishedAt := time.Duration(-1) // the first chunk with a finish_reason
-	for {
-		raw, err := reader.ReadEvent()
-		now := time.Now()
-		if errors.Is(err, io.EOF) {
-			if ctx.Err() != nil {
-				// ReadEvent reports a canceled read as io.EOF.
-				res.err = s.describe(ctx.Err())
-				return res
-			}
-			// The body ended without [DONE]. Every OpenAI-compatible server
-			// we know sends it, but the stream is complete either way.
-			res.end = now.Sub(start)
-			break
-		}
-		if err != nil {
-			res.err = s.describe(err)
-			return res
-		}
-		ev := parseEvent(raw)
-		if !ev.hasData {
-			continue
-		}
+	res.end, res.err = readStream(ctx, resp, start, s.describe, func(ev sseEvent, at time.Duration) (bool, string) {
 		if ev.name != "error" && isDone(ev.data) {
-			res.end = now.Sub(start)
-			// Read the rest (normally nothing) so the connection is reused.
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			break
+			return true, ""
 		}
 		chunk, failure := decodeChunk(ev)
 		if failure != "" {
-			res.err = failure
-			return res
+			return false, failure
 		}
 		if chunk.Usage != nil {
 			u := *chunk.Usage
 			res.usage = &u
 		}
 		if chunk.hasContent() {
-			res.chunks = append(res.chunks, now.Sub(start))
+			res.chunks = append(res.chunks, at)
 		}
 		if finishedAt < 0 && chunk.finished() {
-			finishedAt = now.Sub(start)
+			finishedAt = at
 		}
+		return false, ""
+	})
+	if res.err != "" {
+		return res
 	}
 	if len(res.chunks) == 0 {
 		if finishedAt >= 0 && res.usage != nil && res.usage.CompletionTokens > 0 {
@@ -287,6 +259,52 @@ func (s *session) firstModel(ctx context.Context, base string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("list models: %s lists no model; pass --model", base+"/models")
+}
+
+// readStream reads the response to a streaming request (sent at start,
+// bounded by ctx) and closes its body: the SSE events until the stream ends,
+// at the end of the body or at the event for which on says done. It calls
+// on with every event that carries data and the time since start it was
+// read at. It returns the time the stream ended at or, when the response is
+// not a stream, a read failed or on reported a failure, the report line for
+// it (describe words a read error).
+func readStream(ctx context.Context, resp *http.Response, start time.Time, describe func(error) string,
+	on func(ev sseEvent, at time.Duration) (done bool, failure string)) (end time.Duration, failure string) {
+	defer resp.Body.Close()
+	if failure := notAStream(resp); failure != "" {
+		return 0, failure
+	}
+	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
+	for {
+		raw, err := reader.ReadEvent()
+		at := time.Since(start)
+		if errors.Is(err, io.EOF) {
+			if ctx.Err() != nil {
+				// ReadEvent reports a canceled read as io.EOF.
+				return 0, describe(ctx.Err())
+			}
+			// The body ended without its API's last event ([DONE] for
+			// OpenAI's chunks). Every server we know sends it, but the
+			// stream is complete either way.
+			return at, ""
+		}
+		if err != nil {
+			return 0, describe(err)
+		}
+		ev := parseEvent(raw)
+		if !ev.hasData {
+			continue
+		}
+		done, failure := on(ev, at)
+		if failure != "" {
+			return 0, failure
+		}
+		if done {
+			// Read the rest (normally nothing) so the connection is reused.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			return at, ""
+		}
+	}
 }
 
 // notAStream says why resp does not carry the event stream a streamed

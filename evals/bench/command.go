@@ -268,17 +268,6 @@ func checkDatasetFlags(f *pflag.FlagSet, selected Dataset) error {
 	return nil
 }
 
-func writeJSONFile(path string, rep any) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
-}
-
 // imageDataURL reads an image file into a data: URL of its type.
 func imageDataURL(path string) (string, error) {
 	b, err := os.ReadFile(path)

@@ -107,13 +107,10 @@ type plotSeries struct {
 // readRun reads one result file and returns its series name under rule and
 // its point.
 func readRun(path string, rule SeriesRule, metric string) (string, plotPoint, error) {
-	b, err := os.ReadFile(path)
+	var rep Report
+	b, err := readResult(path, &rep)
 	if err != nil {
 		return "", plotPoint{}, err
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return "", plotPoint{}, fmt.Errorf("%s: not a bench result: %w", path, err)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {

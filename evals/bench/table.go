@@ -3,11 +3,8 @@ package bench
 import (
 	"cmp"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,31 +64,15 @@ func Table(w io.Writer, cfg TableConfig) error {
 }
 
 func readTableRuns(paths []string) ([]tableRun, error) {
-	var files []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("bench table: %w", err)
-		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		m, err := filepath.Glob(filepath.Join(p, "*.json"))
-		if err != nil {
-			return nil, fmt.Errorf("bench table: %w", err)
-		}
-		files = append(files, m...)
+	files, err := resultFiles(paths)
+	if err != nil {
+		return nil, fmt.Errorf("bench table: %w", err)
 	}
 	runs := make([]tableRun, 0, len(files))
 	for _, path := range files {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("bench table: %w", err)
-		}
 		var rep Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return nil, fmt.Errorf("bench table: %s: not a bench result: %w", path, err)
+		if _, err := readResult(path, &rep); err != nil {
+			return nil, fmt.Errorf("bench table: %w", err)
 		}
 		runs = append(runs, tableRun{path: path, server: SeriesLabel.name(&rep), rep: rep})
 	}

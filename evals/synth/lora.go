@@ -2,12 +2,9 @@ package synth
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -134,28 +131,6 @@ func loraTarget(name string, targets []string) bool {
 		}
 	}
 	return false
-}
-
-// loraWeights writes t's elements uniform in ±bound, from a generator
-// seeded with seed and the tensor's name.
-func loraWeights(t tensorInfo, seed uint64, bound float32) func(io.Writer) error {
-	return func(w io.Writer) error {
-		h := fnv.New64a()
-		h.Write([]byte(t.name))
-		rng := rand.New(rand.NewPCG(seed, h.Sum64()^0x10ca))
-		row := make([]float32, t.shape[0])
-		var buf []byte
-		for range t.elements() / t.shape[0] {
-			for i := range row {
-				row[i] = (2*rng.Float32() - 1) * bound
-			}
-			buf = appendF32(buf[:0], row)
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }
 
 // WriteMerged writes to path the model base with the LoRA adapter merged
@@ -311,28 +286,4 @@ func f32s(raw []byte) []float32 {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out
-}
-
-// writeGGUFFile writes a GGUF file and returns its size.
-func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			err = errors.Join(err, os.Remove(path))
-		}
-	}()
-	if err := writeGGUF(f, kvs, tensors); err != nil {
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return st.Size(), nil
 }

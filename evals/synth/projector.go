@@ -3,10 +3,7 @@ package synth
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"math"
-	"math/rand/v2"
 	"slices"
 )
 
@@ -334,46 +331,4 @@ func (p *tensorPlan) encoder(prefix string, layers int, e, ff uint64, mt tensorT
 	}
 	p.add(prefix+".post_ln.weight", fillOne, tensorF32, e)
 	p.add(prefix+".post_ln.bias", fillZero, tensorF32, e)
-}
-
-// projectorWeights returns the function that writes t's data, drawn from a
-// generator seeded with seed and the tensor's name (so a tensor's values
-// depend on neither the other tensors nor the dtype).
-func projectorWeights(t projectorTensor, seed uint64) func(io.Writer) error {
-	return func(w io.Writer) error {
-		h := fnv.New64a()
-		h.Write([]byte(t.name))
-		rng := rand.New(rand.NewPCG(seed, h.Sum64()^0x3a9c))
-		rowLen := int(t.shape[0])
-		var bound float32
-		switch t.fill {
-		case fillMatrix:
-			bound = float32(1 / math.Sqrt(float64(rowLen)))
-		case fillConv:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1]*t.shape[2])))
-		case fillConv1d:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1])))
-		case fillSmall:
-			bound = 0.02
-		}
-		row := make([]float32, rowLen)
-		var buf []byte
-		for range int(t.elements()) / rowLen {
-			for i := range row {
-				switch t.fill {
-				case fillOne:
-					row[i] = 1
-				case fillZero:
-					row[i] = 0
-				default:
-					row[i] = (2*rng.Float32() - 1) * bound
-				}
-			}
-			var err error
-			if buf, err = writeRow(w, buf, row, t.typ); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }

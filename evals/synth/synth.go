@@ -3,10 +3,6 @@ package synth
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,9 +78,8 @@ type Summary struct {
 	F16Fallback []string
 }
 
-// Write writes a dummy-weight model to path. The file is written under a
-// temporary name in the same directory and renamed into place when
-// complete, so path never holds a partial model.
+// Write writes a dummy-weight model to path, as writeGGUFFile writes: path
+// never holds a partial model.
 func Write(path string, opts Options) (sum Summary, err error) {
 	if err := opts.Shape.Validate(); err != nil {
 		return sum, err
@@ -113,9 +108,21 @@ func Write(path string, opts Options) (sum Summary, err error) {
 		sum.Params += t.elements()
 	}
 
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	n, err := writeGGUFFile(path, kvs, data)
 	if err != nil {
 		return sum, err
+	}
+	sum.Path, sum.Bytes, sum.VocabSize, sum.Tensors, sum.F16Fallback = path, n, vocab.size, len(tensors), fallback
+	return sum, nil
+}
+
+// writeGGUFFile writes a GGUF file to path and returns its size. The file is
+// written under a temporary name in the same directory and renamed into
+// place when complete, so path never holds a partial file.
+func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return 0, err
 	}
 	defer func() {
 		if err != nil {
@@ -124,24 +131,23 @@ func Write(path string, opts Options) (sum Summary, err error) {
 			err = errors.Join(err, os.Remove(tmp.Name()))
 		}
 	}()
-	if err = writeGGUF(tmp, kvs, data); err != nil {
-		return sum, fmt.Errorf("write %s: %w", path, err)
+	if err = writeGGUF(tmp, kvs, tensors); err != nil {
+		return 0, fmt.Errorf("write %s: %w", path, err)
 	}
 	st, err := tmp.Stat()
 	if err != nil {
-		return sum, err
+		return 0, err
 	}
 	if err = tmp.Chmod(0o644); err != nil {
-		return sum, err
+		return 0, err
 	}
 	if err = tmp.Close(); err != nil {
-		return sum, err
+		return 0, err
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return sum, err
+		return 0, err
 	}
-	sum.Path, sum.Bytes, sum.VocabSize, sum.Tensors, sum.F16Fallback = path, st.Size(), vocab.size, len(tensors), fallback
-	return sum, nil
+	return st.Size(), nil
 }
 
 // vocab is the tokenizer metadata of a GGUF file.
@@ -341,40 +347,4 @@ func plan(s Shape, dt DType, nVocab, nLabels int) (ts []tensorInfo, fallback []s
 		matrix("cls.output.weight", embd, uint64(nLabels))
 	}
 	return ts, fallback
-}
-
-// weights returns the function that writes the data of t. Vectors (the
-// norm weights) are all 1. Matrix elements are uniform in ±1/√(row length),
-// so every matrix-vector product keeps its input's scale and activations
-// stay finite through any depth; each tensor has its own generator, seeded
-// with seed and its name, so its values do not depend on the other tensors
-// or on the dtype (a Q8_0 file holds the quantized values of the F32 one).
-func weights(t tensorInfo, seed uint64) func(io.Writer) error {
-	return func(w io.Writer) error {
-		rowLen := int(t.shape[0])
-		rows := int(t.elements()) / rowLen
-		row := make([]float32, rowLen)
-		if len(t.shape) == 1 {
-			for i := range row {
-				row[i] = 1
-			}
-		}
-		h := fnv.New64a()
-		h.Write([]byte(t.name))
-		rng := rand.New(rand.NewPCG(seed, h.Sum64()))
-		scale := float32(1 / math.Sqrt(float64(rowLen)))
-		var buf []byte
-		for range rows {
-			if len(t.shape) > 1 {
-				for i := range row {
-					row[i] = (2*rng.Float32() - 1) * scale
-				}
-			}
-			var err error
-			if buf, err = writeRow(w, buf, row, t.typ); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }

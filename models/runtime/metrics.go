@@ -84,6 +84,17 @@ func reservedName(name string) bool {
 	return false
 }
 
+// mapOf maps each element of es to the key and value kv gives it: a
+// histogram's buckets by upper bound, a summary's quantiles by rank.
+func mapOf[E any, K comparable, V any](es []E, kv func(E) (K, V)) map[K]V {
+	m := make(map[K]V, len(es))
+	for _, e := range es {
+		k, v := kv(e)
+		m[k] = v
+	}
+	return m
+}
+
 // constMetric is one sample of a family with our labels laid over its own.
 func constMetric(name string, f *dto.MetricFamily, mt *dto.Metric, add map[string]string) (prometheus.Metric, bool) {
 	ls := map[string]string{}
@@ -113,17 +124,11 @@ func constMetric(name string, f *dto.MetricFamily, mt *dto.Metric, add map[strin
 		pm, err = prometheus.NewConstMetric(desc, prometheus.UntypedValue, mt.GetUntyped().GetValue(), values...)
 	case dto.MetricType_HISTOGRAM:
 		h := mt.GetHistogram()
-		buckets := map[float64]uint64{}
-		for _, b := range h.GetBucket() {
-			buckets[b.GetUpperBound()] = b.GetCumulativeCount()
-		}
+		buckets := mapOf(h.GetBucket(), func(b *dto.Bucket) (float64, uint64) { return b.GetUpperBound(), b.GetCumulativeCount() })
 		pm, err = prometheus.NewConstHistogram(desc, h.GetSampleCount(), h.GetSampleSum(), buckets, values...)
 	case dto.MetricType_SUMMARY:
 		s := mt.GetSummary()
-		qs := map[float64]float64{}
-		for _, q := range s.GetQuantile() {
-			qs[q.GetQuantile()] = q.GetValue()
-		}
+		qs := mapOf(s.GetQuantile(), func(q *dto.Quantile) (float64, float64) { return q.GetQuantile(), q.GetValue() })
 		pm, err = prometheus.NewConstSummary(desc, s.GetSampleCount(), s.GetSampleSum(), qs, values...)
 	default:
 		return nil, false

@@ -39,7 +39,10 @@ class Parameters:
         return dict(self._values)
 
 
-class RequestInput:
+class _Tensor:
+    """What a request's input and a response's output are: a named tensor
+    with its shape, datatype, data and parameters."""
+
     def __init__(self, name: str, shape: List[int], datatype: str, data: Any = None,
                  parameters: Optional[Parameters] = None) -> None:
         self.name = name
@@ -48,6 +51,8 @@ class RequestInput:
         self.data = data
         self.parameters = parameters
 
+
+class RequestInput(_Tensor):
     def __repr__(self) -> str:
         return "RequestInput(name=%r, shape=%r, datatype=%r)" % (self.name, self.shape, self.datatype)
 
@@ -68,17 +73,13 @@ class InferenceRequest:
         self.outputs = outputs
 
 
-class ResponseOutput:
+class ResponseOutput(_Tensor):
     """One output: ``data`` is anything NumPy can turn into an array of the
     datatype (a NumPy array, a list), or for BYTES a list of bytes or str."""
 
     def __init__(self, name: str, shape: List[int], datatype: str, data: Any,
                  parameters: Optional[Parameters] = None) -> None:
-        self.name = name
-        self.shape = list(shape)
-        self.datatype = datatype
-        self.data = data
-        self.parameters = parameters
+        super().__init__(name, shape, datatype, data, parameters)
 
 
 class InferenceResponse:

@@ -18,6 +18,21 @@ def _index(tensors: Optional[List[MetadataTensor]]) -> Dict[str, MetadataTensor]
     return {t.name: t for t in (tensors or [])}
 
 
+def _metadata_property(field: str) -> property:
+    """The settings' inputs or outputs (field) as a property of the model:
+    setting it also indexes them by name (self._inputs_index or
+    self._outputs_index) for the codecs."""
+
+    def get(self: "MLModel") -> Optional[List[MetadataTensor]]:
+        return getattr(self._settings, field)
+
+    def set_(self: "MLModel", value: List[MetadataTensor]) -> None:
+        setattr(self._settings, field, value)
+        setattr(self, "_%s_index" % field, _index(value))
+
+    return property(get, set_)
+
+
 class MLModel(LLMServeModel):
     """Subclass it as in MLServer: load, predict (and predict_stream),
     unload; self.decode / self.encode / self.decode_request /
@@ -68,23 +83,8 @@ class MLModel(LLMServeModel):
     def settings(self) -> ModelSettings:
         return self._settings
 
-    @property
-    def inputs(self) -> Optional[List[MetadataTensor]]:
-        return self._settings.inputs
-
-    @inputs.setter
-    def inputs(self, value: List[MetadataTensor]) -> None:
-        self._settings.inputs = value
-        self._inputs_index = _index(value)
-
-    @property
-    def outputs(self) -> Optional[List[MetadataTensor]]:
-        return self._settings.outputs
-
-    @outputs.setter
-    def outputs(self, value: List[MetadataTensor]) -> None:
-        self._settings.outputs = value
-        self._outputs_index = _index(value)
+    inputs = _metadata_property("inputs")
+    outputs = _metadata_property("outputs")
 
     def decode(self, request_input: RequestInput, default_codec: Any = None) -> Any:
         """The input decoded by its content type (the request's, else the

@@ -206,6 +206,10 @@ class _Tensor(_Base):
     _fields = ("name", "shape", "datatype", "parameters", "data")
     _nested = {"parameters": Parameters}
 
+    def __init__(self, name: str, shape: List[int], datatype: Any, data: Any = None,
+                 parameters: Any = None, **kwargs: Any) -> None:
+        super().__init__(name, list(shape), _datatype(datatype), data, _params(parameters))
+
     @property
     def data(self) -> TensorData:
         return self._data
@@ -216,15 +220,11 @@ class _Tensor(_Base):
 
 
 class RequestInput(_Tensor, _rt.RequestInput):
-    def __init__(self, name: str, shape: List[int], datatype: Any, data: Any = None,
-                 parameters: Any = None, **kwargs: Any) -> None:
-        _rt.RequestInput.__init__(self, name, list(shape), _datatype(datatype), data, _params(parameters))
+    pass
 
 
 class ResponseOutput(_Tensor, _rt.ResponseOutput):
-    def __init__(self, name: str, shape: List[int], datatype: Any, data: Any = None,
-                 parameters: Any = None, **kwargs: Any) -> None:
-        _rt.ResponseOutput.__init__(self, name, list(shape), _datatype(datatype), data, _params(parameters))
+    pass
 
 
 class RequestOutput(_Base, _rt.RequestOutput):

@@ -5,7 +5,6 @@ and expected values), and the MLServer-style example runtimes
 Run: /usr/bin/python3 -m unittest discover -s runtimes/python/tests"""
 
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from typing import List
 import grpc
 import numpy as np
 import pandas as pd
-from google.protobuf import empty_pb2, wrappers_pb2
+from google.protobuf import empty_pb2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -33,8 +32,9 @@ from mlserver.types import (Datatype, InferenceRequest, InferenceResponse, Param
                             ResponseOutput)
 from llmserve_runtime import metrics  # noqa: E402
 from llmserve_runtime import open_inference_grpc_pb2 as pb  # noqa: E402
-from llmserve_runtime.server import RuntimeServer, decode_bytes, encode_bytes  # noqa: E402
+from llmserve_runtime.server import decode_bytes, encode_bytes  # noqa: E402
 import models  # noqa: E402  (the example runtimes)
+from served import infer_stub, serve, text_stub, use_settings  # noqa: E402
 
 
 def P(ct):
@@ -297,10 +297,7 @@ class MLModelCases(unittest.TestCase):
                 self.seen = settings.name
 
         with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "model-settings.json")
-            with open(path, "w") as f:
-                json.dump({"name": "with-init", "implementation": "x.WithInit"}, f)
-            os.environ["LLMSERVE_MODEL_SETTINGS"] = path
+            use_settings(d, {"name": "with-init", "implementation": "x.WithInit"})
             os.environ["LLMSERVE_MODEL_VERSION"] = "7"
             try:
                 from llmserve_runtime.__main__ import instantiate
@@ -335,11 +332,8 @@ class ServedCases(unittest.TestCase):
 
     async def _served(self):
         with tempfile.TemporaryDirectory() as d:
-            settings = os.path.join(d, "model-settings.json")
-            with open(settings, "w") as f:
-                json.dump({"name": "sum-model", "implementation": "models.SumModel",
-                           "parameters": {"version": "v1.2.3", "extra": {"scale": 2.0}}}, f)
-            os.environ["LLMSERVE_MODEL_SETTINGS"] = settings
+            use_settings(d, {"name": "sum-model", "implementation": "models.SumModel",
+                             "parameters": {"version": "v1.2.3", "extra": {"scale": 2.0}}})
             os.environ.pop("LLMSERVE_MODEL_NAME", None)
             os.environ.pop("LLMSERVE_MODEL_VERSION", None)
             sum_model, text_model = models.SumModel(), models.TextModel()
@@ -349,17 +343,11 @@ class ServedCases(unittest.TestCase):
             for i, model in enumerate((sum_model, text_model)):
                 self.assertTrue(await model.load())
                 model.ready = True
-                server = grpc.aio.server()
-                server.add_generic_rpc_handlers(RuntimeServer(model).handlers())
                 socks.append("unix:" + os.path.join(d, "s%d.sock" % i))
-                server.add_insecure_port(socks[-1])
-                await server.start()
-                servers.append(server)
+                servers.append(await serve(model, socks[-1]))
             try:
                 async with grpc.aio.insecure_channel(socks[0]) as ch:
-                    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
-                                           request_serializer=pb.ModelInferRequest.SerializeToString,
-                                           response_deserializer=pb.ModelInferResponse.FromString)
+                    infer = infer_stub(ch)
                     req = pb.ModelInferRequest(model_name="sum-model", id="r1")
                     req.inputs.add(name="x", datatype="FP32", shape=[2, 3])
                     req.raw_input_contents.append(np.arange(6, dtype="<f4").tobytes())
@@ -370,13 +358,9 @@ class ServedCases(unittest.TestCase):
                     self.assertIsNone(md.get("other"))
                     self.assertEqual((resp.id, resp.outputs[0].name, list(resp.outputs[0].shape)), ("r1", "total", [2, 1]))
                     np.testing.assert_array_equal(np.frombuffer(resp.raw_output_contents[0], "<f4"), [6.0, 24.0])
-                    info = ch.unary_unary("/llmserve.runtime.v1.RuntimeInfo/ContentTypes",
-                                          request_serializer=empty_pb2.Empty.SerializeToString,
-                                          response_deserializer=wrappers_pb2.StringValue.FromString)
+                    info = text_stub(ch, "RuntimeInfo/ContentTypes")
                     self.assertIn("shout", (await info(empty_pb2.Empty())).value.split("\n"))
-                    mx = ch.unary_unary("/llmserve.runtime.v1.RuntimeMetrics/Metrics",
-                                        request_serializer=empty_pb2.Empty.SerializeToString,
-                                        response_deserializer=wrappers_pb2.StringValue.FromString)
+                    mx = text_stub(ch, "RuntimeMetrics/Metrics")
                     self.assertIn("sum_rows_count 1", (await mx(empty_pb2.Empty())).value)
                 async with grpc.aio.insecure_channel(socks[1]) as ch:
                     stream = ch.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
@@ -391,9 +375,7 @@ class ServedCases(unittest.TestCase):
                         words.append(decode_bytes(out.raw_output_contents[0])[0].decode())
                     self.assertEqual(words, ["hello", " streaming", " world"])
                     # A codec error is bad input: INVALID_ARGUMENT.
-                    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
-                                           request_serializer=pb.ModelInferRequest.SerializeToString,
-                                           response_deserializer=pb.ModelInferResponse.FromString)
+                    infer = infer_stub(ch)
                     req = pb.ModelInferRequest(model_name="text-model")
                     t = req.inputs.add(name="text", datatype="BYTES", shape=[1])
                     t.parameters["content_type"].string_param = "shout"

@@ -2,7 +2,6 @@
 server on a Unix socket. Run: /usr/bin/python3 -m unittest discover -s runtimes/python/tests"""
 
 import asyncio
-import json
 import os
 import struct
 import sys
@@ -11,7 +10,7 @@ import unittest
 
 import grpc
 import numpy as np
-from google.protobuf import empty_pb2, wrappers_pb2
+from google.protobuf import empty_pb2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -19,8 +18,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "numpy_model"
 
 from llmserve_runtime import (NumpyCodec, Parameters, RequestInput, Settings, StringCodec)  # noqa: E402
 from llmserve_runtime import open_inference_grpc_pb2 as pb  # noqa: E402
-from llmserve_runtime.server import RuntimeServer, decode_bytes, encode_bytes  # noqa: E402
+from llmserve_runtime.server import decode_bytes, encode_bytes  # noqa: E402
 from model import LinearModel  # noqa: E402
+from served import infer_stub, serve, text_stub, use_settings  # noqa: E402
 
 
 class CodecTest(unittest.TestCase):
@@ -55,29 +55,19 @@ class ServerTest(unittest.TestCase):
 
     async def _example(self):
         with tempfile.TemporaryDirectory() as d:
-            settings = os.path.join(d, "model-settings.json")
-            with open(settings, "w") as f:
-                json.dump({"name": "lin", "parameters": {"extra": {"scale": 3.0, "offset": 1.0}}}, f)
-            os.environ["LLMSERVE_MODEL_SETTINGS"] = settings
+            use_settings(d, {"name": "lin", "parameters": {"extra": {"scale": 3.0, "offset": 1.0}}})
             model = LinearModel(Settings.from_env())
-            server = grpc.aio.server()
-            server.add_generic_rpc_handlers(RuntimeServer(model).handlers())
             sock = "unix:" + os.path.join(d, "s.sock")
-            server.add_insecure_port(sock)
-            await server.start()
+            server = await serve(model, sock)
             try:
                 async with grpc.aio.insecure_channel(sock) as ch:
-                    ready = ch.unary_unary("/inference.GRPCInferenceService/ModelReady",
-                                           request_serializer=pb.ModelReadyRequest.SerializeToString,
-                                           response_deserializer=pb.ModelReadyResponse.FromString)
+                    ready = infer_stub(ch, "ModelReady", pb.ModelReadyRequest, pb.ModelReadyResponse)
                     self.assertFalse((await ready(pb.ModelReadyRequest(name="lin"))).ready)
                     await model.load()
                     model.ready = True
                     self.assertTrue((await ready(pb.ModelReadyRequest(name="lin"))).ready)
 
-                    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
-                                           request_serializer=pb.ModelInferRequest.SerializeToString,
-                                           response_deserializer=pb.ModelInferResponse.FromString)
+                    infer = infer_stub(ch)
                     x = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)
                     req = pb.ModelInferRequest(model_name="lin", id="r1")
                     req.inputs.add(name="x", datatype="FP32", shape=[3, 2])
@@ -109,9 +99,7 @@ class ServerTest(unittest.TestCase):
                     self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
                     self.assertIn("input x", e.exception.details())
 
-                    metrics = ch.unary_unary("/llmserve.runtime.v1.RuntimeMetrics/Metrics",
-                                             request_serializer=empty_pb2.Empty.SerializeToString,
-                                             response_deserializer=wrappers_pb2.StringValue.FromString)
+                    metrics = text_stub(ch, "RuntimeMetrics/Metrics")
                     text = (await metrics(empty_pb2.Empty())).value
                     self.assertIn("# TYPE linear_rows counter\nlinear_rows 4.0\n", text)
                     self.assertIn('linear_batch_rows_bucket{le="4.0"} 2', text)

@@ -2,7 +2,7 @@
 input (its content type, else the model's metadata for it), and where the
 decoded payload is kept (``parameters._decoded_payload``)."""
 
-from typing import Any, Dict, Iterator, List, Optional, Type, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Type, Union
 
 from ..types import (InferenceRequest, InferenceResponse, MetadataTensor, Parameters, RequestInput,
                      RequestOutput, ResponseOutput, TensorData)
@@ -66,14 +66,20 @@ def get_decoded_or_raw(obj: Any) -> Any:
     return obj
 
 
+def _decode_saved(obj: Any, codec: Any, decode: Callable[[Any, Any], Any], without: Any) -> Any:
+    """obj decoded by codec with decode(codec, obj), and the payload saved
+    on obj; without when there is no codec."""
+    if codec is None:
+        return without
+    decoded = decode(codec, obj)
+    _save_decoded(obj, decoded)
+    return decoded
+
+
 def decode_request_input(request_input: RequestInput, metadata_inputs: Optional[Dict[str, MetadataTensor]] = None) -> Any:
     ct = _content_type(request_input, (metadata_inputs or {}).get(request_input.name))
-    codec = find_input_codec(ct) if ct else None
-    if codec is None:
-        return None
-    decoded = codec.decode_input(request_input)
-    _save_decoded(request_input, decoded)
-    return decoded
+    return _decode_saved(request_input, find_input_codec(ct) if ct else None,
+                         lambda codec, obj: codec.decode_input(obj), None)
 
 
 def decode_inference_request(request: InferenceRequest, model_settings: Any = None,
@@ -81,12 +87,8 @@ def decode_inference_request(request: InferenceRequest, model_settings: Any = No
     for request_input in request.inputs:
         decode_request_input(request_input, metadata_inputs)
     ct = _content_type(request, model_settings)
-    codec = find_request_codec(ct) if ct else None
-    if codec is None:
-        return request
-    decoded = codec.decode_request(request)
-    _save_decoded(request, decoded)
-    return decoded
+    return _decode_saved(request, find_request_codec(ct) if ct else None,
+                         lambda codec, obj: codec.decode_request(obj), request)
 
 
 def encode_response_output(payload: Any, request_output: RequestOutput,
