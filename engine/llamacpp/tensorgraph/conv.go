@@ -694,7 +694,7 @@ func (bl *builder) conv(n *graph.Node, x gval, out []int64) (gval, error) {
 	m := w.shape[0]
 	im2 := C.ggml_reshape_2d(ctx, im, C.int64_t(k), C.int64_t(win.OutW*win.OutH*bl.rows))
 	w2 := C.ggml_reshape_2d(ctx, w.t, C.int64_t(k), C.int64_t(m))
-	y := C.ggml_mul_mat(ctx, w2, im2) // [rows·OH·OW][M]
+	y := bl.mulMat(w2, im2) // [rows·OH·OW][M]
 	y = C.ggml_reshape_4d(ctx, y, C.int64_t(m), C.int64_t(win.OutW), C.int64_t(win.OutH), C.int64_t(bl.rows))
 	y = C.ggml_cont(ctx, C.ggml_permute(ctx, y, 2, 0, 1, 3))
 	v := gval{y, out}
