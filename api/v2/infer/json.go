@@ -364,32 +364,41 @@ type Parameters map[string]any
 // int64 when they are integers that fit, else float64. Values other than
 // strings, numbers and booleans are an error, except arrays of strings
 // (generate's "stop").
+//
+// It runs for the request and each of its tensors, so it avoids
+// json.Decoder (its buffers were a sixth of the bytes a one-row tensor
+// request allocated): each value is kept raw and read by its first byte.
 func DecodeParameters(raw []byte) (Parameters, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, errors.New("parameters must be a JSON object of names to strings, numbers or booleans")
 	}
 	p := make(Parameters, len(m))
 	for k, v := range m {
-		switch x := v.(type) {
-		case string, bool:
-			p[k] = x
-		case json.Number:
-			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-				p[k] = i
-			} else if f, err := strconv.ParseFloat(string(x), 64); err == nil {
-				p[k] = f
-			} else {
-				return nil, fmt.Errorf("parameter %q: %s is not a number that fits a float64", truncate(k), truncate(string(x)))
+		// v is one valid JSON value (Unmarshal checked the whole object).
+		switch v[0] {
+		case '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, fmt.Errorf("parameter %q: %w", truncate(k), err)
 			}
-		case []any:
-			ss := make([]string, len(x))
-			for i, e := range x {
+			p[k] = s
+		case 't':
+			p[k] = true
+		case 'f':
+			p[k] = false
+		case 'n':
+			// null is the same as absent.
+		case '[':
+			var list []any
+			if err := json.Unmarshal(v, &list); err != nil {
+				return nil, fmt.Errorf("parameter %q: %w", truncate(k), err)
+			}
+			ss := make([]string, len(list))
+			for i, e := range list {
 				s, ok := e.(string)
 				if !ok {
 					return nil, fmt.Errorf("parameter %q: a list parameter must hold strings only", truncate(k))
@@ -397,10 +406,17 @@ func DecodeParameters(raw []byte) (Parameters, error) {
 				ss[i] = s
 			}
 			p[k] = ss
-		case nil:
-			// null is the same as absent.
-		default:
+		case '{':
 			return nil, fmt.Errorf("parameter %q must be a string, number or boolean", truncate(k))
+		default: // a number
+			x := string(v)
+			if i, err := strconv.ParseInt(x, 10, 64); err == nil {
+				p[k] = i
+			} else if f, err := strconv.ParseFloat(x, 64); err == nil {
+				p[k] = f
+			} else {
+				return nil, fmt.Errorf("parameter %q: %s is not a number that fits a float64", truncate(k), truncate(x))
+			}
 		}
 	}
 	return p, nil
