@@ -38,7 +38,8 @@ type Executor interface {
 	// use (parallel workers call it at once) and returns ctx.Err() if ctx
 	// ends before it starts computing. Run only reads in and keeps none of
 	// it once it returns (callers reuse the memory, or share it with a
-	// request's wire bytes); the outputs are the caller's.
+	// request's wire bytes); the outputs are new memory, the caller's,
+	// sharing none with in (an output that is an input is a copy).
 	Run(ctx context.Context, in []Tensor) ([]Tensor, error)
 	// Close frees the model; Run must not be called after.
 	Close() error
