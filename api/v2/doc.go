@@ -36,7 +36,10 @@
 // Inference-Header-Content-Length set. A header length of 0 is the raw
 // binary request: the whole body is text_input (one element, with or
 // without the length prefix) and every output is binary. The request "id"
-// is echoed.
+// is echoed. The body is read into one buffer of its Content-Length,
+// placed so that the binary data starts 8-byte aligned (FP32 inputs then
+// reach a tensor model without a copy); a tensor model's request takes the
+// buffer from a pool and gives it back once answered (bodypool.go).
 //
 // Inputs, outputs and the request may carry MLServer's content types
 // (parameters.content_type: str, base64, np, pd, datetime), which

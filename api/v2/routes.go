@@ -119,37 +119,71 @@ func (h *handler) modelReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, _, err := h.readBodyPooled(w, r, false)
+	return b, err
+}
+
+// readBodyPooled is readBody into a buffer from bodyBuffers when pooled
+// (and the body's length is known): the caller gives buf back (nil: none)
+// once nothing holds the body.
+func (h *handler) readBodyPooled(w http.ResponseWriter, r *http.Request, pooled bool) (b []byte, buf *bodyBuffer, err error) {
 	body := r.Body
 	if h.maxBody > 0 {
 		body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	}
-	b, err := readAll(body, r.ContentLength, h.maxBody)
+	at := binaryOffset(r.Header.Get(headerLength))
+	if pooled {
+		b, buf, err = readPooled(body, r.ContentLength, h.maxBody, at)
+	} else {
+		b, err = readAll(body, r.ContentLength, h.maxBody, at)
+	}
+	if err != nil {
+		bodyBuffers.put(buf)
+		buf = nil
+	}
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
-		return nil, errTooLarge{mb.Limit}
+		return nil, nil, errTooLarge{mb.Limit}
 	}
 	if err != nil {
 		// The client went away or sent a broken body.
-		return nil, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err)
+		return nil, nil, infer.Errorf(infer.Invalid, "the request body could not be read: %v", err)
 	}
-	return b, nil
+	return b, buf, nil
 }
 
 // readAll reads r to its end into one buffer of the body's announced
 // length (n, -1 if unknown), where io.ReadAll would grow and copy its way
 // up to it (a 256-row CNN request is 800 kB of binary tensor data). A
 // length beyond limit (or 64 MiB with no limit) is not trusted for the
-// first allocation: the reading stops at the limit anyway.
-func readAll(r io.Reader, n, limit int64) ([]byte, error) {
+// first allocation: the reading stops at the limit anyway. The buffer is
+// placed so that byte at (the binary tensor data after the JSON header)
+// is 8-byte aligned: FP32 inputs are then handed to the model as they lie
+// in the body, without a decoded copy (infer.ConvertInputs).
+func readAll(r io.Reader, n, limit int64, at int) ([]byte, error) {
 	if limit <= 0 {
 		limit = 64 << 20
 	}
 	if n <= 0 || n > limit {
 		return io.ReadAll(r)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead)) // room to read EOF without growing
+	pad := (8 - at%8) % 8
+	// Room to read EOF without growing; Go aligns the allocation to 8.
+	b := make([]byte, int64(pad)+n+bytes.MinRead)
+	buf := bytes.NewBuffer(b[pad:pad])
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
+}
+
+// binaryOffset is where the binary data starts in a body whose
+// Inference-Header-Content-Length is header: 0 when absent or malformed
+// (decodeInfer refuses the latter).
+func binaryOffset(header string) int {
+	n, err := strconv.Atoi(header)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 func (h *handler) infer(w http.ResponseWriter, r *http.Request) {
@@ -179,7 +213,10 @@ func (h *handler) runInfer(w http.ResponseWriter, r *http.Request, arrival time.
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	body, err := h.readBody(w, r)
+	// A tensor model's body is read into a reused buffer (bodypool.go),
+	// given back once the model has answered.
+	tensor := infer.KindOf(m) == infer.KindTensor
+	body, buf, err := h.readBodyPooled(w, r, tensor)
 	if err != nil {
 		return m, nil, 0, err
 	}
@@ -192,6 +229,12 @@ func (h *handler) runInfer(w http.ResponseWriter, r *http.Request, arrival time.
 		return m, nil, 0, err
 	}
 	out, n, err = encodeInfer(d, resp)
+	if err == nil {
+		// The model's Run has returned and keeps no input; the request's
+		// values hold no slice of the body (names, ids and parameters
+		// are copies) and the response is new memory.
+		bodyBuffers.put(buf)
+	}
 	return m, out, n, err
 }
 

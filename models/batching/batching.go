@@ -141,7 +141,7 @@ func (b *Batcher) Infer(ctx context.Context, in []tensor.Tensor) ([]tensor.Tenso
 			if b.received != nil {
 				b.received()
 			}
-			b.execute([]*call{c})
+			b.execute([]*call{c}, nil)
 			<-b.slots
 			return c.out, c.err
 		default:
@@ -305,14 +305,17 @@ func sameShape(a, b []tensor.Tensor) bool {
 
 func (b *Batcher) worker() {
 	defer b.runs.Done()
+	var scratch mergeBuffers // this worker's merged inputs, reused batch after batch
 	for batch := range b.work {
-		b.execute(batch)
+		b.execute(batch, &scratch)
 		<-b.slots
 	}
 }
 
-// execute runs one batch and answers its requests.
-func (b *Batcher) execute(batch []*call) {
+// execute runs one batch and answers its requests; a batch of several
+// requests is merged into scratch (nil: fresh memory), which the Run
+// reads and does not keep (tensor.Executor).
+func (b *Batcher) execute(batch []*call, scratch *mergeBuffers) {
 	live := batch[:0:0]
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
@@ -344,7 +347,7 @@ func (b *Batcher) execute(batch []*call) {
 		// the others' run.
 		ctx = context.WithoutCancel(ctx)
 	}
-	out, err := b.exec.Run(ctx, merge(live, rows))
+	out, err := b.exec.Run(ctx, merge(live, rows, scratch))
 	if err == nil {
 		err = split(live, out, rows)
 	}
@@ -356,30 +359,59 @@ func (b *Batcher) execute(batch []*call) {
 	}
 }
 
-// merge concatenates the requests' inputs along dim 0; a single request's
-// inputs pass as they are.
-func merge(calls []*call, rows int) []tensor.Tensor {
+// mergeBuffers holds a worker's merged inputs between batches, one slice
+// per model input, so that a batch of one-row requests does not allocate
+// its inputs anew (at 32 concurrent CNN clients, a 100 kB []float32 a
+// batch).
+type mergeBuffers struct {
+	f32 [][]float32
+	i64 [][]int64
+}
+
+// merge concatenates the requests' inputs along dim 0 into buf's memory
+// (grown as needed; nil: fresh memory); a single request's inputs pass as
+// they are.
+func merge(calls []*call, rows int, buf *mergeBuffers) []tensor.Tensor {
 	if len(calls) == 1 {
 		return calls[0].in
 	}
+	if buf == nil {
+		buf = &mergeBuffers{}
+	}
 	first := calls[0].in
+	for len(buf.f32) < len(first) {
+		buf.f32 = append(buf.f32, nil)
+		buf.i64 = append(buf.i64, nil)
+	}
 	in := make([]tensor.Tensor, len(first))
 	for i, t := range first {
 		m := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{int64(rows)}, t.Shape[1:]...)}
 		// Sized once: appending grows and copies the batch's inputs on the way.
 		if t.F32 != nil {
-			m.F32 = make([]float32, 0, len(t.F32)/max(calls[0].rows, 1)*rows)
+			m.F32 = grow(buf.f32[i], len(t.F32)/max(calls[0].rows, 1)*rows)
+			for _, c := range calls {
+				m.F32 = append(m.F32, c.in[i].F32...)
+			}
+			buf.f32[i] = m.F32
 		}
 		if t.I64 != nil {
-			m.I64 = make([]int64, 0, len(t.I64)/max(calls[0].rows, 1)*rows)
-		}
-		for _, c := range calls {
-			m.F32 = append(m.F32, c.in[i].F32...)
-			m.I64 = append(m.I64, c.in[i].I64...)
+			m.I64 = grow(buf.i64[i], len(t.I64)/max(calls[0].rows, 1)*rows)
+			for _, c := range calls {
+				m.I64 = append(m.I64, c.in[i].I64...)
+			}
+			buf.i64[i] = m.I64
 		}
 		in[i] = m
 	}
 	return in
+}
+
+// grow returns s emptied, with room for n elements.
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, 0, n)
+	}
+	return s[:0]
 }
 
 // split gives each request its rows of every output.
@@ -405,11 +437,13 @@ func split(calls []*call, out []tensor.Tensor, rows int) error {
 		for _, c := range calls {
 			o := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{int64(c.rows)}, t.Shape[1:]...)}
 			n := c.rows * per
+			// Each request's rows are its own part of the batch's
+			// output, shared rather than copied: no one else holds it.
 			switch {
 			case t.F32 != nil:
-				o.F32 = slices.Clone(t.F32[at : at+n])
+				o.F32 = t.F32[at : at+n : at+n]
 			case t.I64 != nil:
-				o.I64 = slices.Clone(t.I64[at : at+n])
+				o.I64 = t.I64[at : at+n : at+n]
 			}
 			at += n
 			c.out[j] = o

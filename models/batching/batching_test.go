@@ -381,3 +381,54 @@ func TestCloseFailsQueued(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestMergeReusesWorkerBuffers: a worker's merged inputs reuse its buffer
+// from batch to batch (growing it when a batch needs more) and hold each
+// batch's rows in order; a single request's inputs pass as they are.
+func TestMergeReusesWorkerBuffers(t *testing.T) {
+	calls := func(first float32, rows ...int) []*call {
+		var cs []*call
+		for i, n := range rows {
+			cs = append(cs, &call{in: input(n, 3, first+float32(i)), rows: n})
+		}
+		return cs
+	}
+	rowsOf := func(cs []*call) (n int) {
+		for _, c := range cs {
+			n += c.rows
+		}
+		return n
+	}
+	want := func(cs []*call) []float32 {
+		var all []float32
+		for _, c := range cs {
+			all = append(all, c.in[0].F32...)
+		}
+		return all
+	}
+	var scratch mergeBuffers
+	var prev *float32
+	for i, cs := range [][]*call{calls(0, 1, 2, 1), calls(10, 2, 1), calls(20, 4, 4, 4)} {
+		n := rowsOf(cs)
+		in := merge(cs, n, &scratch)
+		if !slices.Equal(in[0].F32, want(cs)) || in[0].Shape[0] != int64(n) || in[0].Shape[1] != 3 {
+			t.Fatalf("batch %d: merged %v %v, want %v", i, in[0].Shape, in[0].F32, want(cs))
+		}
+		at := &in[0].F32[0]
+		switch i {
+		case 1:
+			if at != prev {
+				t.Errorf("batch %d: fits the buffer but was merged into new memory", i)
+			}
+		case 2:
+			if cap(scratch.f32[0]) < n*3 {
+				t.Errorf("batch %d: the buffer did not grow to %d values", i, n*3)
+			}
+		}
+		prev = at
+	}
+	one := calls(30, 2)
+	if in := merge(one, 2, &scratch); &in[0].F32[0] != &one[0].in[0].F32[0] {
+		t.Error("a single request's inputs were copied")
+	}
+}

@@ -56,8 +56,9 @@
 //
 // Batch invariance: Executor.Run promises bit-identical rows whatever the
 // batch size. ggml's CPU mul_mat takes llamafile's sgemm for two rows or
-// more and vec_dot for one, which sum in different orders, so a one-row
-// batch runs padded to two rows; from two rows on the arithmetic of every
+// more and vec_dot for one, which sum in different orders, so a product
+// of a single row is computed padded to two rows (the rest of a one-row
+// batch computes one row); from two rows on the arithmetic of every
 // element is fixed by the weights' shapes (TestBatchInvariance).
 //
 // # The GGUF layout of a graph

@@ -36,7 +36,10 @@ type Executor interface {
 	// depends only on row i of the inputs, and is bit-identical whatever
 	// the batch size and whatever else runs. Run is safe for concurrent
 	// use (parallel workers call it at once) and returns ctx.Err() if ctx
-	// ends before it starts computing.
+	// ends before it starts computing. Run only reads in and keeps none of
+	// it once it returns (callers reuse the memory, or share it with a
+	// request's wire bytes); the outputs are new memory, the caller's,
+	// sharing none with in (an output that is an input is a copy).
 	Run(ctx context.Context, in []Tensor) ([]Tensor, error)
 	// Close frees the model; Run must not be called after.
 	Close() error

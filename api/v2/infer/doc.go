@@ -17,6 +17,11 @@
 // most 65504), JSONData writes it back flat. Check verifies the shape
 // (non-negative dimensions, at most MaxElements) against the data.
 // Parameters holds V2 parameters (string, bool, int64, uint64, float64).
+// ConvertInputs hands a tensor model FP32 data without a copy where the
+// host allows it (little-endian, the bytes 4-byte aligned): the model's
+// []float32 shares the request's Raw, which must not change until the
+// model has run; FromTensor gives outputs' memory as their Raw the same
+// way.
 //
 // # Models
 //

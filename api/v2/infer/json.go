@@ -364,32 +364,49 @@ type Parameters map[string]any
 // int64 when they are integers that fit, else float64. Values other than
 // strings, numbers and booleans are an error, except arrays of strings
 // (generate's "stop").
+//
+// It runs for the request and each of its tensors, so it avoids
+// json.Decoder (its buffers were a sixth of the bytes a one-row tensor
+// request allocated): each value is kept raw and read by its first byte.
 func DecodeParameters(raw []byte) (Parameters, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	if p, ok := decodeFlatParameters(raw); ok {
+		return p, nil
+	}
+	return decodeParameters(raw)
+}
+
+// decodeParameters is DecodeParameters for any JSON.
+func decodeParameters(raw []byte) (Parameters, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, errors.New("parameters must be a JSON object of names to strings, numbers or booleans")
 	}
 	p := make(Parameters, len(m))
 	for k, v := range m {
-		switch x := v.(type) {
-		case string, bool:
-			p[k] = x
-		case json.Number:
-			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-				p[k] = i
-			} else if f, err := strconv.ParseFloat(string(x), 64); err == nil {
-				p[k] = f
-			} else {
-				return nil, fmt.Errorf("parameter %q: %s is not a number that fits a float64", truncate(k), truncate(string(x)))
+		// v is one valid JSON value (Unmarshal checked the whole object).
+		switch v[0] {
+		case '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, fmt.Errorf("parameter %q: %w", truncate(k), err)
 			}
-		case []any:
-			ss := make([]string, len(x))
-			for i, e := range x {
+			p[k] = s
+		case 't':
+			p[k] = true
+		case 'f':
+			p[k] = false
+		case 'n':
+			// null is the same as absent.
+		case '[':
+			var list []any
+			if err := json.Unmarshal(v, &list); err != nil {
+				return nil, fmt.Errorf("parameter %q: %w", truncate(k), err)
+			}
+			ss := make([]string, len(list))
+			for i, e := range list {
 				s, ok := e.(string)
 				if !ok {
 					return nil, fmt.Errorf("parameter %q: a list parameter must hold strings only", truncate(k))
@@ -397,13 +414,161 @@ func DecodeParameters(raw []byte) (Parameters, error) {
 				ss[i] = s
 			}
 			p[k] = ss
-		case nil:
-			// null is the same as absent.
-		default:
+		case '{':
 			return nil, fmt.Errorf("parameter %q must be a string, number or boolean", truncate(k))
+		default: // a number
+			x := string(v)
+			if i, err := strconv.ParseInt(x, 10, 64); err == nil {
+				p[k] = i
+			} else if f, err := strconv.ParseFloat(x, 64); err == nil {
+				p[k] = f
+			} else {
+				return nil, fmt.Errorf("parameter %q: %s is not a number that fits a float64", truncate(k), truncate(x))
+			}
 		}
 	}
 	return p, nil
+}
+
+// decodeFlatParameters is DecodeParameters' fast path for the objects
+// clients send with every tensor ({"binary_data_size": 3136}): names and
+// string values without escapes, numbers, booleans and nulls, read in one
+// pass. ok is false for anything else (arrays, escapes, non-ASCII text,
+// a number that does not fit, malformed JSON), which decodeParameters
+// then reads or refuses; where ok is true the two agree
+// (FuzzDecodeParameters).
+func decodeFlatParameters(raw []byte) (p Parameters, ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	p = Parameters{}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return p, skipSpace(raw, i+1) == len(raw)
+	}
+	for {
+		key, j, ok := plainString(raw, i)
+		if !ok {
+			return nil, false
+		}
+		i = skipSpace(raw, j)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(raw, i+1)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch c := raw[i]; {
+		case c == '"':
+			v, j, ok := plainString(raw, i)
+			if !ok {
+				return nil, false
+			}
+			p[key], i = v, j
+		case bytes.HasPrefix(raw[i:], []byte("true")):
+			p[key], i = true, i+4
+		case bytes.HasPrefix(raw[i:], []byte("false")):
+			p[key], i = false, i+5
+		case bytes.HasPrefix(raw[i:], []byte("null")):
+			delete(p, key) // null is the same as absent (a repeated name's last value counts)
+			i += 4
+		case c == '-' || c >= '0' && c <= '9':
+			j := numberEnd(raw, i)
+			if j < 0 {
+				return nil, false
+			}
+			x := string(raw[i:j])
+			if n, err := strconv.ParseInt(x, 10, 64); err == nil {
+				p[key] = n
+			} else if f, err := strconv.ParseFloat(x, 64); err == nil {
+				p[key] = f
+			} else {
+				return nil, false
+			}
+			i = j
+		default:
+			return nil, false
+		}
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case '}':
+			return p, skipSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads the JSON string at b[i] when it is printable ASCII
+// without escapes, and returns the index after it.
+func plainString(b []byte, i int) (s string, next int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return string(b[i+1 : j]), j + 1, true
+		case c == '\\' || c < 0x20 || c >= 0x7f:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// numberEnd returns the index after the JSON number at b[i], or -1 when
+// it is not one: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(b []byte, i int) int {
+	digits := func(i int) int {
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(i)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
 }
 
 // Int64 returns the integer parameter name; ok is false when absent. A

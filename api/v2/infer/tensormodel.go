@@ -121,6 +121,11 @@ const maxExactInt = 1 << 24
 // kind's decoder); an input of shape [N] for a model input [-1, 1] is
 // taken as [N, 1], MLServer's convention (a pd column is one value per
 // row).
+//
+// An FP32 input sent as FP32 is not copied where the host allows it
+// (little-endian, its bytes 4-byte aligned): the returned tensor's F32
+// shares the input's Raw, so r's inputs must not change until the model
+// has run.
 func ConvertInputs(t TensorModel, r *Request) ([]oip.Tensor, error) {
 	if err := r.CheckInputs(); err != nil {
 		return nil, err
@@ -186,6 +191,13 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 	n := t.Len()
 	switch want {
 	case oip.FP32:
+		if t.Datatype == FP32 {
+			if v, ok := float32View(t.Raw); ok {
+				// The wire's bytes are the values: no copy (the model
+				// only reads its inputs).
+				return oip.Tensor{DType: oip.FP32, F32: v}, nil
+			}
+		}
 		out := oip.Tensor{DType: oip.FP32, F32: make([]float32, n)}
 		switch {
 		case t.Datatype == FP32:
@@ -232,16 +244,24 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 	return oip.Tensor{}, fmt.Errorf("the model takes datatype %s, which this server cannot feed", want)
 }
 
-// FromTensor is a model output in the V2 form.
+// FromTensor is a model output in the V2 form. An FP32 or INT64 output's
+// Raw shares o's memory on a little-endian host (it is the wire form
+// already), so o must not change after.
 func FromTensor(o oip.Tensor) *Tensor {
 	switch o.DType {
 	case oip.INT64:
+		if raw, ok := int64Bytes(o.I64); ok {
+			return &Tensor{Name: o.Name, Datatype: INT64, Shape: slices.Clone(o.Shape), Raw: raw}
+		}
 		raw := make([]byte, 8*len(o.I64))
 		for i, v := range o.I64 {
 			binary.LittleEndian.PutUint64(raw[8*i:], uint64(v))
 		}
 		return &Tensor{Name: o.Name, Datatype: INT64, Shape: slices.Clone(o.Shape), Raw: raw}
 	default:
+		if raw, ok := float32Bytes(o.F32); ok {
+			return &Tensor{Name: o.Name, Datatype: FP32, Shape: slices.Clone(o.Shape), Raw: raw}
+		}
 		return NewFP32Tensor(o.Name, slices.Clone(o.Shape), o.F32)
 	}
 }

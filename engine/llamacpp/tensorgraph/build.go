@@ -133,6 +133,26 @@ func (m *GraphModel) build(rows int) (*builtGraph, error) {
 	return b, nil
 }
 
+// mulMat is ggml_mul_mat(a, b), computed the same way whatever b's row
+// count. ggml's CPU mul_mat multiplies a single row of b (ne[1] = 1) with
+// vec_dot (several partial sums per dot product) and two rows or more
+// with llamafile's sgemm (one FMA chain per 8 lanes); the two round
+// differently, so a single row is padded with a row of zeros and the
+// product's first row kept: row 0 of a one-row batch then has the bits it
+// has in any larger batch. From two rows on, the per-element arithmetic
+// depends only on a's shape (sgemm's tile sizes change with the rows, its
+// FMA chain per element does not). Only the product is padded, not the
+// whole graph: a one-row batch computes one row up to here (a CNN's
+// convolutions are most of its time).
+func (bl *builder) mulMat(a, b *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+	if b.ne[1] != 1 {
+		return C.ggml_mul_mat(bl.ctx, a, b)
+	}
+	y := C.ggml_mul_mat(bl.ctx, a, C.ggml_pad(bl.ctx, b, 0, 1, 0, 0))
+	first := C.ggml_view_4d(bl.ctx, y, y.ne[0], 1, y.ne[2], y.ne[3], y.nb[1], y.nb[2], y.nb[3], 0)
+	return C.ggml_cont(bl.ctx, first)
+}
+
 // actual replaces the batch dimension with the row count.
 func (bl *builder) actual(shape []int64) []int64 {
 	s := slices.Clone(shape)
@@ -241,6 +261,9 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		var t *C.struct_ggml_tensor
 		switch n.Op {
 		case "Relu":
+			if bl.m.params.reluDone[n] {
+				return x, nil // its BatchNormalization applied it
+			}
 			t = C.llmserve_relu_op(ctx, bl.contiguous(x.t))
 		case "Tanh":
 			t = C.ggml_tanh(ctx, x.t)
@@ -282,7 +305,7 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		if err != nil {
 			return gval{}, err
 		}
-		return gval{C.ggml_mul_mat(ctx, w.t, bl.contiguous(a.t)), outShape}, nil
+		return gval{bl.mulMat(w.t, bl.contiguous(a.t)), outShape}, nil
 	case "Gemm":
 		a, err := in(0)
 		if err != nil {
@@ -296,7 +319,7 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		if err != nil {
 			return gval{}, err
 		}
-		t := C.ggml_mul_mat(ctx, w.t, bl.contiguous(a.t))
+		t := bl.mulMat(w.t, bl.contiguous(a.t))
 		if alpha := n.Float("alpha", 1); alpha != 1 {
 			t = C.ggml_scale(ctx, t, C.float(alpha))
 		}

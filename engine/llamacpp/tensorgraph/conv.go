@@ -516,11 +516,14 @@ static struct ggml_tensor * llmserve_conv_node(struct ggml_context * ctx, struct
 }
 
 // llmserve_affine_op: y = x * scale[c] + shift[c] for channel c (ggml's
-// dimension 2), a folded BatchNormalization.
+// dimension 2), a folded BatchNormalization; with relu, then max(y, 0)
+// keeping NaN as llmserve_relu does (a Relu that alone reads the
+// BatchNormalization, done in the same pass instead of a second one).
 typedef struct {
 	int64_t channels;
 	float * scale;
 	float * shift;
+	int32_t relu;
 } llmserve_affine;
 
 static void llmserve_affine_op(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth, void * ud) {
@@ -533,7 +536,15 @@ static void llmserve_affine_op(struct ggml_tensor * dst, const struct ggml_tenso
 		const int64_t c = pl % p->channels;
 		const float * x = (const float *)a->data + pl * inner;
 		float * y = (float *)dst->data + pl * inner;
-		for (int64_t i = 0; i < inner; i++) y[i] = x[i] * p->scale[c] + p->shift[c];
+		const float s = p->scale[c], t = p->shift[c];
+		if (p->relu) {
+			for (int64_t i = 0; i < inner; i++) {
+				const float v = x[i] * s + t;
+				y[i] = (v > 0.0f || isnan(v)) ? v : 0.0f;
+			}
+		} else {
+			for (int64_t i = 0; i < inner; i++) y[i] = x[i] * s + t;
+		}
 	}
 }
 
@@ -614,9 +625,36 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 		c := (*C.llmserve_affine)(p.alloc(C.sizeof_llmserve_affine))
 		c.channels = C.int64_t(len(s))
 		c.scale, c.shift = (*C.float)(cCopy(p, s)), (*C.float)(cCopy(p, t))
+		if r := onlyReader(g, n.Outputs[0]); r != nil && r.Op == "Relu" {
+			// The Relu is done by the affine kernel; the Relu node
+			// passes its input on (cnnNode, nodeOutputs).
+			c.relu = 1
+			p.reluDone[r] = true
+		}
 		p.byNode[n] = unsafe.Pointer(c)
 	}
 	return nil
+}
+
+// onlyReader returns the one node that reads value name, nil when another
+// node or the graph's outputs read it too, or none does.
+func onlyReader(g *graph.Checked, name string) *graph.Node {
+	if slices.ContainsFunc(g.Outputs, func(v graph.Value) bool { return v.Name == name }) {
+		return nil
+	}
+	var reader *graph.Node
+	for i := range g.Nodes {
+		for _, in := range g.Nodes[i].Inputs {
+			if in != name {
+				continue
+			}
+			if reader != nil {
+				return nil
+			}
+			reader = &g.Nodes[i]
+		}
+	}
+	return reader
 }
 
 // convWeights reorders Conv weights [m][channels/group][kh][kw] into the
@@ -694,7 +732,7 @@ func (bl *builder) conv(n *graph.Node, x gval, out []int64) (gval, error) {
 	m := w.shape[0]
 	im2 := C.ggml_reshape_2d(ctx, im, C.int64_t(k), C.int64_t(win.OutW*win.OutH*bl.rows))
 	w2 := C.ggml_reshape_2d(ctx, w.t, C.int64_t(k), C.int64_t(m))
-	y := C.ggml_mul_mat(ctx, w2, im2) // [rows·OH·OW][M]
+	y := bl.mulMat(w2, im2) // [rows·OH·OW][M]
 	y = C.ggml_reshape_4d(ctx, y, C.int64_t(m), C.int64_t(win.OutW), C.int64_t(win.OutH), C.int64_t(bl.rows))
 	y = C.ggml_cont(ctx, C.ggml_permute(ctx, y, 2, 0, 1, 3))
 	v := gval{y, out}

@@ -105,3 +105,73 @@ func TestGraphCNNOps(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphBatchNormRelu: a Relu that alone reads a BatchNormalization is
+// computed by the affine kernel in the same pass, and one whose input is
+// read elsewhere too (here: a graph output) is not; both match graph.Eval
+// within 1e-5, NaN kept, for one, three and nine rows.
+func TestGraphBatchNormRelu(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, tc := range []struct {
+		name    string
+		outputs []string
+	}{{"fused", []string{"out"}}, {"bn-also-an-output", []string{"out", "bn"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			B := int64(graph.Batch)
+			g := &graph.Graph{
+				Inputs: []graph.Value{{Name: "x", DType: graph.F32, Shape: []int64{B, 3, 4, 5}}},
+				Nodes: []graph.Node{
+					{Name: "bn", Op: "BatchNormalization", Inputs: []string{"x", "s", "b", "m", "v"}, Outputs: []string{"bn"}},
+					{Name: "relu", Op: "Relu", Inputs: []string{"bn"}, Outputs: []string{"out"}},
+				},
+			}
+			for _, o := range tc.outputs {
+				g.Outputs = append(g.Outputs, graph.Value{Name: o})
+			}
+			for _, name := range []string{"s", "b", "m", "v"} {
+				k := graph.Const{Name: name, DType: graph.F32, Shape: []int64{3}, F32: randFloats(rng, 3)}
+				if name == "v" {
+					for j := range k.F32 {
+						k.F32[j] = 0.5 + float32(math.Abs(float64(k.F32[j])))
+					}
+				}
+				g.Consts = append(g.Consts, k)
+			}
+			c, m := loadGraph(t, g, 0)
+			if fused := m.params.reluDone[&c.Nodes[1]]; fused != (len(tc.outputs) == 1) {
+				t.Fatalf("the Relu is done by the BatchNormalization: %v", fused)
+			}
+			for _, rows := range []int{1, 3, 9} {
+				data, dense := randomInputs(rng, c, rows)
+				data[0][1] = float32(math.NaN())
+				want, err := graph.Eval(c, dense)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := m.Run(context.Background(), rows, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				negatives := 0
+				for o, name := range tc.outputs {
+					w := want[name].F32
+					if len(got[o].F32) != len(w) {
+						t.Fatalf("rows %d, %s: %d values, want %d", rows, name, len(got[o].F32), len(w))
+					}
+					for i := range w {
+						g, r := float64(got[o].F32[i]), float64(w[i])
+						if math.IsNaN(g) != math.IsNaN(r) || math.Abs(g-r) > 1e-5*max(1, math.Abs(r)) {
+							t.Fatalf("rows %d, %s[%d] = %v, reference %v", rows, name, i, got[o].F32[i], w[i])
+						}
+						if g < 0 {
+							negatives++
+						}
+					}
+				}
+				if len(tc.outputs) == 2 && negatives == 0 {
+					t.Fatalf("rows %d: the BatchNormalization's output has no negative value: the Relu was applied to it", rows)
+				}
+			}
+		})
+	}
+}

@@ -30,10 +30,11 @@
 //
 // Rows are bit-identical whatever the batch size: ggml's mul_mat uses
 // llamafile's sgemm for two rows or more and vec_dot for one, which sum
-// in different orders, so a one-row batch is computed as two rows (the
-// second zeros). From two rows on, the per-element arithmetic depends
-// only on the weights' shape (sgemm's tile sizes change with the batch,
-// its FMA chain per element does not).
+// in different orders, so a product of a single row is computed as two
+// (the second zeros) and its first row kept (builder.mulMat); the rest of
+// a one-row batch's graph computes one row. From two rows on, the
+// per-element arithmetic depends only on the weights' shape (sgemm's tile
+// sizes change with the batch, its FMA chain per element does not).
 //
 // # What it must not do
 //

@@ -51,16 +51,6 @@ type GraphModel struct {
 	all     []*graphRunner // every runner, guarded by poolMu
 }
 
-// minRows is the fewest rows a Run computes: a single-row batch is padded
-// to two. ggml's CPU mul_mat multiplies one row with vec_dot (several
-// partial sums per dot product) and two or more with llamafile's sgemm
-// (one FMA chain per 8 lanes); the two round differently, so without the
-// padding row 0 of a one-row batch would differ in the last bits from the
-// same row in a larger batch. From two rows on, the kernel and the order
-// of every sum depend only on the weights' shape, never on the batch
-// size (the tile sizes change, not the per-element arithmetic).
-const minRows = 2
-
 // weightKey names a constant in the form an operator wants it.
 func weightKey(name, form string) string { return name + "\x00" + form }
 
@@ -238,7 +228,7 @@ func (m *GraphModel) RunInputs(ctx context.Context, rows int, inputs []GraphInpu
 	}
 	r := m.runner()
 	defer m.release(r)
-	return r.run(max(rows, minRows), rows, inputs)
+	return r.run(rows, inputs)
 }
 
 // runParts cuts a Run into pieces of SplitRows consecutive rows (the last
@@ -267,7 +257,7 @@ func (m *GraphModel) runParts(parts, rows int, inputs []GraphInput) ([]GraphOutp
 		}
 		r := m.runner()
 		defer m.release(r)
-		outs[p], errs[p] = r.run(max(n, minRows), n, sub)
+		outs[p], errs[p] = r.run(n, sub)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -284,6 +274,18 @@ func (m *GraphModel) runParts(parts, rows int, inputs []GraphInput) ([]GraphOutp
 	}
 	joined := make([]GraphOutput, len(outs[0]))
 	for i := range joined {
+		// Sized once, not grown piece by piece.
+		nf, ni := 0, 0
+		for _, o := range outs {
+			nf += len(o[i].F32)
+			ni += len(o[i].I64)
+		}
+		if nf > 0 {
+			joined[i].F32 = make([]float32, 0, nf)
+		}
+		if ni > 0 {
+			joined[i].I64 = make([]int64, 0, ni)
+		}
 		for _, o := range outs {
 			joined[i].F32 = append(joined[i].F32, o[i].F32...)
 			joined[i].I64 = append(joined[i].I64, o[i].I64...)
@@ -343,7 +345,7 @@ func (m *GraphModel) Close() error {
 // graphRunner is used by one Run at a time.
 type graphRunner struct {
 	m        *GraphModel
-	graphs   map[int]*builtGraph // by padded row count
+	graphs   map[int]*builtGraph // by row count
 	work     unsafe.Pointer      // C memory for ggml_graph_compute
 	workSize C.size_t
 	// pool is the runner's persistent ggml thread pool when threads > 1,
@@ -388,11 +390,11 @@ func (r *graphRunner) free() {
 	}
 }
 
-func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput, error) {
-	b, ok := r.graphs[padded]
+func (r *graphRunner) run(rows int, inputs []GraphInput) ([]GraphOutput, error) {
+	b, ok := r.graphs[rows]
 	if !ok {
 		var err error
-		if b, err = r.m.build(padded); err != nil {
+		if b, err = r.m.build(rows); err != nil {
 			return nil, err
 		}
 		if len(r.graphs) >= maxCachedGraphs {
@@ -401,7 +403,7 @@ func (r *graphRunner) run(padded, rows int, inputs []GraphInput) ([]GraphOutput,
 				delete(r.graphs, k)
 			}
 		}
-		r.graphs[padded] = b
+		r.graphs[rows] = b
 	}
 	for i, t := range b.inputs {
 		if t.data == nil {

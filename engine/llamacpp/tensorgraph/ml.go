@@ -493,7 +493,10 @@ import (
 // them (GraphModel.Close).
 type nodeParams struct {
 	byNode map[*graph.Node]unsafe.Pointer // by node (names need not be unique)
-	allocs []unsafe.Pointer
+	// reluDone holds the Relu nodes that the BatchNormalization before
+	// them computes (their only input's only reader): they pass it on.
+	reluDone map[*graph.Node]bool
+	allocs   []unsafe.Pointer
 }
 
 // cCopy copies s into C memory owned by p (nil for an empty s).
@@ -533,7 +536,7 @@ func (p *nodeParams) free() {
 // prepareNodes copies the parameters of g's ai.onnx.ml and CNN nodes into
 // C memory.
 func prepareNodes(g *graph.Checked) (*nodeParams, error) {
-	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}}
+	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}, reluDone: map[*graph.Node]bool{}}
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
 		err := p.prepareCNN(g, n)

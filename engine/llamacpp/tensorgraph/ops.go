@@ -405,7 +405,7 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 		}
 		perm[r-2], perm[r-1] = r-1, r-2
 		bt := bl.permute(b, perm)
-		return gval{C.ggml_mul_mat(ctx, bt.t, bl.contiguous(x.t)), outShape}, nil
+		return gval{bl.mulMat(bt.t, bl.contiguous(x.t)), outShape}, nil
 	}
 	return gval{}, fmt.Errorf("operator %s: %w", n.Op, graph.ErrUnsupported)
 }
