@@ -459,15 +459,12 @@ func convertMessages(raws []json.RawMessage, mt *frontend.MarkerText) (out []*tu
 	lastRole := ""
 	for i, raw := range raws {
 		p := fmt.Sprintf("messages[%d]", i)
-		if jsonwire.Kind(raw) != "object" {
-			return nil, 0, jsonwire.TypeError(p, "a message object", jsonwire.Kind(raw))
-		}
 		var m struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		}
-		if err := jsonwire.Decode(raw, &m); err != nil {
-			return nil, 0, frontend.WithPrefix(p, err)
+		if err := jsonwire.Object(raw, p, "a message object", &m); err != nil {
+			return nil, 0, err
 		}
 		sys := false
 		switch m.Role {
@@ -608,29 +605,23 @@ func (t *turn) merge(next *turn) {
 func decodeBlocks(raw json.RawMessage, param string) ([]messagesBlock, error) {
 	switch jsonwire.Kind(raw) {
 	case "string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, jsonwire.TypeError(param, "a string or an array of content blocks", "string")
+		s, err := jsonwire.String(raw, param, "a string or an array of content blocks")
+		if err != nil {
+			return nil, err
 		}
 		return []messagesBlock{{Type: "text", Text: &s}}, nil
-	case "array":
 	case "nothing":
 		return nil, frontend.Invalid(param, "%s: Field required", param)
-	default:
-		return nil, jsonwire.TypeError(param, "a string or an array of content blocks", jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, jsonwire.TypeError(param, "an array of content blocks", "array")
+	elems, err := jsonwire.Array(raw, param, "a string or an array of content blocks")
+	if err != nil {
+		return nil, err
 	}
 	blocks := make([]messagesBlock, len(elems))
 	for i, e := range elems {
 		p := fmt.Sprintf("%s[%d]", param, i)
-		if jsonwire.Kind(e) != "object" {
-			return nil, jsonwire.TypeError(p, "a content block object", jsonwire.Kind(e))
-		}
-		if err := jsonwire.Decode(e, &blocks[i]); err != nil {
-			return nil, frontend.WithPrefix(p, err)
+		if err := jsonwire.Object(e, p, "a content block object", &blocks[i]); err != nil {
+			return nil, err
 		}
 		if blocks[i].Type == "" {
 			return nil, frontend.Invalid(p+".type", "%s.type: Field required", p)
@@ -650,9 +641,6 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 	out := make([]frontend.Tool, 0, len(raws))
 	for i, raw := range raws {
 		p := fmt.Sprintf("tools[%d]", i)
-		if jsonwire.Kind(raw) != "object" {
-			return nil, jsonwire.TypeError(p, "a tool object", jsonwire.Kind(raw))
-		}
 		var t struct {
 			Type         *string         `json:"type"`
 			Name         string          `json:"name"`
@@ -661,8 +649,8 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 			CacheControl json.RawMessage `json:"cache_control"`
 			DeferLoading *bool           `json:"defer_loading"`
 		}
-		if err := jsonwire.Decode(raw, &t); err != nil {
-			return nil, frontend.WithPrefix(p, err)
+		if err := jsonwire.Object(raw, p, "a tool object", &t); err != nil {
+			return nil, err
 		}
 		if err := checkCacheControl(t.CacheControl, p); err != nil {
 			return nil, err

@@ -250,35 +250,30 @@ func (s *stopField) UnmarshalJSON(raw []byte) error {
 // parseStringList parses a field that is a string or an array of strings
 // (null: nil); errors name param, or param[i] for an element.
 func parseStringList(raw []byte, param string) ([]string, error) {
+	const want = "a string or an array of strings"
 	switch jsonwire.Kind(raw) {
 	case "null", "nothing":
 		return nil, nil
 	case "string":
-		var str string
-		if err := json.Unmarshal(raw, &str); err != nil {
-			return nil, jsonwire.TypeError(param, "a string or an array of strings", "string")
+		str, err := jsonwire.String(raw, param, want)
+		if err != nil {
+			return nil, err
 		}
 		return []string{str}, nil
-	case "array":
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return nil, jsonwire.TypeError(param, "a string or an array of strings", "array")
-		}
-		list := make([]string, 0, len(elems))
-		for i, e := range elems {
-			if jsonwire.Kind(e) != "string" {
-				return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "a string", jsonwire.Kind(e))
-			}
-			var str string
-			if err := json.Unmarshal(e, &str); err != nil {
-				return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "a string", "string")
-			}
-			list = append(list, str)
-		}
-		return list, nil
-	default:
-		return nil, jsonwire.TypeError(param, "a string or an array of strings", jsonwire.Kind(raw))
 	}
+	elems, err := jsonwire.Array(raw, param, want)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]string, 0, len(elems))
+	for i, e := range elems {
+		str, err := jsonwire.String(e, fmt.Sprintf("%s[%d]", param, i), "a string")
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, str)
+	}
+	return list, nil
 }
 
 // promptField is the completions "prompt": a string, an array of strings,
@@ -302,19 +297,16 @@ func (p *promptField) UnmarshalJSON(raw []byte) error {
 	case "null":
 		return nil
 	case "string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return jsonwire.TypeError("prompt", promptTypes, "string")
+		s, err := jsonwire.String(raw, "prompt", promptTypes)
+		if err != nil {
+			return err
 		}
 		*p = promptField{set: true, single: true, texts: []string{s}}
 		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("prompt", promptTypes, jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return jsonwire.TypeError("prompt", promptTypes, "array")
+	elems, err := jsonwire.Array(raw, "prompt", promptTypes)
+	if err != nil {
+		return err
 	}
 	p.set = true
 	if len(elems) == 0 {
@@ -342,12 +334,9 @@ func (p *promptField) UnmarshalJSON(raw []byte) error {
 	case "array":
 		for i, e := range elems {
 			param := fmt.Sprintf("prompt[%d]", i)
-			if jsonwire.Kind(e) != "array" {
-				return jsonwire.TypeError(param, "an array of token ids like the other elements", jsonwire.Kind(e))
-			}
-			var inner []json.RawMessage
-			if err := json.Unmarshal(e, &inner); err != nil {
-				return jsonwire.TypeError(param, "an array of token ids", "array")
+			inner, err := jsonwire.Array(e, param, "an array of token ids like the other elements")
+			if err != nil {
+				return err
 			}
 			ids, err := parseTokenIDs(param, inner)
 			if err != nil {
@@ -395,31 +384,24 @@ var chatRoles = map[string]bool{"system": true, "user": true, "assistant": true,
 
 func (m *messageList) UnmarshalJSON(raw []byte) error {
 	*m = messageList{}
-	switch jsonwire.Kind(raw) {
-	case "null":
+	if jsonwire.Kind(raw) == "null" {
 		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("messages", "an array of message objects", jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return jsonwire.TypeError("messages", "an array of message objects", "array")
+	elems, err := jsonwire.Array(raw, "messages", "an array of message objects")
+	if err != nil {
+		return err
 	}
 	m.set = true
 	m.msgs = make([]frontend.Message, len(elems))
 	for i, e := range elems {
 		prefix := fmt.Sprintf("messages[%d]", i)
-		if jsonwire.Kind(e) != "object" {
-			return jsonwire.TypeError(prefix, "a message object", jsonwire.Kind(e))
-		}
 		var wm struct {
 			Role    *string        `json:"role"`
 			Content messageContent `json:"content"`
 			Name    *string        `json:"name"`
 		}
-		if err := jsonwire.Decode(e, &wm); err != nil {
-			return withPrefix(prefix, err)
+		if err := jsonwire.Object(e, prefix, "a message object", &wm); err != nil {
+			return err
 		}
 		msg := &m.msgs[i]
 		if wm.Role == nil {
@@ -470,21 +452,19 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	case "null":
 		return nil
 	case "string":
-		if err := json.Unmarshal(raw, &c.text); err != nil {
-			return jsonwire.TypeError("content", "a string or an array of content parts", "string")
+		text, err := jsonwire.String(raw, "content", "a string or an array of content parts")
+		if err != nil {
+			return err
 		}
-		c.set = true
+		c.text, c.set = text, true
 		if strings.Contains(c.text, media.Marker) {
 			c.marker = "content"
 		}
 		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("content", "a string or an array of content parts", jsonwire.Kind(raw))
 	}
-	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return jsonwire.TypeError("content", "a string or an array of content parts", "array")
+	parts, err := jsonwire.Array(raw, "content", "a string or an array of content parts")
+	if err != nil {
+		return err
 	}
 	if len(parts) == 0 {
 		return invalid("content", "An array of content parts must not be empty.")
@@ -492,15 +472,12 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	texts := make([]string, len(parts))
 	for j, p := range parts {
 		prefix := fmt.Sprintf("content[%d]", j)
-		if jsonwire.Kind(p) != "object" {
-			return jsonwire.TypeError(prefix, "a content part object", jsonwire.Kind(p))
-		}
 		var part struct {
 			Type *string `json:"type"`
 			Text *string `json:"text"`
 		}
-		if err := jsonwire.Decode(p, &part); err != nil {
-			return withPrefix(prefix, err)
+		if err := jsonwire.Object(p, prefix, "a content part object", &part); err != nil {
+			return err
 		}
 		switch {
 		case part.Type == nil:

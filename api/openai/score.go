@@ -61,16 +61,12 @@ type rerankDocuments struct {
 
 func (d *rerankDocuments) UnmarshalJSON(raw []byte) error {
 	*d = rerankDocuments{}
-	switch jsonwire.Kind(raw) {
-	case "null":
+	if jsonwire.Kind(raw) == "null" {
 		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("documents", "an array of strings or of {\"text\": ...} objects", jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return jsonwire.TypeError("documents", "an array", "array")
+	elems, err := jsonwire.Array(raw, "documents", "an array of strings or of {\"text\": ...} objects")
+	if err != nil {
+		return err
 	}
 	d.set = true
 	for i, e := range elems {
