@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -262,25 +263,19 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			return it, err
 		}
 		it.Content = parts
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		if w.CallID == nil || *w.CallID == "" {
-			return it, frontend.Invalid("call_id", "A function_call item needs a call_id.")
+			return it, frontend.Invalid("call_id", "A %s item needs a call_id.", typ)
 		}
 		if w.Name == nil || *w.Name == "" {
-			return it, frontend.Invalid("name", "A function_call item needs a name.")
+			return it, frontend.Invalid("name", "A %s item needs a name.", typ)
 		}
-		it.CallID, it.Name, it.Namespace, it.Arguments = *w.CallID, *w.Name, jsonwire.Str(w.Namespace), jsonwire.Str(w.Arguments)
-		if it.Arguments == "" {
-			it.Arguments = "{}"
+		it.CallID, it.Name, it.Namespace = *w.CallID, *w.Name, jsonwire.Str(w.Namespace)
+		if typ == "custom_tool_call" {
+			it.Input = jsonwire.Str(w.Input)
+		} else {
+			it.Arguments = cmp.Or(jsonwire.Str(w.Arguments), "{}")
 		}
-	case "custom_tool_call":
-		if w.CallID == nil || *w.CallID == "" {
-			return it, frontend.Invalid("call_id", "A custom_tool_call item needs a call_id.")
-		}
-		if w.Name == nil || *w.Name == "" {
-			return it, frontend.Invalid("name", "A custom_tool_call item needs a name.")
-		}
-		it.CallID, it.Name, it.Namespace, it.Input = *w.CallID, *w.Name, jsonwire.Str(w.Namespace), jsonwire.Str(w.Input)
 	case "function_call_output", "custom_tool_call_output":
 		if w.CallID == nil || *w.CallID == "" {
 			return it, frontend.Invalid("call_id", "A %s item needs the call_id of the call it answers.", typ)
