@@ -125,13 +125,14 @@ type chatLogprobs struct {
 	Refusal []chatTokenLogprob `json:"refusal"`
 }
 
+// chatTokenLogprob is a generated token's entry and the most likely
+// alternatives at its position, each an entry of the same shape.
 type chatTokenLogprob struct {
-	Token       string         `json:"token"`
-	Logprob     logprob        `json:"logprob"`
-	Bytes       []int          `json:"bytes"`
+	chatTopEntry
 	TopLogprobs []chatTopEntry `json:"top_logprobs"`
 }
 
+// chatTopEntry is one token's text, log-probability and UTF-8 bytes.
 type chatTopEntry struct {
 	Token   string  `json:"token"`
 	Logprob logprob `json:"logprob"`
