@@ -54,13 +54,22 @@ func (f *inputField) UnmarshalJSON(raw []byte) error {
 	return renameParam(f.promptField.UnmarshalJSON(raw), "prompt", "input")
 }
 
-type embeddingResponse struct {
-	ID      string          `json:"id"`
-	Object  string          `json:"object"`
-	Created int64           `json:"created"`
-	Model   string          `json:"model"`
-	Data    []embeddingData `json:"data"`
-	Usage   embedUsage      `json:"usage"`
+// poolingList is the answer of the routes whose results are a list, one
+// per input (embeddings: embeddingData; score: scoreData): OpenAI's list
+// object with the response id, the model and the tokens run.
+type poolingList[T any] struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Data    []T        `json:"data"`
+	Usage   embedUsage `json:"usage"`
+}
+
+// poolingListOf is c's answer of data, from m, that ran tokens.
+func poolingListOf[T any](c *jsonCall, m Model, data []T, tokens int) poolingList[T] {
+	return poolingList[T]{ID: c.id, Object: "list", Created: c.arrival.Unix(), Model: m.Name(), Data: data,
+		Usage: embedUsage{PromptTokens: tokens, TotalTokens: tokens}}
 }
 
 type embeddingData struct {
@@ -105,7 +114,7 @@ func (h *handler) embeddings(c *jsonCall, req *embeddingRequest, m Embedder) (an
 		return nil, err
 	}
 	normalize := req.Normalize == nil || *req.Normalize
-	resp := embeddingResponse{ID: c.id, Object: "list", Created: c.arrival.Unix(), Model: m.Name(), Data: make([]embeddingData, len(vecs))}
+	data, tokens := make([]embeddingData, len(vecs)), 0
 	for i, v := range vecs {
 		if dims > 0 {
 			v = v[:dims]
@@ -117,11 +126,10 @@ func (h *handler) embeddings(c *jsonCall, req *embeddingRequest, m Embedder) (an
 		if format == "base64" {
 			d.Embedding = base64Floats(v)
 		}
-		resp.Data[i] = d
-		resp.Usage.PromptTokens += len(inputs[i])
+		data[i] = d
+		tokens += len(inputs[i])
 	}
-	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	return resp, nil
+	return poolingListOf(c, m, data, tokens), nil
 }
 
 // poolingModel is serveJSON's find for the routes of pooling models

@@ -28,15 +28,6 @@ type scoreRequest struct {
 	User                 *string         `json:"user"`
 }
 
-type scoreResponse struct {
-	ID      string      `json:"id"`
-	Object  string      `json:"object"`
-	Created int64       `json:"created"`
-	Model   string      `json:"model"`
-	Data    []scoreData `json:"data"`
-	Usage   embedUsage  `json:"usage"`
-}
-
 type scoreData struct {
 	Index  int     `json:"index"`
 	Object string  `json:"object"`
@@ -145,11 +136,11 @@ func (h *handler) score(c *jsonCall, req *scoreRequest, m Embedder) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	resp := scoreResponse{ID: c.id, Object: "list", Created: c.arrival.Unix(), Model: m.Name(), Usage: embedUsage{PromptTokens: tokens, TotalTokens: tokens}}
+	var data []scoreData
 	for i, s := range scores {
-		resp.Data = append(resp.Data, scoreData{Index: i, Object: "score", Score: s})
+		data = append(data, scoreData{Index: i, Object: "score", Score: s})
 	}
-	return resp, nil
+	return poolingListOf(c, m, data, tokens), nil
 }
 
 // rerank answers POST /v1/rerank, /rerank and /v2/rerank (serveJSON).
