@@ -20,45 +20,39 @@ type respMeta struct {
 
 // chatCompletions serves POST /v1/chat/completions.
 func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	arrival := h.now()
-	id := "chatcmpl-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	h.serveGeneration(w, r, "chatcmpl-", h.chatRoute)
+}
+
+// chatRoute is POST /v1/chat/completions's route of a body
+// (serveGeneration): one prompt, its answer split into reasoning, text and
+// tool calls.
+func (h *handler) chatRoute(ctx context.Context, body []byte) (*generationRoute, error) {
 	req, opts, err := decodeChat(body)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	run, err := h.prepareChat(r.Context(), req, opts)
+	run, err := h.prepareChat(ctx, req, opts)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	m, tp, p, prompt := run.m, run.tp, run.p, run.prompt
-	g, meta, err := h.start(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	defer g.close()
-	if err := g.split(frontend.ReasoningParserOf(m), tp); err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	if p.Stream {
-		h.streamChat(w, r, g, meta, tp)
-		return
-	}
-	res, err := g.collect(r.Context())
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	tp := run.tp
+	return &generationRoute{
+		m: run.m, p: run.p, prompts: []promptInput{run.prompt}, param: func(int) string { return "messages" },
+		parser: frontend.ReasoningParserOf(run.m), tp: tp,
+		stream: func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
+			h.streamChat(w, r, g, meta, tp)
+		},
+		answer: func(r *http.Request, g *generation, meta respMeta, res []result) any {
+			return h.chatAnswer(r, g, meta, res)
+		},
+	}, nil
+}
+
+// chatAnswer is the whole answer of a chat request that is not streamed.
+func (h *handler) chatAnswer(r *http.Request, g *generation, meta respMeta, res []result) chatCompletion {
+	p := g.params
 	resp := chatCompletion{
-		ID:      id,
+		ID:      meta.id,
 		Object:  objectChatCompletion,
 		Created: meta.created,
 		Model:   meta.model,
@@ -85,8 +79,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			resp.Choices[i].Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, res[i].lps)
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
-	h.logDone(r, meta, resp.Usage)
+	return resp
 }
 
 // chatRun is a chat-family request (chat, Responses, Messages) prepared

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"net/http"
 	"unicode/utf8"
 
@@ -11,52 +12,47 @@ import (
 
 // completions serves POST /v1/completions.
 func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
-	arrival := h.now()
-	id := "cmpl-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	h.serveGeneration(w, r, "cmpl-", h.completionRoute)
+}
+
+// completionRoute is POST /v1/completions's route of a body
+// (serveGeneration): its prompts, answered as raw text.
+func (h *handler) completionRoute(ctx context.Context, body []byte) (*generationRoute, error) {
 	req, opts, copts, err := decodeCompletion(body)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	m, err := h.model(r.Context(), req.Model)
+	m, err := h.model(ctx, req.Model)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	p, prompts, param, err := h.prepareCompletion(m, req, opts, copts)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	echo := copts.echo
-	g, meta, err := h.start(r.Context(), m, p, prompts, id, arrival, param)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	defer g.close()
-	if p.Stream {
-		h.streamCompletion(w, r, g, meta, echo)
-		return
-	}
-	res, err := g.collect(r.Context())
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	u := g.usage()
+	return &generationRoute{
+		m: m, p: p, prompts: prompts, param: param,
+		stream: func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
+			h.streamCompletion(w, r, g, meta, echo)
+		},
+		answer: func(r *http.Request, g *generation, meta respMeta, res []result) any {
+			return h.completionAnswer(r, g, meta, res, echo)
+		},
+	}, nil
+}
+
+// completionAnswer is the whole answer of a completion request that is
+// not streamed.
+func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta, res []result, echo bool) completion {
+	p := g.params
 	resp := completion{
-		ID:      id,
+		ID:      meta.id,
 		Object:  objectTextCompletion,
 		Created: meta.created,
 		Model:   meta.model,
 		Choices: make([]completionChoice, len(res)),
-		Usage:   usageOf(u),
+		Usage:   usageOf(g.usage()),
 
 		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
@@ -69,8 +65,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 			resp.Choices[i].PromptLogprobs = promptLogprobsList(tokenNames{g.tok, p.tokensAsIDs}, g.prompts[pi].tokens, g.promptLPs[pi], k)
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
-	h.logDone(r, meta, u)
+	return resp
 }
 
 // prepareCompletion validates a completion request for model m and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -67,6 +68,75 @@ type generation struct {
 type choiceDelta struct {
 	c *choice
 	d delta
+}
+
+// generationRoute is a chat or completion request prepared for its model
+// (chatRoute, completionRoute) and what its route writes of the answer;
+// serveGeneration does the rest, once for both.
+type generationRoute struct {
+	m       Model
+	p       *genParams
+	prompts []promptInput
+	// param names prompt i on the wire, for capacity errors.
+	param func(int) string
+	// parser and tp split the answer as the chat-shaped APIs do
+	// (generation.split); "" and nil for completions' raw text.
+	parser string
+	tp     *frontend.ToolPlan
+	// stream writes the answer as server-sent events (p.Stream).
+	stream func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta)
+	// answer is the whole answer of the collected results.
+	answer func(r *http.Request, g *generation, meta respMeta, res []result) any
+}
+
+// serveGeneration serves chat or completions: it reads the body, makes
+// its route with prepare, starts the generation and streams it, or
+// collects it and writes the answer. Every failure before the answer's
+// first byte is answered by fail under the response id (prefix and the
+// request's id); a stream's own are its error event (endStream).
+func (h *handler) serveGeneration(w http.ResponseWriter, r *http.Request, prefix string, prepare func(ctx context.Context, body []byte) (*generationRoute, error)) {
+	arrival := h.now()
+	id := prefix + h.id(r)
+	gr, g, meta, err := h.startRoute(w, r, id, arrival, prepare)
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	defer g.close()
+	if gr.p.Stream {
+		gr.stream(w, r, g, meta)
+		return
+	}
+	res, err := g.collect(r.Context())
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, gr.answer(r, g, meta, res))
+	h.logDone(r, meta, g.usage())
+}
+
+// startRoute reads the body, makes its route and starts the route's
+// generation, split as the route asks. The caller must close the
+// generation when err is nil.
+func (h *handler) startRoute(w http.ResponseWriter, r *http.Request, id string, arrival time.Time, prepare func(context.Context, []byte) (*generationRoute, error)) (*generationRoute, *generation, respMeta, error) {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return nil, nil, respMeta{}, err
+	}
+	gr, err := prepare(r.Context(), body)
+	if err != nil {
+		return nil, nil, respMeta{}, err
+	}
+	g, meta, err := h.start(r.Context(), gr.m, gr.p, gr.prompts, id, arrival, gr.param)
+	if err != nil {
+		return nil, nil, respMeta{}, err
+	}
+	if err := g.split(gr.parser, gr.tp); err != nil {
+		g.close()
+		return nil, nil, respMeta{}, err
+	}
+	return gr, g, meta, nil
 }
 
 // start submits the prompts of chat or completions with this server's KV
