@@ -79,24 +79,28 @@ func (t *messagesThinking) omitted() bool {
 // minThinkingBudget is Anthropic's smallest budget_tokens.
 const minThinkingBudget = 1024
 
-// messagesBlock is one content block of a message, any type; which fields
-// matter depends on Type.
+// messagesBlock is one content block, any type; which fields matter
+// depends on Type. A request's messages hold them, and so does an answer
+// (text, tool_use or thinking, with only their own fields: the others are
+// empty and omitted), as Anthropic's API has one ContentBlock for both.
 type messagesBlock struct {
 	Type      string          `json:"type"`
-	Text      *string         `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID *string         `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-	Thinking  *string         `json:"thinking"`
-	Source    json.RawMessage `json:"source"`
+	Text      *string         `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID *string         `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	// Signature is an answer's thinking block's (requests' are not read).
+	Signature *string         `json:"signature,omitempty"`
+	Source    json.RawMessage `json:"source,omitempty"`
 	// CacheControl ({"type": "ephemeral", "ttl"}) marks a cache
 	// breakpoint; the prefix cache needs none, so it is only checked.
-	CacheControl json.RawMessage `json:"cache_control"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 	// ToolName is a tool_reference block's tool.
-	ToolName string `json:"tool_name"`
+	ToolName string `json:"tool_name,omitempty"`
 }
 
 // decodeMessagesRequest decodes a Messages request. count is set for
