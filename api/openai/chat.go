@@ -35,21 +35,15 @@ func (h *handler) chatRoute(ctx context.Context, body []byte) (*generationRoute,
 	if err != nil {
 		return nil, err
 	}
-	tp := run.tp
 	return &generationRoute{
 		m: run.m, p: run.p, prompts: []promptInput{run.prompt}, param: func(int) string { return "messages" },
-		parser: frontend.ReasoningParserOf(run.m), tp: tp,
-		stream: func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
-			h.streamChat(w, r, g, meta, tp)
-		},
-		answer: func(r *http.Request, g *generation, meta respMeta, res []result) any {
-			return h.chatAnswer(r, g, meta, res)
-		},
+		parser: frontend.ReasoningParserOf(run.m), tp: run.tp, stream: h.streamChat, answer: h.chatAnswer,
 	}, nil
 }
 
-// chatAnswer is the whole answer of a chat request that is not streamed.
-func (h *handler) chatAnswer(r *http.Request, g *generation, meta respMeta, res []result) chatCompletion {
+// chatAnswer is the whole answer of a chat request that is not streamed
+// (a chatCompletion).
+func (h *handler) chatAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
 	p := g.params
 	resp := chatCompletion{
 		ID:      meta.id,
@@ -176,7 +170,7 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *frontend.ToolPlan) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
 	p := g.params
 	sse := StartSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
@@ -195,7 +189,7 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 	}
 	// The tool calls are split from the content when the tool plan
 	// changes the answer (generation.split).
-	tools := tp.SplitsToolCalls()
+	tools := g.tools.SplitsToolCalls()
 	err := g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
 		ds, err := g.apply(pi, outs)
 		for _, cd := range ds {

@@ -30,21 +30,12 @@ func (h *handler) completionRoute(ctx context.Context, body []byte) (*generation
 	if err != nil {
 		return nil, err
 	}
-	echo := copts.echo
-	return &generationRoute{
-		m: m, p: p, prompts: prompts, param: param,
-		stream: func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
-			h.streamCompletion(w, r, g, meta, echo)
-		},
-		answer: func(r *http.Request, g *generation, meta respMeta, res []result) any {
-			return h.completionAnswer(r, g, meta, res, echo)
-		},
-	}, nil
+	return &generationRoute{m: m, p: p, prompts: prompts, param: param, stream: h.streamCompletion, answer: h.completionAnswer}, nil
 }
 
 // completionAnswer is the whole answer of a completion request that is
-// not streamed.
-func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta, res []result, echo bool) completion {
+// not streamed (a completion).
+func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
 	p := g.params
 	resp := completion{
 		ID:      meta.id,
@@ -59,7 +50,7 @@ func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta
 	for i := range res {
 		c := g.choices[i]
 		d := delta{text: res[i].text.String(), lps: res[i].lps, finish: res[i].finish}
-		resp.Choices[i] = g.completionChoice(c, &d, echo)
+		resp.Choices[i] = g.completionChoice(c, &d)
 		if k := p.PromptLogprobs; k >= 0 {
 			pi := i / p.Base.N
 			resp.Choices[i].PromptLogprobs = promptLogprobsList(tokenNames{g.tok, p.tokensAsIDs}, g.prompts[pi].tokens, g.promptLPs[pi], k)
@@ -92,6 +83,7 @@ func (h *handler) prepareCompletion(m Model, req *frontend.Request, o *wireOptio
 		}
 		p.SetLogprobs(true, *c.logprobs)
 	}
+	p.echo = c.echo
 	if c.echo && p.Logprobs {
 		// Echo with logprobs lists the prompt's tokens too.
 		p.Base.PromptLogprobs = p.TopLogprobs
@@ -124,11 +116,12 @@ func tooMuchText(param string, n, maxLen, maxBytes int) error {
 	return frontend.TooMuchText(param, n, maxLen, maxBytes)
 }
 
-// completionChoice formats a choice's text, or a chunk of it. When echo is
-// set, d is the first text of the choice and gets the prompt (and, with
+// completionChoice formats a choice's text, or a chunk of it. With echo
+// (genParams.echo), the choice's first text gets the prompt (and, with
 // logprobs, the prompt's logprobs) in front. Offsets in text_offset count
 // characters from the start of the choice's text, echoed prompt included.
-func (g *generation) completionChoice(c *choice, d *delta, echo bool) completionChoice {
+func (g *generation) completionChoice(c *choice, d *delta) completionChoice {
+	echo := g.params.echo
 	pi := c.index / g.params.Base.N
 	out := completionChoice{Index: c.index, Text: d.text}
 	var lb *completionLogprobsBuilder
@@ -164,8 +157,9 @@ func (g *generation) completionChoice(c *choice, d *delta, echo bool) completion
 // echo, a choice's first chunk carries the prompt; with echo and logprobs it
 // also carries the prompt's logprobs, which arrive with choice 0's first
 // output, so other choices' chunks wait for them.
-func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, echo bool) {
+func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
 	p := g.params
+	echo := p.echo
 	n := p.Base.N
 	sse := StartSSE(w)
 	waitForPromptLPs := echo && p.Logprobs
@@ -176,7 +170,7 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 		}
 		chunk := completion{
 			ID: meta.id, Object: objectTextCompletion, Created: meta.created, Model: meta.model,
-			Choices: []completionChoice{g.completionChoice(c, d, echo)}, Usage: chunkUsage(g),
+			Choices: []completionChoice{g.completionChoice(c, d)}, Usage: chunkUsage(g),
 		}
 		return sse.event(chunk)
 	}

@@ -62,6 +62,8 @@ type generation struct {
 	// kvParams, for a prefill whose KV a remote decode pulls, returns the
 	// response's kv_transfer_params once the generation ended.
 	kvParams func(context.Context) (map[string]any, error)
+	// tools is the tool plan split's answers follow (nil for none).
+	tools *frontend.ToolPlan
 }
 
 // choiceDelta pairs a choice with what one batch added to it.
@@ -375,6 +377,7 @@ func (g *generation) usage() Usage {
 // tp nil for none). Completions keep the raw text. It must be called
 // before the first output is applied.
 func (g *generation) split(parser string, tp *frontend.ToolPlan) error {
+	g.tools = tp
 	if parser == "" && !tp.SplitsToolCalls() {
 		return nil
 	}
