@@ -18,6 +18,11 @@ type respMeta struct {
 	arrival time.Time
 }
 
+// head is the start of the request's response objects of type object.
+func (m respMeta) head(object string) objectHead {
+	return objectHead{ID: m.id, Object: object, Created: m.created, Model: m.model}
+}
+
 // chatCompletions serves POST /v1/chat/completions.
 func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	h.serveGeneration(w, r, "chatcmpl-", h.chatRoute)
@@ -46,12 +51,9 @@ func (h *handler) chatRoute(ctx context.Context, body []byte) (*generationRoute,
 func (h *handler) chatAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
 	p := g.params
 	resp := chatCompletion{
-		ID:      meta.id,
-		Object:  objectChatCompletion,
-		Created: meta.created,
-		Model:   meta.model,
-		Choices: make([]chatChoice, len(res)),
-		Usage:   g.usage(),
+		objectHead: meta.head(objectChatCompletion),
+		Choices:    make([]chatChoice, len(res)),
+		Usage:      g.usage(),
 
 		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
@@ -175,8 +177,8 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 	sse := StartSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
 		return chatChunk{
-			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
-			Choices: choices, Usage: chunkUsage(g),
+			objectHead: meta.head(objectChatCompletionChunk),
+			Choices:    choices, Usage: chunkUsage(g),
 		}
 	}
 	// The role comes first, for every choice, before any text.
@@ -230,8 +232,8 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 	})
 	h.endStream(r, sse, g, meta, err, func(u Usage) any {
 		return chatChunk{
-			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
-			Choices: []chatChunkChoice{}, Usage: usageOf(u),
+			objectHead: meta.head(objectChatCompletionChunk),
+			Choices:    []chatChunkChoice{}, Usage: usageOf(u),
 		}
 	})
 }

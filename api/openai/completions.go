@@ -38,12 +38,9 @@ func (h *handler) completionRoute(ctx context.Context, body []byte) (*generation
 func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
 	p := g.params
 	resp := completion{
-		ID:      meta.id,
-		Object:  objectTextCompletion,
-		Created: meta.created,
-		Model:   meta.model,
-		Choices: make([]completionChoice, len(res)),
-		Usage:   usageOf(g.usage()),
+		objectHead: meta.head(objectTextCompletion),
+		Choices:    make([]completionChoice, len(res)),
+		Usage:      usageOf(g.usage()),
 
 		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
@@ -169,8 +166,8 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 			return nil
 		}
 		chunk := completion{
-			ID: meta.id, Object: objectTextCompletion, Created: meta.created, Model: meta.model,
-			Choices: []completionChoice{g.completionChoice(c, d)}, Usage: chunkUsage(g),
+			objectHead: meta.head(objectTextCompletion),
+			Choices:    []completionChoice{g.completionChoice(c, d)}, Usage: chunkUsage(g),
 		}
 		return sse.event(chunk)
 	}
@@ -219,8 +216,8 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 	}
 	h.endStream(r, sse, g, meta, err, func(u Usage) any {
 		return completion{
-			ID: meta.id, Object: objectTextCompletion, Created: meta.created, Model: meta.model,
-			Choices: []completionChoice{}, Usage: usageOf(u),
+			objectHead: meta.head(objectTextCompletion),
+			Choices:    []completionChoice{}, Usage: usageOf(u),
 		}
 	})
 }

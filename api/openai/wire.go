@@ -67,12 +67,18 @@ func usageOf(u Usage) usageField { return usageField{present: true, u: &u} }
 func finishOf(s string) *string  { return &s }
 func contentOf(s string) *string { return &s }
 
+// objectHead is the members every response object and stream chunk
+// starts with (respMeta.head).
+type objectHead struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+}
+
 // chatCompletion is CreateChatCompletionResponse.
 type chatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
+	objectHead
 	Choices           []chatChoice `json:"choices"`
 	Usage             Usage        `json:"usage"`
 	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
@@ -141,10 +147,7 @@ type chatTopEntry struct {
 
 // chatChunk is CreateChatCompletionStreamResponse.
 type chatChunk struct {
-	ID                string            `json:"id"`
-	Object            string            `json:"object"`
-	Created           int64             `json:"created"`
-	Model             string            `json:"model"`
+	objectHead
 	SystemFingerprint string            `json:"system_fingerprint,omitempty"`
 	Choices           []chatChunkChoice `json:"choices"`
 	Usage             usageField        `json:"usage,omitzero"`
@@ -170,10 +173,7 @@ type chatDelta struct {
 
 // completion is CreateCompletionResponse; stream chunks have the same shape.
 type completion struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
+	objectHead
 	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
 	Choices           []completionChoice `json:"choices"`
 	Usage             usageField         `json:"usage,omitzero"`
