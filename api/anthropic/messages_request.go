@@ -106,11 +106,8 @@ type messagesBlock struct {
 // decodeMessagesRequest decodes a Messages request. count is set for
 // count_tokens, which needs no max_tokens.
 func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var req messagesRequest
-	if err := jsonwire.Decode(body, &req); err != nil {
+	if err := jsonwire.DecodeBody(body, &req); err != nil {
 		return nil, err
 	}
 	if !count {

@@ -41,6 +41,22 @@ func Decode(body []byte, v any) error {
 	}
 }
 
+// DecodeBody checks that a client's body is valid Unicode (CheckText) and
+// decodes it into each of parts (Decode): one struct, or the flat structs a
+// request is read as (a struct embedded in another would put its Go name
+// into the field paths of type errors). The first error is returned.
+func DecodeBody(body []byte, parts ...any) error {
+	if err := CheckText(body); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := Decode(body, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Array returns the elements of raw, which must be a JSON array; any other
 // value is a TypeError for param, which expected want. A caller that
 // takes null, or a string form beside the array, checks for it first.

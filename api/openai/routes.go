@@ -156,10 +156,7 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
-	return body, jsonwire.Decode(body, v)
+	return body, jsonwire.DecodeBody(body, v)
 }
 
 // jsonCall is one request to a route that answers with one JSON document.
