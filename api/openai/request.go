@@ -53,6 +53,9 @@ type commonRequest struct {
 	// KVTransferParams (vLLM) asks for a prefill whose KV a remote decode
 	// pulls, or a decode that pulls a remote prefill's KV (kvtransfer.go).
 	KVTransferParams *kvTransferParams `json:"kv_transfer_params"`
+	// ThinkingTokenBudget is vLLM's thinking_token_budget
+	// (frontend.Params.ThinkingBudget).
+	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
 type streamOptions struct {
@@ -67,9 +70,6 @@ type chatFields struct {
 	MaxCompletionTokens *int        `json:"max_completion_tokens"`
 	Logprobs            *bool       `json:"logprobs"`
 	TopLogprobs         *int        `json:"top_logprobs"`
-	// ThinkingTokenBudget is vLLM's thinking_token_budget
-	// (frontend.Params.ThinkingBudget).
-	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
 // completionFields are the fields only completions accepts.
@@ -78,9 +78,6 @@ type completionFields struct {
 	Logprobs *int        `json:"logprobs"`
 	Echo     *bool       `json:"echo"`
 	Suffix   *string     `json:"suffix"`
-	// ThinkingTokenBudget is vLLM's thinking_token_budget
-	// (frontend.Params.ThinkingBudget).
-	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
 // chatRequest is a decoded chat request, not yet validated.
@@ -102,20 +99,8 @@ type completionRequest struct {
 // decodeChatRequest decodes a chat request body. Every error it returns is
 // a *frontend.Error.
 func decodeChatRequest(body []byte) (*chatRequest, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var r chatRequest
-	if err := jsonwire.Decode(body, &r.commonRequest); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.extraFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.chatFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.structuredFields); err != nil {
+	if err := jsonwire.DecodeBody(body, &r.commonRequest, &r.extraFields, &r.chatFields, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -124,20 +109,8 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 // decodeCompletionRequest decodes a completion request body. Every error it
 // returns is a *frontend.Error.
 func decodeCompletionRequest(body []byte) (*completionRequest, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var r completionRequest
-	if err := jsonwire.Decode(body, &r.commonRequest); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.extraFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.completionFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.structuredFields); err != nil {
+	if err := jsonwire.DecodeBody(body, &r.commonRequest, &r.extraFields, &r.completionFields, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -161,7 +134,6 @@ func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
 	}
 	req.Logprobs = w.Logprobs != nil && *w.Logprobs
 	req.TopLogprobs = w.TopLogprobs
-	req.ThinkingBudget = w.ThinkingTokenBudget
 	if err := decodePromptFields(body, req); err != nil {
 		return nil, nil, err
 	}
@@ -192,7 +164,6 @@ func decodeCompletion(body []byte) (*frontend.Request, *wireOptions, *completion
 	}
 	req := w.request()
 	req.Extensions = w.extensions()
-	req.ThinkingBudget = w.ThinkingTokenBudget
 	req.Suffix = w.Suffix
 	if pf := &w.Prompt; pf.set {
 		req.Prompt = &frontend.RawPrompt{Field: "prompt", Single: pf.single, Texts: pf.texts, Tokens: pf.tokens}
@@ -215,9 +186,10 @@ func (c *commonRequest) request() *frontend.Request {
 			IgnoreEOS: c.IgnoreEOS != nil && *c.IgnoreEOS, MinTokens: c.MinTokens,
 			CacheSalt: c.CacheSalt, Priority: c.Priority,
 		},
-		MaxTokens: c.MaxTokens,
-		Stream:    c.Stream != nil && *c.Stream,
-		User:      c.User,
+		MaxTokens:      c.MaxTokens,
+		Stream:         c.Stream != nil && *c.Stream,
+		User:           c.User,
+		ThinkingBudget: c.ThinkingTokenBudget,
 	}
 }
 
