@@ -83,6 +83,16 @@ func Object(raw []byte, param, want string, v any) error {
 	return err
 }
 
+// OptionalArray is Array for a field that may be null, which is the same
+// as absent: set is false then, and there is no error.
+func OptionalArray(raw []byte, param, want string) (elems []json.RawMessage, set bool, err error) {
+	if Kind(raw) == "null" {
+		return nil, false, nil
+	}
+	elems, err = Array(raw, param, want)
+	return elems, err == nil, err
+}
+
 // String returns the value of raw, which must be a JSON string; any other
 // value is a TypeError for param, which expected want.
 func String(raw []byte, param, want string) (string, error) {

@@ -355,16 +355,11 @@ type messageList struct {
 var chatRoles = map[string]bool{"system": true, "user": true, "assistant": true, "developer": true, "tool": true}
 
 func (m *messageList) UnmarshalJSON(raw []byte) error {
-	*m = messageList{}
-	if jsonwire.Kind(raw) == "null" {
-		return nil
-	}
-	elems, err := jsonwire.Array(raw, "messages", "an array of message objects")
+	elems, set, err := jsonwire.OptionalArray(raw, "messages", "an array of message objects")
+	*m = messageList{set: set, msgs: make([]frontend.Message, len(elems))}
 	if err != nil {
 		return err
 	}
-	m.set = true
-	m.msgs = make([]frontend.Message, len(elems))
 	for i, e := range elems {
 		prefix := fmt.Sprintf("messages[%d]", i)
 		var wm struct {

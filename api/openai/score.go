@@ -51,38 +51,31 @@ type rerankDocuments struct {
 }
 
 func (d *rerankDocuments) UnmarshalJSON(raw []byte) error {
-	*d = rerankDocuments{}
-	if jsonwire.Kind(raw) == "null" {
-		return nil
-	}
-	elems, err := jsonwire.Array(raw, "documents", "an array of strings or of {\"text\": ...} objects")
+	elems, set, err := jsonwire.OptionalArray(raw, "documents", "an array of strings or of {\"text\": ...} objects")
+	*d = rerankDocuments{set: set}
 	if err != nil {
 		return err
 	}
-	d.set = true
 	for i, e := range elems {
 		param := fmt.Sprintf("documents[%d]", i)
-		switch jsonwire.Kind(e) {
-		case "string":
-			var s string
-			if err := json.Unmarshal(e, &s); err != nil {
-				return jsonwire.TypeError(param, "a string", "string")
+		if jsonwire.Kind(e) == "string" {
+			s, err := jsonwire.String(e, param, "a string")
+			if err != nil {
+				return err
 			}
 			d.texts = append(d.texts, s)
-		case "object":
-			var o struct {
-				Text *string `json:"text"`
-			}
-			if err := jsonwire.Decode(e, &o); err != nil {
-				return withPrefix(param, err)
-			}
-			if o.Text == nil {
-				return invalid(param+".text", "A document object needs text.")
-			}
-			d.texts = append(d.texts, *o.Text)
-		default:
-			return jsonwire.TypeError(param, "a string or a {\"text\": ...} object", jsonwire.Kind(e))
+			continue
 		}
+		var o struct {
+			Text *string `json:"text"`
+		}
+		if err := jsonwire.Object(e, param, "a string or a {\"text\": ...} object", &o); err != nil {
+			return err
+		}
+		if o.Text == nil {
+			return invalid(param+".text", "A document object needs text.")
+		}
+		d.texts = append(d.texts, *o.Text)
 	}
 	return nil
 }
