@@ -40,10 +40,9 @@ func (h *handler) chatRoute(ctx context.Context, body []byte) (*generationRoute,
 	if err != nil {
 		return nil, err
 	}
-	return &generationRoute{
-		m: run.m, p: run.p, prompts: []promptInput{run.prompt}, param: func(int) string { return "messages" },
-		parser: frontend.ReasoningParserOf(run.m), tp: run.tp, stream: h.streamChat, answer: h.chatAnswer,
-	}, nil
+	gr := run.route()
+	gr.stream, gr.answer = h.streamChat, h.chatAnswer
+	return gr, nil
 }
 
 // chatAnswer is the whole answer of a chat request that is not streamed
@@ -86,6 +85,17 @@ type chatRun struct {
 	tp     *frontend.ToolPlan
 	p      *genParams
 	prompt promptInput
+}
+
+// route is the run's generation: its one prompt, named by the protocol's
+// messages field, and its answer split into reasoning, text and tool
+// calls. Its stream and answer are the protocol's (chatRoute sets
+// OpenAI's).
+func (run *chatRun) route() *generationRoute {
+	return &generationRoute{
+		m: run.m, p: run.p, prompts: []promptInput{run.prompt}, param: func(int) string { return run.cp.Param },
+		parser: frontend.ReasoningParserOf(run.m), tp: run.tp,
+	}
 }
 
 // prepareChat is the one prepare sequence of the chat family: it finds

@@ -73,8 +73,9 @@ type choiceDelta struct {
 }
 
 // generationRoute is a chat or completion request prepared for its model
-// (chatRoute, completionRoute) and what its route writes of the answer;
-// serveGeneration does the rest, once for both.
+// (chatRoute, completionRoute; chatRun.route for every chat-family API)
+// and what its route writes of the answer; start submits it, and
+// serveGeneration does the rest for chat and completions, once for both.
 type generationRoute struct {
 	m       Model
 	p       *genParams
@@ -85,7 +86,9 @@ type generationRoute struct {
 	// (generation.split); "" and nil for completions' raw text.
 	parser string
 	tp     *frontend.ToolPlan
-	// stream writes the answer as server-sent events (p.Stream).
+	// stream writes the answer as server-sent events (p.Stream); stream
+	// and answer are OpenAI's writers, nil for the other chat-family
+	// APIs, which write their own (Run.Start).
 	stream func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta)
 	// answer is the whole answer of the collected results.
 	answer func(r *http.Request, g *generation, meta respMeta, res []result) any
@@ -130,27 +133,29 @@ func (h *handler) startRoute(w http.ResponseWriter, r *http.Request, id string, 
 	if err != nil {
 		return nil, nil, respMeta{}, err
 	}
-	g, meta, err := h.start(r.Context(), gr.m, gr.p, gr.prompts, id, arrival, gr.param)
+	// Chat and completions take kv_transfer_params (the other chat-family
+	// APIs do not: Run.Start).
+	gr.p.transfer = h.transfer
+	g, err := gr.start(r.Context(), id, arrival)
 	if err != nil {
 		return nil, nil, respMeta{}, err
+	}
+	return gr, g, respMeta{id: id, created: arrival.Unix(), model: gr.m.Name(), user: gr.p.User, arrival: arrival}, nil
+}
+
+// start submits the route's prompts as request id, arrived at arrival,
+// and splits their answers as the route asks. The caller must close the
+// generation when err is nil.
+func (gr *generationRoute) start(ctx context.Context, id string, arrival time.Time) (*generation, error) {
+	g, err := submit(ctx, gr.m, gr.p, gr.prompts, id, arrival, gr.param)
+	if err != nil {
+		return nil, err
 	}
 	if err := g.split(gr.parser, gr.tp); err != nil {
 		g.close()
-		return nil, nil, respMeta{}, err
+		return nil, err
 	}
-	return gr, g, meta, nil
-}
-
-// start submits the prompts of chat or completions with this server's KV
-// transfer (p.transfer) and gives the response's metadata beside the
-// generation.
-func (h *handler) start(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time, promptParam func(int) string) (*generation, respMeta, error) {
-	p.transfer = h.transfer
-	g, err := submit(ctx, m, p, prompts, id, arrival, promptParam)
-	if err != nil {
-		return nil, respMeta{}, err
-	}
-	return g, respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}, nil
+	return g, nil
 }
 
 // submit turns the prompts into scheduler requests and submits them, all
