@@ -361,40 +361,48 @@ func (m *messageList) UnmarshalJSON(raw []byte) error {
 		return err
 	}
 	for i, e := range elems {
-		prefix := fmt.Sprintf("messages[%d]", i)
-		var wm struct {
-			Role    *string        `json:"role"`
-			Content messageContent `json:"content"`
-			Name    *string        `json:"name"`
-		}
-		if err := jsonwire.Object(e, prefix, "a message object", &wm); err != nil {
+		if m.msgs[i], err = decodeMessage(e, fmt.Sprintf("messages[%d]", i)); err != nil {
 			return err
-		}
-		msg := &m.msgs[i]
-		if wm.Role == nil {
-			return invalid(prefix+".role", "Each message needs a role.")
-		}
-		if !chatRoles[*wm.Role] {
-			return invalid(prefix+".role", "Unknown role %q; use one of system, developer, user, assistant or tool.", *wm.Role)
-		}
-		msg.Role = *wm.Role
-		if !wm.Content.set && msg.Role != "assistant" {
-			return invalid(prefix+".content", "A %s message needs content.", msg.Role)
-		}
-		msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
-		msg.Media = wm.Content.media
-		for k := range msg.Media {
-			msg.Media[k].Param = prefix + "." + msg.Media[k].Param
-			msg.Media[k].Field = prefix + "." + msg.Media[k].Field
-		}
-		if wm.Content.marker != "" {
-			msg.MarkerParam = prefix + "." + wm.Content.marker
-		}
-		if wm.Name != nil {
-			msg.Name = *wm.Name
 		}
 	}
 	return nil
+}
+
+// decodeMessage reads one message of "messages", at prefix: its role,
+// content and name.
+func decodeMessage(raw json.RawMessage, prefix string) (frontend.Message, error) {
+	var wm struct {
+		Role    *string        `json:"role"`
+		Content messageContent `json:"content"`
+		Name    *string        `json:"name"`
+	}
+	var msg frontend.Message
+	if err := jsonwire.Object(raw, prefix, "a message object", &wm); err != nil {
+		return msg, err
+	}
+	if wm.Role == nil {
+		return msg, invalid(prefix+".role", "Each message needs a role.")
+	}
+	if !chatRoles[*wm.Role] {
+		return msg, invalid(prefix+".role", "Unknown role %q; use one of system, developer, user, assistant or tool.", *wm.Role)
+	}
+	msg.Role = *wm.Role
+	if !wm.Content.set && msg.Role != "assistant" {
+		return msg, invalid(prefix+".content", "A %s message needs content.", msg.Role)
+	}
+	msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
+	msg.Media = wm.Content.media
+	for k := range msg.Media {
+		msg.Media[k].Param = prefix + "." + msg.Media[k].Param
+		msg.Media[k].Field = prefix + "." + msg.Media[k].Field
+	}
+	if wm.Content.marker != "" {
+		msg.MarkerParam = prefix + "." + wm.Content.marker
+	}
+	if wm.Name != nil {
+		msg.Name = *wm.Name
+	}
+	return msg, nil
 }
 
 // messageContent is a message's "content": a string or an array of
