@@ -75,25 +75,14 @@ func requestID(r *http.Request) string {
 
 // messagesResponse is a Message object.
 type messagesResponse struct {
-	ID           string            `json:"id"`
-	Type         string            `json:"type"`
-	Role         string            `json:"role"`
-	Model        string            `json:"model"`
-	Content      []messagesContent `json:"content"`
-	StopReason   *string           `json:"stop_reason"`
-	StopSequence *string           `json:"stop_sequence"`
-	Usage        messagesUsage     `json:"usage"`
-}
-
-// messagesContent is one answer content block: text, tool_use or thinking.
-type messagesContent struct {
-	Type      string          `json:"type"`
-	Text      *string         `json:"text,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	Thinking  *string         `json:"thinking,omitempty"`
-	Signature *string         `json:"signature,omitempty"`
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Role         string          `json:"role"`
+	Model        string          `json:"model"`
+	Content      []messagesBlock `json:"content"`
+	StopReason   *string         `json:"stop_reason"`
+	StopSequence *string         `json:"stop_sequence"`
+	Usage        messagesUsage   `json:"usage"`
 }
 
 // messagesUsage is Anthropic's usage. As Anthropic counts, input_tokens
@@ -161,7 +150,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 		h.failMessages(w, r, id, err)
 		return
 	}
-	var blocks []messagesContent
+	var blocks []messagesBlock
 	if a.Reasoning != "" {
 		if req.Thinking.omitted() {
 			a.Reasoning = ""
@@ -169,13 +158,13 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 		blocks = append(blocks, thinkingBlock(a.Reasoning))
 	}
 	if a.Text != "" {
-		blocks = append(blocks, messagesContent{Type: "text", Text: &a.Text})
+		blocks = append(blocks, messagesBlock{Type: "text", Text: &a.Text})
 	}
 	for _, c := range a.Calls {
-		blocks = append(blocks, messagesContent{Type: "tool_use", ID: toolUseID(c.ID), Name: c.Name, Input: toolInput(c.Arguments)})
+		blocks = append(blocks, messagesBlock{Type: "tool_use", ID: toolUseID(c.ID), Name: c.Name, Input: toolInput(c.Arguments)})
 	}
 	if blocks == nil {
-		blocks = []messagesContent{}
+		blocks = []messagesBlock{}
 	}
 	reason, seq := stopReasonOf(a.Finish, len(a.Calls), a.StopString)
 	u := g.Usage()
@@ -200,9 +189,9 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) {
 
 // thinkingBlock is a thinking block. Its signature is empty: this server
 // does not sign reasoning, and ignores signatures it is sent back.
-func thinkingBlock(s string) messagesContent {
+func thinkingBlock(s string) messagesBlock {
 	sig := ""
-	return messagesContent{Type: "thinking", Thinking: &s, Signature: &sig}
+	return messagesBlock{Type: "thinking", Thinking: &s, Signature: &sig}
 }
 
 // toolUseID is a tool call's id as Anthropic spells them: "toolu_...".

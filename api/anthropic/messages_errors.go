@@ -41,29 +41,29 @@ type messagesErrorInfo struct {
 // statusOverloaded is Anthropic's 529 Overloaded.
 const statusOverloaded = 529
 
+// messagesStatuses is Anthropic's status and error type for each status
+// openai.ErrorOf gives; any other status is a 500 api_error.
+var messagesStatuses = map[int]struct {
+	status int
+	typ    string
+}{
+	http.StatusBadRequest:            {http.StatusBadRequest, "invalid_request_error"},
+	http.StatusUnauthorized:          {http.StatusUnauthorized, "authentication_error"},
+	http.StatusForbidden:             {http.StatusForbidden, "permission_error"},
+	http.StatusNotFound:              {http.StatusNotFound, "not_found_error"},
+	http.StatusRequestEntityTooLarge: {http.StatusRequestEntityTooLarge, "request_too_large"},
+	http.StatusTooManyRequests:       {http.StatusTooManyRequests, "rate_limit_error"},
+	http.StatusRequestTimeout:        {http.StatusGatewayTimeout, "timeout_error"},
+	http.StatusServiceUnavailable:    {statusOverloaded, "overloaded_error"},
+}
+
 // messagesStatus maps an HTTP status of openai.ErrorOf to Anthropic's status
-// and error type.
+// and error type (messagesStatuses).
 func messagesStatus(status int) (int, string) {
-	switch status {
-	case http.StatusBadRequest:
-		return status, "invalid_request_error"
-	case http.StatusUnauthorized:
-		return status, "authentication_error"
-	case http.StatusForbidden:
-		return status, "permission_error"
-	case http.StatusNotFound:
-		return status, "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return status, "request_too_large"
-	case http.StatusTooManyRequests:
-		return status, "rate_limit_error"
-	case http.StatusRequestTimeout:
-		return http.StatusGatewayTimeout, "timeout_error"
-	case http.StatusServiceUnavailable:
-		return statusOverloaded, "overloaded_error"
-	default:
-		return http.StatusInternalServerError, "api_error"
+	if m, ok := messagesStatuses[status]; ok {
+		return m.status, m.typ
 	}
+	return http.StatusInternalServerError, "api_error"
 }
 
 // messagesErrorOf maps err to its status and Anthropic error body. A

@@ -79,34 +79,35 @@ func (t *messagesThinking) omitted() bool {
 // minThinkingBudget is Anthropic's smallest budget_tokens.
 const minThinkingBudget = 1024
 
-// messagesBlock is one content block of a message, any type; which fields
-// matter depends on Type.
+// messagesBlock is one content block, any type; which fields matter
+// depends on Type. A request's messages hold them, and so does an answer
+// (text, tool_use or thinking, with only their own fields: the others are
+// empty and omitted), as Anthropic's API has one ContentBlock for both.
 type messagesBlock struct {
 	Type      string          `json:"type"`
-	Text      *string         `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID *string         `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-	Thinking  *string         `json:"thinking"`
-	Source    json.RawMessage `json:"source"`
+	Text      *string         `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID *string         `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	// Signature is an answer's thinking block's (requests' are not read).
+	Signature *string         `json:"signature,omitempty"`
+	Source    json.RawMessage `json:"source,omitempty"`
 	// CacheControl ({"type": "ephemeral", "ttl"}) marks a cache
 	// breakpoint; the prefix cache needs none, so it is only checked.
-	CacheControl json.RawMessage `json:"cache_control"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 	// ToolName is a tool_reference block's tool.
-	ToolName string `json:"tool_name"`
+	ToolName string `json:"tool_name,omitempty"`
 }
 
 // decodeMessagesRequest decodes a Messages request. count is set for
 // count_tokens, which needs no max_tokens.
 func decodeMessagesRequest(body []byte, count bool) (*messagesRequest, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var req messagesRequest
-	if err := jsonwire.Decode(body, &req); err != nil {
+	if err := jsonwire.DecodeBody(body, &req); err != nil {
 		return nil, err
 	}
 	if !count {
@@ -459,15 +460,12 @@ func convertMessages(raws []json.RawMessage, mt *frontend.MarkerText) (out []*tu
 	lastRole := ""
 	for i, raw := range raws {
 		p := fmt.Sprintf("messages[%d]", i)
-		if jsonwire.Kind(raw) != "object" {
-			return nil, 0, jsonwire.TypeError(p, "a message object", jsonwire.Kind(raw))
-		}
 		var m struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		}
-		if err := jsonwire.Decode(raw, &m); err != nil {
-			return nil, 0, frontend.WithPrefix(p, err)
+		if err := jsonwire.Object(raw, p, "a message object", &m); err != nil {
+			return nil, 0, err
 		}
 		sys := false
 		switch m.Role {
@@ -608,29 +606,23 @@ func (t *turn) merge(next *turn) {
 func decodeBlocks(raw json.RawMessage, param string) ([]messagesBlock, error) {
 	switch jsonwire.Kind(raw) {
 	case "string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, jsonwire.TypeError(param, "a string or an array of content blocks", "string")
+		s, err := jsonwire.String(raw, param, "a string or an array of content blocks")
+		if err != nil {
+			return nil, err
 		}
 		return []messagesBlock{{Type: "text", Text: &s}}, nil
-	case "array":
 	case "nothing":
 		return nil, frontend.Invalid(param, "%s: Field required", param)
-	default:
-		return nil, jsonwire.TypeError(param, "a string or an array of content blocks", jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, jsonwire.TypeError(param, "an array of content blocks", "array")
+	elems, err := jsonwire.Array(raw, param, "a string or an array of content blocks")
+	if err != nil {
+		return nil, err
 	}
 	blocks := make([]messagesBlock, len(elems))
 	for i, e := range elems {
 		p := fmt.Sprintf("%s[%d]", param, i)
-		if jsonwire.Kind(e) != "object" {
-			return nil, jsonwire.TypeError(p, "a content block object", jsonwire.Kind(e))
-		}
-		if err := jsonwire.Decode(e, &blocks[i]); err != nil {
-			return nil, frontend.WithPrefix(p, err)
+		if err := jsonwire.Object(e, p, "a content block object", &blocks[i]); err != nil {
+			return nil, err
 		}
 		if blocks[i].Type == "" {
 			return nil, frontend.Invalid(p+".type", "%s.type: Field required", p)
@@ -650,9 +642,6 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 	out := make([]frontend.Tool, 0, len(raws))
 	for i, raw := range raws {
 		p := fmt.Sprintf("tools[%d]", i)
-		if jsonwire.Kind(raw) != "object" {
-			return nil, jsonwire.TypeError(p, "a tool object", jsonwire.Kind(raw))
-		}
 		var t struct {
 			Type         *string         `json:"type"`
 			Name         string          `json:"name"`
@@ -661,8 +650,8 @@ func convertTools(raws []json.RawMessage) ([]frontend.Tool, error) {
 			CacheControl json.RawMessage `json:"cache_control"`
 			DeferLoading *bool           `json:"defer_loading"`
 		}
-		if err := jsonwire.Decode(raw, &t); err != nil {
-			return nil, frontend.WithPrefix(p, err)
+		if err := jsonwire.Object(raw, p, "a tool object", &t); err != nil {
+			return nil, err
 		}
 		if err := checkCacheControl(t.CacheControl, p); err != nil {
 			return nil, err

@@ -31,7 +31,7 @@ func newMessagesStream(emit func(event string, v any) error) *messagesStream {
 // start writes message_start, with an empty content list, and a ping.
 func (s *messagesStream) start(id, model string, u messagesUsage) error {
 	err := s.emit("message_start", messagesStartEvent{Type: "message_start", Message: messagesResponse{
-		ID: id, Type: "message", Role: "assistant", Model: model, Content: []messagesContent{}, Usage: u,
+		ID: id, Type: "message", Role: "assistant", Model: model, Content: []messagesBlock{}, Usage: u,
 	}})
 	if err != nil {
 		return err
@@ -40,7 +40,7 @@ func (s *messagesStream) start(id, model string, u messagesUsage) error {
 }
 
 // openBlock closes the open block and starts block.
-func (s *messagesStream) openBlock(block messagesContent) error {
+func (s *messagesStream) openBlock(block messagesBlock) error {
 	if err := s.closeBlock(); err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *messagesStream) text(text string) error {
 	}
 	if s.open != "text" {
 		empty := ""
-		if err := s.openBlock(messagesContent{Type: "text", Text: &empty}); err != nil {
+		if err := s.openBlock(messagesBlock{Type: "text", Text: &empty}); err != nil {
 			return err
 		}
 	}
@@ -101,7 +101,7 @@ func (s *messagesStream) text(text string) error {
 // tool_use block, its arguments are input_json_delta.
 func (s *messagesStream) tool(d frontend.ToolCallDelta) error {
 	if d.ID != "" || d.Name != "" || s.open != "tool_use" {
-		block := messagesContent{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")}
+		block := messagesBlock{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")}
 		if err := s.openBlock(block); err != nil {
 			return err
 		}
@@ -138,10 +138,10 @@ type (
 		Message messagesResponse `json:"message"`
 	}
 	messagesBlockEvent struct {
-		Type         string           `json:"type"`
-		Index        int              `json:"index"`
-		ContentBlock *messagesContent `json:"content_block,omitempty"`
-		Delta        *messagesDelta   `json:"delta,omitempty"`
+		Type         string         `json:"type"`
+		Index        int            `json:"index"`
+		ContentBlock *messagesBlock `json:"content_block,omitempty"`
+		Delta        *messagesDelta `json:"delta,omitempty"`
 	}
 	messagesDelta struct {
 		Type        string  `json:"type"`

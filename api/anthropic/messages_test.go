@@ -448,8 +448,8 @@ func testMessagesThinking(t *testing.T, stream, omit bool) {
 				continue
 			}
 			var ev struct {
-				Type         string           `json:"type"`
-				ContentBlock *messagesContent `json:"content_block"`
+				Type         string         `json:"type"`
+				ContentBlock *messagesBlock `json:"content_block"`
 				Delta        struct {
 					Type, Text, Thinking string
 					StopReason           string `json:"stop_reason"`

@@ -41,6 +41,68 @@ func Decode(body []byte, v any) error {
 	}
 }
 
+// DecodeBody checks that a client's body is valid Unicode (CheckText) and
+// decodes it into each of parts (Decode): one struct, or the flat structs a
+// request is read as (a struct embedded in another would put its Go name
+// into the field paths of type errors). The first error is returned.
+func DecodeBody(body []byte, parts ...any) error {
+	if err := CheckText(body); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := Decode(body, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Array returns the elements of raw, which must be a JSON array; any other
+// value is a TypeError for param, which expected want. A caller that
+// takes null, or a string form beside the array, checks for it first.
+func Array(raw []byte, param, want string) ([]json.RawMessage, error) {
+	var elems []json.RawMessage
+	if Kind(raw) != "array" || json.Unmarshal(raw, &elems) != nil {
+		return nil, TypeError(param, want, Kind(raw))
+	}
+	return elems, nil
+}
+
+// Object decodes raw, which must be a JSON object, into v (Decode); any
+// other value is a TypeError for param, which expected want. The errors
+// of the object's own fields are named below param ("messages[1].role"),
+// or as Decode names them when param is "".
+func Object(raw []byte, param, want string, v any) error {
+	if Kind(raw) != "object" {
+		return TypeError(param, want, Kind(raw))
+	}
+	err := Decode(raw, v)
+	if err != nil && param != "" {
+		return frontend.WithPrefix(param, err)
+	}
+	return err
+}
+
+// OptionalArray is Array for a field that may be null, which is the same
+// as absent: set is false then, and there is no error.
+func OptionalArray(raw []byte, param, want string) (elems []json.RawMessage, set bool, err error) {
+	if Kind(raw) == "null" {
+		return nil, false, nil
+	}
+	elems, err = Array(raw, param, want)
+	return elems, err == nil, err
+}
+
+// String returns the value of raw, which must be a JSON string; any other
+// value is a TypeError for param, which expected want.
+func String(raw []byte, param, want string) (string, error) {
+	var s string
+	if Kind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
+		return "", TypeError(param, want, Kind(raw))
+	}
+	return s, nil
+}
+
 // TypeError is the error for a field of the wrong JSON type. got is a JSON
 // type name ("string", "number", "array", ...: Kind's) or encoding/json's
 // "number 1.5".

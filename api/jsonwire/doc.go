@@ -2,8 +2,10 @@
 // (api/openai, api/anthropic, api/responses): strict decoding of a
 // client's body whose every failure is a *frontend.Error naming the
 // field ("messages[1].content", "input[0].role"), the check that its text
-// is valid Unicode (CheckText), and encoding without HTML escaping
-// (Marshal), so that "<|im_end|>" reads as the model wrote it.
+// is valid Unicode (CheckText; DecodeBody does both), the reading of one
+// field of a given JSON kind with the error that names it (Array, String,
+// Object, TypeError), and encoding without HTML escaping (Marshal), so
+// that "<|im_end|>" reads as the model wrote it.
 //
 // It knows no protocol: no wire type of any API lives here, only the
 // helpers each protocol's decoder calls on its own types. Errors are

@@ -86,72 +86,55 @@ func cutLast(s, sep string) (string, string, bool) {
 
 func (h *handler) predict(w http.ResponseWriter, r *http.Request, name string) {
 	arrival := time.Now()
-	var (
-		m      infer.Model
-		failed error
-	)
-	defer func() { infer.Observe(h.rec, h.b, m, name, failed, arrival) }()
-	fail := func(err error) {
-		failed = err
+	m, preds, err := h.runPredict(w, r, name)
+	infer.Observe(h.rec, h.b, m, name, err, arrival)
+	switch ea := (errAnswered{}); {
+	case errors.As(err, &ea):
+	case err != nil:
 		h.fail(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"predictions": preds})
 	}
-	m, err := infer.LookupReady(r.Context(), h.b, name, "")
+}
+
+// runPredict serves :predict up to its predictions: a tensor model's or a
+// custom runtime's outputs (decodeTensorInstances, then infer.Run by the
+// model's kind), or an embedding model's vectors (decodeInstances, then
+// infer.EmbedTexts). m is the model, nil when the lookup failed; an
+// errAnswered was answered already (readBody).
+func (h *handler) runPredict(w http.ResponseWriter, r *http.Request, name string) (m infer.Model, preds any, err error) {
+	m, err = infer.LookupReady(r.Context(), h.b, name, "")
 	if err != nil {
-		m = nil
-		fail(err)
-		return
+		return nil, nil, err
 	}
-	if sig, ok := infer.AsSignature(m); ok {
-		if err := h.predictTensor(w, r, sig); err != nil {
-			if ea := (errAnswered{}); errors.As(err, &ea) {
-				failed = err
-			} else {
-				fail(err)
-			}
+	sig, tensor := infer.AsSignature(m)
+	var e infer.Embedder
+	if !tensor {
+		if e, err = infer.AsEmbedder(m); err != nil {
+			return m, nil, err
 		}
-		return
-	}
-	e, err := infer.AsEmbedder(m)
-	if err != nil {
-		fail(err)
-		return
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
-		failed = err
-		return
+		return m, nil, err
+	}
+	if tensor {
+		req, err := decodeTensorInstances(body, sig)
+		if err != nil {
+			return m, nil, err
+		}
+		resp, err := infer.Run(r.Context(), sig, req, infer.GenOptions{})
+		if err != nil {
+			return m, nil, err
+		}
+		return m, tensorPredictions(resp.Outputs), nil
 	}
 	texts, err := decodeInstances(body)
 	if err != nil {
-		fail(err)
-		return
+		return m, nil, err
 	}
 	vecs, err := infer.EmbedTexts(r.Context(), e, texts, func(i int) string { return "instances[" + strconv.Itoa(i) + "]" })
-	if err != nil {
-		fail(err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"predictions": vecs})
-}
-
-// predictTensor serves :predict on a tensor model or a custom runtime
-// (decodeTensorInstances, then infer.Run by the model's kind); an error
-// is not answered yet, unless it is an errAnswered.
-func (h *handler) predictTensor(w http.ResponseWriter, r *http.Request, t infer.Signature) error {
-	body, err := h.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	req, err := decodeTensorInstances(body, t)
-	if err != nil {
-		return err
-	}
-	resp, err := infer.Run(r.Context(), t, req, infer.GenOptions{})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"predictions": tensorPredictions(resp.Outputs)})
-	return nil
+	return m, vecs, err
 }
 
 // instancesOf reads the body {"instances": [instance, ...]}, a list of at

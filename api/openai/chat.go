@@ -18,52 +18,41 @@ type respMeta struct {
 	arrival time.Time
 }
 
+// head is the start of the request's response objects of type object.
+func (m respMeta) head(object string) objectHead {
+	return objectHead{ID: m.id, Object: object, Created: m.created, Model: m.model}
+}
+
 // chatCompletions serves POST /v1/chat/completions.
 func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	arrival := h.now()
-	id := "chatcmpl-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	h.serveGeneration(w, r, "chatcmpl-", h.chatRoute)
+}
+
+// chatRoute is POST /v1/chat/completions's route of a body
+// (serveGeneration): one prompt, its answer split into reasoning, text and
+// tool calls.
+func (h *handler) chatRoute(ctx context.Context, body []byte) (*generationRoute, error) {
 	req, opts, err := decodeChat(body)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	run, err := h.prepareChat(r.Context(), req, opts)
+	run, err := h.prepareChat(ctx, req, opts)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	m, tp, p, prompt := run.m, run.tp, run.p, run.prompt
-	g, meta, err := h.start(r.Context(), m, p, []promptInput{prompt}, id, arrival, func(int) string { return "messages" })
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	defer g.close()
-	if err := g.split(frontend.ReasoningParserOf(m), tp); err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	if p.Stream {
-		h.streamChat(w, r, g, meta, tp)
-		return
-	}
-	res, err := g.collect(r.Context())
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	gr := run.route()
+	gr.stream, gr.answer = h.streamChat, h.chatAnswer
+	return gr, nil
+}
+
+// chatAnswer is the whole answer of a chat request that is not streamed
+// (a chatCompletion).
+func (h *handler) chatAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
+	p := g.params
 	resp := chatCompletion{
-		ID:      id,
-		Object:  objectChatCompletion,
-		Created: meta.created,
-		Model:   meta.model,
-		Choices: make([]chatChoice, len(res)),
-		Usage:   g.usage(),
+		objectHead: meta.head(objectChatCompletion),
+		Choices:    make([]chatChoice, len(res)),
+		Usage:      g.usage(),
 
 		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
@@ -85,8 +74,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			resp.Choices[i].Logprobs = chatLogprobsOf(tokenNames{g.tok, g.params.tokensAsIDs}, res[i].lps)
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
-	h.logDone(r, meta, resp.Usage)
+	return resp
 }
 
 // chatRun is a chat-family request (chat, Responses, Messages) prepared
@@ -97,6 +85,17 @@ type chatRun struct {
 	tp     *frontend.ToolPlan
 	p      *genParams
 	prompt promptInput
+}
+
+// route is the run's generation: its one prompt, named by the protocol's
+// messages field, and its answer split into reasoning, text and tool
+// calls. Its stream and answer are the protocol's (chatRoute sets
+// OpenAI's).
+func (run *chatRun) route() *generationRoute {
+	return &generationRoute{
+		m: run.m, p: run.p, prompts: []promptInput{run.prompt}, param: func(int) string { return run.cp.Param },
+		parser: frontend.ReasoningParserOf(run.m), tp: run.tp,
+	}
 }
 
 // prepareChat is the one prepare sequence of the chat family: it finds
@@ -183,13 +182,13 @@ func (h *handler) renderRequest(ctx context.Context, m Model, req *frontend.Requ
 }
 
 // streamChat streams a chat answer as server-sent events.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, tp *frontend.ToolPlan) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
 	p := g.params
 	sse := StartSSE(w)
 	chunk := func(choices []chatChunkChoice) chatChunk {
 		return chatChunk{
-			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
-			Choices: choices, Usage: chunkUsage(g),
+			objectHead: meta.head(objectChatCompletionChunk),
+			Choices:    choices, Usage: chunkUsage(g),
 		}
 	}
 	// The role comes first, for every choice, before any text.
@@ -202,7 +201,7 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 	}
 	// The tool calls are split from the content when the tool plan
 	// changes the answer (generation.split).
-	tools := tp.SplitsToolCalls()
+	tools := g.tools.SplitsToolCalls()
 	err := g.receive(r.Context(), func(pi int, outs []scheduler.Output) error {
 		ds, err := g.apply(pi, outs)
 		for _, cd := range ds {
@@ -243,8 +242,8 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, g *generati
 	})
 	h.endStream(r, sse, g, meta, err, func(u Usage) any {
 		return chatChunk{
-			ID: meta.id, Object: objectChatCompletionChunk, Created: meta.created, Model: meta.model,
-			Choices: []chatChunkChoice{}, Usage: usageOf(u),
+			objectHead: meta.head(objectChatCompletionChunk),
+			Choices:    []chatChunkChoice{}, Usage: usageOf(u),
 		}
 	})
 }

@@ -136,14 +136,11 @@ func decodeTool(raw json.RawMessage) (frontend.Tool, error) {
 // optional description and optional JSON Schema parameters. The template
 // gets the object as the client sent it.
 func checkTool(raw json.RawMessage) error {
-	if jsonwire.Kind(raw) != "object" {
-		return jsonwire.TypeError("", "a tool object", jsonwire.Kind(raw))
-	}
 	var t struct {
 		Type     *string         `json:"type"`
 		Function json.RawMessage `json:"function"`
 	}
-	if err := jsonwire.Decode(raw, &t); err != nil {
+	if err := jsonwire.Object(raw, "", "a tool object", &t); err != nil {
 		return err
 	}
 	if t.Type != nil && *t.Type != "function" {
@@ -218,10 +215,7 @@ func decodeToolCall(raw json.RawMessage) (tokenizer.ToolCall, error) {
 		Function json.RawMessage `json:"function"`
 	}
 	var call tokenizer.ToolCall
-	if jsonwire.Kind(raw) != "object" {
-		return call, jsonwire.TypeError("", "a tool call object", jsonwire.Kind(raw))
-	}
-	if err := jsonwire.Decode(raw, &c); err != nil {
+	if err := jsonwire.Object(raw, "", "a tool call object", &c); err != nil {
 		return call, err
 	}
 	if c.Type != nil && *c.Type != "function" {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"net/http"
 	"unicode/utf8"
 
@@ -11,66 +12,48 @@ import (
 
 // completions serves POST /v1/completions.
 func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
-	arrival := h.now()
-	id := "cmpl-" + h.id(r)
-	body, err := h.readBody(w, r)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+	h.serveGeneration(w, r, "cmpl-", h.completionRoute)
+}
+
+// completionRoute is POST /v1/completions's route of a body
+// (serveGeneration): its prompts, answered as raw text.
+func (h *handler) completionRoute(ctx context.Context, body []byte) (*generationRoute, error) {
 	req, opts, copts, err := decodeCompletion(body)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	m, err := h.model(r.Context(), req.Model)
+	m, err := h.model(ctx, req.Model)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	p, prompts, param, err := h.prepareCompletion(m, req, opts, copts)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	echo := copts.echo
-	g, meta, err := h.start(r.Context(), m, p, prompts, id, arrival, param)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	defer g.close()
-	if p.Stream {
-		h.streamCompletion(w, r, g, meta, echo)
-		return
-	}
-	res, err := g.collect(r.Context())
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	u := g.usage()
+	return &generationRoute{m: m, p: p, prompts: prompts, param: param, stream: h.streamCompletion, answer: h.completionAnswer}, nil
+}
+
+// completionAnswer is the whole answer of a completion request that is
+// not streamed (a completion).
+func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
+	p := g.params
 	resp := completion{
-		ID:      id,
-		Object:  objectTextCompletion,
-		Created: meta.created,
-		Model:   meta.model,
-		Choices: make([]completionChoice, len(res)),
-		Usage:   usageOf(u),
+		objectHead: meta.head(objectTextCompletion),
+		Choices:    make([]completionChoice, len(res)),
+		Usage:      usageOf(g.usage()),
 
 		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
 	}
 	for i := range res {
 		c := g.choices[i]
 		d := delta{text: res[i].text.String(), lps: res[i].lps, finish: res[i].finish}
-		resp.Choices[i] = g.completionChoice(c, &d, echo)
+		resp.Choices[i] = g.completionChoice(c, &d)
 		if k := p.PromptLogprobs; k >= 0 {
 			pi := i / p.Base.N
 			resp.Choices[i].PromptLogprobs = promptLogprobsList(tokenNames{g.tok, p.tokensAsIDs}, g.prompts[pi].tokens, g.promptLPs[pi], k)
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
-	h.logDone(r, meta, u)
+	return resp
 }
 
 // prepareCompletion validates a completion request for model m and
@@ -97,6 +80,7 @@ func (h *handler) prepareCompletion(m Model, req *frontend.Request, o *wireOptio
 		}
 		p.SetLogprobs(true, *c.logprobs)
 	}
+	p.echo = c.echo
 	if c.echo && p.Logprobs {
 		// Echo with logprobs lists the prompt's tokens too.
 		p.Base.PromptLogprobs = p.TopLogprobs
@@ -129,11 +113,12 @@ func tooMuchText(param string, n, maxLen, maxBytes int) error {
 	return frontend.TooMuchText(param, n, maxLen, maxBytes)
 }
 
-// completionChoice formats a choice's text, or a chunk of it. When echo is
-// set, d is the first text of the choice and gets the prompt (and, with
+// completionChoice formats a choice's text, or a chunk of it. With echo
+// (genParams.echo), the choice's first text gets the prompt (and, with
 // logprobs, the prompt's logprobs) in front. Offsets in text_offset count
 // characters from the start of the choice's text, echoed prompt included.
-func (g *generation) completionChoice(c *choice, d *delta, echo bool) completionChoice {
+func (g *generation) completionChoice(c *choice, d *delta) completionChoice {
+	echo := g.params.echo
 	pi := c.index / g.params.Base.N
 	out := completionChoice{Index: c.index, Text: d.text}
 	var lb *completionLogprobsBuilder
@@ -169,8 +154,9 @@ func (g *generation) completionChoice(c *choice, d *delta, echo bool) completion
 // echo, a choice's first chunk carries the prompt; with echo and logprobs it
 // also carries the prompt's logprobs, which arrive with choice 0's first
 // output, so other choices' chunks wait for them.
-func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta, echo bool) {
+func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta) {
 	p := g.params
+	echo := p.echo
 	n := p.Base.N
 	sse := StartSSE(w)
 	waitForPromptLPs := echo && p.Logprobs
@@ -180,8 +166,8 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 			return nil
 		}
 		chunk := completion{
-			ID: meta.id, Object: objectTextCompletion, Created: meta.created, Model: meta.model,
-			Choices: []completionChoice{g.completionChoice(c, d, echo)}, Usage: chunkUsage(g),
+			objectHead: meta.head(objectTextCompletion),
+			Choices:    []completionChoice{g.completionChoice(c, d)}, Usage: chunkUsage(g),
 		}
 		return sse.event(chunk)
 	}
@@ -230,8 +216,8 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 	}
 	h.endStream(r, sse, g, meta, err, func(u Usage) any {
 		return completion{
-			ID: meta.id, Object: objectTextCompletion, Created: meta.created, Model: meta.model,
-			Choices: []completionChoice{}, Usage: usageOf(u),
+			objectHead: meta.head(objectTextCompletion),
+			Choices:    []completionChoice{}, Usage: usageOf(u),
 		}
 	})
 }

@@ -9,7 +9,13 @@
 //	POST /tokenize, /detokenize
 //
 // New returns a Server over a Backend (backend.go) and Server.Mount adds
-// the routes to a chi router (Mount does both). The model list (GET
+// the routes to a chi router (Mount does both). Each route's handler is
+// one of two, which read the body, find the model and answer every failure
+// once: serveGeneration for chat and completions (a generationRoute says
+// how each prepares its prompts and writes its answer) and serveJSON for
+// the routes that answer one JSON document (embeddings, score, rerank,
+// tokenize, detokenize: a function from the decoded request and its model
+// to the answer). The model list (GET
 // /v1/models and /v1/models/{id}, in OpenAI's, Anthropic's, Codex's and
 // KServe V1's shapes) is api/catalog's, over the same Backend; it writes
 // its 404 with this package's error path (ModelNotFound, WriteError).

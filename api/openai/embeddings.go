@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -37,23 +36,40 @@ type Embedder interface {
 // embeddingRequest is POST /v1/embeddings: OpenAI's fields and vLLM's
 // normalize, truncate_prompt_tokens and add_special_tokens.
 type embeddingRequest struct {
-	Model                string      `json:"model"`
-	Input                promptField `json:"input"`
-	EncodingFormat       *string     `json:"encoding_format"`
-	Dimensions           *int        `json:"dimensions"`
-	User                 *string     `json:"user"`
-	Normalize            *bool       `json:"normalize"`
-	TruncatePromptTokens *int        `json:"truncate_prompt_tokens"`
-	AddSpecialTokens     *bool       `json:"add_special_tokens"`
+	Model                string     `json:"model"`
+	Input                inputField `json:"input"`
+	EncodingFormat       *string    `json:"encoding_format"`
+	Dimensions           *int       `json:"dimensions"`
+	User                 *string    `json:"user"`
+	Normalize            *bool      `json:"normalize"`
+	TruncatePromptTokens *int       `json:"truncate_prompt_tokens"`
+	AddSpecialTokens     *bool      `json:"add_special_tokens"`
 }
 
-type embeddingResponse struct {
-	ID      string          `json:"id"`
-	Object  string          `json:"object"`
-	Created int64           `json:"created"`
-	Model   string          `json:"model"`
-	Data    []embeddingData `json:"data"`
-	Usage   embedUsage      `json:"usage"`
+// inputField is the embeddings "input": the completions prompt's forms
+// (promptField), its errors naming input.
+type inputField struct{ promptField }
+
+func (f *inputField) UnmarshalJSON(raw []byte) error {
+	return renameParam(f.promptField.UnmarshalJSON(raw), "prompt", "input")
+}
+
+// poolingList is the answer of the routes whose results are a list, one
+// per input (embeddings: embeddingData; score: scoreData): OpenAI's list
+// object with the response id, the model and the tokens run.
+type poolingList[T any] struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Data    []T        `json:"data"`
+	Usage   embedUsage `json:"usage"`
+}
+
+// poolingListOf is c's answer of data, from m, that ran tokens.
+func poolingListOf[T any](c *jsonCall, m Model, data []T, tokens int) poolingList[T] {
+	return poolingList[T]{ID: c.id, Object: "list", Created: c.arrival.Unix(), Model: m.Name(), Data: data,
+		Usage: embedUsage{PromptTokens: tokens, TotalTokens: tokens}}
 }
 
 type embeddingData struct {
@@ -68,50 +84,37 @@ type embedUsage struct {
 	TotalTokens  int `json:"total_tokens"`
 }
 
-func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
-	arrival := h.now()
-	id := "embd-" + h.id(r)
-	var req embeddingRequest
-	if _, err := h.readJSON(w, r, &req); err != nil {
-		h.fail(w, r, id, renameParam(err, "prompt", "input"))
-		return
-	}
-	m, err := h.embedModel(r.Context(), req.Model, "/v1/embeddings")
-	if err == nil && m.Pooling() == "rank" {
+func (r embeddingRequest) modelName() string { return r.Model }
+
+// embeddings answers POST /v1/embeddings (serveJSON).
+func (h *handler) embeddings(c *jsonCall, req *embeddingRequest, m Embedder) (any, error) {
+	if m.Pooling() == "rank" {
 		// A reranker's pooled vector is its classifier's outputs, not an
 		// embedding.
-		err = invalid("model", "The model `%s` is a reranker (cross-encoder, rank pooling): it scores pairs and has no embeddings. Use it with /v1/score or /v1/rerank, or use an embedding model here.", m.Name())
-	}
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, invalid("model", "The model `%s` is a reranker (cross-encoder, rank pooling): it scores pairs and has no embeddings. Use it with /v1/score or /v1/rerank, or use an embedding model here.", m.Name())
 	}
 	format := "float"
 	if req.EncodingFormat != nil {
 		format = *req.EncodingFormat
 	}
 	if format != "float" && format != "base64" {
-		h.fail(w, r, id, invalid("encoding_format", "Unknown encoding_format %q; use \"float\" or \"base64\".", format))
-		return
+		return nil, invalid("encoding_format", "Unknown encoding_format %q; use \"float\" or \"base64\".", format)
 	}
 	dims, err := checkDimensions(m, req.Dimensions)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
-	inputs, err := embedInputs(m, &req.Input, "input", addSpecial, req.TruncatePromptTokens)
+	inputs, err := embedInputs(m, &req.Input.promptField, "input", addSpecial, req.TruncatePromptTokens)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	vecs, err := m.Embed(r.Context(), inputs)
+	vecs, err := m.Embed(c.r.Context(), inputs)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	normalize := req.Normalize == nil || *req.Normalize
-	resp := embeddingResponse{ID: id, Object: "list", Created: arrival.Unix(), Model: m.Name(), Data: make([]embeddingData, len(vecs))}
+	data, tokens := make([]embeddingData, len(vecs)), 0
 	for i, v := range vecs {
 		if dims > 0 {
 			v = v[:dims]
@@ -123,24 +126,20 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 		if format == "base64" {
 			d.Embedding = base64Floats(v)
 		}
-		resp.Data[i] = d
-		resp.Usage.PromptTokens += len(inputs[i])
+		data[i] = d
+		tokens += len(inputs[i])
 	}
-	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	writeJSON(w, http.StatusOK, resp)
+	return poolingListOf(c, m, data, tokens), nil
+}
+
+// poolingModel is serveJSON's find for the routes of pooling models
+// (embeddings, score, rerank): embedModel on the request's route.
+func (h *handler) poolingModel(c *jsonCall, name string) (Embedder, error) {
+	return h.embedModel(c.r.Context(), name, c.r.URL.Path)
 }
 
 // embedModel finds the model a request names and checks that it pools
 // (embeds, or with rank pooling scores pairs).
-// readEmbedJSON is readJSON, then embedModel for the name the request
-// names (name points at req's model field, which the read sets) on route.
-func (h *handler) readEmbedJSON(w http.ResponseWriter, r *http.Request, req any, name *string, route string) (Embedder, error) {
-	if _, err := h.readJSON(w, r, req); err != nil {
-		return nil, err
-	}
-	return h.embedModel(r.Context(), *name, route)
-}
-
 func (h *handler) embedModel(ctx context.Context, name, route string) (Embedder, error) {
 	m, err := h.model(ctx, name)
 	if err != nil {

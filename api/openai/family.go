@@ -123,13 +123,8 @@ func (r *Run) User() string { return r.r.p.User }
 // its answer into reasoning, text and tool calls. The caller must Close
 // the generation.
 func (r *Run) Start(ctx context.Context, id string, arrival time.Time) (*Generation, error) {
-	run := r.r
-	g, err := submit(ctx, run.m, run.p, []promptInput{run.prompt}, id, arrival, func(int) string { return run.cp.Param })
+	g, err := r.r.route().start(ctx, id, arrival)
 	if err != nil {
-		return nil, err
-	}
-	if err := g.split(frontend.ReasoningParserOf(run.m), run.tp); err != nil {
-		g.close()
 		return nil, err
 	}
 	return &Generation{g: g}, nil

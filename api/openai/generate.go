@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -61,6 +62,8 @@ type generation struct {
 	// kvParams, for a prefill whose KV a remote decode pulls, returns the
 	// response's kv_transfer_params once the generation ended.
 	kvParams func(context.Context) (map[string]any, error)
+	// tools is the tool plan split's answers follow (nil for none).
+	tools *frontend.ToolPlan
 }
 
 // choiceDelta pairs a choice with what one batch added to it.
@@ -69,16 +72,90 @@ type choiceDelta struct {
 	d delta
 }
 
-// start submits the prompts of chat or completions with this server's KV
-// transfer (p.transfer) and gives the response's metadata beside the
-// generation.
-func (h *handler) start(ctx context.Context, m Model, p *genParams, prompts []promptInput, id string, arrival time.Time, promptParam func(int) string) (*generation, respMeta, error) {
-	p.transfer = h.transfer
-	g, err := submit(ctx, m, p, prompts, id, arrival, promptParam)
+// generationRoute is a chat or completion request prepared for its model
+// (chatRoute, completionRoute; chatRun.route for every chat-family API)
+// and what its route writes of the answer; start submits it, and
+// serveGeneration does the rest for chat and completions, once for both.
+type generationRoute struct {
+	m       Model
+	p       *genParams
+	prompts []promptInput
+	// param names prompt i on the wire, for capacity errors.
+	param func(int) string
+	// parser and tp split the answer as the chat-shaped APIs do
+	// (generation.split); "" and nil for completions' raw text.
+	parser string
+	tp     *frontend.ToolPlan
+	// stream writes the answer as server-sent events (p.Stream); stream
+	// and answer are OpenAI's writers, nil for the other chat-family
+	// APIs, which write their own (Run.Start).
+	stream func(w http.ResponseWriter, r *http.Request, g *generation, meta respMeta)
+	// answer is the whole answer of the collected results.
+	answer func(r *http.Request, g *generation, meta respMeta, res []result) any
+}
+
+// serveGeneration serves chat or completions: it reads the body, makes
+// its route with prepare, starts the generation and streams it, or
+// collects it and writes the answer. Every failure before the answer's
+// first byte is answered by fail under the response id (prefix and the
+// request's id); a stream's own are its error event (endStream).
+func (h *handler) serveGeneration(w http.ResponseWriter, r *http.Request, prefix string, prepare func(ctx context.Context, body []byte) (*generationRoute, error)) {
+	arrival := h.now()
+	id := prefix + h.id(r)
+	gr, g, meta, err := h.startRoute(w, r, id, arrival, prepare)
 	if err != nil {
-		return nil, respMeta{}, err
+		h.fail(w, r, id, err)
+		return
 	}
-	return g, respMeta{id: id, created: arrival.Unix(), model: m.Name(), user: p.User, arrival: arrival}, nil
+	defer g.close()
+	if gr.p.Stream {
+		gr.stream(w, r, g, meta)
+		return
+	}
+	res, err := g.collect(r.Context())
+	if err != nil {
+		h.fail(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, gr.answer(r, g, meta, res))
+	h.logDone(r, meta, g.usage())
+}
+
+// startRoute reads the body, makes its route and starts the route's
+// generation, split as the route asks. The caller must close the
+// generation when err is nil.
+func (h *handler) startRoute(w http.ResponseWriter, r *http.Request, id string, arrival time.Time, prepare func(context.Context, []byte) (*generationRoute, error)) (*generationRoute, *generation, respMeta, error) {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return nil, nil, respMeta{}, err
+	}
+	gr, err := prepare(r.Context(), body)
+	if err != nil {
+		return nil, nil, respMeta{}, err
+	}
+	// Chat and completions take kv_transfer_params (the other chat-family
+	// APIs do not: Run.Start).
+	gr.p.transfer = h.transfer
+	g, err := gr.start(r.Context(), id, arrival)
+	if err != nil {
+		return nil, nil, respMeta{}, err
+	}
+	return gr, g, respMeta{id: id, created: arrival.Unix(), model: gr.m.Name(), user: gr.p.User, arrival: arrival}, nil
+}
+
+// start submits the route's prompts as request id, arrived at arrival,
+// and splits their answers as the route asks. The caller must close the
+// generation when err is nil.
+func (gr *generationRoute) start(ctx context.Context, id string, arrival time.Time) (*generation, error) {
+	g, err := submit(ctx, gr.m, gr.p, gr.prompts, id, arrival, gr.param)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.split(gr.parser, gr.tp); err != nil {
+		g.close()
+		return nil, err
+	}
+	return g, nil
 }
 
 // submit turns the prompts into scheduler requests and submits them, all
@@ -305,6 +382,7 @@ func (g *generation) usage() Usage {
 // tp nil for none). Completions keep the raw text. It must be called
 // before the first output is applied.
 func (g *generation) split(parser string, tp *frontend.ToolPlan) error {
+	g.tools = tp
 	if parser == "" && !tp.SplitsToolCalls() {
 		return nil
 	}

@@ -38,16 +38,16 @@ func chatLogprobsOf(tok tokenNames, entries []tokenLogprob) *chatLogprobs {
 	for i, e := range entries {
 		top := make([]chatTopEntry, len(e.lp.Top))
 		for j, t := range e.lp.Top {
-			top[j] = chatTopEntry{Token: tok.TokenText(t.Token), Logprob: logprob(t.Logprob), Bytes: tokenBytes(tok, t.Token)}
+			top[j] = chatEntryOf(tok, t)
 		}
-		out.Content[i] = chatTokenLogprob{
-			Token:       tok.TokenText(e.lp.Chosen.Token),
-			Logprob:     logprob(e.lp.Chosen.Logprob),
-			Bytes:       tokenBytes(tok, e.lp.Chosen.Token),
-			TopLogprobs: top,
-		}
+		out.Content[i] = chatTokenLogprob{chatTopEntry: chatEntryOf(tok, e.lp.Chosen), TopLogprobs: top}
 	}
 	return out
+}
+
+// chatEntryOf is t's entry in the chat form, chosen or alternative.
+func chatEntryOf(tok tokenNames, t engine.TokenLogprob) chatTopEntry {
+	return chatTopEntry{Token: tok.TokenText(t.Token), Logprob: logprob(t.Logprob), Bytes: tokenBytes(tok, t.Token)}
 }
 
 func tokenBytes(tok tokenNames, t int32) []int {

@@ -24,6 +24,8 @@ type genParams struct {
 	wire *wireOptions
 	// transfer serves kv_transfer_params (nil: refused).
 	transfer KVTransfer
+	// echo (completions) starts each choice's text with its prompt.
+	echo bool
 }
 
 // validateCommon validates the typed request's sampling and scheduling

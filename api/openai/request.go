@@ -53,6 +53,9 @@ type commonRequest struct {
 	// KVTransferParams (vLLM) asks for a prefill whose KV a remote decode
 	// pulls, or a decode that pulls a remote prefill's KV (kvtransfer.go).
 	KVTransferParams *kvTransferParams `json:"kv_transfer_params"`
+	// ThinkingTokenBudget is vLLM's thinking_token_budget
+	// (frontend.Params.ThinkingBudget).
+	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
 type streamOptions struct {
@@ -67,9 +70,6 @@ type chatFields struct {
 	MaxCompletionTokens *int        `json:"max_completion_tokens"`
 	Logprobs            *bool       `json:"logprobs"`
 	TopLogprobs         *int        `json:"top_logprobs"`
-	// ThinkingTokenBudget is vLLM's thinking_token_budget
-	// (frontend.Params.ThinkingBudget).
-	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
 // completionFields are the fields only completions accepts.
@@ -78,9 +78,6 @@ type completionFields struct {
 	Logprobs *int        `json:"logprobs"`
 	Echo     *bool       `json:"echo"`
 	Suffix   *string     `json:"suffix"`
-	// ThinkingTokenBudget is vLLM's thinking_token_budget
-	// (frontend.Params.ThinkingBudget).
-	ThinkingTokenBudget *int `json:"thinking_token_budget"`
 }
 
 // chatRequest is a decoded chat request, not yet validated.
@@ -102,20 +99,8 @@ type completionRequest struct {
 // decodeChatRequest decodes a chat request body. Every error it returns is
 // a *frontend.Error.
 func decodeChatRequest(body []byte) (*chatRequest, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var r chatRequest
-	if err := jsonwire.Decode(body, &r.commonRequest); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.extraFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.chatFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.structuredFields); err != nil {
+	if err := jsonwire.DecodeBody(body, &r.commonRequest, &r.extraFields, &r.chatFields, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -124,20 +109,8 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 // decodeCompletionRequest decodes a completion request body. Every error it
 // returns is a *frontend.Error.
 func decodeCompletionRequest(body []byte) (*completionRequest, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var r completionRequest
-	if err := jsonwire.Decode(body, &r.commonRequest); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.extraFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.completionFields); err != nil {
-		return nil, err
-	}
-	if err := jsonwire.Decode(body, &r.structuredFields); err != nil {
+	if err := jsonwire.DecodeBody(body, &r.commonRequest, &r.extraFields, &r.completionFields, &r.structuredFields); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -161,7 +134,6 @@ func decodeChat(body []byte) (*frontend.Request, *wireOptions, error) {
 	}
 	req.Logprobs = w.Logprobs != nil && *w.Logprobs
 	req.TopLogprobs = w.TopLogprobs
-	req.ThinkingBudget = w.ThinkingTokenBudget
 	if err := decodePromptFields(body, req); err != nil {
 		return nil, nil, err
 	}
@@ -192,7 +164,6 @@ func decodeCompletion(body []byte) (*frontend.Request, *wireOptions, *completion
 	}
 	req := w.request()
 	req.Extensions = w.extensions()
-	req.ThinkingBudget = w.ThinkingTokenBudget
 	req.Suffix = w.Suffix
 	if pf := &w.Prompt; pf.set {
 		req.Prompt = &frontend.RawPrompt{Field: "prompt", Single: pf.single, Texts: pf.texts, Tokens: pf.tokens}
@@ -215,9 +186,10 @@ func (c *commonRequest) request() *frontend.Request {
 			IgnoreEOS: c.IgnoreEOS != nil && *c.IgnoreEOS, MinTokens: c.MinTokens,
 			CacheSalt: c.CacheSalt, Priority: c.Priority,
 		},
-		MaxTokens: c.MaxTokens,
-		Stream:    c.Stream != nil && *c.Stream,
-		User:      c.User,
+		MaxTokens:      c.MaxTokens,
+		Stream:         c.Stream != nil && *c.Stream,
+		User:           c.User,
+		ThinkingBudget: c.ThinkingTokenBudget,
 	}
 }
 
@@ -250,35 +222,30 @@ func (s *stopField) UnmarshalJSON(raw []byte) error {
 // parseStringList parses a field that is a string or an array of strings
 // (null: nil); errors name param, or param[i] for an element.
 func parseStringList(raw []byte, param string) ([]string, error) {
+	const want = "a string or an array of strings"
 	switch jsonwire.Kind(raw) {
 	case "null", "nothing":
 		return nil, nil
 	case "string":
-		var str string
-		if err := json.Unmarshal(raw, &str); err != nil {
-			return nil, jsonwire.TypeError(param, "a string or an array of strings", "string")
+		str, err := jsonwire.String(raw, param, want)
+		if err != nil {
+			return nil, err
 		}
 		return []string{str}, nil
-	case "array":
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return nil, jsonwire.TypeError(param, "a string or an array of strings", "array")
-		}
-		list := make([]string, 0, len(elems))
-		for i, e := range elems {
-			if jsonwire.Kind(e) != "string" {
-				return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "a string", jsonwire.Kind(e))
-			}
-			var str string
-			if err := json.Unmarshal(e, &str); err != nil {
-				return nil, jsonwire.TypeError(fmt.Sprintf("%s[%d]", param, i), "a string", "string")
-			}
-			list = append(list, str)
-		}
-		return list, nil
-	default:
-		return nil, jsonwire.TypeError(param, "a string or an array of strings", jsonwire.Kind(raw))
 	}
+	elems, err := jsonwire.Array(raw, param, want)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]string, 0, len(elems))
+	for i, e := range elems {
+		str, err := jsonwire.String(e, fmt.Sprintf("%s[%d]", param, i), "a string")
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, str)
+	}
+	return list, nil
 }
 
 // promptField is the completions "prompt": a string, an array of strings,
@@ -302,19 +269,16 @@ func (p *promptField) UnmarshalJSON(raw []byte) error {
 	case "null":
 		return nil
 	case "string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return jsonwire.TypeError("prompt", promptTypes, "string")
+		s, err := jsonwire.String(raw, "prompt", promptTypes)
+		if err != nil {
+			return err
 		}
 		*p = promptField{set: true, single: true, texts: []string{s}}
 		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("prompt", promptTypes, jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return jsonwire.TypeError("prompt", promptTypes, "array")
+	elems, err := jsonwire.Array(raw, "prompt", promptTypes)
+	if err != nil {
+		return err
 	}
 	p.set = true
 	if len(elems) == 0 {
@@ -342,12 +306,9 @@ func (p *promptField) UnmarshalJSON(raw []byte) error {
 	case "array":
 		for i, e := range elems {
 			param := fmt.Sprintf("prompt[%d]", i)
-			if jsonwire.Kind(e) != "array" {
-				return jsonwire.TypeError(param, "an array of token ids like the other elements", jsonwire.Kind(e))
-			}
-			var inner []json.RawMessage
-			if err := json.Unmarshal(e, &inner); err != nil {
-				return jsonwire.TypeError(param, "an array of token ids", "array")
+			inner, err := jsonwire.Array(e, param, "an array of token ids like the other elements")
+			if err != nil {
+				return err
 			}
 			ids, err := parseTokenIDs(param, inner)
 			if err != nil {
@@ -394,58 +355,54 @@ type messageList struct {
 var chatRoles = map[string]bool{"system": true, "user": true, "assistant": true, "developer": true, "tool": true}
 
 func (m *messageList) UnmarshalJSON(raw []byte) error {
-	*m = messageList{}
-	switch jsonwire.Kind(raw) {
-	case "null":
-		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("messages", "an array of message objects", jsonwire.Kind(raw))
+	elems, set, err := jsonwire.OptionalArray(raw, "messages", "an array of message objects")
+	*m = messageList{set: set, msgs: make([]frontend.Message, len(elems))}
+	if err != nil {
+		return err
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return jsonwire.TypeError("messages", "an array of message objects", "array")
-	}
-	m.set = true
-	m.msgs = make([]frontend.Message, len(elems))
 	for i, e := range elems {
-		prefix := fmt.Sprintf("messages[%d]", i)
-		if jsonwire.Kind(e) != "object" {
-			return jsonwire.TypeError(prefix, "a message object", jsonwire.Kind(e))
-		}
-		var wm struct {
-			Role    *string        `json:"role"`
-			Content messageContent `json:"content"`
-			Name    *string        `json:"name"`
-		}
-		if err := jsonwire.Decode(e, &wm); err != nil {
-			return withPrefix(prefix, err)
-		}
-		msg := &m.msgs[i]
-		if wm.Role == nil {
-			return invalid(prefix+".role", "Each message needs a role.")
-		}
-		if !chatRoles[*wm.Role] {
-			return invalid(prefix+".role", "Unknown role %q; use one of system, developer, user, assistant or tool.", *wm.Role)
-		}
-		msg.Role = *wm.Role
-		if !wm.Content.set && msg.Role != "assistant" {
-			return invalid(prefix+".content", "A %s message needs content.", msg.Role)
-		}
-		msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
-		msg.Media = wm.Content.media
-		for k := range msg.Media {
-			msg.Media[k].Param = prefix + "." + msg.Media[k].Param
-			msg.Media[k].Field = prefix + "." + msg.Media[k].Field
-		}
-		if wm.Content.marker != "" {
-			msg.MarkerParam = prefix + "." + wm.Content.marker
-		}
-		if wm.Name != nil {
-			msg.Name = *wm.Name
+		if m.msgs[i], err = decodeMessage(e, fmt.Sprintf("messages[%d]", i)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// decodeMessage reads one message of "messages", at prefix: its role,
+// content and name.
+func decodeMessage(raw json.RawMessage, prefix string) (frontend.Message, error) {
+	var wm struct {
+		Role    *string        `json:"role"`
+		Content messageContent `json:"content"`
+		Name    *string        `json:"name"`
+	}
+	var msg frontend.Message
+	if err := jsonwire.Object(raw, prefix, "a message object", &wm); err != nil {
+		return msg, err
+	}
+	if wm.Role == nil {
+		return msg, invalid(prefix+".role", "Each message needs a role.")
+	}
+	if !chatRoles[*wm.Role] {
+		return msg, invalid(prefix+".role", "Unknown role %q; use one of system, developer, user, assistant or tool.", *wm.Role)
+	}
+	msg.Role = *wm.Role
+	if !wm.Content.set && msg.Role != "assistant" {
+		return msg, invalid(prefix+".content", "A %s message needs content.", msg.Role)
+	}
+	msg.Content, msg.HasContent = wm.Content.text, wm.Content.set
+	msg.Media = wm.Content.media
+	for k := range msg.Media {
+		msg.Media[k].Param = prefix + "." + msg.Media[k].Param
+		msg.Media[k].Field = prefix + "." + msg.Media[k].Field
+	}
+	if wm.Content.marker != "" {
+		msg.MarkerParam = prefix + "." + wm.Content.marker
+	}
+	if wm.Name != nil {
+		msg.Name = *wm.Name
+	}
+	return msg, nil
 }
 
 // messageContent is a message's "content": a string or an array of
@@ -470,21 +427,19 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	case "null":
 		return nil
 	case "string":
-		if err := json.Unmarshal(raw, &c.text); err != nil {
-			return jsonwire.TypeError("content", "a string or an array of content parts", "string")
+		text, err := jsonwire.String(raw, "content", "a string or an array of content parts")
+		if err != nil {
+			return err
 		}
-		c.set = true
+		c.text, c.set = text, true
 		if strings.Contains(c.text, media.Marker) {
 			c.marker = "content"
 		}
 		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("content", "a string or an array of content parts", jsonwire.Kind(raw))
 	}
-	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return jsonwire.TypeError("content", "a string or an array of content parts", "array")
+	parts, err := jsonwire.Array(raw, "content", "a string or an array of content parts")
+	if err != nil {
+		return err
 	}
 	if len(parts) == 0 {
 		return invalid("content", "An array of content parts must not be empty.")
@@ -492,15 +447,12 @@ func (c *messageContent) UnmarshalJSON(raw []byte) error {
 	texts := make([]string, len(parts))
 	for j, p := range parts {
 		prefix := fmt.Sprintf("content[%d]", j)
-		if jsonwire.Kind(p) != "object" {
-			return jsonwire.TypeError(prefix, "a content part object", jsonwire.Kind(p))
-		}
 		var part struct {
 			Type *string `json:"type"`
 			Text *string `json:"text"`
 		}
-		if err := jsonwire.Decode(p, &part); err != nil {
-			return withPrefix(prefix, err)
+		if err := jsonwire.Object(p, prefix, "a content part object", &part); err != nil {
+			return err
 		}
 		switch {
 		case part.Type == nil:

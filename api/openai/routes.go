@@ -70,10 +70,13 @@ func New(b Backend, opts Options) *Server { return &Server{h: newHandler(b, opts
 //	POST /tokenize, /detokenize                 (vLLM)
 func (s *Server) Mount(r chi.Router) {
 	h := s.h
+	score, rerank := serveJSON(h, "score-", h.poolingModel, h.score), serveJSON(h, "rerank-", h.poolingModel, h.rerank)
 	post := map[string]http.HandlerFunc{
-		"/v1/chat/completions": h.chatCompletions, "/v1/completions": h.completions, "/v1/embeddings": h.embeddings,
-		"/v1/score": h.score, "/score": h.score, "/v1/rerank": h.rerank, "/rerank": h.rerank, "/v2/rerank": h.rerank,
-		"/tokenize": h.tokenize, "/detokenize": h.detokenize,
+		"/v1/chat/completions": h.chatCompletions, "/v1/completions": h.completions,
+		"/v1/embeddings": serveJSON(h, "embd-", h.poolingModel, h.embeddings),
+		"/v1/score":      score, "/score": score, "/v1/rerank": rerank, "/rerank": rerank, "/v2/rerank": rerank,
+		"/tokenize":   serveJSON(h, "tokenize-", h.anyModel, h.tokenize),
+		"/detokenize": serveJSON(h, "detokenize-", h.anyModel, h.detokenize),
 	}
 	for path, fn := range post {
 		r.Post(path, fn)
@@ -153,21 +156,55 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
-	return body, jsonwire.Decode(body, v)
+	return body, jsonwire.DecodeBody(body, v)
 }
 
-// readModelJSON is readJSON, then model for the name the request names:
-// name points at req's model field, which the read sets.
-func (h *handler) readModelJSON(w http.ResponseWriter, r *http.Request, req any, name *string) ([]byte, Model, error) {
-	body, err := h.readJSON(w, r, req)
-	if err != nil {
-		return nil, nil, err
+// jsonCall is one request to a route that answers with one JSON document.
+type jsonCall struct {
+	r       *http.Request
+	id      string // the response id: the route's prefix and the request's id
+	arrival time.Time
+	body    []byte // the request body, for decoders of further fields
+}
+
+// modelNamed is a request body that names the model it is for.
+type modelNamed interface{ modelName() string }
+
+// serveJSON is the handler of a route that answers with one JSON document
+// (embeddings, score, rerank, tokenize, detokenize): it reads the body into
+// a Req (readJSON), finds the model it names with find, and writes what
+// answer makes of them with 200. Every failure, at any of these steps, is
+// answered once, by fail, under the response id.
+func serveJSON[Req modelNamed, M any](h *handler, prefix string,
+	find func(c *jsonCall, name string) (M, error),
+	answer func(c *jsonCall, req *Req, m M) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &jsonCall{r: r, arrival: h.now()}
+		c.id = prefix + h.id(r)
+		resp, err := func() (any, error) {
+			var req Req
+			body, err := h.readJSON(w, r, &req)
+			if err != nil {
+				return nil, err
+			}
+			c.body = body
+			m, err := find(c, req.modelName())
+			if err != nil {
+				return nil, err
+			}
+			return answer(c, &req, m)
+		}()
+		if err != nil {
+			h.fail(w, r, c.id, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
 	}
-	m, err := h.model(r.Context(), *name)
-	return body, m, err
+}
+
+// anyModel is serveJSON's find for routes every model serves.
+func (h *handler) anyModel(c *jsonCall, name string) (Model, error) {
+	return h.model(c.r.Context(), name)
 }
 
 // model finds the model a request names. "model" is required, as OpenAI

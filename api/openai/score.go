@@ -28,15 +28,6 @@ type scoreRequest struct {
 	User                 *string         `json:"user"`
 }
 
-type scoreResponse struct {
-	ID      string      `json:"id"`
-	Object  string      `json:"object"`
-	Created int64       `json:"created"`
-	Model   string      `json:"model"`
-	Data    []scoreData `json:"data"`
-	Usage   embedUsage  `json:"usage"`
-}
-
 type scoreData struct {
 	Index  int     `json:"index"`
 	Object string  `json:"object"`
@@ -60,42 +51,31 @@ type rerankDocuments struct {
 }
 
 func (d *rerankDocuments) UnmarshalJSON(raw []byte) error {
-	*d = rerankDocuments{}
-	switch jsonwire.Kind(raw) {
-	case "null":
-		return nil
-	case "array":
-	default:
-		return jsonwire.TypeError("documents", "an array of strings or of {\"text\": ...} objects", jsonwire.Kind(raw))
+	elems, set, err := jsonwire.OptionalArray(raw, "documents", "an array of strings or of {\"text\": ...} objects")
+	*d = rerankDocuments{set: set}
+	if err != nil {
+		return err
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return jsonwire.TypeError("documents", "an array", "array")
-	}
-	d.set = true
 	for i, e := range elems {
 		param := fmt.Sprintf("documents[%d]", i)
-		switch jsonwire.Kind(e) {
-		case "string":
-			var s string
-			if err := json.Unmarshal(e, &s); err != nil {
-				return jsonwire.TypeError(param, "a string", "string")
+		if jsonwire.Kind(e) == "string" {
+			s, err := jsonwire.String(e, param, "a string")
+			if err != nil {
+				return err
 			}
 			d.texts = append(d.texts, s)
-		case "object":
-			var o struct {
-				Text *string `json:"text"`
-			}
-			if err := jsonwire.Decode(e, &o); err != nil {
-				return withPrefix(param, err)
-			}
-			if o.Text == nil {
-				return invalid(param+".text", "A document object needs text.")
-			}
-			d.texts = append(d.texts, *o.Text)
-		default:
-			return jsonwire.TypeError(param, "a string or a {\"text\": ...} object", jsonwire.Kind(e))
+			continue
 		}
+		var o struct {
+			Text *string `json:"text"`
+		}
+		if err := jsonwire.Object(e, param, "a string or a {\"text\": ...} object", &o); err != nil {
+			return err
+		}
+		if o.Text == nil {
+			return invalid(param+".text", "A document object needs text.")
+		}
+		d.texts = append(d.texts, *o.Text)
 	}
 	return nil
 }
@@ -123,72 +103,53 @@ type rerankDocOut struct {
 	Text string `json:"text"`
 }
 
-func (h *handler) score(w http.ResponseWriter, r *http.Request) {
-	arrival := h.now()
-	id := "score-" + h.id(r)
-	var req scoreRequest
-	m, err := h.readEmbedJSON(w, r, &req, &req.Model, r.URL.Path)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+func (r scoreRequest) modelName() string  { return r.Model }
+func (r rerankRequest) modelName() string { return r.Model }
+
+// score answers POST /v1/score and /score (serveJSON).
+func (h *handler) score(c *jsonCall, req *scoreRequest, m Embedder) (any, error) {
 	var texts [2][]string
 	for i, f := range []struct {
 		name string
 		raw  json.RawMessage
 	}{{"text_1", req.Text1}, {"text_2", req.Text2}} {
+		var err error
 		if texts[i], err = parseStringList(f.raw, f.name); err == nil && len(texts[i]) == 0 {
 			err = invalid(f.name, "%s is required: a string or a non-empty array of strings.", f.name)
 		}
 		if err != nil {
-			h.fail(w, r, id, err)
-			return
+			return nil, err
 		}
 	}
 	t1, t2 := texts[0], texts[1]
-	switch {
-	case len(t1) == 1:
-	case len(t1) != len(t2):
-		h.fail(w, r, id, invalid("text_2", "text_1 has %d texts and text_2 %d: a list of text_1 is paired with a list of text_2 of the same length (or give one text_1 to score against every text_2).", len(t1), len(t2)))
-		return
+	if len(t1) != 1 && len(t1) != len(t2) {
+		return nil, invalid("text_2", "text_1 has %d texts and text_2 %d: a list of text_1 is paired with a list of text_2 of the same length (or give one text_1 to score against every text_2).", len(t1), len(t2))
 	}
-	scores, tokens, err := h.scores(r, m, t1, "text_1", t2, "text_2", req.TruncatePromptTokens)
+	scores, tokens, err := h.scores(c.r, m, t1, "text_1", t2, "text_2", req.TruncatePromptTokens)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
-	resp := scoreResponse{ID: id, Object: "list", Created: arrival.Unix(), Model: m.Name(), Usage: embedUsage{PromptTokens: tokens, TotalTokens: tokens}}
+	var data []scoreData
 	for i, s := range scores {
-		resp.Data = append(resp.Data, scoreData{Index: i, Object: "score", Score: s})
+		data = append(data, scoreData{Index: i, Object: "score", Score: s})
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return poolingListOf(c, m, data, tokens), nil
 }
 
-func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
-	id := "rerank-" + h.id(r)
-	var req rerankRequest
-	m, err := h.readEmbedJSON(w, r, &req, &req.Model, r.URL.Path)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+// rerank answers POST /v1/rerank, /rerank and /v2/rerank (serveJSON).
+func (h *handler) rerank(c *jsonCall, req *rerankRequest, m Embedder) (any, error) {
 	switch {
 	case req.Query == nil:
-		err = invalid("query", "query is required.")
+		return nil, invalid("query", "query is required.")
 	case !req.Documents.set || len(req.Documents.texts) == 0:
-		err = invalid("documents", "documents is required: a non-empty array of strings or {\"text\": ...} objects.")
+		return nil, invalid("documents", "documents is required: a non-empty array of strings or {\"text\": ...} objects.")
 	case req.TopN != nil && *req.TopN < 0:
-		err = invalid("top_n", "top_n must be 0 (all) or positive, got %d.", *req.TopN)
-	}
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, invalid("top_n", "top_n must be 0 (all) or positive, got %d.", *req.TopN)
 	}
 	docs := req.Documents.texts
-	scores, tokens, err := h.scores(r, m, []string{*req.Query}, "query", docs, "documents", nil)
+	scores, tokens, err := h.scores(c.r, m, []string{*req.Query}, "query", docs, "documents", nil)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	results := make([]rerankResult, len(docs))
 	withDocs := req.ReturnDocuments == nil || *req.ReturnDocuments
@@ -202,11 +163,11 @@ func (h *handler) rerank(w http.ResponseWriter, r *http.Request) {
 	if req.TopN != nil && *req.TopN > 0 && *req.TopN < len(results) {
 		results = results[:*req.TopN]
 	}
-	resp := rerankResponse{ID: id, Model: m.Name(), Usage: rerankUsage{TotalTokens: tokens}, Results: results}
-	if r.URL.Path == "/v2/rerank" {
+	resp := rerankResponse{ID: c.id, Model: m.Name(), Usage: rerankUsage{TotalTokens: tokens}, Results: results}
+	if c.r.URL.Path == "/v2/rerank" {
 		resp.Meta = map[string]any{"api_version": map[string]string{"version": "2"}, "billed_units": map[string]int{"search_units": 1}}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
 // scores scores a[i or 0] (one text, or as many as b) against b[i] for

@@ -3,7 +3,6 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/llmserve/llmserve/frontend"
 )
@@ -41,18 +40,14 @@ type detokenizeResponse struct {
 	Prompt string `json:"prompt"`
 }
 
-func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
-	id := "tokenize-" + h.id(r)
-	var req tokenizeRequest
-	body, m, err := h.readModelJSON(w, r, &req, &req.Model)
+func (r tokenizeRequest) modelName() string   { return r.Model }
+func (r detokenizeRequest) modelName() string { return r.Model }
+
+// tokenize answers POST /tokenize (serveJSON).
+func (h *handler) tokenize(c *jsonCall, req *tokenizeRequest, m Model) (any, error) {
+	toks, err := tokenizeFor(m, req, c.body)
 	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
-	toks, err := tokenizeFor(m, &req, body)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
+		return nil, err
 	}
 	resp := tokenizeResponse{Count: len(toks), MaxModelLen: m.MaxModelLen(), Tokens: toks}
 	if resp.Tokens == nil {
@@ -65,7 +60,7 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 			resp.TokenStrs[i] = tok.TokenText(t)
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
 // tokenizeFor tokenizes the prompt, or renders and tokenizes the
@@ -127,26 +122,18 @@ func tokenizeFor(m Model, req *tokenizeRequest, body []byte) ([]int32, error) {
 	}
 }
 
-func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
-	id := "detokenize-" + h.id(r)
-	var req detokenizeRequest
-	_, m, err := h.readModelJSON(w, r, &req, &req.Model)
-	if err != nil {
-		h.fail(w, r, id, err)
-		return
-	}
+// detokenize answers POST /detokenize (serveJSON).
+func (h *handler) detokenize(_ *jsonCall, req *detokenizeRequest, m Model) (any, error) {
 	if req.Tokens == nil {
-		h.fail(w, r, id, invalid("tokens", "tokens is required: an array of token ids."))
-		return
+		return nil, invalid("tokens", "tokens is required: an array of token ids.")
 	}
 	nVocab := m.Tokenizer().Vocab().NumTokens()
 	toks := make([]int32, len(req.Tokens))
 	for i, t := range req.Tokens {
 		if t < 0 || t >= int64(nVocab) {
-			h.fail(w, r, id, invalid(fmt.Sprintf("tokens[%d]", i), "Token id %d is outside the vocabulary [0, %d).", t, nVocab))
-			return
+			return nil, invalid(fmt.Sprintf("tokens[%d]", i), "Token id %d is outside the vocabulary [0, %d).", t, nVocab)
 		}
 		toks[i] = int32(t)
 	}
-	writeJSON(w, http.StatusOK, detokenizeResponse{Prompt: m.Tokenizer().Decode(toks)})
+	return detokenizeResponse{Prompt: m.Tokenizer().Decode(toks)}, nil
 }

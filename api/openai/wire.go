@@ -67,12 +67,18 @@ func usageOf(u Usage) usageField { return usageField{present: true, u: &u} }
 func finishOf(s string) *string  { return &s }
 func contentOf(s string) *string { return &s }
 
+// objectHead is the members every response object and stream chunk
+// starts with (respMeta.head).
+type objectHead struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+}
+
 // chatCompletion is CreateChatCompletionResponse.
 type chatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
+	objectHead
 	Choices           []chatChoice `json:"choices"`
 	Usage             Usage        `json:"usage"`
 	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
@@ -125,13 +131,14 @@ type chatLogprobs struct {
 	Refusal []chatTokenLogprob `json:"refusal"`
 }
 
+// chatTokenLogprob is a generated token's entry and the most likely
+// alternatives at its position, each an entry of the same shape.
 type chatTokenLogprob struct {
-	Token       string         `json:"token"`
-	Logprob     logprob        `json:"logprob"`
-	Bytes       []int          `json:"bytes"`
+	chatTopEntry
 	TopLogprobs []chatTopEntry `json:"top_logprobs"`
 }
 
+// chatTopEntry is one token's text, log-probability and UTF-8 bytes.
 type chatTopEntry struct {
 	Token   string  `json:"token"`
 	Logprob logprob `json:"logprob"`
@@ -140,10 +147,7 @@ type chatTopEntry struct {
 
 // chatChunk is CreateChatCompletionStreamResponse.
 type chatChunk struct {
-	ID                string            `json:"id"`
-	Object            string            `json:"object"`
-	Created           int64             `json:"created"`
-	Model             string            `json:"model"`
+	objectHead
 	SystemFingerprint string            `json:"system_fingerprint,omitempty"`
 	Choices           []chatChunkChoice `json:"choices"`
 	Usage             usageField        `json:"usage,omitzero"`
@@ -169,10 +173,7 @@ type chatDelta struct {
 
 // completion is CreateCompletionResponse; stream chunks have the same shape.
 type completion struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
+	objectHead
 	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
 	Choices           []completionChoice `json:"choices"`
 	Usage             usageField         `json:"usage,omitzero"`

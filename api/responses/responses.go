@@ -152,11 +152,8 @@ type respParams struct {
 // decodeResponses decodes and checks a Responses request body, once, loads
 // the previous response's conversation and builds the typed request.
 func (h *handler) decodeResponses(body []byte) (*respParams, error) {
-	if err := jsonwire.CheckText(body); err != nil {
-		return nil, err
-	}
 	var req responsesRequest
-	if err := jsonwire.Decode(body, &req); err != nil {
+	if err := jsonwire.DecodeBody(body, &req); err != nil {
 		return nil, err
 	}
 	if !jsonwire.IsAbsent(req.Conversation) {

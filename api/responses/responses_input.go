@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -199,18 +200,15 @@ func decodeInput(raw json.RawMessage) ([]respItem, error) {
 	case "nothing", "null":
 		return nil, frontend.Invalid("input", "input is required: a string or an array of input items.")
 	case "string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, jsonwire.TypeError("input", "a string or an array of input items", "string")
+		s, err := jsonwire.String(raw, "input", "a string or an array of input items")
+		if err != nil {
+			return nil, err
 		}
 		return []respItem{{Type: "message", Role: "user", Content: []respContent{{Type: "input_text", Text: s}}}}, nil
-	case "array":
-	default:
-		return nil, jsonwire.TypeError("input", "a string or an array of input items", jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, jsonwire.TypeError("input", "a string or an array of input items", "array")
+	elems, err := jsonwire.Array(raw, "input", "a string or an array of input items")
+	if err != nil {
+		return nil, err
 	}
 	items := make([]respItem, len(elems))
 	for i, e := range elems {
@@ -243,11 +241,8 @@ type wireItem struct {
 // decodeItem reads one input item. An item without a type that has a role
 // is a message (EasyInputMessage).
 func decodeItem(raw json.RawMessage) (respItem, error) {
-	if jsonwire.Kind(raw) != "object" {
-		return respItem{}, jsonwire.TypeError("", "an input item object", jsonwire.Kind(raw))
-	}
 	var w wireItem
-	if err := jsonwire.Decode(raw, &w); err != nil {
+	if err := jsonwire.Object(raw, "", "an input item object", &w); err != nil {
 		return respItem{}, err
 	}
 	typ := jsonwire.Str(w.Type)
@@ -268,25 +263,19 @@ func decodeItem(raw json.RawMessage) (respItem, error) {
 			return it, err
 		}
 		it.Content = parts
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		if w.CallID == nil || *w.CallID == "" {
-			return it, frontend.Invalid("call_id", "A function_call item needs a call_id.")
+			return it, frontend.Invalid("call_id", "A %s item needs a call_id.", typ)
 		}
 		if w.Name == nil || *w.Name == "" {
-			return it, frontend.Invalid("name", "A function_call item needs a name.")
+			return it, frontend.Invalid("name", "A %s item needs a name.", typ)
 		}
-		it.CallID, it.Name, it.Namespace, it.Arguments = *w.CallID, *w.Name, jsonwire.Str(w.Namespace), jsonwire.Str(w.Arguments)
-		if it.Arguments == "" {
-			it.Arguments = "{}"
+		it.CallID, it.Name, it.Namespace = *w.CallID, *w.Name, jsonwire.Str(w.Namespace)
+		if typ == "custom_tool_call" {
+			it.Input = jsonwire.Str(w.Input)
+		} else {
+			it.Arguments = cmp.Or(jsonwire.Str(w.Arguments), "{}")
 		}
-	case "custom_tool_call":
-		if w.CallID == nil || *w.CallID == "" {
-			return it, frontend.Invalid("call_id", "A custom_tool_call item needs a call_id.")
-		}
-		if w.Name == nil || *w.Name == "" {
-			return it, frontend.Invalid("name", "A custom_tool_call item needs a name.")
-		}
-		it.CallID, it.Name, it.Namespace, it.Input = *w.CallID, *w.Name, jsonwire.Str(w.Namespace), jsonwire.Str(w.Input)
 	case "function_call_output", "custom_tool_call_output":
 		if w.CallID == nil || *w.CallID == "" {
 			return it, frontend.Invalid("call_id", "A %s item needs the call_id of the call it answers.", typ)
@@ -381,20 +370,14 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			typ = "output_text"
 		}
 		return []respContent{{Type: typ, Text: s}}, nil
-	case "array":
-	default:
-		return nil, jsonwire.TypeError("content", "a string or an array of content parts", jsonwire.Kind(raw))
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, jsonwire.TypeError("content", "a string or an array of content parts", "array")
+	elems, err := jsonwire.Array(raw, "content", "a string or an array of content parts")
+	if err != nil {
+		return nil, err
 	}
 	parts := make([]respContent, len(elems))
 	for j, e := range elems {
 		prefix := fmt.Sprintf("content[%d]", j)
-		if jsonwire.Kind(e) != "object" {
-			return nil, jsonwire.TypeError(prefix, "a content part object", jsonwire.Kind(e))
-		}
 		var p struct {
 			Type     *string            `json:"type"`
 			Text     *string            `json:"text"`
@@ -404,8 +387,8 @@ func decodeParts(raw json.RawMessage, role string) ([]respContent, error) {
 			FileID   *string            `json:"file_id"`
 			Audio    *openai.InputAudio `json:"input_audio"`
 		}
-		if err := jsonwire.Decode(e, &p); err != nil {
-			return nil, frontend.WithPrefix(prefix, err)
+		if err := jsonwire.Object(e, prefix, "a content part object", &p); err != nil {
+			return nil, err
 		}
 		typ := jsonwire.Str(p.Type)
 		if typ == "input_image" && partTypes[role][typ] {

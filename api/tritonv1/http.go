@@ -180,19 +180,9 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set(HeaderInferResponse, headerText(resp))
 	w.Header().Set(HeaderStatus, headerText(requestStatus(nil)))
-	n := len(trailer)
-	for _, b := range raw {
-		n += len(b)
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(n))
-	w.WriteHeader(http.StatusOK)
-	for _, b := range raw {
-		if _, err := w.Write(b); err != nil {
-			return
-		}
-	}
-	_, _ = w.Write(trailer)
+	// The raw output data, then the response message: binary data, even
+	// when the message is text.
+	writeBody(w, true, append(raw, trailer)...)
 }
 
 // encode is m in binary or text protobuf (multi-line for a body, as
@@ -204,15 +194,24 @@ func encode(m proto.Message, bin, multiline bool) ([]byte, error) {
 	return marshalText(m, !multiline), nil
 }
 
-func writeBody(w http.ResponseWriter, bin bool, b []byte) {
+// writeBody writes parts, in order, as the whole body of a 200 answer:
+// binary (bin) or text.
+func writeBody(w http.ResponseWriter, bin bool, parts ...[]byte) {
+	contentType, n := "text/plain; charset=utf-8", 0
 	if bin {
-		w.Header().Set("Content-Type", "application/octet-stream")
-	} else {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		contentType = "application/octet-stream"
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	for _, b := range parts {
+		n += len(b)
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	for _, b := range parts {
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+	}
 }
 
 // fail answers an error: the HTTP status of its RequestStatusCode, the

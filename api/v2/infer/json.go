@@ -574,68 +574,69 @@ func numberEnd(b []byte, i int) int {
 // Int64 returns the integer parameter name; ok is false when absent. A
 // value of another type is an error.
 func (p Parameters) Int64(name string) (v int64, ok bool, err error) {
-	x, ok := p[name]
-	if !ok {
-		return 0, false, nil
-	}
-	switch n := x.(type) {
-	case int64:
-		return n, true, nil
-	case uint64:
-		if n > math.MaxInt64 {
-			return math.MaxInt64, true, nil
+	return typedParam(p, name, "an integer", func(x any) (int64, bool) {
+		switch n := x.(type) {
+		case int64:
+			return n, true
+		case uint64:
+			return int64(min(n, math.MaxInt64)), true
+		case float64:
+			return int64(n), n == math.Trunc(n) && math.Abs(n) < 1<<63
 		}
-		return int64(n), true, nil
-	case float64:
-		if n == math.Trunc(n) && math.Abs(n) < 1<<63 {
-			return int64(n), true, nil
-		}
-	}
-	return 0, true, fmt.Errorf("parameter %s must be an integer, got %s", name, describeValue(x))
+		return 0, false
+	})
 }
 
 // Float64 returns the numeric parameter name.
 func (p Parameters) Float64(name string) (v float64, ok bool, err error) {
-	x, ok := p[name]
-	if !ok {
-		return 0, false, nil
-	}
-	switch n := x.(type) {
-	case int64:
-		return float64(n), true, nil
-	case uint64:
-		return float64(n), true, nil
-	case float64:
-		return n, true, nil
-	}
-	return 0, true, fmt.Errorf("parameter %s must be a number, got %s", name, describeValue(x))
+	return typedParam(p, name, "a number", func(x any) (float64, bool) {
+		switch n := x.(type) {
+		case int64:
+			return float64(n), true
+		case uint64:
+			return float64(n), true
+		case float64:
+			return n, true
+		}
+		return 0, false
+	})
 }
 
 // Bool returns the boolean parameter name.
 func (p Parameters) Bool(name string) (v, ok bool, err error) {
-	x, ok := p[name]
-	if !ok {
-		return false, false, nil
-	}
-	if b, isBool := x.(bool); isBool {
-		return b, true, nil
-	}
-	return false, true, fmt.Errorf("parameter %s must be true or false, got %s", name, describeValue(x))
+	return typedParam(p, name, "true or false", func(x any) (bool, bool) {
+		b, isBool := x.(bool)
+		return b, isBool
+	})
 }
 
 // Strings returns a parameter that is a string or a list of strings.
 func (p Parameters) Strings(name string) (v []string, ok bool, err error) {
+	return typedParam(p, name, "a string or a list of strings", func(x any) ([]string, bool) {
+		switch s := x.(type) {
+		case string:
+			return []string{s}, true
+		case []string:
+			return s, true
+		}
+		return nil, false
+	})
+}
+
+// typedParam returns parameter name as conv reads it; ok is false when
+// absent. A value conv does not take is an error that says the parameter
+// must be want.
+func typedParam[T any](p Parameters, name, want string, conv func(any) (T, bool)) (v T, ok bool, err error) {
 	x, ok := p[name]
 	if !ok {
-		return nil, false, nil
+		return v, false, nil
 	}
-	switch s := x.(type) {
-	case string:
-		return []string{s}, true, nil
-	case []string:
-		return s, true, nil
+	v, good := conv(x)
+	if !good {
+		var zero T
+		return zero, true, fmt.Errorf("parameter %s must be %s, got %s", name, want, describeValue(x))
 	}
-	return nil, true, fmt.Errorf("parameter %s must be a string or a list of strings, got %s", name, describeValue(x))
+	return v, true, nil
 }
 
 func describeValue(x any) string {
