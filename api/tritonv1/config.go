@@ -8,19 +8,20 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
+	"github.com/llmserve/llmserve/oip"
 	tc "github.com/llmserve/llmserve/proto/tritonconfigpb"
 	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
 // dataTypes maps V2 datatypes to the v1 model configuration's DataType.
 var dataTypes = map[infer.Datatype]pb.DataType{
-	infer.BOOL: pb.DataType_TYPE_BOOL, infer.UINT8: pb.DataType_TYPE_UINT8,
-	infer.UINT16: pb.DataType_TYPE_UINT16, infer.UINT32: pb.DataType_TYPE_UINT32,
-	infer.UINT64: pb.DataType_TYPE_UINT64, infer.INT8: pb.DataType_TYPE_INT8,
-	infer.INT16: pb.DataType_TYPE_INT16, infer.INT32: pb.DataType_TYPE_INT32,
-	infer.INT64: pb.DataType_TYPE_INT64, infer.FP16: pb.DataType_TYPE_FP16,
-	infer.FP32: pb.DataType_TYPE_FP32, infer.FP64: pb.DataType_TYPE_FP64,
-	infer.BYTES: pb.DataType_TYPE_STRING,
+	oip.BOOL: pb.DataType_TYPE_BOOL, oip.UINT8: pb.DataType_TYPE_UINT8,
+	oip.UINT16: pb.DataType_TYPE_UINT16, oip.UINT32: pb.DataType_TYPE_UINT32,
+	oip.UINT64: pb.DataType_TYPE_UINT64, oip.INT8: pb.DataType_TYPE_INT8,
+	oip.INT16: pb.DataType_TYPE_INT16, oip.INT32: pb.DataType_TYPE_INT32,
+	oip.INT64: pb.DataType_TYPE_INT64, oip.FP16: pb.DataType_TYPE_FP16,
+	oip.FP32: pb.DataType_TYPE_FP32, oip.FP64: pb.DataType_TYPE_FP64,
+	oip.BYTES: pb.DataType_TYPE_STRING,
 }
 
 // dataType is d's v1 DataType (TYPE_INVALID for none).

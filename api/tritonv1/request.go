@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
+	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
@@ -175,7 +176,7 @@ func readInput(p inputPlan, data []byte, where string) (*infer.Tensor, int, erro
 	if p.byteSize > uint64(len(data)) {
 		return nil, 0, invalid("input %q: batch_byte_size is %d but %s has only %d bytes for it", name, p.byteSize, where, len(data))
 	}
-	if p.spec.Datatype == infer.BYTES {
+	if p.spec.Datatype == oip.BYTES {
 		buf := data
 		if p.byteSize > 0 {
 			buf = data[:p.byteSize]
@@ -322,7 +323,7 @@ func encodeResponse(s *modelSpec, d *decoded, resp *infer.Response) (*pb.InferRe
 
 // tensorBytes is a tensor's data in the v1 wire form.
 func tensorBytes(t *infer.Tensor) []byte {
-	if t.Datatype != infer.BYTES {
+	if t.Datatype != oip.BYTES {
 		return t.Raw
 	}
 	n := 0

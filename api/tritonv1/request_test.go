@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/llmserve/llmserve/api/v2/infer"
+	"github.com/llmserve/llmserve/oip"
 	pb "github.com/llmserve/llmserve/proto/tritonpb"
 )
 
@@ -36,7 +37,7 @@ func TestSpecOf(t *testing.T) {
 		t.Fatalf("LLM spec %+v", l)
 	}
 	in, ok := l.input("text_input")
-	if !ok || in.Datatype != infer.BYTES || !slices.Equal(in.Dims, []int64{-1}) {
+	if !ok || in.Datatype != oip.BYTES || !slices.Equal(in.Dims, []int64{-1}) {
 		t.Fatalf("LLM text_input %+v", in)
 	}
 	c := l.config()
@@ -56,10 +57,10 @@ func TestDecodeBody(t *testing.T) {
 	if d.id != 7 || d.batch != 2 || len(d.req.Inputs) != 2 || len(d.outputs) != 2 || d.outputs[0].cls != 2 {
 		t.Fatalf("decoded %+v", d)
 	}
-	if x := d.req.Inputs[0]; !slices.Equal(x.Shape, []int64{2, 3}) || x.Datatype != infer.FP32 || len(x.Raw) != 24 {
+	if x := d.req.Inputs[0]; !slices.Equal(x.Shape, []int64{2, 3}) || x.Datatype != oip.FP32 || len(x.Raw) != 24 {
 		t.Fatalf("x %+v", x)
 	}
-	if ids := d.req.Inputs[1]; !slices.Equal(ids.Shape, []int64{2}) || ids.Datatype != infer.INT64 {
+	if ids := d.req.Inputs[1]; !slices.Equal(ids.Shape, []int64{2}) || ids.Datatype != oip.INT64 {
 		t.Fatalf("ids %+v", ids)
 	}
 	// ids, [] for the model, is dims [1] in v1 (reshaped): dims [1] or
@@ -78,10 +79,10 @@ func TestDecodeBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ti := d.req.Inputs[0]; ti.Datatype != infer.BYTES || len(ti.Bytes) != 2 || string(ti.Bytes[1]) != "upon ü" {
+	if ti := d.req.Inputs[0]; ti.Datatype != oip.BYTES || len(ti.Bytes) != 2 || string(ti.Bytes[1]) != "upon ü" {
 		t.Fatalf("text_input %+v", ti)
 	}
-	if mt := d.req.Inputs[1]; mt.Datatype != infer.INT32 || !slices.Equal(mt.Shape, []int64{1}) {
+	if mt := d.req.Inputs[1]; mt.Datatype != oip.INT32 || !slices.Equal(mt.Shape, []int64{1}) {
 		t.Fatalf("max_tokens %+v", mt)
 	}
 }

@@ -85,14 +85,14 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 		n    int
 		dts  []infer.Datatype
 	}{
-		{"bool_contents", len(c.GetBoolContents()), []infer.Datatype{infer.BOOL}},
-		{"int_contents", len(c.GetIntContents()), []infer.Datatype{infer.INT8, infer.INT16, infer.INT32}},
-		{"int64_contents", len(c.GetInt64Contents()), []infer.Datatype{infer.INT64}},
-		{"uint_contents", len(c.GetUintContents()), []infer.Datatype{infer.UINT8, infer.UINT16, infer.UINT32}},
-		{"uint64_contents", len(c.GetUint64Contents()), []infer.Datatype{infer.UINT64}},
-		{"fp32_contents", len(c.GetFp32Contents()), []infer.Datatype{infer.FP32}},
-		{"fp64_contents", len(c.GetFp64Contents()), []infer.Datatype{infer.FP64}},
-		{"bytes_contents", len(c.GetBytesContents()), []infer.Datatype{infer.BYTES}},
+		{"bool_contents", len(c.GetBoolContents()), []infer.Datatype{oip.BOOL}},
+		{"int_contents", len(c.GetIntContents()), []infer.Datatype{oip.INT8, oip.INT16, oip.INT32}},
+		{"int64_contents", len(c.GetInt64Contents()), []infer.Datatype{oip.INT64}},
+		{"uint_contents", len(c.GetUintContents()), []infer.Datatype{oip.UINT8, oip.UINT16, oip.UINT32}},
+		{"uint64_contents", len(c.GetUint64Contents()), []infer.Datatype{oip.UINT64}},
+		{"fp32_contents", len(c.GetFp32Contents()), []infer.Datatype{oip.FP32}},
+		{"fp64_contents", len(c.GetFp64Contents()), []infer.Datatype{oip.FP64}},
+		{"bytes_contents", len(c.GetBytesContents()), []infer.Datatype{oip.BYTES}},
 	}
 	for _, f := range fields {
 		if f.n == 0 {
@@ -103,7 +103,7 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 			ok = ok || d == t.Datatype
 		}
 		if !ok {
-			if t.Datatype == infer.FP16 {
+			if t.Datatype == oip.FP16 {
 				return fmt.Errorf("FP16 has no typed contents: send it in raw_input_contents")
 			}
 			return fmt.Errorf("datatype is %s but the data is in contents.%s; use %s", t.Datatype, f.name, contentsField(t.Datatype))
@@ -112,7 +112,7 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 	size := t.Datatype.Size()
 	put := func(v uint64) { t.Raw = infer.AppendElement(t.Raw, v, size) }
 	switch t.Datatype {
-	case infer.BOOL:
+	case oip.BOOL:
 		for _, b := range c.GetBoolContents() {
 			v := uint64(0)
 			if b {
@@ -120,7 +120,7 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 			}
 			put(v)
 		}
-	case infer.INT8, infer.INT16, infer.INT32:
+	case oip.INT8, oip.INT16, oip.INT32:
 		lo, hi := int64(-1)<<(8*size-1), int64(1)<<(8*size-1)-1
 		for i, v := range c.GetIntContents() {
 			if int64(v) < lo || int64(v) > hi {
@@ -128,36 +128,36 @@ func setContents(t *infer.Tensor, c *pb.InferTensorContents) error {
 			}
 			put(uint64(v))
 		}
-	case infer.INT64:
+	case oip.INT64:
 		for _, v := range c.GetInt64Contents() {
 			put(uint64(v))
 		}
-	case infer.UINT8, infer.UINT16, infer.UINT32:
+	case oip.UINT8, oip.UINT16, oip.UINT32:
 		for i, v := range c.GetUintContents() {
 			if uint64(v) > uint64(1)<<(8*size)-1 {
 				return fmt.Errorf("uint_contents[%d] = %d does not fit %s", i, v, t.Datatype)
 			}
 			put(uint64(v))
 		}
-	case infer.UINT64:
+	case oip.UINT64:
 		for _, v := range c.GetUint64Contents() {
 			put(v)
 		}
-	case infer.FP32:
+	case oip.FP32:
 		for _, v := range c.GetFp32Contents() {
 			put(uint64(math.Float32bits(v)))
 		}
-	case infer.FP64:
+	case oip.FP64:
 		for _, v := range c.GetFp64Contents() {
 			put(math.Float64bits(v))
 		}
-	case infer.BYTES:
+	case oip.BYTES:
 		t.Bytes = c.GetBytesContents()
 	}
 	if t.Raw == nil && t.Bytes == nil {
 		n, err := infer.NumElements(t.Shape)
 		if err == nil && n > 0 {
-			if t.Datatype == infer.FP16 {
+			if t.Datatype == oip.FP16 {
 				return fmt.Errorf("FP16 has no typed contents: send it in raw_input_contents")
 			}
 			return fmt.Errorf("has no data: send contents.%s or raw_input_contents", contentsField(t.Datatype))
@@ -180,7 +180,7 @@ func contentsField(d infer.Datatype) string {
 func encodeResponse(resp *infer.Response, raw bool) *pb.ModelInferResponse {
 	out := &pb.ModelInferResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, Id: resp.ID, Parameters: infer.ProtoParameters(resp.Parameters)}
 	for _, t := range resp.Outputs {
-		raw = raw || t.Datatype == infer.FP16
+		raw = raw || t.Datatype == oip.FP16
 	}
 	for _, t := range resp.Outputs {
 		o := &pb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: string(t.Datatype), Shape: t.Shape, Parameters: infer.ProtoParameters(t.Parameters)}
@@ -198,13 +198,13 @@ func typedContents(t *infer.Tensor) *pb.InferTensorContents {
 	c := &pb.InferTensorContents{}
 	n := t.Len()
 	switch d := t.Datatype; {
-	case d == infer.BOOL:
+	case d == oip.BOOL:
 		for _, b := range t.Raw {
 			c.BoolContents = append(c.BoolContents, b != 0)
 		}
-	case d == infer.BYTES:
+	case d == oip.BYTES:
 		c.BytesContents = t.Bytes
-	case d == infer.INT64:
+	case d == oip.INT64:
 		for i := range n {
 			v, _ := t.Int(i)
 			c.Int64Contents = append(c.Int64Contents, v)
@@ -214,7 +214,7 @@ func typedContents(t *infer.Tensor) *pb.InferTensorContents {
 			v, _ := t.Int(i)
 			c.IntContents = append(c.IntContents, int32(v))
 		}
-	case d == infer.UINT64:
+	case d == oip.UINT64:
 		for i := range n {
 			c.Uint64Contents = append(c.Uint64Contents, binary.LittleEndian.Uint64(t.Raw[8*i:]))
 		}
@@ -223,12 +223,12 @@ func typedContents(t *infer.Tensor) *pb.InferTensorContents {
 			v, _ := t.Int(i)
 			c.UintContents = append(c.UintContents, uint32(v))
 		}
-	case d == infer.FP32:
+	case d == oip.FP32:
 		for i := range n {
 			v, _ := t.Float(i)
 			c.Fp32Contents = append(c.Fp32Contents, float32(v))
 		}
-	case d == infer.FP64:
+	case d == oip.FP64:
 		for i := range n {
 			v, _ := t.Float(i)
 			c.Fp64Contents = append(c.Fp64Contents, v)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/llmserve/llmserve/oip"
 )
 
 // ParamContentType is the parameter that names a content type (MLServer's
@@ -89,7 +91,7 @@ func contentTypes(r *Request, apply bool, extra []string) error {
 			}
 			rows = t.Shape[0]
 		}
-		if ct == "" && reqCT == ContentStr && t.Datatype == BYTES {
+		if ct == "" && reqCT == ContentStr && t.Datatype == oip.BYTES {
 			ct = ContentStr
 		}
 		if ct == "" || slices.Contains(extra, ct) {
@@ -137,7 +139,7 @@ func decodeInput(t *Tensor, ct string, apply bool, where string) error {
 	case ContentPandas:
 		return invalidf("%s: content type pd applies to a whole request (each input a column), not to one input; set it in the request's parameters", where)
 	}
-	if t.Datatype != BYTES {
+	if t.Datatype != oip.BYTES {
 		return invalidf("%s: content type %s takes datatype BYTES, got %s", where, ct, t.Datatype)
 	}
 	switch ct {
@@ -198,7 +200,7 @@ func EncodeResponse(r *Request, resp *Response) error {
 	}
 	for _, t := range resp.Outputs {
 		ct := ContentNumpy
-		if t.Datatype == BYTES {
+		if t.Datatype == oip.BYTES {
 			ct = ContentStr
 		}
 		if own, ok := t.Parameters[ParamContentType].(string); ok && own != "" {
@@ -213,13 +215,13 @@ func EncodeResponse(r *Request, resp *Response) error {
 			}
 		}
 		switch {
-		case ct == ContentBase64 && t.Datatype == BYTES && requested:
+		case ct == ContentBase64 && t.Datatype == oip.BYTES && requested:
 			enc := make([][]byte, len(t.Bytes))
 			for i, b := range t.Bytes {
 				enc[i] = base64.StdEncoding.AppendEncode(nil, b)
 			}
 			t.Bytes = enc
-		case (ct == ContentStr || ct == ContentBase64) && t.Datatype != BYTES:
+		case (ct == ContentStr || ct == ContentBase64) && t.Datatype != oip.BYTES:
 			return invalidf("output %q has datatype %s; content type %s takes BYTES (ask for np, or no content type)", t.Name, t.Datatype, ct)
 		}
 		if t.Parameters == nil {
@@ -237,7 +239,7 @@ func collapseColumn(t *Tensor) error {
 	if n <= 1 || t.Name == "stop" {
 		return nil
 	}
-	if t.Datatype == BYTES {
+	if t.Datatype == oip.BYTES {
 		for i := 1; i < n; i++ {
 			if string(t.Bytes[i]) != string(t.Bytes[0]) {
 				return invalidf("input %q: the request's content type is pd and this column has different values on rows 0 and %d; the model applies one value to the whole request, so send one value (or one request per value)", t.Name, i)

@@ -3,6 +3,8 @@ package infer
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/oip"
 )
 
 func bytesInput(name, ct string, vals ...string) *Tensor {
@@ -28,7 +30,7 @@ func TestContentTypes(t *testing.T) {
 		{"str", &Request{Inputs: []*Tensor{bytesInput("foo", "str", "bar", "bar2")}}, "", []string{"bar", "bar2"}},
 		{"str invalid utf-8", &Request{Inputs: []*Tensor{bytesInput("foo", "str", "ok", "\xff\xfe")}}, `input "foo": element 1 is not valid UTF-8`, nil},
 		{"str on FP32", &Request{Inputs: []*Tensor{NewFP32Tensor("x", []int64{1}, []float32{1})}, Parameters: nil}, "", nil},
-		{"str input on FP32", &Request{Inputs: []*Tensor{{Name: "x", Datatype: FP32, Shape: []int64{1}, Raw: make([]byte, 4), Parameters: Parameters{ParamContentType: "str"}}}}, `input "x": content type str takes datatype BYTES, got FP32`, nil},
+		{"str input on FP32", &Request{Inputs: []*Tensor{{Name: "x", Datatype: oip.FP32, Shape: []int64{1}, Raw: make([]byte, 4), Parameters: Parameters{ParamContentType: "str"}}}}, `input "x": content type str takes datatype BYTES, got FP32`, nil},
 		{"request str", &Request{Parameters: Parameters{ParamContentType: "str"}, Inputs: []*Tensor{bytesInput("foo", "", "bar", "bar2"), NewInt32Tensor("max_tokens", []int64{1}, []int32{4})}}, "", []string{"bar", "bar2"}},
 		{"request str invalid", &Request{Parameters: Parameters{ParamContentType: "str"}, Inputs: []*Tensor{bytesInput("foo", "", "\xc3")}}, `input "foo": element 0 is not valid UTF-8`, nil},
 		{"input wins over request", &Request{Parameters: Parameters{ParamContentType: "str"}, Inputs: []*Tensor{bytesInput("foo", "base64", "UHl0aG9uIGlzIGZ1bg==")}}, "", []string{"Python is fun"}},
@@ -39,15 +41,15 @@ func TestContentTypes(t *testing.T) {
 		{"datetime", &Request{Inputs: []*Tensor{bytesInput("foo", "datetime", "2022-01-11T11:00:00", "2022-01-11", "2024-02-29 23:59:59.123456+05:30", "2022-01-11T11:00Z")}}, "", []string{"2022-01-11T11:00:00", "2022-01-11", "2024-02-29 23:59:59.123456+05:30", "2022-01-11T11:00Z"}},
 		{"datetime bad day", &Request{Inputs: []*Tensor{bytesInput("foo", "datetime", "2023-02-29")}}, `input "foo": element 0 ("2023-02-29") is not an ISO 8601 date or date-time`, nil},
 		{"datetime junk", &Request{Inputs: []*Tensor{bytesInput("foo", "datetime", "yesterday")}}, `element 0 ("yesterday") is not an ISO 8601`, nil},
-		{"np", &Request{Inputs: []*Tensor{{Name: "foo", Datatype: INT32, Shape: []int64{2, 2}, Raw: make([]byte, 16), Parameters: Parameters{ParamContentType: "np"}}}}, "", nil},
+		{"np", &Request{Inputs: []*Tensor{{Name: "foo", Datatype: oip.INT32, Shape: []int64{2, 2}, Raw: make([]byte, 16), Parameters: Parameters{ParamContentType: "np"}}}}, "", nil},
 		{"request np", &Request{Parameters: Parameters{ParamContentType: "np"}, Inputs: []*Tensor{NewFP32Tensor("x", []int64{2}, []float32{1, 2})}}, "", nil},
 		{"pd", &Request{Parameters: Parameters{ParamContentType: "pd"}, Inputs: []*Tensor{bytesInput("First Name", "str", "Joanne", "Michael"), NewInt32Tensor("Age", []int64{2}, []int32{34, 22})}}, "", []string{"Joanne", "Michael"}},
 		{"pd rows differ", &Request{Parameters: Parameters{ParamContentType: "pd"}, Inputs: []*Tensor{bytesInput("A", "", "a1", "a2"), bytesInput("B", "", "b1")}}, `input "B": the request's content type is pd, so every input is a column of the same table, but it has 1 rows`, nil},
-		{"pd scalar", &Request{Parameters: Parameters{ParamContentType: "pd"}, Inputs: []*Tensor{{Name: "A", Datatype: BOOL, Shape: []int64{}, Raw: []byte{1}}}}, `input "A": the request's content type is pd`, nil},
+		{"pd scalar", &Request{Parameters: Parameters{ParamContentType: "pd"}, Inputs: []*Tensor{{Name: "A", Datatype: oip.BOOL, Shape: []int64{}, Raw: []byte{1}}}}, `input "A": the request's content type is pd`, nil},
 		{"pd on an input", &Request{Inputs: []*Tensor{bytesInput("A", "pd", "a")}}, `input "A": content type pd applies to a whole request`, nil},
 		{"unknown on input", &Request{Inputs: []*Tensor{bytesInput("A", "img", "a")}}, `input "A": unknown content type "img"; known content types: base64, datetime, np, pd, str`, nil},
 		{"unknown on request", &Request{Parameters: Parameters{ParamContentType: "arrow"}, Inputs: []*Tensor{bytesInput("A", "", "a")}}, `the request: unknown content type "arrow"; known content types: base64, datetime, np, pd, str`, nil},
-		{"not a string", &Request{Inputs: []*Tensor{{Name: "A", Datatype: BYTES, Shape: []int64{0}, Parameters: Parameters{ParamContentType: int64(3)}}}}, `input "A": parameter content_type must be a string, got 3`, nil},
+		{"not a string", &Request{Inputs: []*Tensor{{Name: "A", Datatype: oip.BYTES, Shape: []int64{0}, Parameters: Parameters{ParamContentType: int64(3)}}}}, `input "A": parameter content_type must be a string, got 3`, nil},
 		{"output str", &Request{Inputs: []*Tensor{bytesInput("A", "", "a")}, Outputs: []RequestedOutput{{Name: "y", Parameters: Parameters{ParamContentType: "str"}}}}, "", []string{"a"}},
 		{"output datetime", &Request{Inputs: []*Tensor{bytesInput("A", "", "a")}, Outputs: []RequestedOutput{{Name: "y", Parameters: Parameters{ParamContentType: "datetime"}}}}, `output "y": content type "datetime" decodes inputs; an output can be base64, np, str`, nil},
 	}
@@ -118,8 +120,8 @@ func TestEncodeResponse(t *testing.T) {
 		NewBytesTensor("raw", []int64{1}, [][]byte{[]byte("Python is fun")}),
 		NewInt32Tensor("n", []int64{1}, []int32{3}),
 		NewFP32Tensor("x", []int64{1, 1}, []float32{1}),
-		{Name: "own", Datatype: BYTES, Shape: []int64{1}, Bytes: [][]byte{[]byte("{}")}, Parameters: Parameters{ParamContentType: "pd_json"}},
-		{Name: "own64", Datatype: BYTES, Shape: []int64{1}, Bytes: [][]byte{[]byte("aGk=")}, Parameters: Parameters{ParamContentType: "base64"}},
+		{Name: "own", Datatype: oip.BYTES, Shape: []int64{1}, Bytes: [][]byte{[]byte("{}")}, Parameters: Parameters{ParamContentType: "pd_json"}},
+		{Name: "own64", Datatype: oip.BYTES, Shape: []int64{1}, Bytes: [][]byte{[]byte("aGk=")}, Parameters: Parameters{ParamContentType: "base64"}},
 	}}
 	if err := EncodeResponse(req, resp); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/llmserve/llmserve/oip"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -14,9 +15,9 @@ import (
 // normalized embedding of each text.
 const OutputEmbedding = "embedding"
 
-var embedInputs = []TensorMetadata{{Name: InputText, Datatype: BYTES, Shape: []int64{-1}}}
+var embedInputs = []TensorMetadata{{Name: InputText, Datatype: oip.BYTES, Shape: []int64{-1}}}
 
-var embedOutputs = []TensorMetadata{{Name: OutputEmbedding, Datatype: FP32, Shape: []int64{-1, -1}}}
+var embedOutputs = []TensorMetadata{{Name: OutputEmbedding, Datatype: oip.FP32, Shape: []int64{-1, -1}}}
 
 // Embedder is a model that pools embeddings (*models.Generative is one).
 // An embedding model (KindEmbedding) is served through it; KServe V1's
@@ -116,7 +117,7 @@ func RunEmbed(ctx context.Context, m Model, r *Request) (*Response, error) {
 	switch {
 	case text == nil:
 		return nil, invalidf("input %q (BYTES, one text per element) is required", InputText)
-	case text.Datatype != BYTES:
+	case text.Datatype != oip.BYTES:
 		return nil, invalidf("input %q must have datatype BYTES, got %s", InputText, text.Datatype)
 	case len(text.Bytes) == 0:
 		return nil, invalidf("input %q has no elements; send at least one text", InputText)

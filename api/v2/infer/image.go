@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/llmserve/llmserve/media"
+	"github.com/llmserve/llmserve/oip"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -24,7 +25,7 @@ const maxImages = 8
 // mediaInputs are what a model that reads images takes beyond llmInputs;
 // its metadata lists them.
 var mediaInputs = []TensorMetadata{
-	{Name: InputImage, Datatype: BYTES, Shape: []int64{-1}, Optional: true},
+	{Name: InputImage, Datatype: oip.BYTES, Shape: []int64{-1}, Optional: true},
 }
 
 // MediaModel is a Model with a multimodal projector (*models.Generative

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/llmserve/llmserve/float16"
+	"github.com/llmserve/llmserve/oip"
 )
 
 // SetJSONData sets the tensor's elements from the JSON value of "data": an
@@ -30,7 +31,7 @@ func (t *Tensor) SetJSONData(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("data is not valid JSON: %w", err)
 	}
-	if s, ok := tok.(string); ok && t.Datatype == BYTES {
+	if s, ok := tok.(string); ok && t.Datatype == oip.BYTES {
 		return t.setBareString(dec, s)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
@@ -201,7 +202,7 @@ func describeToken(tok any) string {
 func (t *Tensor) appendJSON(tok any, size int) error {
 	d := t.Datatype
 	switch d {
-	case BOOL:
+	case oip.BOOL:
 		b, ok := tok.(bool)
 		if !ok {
 			return fmt.Errorf("want true or false for BOOL, got %s", describeToken(tok))
@@ -212,7 +213,7 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 		}
 		t.Raw = append(t.Raw, v)
 		return nil
-	case BYTES:
+	case oip.BYTES:
 		s, ok := tok.(string)
 		if !ok {
 			return fmt.Errorf("want a string for BYTES, got %s", describeToken(tok))
@@ -229,9 +230,9 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 			return fmt.Errorf("want a number, null or \"NaN\", \"Infinity\", \"-Infinity\" for %s, got the string %q", d, truncate(str))
 		}
 		switch d {
-		case FP16:
+		case oip.FP16:
 			t.Raw = AppendElement(t.Raw, uint64(float16.FromFloat32(float32(v))), 2)
-		case FP32:
+		case oip.FP32:
 			t.Raw = AppendElement(t.Raw, uint64(math.Float32bits(float32(v))), 4)
 		default:
 			t.Raw = AppendElement(t.Raw, math.Float64bits(v), 8)
@@ -257,19 +258,19 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 			return fmt.Errorf("%s is not a %s (an integer in [0, %d])", truncate(s), d, uint64(math.MaxUint64)>>(64-bits))
 		}
 		t.Raw = AppendElement(t.Raw, v, size)
-	case d == FP16:
+	case d == oip.FP16:
 		v, err := strconv.ParseFloat(s, 32)
 		if err != nil || math.Abs(v) > 65504 {
 			return fmt.Errorf("%s is not an FP16 number (finite, magnitude at most 65504)", truncate(s))
 		}
 		t.Raw = AppendElement(t.Raw, uint64(float16.FromFloat32(float32(v))), 2)
-	case d == FP32:
+	case d == oip.FP32:
 		v, err := strconv.ParseFloat(s, 32)
 		if err != nil {
 			return fmt.Errorf("%s is not an FP32 number (finite, magnitude at most %g)", truncate(s), math.MaxFloat32)
 		}
 		t.Raw = AppendElement(t.Raw, uint64(math.Float32bits(float32(v))), 4)
-	case d == FP64:
+	case d == oip.FP64:
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return fmt.Errorf("%s is not an FP64 number", truncate(s))
@@ -288,13 +289,13 @@ func (t *Tensor) appendJSON(tok any, size int) error {
 func (t *Tensor) JSONData() any {
 	n := t.Len()
 	switch d := t.Datatype; {
-	case d == BOOL:
+	case d == oip.BOOL:
 		out := make([]bool, n)
 		for i, b := range t.Raw {
 			out[i] = b != 0
 		}
 		return out
-	case d == BYTES:
+	case d == oip.BYTES:
 		out := make([]string, n)
 		for i, b := range t.Bytes {
 			out[i] = string(b)
@@ -312,7 +313,7 @@ func (t *Tensor) JSONData() any {
 			out[i] = t.uint(i)
 		}
 		return out
-	case d == FP64:
+	case d == oip.FP64:
 		out := make([]float64, n)
 		for i := range out {
 			out[i], _ = t.Float(i)

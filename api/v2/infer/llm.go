@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/llmserve/llmserve/oip"
 )
 
 // The LLM's tensors, with Triton's vLLM backend's names. Every sampling
@@ -36,34 +38,34 @@ var returnFlags = [][2]string{
 }
 
 var llmInputs = []TensorMetadata{
-	{Name: InputText, Datatype: BYTES, Shape: []int64{-1}},
-	{Name: InputStream, Datatype: BOOL, Shape: []int64{1}, Optional: true},
-	{Name: InputSampling, Datatype: BYTES, Shape: []int64{1}, Optional: true},
-	{Name: InputExclude, Datatype: BOOL, Shape: []int64{1}, Optional: true},
-	{Name: "max_tokens", Datatype: INT32, Shape: []int64{1}, Optional: true},
-	{Name: "min_tokens", Datatype: INT32, Shape: []int64{1}, Optional: true},
-	{Name: "temperature", Datatype: FP32, Shape: []int64{1}, Optional: true},
-	{Name: "top_p", Datatype: FP32, Shape: []int64{1}, Optional: true},
-	{Name: "top_k", Datatype: INT32, Shape: []int64{1}, Optional: true},
-	{Name: "min_p", Datatype: FP32, Shape: []int64{1}, Optional: true},
-	{Name: "repetition_penalty", Datatype: FP32, Shape: []int64{1}, Optional: true},
-	{Name: "presence_penalty", Datatype: FP32, Shape: []int64{1}, Optional: true},
-	{Name: "frequency_penalty", Datatype: FP32, Shape: []int64{1}, Optional: true},
-	{Name: "seed", Datatype: UINT64, Shape: []int64{1}, Optional: true},
-	{Name: "ignore_eos", Datatype: BOOL, Shape: []int64{1}, Optional: true},
-	{Name: "stop", Datatype: BYTES, Shape: []int64{-1}, Optional: true},
-	{Name: "return_finish_reason", Datatype: BOOL, Shape: []int64{1}, Optional: true},
-	{Name: "return_num_input_tokens", Datatype: BOOL, Shape: []int64{1}, Optional: true},
-	{Name: "return_num_output_tokens", Datatype: BOOL, Shape: []int64{1}, Optional: true},
-	{Name: "return_cumulative_logprob", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+	{Name: InputText, Datatype: oip.BYTES, Shape: []int64{-1}},
+	{Name: InputStream, Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
+	{Name: InputSampling, Datatype: oip.BYTES, Shape: []int64{1}, Optional: true},
+	{Name: InputExclude, Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "max_tokens", Datatype: oip.INT32, Shape: []int64{1}, Optional: true},
+	{Name: "min_tokens", Datatype: oip.INT32, Shape: []int64{1}, Optional: true},
+	{Name: "temperature", Datatype: oip.FP32, Shape: []int64{1}, Optional: true},
+	{Name: "top_p", Datatype: oip.FP32, Shape: []int64{1}, Optional: true},
+	{Name: "top_k", Datatype: oip.INT32, Shape: []int64{1}, Optional: true},
+	{Name: "min_p", Datatype: oip.FP32, Shape: []int64{1}, Optional: true},
+	{Name: "repetition_penalty", Datatype: oip.FP32, Shape: []int64{1}, Optional: true},
+	{Name: "presence_penalty", Datatype: oip.FP32, Shape: []int64{1}, Optional: true},
+	{Name: "frequency_penalty", Datatype: oip.FP32, Shape: []int64{1}, Optional: true},
+	{Name: "seed", Datatype: oip.UINT64, Shape: []int64{1}, Optional: true},
+	{Name: "ignore_eos", Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "stop", Datatype: oip.BYTES, Shape: []int64{-1}, Optional: true},
+	{Name: "return_finish_reason", Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_num_input_tokens", Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_num_output_tokens", Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
+	{Name: "return_cumulative_logprob", Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
 }
 
 var llmOutputs = []TensorMetadata{
-	{Name: OutputText, Datatype: BYTES, Shape: []int64{-1}},
-	{Name: OutputFinish, Datatype: BYTES, Shape: []int64{-1}},
-	{Name: OutputNumInput, Datatype: INT32, Shape: []int64{-1}},
-	{Name: OutputNumOutput, Datatype: INT32, Shape: []int64{-1}},
-	{Name: OutputCumLogprob, Datatype: FP32, Shape: []int64{-1}},
+	{Name: OutputText, Datatype: oip.BYTES, Shape: []int64{-1}},
+	{Name: OutputFinish, Datatype: oip.BYTES, Shape: []int64{-1}},
+	{Name: OutputNumInput, Datatype: oip.INT32, Shape: []int64{-1}},
+	{Name: OutputNumOutput, Datatype: oip.INT32, Shape: []int64{-1}},
+	{Name: OutputCumLogprob, Datatype: oip.FP32, Shape: []int64{-1}},
 }
 
 // reasoningInputs and reasoningOutputs are what a model with a reasoning
@@ -72,11 +74,11 @@ var llmOutputs = []TensorMetadata{
 // model without a parser, reasoning_content is empty for it.
 var (
 	reasoningInputs = []TensorMetadata{
-		{Name: ParamThinkingBudget, Datatype: INT32, Shape: []int64{1}, Optional: true},
-		{Name: "return_reasoning_content", Datatype: BOOL, Shape: []int64{1}, Optional: true},
+		{Name: ParamThinkingBudget, Datatype: oip.INT32, Shape: []int64{1}, Optional: true},
+		{Name: "return_reasoning_content", Datatype: oip.BOOL, Shape: []int64{1}, Optional: true},
 	}
 	reasoningOutputs = []TensorMetadata{
-		{Name: OutputReasoning, Datatype: BYTES, Shape: []int64{-1}},
+		{Name: OutputReasoning, Datatype: oip.BYTES, Shape: []int64{-1}},
 	}
 )
 
@@ -137,7 +139,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 	if text == nil {
 		return nil, invalidf("input %q (BYTES, one prompt per element) is required", InputText)
 	}
-	if text.Datatype != BYTES {
+	if text.Datatype != oip.BYTES {
 		return nil, invalidf("input %q must have datatype BYTES, got %s", InputText, text.Datatype)
 	}
 	if len(text.Bytes) == 0 {
@@ -162,7 +164,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 		}
 	}
 	if t := r.input(InputSampling); t != nil {
-		if t.Datatype != BYTES || len(t.Bytes) != 1 {
+		if t.Datatype != oip.BYTES || len(t.Bytes) != 1 {
 			return nil, invalidf("input %q must be one BYTES element holding a JSON object", InputSampling)
 		}
 		if err := mergeSamplingJSON(lr.Params, t.Bytes[0]); err != nil {
@@ -174,7 +176,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 			continue
 		}
 		if t.Name == InputImage {
-			if t.Datatype != BYTES {
+			if t.Datatype != oip.BYTES {
 				return nil, invalidf("input %q must have datatype BYTES (one encoded image per element), got %s", InputImage, t.Datatype)
 			}
 			lr.Params[InputImage] = t.Bytes
@@ -194,7 +196,7 @@ func DecodeLLM(r *Request) (*LLMRequest, error) {
 		if !ok {
 			return nil, invalidf("unknown output %q: an LLM produces %s", truncate(o.Name), metadataNames(llmOutputs, reasoningOutputs))
 		}
-		if ct, _ := o.Parameters[ParamContentType].(string); (ct == ContentStr || ct == ContentBase64) && md.Datatype != BYTES {
+		if ct, _ := o.Parameters[ParamContentType].(string); (ct == ContentStr || ct == ContentBase64) && md.Datatype != oip.BYTES {
 			return nil, invalidf("output %q has datatype %s; content type %s takes BYTES (ask for np, or no content type)", o.Name, md.Datatype, ct)
 		}
 		lr.Outputs = append(lr.Outputs, o.Name)
@@ -233,7 +235,7 @@ func scalarOf(t *Tensor) (any, error) {
 	md, _ := llmInput(t.Name)
 	want := md.Datatype
 	if t.Name == "stop" {
-		if t.Datatype != BYTES {
+		if t.Datatype != oip.BYTES {
 			return nil, invalidf("input %q must have datatype BYTES (one stop string per element), got %s", t.Name, t.Datatype)
 		}
 		out := make([]string, len(t.Bytes))
@@ -246,8 +248,8 @@ func scalarOf(t *Tensor) (any, error) {
 		return nil, invalidf("input %q must hold exactly one element, got %d", t.Name, t.Len())
 	}
 	switch {
-	case want == BOOL:
-		if t.Datatype != BOOL {
+	case want == oip.BOOL:
+		if t.Datatype != oip.BOOL {
 			return nil, invalidf("input %q must have datatype BOOL, got %s", t.Name, t.Datatype)
 		}
 		return t.Raw[0] == 1, nil
@@ -255,7 +257,7 @@ func scalarOf(t *Tensor) (any, error) {
 		if !t.Datatype.IsInt() {
 			return nil, invalidf("input %q must have an integer datatype (such as %s), got %s", t.Name, want, t.Datatype)
 		}
-		if t.Datatype == UINT64 {
+		if t.Datatype == oip.UINT64 {
 			return t.uint(0), nil
 		}
 		v, _ := t.Int(0)

@@ -11,25 +11,10 @@ import (
 )
 
 // Datatype is a V2 tensor element type, as the wire spells it: oip's,
-// whose table gives each one's size and names.
+// whose table gives each one's size and names; its values are oip's
+// constants (oip.FP32, oip.BYTES, ...). BF16 is not in the protocol's
+// table and is refused.
 type Datatype = oip.Datatype
-
-// The V2 datatypes. BF16 is not in the protocol's table and is refused.
-const (
-	BOOL   = oip.BOOL
-	UINT8  = oip.UINT8
-	UINT16 = oip.UINT16
-	UINT32 = oip.UINT32
-	UINT64 = oip.UINT64
-	INT8   = oip.INT8
-	INT16  = oip.INT16
-	INT32  = oip.INT32
-	INT64  = oip.INT64
-	FP16   = oip.FP16
-	FP32   = oip.FP32
-	FP64   = oip.FP64
-	BYTES  = oip.BYTES
-)
 
 // ParseDatatype checks a datatype name from the wire.
 func ParseDatatype(s string) (Datatype, error) {
@@ -75,7 +60,7 @@ func NumElements(shape []int64) (int, error) {
 
 // Len is the number of elements the tensor holds (not its shape's).
 func (t *Tensor) Len() int {
-	if t.Datatype == BYTES {
+	if t.Datatype == oip.BYTES {
 		return len(t.Bytes)
 	}
 	if s := t.Datatype.Size(); s > 0 {
@@ -94,7 +79,7 @@ func (t *Tensor) Check() error {
 	if err != nil {
 		return err
 	}
-	if t.Datatype == BYTES {
+	if t.Datatype == oip.BYTES {
 		if len(t.Bytes) != n {
 			return fmt.Errorf("shape %v has %d elements but the data has %d", t.Shape, n, len(t.Bytes))
 		}
@@ -107,7 +92,7 @@ func (t *Tensor) Check() error {
 		}
 		return fmt.Errorf("shape %v of %s needs %d bytes but the data has %d", t.Shape, t.Datatype, n*size, len(t.Raw))
 	}
-	if t.Datatype == BOOL {
+	if t.Datatype == oip.BOOL {
 		for i, b := range t.Raw {
 			if b > 1 {
 				return fmt.Errorf("element %d of a BOOL tensor is the byte %d; want 0 or 1", i, b)
@@ -122,25 +107,25 @@ func (t *Tensor) Check() error {
 func (t *Tensor) Int(i int) (int64, bool) {
 	r := t.Raw
 	switch t.Datatype {
-	case BOOL, UINT8:
+	case oip.BOOL, oip.UINT8:
 		return int64(r[i]), true
-	case INT8:
+	case oip.INT8:
 		return int64(int8(r[i])), true
-	case UINT16:
+	case oip.UINT16:
 		return int64(binary.LittleEndian.Uint16(r[2*i:])), true
-	case INT16:
+	case oip.INT16:
 		return int64(int16(binary.LittleEndian.Uint16(r[2*i:]))), true
-	case UINT32:
+	case oip.UINT32:
 		return int64(binary.LittleEndian.Uint32(r[4*i:])), true
-	case INT32:
+	case oip.INT32:
 		return int64(int32(binary.LittleEndian.Uint32(r[4*i:]))), true
-	case UINT64:
+	case oip.UINT64:
 		u := binary.LittleEndian.Uint64(r[8*i:])
 		if u > math.MaxInt64 {
 			return math.MaxInt64, true
 		}
 		return int64(u), true
-	case INT64:
+	case oip.INT64:
 		return int64(binary.LittleEndian.Uint64(r[8*i:])), true
 	}
 	return 0, false
@@ -151,15 +136,15 @@ func (t *Tensor) Int(i int) (int64, bool) {
 func (t *Tensor) Float(i int) (float64, bool) {
 	r := t.Raw
 	switch t.Datatype {
-	case FP16:
+	case oip.FP16:
 		return float64(float16.ToFloat32(binary.LittleEndian.Uint16(r[2*i:]))), true
-	case FP32:
+	case oip.FP32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(r[4*i:]))), true
-	case FP64:
+	case oip.FP64:
 		return math.Float64frombits(binary.LittleEndian.Uint64(r[8*i:])), true
-	case UINT64:
+	case oip.UINT64:
 		return float64(binary.LittleEndian.Uint64(r[8*i:])), true
-	case BOOL, BYTES:
+	case oip.BOOL, oip.BYTES:
 		return 0, false
 	}
 	v, ok := t.Int(i)
@@ -170,11 +155,11 @@ func (t *Tensor) Float(i int) (float64, bool) {
 func (t *Tensor) uint(i int) uint64 {
 	r := t.Raw
 	switch t.Datatype {
-	case UINT8:
+	case oip.UINT8:
 		return uint64(r[i])
-	case UINT16:
+	case oip.UINT16:
 		return uint64(binary.LittleEndian.Uint16(r[2*i:]))
-	case UINT32:
+	case oip.UINT32:
 		return uint64(binary.LittleEndian.Uint32(r[4*i:]))
 	}
 	return binary.LittleEndian.Uint64(r[8*i:])
@@ -182,7 +167,7 @@ func (t *Tensor) uint(i int) uint64 {
 
 // NewBytesTensor returns a BYTES tensor of the given shape.
 func NewBytesTensor(name string, shape []int64, vals [][]byte) *Tensor {
-	return &Tensor{Name: name, Datatype: BYTES, Shape: shape, Bytes: vals}
+	return &Tensor{Name: name, Datatype: oip.BYTES, Shape: shape, Bytes: vals}
 }
 
 // NewInt32Tensor returns an INT32 tensor of the given shape.
@@ -191,7 +176,7 @@ func NewInt32Tensor(name string, shape []int64, vals []int32) *Tensor {
 	for i, v := range vals {
 		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
 	}
-	return &Tensor{Name: name, Datatype: INT32, Shape: shape, Raw: raw}
+	return &Tensor{Name: name, Datatype: oip.INT32, Shape: shape, Raw: raw}
 }
 
 // NewFP32Tensor returns an FP32 tensor of the given shape.
@@ -200,7 +185,7 @@ func NewFP32Tensor(name string, shape []int64, vals []float32) *Tensor {
 	for i, v := range vals {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
 	}
-	return &Tensor{Name: name, Datatype: FP32, Shape: shape, Raw: raw}
+	return &Tensor{Name: name, Datatype: oip.FP32, Shape: shape, Raw: raw}
 }
 
 // EncodeBytes is the binary form of BYTES elements: each one as a 4-byte
@@ -241,7 +226,7 @@ func DecodeBytes(raw []byte) ([][]byte, error) {
 // Binary is the tensor's data in the binary form (Raw, or EncodeBytes of
 // Bytes).
 func (t *Tensor) Binary() []byte {
-	if t.Datatype == BYTES {
+	if t.Datatype == oip.BYTES {
 		return EncodeBytes(t.Bytes)
 	}
 	return t.Raw
@@ -249,7 +234,7 @@ func (t *Tensor) Binary() []byte {
 
 // SetBinary sets the tensor's data from the binary form.
 func (t *Tensor) SetBinary(raw []byte) error {
-	if t.Datatype == BYTES {
+	if t.Datatype == oip.BYTES {
 		b, err := DecodeBytes(raw)
 		if err != nil {
 			return err

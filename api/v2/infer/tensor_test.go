@@ -26,19 +26,19 @@ func TestJSONDataEveryDatatype(t *testing.T) {
 		want  any // JSONData
 		raw   []byte
 	}{
-		{BOOL, []int64{2, 2}, `[[true, false], [false, true]]`, []bool{true, false, false, true}, []byte{1, 0, 0, 1}},
-		{UINT8, nil, `[0, 255]`, []uint64{0, 255}, []byte{0, 255}},
-		{UINT16, nil, `[1, 65535]`, []uint64{1, 65535}, []byte{1, 0, 255, 255}},
-		{UINT32, []int64{1, 1}, `[[4294967295]]`, []uint64{4294967295}, []byte{255, 255, 255, 255}},
-		{UINT64, nil, `[18446744073709551615]`, []uint64{math.MaxUint64}, bytes.Repeat([]byte{255}, 8)},
-		{INT8, nil, `[-128, 127]`, []int64{-128, 127}, []byte{0x80, 0x7f}},
-		{INT16, nil, `[-2]`, []int64{-2}, []byte{0xfe, 0xff}},
-		{INT32, []int64{2, 2}, `[[1, 2], [3, -4]]`, []int64{1, 2, 3, -4}, []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff}},
-		{INT64, nil, `[-9223372036854775808]`, []int64{math.MinInt64}, []byte{0, 0, 0, 0, 0, 0, 0, 0x80}},
-		{FP16, nil, `[1, -2, 0.5]`, []float32{1, -2, 0.5}, []byte{0, 0x3c, 0, 0xc0, 0, 0x38}},
-		{FP32, nil, `[1.5, -0.25]`, []float32{1.5, -0.25}, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0x80, 0xbe}},
-		{FP64, nil, `[1e300]`, []float64{1e300}, nil},
-		{BYTES, []int64{2, 2}, `[["a", ""], ["héllo", "x"]]`, []string{"a", "", "héllo", "x"}, nil},
+		{oip.BOOL, []int64{2, 2}, `[[true, false], [false, true]]`, []bool{true, false, false, true}, []byte{1, 0, 0, 1}},
+		{oip.UINT8, nil, `[0, 255]`, []uint64{0, 255}, []byte{0, 255}},
+		{oip.UINT16, nil, `[1, 65535]`, []uint64{1, 65535}, []byte{1, 0, 255, 255}},
+		{oip.UINT32, []int64{1, 1}, `[[4294967295]]`, []uint64{4294967295}, []byte{255, 255, 255, 255}},
+		{oip.UINT64, nil, `[18446744073709551615]`, []uint64{math.MaxUint64}, bytes.Repeat([]byte{255}, 8)},
+		{oip.INT8, nil, `[-128, 127]`, []int64{-128, 127}, []byte{0x80, 0x7f}},
+		{oip.INT16, nil, `[-2]`, []int64{-2}, []byte{0xfe, 0xff}},
+		{oip.INT32, []int64{2, 2}, `[[1, 2], [3, -4]]`, []int64{1, 2, 3, -4}, []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff}},
+		{oip.INT64, nil, `[-9223372036854775808]`, []int64{math.MinInt64}, []byte{0, 0, 0, 0, 0, 0, 0, 0x80}},
+		{oip.FP16, nil, `[1, -2, 0.5]`, []float32{1, -2, 0.5}, []byte{0, 0x3c, 0, 0xc0, 0, 0x38}},
+		{oip.FP32, nil, `[1.5, -0.25]`, []float32{1.5, -0.25}, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0x80, 0xbe}},
+		{oip.FP64, nil, `[1e300]`, []float64{1e300}, nil},
+		{oip.BYTES, []int64{2, 2}, `[["a", ""], ["héllo", "x"]]`, []string{"a", "", "héllo", "x"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(string(c.dt), func(t *testing.T) {
@@ -75,22 +75,22 @@ func TestJSONDataErrors(t *testing.T) {
 		dt         Datatype
 		data, want string
 	}{
-		{INT32, `[1.5]`, "INT32"},
-		{INT8, `[128]`, "INT8"},
-		{UINT8, `[-1]`, "UINT8"},
-		{UINT64, `[18446744073709551616]`, "UINT64"},
-		{FP32, `[1e39]`, "FP32"},
-		{FP16, `[70000]`, "FP16"},
-		{FP32, `["1"]`, "number"},
-		{BOOL, `[1]`, "true or false"},
-		{BYTES, `[1]`, "string"},
-		{INT32, `{"a":1}`, "array"},
-		{INT32, `[[1], {"a":1}]`, "object"},
-		{INT32, `[[1], 2]`, "data[1] is a value"},
-		{INT32, `[null]`, "null"},
-		{INT32, `[1] [2]`, "after"},
-		{INT32, `[1`, "JSON"},
-		{INT32, strings.Repeat("[", 100) + "1" + strings.Repeat("]", 100), "deep"},
+		{oip.INT32, `[1.5]`, "INT32"},
+		{oip.INT8, `[128]`, "INT8"},
+		{oip.UINT8, `[-1]`, "UINT8"},
+		{oip.UINT64, `[18446744073709551616]`, "UINT64"},
+		{oip.FP32, `[1e39]`, "FP32"},
+		{oip.FP16, `[70000]`, "FP16"},
+		{oip.FP32, `["1"]`, "number"},
+		{oip.BOOL, `[1]`, "true or false"},
+		{oip.BYTES, `[1]`, "string"},
+		{oip.INT32, `{"a":1}`, "array"},
+		{oip.INT32, `[[1], {"a":1}]`, "object"},
+		{oip.INT32, `[[1], 2]`, "data[1] is a value"},
+		{oip.INT32, `[null]`, "null"},
+		{oip.INT32, `[1] [2]`, "after"},
+		{oip.INT32, `[1`, "JSON"},
+		{oip.INT32, strings.Repeat("[", 100) + "1" + strings.Repeat("]", 100), "deep"},
 	}
 	for _, c := range cases {
 		tt := &Tensor{Datatype: c.dt, Shape: []int64{2, 1}}
@@ -124,7 +124,7 @@ func TestJSONDataNestedShape(t *testing.T) {
 		{[]int64{2, 2, 2}, `[[[1, 2], [3, 4]], [[5, 6], [7]]]`, "data[1][1] has 1 elements, but dimension 2 of shape [2 2 2] is 2"},
 	}
 	for _, c := range cases {
-		tt := &Tensor{Datatype: FP32, Shape: c.shape}
+		tt := &Tensor{Datatype: oip.FP32, Shape: c.shape}
 		err := tt.SetJSONData([]byte(c.data))
 		if c.want == "" {
 			if err != nil {
@@ -145,12 +145,12 @@ func TestCheck(t *testing.T) {
 		t    Tensor
 		want string
 	}{
-		{Tensor{Datatype: INT32, Shape: []int64{2}, Raw: make([]byte, 4)}, "2 elements but the data has 1"},
-		{Tensor{Datatype: INT32, Shape: []int64{1}, Raw: make([]byte, 5)}, "needs 4 bytes"},
-		{Tensor{Datatype: BOOL, Shape: []int64{1}, Raw: []byte{2}}, "0 or 1"},
-		{Tensor{Datatype: BYTES, Shape: []int64{3, 1}, Bytes: [][]byte{nil}}, "3 elements"},
-		{Tensor{Datatype: FP32, Shape: []int64{-1}}, "negative"},
-		{Tensor{Datatype: FP32, Shape: []int64{1 << 20, 1 << 20}}, "more than"},
+		{Tensor{Datatype: oip.INT32, Shape: []int64{2}, Raw: make([]byte, 4)}, "2 elements but the data has 1"},
+		{Tensor{Datatype: oip.INT32, Shape: []int64{1}, Raw: make([]byte, 5)}, "needs 4 bytes"},
+		{Tensor{Datatype: oip.BOOL, Shape: []int64{1}, Raw: []byte{2}}, "0 or 1"},
+		{Tensor{Datatype: oip.BYTES, Shape: []int64{3, 1}, Bytes: [][]byte{nil}}, "3 elements"},
+		{Tensor{Datatype: oip.FP32, Shape: []int64{-1}}, "negative"},
+		{Tensor{Datatype: oip.FP32, Shape: []int64{1 << 20, 1 << 20}}, "more than"},
 		{Tensor{Datatype: "BF16", Shape: []int64{1}}, "not a V2 datatype"},
 	}
 	for _, c := range cases {
@@ -158,7 +158,7 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c.t, err, c.want)
 		}
 	}
-	ok := Tensor{Datatype: FP64, Shape: []int64{0, 3}}
+	ok := Tensor{Datatype: oip.FP64, Shape: []int64{0, 3}}
 	if err := ok.Check(); err != nil {
 		t.Errorf("empty tensor: %v", err)
 	}
@@ -226,7 +226,7 @@ func FuzzSetJSONData(f *testing.F) {
 		}
 		js, err := json.Marshal(tt.JSONData())
 		if err != nil {
-			if dt == BYTES {
+			if dt == oip.BYTES {
 				return
 			}
 			t.Fatalf("marshal %v: %v", tt.JSONData(), err)
@@ -235,7 +235,7 @@ func FuzzSetJSONData(f *testing.F) {
 		if err := back.SetJSONData(js); err != nil {
 			t.Fatalf("%s: %s does not decode back: %v", dt, js, err)
 		}
-		if dt != BYTES && !bytes.Equal(back.Raw, tt.Raw) {
+		if dt != oip.BYTES && !bytes.Equal(back.Raw, tt.Raw) {
 			t.Fatalf("%s: % x became % x", dt, tt.Raw, back.Raw)
 		}
 	})
@@ -261,7 +261,7 @@ func FuzzDecodeBytes(f *testing.F) {
 // "Infinity" and "-Infinity" both ways (encoding/json cannot write them as
 // numbers); other strings are still refused for FP types.
 func TestJSONDataNonFinite(t *testing.T) {
-	for _, dt := range []Datatype{FP16, FP32, FP64} {
+	for _, dt := range []Datatype{oip.FP16, oip.FP32, oip.FP64} {
 		in := &Tensor{Datatype: dt, Shape: []int64{4}}
 		if err := in.SetJSONData([]byte(`["NaN", "Infinity", "-Infinity", 2]`)); err != nil {
 			t.Fatalf("%s: %v", dt, err)
@@ -277,7 +277,7 @@ func TestJSONDataNonFinite(t *testing.T) {
 			t.Fatalf("%s: \"nan\" accepted, or an error that does not list the strings: %v", dt, err)
 		}
 	}
-	in := &Tensor{Datatype: INT32, Shape: []int64{1}}
+	in := &Tensor{Datatype: oip.INT32, Shape: []int64{1}}
 	if err := in.SetJSONData([]byte(`["NaN"]`)); err == nil {
 		t.Fatal(`"NaN" accepted for INT32`)
 	}
@@ -287,7 +287,7 @@ func TestJSONDataNonFinite(t *testing.T) {
 // (docs/user-guide/content-type.md of MLServer), and a bare string is the
 // one element of a BYTES tensor of shape [1] (its content-type example).
 func TestJSONDataMLServerForms(t *testing.T) {
-	for _, dt := range []Datatype{FP16, FP32, FP64} {
+	for _, dt := range []Datatype{oip.FP16, oip.FP32, oip.FP64} {
 		in := &Tensor{Datatype: dt, Shape: []int64{3}}
 		if err := in.SetJSONData([]byte(`[1, null, 2]`)); err != nil {
 			t.Fatalf("%s: %v", dt, err)
@@ -299,7 +299,7 @@ func TestJSONDataMLServerForms(t *testing.T) {
 			t.Fatalf("%s: element 2 is %v", dt, v)
 		}
 	}
-	s := &Tensor{Datatype: BYTES, Shape: []int64{1}}
+	s := &Tensor{Datatype: oip.BYTES, Shape: []int64{1}}
 	if err := s.SetJSONData([]byte(`"hello world 😁"`)); err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +312,11 @@ func TestJSONDataMLServerForms(t *testing.T) {
 		data  string
 		want  string
 	}{
-		{BYTES, []int64{2}, `"ab"`, "shape [2] has 2"},
-		{BYTES, []int64{1}, `"a" "b"`, "after its string"},
-		{FP32, []int64{1}, `"1"`, "array"},
-		{INT32, []int64{1}, `[null]`, "null"},
-		{BYTES, []int64{1}, `[null]`, "null"},
+		{oip.BYTES, []int64{2}, `"ab"`, "shape [2] has 2"},
+		{oip.BYTES, []int64{1}, `"a" "b"`, "after its string"},
+		{oip.FP32, []int64{1}, `"1"`, "array"},
+		{oip.INT32, []int64{1}, `[null]`, "null"},
+		{oip.BYTES, []int64{1}, `[null]`, "null"},
 	} {
 		tt := &Tensor{Datatype: c.dt, Shape: c.shape}
 		if err := tt.SetJSONData([]byte(c.data)); err == nil || !strings.Contains(err.Error(), c.want) {

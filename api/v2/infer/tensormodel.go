@@ -191,7 +191,7 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 	n := t.Len()
 	switch want {
 	case oip.FP32:
-		if t.Datatype == FP32 {
+		if t.Datatype == oip.FP32 {
 			if v, ok := float32View(t.Raw); ok {
 				// The wire's bytes are the values: no copy (the model
 				// only reads its inputs).
@@ -200,15 +200,15 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 		}
 		out := oip.Tensor{DType: oip.FP32, F32: make([]float32, n)}
 		switch {
-		case t.Datatype == FP32:
+		case t.Datatype == oip.FP32:
 			for i := range n {
 				out.F32[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Raw[4*i:]))
 			}
-		case t.Datatype == FP16:
+		case t.Datatype == oip.FP16:
 			for i := range n {
 				out.F32[i] = float16.ToFloat32(binary.LittleEndian.Uint16(t.Raw[2*i:]))
 			}
-		case t.Datatype == FP64:
+		case t.Datatype == oip.FP64:
 			for i := range n {
 				v, _ := t.Float(i)
 				if math.Abs(v) > math.MaxFloat32 && !math.IsInf(v, 0) {
@@ -219,7 +219,7 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 		case t.Datatype.IsInt():
 			for i := range n {
 				v, _ := t.Int(i)
-				if t.Datatype == UINT64 && t.uint(i) > maxExactInt || v > maxExactInt || v < -maxExactInt {
+				if t.Datatype == oip.UINT64 && t.uint(i) > maxExactInt || v > maxExactInt || v < -maxExactInt {
 					return out, fmt.Errorf("element %d (%d) is not exact in FP32, the model's datatype; send FP32", i, v)
 				}
 				out.F32[i] = float32(v)
@@ -234,7 +234,7 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 			return out, fmt.Errorf("datatype %s does not convert to INT64, the model's datatype; send an integer type", t.Datatype)
 		}
 		for i := range n {
-			if t.Datatype == UINT64 && t.uint(i) > math.MaxInt64 {
+			if t.Datatype == oip.UINT64 && t.uint(i) > math.MaxInt64 {
 				return out, fmt.Errorf("element %d (%d) is beyond the INT64 range", i, t.uint(i))
 			}
 			out.I64[i], _ = t.Int(i)
@@ -250,17 +250,17 @@ func convert(t *Tensor, want oip.Datatype) (oip.Tensor, error) {
 func FromTensor(o oip.Tensor) *Tensor {
 	switch o.DType {
 	case oip.INT64:
-		if raw, ok := int64Bytes(o.I64); ok {
-			return &Tensor{Name: o.Name, Datatype: INT64, Shape: slices.Clone(o.Shape), Raw: raw}
+		if raw, ok := valueBytes(o.I64); ok {
+			return &Tensor{Name: o.Name, Datatype: oip.INT64, Shape: slices.Clone(o.Shape), Raw: raw}
 		}
 		raw := make([]byte, 8*len(o.I64))
 		for i, v := range o.I64 {
 			binary.LittleEndian.PutUint64(raw[8*i:], uint64(v))
 		}
-		return &Tensor{Name: o.Name, Datatype: INT64, Shape: slices.Clone(o.Shape), Raw: raw}
+		return &Tensor{Name: o.Name, Datatype: oip.INT64, Shape: slices.Clone(o.Shape), Raw: raw}
 	default:
-		if raw, ok := float32Bytes(o.F32); ok {
-			return &Tensor{Name: o.Name, Datatype: FP32, Shape: slices.Clone(o.Shape), Raw: raw}
+		if raw, ok := valueBytes(o.F32); ok {
+			return &Tensor{Name: o.Name, Datatype: oip.FP32, Shape: slices.Clone(o.Shape), Raw: raw}
 		}
 		return NewFP32Tensor(o.Name, slices.Clone(o.Shape), o.F32)
 	}

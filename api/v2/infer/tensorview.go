@@ -28,25 +28,15 @@ func float32View(raw []byte) (view []float32, ok bool) {
 	return unsafe.Slice((*float32)(p), len(raw)/4), true
 }
 
-// float32Bytes is float32View's converse, for outputs: the values' memory
-// as little-endian FP32 bytes, shared, or ok false on a big-endian host.
-func float32Bytes(vals []float32) (raw []byte, ok bool) {
+// valueBytes is float32View's converse, for outputs: the values' memory
+// as little-endian wire bytes (FP32 or INT64), shared, or ok false on a
+// big-endian host.
+func valueBytes[T float32 | int64](vals []T) (raw []byte, ok bool) {
 	if !hostLittleEndian {
 		return nil, false
 	}
 	if len(vals) == 0 {
 		return []byte{}, true
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 4*len(vals)), true
-}
-
-// int64Bytes is float32Bytes for INT64 values.
-func int64Bytes(vals []int64) (raw []byte, ok bool) {
-	if !hostLittleEndian {
-		return nil, false
-	}
-	if len(vals) == 0 {
-		return []byte{}, true
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 8*len(vals)), true
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), int(unsafe.Sizeof(vals[0]))*len(vals)), true
 }

@@ -20,7 +20,7 @@ func TestConvertFP32SharesAlignedBytes(t *testing.T) {
 		for i, v := range vals {
 			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
 		}
-		in := &Tensor{Name: "x", Datatype: FP32, Shape: []int64{1, int64(len(vals))}, Raw: raw}
+		in := &Tensor{Name: "x", Datatype: oip.FP32, Shape: []int64{1, int64(len(vals))}, Raw: raw}
 		got, err := convert(in, oip.FP32)
 		if err != nil {
 			t.Fatal(err)
@@ -42,11 +42,11 @@ func TestConvertFP32SharesAlignedBytes(t *testing.T) {
 // little-endian bytes, FP32 and INT64.
 func TestFromTensorOutputBytes(t *testing.T) {
 	f := FromTensor(oip.Tensor{Name: "p", DType: oip.FP32, Shape: []int64{1, 2}, F32: []float32{0.5, float32(math.NaN())}})
-	if f.Datatype != FP32 || len(f.Raw) != 8 || binary.LittleEndian.Uint32(f.Raw) != math.Float32bits(0.5) || !math.IsNaN(float64(math.Float32frombits(binary.LittleEndian.Uint32(f.Raw[4:])))) {
+	if f.Datatype != oip.FP32 || len(f.Raw) != 8 || binary.LittleEndian.Uint32(f.Raw) != math.Float32bits(0.5) || !math.IsNaN(float64(math.Float32frombits(binary.LittleEndian.Uint32(f.Raw[4:])))) {
 		t.Fatalf("FP32 output: %+v", f)
 	}
 	i := FromTensor(oip.Tensor{Name: "l", DType: oip.INT64, Shape: []int64{2}, I64: []int64{-3, 1 << 40}})
-	if i.Datatype != INT64 || len(i.Raw) != 16 || int64(binary.LittleEndian.Uint64(i.Raw)) != -3 || binary.LittleEndian.Uint64(i.Raw[8:]) != 1<<40 {
+	if i.Datatype != oip.INT64 || len(i.Raw) != 16 || int64(binary.LittleEndian.Uint64(i.Raw)) != -3 || binary.LittleEndian.Uint64(i.Raw[8:]) != 1<<40 {
 		t.Fatalf("INT64 output: %+v", i)
 	}
 	if e := FromTensor(oip.Tensor{Name: "e", DType: oip.FP32, Shape: []int64{0}, F32: []float32{}}); len(e.Raw) != 0 {
