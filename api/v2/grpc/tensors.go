@@ -197,44 +197,43 @@ func encodeResponse(resp *infer.Response, raw bool) *pb.ModelInferResponse {
 func typedContents(t *infer.Tensor) *pb.InferTensorContents {
 	c := &pb.InferTensorContents{}
 	n := t.Len()
+	ints := func(i int) int64 {
+		v, _ := t.Int(i)
+		return v
+	}
+	floats := func(i int) float64 {
+		v, _ := t.Float(i)
+		return v
+	}
 	switch d := t.Datatype; {
 	case d == oip.BOOL:
-		for _, b := range t.Raw {
-			c.BoolContents = append(c.BoolContents, b != 0)
-		}
+		c.BoolContents = collect(len(t.Raw), func(i int) bool { return t.Raw[i] != 0 })
 	case d == oip.BYTES:
 		c.BytesContents = t.Bytes
 	case d == oip.INT64:
-		for i := range n {
-			v, _ := t.Int(i)
-			c.Int64Contents = append(c.Int64Contents, v)
-		}
+		c.Int64Contents = collect(n, ints)
 	case d.IsSigned():
-		for i := range n {
-			v, _ := t.Int(i)
-			c.IntContents = append(c.IntContents, int32(v))
-		}
+		c.IntContents = collect(n, func(i int) int32 { return int32(ints(i)) })
 	case d == oip.UINT64:
-		for i := range n {
-			c.Uint64Contents = append(c.Uint64Contents, binary.LittleEndian.Uint64(t.Raw[8*i:]))
-		}
+		c.Uint64Contents = collect(n, func(i int) uint64 { return binary.LittleEndian.Uint64(t.Raw[8*i:]) })
 	case d.IsUnsigned():
-		for i := range n {
-			v, _ := t.Int(i)
-			c.UintContents = append(c.UintContents, uint32(v))
-		}
+		c.UintContents = collect(n, func(i int) uint32 { return uint32(ints(i)) })
 	case d == oip.FP32:
-		for i := range n {
-			v, _ := t.Float(i)
-			c.Fp32Contents = append(c.Fp32Contents, float32(v))
-		}
+		c.Fp32Contents = collect(n, func(i int) float32 { return float32(floats(i)) })
 	case d == oip.FP64:
-		for i := range n {
-			v, _ := t.Float(i)
-			c.Fp64Contents = append(c.Fp64Contents, v)
-		}
+		c.Fp64Contents = collect(n, floats)
 	}
 	return c
+}
+
+// collect is the n values at(0), ..., at(n-1), nil when n is 0 (as the
+// contents fields are when a tensor has no elements).
+func collect[T any](n int, at func(i int) T) []T {
+	var out []T
+	for i := range n {
+		out = append(out, at(i))
+	}
+	return out
 }
 
 func trunc(s string) string {
