@@ -37,13 +37,8 @@ func (h *handler) completionRoute(ctx context.Context, body []byte) (*generation
 // not streamed (a completion).
 func (h *handler) completionAnswer(r *http.Request, g *generation, meta respMeta, res []result) any {
 	p := g.params
-	resp := completion{
-		objectHead: meta.head(objectTextCompletion),
-		Choices:    make([]completionChoice, len(res)),
-		Usage:      usageOf(g.usage()),
-
-		KVTransferParams: g.transferParams(r.Context(), h.transferFailed(r)),
-	}
+	resp := textCompletion(meta, make([]completionChoice, len(res)), usageOf(g.usage()))
+	resp.KVTransferParams = g.transferParams(r.Context(), h.transferFailed(r))
 	for i := range res {
 		c := g.choices[i]
 		d := delta{text: res[i].text.String(), lps: res[i].lps, finish: res[i].finish}
@@ -165,11 +160,7 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 		if d.empty() && (!echo || c.echoed) {
 			return nil
 		}
-		chunk := completion{
-			objectHead: meta.head(objectTextCompletion),
-			Choices:    []completionChoice{g.completionChoice(c, d)}, Usage: chunkUsage(g),
-		}
-		return sse.event(chunk)
+		return sse.event(textCompletion(meta, []completionChoice{g.completionChoice(c, d)}, chunkUsage(g)))
 	}
 	// flush sends the held deltas of prompt pi's choices.
 	flush := func(pi int) error {
@@ -215,11 +206,15 @@ func (h *handler) streamCompletion(w http.ResponseWriter, r *http.Request, g *ge
 		}
 	}
 	h.endStream(r, sse, g, meta, err, func(u Usage) any {
-		return completion{
-			objectHead: meta.head(objectTextCompletion),
-			Choices:    []completionChoice{}, Usage: usageOf(u),
-		}
+		return textCompletion(meta, []completionChoice{}, usageOf(u))
 	})
+}
+
+// textCompletion is a completion (or a chunk of one) of these choices.
+func textCompletion(meta respMeta, choices []completionChoice, usage usageField) completion {
+	return completion{choiceList: choiceList[completionChoice]{
+		objectHead: meta.head(objectTextCompletion), Choices: choices, Usage: usage,
+	}}
 }
 
 // merge appends next to d.

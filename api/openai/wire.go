@@ -145,13 +145,17 @@ type chatTopEntry struct {
 	Bytes   []int   `json:"bytes"`
 }
 
-// chatChunk is CreateChatCompletionStreamResponse.
-type chatChunk struct {
+// choiceList is the body a chat chunk and a completion share: the object
+// head, the choices (of type C) and the usage.
+type choiceList[C any] struct {
 	objectHead
-	SystemFingerprint string            `json:"system_fingerprint,omitempty"`
-	Choices           []chatChunkChoice `json:"choices"`
-	Usage             usageField        `json:"usage,omitzero"`
+	SystemFingerprint string     `json:"system_fingerprint,omitempty"`
+	Choices           []C        `json:"choices"`
+	Usage             usageField `json:"usage,omitzero"`
 }
+
+// chatChunk is CreateChatCompletionStreamResponse.
+type chatChunk = choiceList[chatChunkChoice]
 
 type chatChunkChoice struct {
 	Index        int           `json:"index"`
@@ -173,10 +177,7 @@ type chatDelta struct {
 
 // completion is CreateCompletionResponse; stream chunks have the same shape.
 type completion struct {
-	objectHead
-	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
-	Choices           []completionChoice `json:"choices"`
-	Usage             usageField         `json:"usage,omitzero"`
+	choiceList[completionChoice]
 	// KVTransferParams (vLLM) tells a router where a prefill's KV is.
 	KVTransferParams map[string]any `json:"kv_transfer_params,omitempty"`
 }
