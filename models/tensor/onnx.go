@@ -289,45 +289,43 @@ func onnxConst(t *onnxpb.TensorProto) (graph.Const, error) {
 		n *= d
 	}
 	raw := t.GetRawData()
+	var err error
 	switch onnxpb.TensorProto_DataType(t.GetDataType()) {
 	case onnxpb.TensorProto_FLOAT:
 		c.DType = graph.F32
-		switch {
-		case len(raw) > 0 || (n == 0 && len(t.GetFloatData()) == 0):
-			if int64(len(raw)) != 4*n {
-				return c, fmt.Errorf("initializer %q: dims %v need %d bytes, raw_data has %d", c.Name, c.Shape, 4*n, len(raw))
-			}
-			c.F32 = make([]float32, n)
-			for i := range c.F32 {
-				c.F32[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
-		default:
-			c.F32 = t.GetFloatData()
-			if int64(len(c.F32)) != n {
-				return c, fmt.Errorf("initializer %q: dims %v hold %d elements, float_data has %d", c.Name, c.Shape, n, len(c.F32))
-			}
-		}
+		c.F32, err = constData(c, n, raw, t.GetFloatData(), "float_data", 4, func(b []byte) float32 {
+			return math.Float32frombits(binary.LittleEndian.Uint32(b))
+		})
 	case onnxpb.TensorProto_INT64:
 		c.DType = graph.I64
-		switch {
-		case len(raw) > 0 || (n == 0 && len(t.GetInt64Data()) == 0):
-			if int64(len(raw)) != 8*n {
-				return c, fmt.Errorf("initializer %q: dims %v need %d bytes, raw_data has %d", c.Name, c.Shape, 8*n, len(raw))
-			}
-			c.I64 = make([]int64, n)
-			for i := range c.I64 {
-				c.I64[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
-			}
-		default:
-			c.I64 = t.GetInt64Data()
-			if int64(len(c.I64)) != n {
-				return c, fmt.Errorf("initializer %q: dims %v hold %d elements, int64_data has %d", c.Name, c.Shape, n, len(c.I64))
-			}
-		}
+		c.I64, err = constData(c, n, raw, t.GetInt64Data(), "int64_data", 8, func(b []byte) int64 {
+			return int64(binary.LittleEndian.Uint64(b))
+		})
 	default:
 		return c, fmt.Errorf("initializer %q: data type %v is not supported (FLOAT and INT64 are)", c.Name, onnxpb.TensorProto_DataType(t.GetDataType()))
 	}
-	return c, nil
+	return c, err
+}
+
+// constData is the n elements of initializer c: read from raw_data (size
+// little-endian bytes each, decoded by decode) when it has any, or when
+// the tensor is empty and so is the typed field; the typed field (named
+// field in errors) otherwise. Either must hold exactly n elements.
+func constData[T any](c graph.Const, n int64, raw []byte, typed []T, field string, size int64, decode func([]byte) T) ([]T, error) {
+	if len(raw) > 0 || (n == 0 && len(typed) == 0) {
+		if int64(len(raw)) != size*n {
+			return nil, fmt.Errorf("initializer %q: dims %v need %d bytes, raw_data has %d", c.Name, c.Shape, size*n, len(raw))
+		}
+		vals := make([]T, n)
+		for i := range vals {
+			vals[i] = decode(raw[size*int64(i):])
+		}
+		return vals, nil
+	}
+	if int64(len(typed)) != n {
+		return nil, fmt.Errorf("initializer %q: dims %v hold %d elements, %s has %d", c.Name, c.Shape, n, field, len(typed))
+	}
+	return typed, nil
 }
 
 // EncodeONNX writes g as an ONNX model (IR version 8, default-domain opset
