@@ -210,37 +210,33 @@ func (bl *builder) reshape(v gval, shape []int64) gval {
 // toFront moves ggml dimension d to dimension 0, keeping the order of the
 // others, and makes the result contiguous.
 func (bl *builder) toFront(t *C.struct_ggml_tensor, d int) *C.struct_ggml_tensor {
-	if d == 0 {
-		return t
-	}
-	var p [4]C.int
-	for i := range 4 {
-		switch {
-		case i == d:
-			p[i] = 0
-		case i < d:
-			p[i] = C.int(i + 1)
-		default:
-			p[i] = C.int(i)
-		}
-	}
-	return C.ggml_cont(bl.ctx, C.ggml_permute(bl.ctx, t, p[0], p[1], p[2], p[3]))
+	return bl.moveFront(t, d, false)
 }
 
 // fromFront undoes toFront.
 func (bl *builder) fromFront(t *C.struct_ggml_tensor, d int) *C.struct_ggml_tensor {
+	return bl.moveFront(t, d, true)
+}
+
+// moveFront is toFront, or with back its inverse permutation (dimension 0
+// back to d), made contiguous.
+func (bl *builder) moveFront(t *C.struct_ggml_tensor, d int, back bool) *C.struct_ggml_tensor {
 	if d == 0 {
 		return t
 	}
-	var p [4]C.int
+	var p [4]C.int // ggml_permute's axes: where each dimension goes
 	for i := range 4 {
+		to := i
 		switch {
-		case i == 0:
-			p[i] = C.int(d)
-		case i <= d:
-			p[i] = C.int(i - 1)
-		default:
-			p[i] = C.int(i)
+		case i == d:
+			to = 0
+		case i < d:
+			to = i + 1
+		}
+		if back {
+			p[to] = C.int(i)
+		} else {
+			p[i] = C.int(to)
 		}
 	}
 	return C.ggml_cont(bl.ctx, C.ggml_permute(bl.ctx, t, p[0], p[1], p[2], p[3]))
