@@ -66,71 +66,67 @@ static inline float llms_clip_one(float v, float lo, float hi) {
 }
 LLMS_UNARY(llms_clip, isnan(v) ? v : llms_clip_one(v, p0, p1))
 
-// llms_pow is a^b elementwise in double, both contiguous and of dst's
-// shape.
-static void llms_pow(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, int ith, int nth, void * ud) {
-	(void)ud;
-	int64_t lo, hi;
-	llms_span(dst, ith, nth, &lo, &hi);
-	const float * x = (const float *)a->data;
-	const float * e = (const float *)b->data;
-	float * y = (float *)dst->data;
-	for (int64_t i = lo; i < hi; i++) {
-		y[i] = (float)pow((double)x[i], (double)e[i]);
-	}
-}
-
 // llms_at is element i of a contiguous F32 or I32 tensor.
 static inline double llms_at(const struct ggml_tensor * t, int64_t i) {
 	return t->type == GGML_TYPE_I32 ? (double)((const int32_t *)t->data)[i] : (double)((const float *)t->data)[i];
 }
 
-// llms_where picks x where cond (F32 or I32) is non-zero, else y; all
-// contiguous and of dst's shape.
-static void llms_where(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth, void * ud) {
-	(void)ud;
-	int64_t lo, hi;
-	llms_span(dst, ith, nth, &lo, &hi);
-	const float * x = (const float *)a->data;
-	const float * z = (const float *)b->data;
-	float * y = (float *)dst->data;
-	for (int64_t i = lo; i < hi; i++) {
-		y[i] = llms_at(c, i) != 0 ? x[i] : z[i];
-	}
+// llms_f32 is element i of a contiguous F32 tensor.
+static inline float llms_f32(const struct ggml_tensor * t, int64_t i) {
+	return ((const float *)t->data)[i];
 }
 
-// llms_equal writes 1 where src[0] and src[1] (F32 or I32, contiguous, of
-// dst's shape) are equal, else 0, as I32.
-static void llms_equal(struct ggml_tensor * dst, int ith, int nth, void * ud) {
-	(void)ud;
-	int64_t lo, hi;
-	llms_span(dst, ith, nth, &lo, &hi);
-	int32_t * y = (int32_t *)dst->data;
-	for (int64_t i = lo; i < hi; i++) {
-		y[i] = llms_at(dst->src[0], i) == llms_at(dst->src[1], i);
-	}
+// LLMS_MAP defines an elementwise kernel for ggml_custom_4d (llms_map_op):
+// y[i] = expr, y being dst's data as type T, a, b and c its sources
+// (those it has: contiguous and of dst's shape).
+#define LLMS_MAP(name, T, expr) \
+static void name(struct ggml_tensor * dst, int ith, int nth, void * ud) { \
+	(void)ud; \
+	int64_t lo, hi; \
+	llms_span(dst, ith, nth, &lo, &hi); \
+	const struct ggml_tensor * a = dst->src[0], * b = dst->src[1], * c = dst->src[2]; \
+	(void)b; (void)c; \
+	T * y = (T *)dst->data; \
+	for (int64_t i = lo; i < hi; i++) { \
+		y[i] = (expr); \
+	} \
 }
 
-// llms_nonzero writes 1 where src[0] (F32 or I32, contiguous) is not 0,
-// else 0, as I32: a Cast to BOOL (NaN is true, as in C and ONNX Runtime).
-static void llms_nonzero(struct ggml_tensor * dst, int ith, int nth, void * ud) {
-	(void)ud;
-	int64_t lo, hi;
-	llms_span(dst, ith, nth, &lo, &hi);
-	int32_t * y = (int32_t *)dst->data;
-	for (int64_t i = lo; i < hi; i++) {
-		y[i] = llms_at(dst->src[0], i) != 0;
-	}
+// llms_pow is a^b in double.
+LLMS_MAP(llms_pow, float, (float)pow((double)llms_f32(a, i), (double)llms_f32(b, i)))
+// llms_where picks a where c (F32 or I32) is non-zero, else b.
+LLMS_MAP(llms_where, float, llms_at(c, i) != 0 ? llms_f32(a, i) : llms_f32(b, i))
+// llms_equal is 1 where a and b (F32 or I32) are equal, else 0, as I32.
+LLMS_MAP(llms_equal, int32_t, llms_at(a, i) == llms_at(b, i))
+// llms_nonzero is 1 where a (F32 or I32) is not 0, else 0, as I32: a Cast
+// to BOOL (NaN is true, as in C and ONNX Runtime).
+LLMS_MAP(llms_nonzero, int32_t, llms_at(a, i) != 0)
+
+// llms_map_op is the LLMS_MAP kernel f over the n sources in args (the
+// first gives the shape), as a tensor of type.
+static struct ggml_tensor * llms_map_op(struct ggml_context * ctx, enum ggml_type type, ggml_custom_op_t f, struct ggml_tensor ** args, int n) {
+	const struct ggml_tensor * a = args[0];
+	return ggml_custom_4d(ctx, type, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, n, f, GGML_N_TASKS_MAX, NULL);
 }
 
-static struct ggml_tensor * llms_nonzero_op(struct ggml_context * ctx, struct ggml_tensor * a) {
-	struct ggml_tensor * args[1] = {a};
-	return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, llms_nonzero, GGML_N_TASKS_MAX, NULL);
+static struct ggml_tensor * llms_pow_op(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
+	struct ggml_tensor * args[2] = {a, b};
+	return llms_map_op(ctx, GGML_TYPE_F32, llms_pow, args, 2);
+}
+
+static struct ggml_tensor * llms_where_op(struct ggml_context * ctx, struct ggml_tensor * c, struct ggml_tensor * a, struct ggml_tensor * b) {
+	struct ggml_tensor * args[3] = {a, b, c};
+	return llms_map_op(ctx, GGML_TYPE_F32, llms_where, args, 3);
 }
 
 static struct ggml_tensor * llms_equal_op(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
 	struct ggml_tensor * args[2] = {a, b};
-	return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, llms_equal, GGML_N_TASKS_MAX, NULL);
+	return llms_map_op(ctx, GGML_TYPE_I32, llms_equal, args, 2);
+}
+
+static struct ggml_tensor * llms_nonzero_op(struct ggml_context * ctx, struct ggml_tensor * a) {
+	struct ggml_tensor * args[1] = {a};
+	return llms_map_op(ctx, GGML_TYPE_I32, llms_nonzero, args, 1);
 }
 
 // llms_gather writes row ids[r] of the table src[0] (rows of ne0 floats)
@@ -199,15 +195,6 @@ static struct ggml_tensor * llms_unary_op(struct ggml_context * ctx, struct ggml
 	return ggml_map_custom1(ctx, a, f, GGML_N_TASKS_MAX, (void *)(uintptr_t)params);
 }
 
-static struct ggml_tensor * llms_pow_op(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b) {
-	return ggml_map_custom2(ctx, a, b, llms_pow, GGML_N_TASKS_MAX, NULL);
-}
-
-static struct ggml_tensor * llms_where_op(struct ggml_context * ctx, struct ggml_tensor * c, struct ggml_tensor * a, struct ggml_tensor * b) {
-	// x first: the result takes its (F32) type.
-	return ggml_map_custom3(ctx, a, b, c, llms_where, GGML_N_TASKS_MAX, NULL);
-}
-
 static struct ggml_tensor * llms_gather_op(struct ggml_context * ctx, struct ggml_tensor * table, struct ggml_tensor * ids) {
 	struct ggml_tensor * args[2] = {table, ids};
 	return ggml_custom_4d(ctx, GGML_TYPE_F32, table->ne[0], ggml_nelements(ids), 1, 1, args, 2, llms_gather, GGML_N_TASKS_MAX, NULL);
@@ -268,17 +255,19 @@ func (bl *builder) nodeOps(n *graph.Node, outShape []int64) (gval, error) {
 	in := func(i int) (gval, error) { return bl.value(n.Inputs[i]) }
 	switch n.Op {
 	case "Where":
-		return bl.where(n, outShape)
+		// The condition is computed (Equal's I32) or constant (its F32
+		// form).
+		t, err := bl.fullInputs(n, outShape, bl.operand, bl.value, bl.value)
+		if err != nil {
+			return gval{}, err
+		}
+		return gval{C.llms_where_op(ctx, t[0], t[1], t[2]), outShape}, nil
 	case "Equal":
-		a, err := bl.operand(n.Inputs[0])
+		t, err := bl.fullInputs(n, outShape, bl.operand, bl.operand)
 		if err != nil {
 			return gval{}, err
 		}
-		b, err := bl.operand(n.Inputs[1])
-		if err != nil {
-			return gval{}, err
-		}
-		return gval{C.llms_equal_op(ctx, bl.full(a, outShape), bl.full(b, outShape)), outShape}, nil
+		return gval{C.llms_equal_op(ctx, t[0], t[1]), outShape}, nil
 	}
 	x, err := in(0)
 	if err != nil {
@@ -455,23 +444,19 @@ func (bl *builder) operand(name string) (gval, error) {
 	return bl.weight(name, "")
 }
 
-// where is Where: the condition computed (Equal's I32) or constant (its
-// F32 form).
-func (bl *builder) where(n *graph.Node, outShape []int64) (gval, error) {
-	cond, err := bl.operand(n.Inputs[0])
-	if err != nil {
-		return gval{}, err
+// fullInputs is n's first inputs, the i-th read by read[i] (value, or
+// operand to take an I64 constant in its F32 form), each repeated to
+// outShape (full).
+func (bl *builder) fullInputs(n *graph.Node, outShape []int64, read ...func(string) (gval, error)) ([]*C.struct_ggml_tensor, error) {
+	ts := make([]*C.struct_ggml_tensor, len(read))
+	for i, rd := range read {
+		v, err := rd(n.Inputs[i])
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = bl.full(v, outShape)
 	}
-	x, err := bl.value(n.Inputs[1])
-	if err != nil {
-		return gval{}, err
-	}
-	y, err := bl.value(n.Inputs[2])
-	if err != nil {
-		return gval{}, err
-	}
-	t := C.llms_where_op(bl.ctx, bl.full(cond, outShape), bl.full(x, outShape), bl.full(y, outShape))
-	return gval{t, outShape}, nil
+	return ts, nil
 }
 
 // reduceSplit fills kept and reduced with the axes a ReduceMean or
