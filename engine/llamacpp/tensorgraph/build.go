@@ -329,17 +329,15 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		}
 		return gval{t, outShape}, nil
 	case "Softmax":
-		x, err := in(0)
-		if err != nil {
-			return gval{}, err
-		}
-		r := len(x.shape)
 		def := int64(-1)
 		if bl.m.g.Opset != 0 && bl.m.g.Opset < 13 {
 			def = 1
 		}
-		ax, _ := graph.Axis(n.Int("axis", def), r)
-		if ax == r-1 {
+		x, ax, d, err := bl.axisInput(n, def)
+		if err != nil {
+			return gval{}, err
+		}
+		if d == 0 { // the last axis: ggml's rows
 			return gval{C.ggml_soft_max(ctx, bl.contiguous(x.t)), x.shape}, nil
 		}
 		if def == 1 {
@@ -347,15 +345,13 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 			flat := bl.reshape(x, []int64{prod(x.shape[:ax]), prod(x.shape[ax:])})
 			return bl.reshape(gval{C.ggml_soft_max(ctx, flat.t), flat.shape}, x.shape), nil
 		}
-		d := r - 1 - ax
 		t := bl.fromFront(C.ggml_soft_max(ctx, bl.toFront(bl.contiguous(x.t), d)), d)
 		return gval{t, x.shape}, nil
 	case "LayerNormalization":
-		x, err := in(0)
+		x, ax, _, err := bl.axisInput(n, -1)
 		if err != nil {
 			return gval{}, err
 		}
-		ax, _ := graph.Axis(n.Int("axis", -1), len(x.shape))
 		flat := bl.reshape(x, []int64{prod(x.shape[:ax]), prod(x.shape[ax:])})
 		y := bl.reshape(gval{C.ggml_norm(ctx, flat.t, C.float(n.Float("epsilon", 1e-5))), flat.shape}, x.shape)
 		for i, op := range []string{"Mul", "Add"} {
@@ -377,12 +373,10 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		}
 		return bl.reshape(x, outShape), nil
 	case "Concat":
-		x, err := in(0)
+		x, _, d, err := bl.axisInput(n, 0)
 		if err != nil {
 			return gval{}, err
 		}
-		ax, _ := graph.Axis(n.Int("axis", 0), len(x.shape))
-		d := len(x.shape) - 1 - ax
 		t := x.t
 		for i := 1; i < len(n.Inputs); i++ {
 			y, err := in(i)
@@ -393,12 +387,10 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		}
 		return gval{t, outShape}, nil
 	case "ArgMax":
-		x, err := in(0)
+		x, ax, d, err := bl.axisInput(n, 0)
 		if err != nil {
 			return gval{}, err
 		}
-		ax, _ := graph.Axis(n.Int("axis", 0), len(x.shape))
-		d := len(x.shape) - 1 - ax
 		t := bl.toFront(bl.contiguous(x.t), d)
 		k := x.shape[ax]
 		t = C.ggml_reshape_2d(ctx, t, C.int64_t(k), C.int64_t(prod(x.shape)/k))
@@ -407,6 +399,18 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		return gval{C.ggml_reshape_4d(ctx, t, n4[0], n4[1], n4[2], n4[3]), outShape}, nil
 	}
 	return bl.nodeOps(n, outShape)
+}
+
+// axisInput is n's first input and the axis its axis attribute (default
+// def, checked at load) names, as a numpy axis and as the ggml dimension
+// (ggml counts from the last).
+func (bl *builder) axisInput(n *graph.Node, def int64) (x gval, ax, d int, err error) {
+	x, err = bl.value(n.Inputs[0])
+	if err != nil {
+		return gval{}, 0, 0, err
+	}
+	ax, _ = graph.Axis(n.Int("axis", def), len(x.shape))
+	return x, ax, len(x.shape) - 1 - ax, nil
 }
 
 func prod(s []int64) int64 {
