@@ -1,0 +1,353 @@
+package gguf
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// source is where a decoder takes its bytes from: a file in memory or a
+// stream.
+type source interface {
+	// take returns the next n bytes, valid until the next call, or
+	// ErrTruncated when fewer are left.
+	take(n uint64) ([]byte, error)
+	// left is an upper bound of the bytes left (math.MaxUint64 when
+	// unknown).
+	left() uint64
+	// pos is the number of bytes taken so far.
+	pos() int64
+}
+
+// memory is a file held in memory; every length is checked against the
+// bytes left.
+type memory struct {
+	b   []byte
+	off uint64
+}
+
+func (m *memory) take(n uint64) ([]byte, error) {
+	if n > m.left() {
+		return nil, ErrTruncated
+	}
+	p := m.b[m.off : m.off+n]
+	m.off += n
+	return p, nil
+}
+
+func (m *memory) left() uint64 { return uint64(len(m.b)) - m.off }
+func (m *memory) pos() int64   { return int64(m.off) }
+
+// stream reads through a buffer and grows long strings with the data
+// actually present, not with the declared length.
+type stream struct {
+	r   *bufio.Reader
+	n   int64
+	buf [8]byte
+}
+
+func (s *stream) take(n uint64) ([]byte, error) {
+	if n > preallocLimit {
+		var b bytes.Buffer
+		m, err := io.CopyN(&b, s.r, int64(n))
+		s.n += m
+		if err != nil {
+			return nil, truncated(err)
+		}
+		return b.Bytes(), nil
+	}
+	p := s.buf[:]
+	if n > uint64(len(p)) {
+		p = make([]byte, n)
+	}
+	m, err := io.ReadFull(s.r, p[:n])
+	s.n += int64(m)
+	return p[:n], truncated(err)
+}
+
+// truncated maps the end of the stream to ErrTruncated.
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return ErrTruncated
+	}
+	return err
+}
+
+func (s *stream) left() uint64 { return math.MaxUint64 }
+func (s *stream) pos() int64   { return s.n }
+
+// decoder reads little-endian GGUF fields from a source.
+type decoder struct{ src source }
+
+func (d *decoder) u8() (uint8, error) {
+	p, err := d.src.take(1)
+	if err != nil {
+		return 0, err
+	}
+	return p[0], nil
+}
+
+func (d *decoder) u16() (uint16, error) {
+	p, err := d.src.take(2)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint16(p), nil
+}
+
+func (d *decoder) u32() (uint32, error) {
+	p, err := d.src.take(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(p), nil
+}
+
+func (d *decoder) u64() (uint64, error) {
+	p, err := d.src.take(8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(p), nil
+}
+
+func (d *decoder) str() (string, error) {
+	n, err := d.u64()
+	if err != nil {
+		return "", err
+	}
+	if n > maxStringLen {
+		return "", fmt.Errorf("string of %d bytes is too long", n)
+	}
+	p, err := d.src.take(n)
+	return string(p), err
+}
+
+// scalar reads one value of type t, which is not TypeArray.
+func (d *decoder) scalar(t ValueType) (any, error) {
+	switch t {
+	case TypeUint8:
+		return d.u8()
+	case TypeInt8:
+		v, err := d.u8()
+		return int8(v), err
+	case TypeUint16:
+		return d.u16()
+	case TypeInt16:
+		v, err := d.u16()
+		return int16(v), err
+	case TypeUint32:
+		return d.u32()
+	case TypeInt32:
+		v, err := d.u32()
+		return int32(v), err
+	case TypeUint64:
+		return d.u64()
+	case TypeInt64:
+		v, err := d.u64()
+		return int64(v), err
+	case TypeFloat32:
+		v, err := d.u32()
+		return math.Float32frombits(v), err
+	case TypeFloat64:
+		v, err := d.u64()
+		return math.Float64frombits(v), err
+	case TypeBool:
+		v, err := d.u8()
+		if err == nil && v > 1 {
+			err = fmt.Errorf("bool value %d", v)
+		}
+		return v == 1, err
+	case TypeString:
+		return d.str()
+	}
+	return nil, fmt.Errorf("unknown value type %d", t)
+}
+
+// readArray reads n elements of type T with read.
+func readArray[T any](n uint64, read func() (any, error)) (any, error) {
+	s := make([]T, 0, min(n, preallocLimit))
+	for range n {
+		v, err := read()
+		if err != nil {
+			return nil, err
+		}
+		s = append(s, v.(T))
+	}
+	return s, nil
+}
+
+func (d *decoder) array() (any, error) {
+	t, err := d.u32()
+	if err != nil {
+		return nil, err
+	}
+	n, err := d.u64()
+	if err != nil {
+		return nil, err
+	}
+	et := ValueType(t)
+	switch {
+	case et == TypeArray:
+		return nil, errors.New("nested arrays are not supported")
+	case et > TypeFloat64:
+		return nil, fmt.Errorf("unknown array element type %d", t)
+	case n > maxArrayLen:
+		return nil, fmt.Errorf("array of %d elements is too long", n)
+	case n > d.src.left(): // every element takes at least a byte
+		return nil, ErrTruncated
+	}
+	read := func() (any, error) { return d.scalar(et) }
+	switch et {
+	case TypeUint8:
+		return readArray[uint8](n, read)
+	case TypeInt8:
+		return readArray[int8](n, read)
+	case TypeUint16:
+		return readArray[uint16](n, read)
+	case TypeInt16:
+		return readArray[int16](n, read)
+	case TypeUint32:
+		return readArray[uint32](n, read)
+	case TypeInt32:
+		return readArray[int32](n, read)
+	case TypeUint64:
+		return readArray[uint64](n, read)
+	case TypeInt64:
+		return readArray[int64](n, read)
+	case TypeFloat32:
+		return readArray[float32](n, read)
+	case TypeFloat64:
+		return readArray[float64](n, read)
+	case TypeBool:
+		return readArray[bool](n, read)
+	default: // TypeString
+		return readArray[string](n, read)
+	}
+}
+
+// Read reads the header, metadata and tensor infos of a GGUF file from r.
+// It reads nothing past the tensor infos (r may be a file of any size).
+func Read(r io.Reader) (*File, error) {
+	return decode(&stream{r: bufio.NewReaderSize(r, 64<<10)})
+}
+
+// Decode reads the header, metadata and tensor infos of the GGUF file data,
+// checking every length against the bytes left: data may come from a
+// client. Use File.TensorData for the tensors' data.
+func Decode(data []byte) (*File, error) {
+	return decode(&memory{b: data})
+}
+
+func decode(src source) (*File, error) {
+	d := &decoder{src: src}
+	if p, err := src.take(4); err != nil || string(p) != Magic {
+		return nil, ErrNotGGUF
+	}
+	f := &File{}
+	var err error
+	if f.Version, err = d.u32(); err != nil {
+		return nil, err
+	}
+	if f.Version != 2 && f.Version != 3 {
+		return nil, fmt.Errorf("unsupported GGUF version %d", f.Version)
+	}
+	nTensors, err := d.u64()
+	if err != nil {
+		return nil, err
+	}
+	nKV, err := d.u64()
+	if err != nil {
+		return nil, err
+	}
+	if nTensors > maxTensors || nKV > maxKVs {
+		return nil, fmt.Errorf("implausible GGUF counts: %d tensors, %d key-values", nTensors, nKV)
+	}
+	for i := range nKV {
+		e, err := d.kv()
+		if err != nil {
+			if e.Key == "" {
+				return nil, fmt.Errorf("GGUF key-value %d: %w", i, err)
+			}
+			return nil, fmt.Errorf("GGUF key %q: %w", e.Key, err)
+		}
+		f.KVs = append(f.KVs, e)
+	}
+	for i := range nTensors {
+		ti, err := d.tensorInfo()
+		if err != nil {
+			if ti.Name == "" {
+				return nil, fmt.Errorf("GGUF tensor %d: %w", i, err)
+			}
+			return nil, fmt.Errorf("GGUF tensor %q: %w", ti.Name, err)
+		}
+		f.Tensors = append(f.Tensors, ti)
+	}
+	align := int64(Alignment)
+	if v, ok := f.Lookup("general.alignment"); ok {
+		a, ok := v.(uint32)
+		if !ok || a == 0 || a&(a-1) != 0 {
+			return nil, fmt.Errorf("general.alignment %v is not a power of two uint32", v)
+		}
+		align = int64(a)
+	}
+	f.DataOffset = AlignUp(src.pos(), align)
+	return f, nil
+}
+
+// kv reads one key-value; on error, the key when it was read.
+func (d *decoder) kv() (KV, error) {
+	var e KV
+	var err error
+	if e.Key, err = d.str(); err != nil {
+		return KV{}, err
+	}
+	t, err := d.u32()
+	if err != nil {
+		return e, err
+	}
+	if ValueType(t) == TypeArray {
+		e.Value, err = d.array()
+	} else {
+		e.Value, err = d.scalar(ValueType(t))
+	}
+	return e, err
+}
+
+// tensorInfo reads one tensor info; on error, the name when it was read.
+func (d *decoder) tensorInfo() (TensorInfo, error) {
+	var ti TensorInfo
+	var err error
+	if ti.Name, err = d.str(); err != nil {
+		return TensorInfo{}, err
+	}
+	nd, err := d.u32()
+	if err != nil {
+		return ti, err
+	}
+	if nd == 0 || nd > maxDims {
+		return ti, fmt.Errorf("%d dimensions", nd)
+	}
+	ti.Shape = make([]uint64, nd)
+	n := uint64(1)
+	for i := range ti.Shape {
+		if ti.Shape[i], err = d.u64(); err != nil {
+			return ti, err
+		}
+		if dim := ti.Shape[i]; dim > 0 && n > (1<<63-1)/dim {
+			return ti, fmt.Errorf("dimensions %v hold more than 2^63 elements", ti.Shape[:i+1])
+		}
+		n *= ti.Shape[i]
+	}
+	t, err := d.u32()
+	if err != nil {
+		return ti, err
+	}
+	ti.Type = TensorType(t)
+	ti.Offset, err = d.u64()
+	return ti, err
+}
