@@ -13,6 +13,15 @@
 // order, ggml type, offset) and the alignment of the tensor data
 // (general.alignment, 32 by default). Everything is little-endian.
 //
+// The codec is ours rather than github.com/ollama/ollama/fs/ggml's
+// WriteGGUF because that package needs golang.org/x/sync, which is not in
+// go.mod, and because its writer rejects GGUF types a tokenizer may carry
+// (8-, 16- and 64-bit scalars, uint8 arrays such as
+// tokenizer.ggml.precompiled_charsmap); llama.cpp checks every key's type
+// strictly, so a copy must keep them all. (Tests cannot use ollama's readers
+// either: importing fs/gguf, even from a test, makes `go mod tidy` want
+// golang.org/x/sync too.)
+//
 // It must not know any model's layout: which keys an architecture needs,
 // which tensors it has, what a graph is. Those belong to the packages that
 // write or read a kind of model. It imports nothing of the project, so any

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // IdeficsImageTokens are the tokens libmtmd's idefics3 template looks up
@@ -56,7 +58,7 @@ func writeWithTokens(path, base string, want []string) (added []string, err erro
 	if err != nil {
 		return nil, err
 	}
-	toks, _ := bf.lookup("tokenizer.ggml.tokens")
+	toks, _ := bf.Lookup("tokenizer.ggml.tokens")
 	tokens, ok := toks.([]string)
 	if !ok || len(tokens) == 0 {
 		return nil, fmt.Errorf("%s: no tokenizer.ggml.tokens", base)
@@ -67,8 +69,8 @@ func writeWithTokens(path, base string, want []string) (added []string, err erro
 		}
 	}
 	var v vocab
-	for _, e := range bf.kvs {
-		if strings.HasPrefix(e.key, "tokenizer.") {
+	for _, e := range bf.KVs {
+		if strings.HasPrefix(e.Key, "tokenizer.") {
 			v.kvs = append(v.kvs, e)
 		}
 	}
@@ -77,43 +79,43 @@ func writeWithTokens(path, base string, want []string) (added []string, err erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", base, err)
 	}
-	arch, _ := bf.lookup("general.architecture")
+	arch, _ := bf.Lookup("general.architecture")
 	archName, _ := arch.(string)
-	var kvs []kv
-	for _, e := range bf.kvs {
+	var kvs []gguf.KV
+	for _, e := range bf.KVs {
 		switch {
-		case e.key == "general.alignment":
+		case e.Key == "general.alignment":
 			continue
-		case strings.HasPrefix(e.key, "tokenizer."):
-			i := slices.IndexFunc(nv.kvs, func(n kv) bool { return n.key == e.key })
+		case strings.HasPrefix(e.Key, "tokenizer."):
+			i := slices.IndexFunc(nv.kvs, func(n gguf.KV) bool { return n.Key == e.Key })
 			e = nv.kvs[i]
-		case archName != "" && e.key == archName+".vocab_size":
-			switch n := e.value.(type) {
+		case archName != "" && e.Key == archName+".vocab_size":
+			switch n := e.Value.(type) {
 			case uint32:
-				e.value = uint32(nv.size)
+				e.Value = uint32(nv.size)
 			case int32:
-				e.value = int32(nv.size)
+				e.Value = int32(nv.size)
 			case uint64:
-				e.value = uint64(nv.size)
+				e.Value = uint64(nv.size)
 			default:
-				return nil, fmt.Errorf("%s: %s is a %T", base, e.key, n)
+				return nil, fmt.Errorf("%s: %s is a %T", base, e.Key, n)
 			}
 		}
 		kvs = append(kvs, e)
 	}
-	var tensors []tensorData
-	for _, t := range bf.tensors {
-		raw, err := tensorBytes(data, bf, t)
+	var tensors []gguf.Tensor
+	for _, t := range bf.Tensors {
+		raw, err := bf.TensorData(data, t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", base, err)
 		}
 		nt := t
-		if (t.name == "token_embd.weight" || t.name == "output.weight") && len(t.shape) == 2 && t.shape[1] == uint64(v.size) {
+		if (t.Name == "token_embd.weight" || t.Name == "output.weight") && len(t.Shape) == 2 && t.Shape[1] == uint64(v.size) {
 			rowBytes := len(raw) / v.size
-			nt.shape = []uint64{t.shape[0], uint64(nv.size)}
+			nt.Shape = []uint64{t.Shape[0], uint64(nv.size)}
 			raw = append(slices.Clip(raw), make([]byte, rowBytes*len(added))...)
 		}
-		tensors = append(tensors, tensorData{tensorInfo: nt, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+		tensors = append(tensors, gguf.Tensor{TensorInfo: nt, Write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
 	}
 	if _, err := writeGGUFFile(path, kvs, tensors); err != nil {
 		return nil, err
@@ -147,22 +149,22 @@ func WriteWithContextLength(path, base string, n int) error {
 	if err != nil {
 		return err
 	}
-	arch, _ := bf.lookup("general.architecture")
+	arch, _ := bf.Lookup("general.architecture")
 	archName, _ := arch.(string)
 	found := false
-	var kvs []kv
-	for _, e := range bf.kvs {
+	var kvs []gguf.KV
+	for _, e := range bf.KVs {
 		switch {
-		case e.key == "general.alignment":
+		case e.Key == "general.alignment":
 			continue
-		case archName != "" && e.key == archName+".context_length":
-			switch e.value.(type) {
+		case archName != "" && e.Key == archName+".context_length":
+			switch e.Value.(type) {
 			case uint32:
-				e.value = uint32(n)
+				e.Value = uint32(n)
 			case uint64:
-				e.value = uint64(n)
+				e.Value = uint64(n)
 			default:
-				return fmt.Errorf("%s: %s is a %T", base, e.key, e.value)
+				return fmt.Errorf("%s: %s is a %T", base, e.Key, e.Value)
 			}
 			found = true
 		}
@@ -171,13 +173,13 @@ func WriteWithContextLength(path, base string, n int) error {
 	if !found {
 		return fmt.Errorf("%s: no %s.context_length", base, archName)
 	}
-	var tensors []tensorData
-	for _, t := range bf.tensors {
-		raw, err := tensorBytes(data, bf, t)
+	var tensors []gguf.Tensor
+	for _, t := range bf.Tensors {
+		raw, err := bf.TensorData(data, t)
 		if err != nil {
 			return fmt.Errorf("%s: %w", base, err)
 		}
-		tensors = append(tensors, tensorData{tensorInfo: t, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+		tensors = append(tensors, gguf.Tensor{TensorInfo: t, Write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
 	}
 	_, err = writeGGUFFile(path, kvs, tensors)
 	return err
