@@ -267,25 +267,11 @@ func decode(src source) (*File, error) {
 	if nTensors > maxTensors || nKV > maxKVs {
 		return nil, fmt.Errorf("implausible GGUF counts: %d tensors, %d key-values", nTensors, nKV)
 	}
-	for i := range nKV {
-		e, err := d.kv()
-		if err != nil {
-			if e.Key == "" {
-				return nil, fmt.Errorf("GGUF key-value %d: %w", i, err)
-			}
-			return nil, fmt.Errorf("GGUF key %q: %w", e.Key, err)
-		}
-		f.KVs = append(f.KVs, e)
+	if f.KVs, err = entries(d, nKV, "key", d.kv); err != nil {
+		return nil, err
 	}
-	for i := range nTensors {
-		ti, err := d.tensorInfo()
-		if err != nil {
-			if ti.Name == "" {
-				return nil, fmt.Errorf("GGUF tensor %d: %w", i, err)
-			}
-			return nil, fmt.Errorf("GGUF tensor %q: %w", ti.Name, err)
-		}
-		f.Tensors = append(f.Tensors, ti)
+	if f.Tensors, err = entries(d, nTensors, "tensor", d.tensorInfo); err != nil {
+		return nil, err
 	}
 	align := int64(Alignment)
 	if v, ok := f.Lookup("general.alignment"); ok {
@@ -299,32 +285,43 @@ func decode(src source) (*File, error) {
 	return f, nil
 }
 
-// kv reads one key-value; on error, the key when it was read.
-func (d *decoder) kv() (KV, error) {
-	var e KV
-	var err error
-	if e.Key, err = d.str(); err != nil {
-		return KV{}, err
+// entries reads n named entries (key-values or tensor infos): each a GGUF
+// string, its name, then what read reads. Errors say which entry.
+func entries[T any](d *decoder, n uint64, what string, read func(name string) (T, error)) ([]T, error) {
+	var s []T
+	for i := range n {
+		name, err := d.str()
+		if err != nil {
+			return nil, fmt.Errorf("GGUF %s %d: %w", what, i, err)
+		}
+		v, err := read(name)
+		if err != nil {
+			return nil, fmt.Errorf("GGUF %s %q: %w", what, name, err)
+		}
+		s = append(s, v)
 	}
-	t, err := d.u32()
-	if err != nil {
-		return e, err
-	}
-	if ValueType(t) == TypeArray {
-		e.Value, err = d.array()
-	} else {
-		e.Value, err = d.scalar(ValueType(t))
-	}
-	return e, err
+	return s, nil
 }
 
-// tensorInfo reads one tensor info; on error, the name when it was read.
-func (d *decoder) tensorInfo() (TensorInfo, error) {
-	var ti TensorInfo
-	var err error
-	if ti.Name, err = d.str(); err != nil {
-		return TensorInfo{}, err
+// kv reads the type and value of the key-value named key.
+func (d *decoder) kv(key string) (KV, error) {
+	t, err := d.u32()
+	if err != nil {
+		return KV{}, err
 	}
+	var v any
+	if ValueType(t) == TypeArray {
+		v, err = d.array()
+	} else {
+		v, err = d.scalar(ValueType(t))
+	}
+	return KV{Key: key, Value: v}, err
+}
+
+// tensorInfo reads the dimensions, type and offset of the tensor named
+// name.
+func (d *decoder) tensorInfo(name string) (TensorInfo, error) {
+	ti := TensorInfo{Name: name}
 	nd, err := d.u32()
 	if err != nil {
 		return ti, err
