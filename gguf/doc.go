@@ -44,11 +44,13 @@
 //
 // # Writing
 //
-// [Write] writes a version 3 file: the key-values and tensor infos in the
-// order given, then each tensor's data at the next multiple of 32 bytes
-// from the start of the data section, with no padding after the last one.
-// It computes the offsets and checks that each tensor's writer wrote
-// exactly [TensorInfo.Size] bytes. For the same metadata and tensors its
+// [Write] writes a version 3 file to a stream, [Encode] into memory: the
+// key-values and tensor infos in the order given, then each tensor's data
+// at the next multiple of 32 bytes from the start of the data section, with
+// no padding after the last one. A [Tensor] writes its own data (synth
+// generates gigabytes of weights row by row; [TensorInfo.WithData] is one
+// already in memory). Write computes the offsets and checks that each
+// tensor wrote exactly [TensorInfo.Size] bytes. For the same metadata and tensors its
 // header is byte for byte llama.cpp's (evals/synth tests this on a file
 // llama.cpp wrote).
 package gguf

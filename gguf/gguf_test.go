@@ -25,20 +25,17 @@ var allTypes = []KV{
 
 func encode(t testing.TB, kvs []KV, tensors []Tensor) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := Write(&b, kvs, tensors); err != nil {
+	b, err := Encode(kvs, tensors)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Bytes()
+	return b
 }
 
 func constTensor(name string, typ TensorType, shape []uint64, fill byte) Tensor {
 	ti := TensorInfo{Name: name, Shape: shape, Type: typ}
-	return Tensor{TensorInfo: ti, Write: func(w io.Writer) error {
-		n, _ := ti.Size()
-		_, err := w.Write(bytes.Repeat([]byte{fill}, int(n)))
-		return err
-	}}
+	n, _ := ti.Size()
+	return ti.WithData(bytes.Repeat([]byte{fill}, int(n)))
 }
 
 // readBoth reads b with Decode and with Read: both must agree on what they

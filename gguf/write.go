@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -69,6 +70,24 @@ func valueTypeOf(v any) (t, elem ValueType, err error) {
 type Tensor struct {
 	TensorInfo
 	Write func(w io.Writer) error
+}
+
+// WithData is a tensor whose data is already in memory: data must be
+// exactly t's Size in bytes.
+func (t TensorInfo) WithData(data []byte) Tensor {
+	return Tensor{TensorInfo: t, Write: func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}}
+}
+
+// Encode is Write into memory.
+func Encode(kvs []KV, tensors []Tensor) ([]byte, error) {
+	var b bytes.Buffer
+	if err := Write(&b, kvs, tensors); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // Write writes a version 3 GGUF file with the key-values in order and the

@@ -12,11 +12,11 @@ import (
 
 func encode(t testing.TB, kvs []gguf.KV, tensors []gguf.Tensor) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := gguf.Write(&b, kvs, tensors); err != nil {
+	b, err := gguf.Encode(kvs, tensors)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Bytes()
+	return b
 }
 
 func constTensor(name string, typ gguf.TensorType, shape []uint64, fill byte) gguf.Tensor {

@@ -3,7 +3,6 @@ package synth
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
@@ -185,7 +184,7 @@ func WriteMerged(path, base, adapter string, scale float32) error {
 		}
 		p, ok := pairs[t.Name]
 		if !ok {
-			tensors = append(tensors, gguf.Tensor{TensorInfo: t, Write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+			tensors = append(tensors, t.WithData(raw))
 			continue
 		}
 		delete(pairs, t.Name)
@@ -224,7 +223,7 @@ func WriteMerged(path, base, adapter string, scale float32) error {
 		}
 		mt := gguf.TensorInfo{Name: t.Name, Shape: t.Shape, Type: gguf.F32}
 		merged := appendF32(nil, w)
-		tensors = append(tensors, gguf.Tensor{TensorInfo: mt, Write: func(w io.Writer) error { _, err := w.Write(merged); return err }})
+		tensors = append(tensors, mt.WithData(merged))
 	}
 	if len(pairs) > 0 {
 		names := make([]string, 0, len(pairs))

@@ -2,7 +2,6 @@ package synth
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,7 +114,7 @@ func writeWithTokens(path, base string, want []string) (added []string, err erro
 			nt.Shape = []uint64{t.Shape[0], uint64(nv.size)}
 			raw = append(slices.Clip(raw), make([]byte, rowBytes*len(added))...)
 		}
-		tensors = append(tensors, gguf.Tensor{TensorInfo: nt, Write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+		tensors = append(tensors, nt.WithData(raw))
 	}
 	if _, err := writeGGUFFile(path, kvs, tensors); err != nil {
 		return nil, err
@@ -179,7 +178,7 @@ func WriteWithContextLength(path, base string, n int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", base, err)
 		}
-		tensors = append(tensors, gguf.Tensor{TensorInfo: t, Write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+		tensors = append(tensors, t.WithData(raw))
 	}
 	_, err = writeGGUFFile(path, kvs, tensors)
 	return err

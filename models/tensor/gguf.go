@@ -1,11 +1,9 @@
 package tensor
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -101,19 +99,15 @@ func EncodeGGUF(g *graph.Graph, opset int64) ([]byte, error) {
 		for _, v := range k.I64 {
 			raw = binary.LittleEndian.AppendUint64(raw, uint64(v))
 		}
-		tensors[i] = gguf.Tensor{
-			TensorInfo: gguf.TensorInfo{Name: k.Name, Shape: ggmlDims(k.Shape), Type: typ},
-			Write:      func(w io.Writer) error { _, err := w.Write(raw); return err },
-		}
+		tensors[i] = gguf.TensorInfo{Name: k.Name, Shape: ggmlDims(k.Shape), Type: typ}.WithData(raw)
 	}
-	var b bytes.Buffer
-	if err := gguf.Write(&b, kvs, tensors); err != nil {
+	b, err := gguf.Encode(kvs, tensors)
+	if err != nil {
 		return nil, err
 	}
 	// A graph file ends at a multiple of the alignment, as llama.cpp's
 	// writer pads after every tensor (gguf.Write does not after the last).
-	b.Write(make([]byte, gguf.AlignUp(int64(b.Len()), gguf.Alignment)-int64(b.Len())))
-	return b.Bytes(), nil
+	return append(b, make([]byte, gguf.AlignUp(int64(len(b)), gguf.Alignment)-int64(len(b)))...), nil
 }
 
 // widen reads an int32 or int32 array (as other GGUF writers may store a
