@@ -201,33 +201,23 @@ func (d *decoder) array() (any, error) {
 	case n > d.src.left(): // every element takes at least a byte
 		return nil, ErrTruncated
 	}
-	read := func() (any, error) { return d.scalar(et) }
-	switch et {
-	case TypeUint8:
-		return readArray[uint8](n, read)
-	case TypeInt8:
-		return readArray[int8](n, read)
-	case TypeUint16:
-		return readArray[uint16](n, read)
-	case TypeInt16:
-		return readArray[int16](n, read)
-	case TypeUint32:
-		return readArray[uint32](n, read)
-	case TypeInt32:
-		return readArray[int32](n, read)
-	case TypeUint64:
-		return readArray[uint64](n, read)
-	case TypeInt64:
-		return readArray[int64](n, read)
-	case TypeFloat32:
-		return readArray[float32](n, read)
-	case TypeFloat64:
-		return readArray[float64](n, read)
-	case TypeBool:
-		return readArray[bool](n, read)
-	default: // TypeString
-		return readArray[string](n, read)
-	}
+	return readArrays[et](n, func() (any, error) { return d.scalar(et) })
+}
+
+// readArrays reads an array of each element type but TypeArray.
+var readArrays = [...]func(n uint64, read func() (any, error)) (any, error){
+	TypeUint8:   readArray[uint8],
+	TypeInt8:    readArray[int8],
+	TypeUint16:  readArray[uint16],
+	TypeInt16:   readArray[int16],
+	TypeUint32:  readArray[uint32],
+	TypeInt32:   readArray[int32],
+	TypeFloat32: readArray[float32],
+	TypeBool:    readArray[bool],
+	TypeString:  readArray[string],
+	TypeUint64:  readArray[uint64],
+	TypeInt64:   readArray[int64],
+	TypeFloat64: readArray[float64],
 }
 
 // Read reads the header, metadata and tensor infos of a GGUF file from r.
