@@ -138,11 +138,11 @@ func loraTarget(name string, targets []string) bool {
 // weight W becomes W + scale·alpha/rank·B·A, in F32; everything else is
 // copied as it is.
 func WriteMerged(path, base, adapter string, scale float32) error {
-	bf, err := readGGUFFile(base)
+	bf, bData, err := loadGGUF(base)
 	if err != nil {
 		return err
 	}
-	af, err := readGGUFFile(adapter)
+	af, aData, err := loadGGUF(adapter)
 	if err != nil {
 		return err
 	}
@@ -151,14 +151,6 @@ func WriteMerged(path, base, adapter string, scale float32) error {
 	}
 	alpha, _ := af.Lookup("adapter.lora.alpha")
 	alphaF, _ := alpha.(float32)
-	aData, err := os.ReadFile(adapter)
-	if err != nil {
-		return err
-	}
-	bData, err := os.ReadFile(base)
-	if err != nil {
-		return err
-	}
 	pairs := map[string][2]*gguf.TensorInfo{}
 	for i := range af.Tensors {
 		t := &af.Tensors[i]
@@ -237,6 +229,22 @@ func WriteMerged(path, base, adapter string, scale float32) error {
 	return err
 }
 
+// loadGGUF reads the whole GGUF file at path: its header, and its bytes
+// for File.TensorData.
+func loadGGUF(path string) (*gguf.File, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := gguf.Decode(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, data, nil
+}
+
+// readGGUFFile reads the header of the GGUF file at path, and nothing past
+// it.
 func readGGUFFile(path string) (*gguf.File, error) {
 	f, err := os.Open(path)
 	if err != nil {

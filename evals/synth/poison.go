@@ -15,13 +15,9 @@ import (
 // that token and normal ones for every other sequence: a real engine
 // failure confined to chosen sequences, for tests of failure isolation.
 func Poison(src, dst, tensor string, rows []int) error {
-	data, err := os.ReadFile(src)
+	f, data, err := loadGGUF(src)
 	if err != nil {
 		return fmt.Errorf("poison: %w", err)
-	}
-	f, err := gguf.Decode(data)
-	if err != nil {
-		return fmt.Errorf("poison %s: %w", src, err)
 	}
 	var ti *gguf.TensorInfo
 	for i := range f.Tensors {

@@ -2,7 +2,6 @@ package synth
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,11 +48,7 @@ func WriteWithMarkerTokens(path, base string, s ProjectorShape) (added []string,
 // writeWithTokens writes base with those of want its vocabulary lacks
 // appended (see WriteWithImageTokens).
 func writeWithTokens(path, base string, want []string) (added []string, err error) {
-	bf, err := readGGUFFile(base)
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(base)
+	bf, data, err := loadGGUF(base)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +135,7 @@ func hasPiece(tokens []string, piece string) bool {
 // -c 1024). Nothing else changes: the model computes every position as
 // before (its RoPE has no scaling that depends on the trained length).
 func WriteWithContextLength(path, base string, n int) error {
-	bf, err := readGGUFFile(base)
-	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(base)
+	bf, data, err := loadGGUF(base)
 	if err != nil {
 		return err
 	}
