@@ -83,22 +83,6 @@ func (s *stream) pos() int64   { return s.n }
 // decoder reads little-endian GGUF fields from a source.
 type decoder struct{ src source }
 
-func (d *decoder) u8() (uint8, error) {
-	p, err := d.src.take(1)
-	if err != nil {
-		return 0, err
-	}
-	return p[0], nil
-}
-
-func (d *decoder) u16() (uint16, error) {
-	p, err := d.src.take(2)
-	if err != nil {
-		return 0, err
-	}
-	return binary.LittleEndian.Uint16(p), nil
-}
-
 func (d *decoder) u32() (uint32, error) {
 	p, err := d.src.take(4)
 	if err != nil {
@@ -129,43 +113,50 @@ func (d *decoder) str() (string, error) {
 
 // scalar reads one value of type t, which is not TypeArray.
 func (d *decoder) scalar(t ValueType) (any, error) {
-	switch t {
-	case TypeUint8:
-		return d.u8()
-	case TypeInt8:
-		v, err := d.u8()
-		return int8(v), err
-	case TypeUint16:
-		return d.u16()
-	case TypeInt16:
-		v, err := d.u16()
-		return int16(v), err
-	case TypeUint32:
-		return d.u32()
-	case TypeInt32:
-		v, err := d.u32()
-		return int32(v), err
-	case TypeUint64:
-		return d.u64()
-	case TypeInt64:
-		v, err := d.u64()
-		return int64(v), err
-	case TypeFloat32:
-		v, err := d.u32()
-		return math.Float32frombits(v), err
-	case TypeFloat64:
-		v, err := d.u64()
-		return math.Float64frombits(v), err
-	case TypeBool:
-		v, err := d.u8()
-		if err == nil && v > 1 {
-			err = fmt.Errorf("bool value %d", v)
-		}
-		return v == 1, err
-	case TypeString:
-		return d.str()
+	if t >= ValueType(len(scalars)) || scalars[t] == nil {
+		return nil, fmt.Errorf("unknown value type %d", t)
 	}
-	return nil, fmt.Errorf("unknown value type %d", t)
+	return scalars[t](d)
+}
+
+// scalars reads one value of each type but TypeArray, by ValueType: the
+// size and encoding of each.
+var scalars = [...]func(d *decoder) (any, error){
+	TypeUint8:   fixed(1, func(p []byte) uint8 { return p[0] }),
+	TypeInt8:    fixed(1, func(p []byte) int8 { return int8(p[0]) }),
+	TypeUint16:  fixed(2, binary.LittleEndian.Uint16),
+	TypeInt16:   fixed(2, func(p []byte) int16 { return int16(binary.LittleEndian.Uint16(p)) }),
+	TypeUint32:  fixed(4, binary.LittleEndian.Uint32),
+	TypeInt32:   fixed(4, func(p []byte) int32 { return int32(binary.LittleEndian.Uint32(p)) }),
+	TypeFloat32: fixed(4, func(p []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(p)) }),
+	TypeBool:    (*decoder).bool,
+	TypeString:  func(d *decoder) (any, error) { return d.str() },
+	TypeUint64:  fixed(8, binary.LittleEndian.Uint64),
+	TypeInt64:   fixed(8, func(p []byte) int64 { return int64(binary.LittleEndian.Uint64(p)) }),
+	TypeFloat64: fixed(8, func(p []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(p)) }),
+}
+
+// fixed reads a value of size bytes with conv.
+func fixed[T any](size uint64, conv func(p []byte) T) func(d *decoder) (any, error) {
+	return func(d *decoder) (any, error) {
+		p, err := d.src.take(size)
+		if err != nil {
+			return nil, err
+		}
+		return conv(p), nil
+	}
+}
+
+// bool reads a bool: one byte, 0 or 1.
+func (d *decoder) bool() (any, error) {
+	p, err := d.src.take(1)
+	if err != nil {
+		return nil, err
+	}
+	if p[0] > 1 {
+		return nil, fmt.Errorf("bool value %d", p[0])
+	}
+	return p[0] == 1, nil
 }
 
 // readArray reads n elements of type T with read.
