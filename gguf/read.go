@@ -47,7 +47,7 @@ func (m *memory) pos() int64   { return int64(m.off) }
 type stream struct {
 	r   *bufio.Reader
 	n   int64
-	buf [8]byte
+	buf [20]byte // the longest fixed field: the header after the magic
 }
 
 func (s *stream) take(n uint64) ([]byte, error) {
@@ -173,14 +173,12 @@ func readArray[T any](n uint64, read func() (any, error)) (any, error) {
 }
 
 func (d *decoder) array() (any, error) {
-	t, err := d.u32()
+	// The element type (uint32) and the length (uint64).
+	h, err := d.src.take(12)
 	if err != nil {
 		return nil, err
 	}
-	n, err := d.u64()
-	if err != nil {
-		return nil, err
-	}
+	t, n := binary.LittleEndian.Uint32(h), binary.LittleEndian.Uint64(h[4:])
 	et := ValueType(t)
 	switch {
 	case et == TypeArray:
@@ -229,21 +227,15 @@ func decode(src source) (*File, error) {
 	if p, err := src.take(4); err != nil || string(p) != Magic {
 		return nil, ErrNotGGUF
 	}
-	f := &File{}
-	var err error
-	if f.Version, err = d.u32(); err != nil {
+	// The version (uint32), the tensor and key-value counts (uint64).
+	h, err := src.take(20)
+	if err != nil {
 		return nil, err
 	}
+	f := &File{Version: binary.LittleEndian.Uint32(h)}
+	nTensors, nKV := binary.LittleEndian.Uint64(h[4:]), binary.LittleEndian.Uint64(h[12:])
 	if f.Version != 2 && f.Version != 3 {
 		return nil, fmt.Errorf("unsupported GGUF version %d", f.Version)
-	}
-	nTensors, err := d.u64()
-	if err != nil {
-		return nil, err
-	}
-	nKV, err := d.u64()
-	if err != nil {
-		return nil, err
 	}
 	if nTensors > maxTensors || nKV > maxKVs {
 		return nil, fmt.Errorf("implausible GGUF counts: %d tensors, %d key-values", nTensors, nKV)
