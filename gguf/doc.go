@@ -41,6 +41,7 @@
 // (GGML_MAX_DIMS), and return [ErrNotGGUF] for input without the magic and
 // [ErrTruncated] for input that ends inside the header. [File.TensorData]
 // slices one tensor's data out of a file in memory, bounds-checked.
+// Errors name the key or tensor they are about.
 //
 // # Writing
 //
@@ -50,7 +51,13 @@
 // no padding after the last one. A [Tensor] writes its own data (synth
 // generates gigabytes of weights row by row; [TensorInfo.WithData] is one
 // already in memory). Write computes the offsets and checks that each
-// tensor wrote exactly [TensorInfo.Size] bytes. For the same metadata and tensors its
-// header is byte for byte llama.cpp's (evals/synth tests this on a file
-// llama.cpp wrote).
+// tensor wrote exactly [TensorInfo.Size] bytes. For the same metadata and
+// tensors its header is byte for byte llama.cpp's (evals/synth tests this
+// on a file llama.cpp wrote).
+//
+// # Tests
+//
+// FuzzDecode feeds any bytes to both readers: no panic, the same result
+// from both, tensor data sliced within the input, and metadata that
+// encodes back to itself. Its seed corpus is in testdata/fuzz.
 package gguf
