@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 func runCommand(args ...string) (string, error) {
@@ -77,11 +79,11 @@ func TestCommandChatTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := readGGUF(bytes.NewReader(b))
+	f, err := gguf.Read(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.lookup("tokenizer.chat_template"); got != text {
+	if got, _ := f.Lookup("tokenizer.chat_template"); got != text {
 		t.Errorf("tokenizer.chat_template = %q, want the file's", got)
 	}
 	if _, err := runCommand("--vocab", vocab, "-o", path, "--chat-template", tmpl, "--reasoning"); err == nil || !strings.Contains(err.Error(), "leave out --chat-template") {

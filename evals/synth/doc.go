@@ -10,18 +10,11 @@
 // # What it owns
 //
 // The table of shapes, the weights (deterministic, seeded), their binary
-// layout in each dtype, the GGUF metadata llama.cpp's "llama" and "qwen3"
-// loaders need, and a small GGUF codec (gguf*.go). It is pure Go: it
-// neither links nor imports llama.cpp. The codec is ours rather than
-// github.com/ollama/ollama/fs/ggml's WriteGGUF because that package needs
-// golang.org/x/sync, which is not in go.mod, and because its writer
-// rejects GGUF types a tokenizer may carry (8-, 16- and 64-bit scalars,
-// uint8 arrays such as tokenizer.ggml.precompiled_charsmap); llama.cpp
-// checks every key's type strictly, so a copy must keep them all. (Tests
-// cannot use ollama's readers either: importing fs/gguf, even from a test,
-// makes `go mod tidy` want golang.org/x/sync too.) The codec is checked
-// against llama.cpp's own: given the metadata and tensors of a header
-// llama.cpp wrote (testdata/), it writes the same bytes.
+// layout in each dtype, and the GGUF metadata llama.cpp's "llama" and "qwen3"
+// loaders need. It is pure Go: it neither links nor imports llama.cpp. The
+// GGUF container itself is the project's codec, package gguf; synth checks
+// it against llama.cpp's own: given the metadata and tensors of a header
+// llama.cpp wrote (testdata/), gguf.Write writes the same bytes.
 //
 // # Usage
 //

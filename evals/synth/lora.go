@@ -3,13 +3,13 @@ package synth
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/llmserve/llmserve/float16"
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // LoRA adapters
@@ -83,37 +83,37 @@ func WriteLoRA(path string, o LoRAOptions) (sum LoRASummary, err error) {
 	if err != nil {
 		return sum, err
 	}
-	arch, _ := base.lookup("general.architecture")
+	arch, _ := base.Lookup("general.architecture")
 	archName, ok := arch.(string)
 	if !ok || archName == "" {
 		return sum, fmt.Errorf("%s: no general.architecture", o.Base)
 	}
-	var tensors []tensorData
+	var tensors []gguf.Tensor
 	rank := uint64(o.Rank)
-	for _, t := range base.tensors {
-		if !loraTarget(t.name, o.Targets) {
+	for _, t := range base.Tensors {
+		if !loraTarget(t.Name, o.Targets) {
 			continue
 		}
-		if len(t.shape) != 2 {
-			return sum, fmt.Errorf("%s: %s has %d dimensions, a LoRA adapts matrices", o.Base, t.name, len(t.shape))
+		if len(t.Shape) != 2 {
+			return sum, fmt.Errorf("%s: %s has %d dimensions, a LoRA adapts matrices", o.Base, t.Name, len(t.Shape))
 		}
-		nIn, nOut := t.shape[0], t.shape[1]
-		a := tensorInfo{name: t.name + ".lora_a", shape: []uint64{nIn, rank}, typ: tensorF32}
-		b := tensorInfo{name: t.name + ".lora_b", shape: []uint64{rank, nOut}, typ: tensorF32}
+		nIn, nOut := t.Shape[0], t.Shape[1]
+		a := gguf.TensorInfo{Name: t.Name + ".lora_a", Shape: []uint64{nIn, rank}, Type: gguf.F32}
+		b := gguf.TensorInfo{Name: t.Name + ".lora_b", Shape: []uint64{rank, nOut}, Type: gguf.F32}
 		tensors = append(tensors,
-			tensorData{tensorInfo: a, write: loraWeights(a, o.Seed, float32(1/math.Sqrt(float64(nIn))))},
-			tensorData{tensorInfo: b, write: loraWeights(b, o.Seed, o.Strength*float32(1/math.Sqrt(float64(rank))))})
-		sum.Adapted = append(sum.Adapted, t.name)
+			gguf.Tensor{TensorInfo: a, Write: loraWeights(a, o.Seed, float32(1/math.Sqrt(float64(nIn))))},
+			gguf.Tensor{TensorInfo: b, Write: loraWeights(b, o.Seed, o.Strength*float32(1/math.Sqrt(float64(rank))))})
+		sum.Adapted = append(sum.Adapted, t.Name)
 	}
 	if len(tensors) == 0 {
 		return sum, fmt.Errorf("%s: no weight matches the targets %s", o.Base, strings.Join(o.Targets, ","))
 	}
-	kvs := []kv{
-		{"general.architecture", archName},
-		{"general.type", "adapter"},
-		{"general.name", "llmserve synth LoRA"},
-		{"adapter.type", "lora"},
-		{"adapter.lora.alpha", o.Alpha},
+	kvs := []gguf.KV{
+		{Key: "general.architecture", Value: archName},
+		{Key: "general.type", Value: "adapter"},
+		{Key: "general.name", Value: "llmserve synth LoRA"},
+		{Key: "adapter.type", Value: "lora"},
+		{Key: "adapter.lora.alpha", Value: o.Alpha},
 	}
 	n, err := writeGGUFFile(path, kvs, tensors)
 	if err != nil {
@@ -138,74 +138,66 @@ func loraTarget(name string, targets []string) bool {
 // weight W becomes W + scale·alpha/rank·B·A, in F32; everything else is
 // copied as it is.
 func WriteMerged(path, base, adapter string, scale float32) error {
-	bf, err := readGGUFFile(base)
+	bf, bData, err := loadGGUF(base)
 	if err != nil {
 		return err
 	}
-	af, err := readGGUFFile(adapter)
+	af, aData, err := loadGGUF(adapter)
 	if err != nil {
 		return err
 	}
-	if v, _ := af.lookup("adapter.type"); v != "lora" {
+	if v, _ := af.Lookup("adapter.type"); v != "lora" {
 		return fmt.Errorf("%s: adapter.type is %v, not lora", adapter, v)
 	}
-	alpha, _ := af.lookup("adapter.lora.alpha")
+	alpha, _ := af.Lookup("adapter.lora.alpha")
 	alphaF, _ := alpha.(float32)
-	aData, err := os.ReadFile(adapter)
-	if err != nil {
-		return err
-	}
-	bData, err := os.ReadFile(base)
-	if err != nil {
-		return err
-	}
-	pairs := map[string][2]*tensorInfo{}
-	for i := range af.tensors {
-		t := &af.tensors[i]
-		name, part := strings.TrimSuffix(t.name, ".lora_a"), 0
-		if name == t.name {
-			name, part = strings.TrimSuffix(t.name, ".lora_b"), 1
+	pairs := map[string][2]*gguf.TensorInfo{}
+	for i := range af.Tensors {
+		t := &af.Tensors[i]
+		name, part := strings.TrimSuffix(t.Name, ".lora_a"), 0
+		if name == t.Name {
+			name, part = strings.TrimSuffix(t.Name, ".lora_b"), 1
 		}
 		p := pairs[name]
 		p[part] = t
 		pairs[name] = p
 	}
-	var kvs []kv
-	for _, e := range bf.kvs {
-		if e.key != "general.alignment" {
+	var kvs []gguf.KV
+	for _, e := range bf.KVs {
+		if e.Key != "general.alignment" {
 			kvs = append(kvs, e)
 		}
 	}
-	var tensors []tensorData
-	for _, t := range bf.tensors {
-		raw, err := tensorBytes(bData, bf, t)
+	var tensors []gguf.Tensor
+	for _, t := range bf.Tensors {
+		raw, err := bf.TensorData(bData, t)
 		if err != nil {
 			return fmt.Errorf("%s: %w", base, err)
 		}
-		p, ok := pairs[t.name]
+		p, ok := pairs[t.Name]
 		if !ok {
-			tensors = append(tensors, tensorData{tensorInfo: t, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+			tensors = append(tensors, t.WithData(raw))
 			continue
 		}
-		delete(pairs, t.name)
-		if p[0] == nil || p[1] == nil || p[0].typ != tensorF32 || p[1].typ != tensorF32 {
-			return fmt.Errorf("%s: %s needs an F32 lora_a and lora_b", adapter, t.name)
+		delete(pairs, t.Name)
+		if p[0] == nil || p[1] == nil || p[0].Type != gguf.F32 || p[1].Type != gguf.F32 {
+			return fmt.Errorf("%s: %s needs an F32 lora_a and lora_b", adapter, t.Name)
 		}
 		w, err := toF32(t, raw)
 		if err != nil {
 			return fmt.Errorf("%s: %w", base, err)
 		}
-		ra, err := tensorBytes(aData, af, *p[0])
+		ra, err := af.TensorData(aData, *p[0])
 		if err != nil {
 			return err
 		}
-		rb, err := tensorBytes(aData, af, *p[1])
+		rb, err := af.TensorData(aData, *p[1])
 		if err != nil {
 			return err
 		}
-		nIn, nOut, rank := int(t.shape[0]), int(t.shape[1]), int(p[0].shape[1])
-		if len(t.shape) != 2 || int(p[0].shape[0]) != nIn || int(p[1].shape[0]) != rank || int(p[1].shape[1]) != nOut {
-			return fmt.Errorf("%s: %s: lora_a %v and lora_b %v do not fit %v", adapter, t.name, p[0].shape, p[1].shape, t.shape)
+		nIn, nOut, rank := int(t.Shape[0]), int(t.Shape[1]), int(p[0].Shape[1])
+		if len(t.Shape) != 2 || int(p[0].Shape[0]) != nIn || int(p[1].Shape[0]) != rank || int(p[1].Shape[1]) != nOut {
+			return fmt.Errorf("%s: %s: lora_a %v and lora_b %v do not fit %v", adapter, t.Name, p[0].Shape, p[1].Shape, t.Shape)
 		}
 		a, b := f32s(ra), f32s(rb)
 		s := scale
@@ -221,9 +213,9 @@ func WriteMerged(path, base, adapter string, scale float32) error {
 				w[i*nIn+k] += s * d
 			}
 		}
-		mt := tensorInfo{name: t.name, shape: t.shape, typ: tensorF32}
+		mt := gguf.TensorInfo{Name: t.Name, Shape: t.Shape, Type: gguf.F32}
 		merged := appendF32(nil, w)
-		tensors = append(tensors, tensorData{tensorInfo: mt, write: func(w io.Writer) error { _, err := w.Write(merged); return err }})
+		tensors = append(tensors, mt.WithData(merged))
 	}
 	if len(pairs) > 0 {
 		names := make([]string, 0, len(pairs))
@@ -237,47 +229,50 @@ func WriteMerged(path, base, adapter string, scale float32) error {
 	return err
 }
 
-func readGGUFFile(path string) (*ggufFile, error) {
+// loadGGUF reads the whole GGUF file at path: its header, and its bytes
+// for File.TensorData.
+func loadGGUF(path string) (*gguf.File, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := gguf.Decode(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, data, nil
+}
+
+// readGGUFFile reads the header of the GGUF file at path, and nothing past
+// it.
+func readGGUFFile(path string) (*gguf.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() //nolint:errcheck // read only
-	g, err := readGGUF(f)
+	g, err := gguf.Read(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return g, nil
 }
 
-// tensorBytes returns t's data within the whole file data.
-func tensorBytes(data []byte, f *ggufFile, t tensorInfo) ([]byte, error) {
-	size, err := t.size()
-	if err != nil {
-		return nil, err
-	}
-	start := uint64(f.dataOffset) + t.offset
-	if start+size > uint64(len(data)) {
-		return nil, fmt.Errorf("tensor %q: data beyond the end of the file", t.name)
-	}
-	return data[start : start+size], nil
-}
-
 // toF32 decodes t's data.
-func toF32(t tensorInfo, raw []byte) ([]float32, error) {
-	switch t.typ {
-	case tensorF32:
+func toF32(t gguf.TensorInfo, raw []byte) ([]float32, error) {
+	switch t.Type {
+	case gguf.F32:
 		return f32s(raw), nil
-	case tensorF16:
+	case gguf.F16:
 		out := make([]float32, len(raw)/2)
 		for i := range out {
 			out[i] = float16.ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
 		}
 		return out, nil
-	case tensorQ8_0:
+	case gguf.Q8_0:
 		return dequantQ8_0(raw), nil
 	}
-	return nil, fmt.Errorf("tensor %q: cannot merge into type %v", t.name, t.typ)
+	return nil, fmt.Errorf("tensor %q: cannot merge into type %v", t.Name, t.Type)
 }
 
 func f32s(raw []byte) []float32 {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // TestWriteLoRA: the adapter has convert_lora_to_gguf.py's keys and
@@ -28,13 +30,13 @@ func TestWriteLoRA(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]any{"general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": float32(6), "general.architecture": "llama"} {
-		if v, _ := af.lookup(key); v != want {
+		if v, _ := af.Lookup(key); v != want {
 			t.Errorf("%s = %v, want %v", key, v, want)
 		}
 	}
 	shapes := map[string][]uint64{}
-	for _, ti := range af.tensors {
-		shapes[ti.name] = ti.shape
+	for _, ti := range af.Tensors {
+		shapes[ti.Name] = ti.Shape
 	}
 	if s := shapes["blk.0.ffn_down.weight.lora_a"]; len(s) != 2 || s[0] != uint64(tiny.FF) || s[1] != 3 {
 		t.Errorf("ffn_down lora_a %v, want [%d 3]", s, tiny.FF)
@@ -47,16 +49,16 @@ func TestWriteLoRA(t *testing.T) {
 	if err := WriteMerged(merged, sum.Path, adapter, 1); err != nil {
 		t.Fatal(err)
 	}
-	read := func(path, name string) ([]float32, tensorInfo) {
+	read := func(path, name string) ([]float32, gguf.TensorInfo) {
 		t.Helper()
 		f, err := readGGUFFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		data := readAll(t, path)
-		for _, ti := range f.tensors {
-			if ti.name == name {
-				raw, err := tensorBytes(data, f, ti)
+		for _, ti := range f.Tensors {
+			if ti.Name == name {
+				raw, err := f.TensorData(data, ti)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,14 +66,14 @@ func TestWriteLoRA(t *testing.T) {
 			}
 		}
 		t.Fatalf("%s: no %s", path, name)
-		return nil, tensorInfo{}
+		return nil, gguf.TensorInfo{}
 	}
 	const w = "blk.1.ffn_down.weight"
 	base, bi := read(sum.Path, w)
 	got, _ := read(merged, w)
 	a, _ := read(adapter, w+".lora_a")
 	b, _ := read(adapter, w+".lora_b")
-	nIn, nOut, r := int(bi.shape[0]), int(bi.shape[1]), 3
+	nIn, nOut, r := int(bi.Shape[0]), int(bi.Shape[1]), 3
 	for _, ik := range [][2]int{{0, 0}, {nOut - 1, nIn - 1}, {5, 17}} {
 		i, k := ik[0], ik[1]
 		var d float64

@@ -1,11 +1,12 @@
 package synth
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Poison copies the GGUF model at src to dst with the given rows of one F32
@@ -14,18 +15,14 @@ import (
 // that token and normal ones for every other sequence: a real engine
 // failure confined to chosen sequences, for tests of failure isolation.
 func Poison(src, dst, tensor string, rows []int) error {
-	data, err := os.ReadFile(src)
+	f, data, err := loadGGUF(src)
 	if err != nil {
 		return fmt.Errorf("poison: %w", err)
 	}
-	f, err := readGGUF(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("poison %s: %w", src, err)
-	}
-	var ti *tensorInfo
-	for i := range f.tensors {
-		if f.tensors[i].name == tensor {
-			ti = &f.tensors[i]
+	var ti *gguf.TensorInfo
+	for i := range f.Tensors {
+		if f.Tensors[i].Name == tensor {
+			ti = &f.Tensors[i]
 		}
 	}
 	if ti == nil {
@@ -33,23 +30,26 @@ func Poison(src, dst, tensor string, rows []int) error {
 	}
 	var elem int
 	var nan []byte
-	switch ti.typ {
-	case tensorF32:
+	switch ti.Type {
+	case gguf.F32:
 		elem, nan = 4, binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(math.NaN())))
-	case tensorF16:
+	case gguf.F16:
 		elem, nan = 2, []byte{0x00, 0x7e} // a quiet NaN in half precision
 	default:
-		return fmt.Errorf("poison %s: tensor %q is %v; only F32 and F16 rows can be poisoned", src, tensor, ti.typ)
+		return fmt.Errorf("poison %s: tensor %q is %v; only F32 and F16 rows can be poisoned", src, tensor, ti.Type)
 	}
-	rowLen := int(ti.shape[0])
-	nRows := int(ti.elements()) / rowLen
-	base := int(f.dataOffset) + int(ti.offset)
+	td, err := f.TensorData(data, *ti)
+	if err != nil {
+		return fmt.Errorf("poison %s: %w", src, err)
+	}
+	rowLen := int(ti.Shape[0])
+	nRows := int(ti.Elements()) / rowLen
 	for _, r := range rows {
 		if r < 0 || r >= nRows {
 			return fmt.Errorf("poison %s: row %d outside [0, %d) of %q", src, r, nRows, tensor)
 		}
 		for j := range rowLen {
-			copy(data[base+(r*rowLen+j)*elem:], nan)
+			copy(td[(r*rowLen+j)*elem:], nan)
 		}
 	}
 	return os.WriteFile(dst, data, 0o644)

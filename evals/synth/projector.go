@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Multimodal projectors
@@ -179,18 +181,18 @@ func WriteProjector(path string, o ProjectorOptions) (sum ProjectorSummary, err 
 	if o.NEmbd <= 0 {
 		return sum, errors.New("projector: no text model width (give NEmbd or Base)")
 	}
-	var kvs []kv
+	var kvs []gguf.KV
 	var plan []projectorTensor
 	if s.IsAudio() {
 		kvs, plan = audioMetadata(s, o), audioPlan(s, o.NEmbd, o.DType.tensorType())
 	} else {
 		kvs, plan = projectorMetadata(s, o), projectorPlan(s, o.NEmbd, o.DType.tensorType())
 	}
-	var tensors []tensorData
+	var tensors []gguf.Tensor
 	var params int64
 	for _, t := range plan {
-		tensors = append(tensors, tensorData{tensorInfo: t.tensorInfo, write: projectorWeights(t, o.Seed)})
-		params += int64(t.elements())
+		tensors = append(tensors, gguf.Tensor{TensorInfo: t.TensorInfo, Write: projectorWeights(t, o.Seed)})
+		params += int64(t.Elements())
 	}
 	n, err := writeGGUFFile(path, kvs, tensors)
 	if err != nil {
@@ -205,12 +207,12 @@ func baseEmbd(path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	arch, _ := f.lookup("general.architecture")
+	arch, _ := f.Lookup("general.architecture")
 	a, ok := arch.(string)
 	if !ok || a == "" {
 		return 0, fmt.Errorf("%s: no general.architecture", path)
 	}
-	v, _ := f.lookup(a + ".embedding_length")
+	v, _ := f.Lookup(a + ".embedding_length")
 	switch v := v.(type) {
 	case uint32:
 		return int(v), nil
@@ -226,38 +228,38 @@ func baseEmbd(path string) (int, error) {
 
 // generalMetadata is the general.* keys of a projector file, vision or
 // audio.
-func generalMetadata(s ProjectorShape, o ProjectorOptions) []kv {
-	return []kv{
-		{"general.architecture", "clip"},
-		{"general.type", "mmproj"},
-		{"general.name", "llmserve synth mmproj " + s.Name},
-		{"general.description", fmt.Sprintf("dummy weights (seed %d) in the shape of %s; its output is garbage", o.Seed, s.Of)},
-		{"general.file_type", o.DType.fileType()},
+func generalMetadata(s ProjectorShape, o ProjectorOptions) []gguf.KV {
+	return []gguf.KV{
+		{Key: "general.architecture", Value: "clip"},
+		{Key: "general.type", Value: "mmproj"},
+		{Key: "general.name", Value: "llmserve synth mmproj " + s.Name},
+		{Key: "general.description", Value: fmt.Sprintf("dummy weights (seed %d) in the shape of %s; its output is garbage", o.Seed, s.Of)},
+		{Key: "general.file_type", Value: o.DType.fileType()},
 	}
 }
 
 // projectorMetadata is the file's metadata, the keys clip.cpp reads for a
 // vision encoder with an idefics3 projector.
-func projectorMetadata(s ProjectorShape, o ProjectorOptions) []kv {
+func projectorMetadata(s ProjectorShape, o ProjectorOptions) []gguf.KV {
 	u := func(n int) uint32 { return uint32(n) }
-	kvs := append(generalMetadata(s, o), []kv{
-		{"clip.has_vision_encoder", true},
-		{"clip.projector_type", "idefics3"},
-		{"clip.vision.projection_dim", u(o.NEmbd)},
-		{"clip.vision.image_size", u(s.ImageSize)},
-		{"clip.vision.patch_size", u(s.PatchSize)},
-		{"clip.vision.embedding_length", u(s.Embd)},
-		{"clip.vision.feed_forward_length", u(s.FF)},
-		{"clip.vision.block_count", u(s.Layers)},
-		{"clip.vision.attention.head_count", u(s.Heads)},
-		{"clip.vision.image_mean", []float32{0.5, 0.5, 0.5}},
-		{"clip.vision.image_std", []float32{0.5, 0.5, 0.5}},
-		{"clip.vision.attention.layer_norm_epsilon", s.Eps},
-		{"clip.vision.projector.scale_factor", u(s.ScaleFactor)},
-		{"clip.use_gelu", true},
+	kvs := append(generalMetadata(s, o), []gguf.KV{
+		{Key: "clip.has_vision_encoder", Value: true},
+		{Key: "clip.projector_type", Value: "idefics3"},
+		{Key: "clip.vision.projection_dim", Value: u(o.NEmbd)},
+		{Key: "clip.vision.image_size", Value: u(s.ImageSize)},
+		{Key: "clip.vision.patch_size", Value: u(s.PatchSize)},
+		{Key: "clip.vision.embedding_length", Value: u(s.Embd)},
+		{Key: "clip.vision.feed_forward_length", Value: u(s.FF)},
+		{Key: "clip.vision.block_count", Value: u(s.Layers)},
+		{Key: "clip.vision.attention.head_count", Value: u(s.Heads)},
+		{Key: "clip.vision.image_mean", Value: []float32{0.5, 0.5, 0.5}},
+		{Key: "clip.vision.image_std", Value: []float32{0.5, 0.5, 0.5}},
+		{Key: "clip.vision.attention.layer_norm_epsilon", Value: s.Eps},
+		{Key: "clip.vision.projector.scale_factor", Value: u(s.ScaleFactor)},
+		{Key: "clip.use_gelu", Value: true},
 	}...)
 	if s.PreprocImageSize > 0 {
-		kvs = append(kvs, kv{"clip.vision.preproc_image_size", u(s.PreprocImageSize)})
+		kvs = append(kvs, gguf.KV{Key: "clip.vision.preproc_image_size", Value: u(s.PreprocImageSize)})
 	}
 	return kvs
 }
@@ -265,7 +267,7 @@ func projectorMetadata(s ProjectorShape, o ProjectorOptions) []kv {
 // projectorTensor is a tensor of the projector and how its values are
 // drawn.
 type projectorTensor struct {
-	tensorInfo
+	gguf.TensorInfo
 	fill fillKind
 }
 
@@ -283,16 +285,16 @@ const (
 
 // projectorPlan lists the tensors in file order, with their ggml shapes
 // (row length first).
-func projectorPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor {
+func projectorPlan(s ProjectorShape, nEmbd int, mt gguf.TensorType) []projectorTensor {
 	e, ff, p := uint64(s.Embd), uint64(s.FF), uint64(s.PatchSize)
 	patches := uint64(s.ImageSize/s.PatchSize) * uint64(s.ImageSize/s.PatchSize)
 	var ts tensorPlan
 	add := ts.add
 	// A conv2d kernel [kw, kh, in channels, out channels]; llama.cpp's
 	// converter keeps the embeddings F32.
-	add("v.patch_embd.weight", fillConv, tensorF32, p, p, 3, e)
-	add("v.patch_embd.bias", fillSmall, tensorF32, e)
-	add("v.position_embd.weight", fillSmall, tensorF32, e, patches)
+	add("v.patch_embd.weight", fillConv, gguf.F32, p, p, 3, e)
+	add("v.patch_embd.bias", fillSmall, gguf.F32, e)
+	add("v.position_embd.weight", fillSmall, gguf.F32, e, patches)
 	ts.encoder("v", s.Layers, e, ff, mt, true)
 	sf := uint64(s.ScaleFactor)
 	add("mm.model.fc.weight", fillMatrix, mt, e*sf*sf, uint64(nEmbd))
@@ -302,8 +304,8 @@ func projectorPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor
 // tensorPlan lists a projector's tensors in file order.
 type tensorPlan []projectorTensor
 
-func (p *tensorPlan) add(name string, fill fillKind, typ tensorType, shape ...uint64) {
-	*p = append(*p, projectorTensor{tensorInfo{name: name, shape: shape, typ: typ}, fill})
+func (p *tensorPlan) add(name string, fill fillKind, typ gguf.TensorType, shape ...uint64) {
+	*p = append(*p, projectorTensor{gguf.TensorInfo{Name: name, Shape: shape, Type: typ}, fill})
 }
 
 // encoder adds a transformer encoder's blocks and its final norm, under
@@ -311,24 +313,24 @@ func (p *tensorPlan) add(name string, fill fillKind, typ tensorType, shape ...ui
 // attention q, k, v and out (matrices of type mt, each with a bias but k
 // without one unless kBias: Whisper's has none), ln1, the feed-forward up
 // and down, ln2; then post_ln.
-func (p *tensorPlan) encoder(prefix string, layers int, e, ff uint64, mt tensorType, kBias bool) {
+func (p *tensorPlan) encoder(prefix string, layers int, e, ff uint64, mt gguf.TensorType, kBias bool) {
 	for i := range layers {
 		b := fmt.Sprintf("%s.blk.%d.", prefix, i)
 		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
 			p.add(b+n+".weight", fillMatrix, mt, e, e)
 			if n != "attn_k" || kBias {
-				p.add(b+n+".bias", fillSmall, tensorF32, e)
+				p.add(b+n+".bias", fillSmall, gguf.F32, e)
 			}
 		}
-		p.add(b+"ln1.weight", fillOne, tensorF32, e)
-		p.add(b+"ln1.bias", fillZero, tensorF32, e)
+		p.add(b+"ln1.weight", fillOne, gguf.F32, e)
+		p.add(b+"ln1.bias", fillZero, gguf.F32, e)
 		p.add(b+"ffn_up.weight", fillMatrix, mt, e, ff)
-		p.add(b+"ffn_up.bias", fillSmall, tensorF32, ff)
+		p.add(b+"ffn_up.bias", fillSmall, gguf.F32, ff)
 		p.add(b+"ffn_down.weight", fillMatrix, mt, ff, e)
-		p.add(b+"ffn_down.bias", fillSmall, tensorF32, e)
-		p.add(b+"ln2.weight", fillOne, tensorF32, e)
-		p.add(b+"ln2.bias", fillZero, tensorF32, e)
+		p.add(b+"ffn_down.bias", fillSmall, gguf.F32, e)
+		p.add(b+"ln2.weight", fillOne, gguf.F32, e)
+		p.add(b+"ln2.bias", fillZero, gguf.F32, e)
 	}
-	p.add(prefix+".post_ln.weight", fillOne, tensorF32, e)
-	p.add(prefix+".post_ln.bias", fillZero, tensorF32, e)
+	p.add(prefix+".post_ln.weight", fillOne, gguf.F32, e)
+	p.add(prefix+".post_ln.bias", fillZero, gguf.F32, e)
 }

@@ -2,6 +2,8 @@ package synth
 
 import (
 	"fmt"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Audio projectors
@@ -90,38 +92,38 @@ func (s ProjectorShape) validateAudio() error {
 
 // audioMetadata is the file's metadata, the keys clip.cpp reads for an
 // audio encoder with a qwen2a projector.
-func audioMetadata(s ProjectorShape, o ProjectorOptions) []kv {
+func audioMetadata(s ProjectorShape, o ProjectorOptions) []gguf.KV {
 	u := func(n int) uint32 { return uint32(n) }
-	return append(generalMetadata(s, o), []kv{
-		{"clip.has_vision_encoder", false},
-		{"clip.has_audio_encoder", true},
-		{"clip.projector_type", projQwen2A},
-		{"clip.audio.projection_dim", u(o.NEmbd)},
-		{"clip.audio.embedding_length", u(s.Embd)},
-		{"clip.audio.feed_forward_length", u(s.FF)},
-		{"clip.audio.block_count", u(s.Layers)},
-		{"clip.audio.attention.head_count", u(s.Heads)},
-		{"clip.audio.attention.layer_norm_epsilon", s.Eps},
-		{"clip.audio.num_mel_bins", u(s.NMel)},
+	return append(generalMetadata(s, o), []gguf.KV{
+		{Key: "clip.has_vision_encoder", Value: false},
+		{Key: "clip.has_audio_encoder", Value: true},
+		{Key: "clip.projector_type", Value: projQwen2A},
+		{Key: "clip.audio.projection_dim", Value: u(o.NEmbd)},
+		{Key: "clip.audio.embedding_length", Value: u(s.Embd)},
+		{Key: "clip.audio.feed_forward_length", Value: u(s.FF)},
+		{Key: "clip.audio.block_count", Value: u(s.Layers)},
+		{Key: "clip.audio.attention.head_count", Value: u(s.Heads)},
+		{Key: "clip.audio.attention.layer_norm_epsilon", Value: s.Eps},
+		{Key: "clip.audio.num_mel_bins", Value: u(s.NMel)},
 	}...)
 }
 
 // audioPlan lists an audio shape's tensors in file order, with their ggml
 // shapes (row length first).
-func audioPlan(s ProjectorShape, nEmbd int, mt tensorType) []projectorTensor {
+func audioPlan(s ProjectorShape, nEmbd int, mt gguf.TensorType) []projectorTensor {
 	e, ff := uint64(s.Embd), uint64(s.FF)
 	var ts tensorPlan
 	add := ts.add
 	// conv1d kernels [kernel, in channels, out channels], F16 as the
 	// converter forces them; biases [1, out channels] (the converter
 	// unsqueezes them so that they broadcast over the frames).
-	add("a.conv1d.1.weight", fillConv1d, tensorF16, 3, uint64(s.NMel), e)
-	add("a.conv1d.1.bias", fillSmall, tensorF32, 1, e)
-	add("a.conv1d.2.weight", fillConv1d, tensorF16, 3, e, e)
-	add("a.conv1d.2.bias", fillSmall, tensorF32, 1, e)
-	add("a.position_embd.weight", fillSmall, tensorF32, e, uint64(s.Positions))
+	add("a.conv1d.1.weight", fillConv1d, gguf.F16, 3, uint64(s.NMel), e)
+	add("a.conv1d.1.bias", fillSmall, gguf.F32, 1, e)
+	add("a.conv1d.2.weight", fillConv1d, gguf.F16, 3, e, e)
+	add("a.conv1d.2.bias", fillSmall, gguf.F32, 1, e)
+	add("a.position_embd.weight", fillSmall, gguf.F32, e, uint64(s.Positions))
 	ts.encoder("a", s.Layers, e, ff, mt, false) // Whisper's k projection has no bias
 	add("mm.a.fc.weight", fillMatrix, mt, e, uint64(nEmbd))
-	add("mm.a.fc.bias", fillSmall, tensorF32, uint64(nEmbd))
+	add("mm.a.fc.bias", fillSmall, gguf.F32, uint64(nEmbd))
 	return ts
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/gguf"
 	"github.com/llmserve/llmserve/models/stories260k"
 )
 
@@ -45,13 +46,13 @@ func TestAudioProjectorRoundTrip(t *testing.T) {
 		"clip.audio.num_mel_bins":                 uint32(128),
 	}
 	for k, v := range want {
-		got, ok := f.lookup(k)
+		got, ok := f.Lookup(k)
 		if !ok || !reflect.DeepEqual(got, v) {
 			t.Errorf("%s = %#v, want %#v", k, got, v)
 		}
 	}
 	for _, k := range []string{"clip.vision.image_size", "clip.use_gelu", "clip.audio.projector.stack_factor"} {
-		if _, ok := f.lookup(k); ok {
+		if _, ok := f.Lookup(k); ok {
 			t.Errorf("%s written", k)
 		}
 	}
@@ -81,20 +82,20 @@ func TestAudioProjectorRoundTrip(t *testing.T) {
 	shapes[b+"ffn_up.bias"] = []uint64{128}
 	shapes[b+"ffn_down.weight"] = []uint64{128, 32}
 	shapes[b+"ffn_down.bias"] = []uint64{32}
-	if len(f.tensors) != len(shapes) {
-		t.Errorf("%d tensors, want %d", len(f.tensors), len(shapes))
+	if len(f.Tensors) != len(shapes) {
+		t.Errorf("%d tensors, want %d", len(f.Tensors), len(shapes))
 	}
-	for _, ti := range f.tensors {
-		s, ok := shapes[ti.name]
-		if !ok || !reflect.DeepEqual(ti.shape, s) {
-			t.Errorf("%s: shape %v, want %v", ti.name, ti.shape, s)
+	for _, ti := range f.Tensors {
+		s, ok := shapes[ti.Name]
+		if !ok || !reflect.DeepEqual(ti.Shape, s) {
+			t.Errorf("%s: shape %v, want %v", ti.Name, ti.Shape, s)
 		}
 		// F16: the conv1d kernels always (as the converter writes them),
 		// the matrices with DType F16; the rest F32.
-		half := strings.HasPrefix(ti.name, "a.conv1d.") && strings.HasSuffix(ti.name, ".weight") ||
-			len(ti.shape) == 2 && ti.shape[0] > 1 && ti.name != "a.position_embd.weight"
-		if wantT := map[bool]tensorType{true: tensorF16, false: tensorF32}[half]; ti.typ != wantT {
-			t.Errorf("%s: type %v, want %v", ti.name, ti.typ, wantT)
+		half := strings.HasPrefix(ti.Name, "a.conv1d.") && strings.HasSuffix(ti.Name, ".weight") ||
+			len(ti.Shape) == 2 && ti.Shape[0] > 1 && ti.Name != "a.position_embd.weight"
+		if wantT := map[bool]gguf.TensorType{true: gguf.F16, false: gguf.F32}[half]; ti.Type != wantT {
+			t.Errorf("%s: type %v, want %v", ti.Name, ti.Type, wantT)
 		}
 	}
 }
@@ -123,8 +124,8 @@ func TestAudioProjectorWeightsFinite(t *testing.T) {
 	for _, dt := range []DType{F32, F16} {
 		path, f := writeTinyProjector(t, ProjectorOptions{Shape: tinyAudio(t), NEmbd: 64, Seed: 7, DType: dt})
 		data := readFile(t, path)
-		for _, ti := range f.tensors {
-			raw, err := tensorBytes(data, f, ti)
+		for _, ti := range f.Tensors {
+			raw, err := f.TensorData(data, ti)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,13 +136,13 @@ func TestAudioProjectorWeightsFinite(t *testing.T) {
 			var nonzero bool
 			for _, v := range vals {
 				if math.IsNaN(float64(v)) || math.Abs(float64(v)) > 1 {
-					t.Fatalf("%s %s: value %v", dt, ti.name, v)
+					t.Fatalf("%s %s: value %v", dt, ti.Name, v)
 				}
 				nonzero = nonzero || v != 0
 			}
-			zeroOK := strings.HasSuffix(ti.name, "ln1.bias") || strings.HasSuffix(ti.name, "ln2.bias") || ti.name == "a.post_ln.bias"
+			zeroOK := strings.HasSuffix(ti.Name, "ln1.bias") || strings.HasSuffix(ti.Name, "ln2.bias") || ti.Name == "a.post_ln.bias"
 			if !nonzero && !zeroOK {
-				t.Errorf("%s %s: all zero", dt, ti.name)
+				t.Errorf("%s %s: all zero", dt, ti.Name)
 			}
 		}
 	}
@@ -160,8 +161,8 @@ func TestAudioShape(t *testing.T) {
 		t.Error("IsAudio")
 	}
 	var n uint64
-	for _, t := range audioPlan(s, 64, tensorF32) {
-		n += t.elements()
+	for _, t := range audioPlan(s, 64, gguf.F32) {
+		n += t.Elements()
 	}
 	if n != 78272 {
 		t.Errorf("tiny-audio has %d parameters for D=64; doc.go says 78272", n)
@@ -209,7 +210,7 @@ func TestWriteWithAudioTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks, _ := f.lookup("tokenizer.ggml.tokens")
+	toks, _ := f.Lookup("tokenizer.ggml.tokens")
 	if tk := toks.([]string); len(tk) != 514 || tk[512] != "<|audio_bos|>" || tk[513] != "<|audio_eos|>" {
 		t.Errorf("%d tokens, last %q; want 514 ending with the markers at 512 and 513", len(tk), tk[len(tk)-2:])
 	}
@@ -393,10 +394,10 @@ func TestWriteWithContextLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := b.lookup("llama.context_length"); v != uint32(1024) {
+	if v, _ := b.Lookup("llama.context_length"); v != uint32(1024) {
 		t.Errorf("context_length %v (%T), want uint32 1024", v, v)
 	}
-	if len(a.kvs) != len(b.kvs) || len(a.tensors) != len(b.tensors) {
-		t.Errorf("%d keys, %d tensors; the base has %d, %d", len(b.kvs), len(b.tensors), len(a.kvs), len(a.tensors))
+	if len(a.KVs) != len(b.KVs) || len(a.Tensors) != len(b.Tensors) {
+		t.Errorf("%d keys, %d tensors; the base has %d, %d", len(b.KVs), len(b.Tensors), len(a.KVs), len(a.Tensors))
 	}
 }

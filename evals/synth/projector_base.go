@@ -2,11 +2,11 @@ package synth
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // IdeficsImageTokens are the tokens libmtmd's idefics3 template looks up
@@ -48,15 +48,11 @@ func WriteWithMarkerTokens(path, base string, s ProjectorShape) (added []string,
 // writeWithTokens writes base with those of want its vocabulary lacks
 // appended (see WriteWithImageTokens).
 func writeWithTokens(path, base string, want []string) (added []string, err error) {
-	bf, err := readGGUFFile(base)
+	bf, data, err := loadGGUF(base)
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(base)
-	if err != nil {
-		return nil, err
-	}
-	toks, _ := bf.lookup("tokenizer.ggml.tokens")
+	toks, _ := bf.Lookup("tokenizer.ggml.tokens")
 	tokens, ok := toks.([]string)
 	if !ok || len(tokens) == 0 {
 		return nil, fmt.Errorf("%s: no tokenizer.ggml.tokens", base)
@@ -67,8 +63,8 @@ func writeWithTokens(path, base string, want []string) (added []string, err erro
 		}
 	}
 	var v vocab
-	for _, e := range bf.kvs {
-		if strings.HasPrefix(e.key, "tokenizer.") {
+	for _, e := range bf.KVs {
+		if strings.HasPrefix(e.Key, "tokenizer.") {
 			v.kvs = append(v.kvs, e)
 		}
 	}
@@ -77,43 +73,43 @@ func writeWithTokens(path, base string, want []string) (added []string, err erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", base, err)
 	}
-	arch, _ := bf.lookup("general.architecture")
+	arch, _ := bf.Lookup("general.architecture")
 	archName, _ := arch.(string)
-	var kvs []kv
-	for _, e := range bf.kvs {
+	var kvs []gguf.KV
+	for _, e := range bf.KVs {
 		switch {
-		case e.key == "general.alignment":
+		case e.Key == "general.alignment":
 			continue
-		case strings.HasPrefix(e.key, "tokenizer."):
-			i := slices.IndexFunc(nv.kvs, func(n kv) bool { return n.key == e.key })
+		case strings.HasPrefix(e.Key, "tokenizer."):
+			i := slices.IndexFunc(nv.kvs, func(n gguf.KV) bool { return n.Key == e.Key })
 			e = nv.kvs[i]
-		case archName != "" && e.key == archName+".vocab_size":
-			switch n := e.value.(type) {
+		case archName != "" && e.Key == archName+".vocab_size":
+			switch n := e.Value.(type) {
 			case uint32:
-				e.value = uint32(nv.size)
+				e.Value = uint32(nv.size)
 			case int32:
-				e.value = int32(nv.size)
+				e.Value = int32(nv.size)
 			case uint64:
-				e.value = uint64(nv.size)
+				e.Value = uint64(nv.size)
 			default:
-				return nil, fmt.Errorf("%s: %s is a %T", base, e.key, n)
+				return nil, fmt.Errorf("%s: %s is a %T", base, e.Key, n)
 			}
 		}
 		kvs = append(kvs, e)
 	}
-	var tensors []tensorData
-	for _, t := range bf.tensors {
-		raw, err := tensorBytes(data, bf, t)
+	var tensors []gguf.Tensor
+	for _, t := range bf.Tensors {
+		raw, err := bf.TensorData(data, t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", base, err)
 		}
 		nt := t
-		if (t.name == "token_embd.weight" || t.name == "output.weight") && len(t.shape) == 2 && t.shape[1] == uint64(v.size) {
+		if (t.Name == "token_embd.weight" || t.Name == "output.weight") && len(t.Shape) == 2 && t.Shape[1] == uint64(v.size) {
 			rowBytes := len(raw) / v.size
-			nt.shape = []uint64{t.shape[0], uint64(nv.size)}
+			nt.Shape = []uint64{t.Shape[0], uint64(nv.size)}
 			raw = append(slices.Clip(raw), make([]byte, rowBytes*len(added))...)
 		}
-		tensors = append(tensors, tensorData{tensorInfo: nt, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+		tensors = append(tensors, nt.WithData(raw))
 	}
 	if _, err := writeGGUFFile(path, kvs, tensors); err != nil {
 		return nil, err
@@ -139,30 +135,26 @@ func hasPiece(tokens []string, piece string) bool {
 // -c 1024). Nothing else changes: the model computes every position as
 // before (its RoPE has no scaling that depends on the trained length).
 func WriteWithContextLength(path, base string, n int) error {
-	bf, err := readGGUFFile(base)
+	bf, data, err := loadGGUF(base)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(base)
-	if err != nil {
-		return err
-	}
-	arch, _ := bf.lookup("general.architecture")
+	arch, _ := bf.Lookup("general.architecture")
 	archName, _ := arch.(string)
 	found := false
-	var kvs []kv
-	for _, e := range bf.kvs {
+	var kvs []gguf.KV
+	for _, e := range bf.KVs {
 		switch {
-		case e.key == "general.alignment":
+		case e.Key == "general.alignment":
 			continue
-		case archName != "" && e.key == archName+".context_length":
-			switch e.value.(type) {
+		case archName != "" && e.Key == archName+".context_length":
+			switch e.Value.(type) {
 			case uint32:
-				e.value = uint32(n)
+				e.Value = uint32(n)
 			case uint64:
-				e.value = uint64(n)
+				e.Value = uint64(n)
 			default:
-				return fmt.Errorf("%s: %s is a %T", base, e.key, e.value)
+				return fmt.Errorf("%s: %s is a %T", base, e.Key, e.Value)
 			}
 			found = true
 		}
@@ -171,13 +163,13 @@ func WriteWithContextLength(path, base string, n int) error {
 	if !found {
 		return fmt.Errorf("%s: no %s.context_length", base, archName)
 	}
-	var tensors []tensorData
-	for _, t := range bf.tensors {
-		raw, err := tensorBytes(data, bf, t)
+	var tensors []gguf.Tensor
+	for _, t := range bf.Tensors {
+		raw, err := bf.TensorData(data, t)
 		if err != nil {
 			return fmt.Errorf("%s: %w", base, err)
 		}
-		tensors = append(tensors, tensorData{tensorInfo: t, write: func(w io.Writer) error { _, err := w.Write(raw); return err }})
+		tensors = append(tensors, t.WithData(raw))
 	}
 	_, err = writeGGUFFile(path, kvs, tensors)
 	return err

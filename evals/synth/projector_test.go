@@ -16,10 +16,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/gguf"
 	"github.com/llmserve/llmserve/models/stories260k"
 )
 
-func writeTinyProjector(t *testing.T, o ProjectorOptions) (string, *ggufFile) {
+func writeTinyProjector(t *testing.T, o ProjectorOptions) (string, *gguf.File) {
 	t.Helper()
 	if o.Shape.Name == "" {
 		s, err := LookupProjectorShape("tiny")
@@ -64,7 +65,7 @@ func TestProjectorRoundTrip(t *testing.T) {
 		"clip.vision.preproc_image_size":           uint32(64),
 	}
 	for k, v := range want {
-		got, ok := f.lookup(k)
+		got, ok := f.Lookup(k)
 		if !ok || !reflect.DeepEqual(got, v) {
 			t.Errorf("%s = %#v, want %#v", k, got, v)
 		}
@@ -92,17 +93,17 @@ func TestProjectorRoundTrip(t *testing.T) {
 		shapes[b+"ffn_down.weight"] = []uint64{256, 64}
 		shapes[b+"ffn_down.bias"] = []uint64{64}
 	}
-	if len(f.tensors) != len(shapes) {
-		t.Errorf("%d tensors, want %d", len(f.tensors), len(shapes))
+	if len(f.Tensors) != len(shapes) {
+		t.Errorf("%d tensors, want %d", len(f.Tensors), len(shapes))
 	}
-	for _, ti := range f.tensors {
-		s, ok := shapes[ti.name]
-		if !ok || !reflect.DeepEqual(ti.shape, s) {
-			t.Errorf("%s: shape %v, want %v", ti.name, ti.shape, s)
+	for _, ti := range f.Tensors {
+		s, ok := shapes[ti.Name]
+		if !ok || !reflect.DeepEqual(ti.Shape, s) {
+			t.Errorf("%s: shape %v, want %v", ti.Name, ti.Shape, s)
 		}
-		matrix := len(ti.shape) == 2 && ti.name != "v.position_embd.weight"
-		if wantT := map[bool]tensorType{true: tensorF16, false: tensorF32}[matrix]; ti.typ != wantT {
-			t.Errorf("%s: type %v, want %v", ti.name, ti.typ, wantT)
+		matrix := len(ti.Shape) == 2 && ti.Name != "v.position_embd.weight"
+		if wantT := map[bool]gguf.TensorType{true: gguf.F16, false: gguf.F32}[matrix]; ti.Type != wantT {
+			t.Errorf("%s: type %v, want %v", ti.Name, ti.Type, wantT)
 		}
 	}
 }
@@ -133,8 +134,8 @@ func TestProjectorWeightsFinite(t *testing.T) {
 	for _, dt := range []DType{F32, F16} {
 		path, f := writeTinyProjector(t, ProjectorOptions{NEmbd: 64, Seed: 7, DType: dt})
 		data := readFile(t, path)
-		for _, ti := range f.tensors {
-			raw, err := tensorBytes(data, f, ti)
+		for _, ti := range f.Tensors {
+			raw, err := f.TensorData(data, ti)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,12 +146,12 @@ func TestProjectorWeightsFinite(t *testing.T) {
 			var nonzero bool
 			for _, v := range vals {
 				if math.IsNaN(float64(v)) || math.Abs(float64(v)) > 1 {
-					t.Fatalf("%s %s: value %v", dt, ti.name, v)
+					t.Fatalf("%s %s: value %v", dt, ti.Name, v)
 				}
 				nonzero = nonzero || v != 0
 			}
-			if !nonzero && !strings.HasSuffix(ti.name, "ln1.bias") && !strings.HasSuffix(ti.name, "ln2.bias") && ti.name != "v.post_ln.bias" {
-				t.Errorf("%s %s: all zero", dt, ti.name)
+			if !nonzero && !strings.HasSuffix(ti.Name, "ln1.bias") && !strings.HasSuffix(ti.Name, "ln2.bias") && ti.Name != "v.post_ln.bias" {
+				t.Errorf("%s %s: all zero", dt, ti.Name)
 			}
 		}
 	}
@@ -172,8 +173,8 @@ func TestProjectorTokens(t *testing.T) {
 		}
 	}
 	count := func(s ProjectorShape, d int) (n uint64) {
-		for _, t := range projectorPlan(s, d, tensorF32) {
-			n += t.elements()
+		for _, t := range projectorPlan(s, d, gguf.F32) {
+			n += t.Elements()
 		}
 		return n
 	}
@@ -192,12 +193,12 @@ func TestProjectorBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, f := writeTinyProjector(t, ProjectorOptions{Base: base, Seed: 1})
-	if v, _ := f.lookup("clip.vision.projection_dim"); v != uint32(64) {
+	if v, _ := f.Lookup("clip.vision.projection_dim"); v != uint32(64) {
 		t.Errorf("projection_dim %v, want stories260K's 64", v)
 	}
-	for _, ti := range f.tensors {
-		if ti.name == "mm.model.fc.weight" && ti.shape[1] != 64 {
-			t.Errorf("fc: shape %v", ti.shape)
+	for _, ti := range f.Tensors {
+		if ti.Name == "mm.model.fc.weight" && ti.Shape[1] != 64 {
+			t.Errorf("fc: shape %v", ti.Shape)
 		}
 	}
 	s, _ := LookupProjectorShape("tiny")
@@ -228,21 +229,21 @@ func TestWriteWithImageTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks, _ := f.lookup("tokenizer.ggml.tokens")
+	toks, _ := f.Lookup("tokenizer.ggml.tokens")
 	if n := len(toks.([]string)); n != 515 {
 		t.Errorf("%d tokens, want 515", n)
 	}
 	data := readFile(t, out)
-	for _, ti := range f.tensors {
-		if ti.name != "token_embd.weight" && ti.name != "output.weight" {
+	for _, ti := range f.Tensors {
+		if ti.Name != "token_embd.weight" && ti.Name != "output.weight" {
 			continue
 		}
-		if ti.shape[1] != 515 {
-			t.Errorf("%s: shape %v", ti.name, ti.shape)
+		if ti.Shape[1] != 515 {
+			t.Errorf("%s: shape %v", ti.Name, ti.Shape)
 		}
-		raw, _ := tensorBytes(data, f, ti)
+		raw, _ := f.TensorData(data, ti)
 		if tail := raw[len(raw)/515*512:]; !bytes.Equal(tail, make([]byte, len(tail))) {
-			t.Errorf("%s: added rows are not zero", ti.name)
+			t.Errorf("%s: added rows are not zero", ti.Name)
 		}
 	}
 	if sha := sha256Hex(data); sha != readGolden(t).TextModel.SHA256 {

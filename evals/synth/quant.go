@@ -7,24 +7,25 @@ import (
 	"math"
 
 	"github.com/llmserve/llmserve/float16"
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // q8_0 is ggml's block_q8_0: 32 elements as an IEEE half-precision scale d
 // followed by 32 int8 quants q, the value of element i being d*q[i].
 const (
-	q8BlockLen   = 32
-	q8BlockBytes = 2 + q8BlockLen
+	q8BlockLen   = gguf.Q8BlockLen
+	q8BlockBytes = gguf.Q8BlockBytes
 )
 
 // writeRow writes row to w encoded as typ (F32, F16 or Q8_0), reusing
 // buf's memory; it returns buf for the next row.
-func writeRow(w io.Writer, buf []byte, row []float32, typ tensorType) ([]byte, error) {
+func writeRow(w io.Writer, buf []byte, row []float32, typ gguf.TensorType) ([]byte, error) {
 	switch typ {
-	case tensorF32:
+	case gguf.F32:
 		buf = appendF32(buf[:0], row)
-	case tensorF16:
+	case gguf.F16:
 		buf = appendF16(buf[:0], row)
-	case tensorQ8_0:
+	case gguf.Q8_0:
 		buf = appendQ8_0(buf[:0], row)
 	default:
 		return buf, fmt.Errorf("cannot write type %v", typ)

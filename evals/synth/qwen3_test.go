@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // TestWriteQwen3Layout checks the qwen3 architecture: qwen3.* keys, the
@@ -15,7 +17,7 @@ func TestWriteQwen3Layout(t *testing.T) {
 	const nVocab = 40
 	q := tiny
 	q.Arch = "qwen3"
-	vocabKV := append(vocabKVs(nVocab), kv{"tokenizer.chat_template.rerank", "old {query} {document}"})
+	vocabKV := append(vocabKVs(nVocab), gguf.KV{Key: "tokenizer.chat_template.rerank", Value: "old {query} {document}"})
 	vocab := writeFile(t, vocabKV)
 	for _, tc := range []struct {
 		name     string
@@ -27,12 +29,12 @@ func TestWriteQwen3Layout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, f := mustWrite(t, Options{Shape: q, DType: F32, VocabPath: vocab, Seed: 3, RerankLabels: tc.labels, RerankTemplate: tc.template})
-			if v, _ := f.lookup("general.architecture"); v != "qwen3" {
+			if v, _ := f.Lookup("general.architecture"); v != "qwen3" {
 				t.Errorf("architecture %v", v)
 			}
-			for _, e := range f.kvs {
-				if strings.HasPrefix(e.key, "llama.") {
-					t.Errorf("llama key %s in a qwen3 model", e.key)
+			for _, e := range f.KVs {
+				if strings.HasPrefix(e.Key, "llama.") {
+					t.Errorf("llama key %s in a qwen3 model", e.Key)
 				}
 			}
 			for key, want := range map[string]any{
@@ -40,16 +42,16 @@ func TestWriteQwen3Layout(t *testing.T) {
 				"qwen3.attention.head_count": uint32(4),
 				"qwen3.block_count":          uint32(2),
 			} {
-				if v, _ := f.lookup(key); !reflect.DeepEqual(v, want) {
+				if v, _ := f.Lookup(key); !reflect.DeepEqual(v, want) {
 					t.Errorf("%s = %v, want %v", key, v, want)
 				}
 			}
-			pool, hasPool := f.lookup("qwen3.pooling_type")
-			labels, _ := f.lookup("qwen3.classifier.output_labels")
-			tmpl, _ := f.lookup("tokenizer.chat_template.rerank")
+			pool, hasPool := f.Lookup("qwen3.pooling_type")
+			labels, _ := f.Lookup("qwen3.classifier.output_labels")
+			tmpl, _ := f.Lookup("tokenizer.chat_template.rerank")
 			n := 0
-			for _, e := range f.kvs {
-				if e.key == "tokenizer.chat_template.rerank" {
+			for _, e := range f.KVs {
+				if e.Key == "tokenizer.chat_template.rerank" {
 					n++
 				}
 			}
@@ -57,8 +59,8 @@ func TestWriteQwen3Layout(t *testing.T) {
 				t.Errorf("%d rerank templates", n)
 			}
 			shapes := map[string][]uint64{}
-			for _, ti := range f.tensors {
-				shapes[ti.name] = ti.shape
+			for _, ti := range f.Tensors {
+				shapes[ti.Name] = ti.Shape
 			}
 			for i := range 2 {
 				for _, name := range []string{"attn_q_norm", "attn_k_norm"} {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Shape is the architecture of a model, everything that decides its compute
@@ -140,14 +142,14 @@ func ParseDType(s string) (DType, error) {
 }
 
 // tensorType is the ggml type of the matrices.
-func (d DType) tensorType() tensorType {
+func (d DType) tensorType() gguf.TensorType {
 	switch d {
 	case F16:
-		return tensorF16
+		return gguf.F16
 	case Q8_0:
-		return tensorQ8_0
+		return gguf.Q8_0
 	}
-	return tensorF32
+	return gguf.F32
 }
 
 // fileType is the llama_ftype written as general.file_type.

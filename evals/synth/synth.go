@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Options says what Write writes.
@@ -102,10 +104,10 @@ func Write(path string, opts Options) (sum Summary, err error) {
 	}
 	kvs := metadata(opts, vocab)
 	tensors, fallback := plan(opts.Shape, opts.DType, vocab.size, len(opts.RerankLabels))
-	data := make([]tensorData, len(tensors))
+	data := make([]gguf.Tensor, len(tensors))
 	for i, t := range tensors {
-		data[i] = tensorData{tensorInfo: t, write: weights(t, opts.Seed)}
-		sum.Params += t.elements()
+		data[i] = gguf.Tensor{TensorInfo: t, Write: weights(t, opts.Seed)}
+		sum.Params += t.Elements()
 	}
 
 	n, err := writeGGUFFile(path, kvs, data)
@@ -119,7 +121,7 @@ func Write(path string, opts Options) (sum Summary, err error) {
 // writeGGUFFile writes a GGUF file to path and returns its size. The file is
 // written under a temporary name in the same directory and renamed into
 // place when complete, so path never holds a partial file.
-func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err error) {
+func writeGGUFFile(path string, kvs []gguf.KV, tensors []gguf.Tensor) (n int64, err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return 0, err
@@ -131,7 +133,7 @@ func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err er
 			err = errors.Join(err, os.Remove(tmp.Name()))
 		}
 	}()
-	if err = writeGGUF(tmp, kvs, tensors); err != nil {
+	if err = gguf.Write(tmp, kvs, tensors); err != nil {
 		return 0, fmt.Errorf("write %s: %w", path, err)
 	}
 	st, err := tmp.Stat()
@@ -152,8 +154,8 @@ func writeGGUFFile(path string, kvs []kv, tensors []tensorData) (n int64, err er
 
 // vocab is the tokenizer metadata of a GGUF file.
 type vocab struct {
-	kvs  []kv // the tokenizer.* entries, in file order
-	size int  // len(tokenizer.ggml.tokens)
+	kvs  []gguf.KV // the tokenizer.* entries, in file order
+	size int       // len(tokenizer.ggml.tokens)
 }
 
 // withAdded returns v with the tokens added at its end as user-defined
@@ -165,24 +167,24 @@ func (v vocab) withAdded(added []string) (vocab, error) {
 	out := vocab{size: v.size + len(added)}
 	sawType := false
 	for _, e := range v.kvs {
-		switch e.key {
+		switch e.Key {
 		case "tokenizer.ggml.tokens":
-			toks := e.value.([]string) // checked by readVocab
+			toks := e.Value.([]string) // checked by readVocab
 			for _, a := range added {
 				if a == "" || slices.Contains(toks, a) {
 					return v, fmt.Errorf("added token %q is empty or already in the vocabulary", a)
 				}
 			}
-			e.value = slices.Concat(toks, added)
+			e.Value = slices.Concat(toks, added)
 		case "tokenizer.ggml.token_type":
 			sawType = true
-			types := slices.Clone(e.value.([]int32))
+			types := slices.Clone(e.Value.([]int32))
 			for range added {
 				types = append(types, 4) // LLAMA_TOKEN_TYPE_USER_DEFINED
 			}
-			e.value = types
+			e.Value = types
 		case "tokenizer.ggml.scores":
-			e.value = slices.Concat(e.value.([]float32), make([]float32, len(added)))
+			e.Value = slices.Concat(e.Value.([]float32), make([]float32, len(added)))
 		}
 		out.kvs = append(out.kvs, e)
 	}
@@ -205,28 +207,28 @@ func readVocab(path string) (vocab, error) {
 		return v, fmt.Errorf("vocabulary: %w", err)
 	}
 	defer f.Close() //nolint:errcheck // read only
-	g, err := readGGUF(f)
+	g, err := gguf.Read(f)
 	if err != nil {
 		return v, fmt.Errorf("vocabulary %s: %w", path, err)
 	}
-	for _, e := range g.kvs {
-		if strings.HasPrefix(e.key, "tokenizer.") {
+	for _, e := range g.KVs {
+		if strings.HasPrefix(e.Key, "tokenizer.") {
 			v.kvs = append(v.kvs, e)
 		}
 	}
-	if m, _ := g.lookup("tokenizer.ggml.model"); m == nil {
+	if m, _ := g.Lookup("tokenizer.ggml.model"); m == nil {
 		return v, fmt.Errorf("vocabulary %s: no tokenizer.ggml.model", path)
 	} else if _, ok := m.(string); !ok {
 		return v, fmt.Errorf("vocabulary %s: tokenizer.ggml.model is a %T, not a string", path, m)
 	}
-	toks, _ := g.lookup("tokenizer.ggml.tokens")
+	toks, _ := g.Lookup("tokenizer.ggml.tokens")
 	tokens, ok := toks.([]string)
 	if !ok || len(tokens) == 0 {
 		return v, fmt.Errorf("vocabulary %s: tokenizer.ggml.tokens is not a non-empty string array", path)
 	}
 	v.size = len(tokens)
 	for key, want := range map[string]string{"tokenizer.ggml.scores": "[]float32", "tokenizer.ggml.token_type": "[]int32"} {
-		a, ok := g.lookup(key)
+		a, ok := g.Lookup(key)
 		if !ok {
 			continue
 		}
@@ -249,7 +251,7 @@ func readVocab(path string) (vocab, error) {
 // labels), then the vocabulary's tokenizer.* entries (and the rerank
 // template). Types are the ones llama.cpp requires (uint32 counts, float32
 // constants).
-func metadata(o Options, v vocab) []kv {
+func metadata(o Options, v vocab) []gguf.KV {
 	s := o.Shape
 	ctx := s.Context
 	if o.Context > 0 {
@@ -257,46 +259,46 @@ func metadata(o Options, v vocab) []kv {
 	}
 	u := func(n int) uint32 { return uint32(n) }
 	a := s.arch()
-	kvs := []kv{
-		{"general.architecture", s.arch()},
-		{"general.type", "model"},
-		{"general.name", "synth " + s.Name + " " + string(o.DType)},
-		{"general.description", fmt.Sprintf("dummy weights (llmserve synth, seed %d) with the shape of %s: for speed measurements only", o.Seed, s.Of)},
-		{"general.file_type", o.DType.fileType()},
+	kvs := []gguf.KV{
+		{Key: "general.architecture", Value: s.arch()},
+		{Key: "general.type", Value: "model"},
+		{Key: "general.name", Value: "synth " + s.Name + " " + string(o.DType)},
+		{Key: "general.description", Value: fmt.Sprintf("dummy weights (llmserve synth, seed %d) with the shape of %s: for speed measurements only", o.Seed, s.Of)},
+		{Key: "general.file_type", Value: o.DType.fileType()},
 	}
 	if o.DType == Q8_0 {
-		kvs = append(kvs, kv{"general.quantization_version", uint32(2)}) // GGML_QNT_VERSION
+		kvs = append(kvs, gguf.KV{Key: "general.quantization_version", Value: uint32(2)}) // GGML_QNT_VERSION
 	}
 	kvs = append(kvs,
-		kv{a + ".vocab_size", u(v.size)},
-		kv{a + ".context_length", u(ctx)},
-		kv{a + ".embedding_length", u(s.Embd)},
-		kv{a + ".block_count", u(s.Layers)},
-		kv{a + ".feed_forward_length", u(s.FF)},
-		kv{a + ".rope.dimension_count", u(s.headDim())},
-		kv{a + ".attention.head_count", u(s.Heads)},
-		kv{a + ".attention.head_count_kv", u(s.HeadsKV)},
-		kv{a + ".rope.freq_base", s.RopeTheta},
-		kv{a + ".attention.layer_norm_rms_epsilon", s.RMSEps},
+		gguf.KV{Key: a + ".vocab_size", Value: u(v.size)},
+		gguf.KV{Key: a + ".context_length", Value: u(ctx)},
+		gguf.KV{Key: a + ".embedding_length", Value: u(s.Embd)},
+		gguf.KV{Key: a + ".block_count", Value: u(s.Layers)},
+		gguf.KV{Key: a + ".feed_forward_length", Value: u(s.FF)},
+		gguf.KV{Key: a + ".rope.dimension_count", Value: u(s.headDim())},
+		gguf.KV{Key: a + ".attention.head_count", Value: u(s.Heads)},
+		gguf.KV{Key: a + ".attention.head_count_kv", Value: u(s.HeadsKV)},
+		gguf.KV{Key: a + ".rope.freq_base", Value: s.RopeTheta},
+		gguf.KV{Key: a + ".attention.layer_norm_rms_epsilon", Value: s.RMSEps},
 	)
 	if len(o.RerankLabels) > 0 {
 		kvs = append(kvs,
-			kv{a + ".pooling_type", uint32(4)}, // LLAMA_POOLING_TYPE_RANK
-			kv{a + ".classifier.output_labels", slices.Clone(o.RerankLabels)},
+			gguf.KV{Key: a + ".pooling_type", Value: uint32(4)}, // LLAMA_POOLING_TYPE_RANK
+			gguf.KV{Key: a + ".classifier.output_labels", Value: slices.Clone(o.RerankLabels)},
 		)
 	}
 	for _, e := range v.kvs {
-		if o.RerankTemplate != "" && e.key == "tokenizer.chat_template.rerank" ||
-			o.ChatTemplate != "" && e.key == "tokenizer.chat_template" {
+		if o.RerankTemplate != "" && e.Key == "tokenizer.chat_template.rerank" ||
+			o.ChatTemplate != "" && e.Key == "tokenizer.chat_template" {
 			continue
 		}
 		kvs = append(kvs, e)
 	}
 	if o.ChatTemplate != "" {
-		kvs = append(kvs, kv{"tokenizer.chat_template", o.ChatTemplate})
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template", Value: o.ChatTemplate})
 	}
 	if o.RerankTemplate != "" {
-		kvs = append(kvs, kv{"tokenizer.chat_template.rerank", o.RerankTemplate})
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template.rerank", Value: o.RerankTemplate})
 	}
 	return kvs
 }
@@ -306,21 +308,21 @@ func metadata(o Options, v vocab) []kv {
 // llama.cpp's loader checks (ggml order: row length first), and the
 // matrices that fall back to F16 because dt is Q8_0 and their rows are not
 // whole blocks.
-func plan(s Shape, dt DType, nVocab, nLabels int) (ts []tensorInfo, fallback []string) {
+func plan(s Shape, dt DType, nVocab, nLabels int) (ts []gguf.TensorInfo, fallback []string) {
 	embd, ff, kvDim := uint64(s.Embd), uint64(s.FF), uint64(s.headDim()*s.HeadsKV)
 	qwen3 := s.arch() == "qwen3"
 	vocab := uint64(nVocab)
 	vector := func(name string, n uint64) {
-		ts = append(ts, tensorInfo{name: name, shape: []uint64{n}, typ: tensorF32})
+		ts = append(ts, gguf.TensorInfo{Name: name, Shape: []uint64{n}, Type: gguf.F32})
 	}
 	norm := func(name string) { vector(name, embd) }
 	matrix := func(name string, rowLen, rows uint64) {
 		typ := dt.tensorType()
-		if be, _ := typ.blockSize(); rowLen%be != 0 {
-			typ = tensorF16
+		if be, _ := typ.BlockSize(); rowLen%be != 0 {
+			typ = gguf.F16
 			fallback = append(fallback, name)
 		}
-		ts = append(ts, tensorInfo{name: name, shape: []uint64{rowLen, rows}, typ: typ})
+		ts = append(ts, gguf.TensorInfo{Name: name, Shape: []uint64{rowLen, rows}, Type: typ})
 	}
 	matrix("token_embd.weight", embd, vocab)
 	for i := range s.Layers {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // tiny is a small llama shape whose widths are all whole Q8_0 blocks.
@@ -23,7 +25,7 @@ var tiny = Shape{
 // the style of llama.cpp's models/ggml-vocab-*.gguf: some model keys, which
 // synth must not copy, and the tokenizer, with a uint8 array to check that
 // uncommon types survive.
-func vocabKVs(n int) []kv {
+func vocabKVs(n int) []gguf.KV {
 	tokens := make([]string, n)
 	scores := make([]float32, n)
 	types := make([]int32, n)
@@ -32,24 +34,24 @@ func vocabKVs(n int) []kv {
 	}
 	tokens[0], tokens[1], tokens[2] = "<unk>", "<s>", "</s>"
 	types[0], types[1], types[2] = 2, 3, 3
-	return []kv{
-		{"general.architecture", "llama"},
-		{"general.name", "test-vocab"},
-		{"llama.context_length", uint32(4096)},
-		{"llama.embedding_length", uint32(4096)},
-		{"tokenizer.ggml.model", "llama"},
-		{"tokenizer.ggml.pre", "default"},
-		{"tokenizer.ggml.tokens", tokens},
-		{"tokenizer.ggml.scores", scores},
-		{"tokenizer.ggml.token_type", types},
-		{"tokenizer.ggml.bos_token_id", uint32(1)},
-		{"tokenizer.ggml.eos_token_id", uint32(2)},
-		{"tokenizer.ggml.add_bos_token", true},
-		{"tokenizer.ggml.precompiled_charsmap", []uint8{1, 2, 3}},
+	return []gguf.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.name", Value: "test-vocab"},
+		{Key: "llama.context_length", Value: uint32(4096)},
+		{Key: "llama.embedding_length", Value: uint32(4096)},
+		{Key: "tokenizer.ggml.model", Value: "llama"},
+		{Key: "tokenizer.ggml.pre", Value: "default"},
+		{Key: "tokenizer.ggml.tokens", Value: tokens},
+		{Key: "tokenizer.ggml.scores", Value: scores},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(2)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: true},
+		{Key: "tokenizer.ggml.precompiled_charsmap", Value: []uint8{1, 2, 3}},
 	}
 }
 
-func writeFile(t testing.TB, kvs []kv) string {
+func writeFile(t testing.TB, kvs []gguf.KV) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "vocab.gguf")
 	if err := os.WriteFile(path, encode(t, kvs, nil), 0o644); err != nil {
@@ -60,7 +62,7 @@ func writeFile(t testing.TB, kvs []kv) string {
 
 func writeVocab(t testing.TB, n int) string { return writeFile(t, vocabKVs(n)) }
 
-func mustWrite(t testing.TB, opts Options) (Summary, []byte, *ggufFile) {
+func mustWrite(t testing.TB, opts Options) (Summary, []byte, *gguf.File) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "model.gguf")
 	sum, err := Write(path, opts)
@@ -71,7 +73,7 @@ func mustWrite(t testing.TB, opts Options) (Summary, []byte, *ggufFile) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := readGGUF(bytes.NewReader(b))
+	f, err := gguf.Read(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,19 +81,19 @@ func mustWrite(t testing.TB, opts Options) (Summary, []byte, *ggufFile) {
 }
 
 // data returns the bytes of the named tensor.
-func data(t testing.TB, b []byte, f *ggufFile, name string) (tensorInfo, []byte) {
+func data(t testing.TB, b []byte, f *gguf.File, name string) (gguf.TensorInfo, []byte) {
 	t.Helper()
-	for _, ti := range f.tensors {
-		if ti.name == name {
-			size, err := ti.size()
+	for _, ti := range f.Tensors {
+		if ti.Name == name {
+			size, err := ti.Size()
 			if err != nil {
 				t.Fatal(err)
 			}
-			return ti, b[f.dataOffset+int64(ti.offset):][:size]
+			return ti, b[f.DataOffset+int64(ti.Offset):][:size]
 		}
 	}
 	t.Fatalf("no tensor %q", name)
-	return tensorInfo{}, nil
+	return gguf.TensorInfo{}, nil
 }
 
 func TestWriteLlamaLayout(t *testing.T) {
@@ -102,31 +104,31 @@ func TestWriteLlamaLayout(t *testing.T) {
 			sum, b, f := mustWrite(t, Options{Shape: tiny, DType: dt, VocabPath: vocab, Seed: 7})
 
 			// Metadata: exact keys, order, types and values.
-			want := []kv{
-				{"general.architecture", "llama"},
-				{"general.type", "model"},
-				{"general.name", "synth tiny " + string(dt)},
-				{"general.description", "dummy weights (llmserve synth, seed 7) with the shape of a test: for speed measurements only"},
-				{"general.file_type", map[DType]uint32{F32: 0, F16: 1, Q8_0: 7}[dt]},
+			want := []gguf.KV{
+				{Key: "general.architecture", Value: "llama"},
+				{Key: "general.type", Value: "model"},
+				{Key: "general.name", Value: "synth tiny " + string(dt)},
+				{Key: "general.description", Value: "dummy weights (llmserve synth, seed 7) with the shape of a test: for speed measurements only"},
+				{Key: "general.file_type", Value: map[DType]uint32{F32: 0, F16: 1, Q8_0: 7}[dt]},
 			}
 			if dt == Q8_0 {
-				want = append(want, kv{"general.quantization_version", uint32(2)})
+				want = append(want, gguf.KV{Key: "general.quantization_version", Value: uint32(2)})
 			}
 			want = append(want,
-				kv{"llama.vocab_size", uint32(nVocab)},
-				kv{"llama.context_length", uint32(256)},
-				kv{"llama.embedding_length", uint32(64)},
-				kv{"llama.block_count", uint32(2)},
-				kv{"llama.feed_forward_length", uint32(96)},
-				kv{"llama.rope.dimension_count", uint32(16)},
-				kv{"llama.attention.head_count", uint32(4)},
-				kv{"llama.attention.head_count_kv", uint32(2)},
-				kv{"llama.rope.freq_base", float32(10000)},
-				kv{"llama.attention.layer_norm_rms_epsilon", float32(1e-6)},
+				gguf.KV{Key: "llama.vocab_size", Value: uint32(nVocab)},
+				gguf.KV{Key: "llama.context_length", Value: uint32(256)},
+				gguf.KV{Key: "llama.embedding_length", Value: uint32(64)},
+				gguf.KV{Key: "llama.block_count", Value: uint32(2)},
+				gguf.KV{Key: "llama.feed_forward_length", Value: uint32(96)},
+				gguf.KV{Key: "llama.rope.dimension_count", Value: uint32(16)},
+				gguf.KV{Key: "llama.attention.head_count", Value: uint32(4)},
+				gguf.KV{Key: "llama.attention.head_count_kv", Value: uint32(2)},
+				gguf.KV{Key: "llama.rope.freq_base", Value: float32(10000)},
+				gguf.KV{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-6)},
 			)
 			want = append(want, vocabKVs(nVocab)[4:]...)
-			if !reflect.DeepEqual(f.kvs, want) {
-				t.Errorf("metadata:\n got %v\nwant %v", f.kvs, want)
+			if !reflect.DeepEqual(f.KVs, want) {
+				t.Errorf("metadata:\n got %v\nwant %v", f.KVs, want)
 			}
 
 			// Tensors: llama.cpp's names and dimensions, in order, aligned
@@ -135,43 +137,43 @@ func TestWriteLlamaLayout(t *testing.T) {
 			type tensor struct {
 				name  string
 				shape []uint64
-				typ   tensorType
+				typ   gguf.TensorType
 			}
 			wantT := []tensor{{"token_embd.weight", []uint64{64, nVocab}, mat}}
 			for i := range 2 {
 				p := fmt.Sprintf("blk.%d.", i)
 				wantT = append(wantT,
-					tensor{p + "attn_norm.weight", []uint64{64}, tensorF32},
+					tensor{p + "attn_norm.weight", []uint64{64}, gguf.F32},
 					tensor{p + "attn_q.weight", []uint64{64, 64}, mat},
 					tensor{p + "attn_k.weight", []uint64{64, 32}, mat},
 					tensor{p + "attn_v.weight", []uint64{64, 32}, mat},
 					tensor{p + "attn_output.weight", []uint64{64, 64}, mat},
-					tensor{p + "ffn_norm.weight", []uint64{64}, tensorF32},
+					tensor{p + "ffn_norm.weight", []uint64{64}, gguf.F32},
 					tensor{p + "ffn_gate.weight", []uint64{64, 96}, mat},
 					tensor{p + "ffn_up.weight", []uint64{64, 96}, mat},
 					tensor{p + "ffn_down.weight", []uint64{96, 64}, mat},
 				)
 			}
-			wantT = append(wantT, tensor{"output_norm.weight", []uint64{64}, tensorF32}, tensor{"output.weight", []uint64{64, nVocab}, mat})
+			wantT = append(wantT, tensor{"output_norm.weight", []uint64{64}, gguf.F32}, tensor{"output.weight", []uint64{64, nVocab}, mat})
 			var gotT []tensor
 			var end, params uint64
-			for _, ti := range f.tensors {
-				gotT = append(gotT, tensor{ti.name, ti.shape, ti.typ})
-				if ti.offset%32 != 0 || ti.offset < end {
-					t.Errorf("%s at offset %d (previous ends at %d)", ti.name, ti.offset, end)
+			for _, ti := range f.Tensors {
+				gotT = append(gotT, tensor{ti.Name, ti.Shape, ti.Type})
+				if ti.Offset%32 != 0 || ti.Offset < end {
+					t.Errorf("%s at offset %d (previous ends at %d)", ti.Name, ti.Offset, end)
 				}
-				size, err := ti.size()
+				size, err := ti.Size()
 				if err != nil {
 					t.Fatal(err)
 				}
-				end = ti.offset + size
-				params += ti.elements()
+				end = ti.Offset + size
+				params += ti.Elements()
 			}
 			if !reflect.DeepEqual(gotT, wantT) {
 				t.Errorf("tensors:\n got %v\nwant %v", gotT, wantT)
 			}
-			if got := int64(len(b)); got != f.dataOffset+int64(end) || got != sum.Bytes {
-				t.Errorf("file is %d bytes, data ends at %d, summary says %d", got, f.dataOffset+int64(end), sum.Bytes)
+			if got := int64(len(b)); got != f.DataOffset+int64(end) || got != sum.Bytes {
+				t.Errorf("file is %d bytes, data ends at %d, summary says %d", got, f.DataOffset+int64(end), sum.Bytes)
 			}
 			if sum.Params != params || sum.Tensors != len(wantT) || sum.VocabSize != nVocab || len(sum.F16Fallback) != 0 {
 				t.Errorf("summary %+v, want %d params, %d tensors", sum, params, len(wantT))
@@ -241,7 +243,7 @@ func TestWriteIsDeterministic(t *testing.T) {
 
 func TestWriteContextOverride(t *testing.T) {
 	_, _, f := mustWrite(t, Options{Shape: tiny, DType: F16, VocabPath: writeVocab(t, 40), Context: 1234})
-	if v, _ := f.lookup("llama.context_length"); v != uint32(1234) {
+	if v, _ := f.Lookup("llama.context_length"); v != uint32(1234) {
 		t.Errorf("llama.context_length = %#v, want uint32(1234)", v)
 	}
 }
@@ -262,16 +264,16 @@ func TestQ8_0FallsBackToF16(t *testing.T) {
 	if !slices.Equal(sum.F16Fallback, want) {
 		t.Errorf("fallback %v, want %v", sum.F16Fallback, want)
 	}
-	for _, ti := range f.tensors {
-		wantT := tensorQ8_0
+	for _, ti := range f.Tensors {
+		wantT := gguf.Q8_0
 		switch {
-		case len(ti.shape) == 1:
-			wantT = tensorF32
-		case strings.HasSuffix(ti.name, "ffn_down.weight"):
-			wantT = tensorF16
+		case len(ti.Shape) == 1:
+			wantT = gguf.F32
+		case strings.HasSuffix(ti.Name, "ffn_down.weight"):
+			wantT = gguf.F16
 		}
-		if ti.typ != wantT {
-			t.Errorf("%s is %v, want %v", ti.name, ti.typ, wantT)
+		if ti.Type != wantT {
+			t.Errorf("%s is %v, want %v", ti.Name, ti.Type, wantT)
 		}
 	}
 	if sum.Params != 292800 {
@@ -300,7 +302,7 @@ func TestShapesMatchRealModels(t *testing.T) {
 		ts, _ := plan(s, F32, s.Vocab, 0)
 		var n uint64
 		for _, ti := range ts {
-			n += ti.elements()
+			n += ti.Elements()
 		}
 		if w := want[s.Name]; n != w.params || len(ts) != w.tensors {
 			t.Errorf("%s: %d params in %d tensors, want %d in %d", s.Name, n, len(ts), w.params, w.tensors)
@@ -316,8 +318,8 @@ func TestSmolLM2File(t *testing.T) {
 	}
 	s, _ := LookupShape("smollm2-135m")
 	sum, _, f := mustWrite(t, Options{Shape: s, DType: Q8_0, VocabPath: writeVocab(t, s.Vocab), Seed: 1})
-	if sum.Params != 134515008 || len(f.tensors) != 272 {
-		t.Errorf("%d params in %d tensors", sum.Params, len(f.tensors))
+	if sum.Params != 134515008 || len(f.Tensors) != 272 {
+		t.Errorf("%d params in %d tensors", sum.Params, len(f.Tensors))
 	}
 	// 134,515,008 weights of which 17,856 norm weights in F32, the rest in
 	// Q8_0 at 34/32 bytes each, plus the header and alignment.
@@ -335,11 +337,11 @@ func TestWriteRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	without := func(key string) string {
-		kvs := slices.DeleteFunc(vocabKVs(40), func(e kv) bool { return e.key == key })
+		kvs := slices.DeleteFunc(vocabKVs(40), func(e gguf.KV) bool { return e.Key == key })
 		return writeFile(t, kvs)
 	}
 	badScores := vocabKVs(40)
-	badScores[7].value = []float32{1, 2}
+	badScores[7].Value = []float32{1, 2}
 	badShape := tiny
 	badShape.Heads = 5
 	gqa := tiny
@@ -386,18 +388,18 @@ func TestAddedTokensAndTemplate(t *testing.T) {
 		t.Fatalf("size %d, want %d", v.size, base.size+2)
 	}
 	for _, e := range v.kvs {
-		switch x := e.value.(type) {
+		switch x := e.Value.(type) {
 		case []string:
-			if e.key == "tokenizer.ggml.tokens" && (len(x) != v.size || x[v.size-2] != "<think>" || x[v.size-1] != "</think>") {
+			if e.Key == "tokenizer.ggml.tokens" && (len(x) != v.size || x[v.size-2] != "<think>" || x[v.size-1] != "</think>") {
 				t.Errorf("tokens end with %q", x[len(x)-2:])
 			}
 		case []int32:
-			if e.key == "tokenizer.ggml.token_type" && (len(x) != v.size || x[v.size-1] != 4) {
-				t.Errorf("%s: %d entries, last %d", e.key, len(x), x[len(x)-1])
+			if e.Key == "tokenizer.ggml.token_type" && (len(x) != v.size || x[v.size-1] != 4) {
+				t.Errorf("%s: %d entries, last %d", e.Key, len(x), x[len(x)-1])
 			}
 		case []float32:
 			if len(x) != v.size {
-				t.Errorf("%s: %d entries", e.key, len(x))
+				t.Errorf("%s: %d entries", e.Key, len(x))
 			}
 		}
 	}
@@ -407,10 +409,10 @@ func TestAddedTokensAndTemplate(t *testing.T) {
 	kvs := metadata(Options{Shape: tiny, DType: F32, ChatTemplate: ReasoningTemplate}, v)
 	n := 0
 	for _, e := range kvs {
-		if e.key == "tokenizer.chat_template" {
+		if e.Key == "tokenizer.chat_template" {
 			n++
-			if e.value != ReasoningTemplate {
-				t.Errorf("chat template %q", e.value)
+			if e.Value != ReasoningTemplate {
+				t.Errorf("chat template %q", e.Value)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // The values of the tensors synth writes: the model's, a LoRA adapter's and
@@ -16,20 +18,20 @@ import (
 // stay finite through any depth; each tensor has its own generator, seeded
 // with seed and its name, so its values do not depend on the other tensors
 // or on the dtype (a Q8_0 file holds the quantized values of the F32 one).
-func weights(t tensorInfo, seed uint64) func(io.Writer) error {
+func weights(t gguf.TensorInfo, seed uint64) func(io.Writer) error {
 	return func(w io.Writer) error {
-		if len(t.shape) == 1 {
+		if len(t.Shape) == 1 {
 			return writeRows(w, t, constant(1))
 		}
-		return writeRows(w, t, uniform(tensorRNG(seed, t.name, 0), float32(1/math.Sqrt(float64(t.shape[0])))))
+		return writeRows(w, t, uniform(tensorRNG(seed, t.Name, 0), float32(1/math.Sqrt(float64(t.Shape[0])))))
 	}
 }
 
 // loraWeights writes t's elements (F32) uniform in ±bound, from t's
 // generator (tensorRNG).
-func loraWeights(t tensorInfo, seed uint64, bound float32) func(io.Writer) error {
+func loraWeights(t gguf.TensorInfo, seed uint64, bound float32) func(io.Writer) error {
 	return func(w io.Writer) error {
-		return writeRows(w, t, uniform(tensorRNG(seed, t.name, 0x10ca), bound))
+		return writeRows(w, t, uniform(tensorRNG(seed, t.Name, 0x10ca), bound))
 	}
 }
 
@@ -40,19 +42,19 @@ func projectorWeights(t projectorTensor, seed uint64) func(io.Writer) error {
 		var bound float32
 		switch t.fill {
 		case fillOne:
-			return writeRows(w, t.tensorInfo, constant(1))
+			return writeRows(w, t.TensorInfo, constant(1))
 		case fillZero:
-			return writeRows(w, t.tensorInfo, constant(0))
+			return writeRows(w, t.TensorInfo, constant(0))
 		case fillMatrix:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0])))
+			bound = float32(1 / math.Sqrt(float64(t.Shape[0])))
 		case fillConv:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1]*t.shape[2])))
+			bound = float32(1 / math.Sqrt(float64(t.Shape[0]*t.Shape[1]*t.Shape[2])))
 		case fillConv1d:
-			bound = float32(1 / math.Sqrt(float64(t.shape[0]*t.shape[1])))
+			bound = float32(1 / math.Sqrt(float64(t.Shape[0]*t.Shape[1])))
 		case fillSmall:
 			bound = 0.02
 		}
-		return writeRows(w, t.tensorInfo, uniform(tensorRNG(seed, t.name, 0x3a9c), bound))
+		return writeRows(w, t.TensorInfo, uniform(tensorRNG(seed, t.Name, 0x3a9c), bound))
 	}
 }
 
@@ -86,14 +88,14 @@ func constant(v float32) func(row []float32) {
 }
 
 // writeRows writes t's data, row by row (its first dimension is a row) as
-// t.typ, each row filled by fill.
-func writeRows(w io.Writer, t tensorInfo, fill func(row []float32)) error {
-	row := make([]float32, t.shape[0])
+// t.Type, each row filled by fill.
+func writeRows(w io.Writer, t gguf.TensorInfo, fill func(row []float32)) error {
+	row := make([]float32, t.Shape[0])
 	var buf []byte
-	for range t.elements() / t.shape[0] {
+	for range t.Elements() / t.Shape[0] {
 		fill(row)
 		var err error
-		if buf, err = writeRow(w, buf, row, t.typ); err != nil {
+		if buf, err = writeRow(w, buf, row, t.Type); err != nil {
 			return err
 		}
 	}

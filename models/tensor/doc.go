@@ -63,8 +63,9 @@
 //
 // # The GGUF layout of a graph
 //
-// A GGUF file (version 3, little-endian, tensor data aligned to 32 bytes)
-// holds the same graph as an ONNX file:
+// A GGUF file (version 3, little-endian, tensor data aligned to 32 bytes,
+// the container written and read by package gguf) holds the same graph as
+// an ONNX file:
 //
 //	general.architecture            string   "llmserve.graph"
 //	llmserve.graph.opset            int64    ONNX default-domain opset (0: latest)
@@ -86,9 +87,10 @@
 // Every constant (initializer) is a tensor named as the value it defines:
 // ggml type F32 (0) or I64 (27), dimensions in ggml order (the numpy shape
 // reversed). Attributes absent from the file take their ONNX defaults, as
-// in ONNX files. Open reads the whole file into memory and checks every
-// length against what is left, so a damaged or hostile file fails with an
-// error (FuzzDecode).
+// in ONNX files; int32 values and arrays are read as int64. Open reads the
+// whole file into memory and gguf.Decode checks every length against what
+// is left, so a damaged or hostile file fails with an error (FuzzDecode
+// here and in gguf).
 //
 // MLP writes simple multilayer perceptrons as ONNX (and GGUF) for tests,
 // examples and `llmserve synth mlp`; Forward is its pure-Go reference.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmserve/llmserve/engine/graph"
 	"github.com/llmserve/llmserve/engine/llamacpp/tensorgraph"
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Options says how to execute a loaded model.
@@ -87,7 +88,7 @@ func Decode(data []byte) (*graph.Checked, string, error) {
 		err    error
 		format = "ONNX"
 	)
-	if bytes.HasPrefix(data, []byte(ggufMagic)) {
+	if bytes.HasPrefix(data, []byte(gguf.Magic)) {
 		format = "GGUF"
 		g, opset, err = DecodeGGUF(data)
 	} else {

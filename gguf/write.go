@@ -1,80 +1,99 @@
-package synth
+package gguf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 )
 
-// valueTypeOf returns the GGUF type of a kv value and, for arrays, of its
+// valueTypeOf returns the GGUF type of a KV value and, for arrays, of its
 // elements.
-func valueTypeOf(v any) (t, elem valueType, err error) {
+func valueTypeOf(v any) (t, elem ValueType, err error) {
 	switch v.(type) {
 	case uint8:
-		return typeUint8, 0, nil
+		return TypeUint8, 0, nil
 	case int8:
-		return typeInt8, 0, nil
+		return TypeInt8, 0, nil
 	case uint16:
-		return typeUint16, 0, nil
+		return TypeUint16, 0, nil
 	case int16:
-		return typeInt16, 0, nil
+		return TypeInt16, 0, nil
 	case uint32:
-		return typeUint32, 0, nil
+		return TypeUint32, 0, nil
 	case int32:
-		return typeInt32, 0, nil
+		return TypeInt32, 0, nil
 	case uint64:
-		return typeUint64, 0, nil
+		return TypeUint64, 0, nil
 	case int64:
-		return typeInt64, 0, nil
+		return TypeInt64, 0, nil
 	case float32:
-		return typeFloat32, 0, nil
+		return TypeFloat32, 0, nil
 	case float64:
-		return typeFloat64, 0, nil
+		return TypeFloat64, 0, nil
 	case bool:
-		return typeBool, 0, nil
+		return TypeBool, 0, nil
 	case string:
-		return typeString, 0, nil
+		return TypeString, 0, nil
 	case []uint8:
-		return typeArray, typeUint8, nil
+		return TypeArray, TypeUint8, nil
 	case []int8:
-		return typeArray, typeInt8, nil
+		return TypeArray, TypeInt8, nil
 	case []uint16:
-		return typeArray, typeUint16, nil
+		return TypeArray, TypeUint16, nil
 	case []int16:
-		return typeArray, typeInt16, nil
+		return TypeArray, TypeInt16, nil
 	case []uint32:
-		return typeArray, typeUint32, nil
+		return TypeArray, TypeUint32, nil
 	case []int32:
-		return typeArray, typeInt32, nil
+		return TypeArray, TypeInt32, nil
 	case []uint64:
-		return typeArray, typeUint64, nil
+		return TypeArray, TypeUint64, nil
 	case []int64:
-		return typeArray, typeInt64, nil
+		return TypeArray, TypeInt64, nil
 	case []float32:
-		return typeArray, typeFloat32, nil
+		return TypeArray, TypeFloat32, nil
 	case []float64:
-		return typeArray, typeFloat64, nil
+		return TypeArray, TypeFloat64, nil
 	case []bool:
-		return typeArray, typeBool, nil
+		return TypeArray, TypeBool, nil
 	case []string:
-		return typeArray, typeString, nil
+		return TypeArray, TypeString, nil
 	}
 	return 0, 0, fmt.Errorf("unsupported value type %T", v)
 }
 
-// tensorData is a tensor to write: its info (the offset is computed by
-// writeGGUF) and a function that writes exactly its size in bytes.
-type tensorData struct {
-	tensorInfo
-	write func(w io.Writer) error
+// Tensor is a tensor to write: its info (Write computes the offset) and a
+// function that writes exactly its Size in bytes.
+type Tensor struct {
+	TensorInfo
+	Write func(w io.Writer) error
 }
 
-// writeGGUF writes a version 3 GGUF file with the key-values in order and
-// the tensors in order, each tensor's data aligned to 32 bytes. It sets the
-// tensors' offsets.
-func writeGGUF(w io.Writer, kvs []kv, tensors []tensorData) error {
+// WithData is a tensor whose data is already in memory: data must be
+// exactly t's Size in bytes.
+func (t TensorInfo) WithData(data []byte) Tensor {
+	return Tensor{TensorInfo: t, Write: func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}}
+}
+
+// Encode is Write into memory.
+func Encode(kvs []KV, tensors []Tensor) ([]byte, error) {
+	var b bytes.Buffer
+	if err := Write(&b, kvs, tensors); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Write writes a version 3 GGUF file with the key-values in order and the
+// tensors in order, each tensor's data aligned to Alignment bytes. It sets
+// the tensors' offsets.
+func Write(w io.Writer, kvs []KV, tensors []Tensor) error {
 	cw := &countingWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	le := binary.LittleEndian
@@ -84,21 +103,21 @@ func writeGGUF(w io.Writer, kvs []kv, tensors []tensorData) error {
 		scratch = le.AppendUint64(scratch, uint64(len(s)))
 		scratch = append(scratch, s...)
 	}
-	put([]byte(ggufMagic))
-	scratch = le.AppendUint32(scratch, ggufVersion)
+	put([]byte(Magic))
+	scratch = le.AppendUint32(scratch, Version)
 	scratch = le.AppendUint64(scratch, uint64(len(tensors)))
 	scratch = le.AppendUint64(scratch, uint64(len(kvs)))
 	for _, e := range kvs {
-		t, et, err := valueTypeOf(e.value)
+		t, et, err := valueTypeOf(e.Value)
 		if err != nil {
-			return fmt.Errorf("key %q: %w", e.key, err)
+			return fmt.Errorf("key %q: %w", e.Key, err)
 		}
-		putStr(e.key)
+		putStr(e.Key)
 		scratch = le.AppendUint32(scratch, uint32(t))
-		if t == typeArray {
+		if t == TypeArray {
 			scratch = le.AppendUint32(scratch, uint32(et))
 		}
-		scratch = appendValue(scratch, e.value)
+		scratch = appendValue(scratch, e.Value)
 		if len(scratch) > 1<<20 {
 			if _, err := bw.Write(scratch); err != nil {
 				return err
@@ -110,28 +129,28 @@ func writeGGUF(w io.Writer, kvs []kv, tensors []tensorData) error {
 	sizes := make([]uint64, len(tensors))
 	for i := range tensors {
 		t := &tensors[i]
-		size, err := t.size()
+		size, err := t.Size()
 		if err != nil {
 			return err
 		}
 		sizes[i] = size
-		t.offset = offset
-		offset = uint64(alignUp(int64(offset+size), ggufAlignment))
-		putStr(t.name)
-		scratch = le.AppendUint32(scratch, uint32(len(t.shape)))
-		for _, d := range t.shape {
+		t.Offset = offset
+		offset = uint64(AlignUp(int64(offset+size), Alignment))
+		putStr(t.Name)
+		scratch = le.AppendUint32(scratch, uint32(len(t.Shape)))
+		for _, d := range t.Shape {
 			scratch = le.AppendUint64(scratch, d)
 		}
-		scratch = le.AppendUint32(scratch, uint32(t.typ))
-		scratch = le.AppendUint64(scratch, t.offset)
+		scratch = le.AppendUint32(scratch, uint32(t.Type))
+		scratch = le.AppendUint64(scratch, t.Offset)
 	}
 	if _, err := bw.Write(scratch); err != nil {
 		return err
 	}
-	var zeros [ggufAlignment]byte
+	var zeros [Alignment]byte
 	pad := func() error {
 		n := int64(bw.Buffered()) + cw.n
-		_, err := bw.Write(zeros[:alignUp(n, ggufAlignment)-n])
+		_, err := bw.Write(zeros[:AlignUp(n, Alignment)-n])
 		return err
 	}
 	for i, t := range tensors {
@@ -139,11 +158,11 @@ func writeGGUF(w io.Writer, kvs []kv, tensors []tensorData) error {
 			return err
 		}
 		start := int64(bw.Buffered()) + cw.n
-		if err := t.write(bw); err != nil {
-			return fmt.Errorf("tensor %q: %w", t.name, err)
+		if err := t.Write(bw); err != nil {
+			return fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
 		if got := int64(bw.Buffered()) + cw.n - start; uint64(got) != sizes[i] {
-			return fmt.Errorf("tensor %q: wrote %d bytes, want %d", t.name, got, sizes[i])
+			return fmt.Errorf("tensor %q: wrote %d bytes, want %d", t.Name, got, sizes[i])
 		}
 	}
 	return bw.Flush()
@@ -207,7 +226,7 @@ func appendValue(b []byte, v any) []byte {
 	case []string:
 		return appendSlice(b, v)
 	}
-	panic(fmt.Sprintf("synth: appendValue of %T", v))
+	panic(fmt.Sprintf("gguf: appendValue of %T", v))
 }
 
 func appendSlice[T any](b []byte, s []T) []byte {
