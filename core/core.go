@@ -391,6 +391,8 @@ func (c *EngineCore) start() error {
 		return errors.Join(err, exec.Close())
 	}
 	c.exec, c.kv, c.sched = exec, kv, sched
+	// The measured times outlive a restart; so does the budget.
+	sched.SetLongPrefillBudget(c.longBudget)
 	if lr, ok := exec.(interface{ KVLayout() *engine.KVLayout }); ok {
 		c.layout.Store(lr.KVLayout())
 	}
@@ -665,7 +667,11 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 // under 3× what it is without the prompt): decodeStep is the time of
 // a step that only decodes, prefillToken what each prompt token adds to a
 // step; both are moving averages (a prompt token costs more as its
-// position grows).
+// position grows). The budget is at most the threshold
+// (Config.Scheduler.LongPrefillTokens; the scheduler holds long prompts to
+// it too), whatever the times say: on a busy machine a stretched decode
+// step makes the target large, and a long prompt must still compute in
+// chunks beside the streams.
 func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
 	if c.cfg.Scheduler.LongPrefillTokens <= 0 {
 		return
@@ -701,17 +707,19 @@ func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
 	// Long prompts add about one decode step's time to a step: twice the
 	// inter-token latency of the streams beside them, within the 3× the
 	// pacing promises when steps vary. The budget grows (at most doubling)
-	// only after a step it bound, so that what short prompts measured
-	// cannot let a long prompt's whole chunk through.
+	// only after a step whose long prompts took all of it (the scheduler's
+	// Pacing: short prompts' and drafts' tokens do not count), so that what
+	// short prompts measured cannot let a long prompt's whole chunk
+	// through.
 	target := c.longBudget
 	if c.prefillToken > 0 {
 		target = int(c.decodeStep / c.prefillToken)
 	}
 	limit := c.longBudget
-	if prompt >= c.longBudget {
+	if p := c.sched.Pacing(); p.Limit > 0 && p.Tokens >= p.Limit {
 		limit = 2 * c.longBudget
 	}
-	c.longBudget = max(min(target, limit, c.cfg.Scheduler.MaxNumBatchedTokens), 2)
+	c.longBudget = max(min(target, limit, c.cfg.Scheduler.LongPrefillTokens, c.cfg.Scheduler.MaxNumBatchedTokens), 2)
 	c.sched.SetLongPrefillBudget(c.longBudget)
 }
 

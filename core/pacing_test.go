@@ -1,0 +1,219 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmserve/llmserve/clock"
+	"github.com/llmserve/llmserve/engine"
+	"github.com/llmserve/llmserve/kvcache"
+	"github.com/llmserve/llmserve/scheduler"
+)
+
+// gatedExecutor runs the fake engine on a fake clock: each step takes the
+// time cost gives it, and starts only when the test hands gate a permit,
+// so the test decides how many steps run between its submissions. It
+// records what every step computed.
+type gatedExecutor struct {
+	engine.Executor
+	clock *clock.Fake
+	cost  func(*engine.Step) time.Duration
+	gate  chan struct{}
+
+	mu    sync.Mutex
+	steps []stepRecord // guarded by mu
+	long  map[engine.SeqID]bool
+}
+
+// stepRecord is what one step computed: each sequence's tokens, and which
+// sequences decoded (one token, sampled).
+type stepRecord struct {
+	tokens   map[engine.SeqID]int
+	decoding []engine.SeqID
+}
+
+func (g *gatedExecutor) Execute(ctx context.Context, step *engine.Step) (engine.StepResult, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return engine.StepResult{}, ctx.Err()
+	}
+	rec := stepRecord{tokens: map[engine.SeqID]int{}}
+	for _, ch := range step.Batch {
+		rec.tokens[ch.Seq] = len(ch.Tokens)
+		if len(ch.Tokens) == 1 && ch.Sample {
+			rec.decoding = append(rec.decoding, ch.Seq)
+		}
+	}
+	g.mu.Lock()
+	for _, a := range step.Added {
+		if len(a.History) >= 500 {
+			g.long[a.Seq] = true
+		}
+	}
+	g.steps = append(g.steps, rec)
+	g.mu.Unlock()
+	g.clock.Advance(g.cost(step))
+	return g.Executor.Execute(ctx, step)
+}
+
+// steps runs n steps.
+func (g *gatedExecutor) run(n int) {
+	for range n {
+		g.gate <- struct{}{}
+	}
+}
+
+// finish runs steps until every stream ended, and returns each stream's
+// tokens.
+func (g *gatedExecutor) finish(t *testing.T, streams []*Stream) [][]int32 {
+	t.Helper()
+	out := make([][]int32, len(streams))
+	errs := make([]error, len(streams))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, s := range streams {
+			for {
+				outs, err := s.Recv(context.Background())
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						errs[i] = err
+					}
+					break
+				}
+				for _, o := range outs {
+					out[i] = append(out[i], o.Tokens...)
+				}
+			}
+		}
+	}()
+	for {
+		select {
+		case g.gate <- struct{}{}:
+		case <-done:
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
+}
+
+// distinct is a prompt of n tokens no other prompt of the test shares.
+func distinct(seed, n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(1 + (seed*7919+i*31)%(vocab-1))
+	}
+	return p
+}
+
+// TestLongPromptPacedOnABusyMachine: on a machine whose measured step times
+// make the pacer's target far larger than the threshold (a decode step of
+// the streams stretched to 20 ms by other load, a prompt token 20 µs), and
+// after steps of short prompts beside the decodes, a long prompt beside
+// decoding streams still computes in chunks of at most
+// LongPrefillTokens, every stream decoding in each of those steps, and its
+// answer is what it is alone.
+func TestLongPromptPacedOnABusyMachine(t *testing.T) {
+	const threshold = 256
+	fc := clock.NewFake(time.Now())
+	g := &gatedExecutor{clock: fc, gate: make(chan struct{}), long: map[engine.SeqID]bool{}, cost: func(st *engine.Step) time.Duration {
+		d := 20 * time.Millisecond
+		for _, ch := range st.Batch {
+			if len(ch.Tokens) > 1 || !ch.Sample {
+				d += time.Duration(len(ch.Tokens)) * 20 * time.Microsecond
+			}
+		}
+		return d
+	}}
+	c := testCore(t, nil, func(cfg *Config) {
+		cfg.Scheduler = scheduler.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 2048, MaxWaiting: 16, MaxModelLen: 4096, LongPrefillTokens: threshold}
+		cfg.KV = kvcache.Config{BlockSize: 16, Slots: 8, SlotTokens: 4096, CacheBytes: 1 << 20}
+		cfg.Clock = fc
+		fake := cfg.NewExecutor
+		cfg.NewExecutor = func(slots int) (engine.Executor, error) {
+			e, err := fake(slots)
+			g.Executor = e
+			return g, err
+		}
+	})
+	ctx := context.Background()
+	// Two streams that outlast the test: their prefill, then a step that
+	// only decodes (the pacer's first measurement).
+	streams, err := c.Submit(ctx, []*scheduler.Request{request("s0", distinct(1, 8), 3000), request("s1", distinct(2, 8), 3000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range streams {
+			s.Cancel()
+		}
+	}()
+	g.run(3)
+	// Short prompts beside the decodes, 600 tokens a step: they measure a
+	// prompt token's cost, and must not let the budget grow.
+	for burst := range 6 {
+		var shorts []*scheduler.Request
+		for i := range 3 {
+			id := 3*burst + i
+			shorts = append(shorts, request("short"+string(rune('a'+id)), distinct(10+id, 200), 1))
+		}
+		ss, err := c.Submit(ctx, shorts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := g.finish(t, ss)
+		for i := range shorts {
+			if !slices.Equal(got[i], want(shorts[i].Prompt, 1)) {
+				t.Fatalf("short %d of burst %d: %v, want %v", i, burst, got[i], want(shorts[i].Prompt, 1))
+			}
+		}
+	}
+	// Two long prompts, one after the other: the first starts from the
+	// budget of 16 (the short prompts did not grow it) and doubles it after
+	// each chunk that used it all, up to the threshold (the times say
+	// 1000); the second starts there.
+	for i := range 2 {
+		long := request("long"+string(rune('0'+i)), distinct(99+i, 600), 4)
+		ls, err := c.Submit(ctx, []*scheduler.Request{long})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.finish(t, ls)[0]; !slices.Equal(got, want(long.Prompt, 4)) {
+			t.Fatalf("long prompt %d's answer %v, want %v", i, got, want(long.Prompt, 4))
+		}
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var chunks [][]int // of each long prompt, in order
+	index := map[engine.SeqID]int{}
+	for i, st := range g.steps {
+		for seq, n := range st.tokens {
+			if !g.long[seq] || n == 1 && slices.Contains(st.decoding, seq) {
+				continue
+			}
+			if _, ok := index[seq]; !ok {
+				index[seq] = len(chunks)
+				chunks = append(chunks, nil)
+			}
+			chunks[index[seq]] = append(chunks[index[seq]], n)
+			if len(st.decoding) < 2 {
+				t.Errorf("step %d computed %d tokens of a long prompt and decoded only %d streams, want both", i, n, len(st.decoding))
+			}
+			if n > threshold {
+				t.Errorf("step %d computed %d tokens of a long prompt beside %d decodes, over the threshold of %d", i, n, len(st.decoding), threshold)
+			}
+		}
+	}
+	if want := [][]int{{16, 32, 64, 128, 256, 104}, {256, 256, 88}}; !slices.EqualFunc(chunks, want, slices.Equal) {
+		t.Errorf("the long prompts' chunks %v, want %v", chunks, want)
+	}
+}
