@@ -329,9 +329,11 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		now := c.clock.Now()
 		c.lastWork = now
 		step := &engine.Step{}
+		var paced scheduler.Pacing
 		if generating {
 			c.sched.Expire(now)
 			step = c.sched.Schedule()
+			paced = c.sched.Pacing()
 		}
 		c.takeEmbeds(step)
 		if step.Empty() {
@@ -364,9 +366,9 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		st := c.publish()
 		// After publish: a caller woken by its lease sees it in Stats.
 		c.collectKept(end)
-		c.observeStep(step, res, st, events, end.Sub(start))
+		c.observeStep(step, res, st, events, paced, end.Sub(start))
 		if generating {
-			c.paceLongPrefill(step, end.Sub(start))
+			c.paceLongPrefill(step, paced, end.Sub(start))
 		}
 		c.deliver(end)
 	}
@@ -657,7 +659,7 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 	}
 	c.lastDone = now
 	if c.obs != nil {
-		c.obs.RequestDone(RequestInfo{E2E: now.Sub(r.Arrival), Usage: last.Usage, Reason: last.Output.Finish})
+		c.obs.RequestDone(RequestInfo{E2E: now.Sub(r.Arrival), Usage: last.Usage, Reason: last.Output.Finish, PromptChunks: last.PromptChunks})
 	}
 }
 
@@ -672,7 +674,8 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 // it too), whatever the times say: on a busy machine a stretched decode
 // step makes the target large, and a long prompt must still compute in
 // chunks beside the streams.
-func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
+// paced is what the scheduler's limit did in the step.
+func (c *EngineCore) paceLongPrefill(step *engine.Step, paced scheduler.Pacing, d time.Duration) {
 	if c.cfg.Scheduler.LongPrefillTokens <= 0 {
 		return
 	}
@@ -716,7 +719,7 @@ func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
 		target = int(c.decodeStep / c.prefillToken)
 	}
 	limit := c.longBudget
-	if p := c.sched.Pacing(); p.Limit > 0 && p.Tokens >= p.Limit {
+	if paced.Limit > 0 && paced.Tokens >= paced.Limit {
 		limit = 2 * c.longBudget
 	}
 	c.longBudget = max(min(target, limit, c.cfg.Scheduler.LongPrefillTokens, c.cfg.Scheduler.MaxNumBatchedTokens), 2)
@@ -745,11 +748,11 @@ func (c *EngineCore) drainEvents() []kvcache.Event {
 	return events
 }
 
-func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, events []kvcache.Event, d time.Duration) {
+func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, events []kvcache.Event, paced scheduler.Pacing, d time.Duration) {
 	if c.obs == nil {
 		return
 	}
-	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Failures: len(res.Failures), Stats: st}
+	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Failures: len(res.Failures), Paced: paced, Stats: st}
 	var decoding map[engine.SeqID]bool
 	for i := range step.Batch {
 		if ch := &step.Batch[i]; len(ch.Tokens) > 1 || !ch.Sample {

@@ -62,7 +62,32 @@ func (g *gatedExecutor) Execute(ctx context.Context, step *engine.Step) (engine.
 	return g.Executor.Execute(ctx, step)
 }
 
-// steps runs n steps.
+// pacingObserver records what the core reports of pacing: each paced
+// step's Pacing, and each finished request's prompt chunks.
+type pacingObserver struct {
+	mu     sync.Mutex
+	paced  []scheduler.Pacing // guarded by mu
+	chunks []int              // guarded by mu
+}
+
+func (o *pacingObserver) StepDone(s StepInfo) {
+	if s.Paced.Limit > 0 && s.Paced.Tokens > 0 {
+		o.mu.Lock()
+		o.paced = append(o.paced, s.Paced)
+		o.mu.Unlock()
+	}
+}
+
+func (o *pacingObserver) RequestDone(r RequestInfo) {
+	o.mu.Lock()
+	o.chunks = append(o.chunks, r.PromptChunks)
+	o.mu.Unlock()
+}
+
+func (*pacingObserver) FirstToken(time.Duration) {}
+func (*pacingObserver) EngineRestarted()         {}
+
+// run runs n steps.
 func (g *gatedExecutor) run(n int) {
 	for range n {
 		g.gate <- struct{}{}
@@ -120,7 +145,8 @@ func distinct(seed, n int) []int32 {
 // after steps of short prompts beside the decodes, a long prompt beside
 // decoding streams still computes in chunks of at most
 // LongPrefillTokens, every stream decoding in each of those steps, and its
-// answer is what it is alone.
+// answer is what it is alone. The observer hears each paced step and the
+// steps each prompt took.
 func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 	const threshold = 256
 	fc := clock.NewFake(time.Now())
@@ -133,7 +159,9 @@ func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 		}
 		return d
 	}}
+	obs := &pacingObserver{}
 	c := testCore(t, nil, func(cfg *Config) {
+		cfg.Observer = obs
 		cfg.Scheduler = scheduler.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 2048, MaxWaiting: 16, MaxModelLen: 4096, LongPrefillTokens: threshold}
 		cfg.KV = kvcache.Config{BlockSize: 16, Slots: 8, SlotTokens: 4096, CacheBytes: 1 << 20}
 		cfg.Clock = fc
@@ -190,6 +218,9 @@ func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 			t.Fatalf("long prompt %d's answer %v, want %v", i, got, want(long.Prompt, 4))
 		}
 	}
+	// The core tells the observer of a request's end after its stream's;
+	// a step more (the streams still decode) and it has.
+	g.run(1)
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -215,5 +246,19 @@ func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 	}
 	if want := [][]int{{16, 32, 64, 128, 256, 104}, {256, 256, 88}}; !slices.EqualFunc(chunks, want, slices.Equal) {
 		t.Errorf("the long prompts' chunks %v, want %v", chunks, want)
+	}
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var wantPaced []scheduler.Pacing
+	for i, n := range []int{16, 32, 64, 128, 256, 104, 256, 256, 88} {
+		wantPaced = append(wantPaced, scheduler.Pacing{Limit: min(16<<i, threshold), Tokens: n})
+	}
+	if !slices.Equal(obs.paced, wantPaced) {
+		t.Errorf("the observer heard paced steps %v, want %v", obs.paced, wantPaced)
+	}
+	// 18 short prompts of one step each, then the long ones of 6 and 3.
+	if want := append(slices.Repeat([]int{1}, 18), 6, 3); !slices.Equal(obs.chunks, want) {
+		t.Errorf("the observer heard prompt chunks %v, want %v", obs.chunks, want)
 	}
 }
