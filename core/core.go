@@ -58,7 +58,7 @@ type EngineCore struct {
 	// decodeStep and prefillToken are paceLongPrefill's moving averages, in
 	// seconds (0: not measured yet). Only the core's goroutine uses them.
 	decodeStep, prefillToken float64
-	longBudget               int // the last budget set
+	longBudget               int // the last budget set (initialLongBudget at first)
 
 	// inbox holds submissions and aborts in the order they were made, so
 	// that an abort never overtakes its request; wake signals it grew.
@@ -394,6 +394,9 @@ func (c *EngineCore) start() error {
 	}
 	c.exec, c.kv, c.sched = exec, kv, sched
 	// The measured times outlive a restart; so does the budget.
+	if c.longBudget == 0 {
+		c.longBudget = initialLongBudget
+	}
 	sched.SetLongPrefillBudget(c.longBudget)
 	if lr, ok := exec.(interface{ KVLayout() *engine.KVLayout }); ok {
 		c.layout.Store(lr.KVLayout())
@@ -663,6 +666,10 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 	}
 }
 
+// initialLongBudget is the long-prefill budget until the first measured
+// steps size it.
+const initialLongBudget = 16
+
 // paceLongPrefill sets the scheduler's long-prefill budget from measured
 // step times, so that a step where long prompts compute beside decoding
 // streams takes about two decode steps (their inter-token latency well
@@ -694,9 +701,6 @@ func (c *EngineCore) paceLongPrefill(step *engine.Step, paced scheduler.Pacing, 
 		} else {
 			*avg += alpha * (v - *avg)
 		}
-	}
-	if c.longBudget == 0 {
-		c.longBudget = 16 // until a prompt token's cost is known
 	}
 	switch {
 	case decodes > 0 && prompt == 0:
