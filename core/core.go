@@ -59,6 +59,11 @@ type EngineCore struct {
 	// seconds (0: not measured yet). Only the core's goroutine uses them.
 	decodeStep, prefillToken float64
 	longBudget               int // the last budget set (initialLongBudget at first)
+	// pooledTokens and pooledSeconds are the prompt tokens and the time
+	// they added of the steps not yet measured (fewer than
+	// minMeasuredPrompt tokens so far).
+	pooledTokens  int
+	pooledSeconds float64
 
 	// inbox holds submissions and aborts in the order they were made, so
 	// that an abort never overtakes its request; wake signals it grew.
@@ -667,8 +672,9 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 }
 
 // initialLongBudget is the long-prefill budget until the first measured
-// steps size it.
-const initialLongBudget = 16
+// steps size it; minMeasuredPrompt is the fewest prompt tokens a
+// measurement of their cost pools.
+const initialLongBudget, minMeasuredPrompt = 16, 16
 
 // paceLongPrefill sets the scheduler's long-prefill budget from measured
 // step times, so that a step where long prompts compute beside decoding
@@ -676,12 +682,12 @@ const initialLongBudget = 16
 // under 3× what it is without the prompt): decodeStep is the time of
 // a step that only decodes, prefillToken what each prompt token adds to a
 // step; both are moving averages (a prompt token costs more as its
-// position grows). The budget is at most the threshold
+// position grows); paced is what the scheduler's limit did in the step d
+// measured. The budget is at most the threshold
 // (Config.Scheduler.LongPrefillTokens; the scheduler holds long prompts to
 // it too), whatever the times say: on a busy machine a stretched decode
 // step makes the target large, and a long prompt must still compute in
 // chunks beside the streams.
-// paced is what the scheduler's limit did in the step.
 func (c *EngineCore) paceLongPrefill(step *engine.Step, paced scheduler.Pacing, d time.Duration) {
 	if c.cfg.Scheduler.LongPrefillTokens <= 0 {
 		return
@@ -705,9 +711,19 @@ func (c *EngineCore) paceLongPrefill(step *engine.Step, paced scheduler.Pacing, 
 	switch {
 	case decodes > 0 && prompt == 0:
 		ema(&c.decodeStep, d.Seconds())
-	case decodes > 0 && prompt >= 16 && c.decodeStep > 0:
-		// A few prompt tokens beside decodes say little of their cost.
-		ema(&c.prefillToken, max(d.Seconds()-c.decodeStep, 0)/float64(prompt))
+	case decodes > 0 && prompt > 0 && c.decodeStep > 0:
+		// A few prompt tokens beside decodes say little of their cost:
+		// steps are pooled until they computed minMeasuredPrompt. A budget
+		// below it is measured too (before, it was not: one noisy step
+		// on a busy machine left a long prompt at 2 tokens a step to its
+		// end).
+		c.pooledTokens += prompt
+		c.pooledSeconds += max(d.Seconds()-c.decodeStep, 0)
+		if c.pooledTokens < minMeasuredPrompt {
+			return
+		}
+		ema(&c.prefillToken, c.pooledSeconds/float64(c.pooledTokens))
+		c.pooledTokens, c.pooledSeconds = 0, 0
 	default:
 		return
 	}

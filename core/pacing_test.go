@@ -22,7 +22,7 @@ import (
 type gatedExecutor struct {
 	engine.Executor
 	clock *clock.Fake
-	cost  func(*engine.Step) time.Duration
+	cost  func(st *engine.Step, long map[engine.SeqID]bool) time.Duration
 	gate  chan struct{}
 
 	mu    sync.Mutex
@@ -58,7 +58,7 @@ func (g *gatedExecutor) Execute(ctx context.Context, step *engine.Step) (engine.
 	}
 	g.steps = append(g.steps, rec)
 	g.mu.Unlock()
-	g.clock.Advance(g.cost(step))
+	g.clock.Advance(g.cost(step, g.long))
 	return g.Executor.Execute(ctx, step)
 }
 
@@ -130,6 +130,83 @@ func (g *gatedExecutor) finish(t *testing.T, streams []*Stream) [][]int32 {
 	}
 }
 
+// pacedCore runs an engine core whose executor is a gatedExecutor with
+// cost on a fake clock (given the step and the long prompts' sequences),
+// with long prompts over threshold, and starts two
+// streams that outlast the test: their prefill, then a step that only
+// decodes (the pacer's first measurement); the core waits in the next
+// step.
+func pacedCore(t *testing.T, threshold int, cost func(*engine.Step, map[engine.SeqID]bool) time.Duration) (*EngineCore, *gatedExecutor, *pacingObserver) {
+	t.Helper()
+	fc := clock.NewFake(time.Now())
+	g := &gatedExecutor{clock: fc, gate: make(chan struct{}), long: map[engine.SeqID]bool{}, cost: cost}
+	obs := &pacingObserver{}
+	c := testCore(t, nil, func(cfg *Config) {
+		cfg.Observer = obs
+		cfg.Scheduler = scheduler.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 2048, MaxWaiting: 16, MaxModelLen: 4096, LongPrefillTokens: threshold}
+		cfg.KV = kvcache.Config{BlockSize: 16, Slots: 8, SlotTokens: 4096, CacheBytes: 1 << 20}
+		cfg.Clock = fc
+		fake := cfg.NewExecutor
+		cfg.NewExecutor = func(slots int) (engine.Executor, error) {
+			e, err := fake(slots)
+			g.Executor = e
+			return g, err
+		}
+	})
+	streams, err := c.Submit(context.Background(), []*scheduler.Request{request("s0", distinct(1, 8), 3000), request("s1", distinct(2, 8), 3000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range streams {
+			s.Cancel()
+		}
+	})
+	g.run(3)
+	return c, g, obs
+}
+
+// promptTokens counts the tokens of a step's chunks that do not decode.
+func promptTokens(st *engine.Step) int {
+	n := 0
+	for _, ch := range st.Batch {
+		if len(ch.Tokens) > 1 || !ch.Sample {
+			n += len(ch.Tokens)
+		}
+	}
+	return n
+}
+
+// longChunks returns the sizes of the chunks of each long prompt the
+// executor saw, in order, and fails the test for a step where one
+// computed beside fewer than two decodes or over threshold.
+func (g *gatedExecutor) longChunks(t *testing.T, threshold int) [][]int {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var chunks [][]int
+	index := map[engine.SeqID]int{}
+	for i, st := range g.steps {
+		for seq, n := range st.tokens {
+			if !g.long[seq] || n == 1 && slices.Contains(st.decoding, seq) {
+				continue
+			}
+			if _, ok := index[seq]; !ok {
+				index[seq] = len(chunks)
+				chunks = append(chunks, nil)
+			}
+			chunks[index[seq]] = append(chunks[index[seq]], n)
+			if len(st.decoding) < 2 {
+				t.Errorf("step %d computed %d tokens of a long prompt and decoded only %d streams, want both", i, n, len(st.decoding))
+			}
+			if n > threshold {
+				t.Errorf("step %d computed %d tokens of a long prompt beside %d decodes, over the threshold of %d", i, n, len(st.decoding), threshold)
+			}
+		}
+	}
+	return chunks
+}
+
 // distinct is a prompt of n tokens no other prompt of the test shares.
 func distinct(seed, n int) []int32 {
 	p := make([]int32, n)
@@ -149,42 +226,10 @@ func distinct(seed, n int) []int32 {
 // steps each prompt took.
 func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 	const threshold = 256
-	fc := clock.NewFake(time.Now())
-	g := &gatedExecutor{clock: fc, gate: make(chan struct{}), long: map[engine.SeqID]bool{}, cost: func(st *engine.Step) time.Duration {
-		d := 20 * time.Millisecond
-		for _, ch := range st.Batch {
-			if len(ch.Tokens) > 1 || !ch.Sample {
-				d += time.Duration(len(ch.Tokens)) * 20 * time.Microsecond
-			}
-		}
-		return d
-	}}
-	obs := &pacingObserver{}
-	c := testCore(t, nil, func(cfg *Config) {
-		cfg.Observer = obs
-		cfg.Scheduler = scheduler.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 2048, MaxWaiting: 16, MaxModelLen: 4096, LongPrefillTokens: threshold}
-		cfg.KV = kvcache.Config{BlockSize: 16, Slots: 8, SlotTokens: 4096, CacheBytes: 1 << 20}
-		cfg.Clock = fc
-		fake := cfg.NewExecutor
-		cfg.NewExecutor = func(slots int) (engine.Executor, error) {
-			e, err := fake(slots)
-			g.Executor = e
-			return g, err
-		}
+	c, g, obs := pacedCore(t, threshold, func(st *engine.Step, _ map[engine.SeqID]bool) time.Duration {
+		return 20*time.Millisecond + time.Duration(promptTokens(st))*20*time.Microsecond
 	})
 	ctx := context.Background()
-	// Two streams that outlast the test: their prefill, then a step that
-	// only decodes (the pacer's first measurement).
-	streams, err := c.Submit(ctx, []*scheduler.Request{request("s0", distinct(1, 8), 3000), request("s1", distinct(2, 8), 3000)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, s := range streams {
-			s.Cancel()
-		}
-	}()
-	g.run(3)
 	// Short prompts beside the decodes, 600 tokens a step: they measure a
 	// prompt token's cost, and must not let the budget grow.
 	for burst := range 6 {
@@ -222,28 +267,7 @@ func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 	// a step more (the streams still decode) and it has.
 	g.run(1)
 
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var chunks [][]int // of each long prompt, in order
-	index := map[engine.SeqID]int{}
-	for i, st := range g.steps {
-		for seq, n := range st.tokens {
-			if !g.long[seq] || n == 1 && slices.Contains(st.decoding, seq) {
-				continue
-			}
-			if _, ok := index[seq]; !ok {
-				index[seq] = len(chunks)
-				chunks = append(chunks, nil)
-			}
-			chunks[index[seq]] = append(chunks[index[seq]], n)
-			if len(st.decoding) < 2 {
-				t.Errorf("step %d computed %d tokens of a long prompt and decoded only %d streams, want both", i, n, len(st.decoding))
-			}
-			if n > threshold {
-				t.Errorf("step %d computed %d tokens of a long prompt beside %d decodes, over the threshold of %d", i, n, len(st.decoding), threshold)
-			}
-		}
-	}
+	chunks := g.longChunks(t, threshold)
 	if want := [][]int{{16, 32, 64, 128, 256, 104}, {256, 256, 88}}; !slices.EqualFunc(chunks, want, slices.Equal) {
 		t.Errorf("the long prompts' chunks %v, want %v", chunks, want)
 	}
@@ -260,5 +284,41 @@ func TestLongPromptPacedOnABusyMachine(t *testing.T) {
 	// 18 short prompts of one step each, then the long ones of 6 and 3.
 	if want := append(slices.Repeat([]int{1}, 18), 6, 3); !slices.Equal(obs.chunks, want) {
 		t.Errorf("the observer heard prompt chunks %v, want %v", obs.chunks, want)
+	}
+}
+
+// TestLongPromptBudgetRecovers: on a machine where prompt tokens cost much
+// at first (10 ms each beside a 20 ms decode step: the budget falls to 2)
+// and little after the long prompt's tenth chunk (20 µs), the budget is
+// measured again over steps of fewer than 16 prompt tokens and grows back:
+// the 600-token prompt takes far fewer than the 300 steps it would at 2
+// tokens, each at most the threshold, every stream decoding beside it.
+func TestLongPromptBudgetRecovers(t *testing.T) {
+	const threshold = 256
+	longSteps := 0 // steps that computed the long prompt; only the core's goroutine (cost) uses it
+	c, g, _ := pacedCore(t, threshold, func(st *engine.Step, isLong map[engine.SeqID]bool) time.Duration {
+		perToken := 10 * time.Millisecond
+		if longSteps >= 10 {
+			perToken = 20 * time.Microsecond
+		}
+		for _, ch := range st.Batch {
+			if isLong[ch.Seq] && !ch.Sample {
+				longSteps++
+				break
+			}
+		}
+		return 20*time.Millisecond + time.Duration(promptTokens(st))*perToken
+	})
+	long := request("long", distinct(99, 600), 4)
+	ls, err := c.Submit(context.Background(), []*scheduler.Request{long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.finish(t, ls)[0]; !slices.Equal(got, want(long.Prompt, 4)) {
+		t.Fatalf("the long prompt's answer %v, want %v", got, want(long.Prompt, 4))
+	}
+	chunks := g.longChunks(t, threshold)
+	if len(chunks) != 1 || len(chunks[0]) > 100 || chunks[0][1] != 2 {
+		t.Errorf("the long prompt's chunks %v: want 16, then 2 a step while prompt tokens cost 10 ms, then growing again, in 100 steps at most", chunks)
 	}
 }
