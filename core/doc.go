@@ -72,7 +72,8 @@
 //
 // After each step that decoded, the core sizes the scheduler's long-prefill
 // budget (scheduler.Scheduler.SetLongPrefillBudget) from moving averages of
-// a decode-only step's time and of what a prompt token adds, so that long
+// a decode-only step's time and of what a prompt token adds (over steps
+// pooled until they computed 16 prompt tokens), so that long
 // prompts add about one decode step to the steps they share with decoding
 // streams: 16 tokens until measured, doubling at most after a step whose
 // long prompts used all of it, never more than the threshold
