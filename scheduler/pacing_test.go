@@ -93,6 +93,17 @@ func TestLongPrefillLimit(t *testing.T) {
 			t.Errorf("budget %d: chunks %v (%d in its output), want %v", tc.budget, got, chunks[id], tc.want)
 		}
 	}
+	// A long prompt whose last chunk is one token: it goes as a decode
+	// does, and counts as a step of the prompt.
+	s.SetLongPrefillBudget(0)
+	add("odd", 8, 513, 1)
+	for s.Has("odd") {
+		step(none)
+	}
+	if chunks["odd"] != 3 {
+		t.Errorf("a 513-token prompt in chunks of 256 took %d steps, want 3", chunks["odd"])
+	}
+	s.SetLongPrefillBudget(100)
 	// A short prompt is not long: one step, not paced.
 	add("short", 9, 200, 1)
 	if _, _, p := step(none); p.Tokens != 0 || p.Limit != 100 {

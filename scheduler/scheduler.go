@@ -533,6 +533,9 @@ func (s *Scheduler) Schedule() *engine.Step {
 	decodes := 0
 	for _, sq := range s.running {
 		if len(sq.tokens)-sq.computed == 1 {
+			if sq.computed < len(sq.req.req.Prompt) {
+				sq.promptChunk() // the last token of a chunked prompt
+			}
 			step.Batch = append(step.Batch, s.chunk(sq, 1))
 			budget--
 			decodes++
