@@ -58,7 +58,12 @@ type EngineCore struct {
 	// decodeStep and prefillToken are paceLongPrefill's moving averages, in
 	// seconds (0: not measured yet). Only the core's goroutine uses them.
 	decodeStep, prefillToken float64
-	longBudget               int // the last budget set
+	longBudget               int // the last budget set (initialLongBudget at first)
+	// pooledTokens and pooledSeconds are the prompt tokens and the time
+	// they added of the steps not yet measured (fewer than
+	// minMeasuredPrompt tokens so far).
+	pooledTokens  int
+	pooledSeconds float64
 
 	// inbox holds submissions and aborts in the order they were made, so
 	// that an abort never overtakes its request; wake signals it grew.
@@ -329,9 +334,11 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		now := c.clock.Now()
 		c.lastWork = now
 		step := &engine.Step{}
+		var paced scheduler.Pacing
 		if generating {
 			c.sched.Expire(now)
 			step = c.sched.Schedule()
+			paced = c.sched.Pacing()
 		}
 		c.takeEmbeds(step)
 		if step.Empty() {
@@ -364,9 +371,9 @@ func (c *EngineCore) Run(ctx context.Context) (err error) {
 		st := c.publish()
 		// After publish: a caller woken by its lease sees it in Stats.
 		c.collectKept(end)
-		c.observeStep(step, res, st, events, end.Sub(start))
+		c.observeStep(step, res, st, events, paced, end.Sub(start))
 		if generating {
-			c.paceLongPrefill(step, end.Sub(start))
+			c.paceLongPrefill(step, paced, end.Sub(start))
 		}
 		c.deliver(end)
 	}
@@ -391,6 +398,11 @@ func (c *EngineCore) start() error {
 		return errors.Join(err, exec.Close())
 	}
 	c.exec, c.kv, c.sched = exec, kv, sched
+	// The measured times outlive a restart; so does the budget.
+	if c.longBudget == 0 {
+		c.longBudget = initialLongBudget
+	}
+	sched.SetLongPrefillBudget(c.longBudget)
 	if lr, ok := exec.(interface{ KVLayout() *engine.KVLayout }); ok {
 		c.layout.Store(lr.KVLayout())
 	}
@@ -655,9 +667,14 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 	}
 	c.lastDone = now
 	if c.obs != nil {
-		c.obs.RequestDone(RequestInfo{E2E: now.Sub(r.Arrival), Usage: last.Usage, Reason: last.Output.Finish})
+		c.obs.RequestDone(RequestInfo{E2E: now.Sub(r.Arrival), Usage: last.Usage, Reason: last.Output.Finish, PromptChunks: last.PromptChunks})
 	}
 }
+
+// initialLongBudget is the long-prefill budget until the first measured
+// steps size it; minMeasuredPrompt is the fewest prompt tokens a
+// measurement of their cost pools.
+const initialLongBudget, minMeasuredPrompt = 16, 16
 
 // paceLongPrefill sets the scheduler's long-prefill budget from measured
 // step times, so that a step where long prompts compute beside decoding
@@ -665,8 +682,13 @@ func (c *EngineCore) finished(r *scheduler.Request, last scheduler.RequestOutput
 // under 3× what it is without the prompt): decodeStep is the time of
 // a step that only decodes, prefillToken what each prompt token adds to a
 // step; both are moving averages (a prompt token costs more as its
-// position grows).
-func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
+// position grows); paced is what the scheduler's limit did in the step d
+// measured. The budget is at most the threshold
+// (Config.Scheduler.LongPrefillTokens; the scheduler holds long prompts to
+// it too), whatever the times say: on a busy machine a stretched decode
+// step makes the target large, and a long prompt must still compute in
+// chunks beside the streams.
+func (c *EngineCore) paceLongPrefill(step *engine.Step, paced scheduler.Pacing, d time.Duration) {
 	if c.cfg.Scheduler.LongPrefillTokens <= 0 {
 		return
 	}
@@ -686,32 +708,41 @@ func (c *EngineCore) paceLongPrefill(step *engine.Step, d time.Duration) {
 			*avg += alpha * (v - *avg)
 		}
 	}
-	if c.longBudget == 0 {
-		c.longBudget = 16 // until a prompt token's cost is known
-	}
 	switch {
 	case decodes > 0 && prompt == 0:
 		ema(&c.decodeStep, d.Seconds())
-	case decodes > 0 && prompt >= 16 && c.decodeStep > 0:
-		// A few prompt tokens beside decodes say little of their cost.
-		ema(&c.prefillToken, max(d.Seconds()-c.decodeStep, 0)/float64(prompt))
+	case decodes > 0 && prompt > 0 && c.decodeStep > 0:
+		// A few prompt tokens beside decodes say little of their cost:
+		// steps are pooled until they computed minMeasuredPrompt. A budget
+		// below it is measured too (before, it was not: one noisy step
+		// on a busy machine left a long prompt at 2 tokens a step to its
+		// end).
+		c.pooledTokens += prompt
+		c.pooledSeconds += max(d.Seconds()-c.decodeStep, 0)
+		if c.pooledTokens < minMeasuredPrompt {
+			return
+		}
+		ema(&c.prefillToken, c.pooledSeconds/float64(c.pooledTokens))
+		c.pooledTokens, c.pooledSeconds = 0, 0
 	default:
 		return
 	}
 	// Long prompts add about one decode step's time to a step: twice the
 	// inter-token latency of the streams beside them, within the 3× the
 	// pacing promises when steps vary. The budget grows (at most doubling)
-	// only after a step it bound, so that what short prompts measured
-	// cannot let a long prompt's whole chunk through.
+	// only after a step whose long prompts took all of it (the scheduler's
+	// Pacing: short prompts' and drafts' tokens do not count), so that what
+	// short prompts measured cannot let a long prompt's whole chunk
+	// through.
 	target := c.longBudget
 	if c.prefillToken > 0 {
 		target = int(c.decodeStep / c.prefillToken)
 	}
 	limit := c.longBudget
-	if prompt >= c.longBudget {
+	if paced.Limit > 0 && paced.Tokens >= paced.Limit {
 		limit = 2 * c.longBudget
 	}
-	c.longBudget = max(min(target, limit, c.cfg.Scheduler.MaxNumBatchedTokens), 2)
+	c.longBudget = max(min(target, limit, c.cfg.Scheduler.LongPrefillTokens, c.cfg.Scheduler.MaxNumBatchedTokens), 2)
 	c.sched.SetLongPrefillBudget(c.longBudget)
 }
 
@@ -737,11 +768,11 @@ func (c *EngineCore) drainEvents() []kvcache.Event {
 	return events
 }
 
-func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, events []kvcache.Event, d time.Duration) {
+func (c *EngineCore) observeStep(step *engine.Step, res engine.StepResult, st scheduler.Stats, events []kvcache.Event, paced scheduler.Pacing, d time.Duration) {
 	if c.obs == nil {
 		return
 	}
-	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Failures: len(res.Failures), Stats: st}
+	info := StepInfo{Duration: d, Tokens: step.NumTokens(), Failures: len(res.Failures), Paced: paced, Stats: st}
 	var decoding map[engine.SeqID]bool
 	for i := range step.Batch {
 		if ch := &step.Batch[i]; len(ch.Tokens) > 1 || !ch.Sample {

@@ -34,13 +34,14 @@ func testCore(t *testing.T, newFake func() *enginetest.Fake, mutate func(*Config
 		KV:            kvcache.Config{BlockSize: 4, Slots: 4, SlotTokens: 128, CacheBytes: 1 << 20},
 		RestartWindow: time.Hour,
 	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
 	cfg.NewExecutor = func(slots int) (engine.Executor, error) {
 		f := newFake()
 		f.Slots, f.SlotTokens, f.Vocab = slots, cfg.KV.SlotTokens, vocab
 		return f, nil
+	}
+	// mutate may wrap the fake executor.
+	if mutate != nil {
+		mutate(&cfg)
 	}
 	c, err := New(cfg)
 	if err != nil {

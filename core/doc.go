@@ -68,6 +68,19 @@
 // needs, up to KV.Slots; after IdleShrink without work it shrinks it back.
 // A resize keeps every running sequence's KV bit for bit.
 //
+// # Pacing long prompts
+//
+// After each step that decoded, the core sizes the scheduler's long-prefill
+// budget (scheduler.Scheduler.SetLongPrefillBudget) from moving averages of
+// a decode-only step's time and of what a prompt token adds (over steps
+// pooled until they computed 16 prompt tokens), so that long
+// prompts add about one decode step to the steps they share with decoding
+// streams: 16 tokens until measured, doubling at most after a step whose
+// long prompts used all of it, never more than the threshold
+// (scheduler.Config.LongPrefillTokens), which the scheduler enforces
+// whatever the budget. StepInfo.Paced reports each step's limit and long
+// tokens, RequestInfo.PromptChunks the steps each prompt took.
+//
 // # Time
 //
 // The core reads the time and waits for it only through Config.Clock

@@ -35,7 +35,11 @@ type StepInfo struct {
 	// BlocksStored and BlocksRemoved count the prefix cache's events of the
 	// step (the KV manager's outbox is drained every step).
 	BlocksStored, BlocksRemoved int
-	Stats                       scheduler.Stats
+	// Paced is what the long-prefill limit did in the step: how many
+	// tokens long prompts computed beside decoding sequences, and the
+	// most they could (Limit 0: none were paced).
+	Paced scheduler.Pacing
+	Stats scheduler.Stats
 }
 
 // RequestInfo describes a finished request.
@@ -43,4 +47,8 @@ type RequestInfo struct {
 	E2E    time.Duration
 	Usage  scheduler.Usage
 	Reason scheduler.FinishReason
+	// PromptChunks is how many steps its prompt took
+	// (scheduler.RequestOutput.PromptChunks); 0 when none of it was
+	// computed.
+	PromptChunks int
 }

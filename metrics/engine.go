@@ -27,6 +27,8 @@ type Engine struct {
 	iterationTokens  prometheus.Observer
 	promptHist       prometheus.Observer
 	genHist          prometheus.Observer
+	pacedPrefill     prometheus.Observer
+	promptChunks     prometheus.Observer
 	success          *prometheus.CounterVec
 }
 
@@ -34,6 +36,14 @@ type Engine struct {
 var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
 
 var tokenBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}
+
+// pacedBuckets are powers of two, so that the usual thresholds (the
+// default 512, 256, 1024, ...) are bucket bounds: a scrape tells whether
+// any paced step went over them.
+var pacedBuckets = prometheus.ExponentialBuckets(2, 2, 13) // 2 .. 8192
+
+// chunkBuckets count the steps a prompt took.
+var chunkBuckets = []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256}
 
 // NewEngine registers the metrics of model on reg. stats returns the
 // engine core's latest snapshot and ready its readiness; they are called at
@@ -59,6 +69,8 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 	iterTokens := hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine step.", tokenBuckets)
 	promptHist := hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets)
 	genHist := hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets)
+	pacedPrefill := hist("llmserve_paced_prefill_tokens", "Histogram of the tokens long prompts (over --long-prefill-token-threshold) computed together in a step beside decoding requests: at most the threshold, less while the budget paced by measured step times is lower.", pacedBuckets)
+	promptChunks := hist("llmserve_request_prefill_chunks", "Histogram of the steps a finished request's prompt was computed in: 1 unless the token budget or a long prompt's pacing split it, or a preemption made it compute again.", chunkBuckets)
 	e := &Engine{
 		restarts: counter("llmserve_engine_restarts_total", "Times the engine failed and was restarted with a fresh context (its requests ended with an error)."),
 		failures: counter("llmserve_engine_sequence_failures_total", "Sequences the engine failed alone (their decode or sampling failed); the rest of their batch went on."),
@@ -76,13 +88,15 @@ func NewEngine(reg prometheus.Registerer, model string, stats func() scheduler.S
 		iterationTokens:  iterTokens,
 		promptHist:       promptHist,
 		genHist:          genHist,
+		pacedPrefill:     pacedPrefill,
+		promptChunks:     promptChunks,
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels,
 		}, []string{"finished_reason"}),
 	}
 	collectors := []prometheus.Collector{
 		e.restarts, e.failures, e.kvEvents,
-		e.promptTokens, e.generationTokens, e.decodedTokens, e.steps, ttft, e2e, tpot, stepDur, iterTokens, promptHist, genHist, e.success,
+		e.promptTokens, e.generationTokens, e.decodedTokens, e.steps, ttft, e2e, tpot, stepDur, iterTokens, promptHist, genHist, pacedPrefill, promptChunks, e.success,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "llmserve_model_ready", Help: "1 when the model serves requests, 0 while its engine restarts or after it stopped.", ConstLabels: labels}, func() float64 {
 			if ready() {
 				return 1
@@ -137,6 +151,9 @@ func (e *Engine) StepDone(s core.StepInfo) {
 	e.generationTokens.Add(float64(s.Generated))
 	e.stepDuration.Observe(s.Duration.Seconds())
 	e.iterationTokens.Observe(float64(s.Tokens))
+	if s.Paced.Limit > 0 && s.Paced.Tokens > 0 {
+		e.pacedPrefill.Observe(float64(s.Paced.Tokens))
+	}
 	// Each token sampled by a sequence that was already decoding waited one
 	// step for it; with speculative decoding the step brought n tokens,
 	// each 1/n of it.
@@ -163,6 +180,9 @@ func (e *Engine) RequestDone(r core.RequestInfo) {
 	e.e2e.Observe(r.E2E.Seconds())
 	e.promptHist.Observe(float64(r.Usage.PromptTokens))
 	e.genHist.Observe(float64(r.Usage.CompletionTokens))
+	if r.PromptChunks > 0 {
+		e.promptChunks.Observe(float64(r.PromptChunks))
+	}
 	reason := string(r.Reason)
 	if reason == "" {
 		reason = "abort"

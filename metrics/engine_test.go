@@ -118,3 +118,61 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="2"} 
 		t.Fatalf("tpot: %d observations summing to %g", n, sum)
 	}
 }
+
+// Paced steps and the steps each prompt took are histograms whose buckets
+// hold the usual thresholds: a step without paced long prompts and a
+// request whose prompt was never computed are not observed.
+func TestPacingMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e, err := NewEngine(reg, "m", func() scheduler.Stats { return scheduler.Stats{} }, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.StepDone(core.StepInfo{Tokens: 9, DecodeTokens: 9})
+	e.StepDone(core.StepInfo{Tokens: 520, PrefillTokens: 512, DecodeTokens: 8, Paced: scheduler.Pacing{Limit: 512, Tokens: 512}})
+	e.StepDone(core.StepInfo{Tokens: 156, PrefillTokens: 148, DecodeTokens: 8, Paced: scheduler.Pacing{Limit: 512, Tokens: 148}})
+	e.RequestDone(core.RequestInfo{PromptChunks: 2})
+	e.RequestDone(core.RequestInfo{PromptChunks: 1})
+	e.RequestDone(core.RequestInfo{Reason: scheduler.FinishAbort})
+	want := `
+# HELP llmserve_paced_prefill_tokens Histogram of the tokens long prompts (over --long-prefill-token-threshold) computed together in a step beside decoding requests: at most the threshold, less while the budget paced by measured step times is lower.
+# TYPE llmserve_paced_prefill_tokens histogram
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="2"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="4"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="8"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="16"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="32"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="64"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="128"} 0
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="256"} 1
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="512"} 2
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="1024"} 2
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="2048"} 2
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="4096"} 2
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="8192"} 2
+llmserve_paced_prefill_tokens_bucket{model_name="m",le="+Inf"} 2
+llmserve_paced_prefill_tokens_sum{model_name="m"} 660
+llmserve_paced_prefill_tokens_count{model_name="m"} 2
+# HELP llmserve_request_prefill_chunks Histogram of the steps a finished request's prompt was computed in: 1 unless the token budget or a long prompt's pacing split it, or a preemption made it compute again.
+# TYPE llmserve_request_prefill_chunks histogram
+llmserve_request_prefill_chunks_bucket{model_name="m",le="1"} 1
+llmserve_request_prefill_chunks_bucket{model_name="m",le="2"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="3"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="4"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="6"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="8"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="12"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="16"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="24"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="32"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="64"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="128"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="256"} 2
+llmserve_request_prefill_chunks_bucket{model_name="m",le="+Inf"} 2
+llmserve_request_prefill_chunks_sum{model_name="m"} 3
+llmserve_request_prefill_chunks_count{model_name="m"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmserve_paced_prefill_tokens", "llmserve_request_prefill_chunks"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,7 +19,10 @@
 //     KV goes to the prefix cache, its slot and KV tokens are freed, and
 //     it waits again, to resume from the cache and by recompute;
 //  3. running sequences that decode get their token, then running prompts
-//     get their next chunks, within MaxNumBatchedTokens;
+//     get their next chunks, within MaxNumBatchedTokens; beside decodes,
+//     long prompts (over Config.LongPrefillTokens) share a limit of at
+//     most that many tokens, which the engine core lowers from measured
+//     step times (pacing.go; Pacing reports each step's);
 //  4. waiting sequences are admitted in (priority, arrival) order while the
 //     budget, MaxNumSeqs, the KV slots and the KV tokens allow; the head of
 //     the queue blocks the rest (no starvation of long prompts).

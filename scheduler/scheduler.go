@@ -36,9 +36,10 @@ type Config struct {
 	// LongPrefillTokens makes a prompt of more than this many tokens
 	// "long" (to its last chunk): in a step where other sequences decode, long
 	// prompts together compute at most the budget SetLongPrefillBudget
-	// last set, so that a long prompt's chunks do not stall every decoding
-	// stream for seconds (the engine core sets the budget from measured
-	// step times). Short prompts are never held back. 0 turns it off.
+	// last set, and never more than LongPrefillTokens, so that a long
+	// prompt's chunks do not stall every decoding stream for seconds (the
+	// engine core sets the budget from measured step times; pacing.go).
+	// Short prompts are never held back. 0 turns it off.
 	LongPrefillTokens int
 	// Speculative turns on speculative decoding for every request
 	// (speculative.go); Validate checks it, with its defaults filled in
@@ -108,6 +109,9 @@ type request struct {
 	open      int
 	usage     Usage
 	firstSeen bool // a token was produced
+	// promptChunks is the most steps one of its sequences' prompts took
+	// (RequestOutput.PromptChunks).
+	promptChunks int
 }
 
 type sequence struct {
@@ -133,6 +137,9 @@ type sequence struct {
 	// draftLen is the most draft tokens the sequence's next step may
 	// carry (speculative.go's adaptDraft); 0 until its first draft.
 	draftLen int
+	// promptChunks counts the steps that computed its prompt (or, after a
+	// preemption, its tokens again) before it decodes.
+	promptChunks int
 }
 
 func (s *sequence) numOutput() int { return len(s.tokens) - len(s.req.req.Prompt) }
@@ -147,6 +154,12 @@ type RequestOutput struct {
 	// final choice ended. The engine core derives TTFT and end-to-end
 	// metrics from them.
 	First, Last bool
+	// PromptChunks is how many steps the request's prompt took so far: 1
+	// for a prompt computed in one step, more when the token budget or a
+	// long prompt's pacing split it into chunks, or a preemption made it
+	// compute again (with n > 1, the most of any choice). 0 before any of
+	// it was computed.
+	PromptChunks int
 }
 
 // Stats is a snapshot of the scheduler's state.
@@ -182,8 +195,10 @@ type Stats struct {
 type Scheduler struct {
 	cfg    Config
 	maxLen int // cfg.MaxSeqLen()
-	// longBudget is SetLongPrefillBudget's tokens (0: no limit).
+	// longBudget is SetLongPrefillBudget's tokens (0: none set);
+	// pacing is what it did in the last step (pacing.go).
 	longBudget int
+	pacing     Pacing
 	kv         *kvcache.Manager
 	requests   map[string]*request
 	byID       map[engine.SeqID]*sequence // live sequences
@@ -412,11 +427,12 @@ func (s *Scheduler) finish(sq *sequence, out Output, keepKV bool) {
 
 func (s *Scheduler) emit(rq *request, out Output, first bool) {
 	s.outbox = append(s.outbox, RequestOutput{
-		RequestID: rq.req.ID,
-		Output:    out,
-		Usage:     rq.usage,
-		First:     first,
-		Last:      rq.open == 0,
+		RequestID:    rq.req.ID,
+		Output:       out,
+		Usage:        rq.usage,
+		First:        first,
+		Last:         rq.open == 0,
+		PromptChunks: rq.promptChunks,
 	})
 }
 
@@ -435,11 +451,6 @@ func (s *Scheduler) TakeStarted() int {
 	s.started = 0
 	return n
 }
-
-// SetLongPrefillBudget sets how many tokens long prompts (see
-// Config.LongPrefillTokens) may compute together in a step where other
-// sequences decode; 0 means no limit.
-func (s *Scheduler) SetLongPrefillBudget(n int) { s.longBudget = max(n, 0) }
 
 // Has reports whether a request with this id is live.
 func (s *Scheduler) Has(id string) bool { _, ok := s.requests[id]; return ok }
@@ -522,6 +533,9 @@ func (s *Scheduler) Schedule() *engine.Step {
 	decodes := 0
 	for _, sq := range s.running {
 		if len(sq.tokens)-sq.computed == 1 {
+			if sq.computed < len(sq.req.req.Prompt) {
+				sq.promptChunk() // the last token of a chunked prompt
+			}
 			step.Batch = append(step.Batch, s.chunk(sq, 1))
 			budget--
 			decodes++
@@ -533,16 +547,16 @@ func (s *Scheduler) Schedule() *engine.Step {
 	if sp := s.cfg.Speculative; sp.Method != SpecNone && (sp.DisableByBatchSize == 0 || decodes <= sp.DisableByBatchSize) {
 		budget = s.addDrafts(step.Batch, budget)
 	}
-	// Long prompts share the long-prefill budget while others decode.
-	longLeft := -1
-	if len(step.Batch) > 0 && s.cfg.LongPrefillTokens > 0 && s.longBudget > 0 {
-		longLeft = s.longBudget
-	}
+	// Long prompts share the long-prefill limit while others decode.
+	s.pacing = Pacing{Limit: s.longPrefillLimit(len(step.Batch) > 0)}
 	prefill := func(sq *sequence) int {
 		n := min(len(sq.tokens)-sq.computed, budget)
-		if longLeft >= 0 && len(sq.tokens) > s.cfg.LongPrefillTokens {
-			n = min(n, longLeft)
-			longLeft -= n
+		if s.pacing.Limit > 0 && len(sq.tokens) > s.cfg.LongPrefillTokens {
+			n = min(n, s.pacing.Limit-s.pacing.Tokens)
+			s.pacing.Tokens += n
+		}
+		if n > 0 {
+			sq.promptChunk()
 		}
 		return n
 	}
