@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // AgentAPI is the request shape an agent session is sent in.
@@ -173,7 +175,7 @@ func newTranscript(cfg *AgentConfig, apiIndex, session int) transcript {
 	toolWords := int(float64(cfg.PrefixWords) * ToolWordsShare)
 	var t transcript
 	var b strings.Builder
-	appendWords(&b, r, cfg.PrefixWords-toolWords)
+	benchio.AppendWords(&b, r, cfg.PrefixWords-toolWords)
 	t.system = b.String()
 	for i := range cfg.Tools {
 		n := toolWords / cfg.Tools
@@ -181,7 +183,7 @@ func newTranscript(cfg *AgentConfig, apiIndex, session int) transcript {
 			n++
 		}
 		b.Reset()
-		appendWords(&b, r, n)
+		benchio.AppendWords(&b, r, n)
 		t.tools = append(t.tools, agentTool{name: fmt.Sprintf("tool_%d", i), description: b.String()})
 	}
 	for k := range cfg.Turns {
@@ -190,15 +192,15 @@ func newTranscript(cfg *AgentConfig, apiIndex, session int) transcript {
 			turn.callID = fmt.Sprintf("call_%d", k)
 			turn.callName = t.tools[(k-1)%len(t.tools)].name
 			b.Reset()
-			appendWords(&b, r, 3)
+			benchio.AppendWords(&b, r, 3)
 			args, _ := json.Marshal(map[string]string{"path": b.String()})
 			turn.callArgs = string(args)
 			b.Reset()
-			appendWords(&b, r, cfg.ToolResultWords)
+			benchio.AppendWords(&b, r, cfg.ToolResultWords)
 			turn.toolResult = b.String()
 		}
 		b.Reset()
-		appendWords(&b, r, cfg.UserWords)
+		benchio.AppendWords(&b, r, cfg.UserWords)
 		turn.user = b.String()
 		t.turns = append(t.turns, turn)
 	}

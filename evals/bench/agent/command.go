@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"cmp"
@@ -11,10 +11,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
-// newAgentCommand returns `bench agent` and its `table`.
-func newAgentCommand() *cobra.Command {
+// NewCommand returns `bench agent` and its `table`, which the caller adds
+// under `bench`.
+func NewCommand() *cobra.Command {
 	cfg := DefaultAgentConfig()
 	var (
 		apis       = []string{"messages", "responses", "chat"}
@@ -74,11 +77,11 @@ server gives neither. Turns run one at a time, each on a new connection.
 				return err
 			}
 			if outputFile != "" {
-				if err := writeJSONFile(outputFile, rep); err != nil {
+				if err := benchio.WriteJSONFile(outputFile, rep); err != nil {
 					return err
 				}
 			}
-			if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
+			if err := benchio.PrintReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
 				return err
 			}
 			for _, s := range rep.Summaries {
@@ -137,13 +140,13 @@ func AgentTable(w io.Writer, paths []string) error {
 		failed                                  int
 	}
 	var rows []*row
-	files, err := resultFiles(paths)
+	files, err := benchio.ResultFiles(paths)
 	if err != nil {
 		return fmt.Errorf("bench agent table: %w", err)
 	}
 	for _, path := range files {
 		var rep AgentReport
-		if _, err := readResult(path, &rep); err != nil {
+		if _, err := benchio.ReadResult(path, &rep); err != nil {
 			return fmt.Errorf("bench agent table: %w", err)
 		}
 		server, _, _ := strings.Cut(rep.Label, ":")
@@ -193,10 +196,10 @@ func AgentTable(w io.Writer, paths []string) error {
 		}
 		share := "n/a"
 		if len(r.cachedShare) > 0 {
-			share = fmt.Sprintf("%.3f", median(r.cachedShare))
+			share = fmt.Sprintf("%.3f", benchio.Median(r.cachedShare))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %d |\n", r.server, r.api, len(r.first),
-			median(r.input), cell(r.first, "%.0f"), cell(r.later, "%.0f"), cell(r.ratio, "%.3f"), share, r.failed)
+			benchio.Median(r.input), cell(r.first, "%.0f"), cell(r.later, "%.0f"), cell(r.ratio, "%.3f"), share, r.failed)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -209,7 +212,7 @@ func cell(xs []float64, format string) string {
 	if len(xs) == 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf(format, median(xs)) + reps(xs, format)
+	return fmt.Sprintf(format, benchio.Median(xs)) + reps(xs, format)
 }
 
 // reps formats each rep's value, " (a, b, c)", or "" for fewer than two.

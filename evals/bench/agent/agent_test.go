@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // agentFake serves the three agent APIs' streams. It flattens each request
@@ -357,7 +359,7 @@ func TestAgentTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeJSONFile(filepath.Join(dir, fmt.Sprintf("fake-run%d.json", rep)), r); err != nil {
+		if err := benchio.WriteJSONFile(filepath.Join(dir, fmt.Sprintf("fake-run%d.json", rep)), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -397,7 +399,7 @@ func TestAgentTableOneTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSONFile(filepath.Join(dir, "fake-run1.json"), r); err != nil {
+	if err := benchio.WriteJSONFile(filepath.Join(dir, "fake-run1.json"), r); err != nil {
 		t.Fatal(err)
 	}
 	table, lines := agentTable(t, dir)

@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // AgentTurn is one measured turn of a session.
@@ -63,7 +65,7 @@ type AgentSummary struct {
 	LaterTTFTMs    float64 `json:"median_later_ttft_ms"`
 	LaterOverFirst float64 `json:"later_over_first"`
 	// Errors holds up to five distinct turn failures with their counts.
-	Errors []ErrorSample `json:"error_samples,omitempty"`
+	Errors []benchio.ErrorSample `json:"error_samples,omitempty"`
 }
 
 // AgentReport is the result of RunAgent.
@@ -105,10 +107,9 @@ func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*Agent
 		logger = slog.New(slog.DiscardHandler)
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	c := &agentClient{http: &http.Client{Transport: newTransport(1, false)}, cfg: &cfg, model: cfg.Model, logger: logger}
+	c := &agentClient{http: &http.Client{Transport: benchio.NewTransport(1, false)}, cfg: &cfg, model: cfg.Model, logger: logger}
 	if c.model == "" {
-		s := &session{client: c.http, cfg: &Config{Timeout: cfg.Timeout, APIKey: cfg.APIKey}}
-		m, err := s.firstModel(ctx, base)
+		m, err := benchio.FirstModel(ctx, c.http, base, cfg.APIKey, cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +176,7 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 	}
 	u := agentUsage{cached: -1}
 	first, finished := time.Duration(-1), time.Duration(-1)
-	end, failure := readStream(ctx, resp, start, c.describe, func(ev sseEvent, at time.Duration) (bool, string) {
+	end, failure := benchio.ReadStream(ctx, resp, start, c.describe, func(ev benchio.Event, at time.Duration) (bool, string) {
 		e := decodeAgentEvent(api, ev, &u)
 		if e.failure != "" {
 			return false, e.failure
@@ -192,12 +193,12 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 		res.Error = failure
 		return res
 	}
-	res.E2ELMs = ms(end)
+	res.E2ELMs = benchio.Millis(end)
 	switch {
 	case first >= 0:
-		res.TTFTMs = ms(first)
+		res.TTFTMs = benchio.Millis(first)
 	case finished >= 0:
-		res.TTFTMs, res.NoOutput = ms(finished), true
+		res.TTFTMs, res.NoOutput = benchio.Millis(finished), true
 	default:
 		res.Error = "stream ended without output or a finish"
 		return res
@@ -213,7 +214,7 @@ func (c *agentClient) describe(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return "canceled"
 	}
-	return orUnknown(err.Error())
+	return benchio.OrUnknown(err.Error())
 }
 
 // summarizeAgent sums up api's sessions among all.
@@ -230,7 +231,7 @@ func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
 		}
 		s.Failed++
 		if n := len(sess.Turns); n > 0 {
-			s.Errors = addErrorSample(s.Errors, sess.Turns[n-1].Error)
+			s.Errors = benchio.AddErrorSample(s.Errors, sess.Turns[n-1].Error)
 		}
 	}
 	s.Completed = len(done)
@@ -249,10 +250,10 @@ func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
 				later = append(later, t.TTFTMs)
 			}
 		}
-		s.TTFTMs[k], s.InputTokens[k], s.CachedTokens[k] = median(ttft), median(in), median(cached)
+		s.TTFTMs[k], s.InputTokens[k], s.CachedTokens[k] = benchio.Median(ttft), benchio.Median(in), benchio.Median(cached)
 	}
 	if len(later) > 0 {
-		s.LaterTTFTMs = median(later)
+		s.LaterTTFTMs = benchio.Median(later)
 		if s.TTFTMs[0] > 0 {
 			s.LaterOverFirst = s.LaterTTFTMs / s.TTFTMs[0]
 		}
