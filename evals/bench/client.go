@@ -165,6 +165,7 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 		res.err = s.describe(err)
 		return res
 	}
+	defer resp.Body.Close()
 	finishedAt := time.Duration(-1) // the first chunk with a finish_reason
 	res.end, res.err = benchio.ReadStream(ctx, resp, start, s.describe, func(ev benchio.Event, at time.Duration) (bool, string) {
 		if ev.Name != "error" && benchio.IsDone(ev.Data) {

@@ -174,6 +174,7 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 		res.Error = c.describe(err)
 		return res
 	}
+	defer resp.Body.Close()
 	u := agentUsage{cached: -1}
 	first, finished := time.Duration(-1), time.Duration(-1)
 	end, failure := benchio.ReadStream(ctx, resp, start, c.describe, func(ev benchio.Event, at time.Duration) (bool, string) {

@@ -18,15 +18,14 @@ import (
 const maxEventSize = 4 << 20
 
 // ReadStream reads the response to a streaming request (sent at start,
-// bounded by ctx) and closes its body: the SSE events until the stream ends,
+// bounded by ctx): the SSE events until the stream ends,
 // at the end of the body or at the event for which on says done. It calls
 // on with every event that carries data and the time since start it was
 // read at. It returns the time the stream ended at or, when the response is
 // not a stream, a read failed or on reported a failure, the report line for
-// it (describe words a read error).
+// it (describe words a read error). The caller closes resp.Body.
 func ReadStream(ctx context.Context, resp *http.Response, start time.Time, describe func(error) string,
 	on func(ev Event, at time.Duration) (done bool, failure string)) (end time.Duration, failure string) {
-	defer resp.Body.Close()
 	if failure := notAStream(resp); failure != "" {
 		return 0, failure
 	}
