@@ -18,7 +18,7 @@ import (
 // NewCommand returns `bench agent` and its `table`, which the caller adds
 // under `bench`.
 func NewCommand() *cobra.Command {
-	cfg := DefaultAgentConfig()
+	cfg := DefaultConfig()
 	var (
 		apis       = []string{"messages", "responses", "chat"}
 		asJSON     bool
@@ -59,7 +59,7 @@ server gives neither. Turns run one at a time, each on a new connection.
 			cfg.APIs = nil
 			for _, a := range apis {
 				for part := range strings.SplitSeq(a, ",") {
-					api, err := ParseAgentAPI(part)
+					api, err := ParseAPI(part)
 					if err != nil {
 						return err
 					}
@@ -72,7 +72,7 @@ server gives neither. Turns run one at a time, each on a new connection.
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			rep, err := RunAgent(ctx, cfg, logger)
+			rep, err := Run(ctx, cfg, logger)
 			if err != nil {
 				return err
 			}
@@ -126,16 +126,16 @@ pooled TTFT of turns 2 on, their ratio to turn 1's, and the share of turns
 		Args:         cobra.MinimumNArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return AgentTable(cmd.OutOrStdout(), args)
+			return Table(cmd.OutOrStdout(), args)
 		},
 	}
 }
 
-// AgentTable writes `bench agent table` for the given files or directories.
-func AgentTable(w io.Writer, paths []string) error {
+// Table writes `bench agent table` for the given files or directories.
+func Table(w io.Writer, paths []string) error {
 	type row struct {
 		server                                  string
-		api                                     AgentAPI
+		api                                     API
 		first, later, ratio, cachedShare, input []float64
 		failed                                  int
 	}
@@ -145,7 +145,7 @@ func AgentTable(w io.Writer, paths []string) error {
 		return fmt.Errorf("bench agent table: %w", err)
 	}
 	for _, path := range files {
-		var rep AgentReport
+		var rep Report
 		if _, err := benchio.ReadResult(path, &rep); err != nil {
 			return fmt.Errorf("bench agent table: %w", err)
 		}

@@ -13,15 +13,15 @@
 //
 // # Usage
 //
-//	cfg := agent.DefaultAgentConfig()
+//	cfg := agent.DefaultConfig()
 //	cfg.BaseURL = "http://127.0.0.1:8080/v1"
-//	rep, err := agent.RunAgent(ctx, cfg, logger)
+//	rep, err := agent.Run(ctx, cfg, logger)
 //	if err != nil { ... }
 //	rep.WriteText(os.Stdout)
 //
 // # What it measures
 //
-// `llmserve bench agent` (RunAgent, AgentConfig) measures what an agent
+// `llmserve bench agent` (Run, Config) measures what an agent
 // such as Claude Code or Codex CLI does to a server: a long prefix of
 // system prompt and tool definitions (PrefixWords words, a quarter of them
 // the Tools tools' descriptions; 20,000 by default), then Turns turns

@@ -13,8 +13,8 @@ import (
 	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
-// AgentTurn is one measured turn of a session.
-type AgentTurn struct {
+// Turn is one measured turn of a session.
+type Turn struct {
 	// Turn is 1-based.
 	Turn int `json:"turn"`
 	// TTFTMs: request sent → first event carrying generated output, or,
@@ -37,23 +37,23 @@ type AgentTurn struct {
 	Error string `json:"error,omitempty"`
 }
 
-// AgentSession is one session of one API.
-type AgentSession struct {
-	API     AgentAPI    `json:"api"`
-	Session int         `json:"session"`
-	Turns   []AgentTurn `json:"turns"`
+// Session is one session of one API.
+type Session struct {
+	API     API    `json:"api"`
+	Session int    `json:"session"`
+	Turns   []Turn `json:"turns"`
 }
 
 // ok reports whether every turn of the session completed.
-func (s *AgentSession) ok(turns int) bool {
+func (s *Session) ok(turns int) bool {
 	return len(s.Turns) == turns && s.Turns[len(s.Turns)-1].Error == ""
 }
 
-// AgentSummary sums up one API's sessions: medians over the completed ones.
-type AgentSummary struct {
-	API       AgentAPI `json:"api"`
-	Completed int      `json:"completed_sessions"`
-	Failed    int      `json:"failed_sessions"`
+// Summary sums up one API's sessions: medians over the completed ones.
+type Summary struct {
+	API       API `json:"api"`
+	Completed int `json:"completed_sessions"`
+	Failed    int `json:"failed_sessions"`
 	// TTFTMs[k] is the median TTFT of turn k+1.
 	TTFTMs []float64 `json:"median_ttft_ms_by_turn"`
 	// InputTokens and CachedTokens are turn k+1's, median; cached -1 when
@@ -68,38 +68,38 @@ type AgentSummary struct {
 	Errors []benchio.ErrorSample `json:"error_samples,omitempty"`
 }
 
-// AgentReport is the result of RunAgent.
-type AgentReport struct {
-	Date            string         `json:"date"`
-	Label           string         `json:"label,omitempty"`
-	BaseURL         string         `json:"base_url"`
-	ModelID         string         `json:"model_id"`
-	PrefixWords     int            `json:"prefix_len"`
-	Tools           int            `json:"tools"`
-	Turns           int            `json:"turns"`
-	UserWords       int            `json:"user_len"`
-	ToolResultWords int            `json:"tool_result_len"`
-	OutputLen       int            `json:"output_len"`
-	Seed            int64          `json:"seed"`
-	Summaries       []AgentSummary `json:"summaries"`
-	Sessions        []AgentSession `json:"sessions"`
+// Report is the result of Run.
+type Report struct {
+	Date            string    `json:"date"`
+	Label           string    `json:"label,omitempty"`
+	BaseURL         string    `json:"base_url"`
+	ModelID         string    `json:"model_id"`
+	PrefixWords     int       `json:"prefix_len"`
+	Tools           int       `json:"tools"`
+	Turns           int       `json:"turns"`
+	UserWords       int       `json:"user_len"`
+	ToolResultWords int       `json:"tool_result_len"`
+	OutputLen       int       `json:"output_len"`
+	Seed            int64     `json:"seed"`
+	Summaries       []Summary `json:"summaries"`
+	Sessions        []Session `json:"sessions"`
 }
 
 // agentClient sends one session's turns.
 type agentClient struct {
 	http   *http.Client
-	cfg    *AgentConfig
+	cfg    *Config
 	model  string
 	logger *slog.Logger
 }
 
-// RunAgent runs cfg's sessions, API by API, one turn at a time, and sums
+// Run runs cfg's sessions, API by API, one turn at a time, and sums
 // them up. Each turn goes out on a new connection (no keep-alive: one
 // request at a time, and llama-server closes kept-alive connections after
 // a stream anyway), so nothing of one turn waits on another. It fails only
 // for a bad config, a failed model lookup or ctx ending; failed turns are in
 // the report.
-func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*AgentReport, error) {
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -115,14 +115,14 @@ func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*Agent
 		}
 		c.model = m
 	}
-	rep := &AgentReport{
+	rep := &Report{
 		Label: cfg.Label, BaseURL: cfg.BaseURL, ModelID: c.model, PrefixWords: cfg.PrefixWords, Tools: cfg.Tools,
 		Turns: cfg.Turns, UserWords: cfg.UserWords, ToolResultWords: cfg.ToolResultWords, OutputLen: cfg.OutputLen, Seed: cfg.Seed,
 	}
 	for i, api := range cfg.APIs {
 		for n := range cfg.Sessions {
 			t := newTranscript(&cfg, i, n)
-			sess := AgentSession{API: api, Session: n}
+			sess := Session{API: api, Session: n}
 			for k := range cfg.Turns {
 				turn := c.turn(ctx, base, api, &t, k)
 				if ctx.Err() != nil {
@@ -144,8 +144,8 @@ func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*Agent
 }
 
 // turn sends turn k of t and reads its stream.
-func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *transcript, k int) AgentTurn {
-	res := AgentTurn{Turn: k + 1, CachedTokens: -1}
+func (c *agentClient) turn(ctx context.Context, base string, api API, t *transcript, k int) Turn {
+	res := Turn{Turn: k + 1, CachedTokens: -1}
 	payload, err := t.body(api, c.model, k, c.cfg.OutputLen)
 	if err != nil {
 		res.Error = fmt.Sprintf("encode request: %v", err)
@@ -160,7 +160,7 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
-	if api == AgentMessages {
+	if api == Messages {
 		hreq.Header.Set("anthropic-version", "2023-06-01")
 	}
 	if c.cfg.APIKey != "" {
@@ -219,9 +219,9 @@ func (c *agentClient) describe(err error) string {
 }
 
 // summarizeAgent sums up api's sessions among all.
-func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
-	s := AgentSummary{API: api, TTFTMs: make([]float64, turns), InputTokens: make([]float64, turns), CachedTokens: make([]float64, turns)}
-	var done []AgentSession
+func summarizeAgent(api API, all []Session, turns int) Summary {
+	s := Summary{API: api, TTFTMs: make([]float64, turns), InputTokens: make([]float64, turns), CachedTokens: make([]float64, turns)}
+	var done []Session
 	for _, sess := range all {
 		if sess.API != api {
 			continue
@@ -264,7 +264,7 @@ func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
 
 // WriteText writes each API's turns as a table: the median TTFT, input and
 // cached tokens of each turn, and each turn's TTFT against turn 1's.
-func (r *AgentReport) WriteText(w io.Writer) error {
+func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Agent sessions against %s (model %s)", r.BaseURL, r.ModelID)
 	if r.Label != "" {

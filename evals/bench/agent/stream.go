@@ -34,11 +34,11 @@ type agentEvent struct {
 }
 
 // decodeAgentEvent reads one event of api's stream into u.
-func decodeAgentEvent(api AgentAPI, ev benchio.Event, u *agentUsage) agentEvent {
+func decodeAgentEvent(api API, ev benchio.Event, u *agentUsage) agentEvent {
 	switch api {
-	case AgentMessages:
+	case Messages:
 		return decodeMessagesEvent(ev, u)
-	case AgentResponses:
+	case Responses:
 		return decodeResponsesEvent(ev, u)
 	}
 	return decodeChatEvent(ev, u)
