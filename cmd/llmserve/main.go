@@ -21,6 +21,7 @@ import (
 
 	"github.com/llmserve/llmserve/engine/llamacpp"
 	"github.com/llmserve/llmserve/evals/bench"
+	"github.com/llmserve/llmserve/evals/bench/agent"
 	"github.com/llmserve/llmserve/evals/synth"
 )
 
@@ -40,7 +41,9 @@ func newRootCommand() *cobra.Command {
 	root.SetVersionTemplate("llmserve {{.Version}}\n")
 	synthCmd := synth.NewCommand()
 	synthCmd.AddCommand(newSynthMLPCommand(), synth.NewLoRACommand(), synth.NewProjectorCommand())
-	root.AddCommand(newServeCommand(), newWorkerCommand(), newHeadCommand(), bench.NewCommand(), synthCmd, newVersionCommand())
+	benchCmd := bench.NewCommand()
+	benchCmd.AddCommand(agent.NewCommand())
+	root.AddCommand(newServeCommand(), newWorkerCommand(), newHeadCommand(), benchCmd, synthCmd, newVersionCommand())
 	return root
 }
 

@@ -1,23 +1,16 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/r3labs/sse/v2"
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
-
-// maxEventSize bounds one SSE event. OpenAI chunks are a few hundred bytes;
-// the bound only protects against a server that never ends an event.
-const maxEventSize = 4 << 20
 
 // result is the timeline of one request. All times are measured with the
 // monotonic clock; the metric code reads nothing else.
@@ -33,7 +26,7 @@ type result struct {
 	// the server reports no usage.
 	promptWords int
 	// usage is the last usage object the server streamed, nil if none.
-	usage *usage
+	usage *benchio.Usage
 	// err is why the request failed; "" means it succeeded.
 	err string
 	// retried reports that the first attempt failed on a reused connection
@@ -172,12 +165,13 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 		res.err = s.describe(err)
 		return res
 	}
+	defer resp.Body.Close()
 	finishedAt := time.Duration(-1) // the first chunk with a finish_reason
-	res.end, res.err = readStream(ctx, resp, start, s.describe, func(ev sseEvent, at time.Duration) (bool, string) {
-		if ev.name != "error" && isDone(ev.data) {
+	res.end, res.err = benchio.ReadStream(ctx, resp, start, s.describe, func(ev benchio.Event, at time.Duration) (bool, string) {
+		if ev.Name != "error" && benchio.IsDone(ev.Data) {
 			return true, ""
 		}
-		chunk, failure := decodeChunk(ev)
+		chunk, failure := benchio.DecodeChunk(ev)
 		if failure != "" {
 			return false, failure
 		}
@@ -185,10 +179,10 @@ func (s *session) do(ctx context.Context, req request, t0 time.Time) result {
 			u := *chunk.Usage
 			res.usage = &u
 		}
-		if chunk.hasContent() {
+		if chunk.HasContent() {
 			res.chunks = append(res.chunks, at)
 		}
-		if finishedAt < 0 && chunk.finished() {
+		if finishedAt < 0 && chunk.Finished() {
 			finishedAt = at
 		}
 		return false, ""
@@ -221,103 +215,5 @@ func (s *session) describe(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return fmt.Sprintf("timeout after %v", s.cfg.Timeout)
 	}
-	return orUnknown(err.Error())
-}
-
-// firstModel returns the first model id listed by GET {base}/models.
-func (s *session) firstModel(ctx context.Context, base string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
-	if err != nil {
-		return "", fmt.Errorf("list models: %w", err)
-	}
-	s.setHeaders(hreq.Header)
-	resp, err := s.client.Do(hreq)
-	if err != nil {
-		return "", fmt.Errorf("list models: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return "", fmt.Errorf("list models: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("list models: HTTP %d: %s (pass --model to skip this lookup)", resp.StatusCode, orUnknown(errorBody(body)))
-	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return "", fmt.Errorf("list models: decode %s: %w", base+"/models", err)
-	}
-	for _, m := range list.Data {
-		if m.ID != "" {
-			return m.ID, nil
-		}
-	}
-	return "", fmt.Errorf("list models: %s lists no model; pass --model", base+"/models")
-}
-
-// readStream reads the response to a streaming request (sent at start,
-// bounded by ctx) and closes its body: the SSE events until the stream ends,
-// at the end of the body or at the event for which on says done. It calls
-// on with every event that carries data and the time since start it was
-// read at. It returns the time the stream ended at or, when the response is
-// not a stream, a read failed or on reported a failure, the report line for
-// it (describe words a read error).
-func readStream(ctx context.Context, resp *http.Response, start time.Time, describe func(error) string,
-	on func(ev sseEvent, at time.Duration) (done bool, failure string)) (end time.Duration, failure string) {
-	defer resp.Body.Close()
-	if failure := notAStream(resp); failure != "" {
-		return 0, failure
-	}
-	reader := sse.NewEventStreamReader(resp.Body, maxEventSize)
-	for {
-		raw, err := reader.ReadEvent()
-		at := time.Since(start)
-		if errors.Is(err, io.EOF) {
-			if ctx.Err() != nil {
-				// ReadEvent reports a canceled read as io.EOF.
-				return 0, describe(ctx.Err())
-			}
-			// The body ended without its API's last event ([DONE] for
-			// OpenAI's chunks). Every server we know sends it, but the
-			// stream is complete either way.
-			return at, ""
-		}
-		if err != nil {
-			return 0, describe(err)
-		}
-		ev := parseEvent(raw)
-		if !ev.hasData {
-			continue
-		}
-		done, failure := on(ev, at)
-		if failure != "" {
-			return 0, failure
-		}
-		if done {
-			// Read the rest (normally nothing) so the connection is reused.
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			return at, ""
-		}
-	}
-}
-
-// notAStream says why resp does not carry the event stream a streamed
-// request asked for (an HTTP error with the server's message, or a JSON
-// answer), reading at most 8 KiB of its body; "" when it does.
-func notAStream(resp *http.Response) string {
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		return fmt.Sprintf("HTTP %d: %s", resp.StatusCode, orUnknown(errorBody(body)))
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		return "server answered with application/json, not an event stream: " + truncate(string(bytes.TrimSpace(body)), 200)
-	}
-	return ""
+	return benchio.OrUnknown(err.Error())
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // vllmFlagNames maps the names `vllm bench serve` uses to ours, so that a
@@ -181,7 +182,7 @@ compare the JSON files:
 	f.BoolVar(&asJSON, "json", false, "write the report to stdout as JSON instead of a table")
 	f.StringVar(&outputFile, "output-file", "", "also write the JSON report to this file (vLLM's field names)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not log progress to stderr")
-	cmd.AddCommand(newPlotCommand(), newTableCommand(), newAgentCommand())
+	cmd.AddCommand(newPlotCommand(), newTableCommand())
 	return cmd
 }
 
@@ -227,11 +228,11 @@ func runV2(cmd *cobra.Command, backend string, cfg Config, v2 V2Config, asJSON b
 // request completed is an error.
 func writeReport(cmd *cobra.Command, rep interface{ WriteText(io.Writer) error }, completed int, asJSON bool, outputFile string) error {
 	if outputFile != "" {
-		if err := writeJSONFile(outputFile, rep); err != nil {
+		if err := benchio.WriteJSONFile(outputFile, rep); err != nil {
 			return err
 		}
 	}
-	if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
+	if err := benchio.PrintReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
 		return err
 	}
 	if completed == 0 {
@@ -281,20 +282,4 @@ func imageDataURL(path string) (string, error) {
 		return "", fmt.Errorf("%s is %s, not a PNG, JPEG or WebP image", path, typ)
 	}
 	return "data:" + typ + ";base64," + base64.StdEncoding.EncodeToString(b), nil
-}
-
-// printReport writes a report to out: indented JSON, or its text table.
-func printReport(out io.Writer, rep interface{ WriteText(io.Writer) error }, asJSON bool) error {
-	var err error
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteText(out)
-	}
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // Dataset names how the prompts of a run are made, with the values of vLLM's
@@ -102,7 +104,7 @@ func repeatedPrefixes(cfg *Config) []string {
 	prefixes := make([]string, p.NumPrefixes)
 	for i := range prefixes {
 		var b strings.Builder
-		appendWords(&b, r, p.PrefixLen)
+		benchio.AppendWords(&b, r, p.PrefixLen)
 		prefixes[i] = b.String()
 	}
 	return prefixes
@@ -128,7 +130,7 @@ func prefixRepetitionRequests(cfg *Config, stream uint64, n int) []request {
 	// Fisher–Yates with our own draws, so the order does not depend on the
 	// Go release.
 	for i := n - 1; i > 0; i-- {
-		j := intn(r, i+1)
+		j := benchio.Intn(r, i+1)
 		owner[i], owner[j] = owner[j], owner[i]
 	}
 
@@ -138,7 +140,7 @@ func prefixRepetitionRequests(cfg *Config, stream uint64, n int) []request {
 		var b strings.Builder
 		b.Grow(len(prefix) + 8*p.SuffixLen)
 		b.WriteString(prefix)
-		appendWords(&b, r, p.SuffixLen)
+		benchio.AppendWords(&b, r, p.SuffixLen)
 		reqs[i] = request{prompt: b.String(), promptWords: p.PrefixLen + p.SuffixLen, maxTokens: p.OutputLen}
 	}
 	return reqs

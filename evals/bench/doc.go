@@ -9,7 +9,11 @@
 //
 // The workload (random prompts, lengths, arrival times), the HTTP client that
 // sends it, the per-request timelines, the metric arithmetic, the report, and
-// the plot of several reports (`llmserve bench plot`).
+// the plot of several reports (`llmserve bench plot`), the V2 infer
+// benchmarks and `bench table`. What every benchmark shares (the SSE reader,
+// OpenAI chunk decoding, the HTTP transport, the prompt vocabulary, result
+// files, medians and error samples) is in evals/bench/benchio; the
+// agent-session benchmark (`bench agent`) is evals/bench/agent.
 // It knows nothing about llmserve's internals: it talks to the server only
 // over HTTP, which is what makes it fair against other servers.
 //
@@ -171,7 +175,7 @@
 // Requests are POSTs sent with net/http. Responses are split into events
 // with github.com/r3labs/sse/v2's NewEventStreamReader; its Client only
 // makes GET subscriptions, so only the reader is used, and the event fields
-// are parsed here (parseEvent). One http.Client sends every first attempt:
+// are parsed by benchio.ParseEvent. One http.Client sends every first attempt:
 // HTTP/1.1 with one connection per request in flight (as vLLM's aiohttp
 // client), as many idle connections per host as there are concurrency slots,
 // and compression off (a gzip reader would buffer the stream and skew every
@@ -225,37 +229,9 @@
 //
 // # Agent sessions
 //
-// `llmserve bench agent` (RunAgent, AgentConfig) measures what an agent
-// such as Claude Code or Codex CLI does to a server: a long prefix of
-// system prompt and tool definitions (PrefixWords words, a quarter of them
-// the Tools tools' descriptions; 20,000 by default), then Turns turns
-// (5), one at a time, each re-sending the whole transcript: turn 1 a user
-// message; every later one adds the previous turn's tool call (scripted,
-// the same for every server whatever the model generated), its result
-// (ToolResultWords) and a new user message (UserWords), streamed, with
-// OutputLen max tokens. It runs in each of three request shapes in turn:
-// Messages (POST /messages: tool_use, then a user message holding the
-// tool_result and the text), Responses (POST /responses: function_call and
-// function_call_output items, store false) and chat (POST
-// /chat/completions: tool_calls and a tool message). Every (seed, API,
-// session) has a prefix of its own, so a session's first turn is cold even
-// on a server that served an earlier one.
-//
-// Per turn it records the TTFT (sent → the first event that carries
-// generated output: Messages' content_block_delta or tool_use block start,
-// Responses' *.delta events, chat's content; a turn whose model stopped at
-// once takes the end of generation instead, marked no_output), the E2EL,
-// and the prompt and cached tokens as the server reports them: Messages'
-// input_tokens + cache_read_input_tokens + cache_creation_input_tokens and
-// cache_read_input_tokens, Responses' input_tokens and
-// input_tokens_details.cached_tokens, chat's prompt_tokens and
-// prompt_tokens_details.cached_tokens or, from llama-server, timings.cache_n
-// (cache_source says which; -1 when none). The summary gives, per API, the
-// median of each turn over the sessions, and turns 2.. pooled against turn
-// 1 (later_over_first). `llmserve bench agent table` prints result files as
-// Markdown: per server (label up to ':') and API, medians over the reps.
-// scripts/bench-agent.sh runs llmserve and llama-server on one model this
-// way, alternating.
+// `llmserve bench agent` lives in package evals/bench/agent, which shares
+// this package's plumbing through evals/bench/benchio and is added under
+// `bench` by cmd/llmserve.
 //
 // # Plotting
 //

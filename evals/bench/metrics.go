@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // Metrics are the figures of vLLM's serving benchmark, under the names its
@@ -82,20 +84,11 @@ const (
 	SourceNone TokenSource = "none"
 )
 
-// ErrorSample is one distinct failure message and how often it occurred.
-type ErrorSample struct {
-	Message string `json:"message"`
-	Count   int    `json:"count"`
-}
-
-// maxErrorSamples bounds the distinct messages kept for the report.
-const maxErrorSamples = 5
-
 // summary is everything the report derives from the request timelines.
 type summary struct {
 	Metrics
 	inputSource, outputSource TokenSource
-	errorSamples              []ErrorSample
+	errorSamples              []benchio.ErrorSample
 	// retries counts requests, completed or failed, that were sent a
 	// second time on a new connection.
 	retries int
@@ -133,7 +126,7 @@ func summarize(results []result, duration time.Duration) summary {
 			s.Failed++
 			s.itls[i] = []float64{}
 			s.errors[i] = r.err
-			s.errorSamples = addErrorSample(s.errorSamples, r.err)
+			s.errorSamples = benchio.AddErrorSample(s.errorSamples, r.err)
 			continue
 		}
 		s.Completed++
@@ -153,16 +146,16 @@ func summarize(results []result, duration time.Duration) summary {
 		s.TotalOutputTokens += out
 
 		ttft := r.chunks[0]
-		ttfts = append(ttfts, ms(ttft))
-		e2els = append(e2els, ms(r.end))
+		ttfts = append(ttfts, benchio.Millis(ttft))
+		e2els = append(e2els, benchio.Millis(r.end))
 		if out > 1 {
-			tpots = append(tpots, ms(r.end-ttft)/float64(out-1))
+			tpots = append(tpots, benchio.Millis(r.end-ttft)/float64(out-1))
 		}
 		s.ttfts[i] = ttft.Seconds()
 		s.itls[i] = make([]float64, 0, len(r.chunks)-1)
 		for j := 1; j < len(r.chunks); j++ {
 			gap := r.chunks[j] - r.chunks[j-1]
-			itls = append(itls, ms(gap))
+			itls = append(itls, benchio.Millis(gap))
 			s.itls[i] = append(s.itls[i], gap.Seconds())
 		}
 	}
@@ -194,19 +187,6 @@ func source(withUsage, completed int, fallback TokenSource) TokenSource {
 		return fallback
 	}
 	return SourceMixed
-}
-
-func addErrorSample(samples []ErrorSample, msg string) []ErrorSample {
-	for i := range samples {
-		if samples[i].Message == msg {
-			samples[i].Count++
-			return samples
-		}
-	}
-	if len(samples) < maxErrorSamples {
-		samples = append(samples, ErrorSample{Message: msg, Count: 1})
-	}
-	return samples
 }
 
 // peaks computes vLLM's max_output_tokens_per_s and max_concurrent_requests
@@ -293,6 +273,3 @@ func percentile(sorted []float64, p float64) float64 {
 	}
 	return sorted[lo] + (sorted[hi]-sorted[lo])*(rank-float64(lo))
 }
-
-// ms converts a duration to float milliseconds.
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

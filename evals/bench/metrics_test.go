@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 const eps = 1e-9
@@ -84,9 +86,9 @@ func TestDescribeSample(t *testing.T) {
 //	D, E failed with the same message; F failed otherwise.
 func fixedTimeline() []result {
 	return []result{
-		{sent: msd(0), chunks: chunksAt(100, 150, 250), end: msd(260), promptWords: 9, usage: &usage{10, 3}},
-		{sent: msd(50), chunks: chunksAt(200, 230), end: msd(230), promptWords: 9, usage: &usage{12, 2}, retried: true},
-		{sent: msd(100), chunks: chunksAt(120), end: msd(125), promptWords: 9, usage: &usage{8, 1}},
+		{sent: msd(0), chunks: chunksAt(100, 150, 250), end: msd(260), promptWords: 9, usage: &benchio.Usage{PromptTokens: 10, CompletionTokens: 3}},
+		{sent: msd(50), chunks: chunksAt(200, 230), end: msd(230), promptWords: 9, usage: &benchio.Usage{PromptTokens: 12, CompletionTokens: 2}, retried: true},
+		{sent: msd(100), chunks: chunksAt(120), end: msd(125), promptWords: 9, usage: &benchio.Usage{PromptTokens: 8, CompletionTokens: 1}},
 		{sent: msd(10), promptWords: 9, err: "HTTP 500: boom"},
 		{sent: msd(20), promptWords: 7, err: "HTTP 500: boom"},
 		{sent: msd(30), promptWords: 7, err: "timeout after 1s", retried: true},
@@ -149,7 +151,7 @@ func TestSummarizeFixedTimeline(t *testing.T) {
 	if s.inputSource != SourceUsage || s.outputSource != SourceUsage {
 		t.Errorf("sources = %q, %q, want usage, usage", s.inputSource, s.outputSource)
 	}
-	wantErrs := []ErrorSample{{"HTTP 500: boom", 2}, {"timeout after 1s", 1}}
+	wantErrs := []benchio.ErrorSample{{Message: "HTTP 500: boom", Count: 2}, {Message: "timeout after 1s", Count: 1}}
 	if len(s.errorSamples) != len(wantErrs) {
 		t.Fatalf("error samples = %v, want %v", s.errorSamples, wantErrs)
 	}
@@ -175,9 +177,9 @@ func TestSummarizeFixedTimeline(t *testing.T) {
 }
 
 func TestSummarizeTokenSources(t *testing.T) {
-	withUsage := result{chunks: chunksAt(10, 20), end: msd(20), promptWords: 5, usage: &usage{PromptTokens: 6, CompletionTokens: 4}}
+	withUsage := result{chunks: chunksAt(10, 20), end: msd(20), promptWords: 5, usage: &benchio.Usage{PromptTokens: 6, CompletionTokens: 4}}
 	noUsage := result{chunks: chunksAt(10, 20, 30), end: msd(30), promptWords: 5}
-	zeroUsage := result{chunks: chunksAt(10), end: msd(10), promptWords: 5, usage: &usage{}}
+	zeroUsage := result{chunks: chunksAt(10), end: msd(10), promptWords: 5, usage: &benchio.Usage{}}
 	failed := result{promptWords: 5, err: "x"}
 	tests := []struct {
 		name            string
@@ -225,18 +227,5 @@ func TestPeaks(t *testing.T) {
 	tokens, active := peaks(results)
 	if tokens != 3 || active != 2 {
 		t.Errorf("peaks = %v tokens/s, %d requests, want 3, 2", tokens, active)
-	}
-}
-
-func TestErrorSamplesBounded(t *testing.T) {
-	var samples []ErrorSample
-	for i := range 20 {
-		samples = addErrorSample(samples, string(rune('a'+i%8)))
-	}
-	if len(samples) != maxErrorSamples {
-		t.Fatalf("kept %d samples, want %d", len(samples), maxErrorSamples)
-	}
-	if samples[0] != (ErrorSample{"a", 3}) {
-		t.Errorf("first sample = %v, want {a 3}", samples[0])
 	}
 }

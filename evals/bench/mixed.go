@@ -1,6 +1,10 @@
 package bench
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
+)
 
 // Mixed describes the mixed dataset: a few clients send long prompts while
 // the others send short ones, all at once, as a server sees a handful of
@@ -87,7 +91,7 @@ func mixedRequests(cfg *Config, stream uint64, n int, measured bool) []request {
 		}
 		var b strings.Builder
 		b.Grow(8 * words)
-		appendWords(&b, r, words)
+		benchio.AppendWords(&b, r, words)
 		reqs[i] = request{prompt: b.String(), promptWords: words, maxTokens: m.OutputLen, long: i < long}
 	}
 	return reqs

@@ -19,6 +19,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // SeriesRule says how `bench plot` groups runs into lines.
@@ -108,7 +110,7 @@ type plotSeries struct {
 // its point.
 func readRun(path string, rule SeriesRule, metric string) (string, plotPoint, error) {
 	var rep Report
-	b, err := readResult(path, &rep)
+	b, err := benchio.ReadResult(path, &rep)
 	if err != nil {
 		return "", plotPoint{}, err
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // Report is the result of one Run. Its JSON encoding is flat and uses the
@@ -49,7 +51,7 @@ type Report struct {
 	// ErrorSamples holds up to five distinct failure messages, in request
 	// order, with their counts (llmserve). Failures with other messages
 	// count only in Failed (and in Errors with Config.Detailed).
-	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
+	ErrorSamples []benchio.ErrorSample `json:"error_samples,omitempty"`
 	// Retries counts the measured requests, completed or failed, whose
 	// first attempt failed on a reused connection before any response byte
 	// and that were sent again on a new connection (llmserve). A nonzero

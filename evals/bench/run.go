@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // ErrAllWarmupFailed is returned by Run when every warmup request failed:
@@ -32,7 +34,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	slots := cfg.concurrency()
-	pooled, fresh := newTransport(slots, true), newTransport(slots, false)
+	pooled, fresh := benchio.NewTransport(slots, true), benchio.NewTransport(slots, false)
 	defer pooled.CloseIdleConnections()
 	defer fresh.CloseIdleConnections()
 
@@ -45,7 +47,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		model:  cfg.Model,
 	}
 	if s.model == "" {
-		m, err := s.firstModel(ctx, base)
+		m, err := benchio.FirstModel(ctx, s.client, base, s.cfg.APIKey, s.cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}

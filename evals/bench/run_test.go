@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // testConfig is a small run against url. The timeout is generous: tests
@@ -260,7 +262,7 @@ func TestRunTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ErrorSample{{"timeout after 100ms", 2}}
+	want := []benchio.ErrorSample{{Message: "timeout after 100ms", Count: 2}}
 	if rep.Failed != 2 || !slices.Equal(rep.ErrorSamples, want) {
 		t.Errorf("failed %d, samples %v, want 2, %v", rep.Failed, rep.ErrorSamples, want)
 	}

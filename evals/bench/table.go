@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // TableConfig says what `llmserve bench table` prints.
@@ -64,14 +66,14 @@ func Table(w io.Writer, cfg TableConfig) error {
 }
 
 func readTableRuns(paths []string) ([]tableRun, error) {
-	files, err := resultFiles(paths)
+	files, err := benchio.ResultFiles(paths)
 	if err != nil {
 		return nil, fmt.Errorf("bench table: %w", err)
 	}
 	runs := make([]tableRun, 0, len(files))
 	for _, path := range files {
 		var rep Report
-		if _, err := readResult(path, &rep); err != nil {
+		if _, err := benchio.ReadResult(path, &rep); err != nil {
 			return nil, fmt.Errorf("bench table: %w", err)
 		}
 		runs = append(runs, tableRun{path: path, server: SeriesLabel.name(&rep), rep: rep})
@@ -247,7 +249,7 @@ func ratios(refRuns []*tableRun, g *tableGroup, ref string) string {
 	if len(rs) == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("**%.2f** (%s)", median(rs), strings.Join(parts, ", "))
+	return fmt.Sprintf("**%.2f** (%s)", benchio.Median(rs), strings.Join(parts, ", "))
 }
 
 // medianOf is the median of f over runs, leaving out runs where f is nil;
@@ -262,17 +264,7 @@ func medianOf(runs []*tableRun, f func(*Report) *float64) *float64 {
 	if len(xs) == 0 {
 		return nil
 	}
-	return ptr(median(xs))
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return ptr(benchio.Median(xs))
 }
 
 func bytesOf(b *int64) *float64 {

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // V2Config configures a V2 infer benchmark (`llmserve bench --backend
@@ -194,7 +196,7 @@ func v2Loop(ctx context.Context, n, c int, send func(w, i int) (time.Duration, e
 						firstErr = err.Error()
 					}
 				} else {
-					lat = append(lat, ms(d))
+					lat = append(lat, benchio.Millis(d))
 				}
 				mu.Unlock()
 			}

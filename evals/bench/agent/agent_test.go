@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // agentFake serves the three agent APIs' streams. It flattens each request
@@ -148,8 +150,8 @@ func (f *agentFake) requests(path string) []map[string]any {
 	return append([]map[string]any(nil), f.bodies[path]...)
 }
 
-func smallAgentConfig(url string) AgentConfig {
-	cfg := DefaultAgentConfig()
+func smallAgentConfig(url string) Config {
+	cfg := DefaultConfig()
 	cfg.BaseURL = url + "/v1"
 	cfg.PrefixWords, cfg.Tools, cfg.Turns, cfg.UserWords, cfg.ToolResultWords = 400, 4, 4, 5, 20
 	cfg.Timeout = time.Minute
@@ -163,7 +165,7 @@ func smallAgentConfig(url string) AgentConfig {
 func TestAgentSessions(t *testing.T) {
 	f := startAgentFake(t, nil)
 	cfg := smallAgentConfig(f.srv.URL)
-	rep, err := RunAgent(context.Background(), cfg, nil)
+	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +252,8 @@ func TestAgentSameSeedSameRequests(t *testing.T) {
 	bodies := func(seed int64) []map[string]any {
 		f := startAgentFake(t, nil)
 		cfg := smallAgentConfig(f.srv.URL)
-		cfg.APIs, cfg.Seed = []AgentAPI{AgentChat}, seed
-		if _, err := RunAgent(context.Background(), cfg, nil); err != nil {
+		cfg.APIs, cfg.Seed = []API{Chat}, seed
+		if _, err := Run(context.Background(), cfg, nil); err != nil {
 			t.Fatal(err)
 		}
 		return f.requests("/v1/chat/completions")
@@ -270,8 +272,8 @@ func TestAgentSameSeedSameRequests(t *testing.T) {
 func TestAgentLlamaServerCache(t *testing.T) {
 	f := startAgentFake(t, func(f *agentFake) { f.llamaChat = true })
 	cfg := smallAgentConfig(f.srv.URL)
-	cfg.APIs = []AgentAPI{AgentChat}
-	rep, err := RunAgent(context.Background(), cfg, nil)
+	cfg.APIs = []API{Chat}
+	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +295,8 @@ func TestAgentFailedTurn(t *testing.T) {
 		}
 	})
 	cfg := smallAgentConfig(f.srv.URL)
-	cfg.APIs = []AgentAPI{AgentMessages, AgentChat}
-	rep, err := RunAgent(context.Background(), cfg, nil)
+	cfg.APIs = []API{Messages, Chat}
+	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +317,7 @@ func TestAgentFailedTurn(t *testing.T) {
 func TestAgentNoOutput(t *testing.T) {
 	f := startAgentFake(t, func(f *agentFake) { f.silent = true })
 	cfg := smallAgentConfig(f.srv.URL)
-	rep, err := RunAgent(context.Background(), cfg, nil)
+	rep, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +331,7 @@ func TestAgentNoOutput(t *testing.T) {
 }
 
 func TestAgentConfigValidate(t *testing.T) {
-	cfg := DefaultAgentConfig()
+	cfg := DefaultConfig()
 	cfg.Turns, cfg.Tools, cfg.APIs = 0, 0, nil
 	err := cfg.Validate()
 	if err == nil {
@@ -340,7 +342,7 @@ func TestAgentConfigValidate(t *testing.T) {
 			t.Errorf("%v does not name %s", err, want)
 		}
 	}
-	if _, err := ParseAgentAPI("completions"); err == nil {
+	if _, err := ParseAPI("completions"); err == nil {
 		t.Error("--api completions accepted")
 	}
 }
@@ -352,12 +354,12 @@ func TestAgentTable(t *testing.T) {
 	dir := t.TempDir()
 	for rep := 1; rep <= 3; rep++ {
 		cfg := smallAgentConfig(f.srv.URL)
-		cfg.APIs, cfg.Seed, cfg.Label = []AgentAPI{AgentMessages, AgentChat}, int64(rep), fmt.Sprintf("fake:run%d", rep)
-		r, err := RunAgent(context.Background(), cfg, nil)
+		cfg.APIs, cfg.Seed, cfg.Label = []API{Messages, Chat}, int64(rep), fmt.Sprintf("fake:run%d", rep)
+		r, err := Run(context.Background(), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeJSONFile(filepath.Join(dir, fmt.Sprintf("fake-run%d.json", rep)), r); err != nil {
+		if err := benchio.WriteJSONFile(filepath.Join(dir, fmt.Sprintf("fake-run%d.json", rep)), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -380,7 +382,7 @@ func TestAgentTable(t *testing.T) {
 func agentTable(t *testing.T, dir string) (string, []string) {
 	t.Helper()
 	var out bytes.Buffer
-	if err := AgentTable(&out, []string{dir}); err != nil {
+	if err := Table(&out, []string{dir}); err != nil {
 		t.Fatal(err)
 	}
 	return out.String(), strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -392,12 +394,12 @@ func TestAgentTableOneTurn(t *testing.T) {
 	f := startAgentFake(t, nil)
 	dir := t.TempDir()
 	cfg := smallAgentConfig(f.srv.URL)
-	cfg.APIs, cfg.Turns, cfg.Label = []AgentAPI{AgentChat}, 1, "fake:run1"
-	r, err := RunAgent(context.Background(), cfg, nil)
+	cfg.APIs, cfg.Turns, cfg.Label = []API{Chat}, 1, "fake:run1"
+	r, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSONFile(filepath.Join(dir, "fake-run1.json"), r); err != nil {
+	if err := benchio.WriteJSONFile(filepath.Join(dir, "fake-run1.json"), r); err != nil {
 		t.Fatal(err)
 	}
 	table, lines := agentTable(t, dir)

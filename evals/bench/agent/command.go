@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"cmp"
@@ -11,11 +11,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
-// newAgentCommand returns `bench agent` and its `table`.
-func newAgentCommand() *cobra.Command {
-	cfg := DefaultAgentConfig()
+// NewCommand returns `bench agent` and its `table`, which the caller adds
+// under `bench`.
+func NewCommand() *cobra.Command {
+	cfg := DefaultConfig()
 	var (
 		apis       = []string{"messages", "responses", "chat"}
 		asJSON     bool
@@ -56,7 +59,7 @@ server gives neither. Turns run one at a time, each on a new connection.
 			cfg.APIs = nil
 			for _, a := range apis {
 				for part := range strings.SplitSeq(a, ",") {
-					api, err := ParseAgentAPI(part)
+					api, err := ParseAPI(part)
 					if err != nil {
 						return err
 					}
@@ -69,16 +72,16 @@ server gives neither. Turns run one at a time, each on a new connection.
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			rep, err := RunAgent(ctx, cfg, logger)
+			rep, err := Run(ctx, cfg, logger)
 			if err != nil {
 				return err
 			}
 			if outputFile != "" {
-				if err := writeJSONFile(outputFile, rep); err != nil {
+				if err := benchio.WriteJSONFile(outputFile, rep); err != nil {
 					return err
 				}
 			}
-			if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
+			if err := benchio.PrintReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
 				return err
 			}
 			for _, s := range rep.Summaries {
@@ -123,27 +126,27 @@ pooled TTFT of turns 2 on, their ratio to turn 1's, and the share of turns
 		Args:         cobra.MinimumNArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return AgentTable(cmd.OutOrStdout(), args)
+			return Table(cmd.OutOrStdout(), args)
 		},
 	}
 }
 
-// AgentTable writes `bench agent table` for the given files or directories.
-func AgentTable(w io.Writer, paths []string) error {
+// Table writes `bench agent table` for the given files or directories.
+func Table(w io.Writer, paths []string) error {
 	type row struct {
 		server                                  string
-		api                                     AgentAPI
+		api                                     API
 		first, later, ratio, cachedShare, input []float64
 		failed                                  int
 	}
 	var rows []*row
-	files, err := resultFiles(paths)
+	files, err := benchio.ResultFiles(paths)
 	if err != nil {
 		return fmt.Errorf("bench agent table: %w", err)
 	}
 	for _, path := range files {
-		var rep AgentReport
-		if _, err := readResult(path, &rep); err != nil {
+		var rep Report
+		if _, err := benchio.ReadResult(path, &rep); err != nil {
 			return fmt.Errorf("bench agent table: %w", err)
 		}
 		server, _, _ := strings.Cut(rep.Label, ":")
@@ -193,10 +196,10 @@ func AgentTable(w io.Writer, paths []string) error {
 		}
 		share := "n/a"
 		if len(r.cachedShare) > 0 {
-			share = fmt.Sprintf("%.3f", median(r.cachedShare))
+			share = fmt.Sprintf("%.3f", benchio.Median(r.cachedShare))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %d |\n", r.server, r.api, len(r.first),
-			median(r.input), cell(r.first, "%.0f"), cell(r.later, "%.0f"), cell(r.ratio, "%.3f"), share, r.failed)
+			benchio.Median(r.input), cell(r.first, "%.0f"), cell(r.later, "%.0f"), cell(r.ratio, "%.3f"), share, r.failed)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -209,7 +212,7 @@ func cell(xs []float64, format string) string {
 	if len(xs) == 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf(format, median(xs)) + reps(xs, format)
+	return fmt.Sprintf(format, benchio.Median(xs)) + reps(xs, format)
 }
 
 // reps formats each rep's value, " (a, b, c)", or "" for fewer than two.

@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
-// AgentTurn is one measured turn of a session.
-type AgentTurn struct {
+// Turn is one measured turn of a session.
+type Turn struct {
 	// Turn is 1-based.
 	Turn int `json:"turn"`
 	// TTFTMs: request sent → first event carrying generated output, or,
@@ -35,23 +37,23 @@ type AgentTurn struct {
 	Error string `json:"error,omitempty"`
 }
 
-// AgentSession is one session of one API.
-type AgentSession struct {
-	API     AgentAPI    `json:"api"`
-	Session int         `json:"session"`
-	Turns   []AgentTurn `json:"turns"`
+// Session is one session of one API.
+type Session struct {
+	API     API    `json:"api"`
+	Session int    `json:"session"`
+	Turns   []Turn `json:"turns"`
 }
 
 // ok reports whether every turn of the session completed.
-func (s *AgentSession) ok(turns int) bool {
+func (s *Session) ok(turns int) bool {
 	return len(s.Turns) == turns && s.Turns[len(s.Turns)-1].Error == ""
 }
 
-// AgentSummary sums up one API's sessions: medians over the completed ones.
-type AgentSummary struct {
-	API       AgentAPI `json:"api"`
-	Completed int      `json:"completed_sessions"`
-	Failed    int      `json:"failed_sessions"`
+// Summary sums up one API's sessions: medians over the completed ones.
+type Summary struct {
+	API       API `json:"api"`
+	Completed int `json:"completed_sessions"`
+	Failed    int `json:"failed_sessions"`
 	// TTFTMs[k] is the median TTFT of turn k+1.
 	TTFTMs []float64 `json:"median_ttft_ms_by_turn"`
 	// InputTokens and CachedTokens are turn k+1's, median; cached -1 when
@@ -63,41 +65,41 @@ type AgentSummary struct {
 	LaterTTFTMs    float64 `json:"median_later_ttft_ms"`
 	LaterOverFirst float64 `json:"later_over_first"`
 	// Errors holds up to five distinct turn failures with their counts.
-	Errors []ErrorSample `json:"error_samples,omitempty"`
+	Errors []benchio.ErrorSample `json:"error_samples,omitempty"`
 }
 
-// AgentReport is the result of RunAgent.
-type AgentReport struct {
-	Date            string         `json:"date"`
-	Label           string         `json:"label,omitempty"`
-	BaseURL         string         `json:"base_url"`
-	ModelID         string         `json:"model_id"`
-	PrefixWords     int            `json:"prefix_len"`
-	Tools           int            `json:"tools"`
-	Turns           int            `json:"turns"`
-	UserWords       int            `json:"user_len"`
-	ToolResultWords int            `json:"tool_result_len"`
-	OutputLen       int            `json:"output_len"`
-	Seed            int64          `json:"seed"`
-	Summaries       []AgentSummary `json:"summaries"`
-	Sessions        []AgentSession `json:"sessions"`
+// Report is the result of Run.
+type Report struct {
+	Date            string    `json:"date"`
+	Label           string    `json:"label,omitempty"`
+	BaseURL         string    `json:"base_url"`
+	ModelID         string    `json:"model_id"`
+	PrefixWords     int       `json:"prefix_len"`
+	Tools           int       `json:"tools"`
+	Turns           int       `json:"turns"`
+	UserWords       int       `json:"user_len"`
+	ToolResultWords int       `json:"tool_result_len"`
+	OutputLen       int       `json:"output_len"`
+	Seed            int64     `json:"seed"`
+	Summaries       []Summary `json:"summaries"`
+	Sessions        []Session `json:"sessions"`
 }
 
 // agentClient sends one session's turns.
 type agentClient struct {
 	http   *http.Client
-	cfg    *AgentConfig
+	cfg    *Config
 	model  string
 	logger *slog.Logger
 }
 
-// RunAgent runs cfg's sessions, API by API, one turn at a time, and sums
+// Run runs cfg's sessions, API by API, one turn at a time, and sums
 // them up. Each turn goes out on a new connection (no keep-alive: one
 // request at a time, and llama-server closes kept-alive connections after
 // a stream anyway), so nothing of one turn waits on another. It fails only
 // for a bad config, a failed model lookup or ctx ending; failed turns are in
 // the report.
-func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*AgentReport, error) {
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -105,23 +107,22 @@ func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*Agent
 		logger = slog.New(slog.DiscardHandler)
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	c := &agentClient{http: &http.Client{Transport: newTransport(1, false)}, cfg: &cfg, model: cfg.Model, logger: logger}
+	c := &agentClient{http: &http.Client{Transport: benchio.NewTransport(1, false)}, cfg: &cfg, model: cfg.Model, logger: logger}
 	if c.model == "" {
-		s := &session{client: c.http, cfg: &Config{Timeout: cfg.Timeout, APIKey: cfg.APIKey}}
-		m, err := s.firstModel(ctx, base)
+		m, err := benchio.FirstModel(ctx, c.http, base, cfg.APIKey, cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}
 		c.model = m
 	}
-	rep := &AgentReport{
+	rep := &Report{
 		Label: cfg.Label, BaseURL: cfg.BaseURL, ModelID: c.model, PrefixWords: cfg.PrefixWords, Tools: cfg.Tools,
 		Turns: cfg.Turns, UserWords: cfg.UserWords, ToolResultWords: cfg.ToolResultWords, OutputLen: cfg.OutputLen, Seed: cfg.Seed,
 	}
 	for i, api := range cfg.APIs {
 		for n := range cfg.Sessions {
 			t := newTranscript(&cfg, i, n)
-			sess := AgentSession{API: api, Session: n}
+			sess := Session{API: api, Session: n}
 			for k := range cfg.Turns {
 				turn := c.turn(ctx, base, api, &t, k)
 				if ctx.Err() != nil {
@@ -143,8 +144,8 @@ func RunAgent(ctx context.Context, cfg AgentConfig, logger *slog.Logger) (*Agent
 }
 
 // turn sends turn k of t and reads its stream.
-func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *transcript, k int) AgentTurn {
-	res := AgentTurn{Turn: k + 1, CachedTokens: -1}
+func (c *agentClient) turn(ctx context.Context, base string, api API, t *transcript, k int) Turn {
+	res := Turn{Turn: k + 1, CachedTokens: -1}
 	payload, err := t.body(api, c.model, k, c.cfg.OutputLen)
 	if err != nil {
 		res.Error = fmt.Sprintf("encode request: %v", err)
@@ -159,7 +160,7 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
-	if api == AgentMessages {
+	if api == Messages {
 		hreq.Header.Set("anthropic-version", "2023-06-01")
 	}
 	if c.cfg.APIKey != "" {
@@ -173,9 +174,10 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 		res.Error = c.describe(err)
 		return res
 	}
+	defer resp.Body.Close()
 	u := agentUsage{cached: -1}
 	first, finished := time.Duration(-1), time.Duration(-1)
-	end, failure := readStream(ctx, resp, start, c.describe, func(ev sseEvent, at time.Duration) (bool, string) {
+	end, failure := benchio.ReadStream(ctx, resp, start, c.describe, func(ev benchio.Event, at time.Duration) (bool, string) {
 		e := decodeAgentEvent(api, ev, &u)
 		if e.failure != "" {
 			return false, e.failure
@@ -192,12 +194,12 @@ func (c *agentClient) turn(ctx context.Context, base string, api AgentAPI, t *tr
 		res.Error = failure
 		return res
 	}
-	res.E2ELMs = ms(end)
+	res.E2ELMs = benchio.Millis(end)
 	switch {
 	case first >= 0:
-		res.TTFTMs = ms(first)
+		res.TTFTMs = benchio.Millis(first)
 	case finished >= 0:
-		res.TTFTMs, res.NoOutput = ms(finished), true
+		res.TTFTMs, res.NoOutput = benchio.Millis(finished), true
 	default:
 		res.Error = "stream ended without output or a finish"
 		return res
@@ -213,13 +215,13 @@ func (c *agentClient) describe(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return "canceled"
 	}
-	return orUnknown(err.Error())
+	return benchio.OrUnknown(err.Error())
 }
 
 // summarizeAgent sums up api's sessions among all.
-func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
-	s := AgentSummary{API: api, TTFTMs: make([]float64, turns), InputTokens: make([]float64, turns), CachedTokens: make([]float64, turns)}
-	var done []AgentSession
+func summarizeAgent(api API, all []Session, turns int) Summary {
+	s := Summary{API: api, TTFTMs: make([]float64, turns), InputTokens: make([]float64, turns), CachedTokens: make([]float64, turns)}
+	var done []Session
 	for _, sess := range all {
 		if sess.API != api {
 			continue
@@ -230,7 +232,7 @@ func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
 		}
 		s.Failed++
 		if n := len(sess.Turns); n > 0 {
-			s.Errors = addErrorSample(s.Errors, sess.Turns[n-1].Error)
+			s.Errors = benchio.AddErrorSample(s.Errors, sess.Turns[n-1].Error)
 		}
 	}
 	s.Completed = len(done)
@@ -249,10 +251,10 @@ func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
 				later = append(later, t.TTFTMs)
 			}
 		}
-		s.TTFTMs[k], s.InputTokens[k], s.CachedTokens[k] = median(ttft), median(in), median(cached)
+		s.TTFTMs[k], s.InputTokens[k], s.CachedTokens[k] = benchio.Median(ttft), benchio.Median(in), benchio.Median(cached)
 	}
 	if len(later) > 0 {
-		s.LaterTTFTMs = median(later)
+		s.LaterTTFTMs = benchio.Median(later)
 		if s.TTFTMs[0] > 0 {
 			s.LaterOverFirst = s.LaterTTFTMs / s.TTFTMs[0]
 		}
@@ -262,7 +264,7 @@ func summarizeAgent(api AgentAPI, all []AgentSession, turns int) AgentSummary {
 
 // WriteText writes each API's turns as a table: the median TTFT, input and
 // cached tokens of each turn, and each turn's TTFT against turn 1's.
-func (r *AgentReport) WriteText(w io.Writer) error {
+func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Agent sessions against %s (model %s)", r.BaseURL, r.ModelID)
 	if r.Label != "" {

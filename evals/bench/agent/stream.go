@@ -1,9 +1,11 @@
-package bench
+package agent
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
 // agentUsage is what a turn's stream said of its tokens. Cached is -1 when
@@ -32,11 +34,11 @@ type agentEvent struct {
 }
 
 // decodeAgentEvent reads one event of api's stream into u.
-func decodeAgentEvent(api AgentAPI, ev sseEvent, u *agentUsage) agentEvent {
+func decodeAgentEvent(api API, ev benchio.Event, u *agentUsage) agentEvent {
 	switch api {
-	case AgentMessages:
+	case Messages:
 		return decodeMessagesEvent(ev, u)
-	case AgentResponses:
+	case Responses:
 		return decodeResponsesEvent(ev, u)
 	}
 	return decodeChatEvent(ev, u)
@@ -85,12 +87,12 @@ func (t *typedEvent) typed() *typedEvent { return t }
 // decodeTyped decodes ev's data into e, a struct that embeds typedEvent,
 // and returns the event's type: its "type" field, else the SSE event name.
 // Data that does not decode is a failure naming api.
-func decodeTyped(ev sseEvent, api string, e interface{ typed() *typedEvent }) (typ, failure string) {
-	if err := json.Unmarshal(ev.data, e); err != nil {
-		return "", fmt.Sprintf("bad %s event %q: %v", api, truncate(string(ev.data), 100), err)
+func decodeTyped(ev benchio.Event, api string, e interface{ typed() *typedEvent }) (typ, failure string) {
+	if err := json.Unmarshal(ev.Data, e); err != nil {
+		return "", fmt.Sprintf("bad %s event %q: %v", api, benchio.Truncate(string(ev.Data), 100), err)
 	}
 	if typ = e.typed().Type; typ == "" {
-		typ = ev.name
+		typ = ev.Name
 	}
 	return typ, ""
 }
@@ -98,7 +100,7 @@ func decodeTyped(ev sseEvent, api string, e interface{ typed() *typedEvent }) (t
 // decodeMessagesEvent reads a Messages stream event: message_start (input
 // usage), content_block_start/delta (output), message_delta (stop reason,
 // final usage), message_stop, error.
-func decodeMessagesEvent(ev sseEvent, u *agentUsage) agentEvent {
+func decodeMessagesEvent(ev benchio.Event, u *agentUsage) agentEvent {
 	var e struct {
 		typedEvent
 		Message struct {
@@ -123,7 +125,7 @@ func decodeMessagesEvent(ev sseEvent, u *agentUsage) agentEvent {
 	}
 	switch typ {
 	case "error":
-		return agentEvent{failure: "error event: " + orUnknown(errorText(e.Error))}
+		return agentEvent{failure: "error event: " + benchio.OrUnknown(benchio.ErrorText(e.Error))}
 	case "message_start":
 		e.Message.Usage.addTo(u)
 	case "content_block_start":
@@ -143,7 +145,7 @@ func decodeMessagesEvent(ev sseEvent, u *agentUsage) agentEvent {
 // decodeResponsesEvent reads a Responses stream event: the *.delta events
 // of output text, reasoning and tool-call arguments (output), and
 // response.completed or response.incomplete (usage; the end).
-func decodeResponsesEvent(ev sseEvent, u *agentUsage) agentEvent {
+func decodeResponsesEvent(ev benchio.Event, u *agentUsage) agentEvent {
 	var e struct {
 		typedEvent
 		Delta    string `json:"delta"`
@@ -167,11 +169,11 @@ func decodeResponsesEvent(ev sseEvent, u *agentUsage) agentEvent {
 	case "error":
 		msg := e.Message
 		if msg == "" {
-			msg = errorBody(ev.data)
+			msg = benchio.ErrorBody(ev.Data)
 		}
-		return agentEvent{failure: "error event: " + orUnknown(msg)}
+		return agentEvent{failure: "error event: " + benchio.OrUnknown(msg)}
 	case "response.failed":
-		return agentEvent{failure: "response.failed: " + orUnknown(errorText(e.Response.Error))}
+		return agentEvent{failure: "response.failed: " + benchio.OrUnknown(benchio.ErrorText(e.Response.Error))}
 	case "response.output_text.delta", "response.reasoning_text.delta", "response.reasoning_summary_text.delta",
 		"response.function_call_arguments.delta", "response.custom_tool_call_input.delta", "response.refusal.delta":
 		return agentEvent{output: e.Delta != ""}
@@ -190,11 +192,11 @@ func decodeResponsesEvent(ev sseEvent, u *agentUsage) agentEvent {
 // decodeChatEvent reads a chat.completions chunk: content (output), a
 // finish_reason, the usage chunk (prompt_tokens_details.cached_tokens, or
 // llama-server's timings.cache_n) and [DONE].
-func decodeChatEvent(ev sseEvent, u *agentUsage) agentEvent {
-	if ev.name != "error" && isDone(ev.data) {
+func decodeChatEvent(ev benchio.Event, u *agentUsage) agentEvent {
+	if ev.Name != "error" && benchio.IsDone(ev.Data) {
 		return agentEvent{done: true}
 	}
-	c, failure := decodeChunk(ev)
+	c, failure := benchio.DecodeChunk(ev)
 	if failure != "" {
 		return agentEvent{failure: failure}
 	}
@@ -208,8 +210,8 @@ func decodeChatEvent(ev sseEvent, u *agentUsage) agentEvent {
 			CacheN *int `json:"cache_n"`
 		} `json:"timings"`
 	}
-	if bytes.Contains(ev.data, []byte(`"usage"`)) || bytes.Contains(ev.data, []byte(`"timings"`)) {
-		_ = json.Unmarshal(ev.data, &extra) // decodeChunk has read it as JSON already
+	if bytes.Contains(ev.Data, []byte(`"usage"`)) || bytes.Contains(ev.Data, []byte(`"timings"`)) {
+		_ = json.Unmarshal(ev.Data, &extra) // DecodeChunk has read it as JSON already
 	}
 	if c.Usage != nil {
 		u.input, u.output = c.Usage.PromptTokens, c.Usage.CompletionTokens
@@ -220,5 +222,5 @@ func decodeChatEvent(ev sseEvent, u *agentUsage) agentEvent {
 	if extra.Timings != nil && extra.Timings.CacheN != nil && u.cacheSource != "usage" {
 		u.cached, u.cacheSource = *extra.Timings.CacheN, "timings"
 	}
-	return agentEvent{output: c.hasContent(), finish: c.finished()}
+	return agentEvent{output: c.HasContent(), finish: c.Finished()}
 }

@@ -1,4 +1,4 @@
-package bench
+package benchio
 
 import (
 	"encoding/json"
@@ -11,7 +11,8 @@ import (
 // (--output-file), which bench table, bench plot and bench agent table read
 // back.
 
-func writeJSONFile(path string, rep any) error {
+// WriteJSONFile writes rep to path as indented JSON.
+func WriteJSONFile(path string, rep any) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
@@ -22,9 +23,9 @@ func writeJSONFile(path string, rep any) error {
 	return nil
 }
 
-// resultFiles lists the result files paths name: a directory stands for
+// ResultFiles lists the result files paths name: a directory stands for
 // the *.json files in it.
-func resultFiles(paths []string) ([]string, error) {
+func ResultFiles(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -44,10 +45,10 @@ func resultFiles(paths []string) ([]string, error) {
 	return files, nil
 }
 
-// readResult decodes the result file at path into rep and returns its
+// ReadResult decodes the result file at path into rep and returns its
 // bytes; a file that is not JSON of rep's shape is "PATH: not a bench
 // result".
-func readResult(path string, rep any) ([]byte, error) {
+func ReadResult(path string, rep any) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package bench
+package benchio
 
 import (
 	"bytes"
@@ -7,24 +7,24 @@ import (
 	"strings"
 )
 
-// sseEvent is one server-sent event as the OpenAI routes use them: an
+// Event is one server-sent event as the OpenAI routes use them: an
 // optional event name and data lines. Comments, id and retry are dropped.
-type sseEvent struct {
-	// name is the "event:" field, "" for the default "message".
-	name string
-	// data is the data lines joined by "\n".
-	data []byte
-	// hasData reports whether the event had any data line; events without
+type Event struct {
+	// Name is the "event:" field, "" for the default "message".
+	Name string
+	// Data is the data lines joined by "\n".
+	Data []byte
+	// HasData reports whether the event had any data line; events without
 	// one (keep-alive comments) carry nothing for us.
-	hasData bool
+	HasData bool
 }
 
-// parseEvent splits one raw event, as returned by
+// ParseEvent splits one raw event, as returned by
 // sse.EventStreamReader.ReadEvent, into its fields, following the
 // EventSource rules (a line "field: value" or "field:value"; a line
 // starting with ":" is a comment). The result does not alias raw.
-func parseEvent(raw []byte) sseEvent {
-	var ev sseEvent
+func ParseEvent(raw []byte) Event {
+	var ev Event
 	for _, line := range bytes.FieldsFunc(raw, func(r rune) bool { return r == '\n' || r == '\r' }) {
 		if line[0] == ':' {
 			continue
@@ -35,35 +35,36 @@ func parseEvent(raw []byte) sseEvent {
 		}
 		switch string(field) {
 		case "data":
-			if ev.hasData {
-				ev.data = append(ev.data, '\n')
+			if ev.HasData {
+				ev.Data = append(ev.Data, '\n')
 			}
-			ev.data = append(ev.data, value...)
-			ev.hasData = true
+			ev.Data = append(ev.Data, value...)
+			ev.HasData = true
 		case "event":
-			ev.name = string(value)
+			ev.Name = string(value)
 		}
 	}
 	return ev
 }
 
-// isDone reports whether data is the OpenAI end-of-stream sentinel.
-func isDone(data []byte) bool { return string(bytes.TrimSpace(data)) == "[DONE]" }
+// IsDone reports whether data is the OpenAI end-of-stream sentinel.
+func IsDone(data []byte) bool { return string(bytes.TrimSpace(data)) == "[DONE]" }
 
-// streamChunk is the part of a completions or chat.completions chunk the
+// Chunk is the part of a completions or chat.completions chunk the
 // benchmark reads. Fields that are absent or null decode to zero values.
-type streamChunk struct {
-	Choices []streamChoice `json:"choices"`
+type Chunk struct {
+	Choices []Choice `json:"choices"`
 	// Usage is present on the final chunk when stream_options.include_usage
 	// is set (OpenAI puts it on a chunk with no choices; some servers add it
 	// to the last content chunk).
-	Usage *usage `json:"usage"`
+	Usage *Usage `json:"usage"`
 	// Error is set when the server reports a failure after the headers:
 	// {"error":{"message":...}} (OpenAI) or {"error":"..."}.
 	Error json.RawMessage `json:"error"`
 }
 
-type streamChoice struct {
+// Choice is one choice of a Chunk.
+type Choice struct {
 	// Text is the generated text of a completions chunk.
 	Text string `json:"text"`
 	// FinishReason is set on a choice's last chunk.
@@ -79,16 +80,17 @@ type streamChoice struct {
 	} `json:"delta"`
 }
 
-type usage struct {
+// Usage is a chunk's token counts, as the server reports them.
+type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 }
 
-// hasContent reports whether the chunk carries generated output. A chat
+// HasContent reports whether the chunk carries generated output. A chat
 // stream's first chunk (role only, content "") and a final chunk holding
 // only finish_reason or usage carry none and must not start the TTFT clock
 // or count as a token.
-func (c *streamChunk) hasContent() bool {
+func (c *Chunk) HasContent() bool {
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Text != "" || ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" || ch.Delta.Reasoning != "" {
@@ -101,8 +103,8 @@ func (c *streamChunk) hasContent() bool {
 	return false
 }
 
-// finished reports whether a choice of the chunk has a finish_reason.
-func (c *streamChunk) finished() bool {
+// Finished reports whether a choice of the chunk has a finish_reason.
+func (c *Chunk) Finished() bool {
 	for i := range c.Choices {
 		if c.Choices[i].FinishReason != "" {
 			return true
@@ -111,16 +113,16 @@ func (c *streamChunk) finished() bool {
 	return false
 }
 
-// errorText returns the message of an OpenAI or V2 style error value, or ""
+// ErrorText returns the message of an OpenAI or V2 style error value, or ""
 // when raw is absent or null.
-func errorText(raw json.RawMessage) string {
+func ErrorText(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return ""
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return orUnknown(s)
+		return OrUnknown(s)
 	}
 	var obj struct {
 		Message string          `json:"message"`
@@ -130,17 +132,17 @@ func errorText(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &obj) == nil && obj.Message != "" {
 		return obj.Message
 	}
-	return truncate(string(raw), 300)
+	return Truncate(string(raw), 300)
 }
 
-// errorBody extracts a readable message from a non-200 response body.
-func errorBody(body []byte) string {
+// ErrorBody extracts a readable message from a non-200 response body.
+func ErrorBody(body []byte) string {
 	var env struct {
 		Error  json.RawMessage `json:"error"`
 		Detail json.RawMessage `json:"detail"` // FastAPI validation errors
 	}
 	if json.Unmarshal(body, &env) == nil {
-		if msg := errorText(env.Error); msg != "" {
+		if msg := ErrorText(env.Error); msg != "" {
 			return msg
 		}
 		if d := bytes.TrimSpace(env.Detail); len(d) > 0 && !bytes.Equal(d, []byte("null")) {
@@ -148,35 +150,37 @@ func errorBody(body []byte) string {
 			if json.Unmarshal(d, &s) == nil {
 				return s
 			}
-			return truncate(string(d), 300)
+			return Truncate(string(d), 300)
 		}
 	}
-	return truncate(strings.TrimSpace(string(body)), 300)
+	return Truncate(strings.TrimSpace(string(body)), 300)
 }
 
-// decodeChunk decodes a data event and returns the failure it reports, or ""
+// DecodeChunk decodes a data event and returns the failure it reports, or ""
 // if it reports none. Data that is not JSON is itself a failure: the stream
 // is not an OpenAI one.
-func decodeChunk(ev sseEvent) (streamChunk, string) {
-	var c streamChunk
-	if ev.name == "error" {
-		if err := json.Unmarshal(ev.data, &c); err == nil {
-			if msg := errorText(c.Error); msg != "" {
+func DecodeChunk(ev Event) (Chunk, string) {
+	var c Chunk
+	if ev.Name == "error" {
+		if err := json.Unmarshal(ev.Data, &c); err == nil {
+			if msg := ErrorText(c.Error); msg != "" {
 				return c, "error event: " + msg
 			}
 		}
-		return c, "error event: " + orUnknown(truncate(string(ev.data), 300))
+		return c, "error event: " + OrUnknown(Truncate(string(ev.Data), 300))
 	}
-	if err := json.Unmarshal(ev.data, &c); err != nil {
-		return c, fmt.Sprintf("bad stream chunk %q: %v", truncate(string(ev.data), 100), err)
+	if err := json.Unmarshal(ev.Data, &c); err != nil {
+		return c, fmt.Sprintf("bad stream chunk %q: %v", Truncate(string(ev.Data), 100), err)
 	}
-	if msg := errorText(c.Error); msg != "" {
+	if msg := ErrorText(c.Error); msg != "" {
 		return c, "error event: " + msg
 	}
 	return c, ""
 }
 
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes, on a rune boundary, marking a cut
+// with "...".
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -187,7 +191,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-func orUnknown(s string) string {
+// OrUnknown is s, or "(no message)" when s is empty.
+func OrUnknown(s string) string {
 	if s == "" {
 		return "(no message)"
 	}

@@ -1,4 +1,4 @@
-package bench
+package benchio
 
 import (
 	"errors"
@@ -30,16 +30,16 @@ func TestParseEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ev := parseEvent([]byte(tt.raw))
-			if ev.name != tt.event || string(ev.data) != tt.data || ev.hasData != tt.hasData {
-				t.Errorf("parseEvent(%q) = {%q %q %v}, want {%q %q %v}", tt.raw, ev.name, ev.data, ev.hasData, tt.event, tt.data, tt.hasData)
+			ev := ParseEvent([]byte(tt.raw))
+			if ev.Name != tt.event || string(ev.Data) != tt.data || ev.HasData != tt.hasData {
+				t.Errorf("ParseEvent(%q) = {%q %q %v}, want {%q %q %v}", tt.raw, ev.Name, ev.Data, ev.HasData, tt.event, tt.data, tt.hasData)
 			}
 		})
 	}
 }
 
 // TestEventStreamReader checks the split the sse package does together with
-// parseEvent on whole streams as servers write them.
+// ParseEvent on whole streams as servers write them.
 func TestEventStreamReader(t *testing.T) {
 	stream := ": ping\n\n" +
 		"data: {\"choices\":[{\"text\":\"a\"}]}\n\n" +
@@ -56,9 +56,9 @@ func TestEventStreamReader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := parseEvent(raw)
-		if ev.hasData {
-			got = append(got, ev.name+"|"+string(ev.data))
+		ev := ParseEvent(raw)
+		if ev.HasData {
+			got = append(got, ev.Name+"|"+string(ev.Data))
 		}
 	}
 	want := []string{`|{"choices":[{"text":"a"}]}`, `|{"choices":[{"text":"b"}]}`, `error|{"error":"x"}`, "|[DONE]"}
@@ -98,15 +98,15 @@ func TestDecodeChunk(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, failure := decodeChunk(sseEvent{name: tt.event, data: []byte(tt.data), hasData: true})
+			c, failure := DecodeChunk(Event{Name: tt.event, Data: []byte(tt.data), HasData: true})
 			if tt.failure == "" && failure != "" || !strings.HasPrefix(failure, tt.failure) {
 				t.Fatalf("failure = %q, want prefix %q", failure, tt.failure)
 			}
 			if failure != "" {
 				return
 			}
-			if got := c.hasContent(); got != tt.content {
-				t.Errorf("hasContent = %v, want %v", got, tt.content)
+			if got := c.HasContent(); got != tt.content {
+				t.Errorf("HasContent = %v, want %v", got, tt.content)
 			}
 			got := -1
 			if c.Usage != nil {
@@ -130,8 +130,8 @@ func TestErrorBody(t *testing.T) {
 		{strings.Repeat("é", 400), strings.Repeat("é", 150) + "..."},
 	}
 	for _, tt := range tests {
-		if got := errorBody([]byte(tt.body)); got != tt.want {
-			t.Errorf("errorBody(%.40q) = %.60q, want %.60q", tt.body, got, tt.want)
+		if got := ErrorBody([]byte(tt.body)); got != tt.want {
+			t.Errorf("ErrorBody(%.40q) = %.60q, want %.60q", tt.body, got, tt.want)
 		}
 	}
 }
@@ -150,13 +150,13 @@ func FuzzParseStream(f *testing.F) {
 			if err != nil {
 				return
 			}
-			ev := parseEvent(raw)
-			if !ev.hasData || isDone(ev.data) {
+			ev := ParseEvent(raw)
+			if !ev.HasData || IsDone(ev.Data) {
 				continue
 			}
-			c, failure := decodeChunk(ev)
+			c, failure := DecodeChunk(ev)
 			if failure == "" {
-				_ = c.hasContent()
+				_ = c.HasContent()
 			}
 		}
 	})
@@ -168,9 +168,9 @@ func FuzzParseStream(f *testing.F) {
 func BenchmarkChunk(b *testing.B) {
 	raw := []byte(`data: {"id":"cmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]}`)
 	for b.Loop() {
-		ev := parseEvent(raw)
-		c, failure := decodeChunk(ev)
-		if failure != "" || !c.hasContent() {
+		ev := ParseEvent(raw)
+		c, failure := DecodeChunk(ev)
+		if failure != "" || !c.HasContent() {
 			b.Fatal(failure)
 		}
 	}

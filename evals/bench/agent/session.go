@@ -1,4 +1,4 @@
-package bench
+package agent
 
 import (
 	"encoding/json"
@@ -6,42 +6,44 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/evals/bench/benchio"
 )
 
-// AgentAPI is the request shape an agent session is sent in.
-type AgentAPI string
+// API is the request shape an agent session is sent in.
+type API string
 
 const (
-	// AgentMessages is Anthropic's Messages API: POST {base}/messages.
-	AgentMessages AgentAPI = "messages"
-	// AgentResponses is OpenAI's Responses API: POST {base}/responses.
-	AgentResponses AgentAPI = "responses"
-	// AgentChat is OpenAI's Chat Completions: POST {base}/chat/completions.
-	AgentChat AgentAPI = "chat"
+	// Messages is Anthropic's Messages API: POST {base}/messages.
+	Messages API = "messages"
+	// Responses is OpenAI's Responses API: POST {base}/responses.
+	Responses API = "responses"
+	// Chat is OpenAI's Chat Completions: POST {base}/chat/completions.
+	Chat API = "chat"
 )
 
-// ParseAgentAPI parses an --api value.
-func ParseAgentAPI(s string) (AgentAPI, error) {
-	switch a := AgentAPI(strings.TrimSpace(s)); a {
-	case AgentMessages, AgentResponses, AgentChat:
+// ParseAPI parses an --api value.
+func ParseAPI(s string) (API, error) {
+	switch a := API(strings.TrimSpace(s)); a {
+	case Messages, Responses, Chat:
 		return a, nil
 	}
 	return "", fmt.Errorf("--api %q: want messages, responses or chat", s)
 }
 
-func (a AgentAPI) path() string {
+func (a API) path() string {
 	switch a {
-	case AgentMessages:
+	case Messages:
 		return "/messages"
-	case AgentResponses:
+	case Responses:
 		return "/responses"
 	}
 	return "/chat/completions"
 }
 
-// AgentConfig describes an agent-session benchmark (`llmserve bench agent`):
+// Config describes an agent-session benchmark (`llmserve bench agent`):
 // Sessions sessions per API, one after another, each Turns turns long.
-type AgentConfig struct {
+type Config struct {
 	// BaseURL is the API root, including /v1.
 	BaseURL string
 	// APIKey is sent as a bearer token and as x-api-key when set.
@@ -50,7 +52,7 @@ type AgentConfig struct {
 	Model string
 	// APIs are the request shapes to run, in order, each with its own
 	// sessions.
-	APIs []AgentAPI
+	APIs []API
 	// PrefixWords is the size of the system prompt plus the tool
 	// definitions, in words (about one token each).
 	PrefixWords int
@@ -76,17 +78,17 @@ type AgentConfig struct {
 	Label string
 }
 
-// ToolWordsShare is the part of AgentConfig.PrefixWords spent on the tools'
+// ToolWordsShare is the part of Config.PrefixWords spent on the tools'
 // descriptions (Claude Code's and Codex's requests carry about this much of
 // their prefix as tool definitions).
 const ToolWordsShare = 0.25
 
-// DefaultAgentConfig is issue 28's session: a 20,000-word system-plus-tools
+// DefaultConfig is issue 28's session: a 20,000-word system-plus-tools
 // prefix, 5 turns, every API.
-func DefaultAgentConfig() AgentConfig {
-	return AgentConfig{
+func DefaultConfig() Config {
+	return Config{
 		BaseURL:         "http://127.0.0.1:8080/v1",
-		APIs:            []AgentAPI{AgentMessages, AgentResponses, AgentChat},
+		APIs:            []API{Messages, Responses, Chat},
 		PrefixWords:     20000,
 		Tools:           16,
 		Turns:           5,
@@ -100,7 +102,7 @@ func DefaultAgentConfig() AgentConfig {
 }
 
 // Validate reports every bad field at once.
-func (c *AgentConfig) Validate() error {
+func (c *Config) Validate() error {
 	var bad []string
 	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 	if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
@@ -168,12 +170,12 @@ const streamAgent = 16
 // apiIndex. Each (seed, API, session) has a prefix of its own, whose first
 // words already differ, so a session never finds an earlier one's prefix in
 // a server's cache: its first turn is cold, as an agent's first request is.
-func newTranscript(cfg *AgentConfig, apiIndex, session int) transcript {
+func newTranscript(cfg *Config, apiIndex, session int) transcript {
 	r := rand.New(rand.NewPCG(uint64(cfg.Seed), streamAgent+uint64(apiIndex)<<8+uint64(session)<<16))
 	toolWords := int(float64(cfg.PrefixWords) * ToolWordsShare)
 	var t transcript
 	var b strings.Builder
-	appendWords(&b, r, cfg.PrefixWords-toolWords)
+	benchio.AppendWords(&b, r, cfg.PrefixWords-toolWords)
 	t.system = b.String()
 	for i := range cfg.Tools {
 		n := toolWords / cfg.Tools
@@ -181,7 +183,7 @@ func newTranscript(cfg *AgentConfig, apiIndex, session int) transcript {
 			n++
 		}
 		b.Reset()
-		appendWords(&b, r, n)
+		benchio.AppendWords(&b, r, n)
 		t.tools = append(t.tools, agentTool{name: fmt.Sprintf("tool_%d", i), description: b.String()})
 	}
 	for k := range cfg.Turns {
@@ -190,15 +192,15 @@ func newTranscript(cfg *AgentConfig, apiIndex, session int) transcript {
 			turn.callID = fmt.Sprintf("call_%d", k)
 			turn.callName = t.tools[(k-1)%len(t.tools)].name
 			b.Reset()
-			appendWords(&b, r, 3)
+			benchio.AppendWords(&b, r, 3)
 			args, _ := json.Marshal(map[string]string{"path": b.String()})
 			turn.callArgs = string(args)
 			b.Reset()
-			appendWords(&b, r, cfg.ToolResultWords)
+			benchio.AppendWords(&b, r, cfg.ToolResultWords)
 			turn.toolResult = b.String()
 		}
 		b.Reset()
-		appendWords(&b, r, cfg.UserWords)
+		benchio.AppendWords(&b, r, cfg.UserWords)
 		turn.user = b.String()
 		t.turns = append(t.turns, turn)
 	}
@@ -210,11 +212,11 @@ var toolSchema = json.RawMessage(`{"type":"object","properties":{"path":{"type":
 
 // body returns the JSON of turn k (0-based) of t in api's shape: the whole
 // conversation up to and including turn k's user message.
-func (t *transcript) body(api AgentAPI, model string, k, maxTokens int) ([]byte, error) {
+func (t *transcript) body(api API, model string, k, maxTokens int) ([]byte, error) {
 	switch api {
-	case AgentMessages:
+	case Messages:
 		return json.Marshal(t.messagesBody(model, k, maxTokens))
-	case AgentResponses:
+	case Responses:
 		return json.Marshal(t.responsesBody(model, k, maxTokens))
 	}
 	return json.Marshal(t.chatBody(model, k, maxTokens))
