@@ -121,8 +121,12 @@ endef
 ## libmtmd's headers).
 deps: debian-deps go-deps $(INCLUDE_DIR)/miniaudio/miniaudio.h $(INCLUDE_DIR)/mtmd/mtmd.h $(INCLUDE_DIR)/mtmd/mtmd-helper.h
 
+# DEBIAN_DEPS are the headers the build needs (deploy/'s Dockerfile test
+# checks the images install the same).
+DEBIAN_DEPS := nlohmann-json3-dev libstb-dev
+
 debian-deps:
-	$(call apt_install,nlohmann-json3-dev libstb-dev)
+	$(call apt_install,$(DEBIAN_DEPS))
 
 ## python-deps: python3-grpcio, python3-numpy and python3-protobuf for the
 ## custom runtime package (runtimes/python) and its tests, python3-pandas

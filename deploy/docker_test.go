@@ -103,11 +103,7 @@ func TestDockerfiles(t *testing.T) {
 	}
 	mk := string(mkb)
 	// The Debian packages `make deps` installs (debian-deps).
-	m := regexp.MustCompile(`for p in ([a-z0-9 .+-]+); do`).FindStringSubmatch(mk)
-	if m == nil {
-		t.Fatal("Makefile: debian-deps' package list not found")
-	}
-	debianDeps := strings.Fields(m[1])
+	debianDeps := strings.Fields(makefileVar(t, mk, "DEBIAN_DEPS"))
 
 	for _, tc := range []struct {
 		file   string
