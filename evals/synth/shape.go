@@ -132,13 +132,12 @@ const (
 	Q8_0 DType = "q8_0"
 )
 
+// dtypes are the known DTypes, in the order errors list them.
+var dtypes = []DType{F32, F16, Q8_0}
+
 // ParseDType parses f32, f16 or q8_0 (any case).
 func ParseDType(s string) (DType, error) {
-	switch d := DType(strings.ToLower(s)); d {
-	case F32, F16, Q8_0:
-		return d, nil
-	}
-	return "", fmt.Errorf("unknown dtype %q (known: f32, f16, q8_0)", s)
+	return lookup(dtypes, func(d DType) string { return string(d) }, "dtype", strings.ToLower(s))
 }
 
 // tensorType is the ggml type of the matrices.
