@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,72 +13,17 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/llmserve/llmserve/api/v2/infer"
-	"github.com/llmserve/llmserve/core"
+	"github.com/llmserve/llmserve/api/v2/infer/infertest"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	"github.com/llmserve/llmserve/scheduler"
-	"github.com/llmserve/llmserve/tokenizer"
 )
 
-// letters is a vocabulary of one token per lower-case letter and EOS (26).
-type letters struct{}
-
-func (letters) Tokenize(text string, _, _ bool) ([]int32, error) {
-	var out []int32
-	for _, r := range text {
-		if r >= 'a' && r <= 'z' {
-			out = append(out, r-'a')
-		}
-	}
-	return out, nil
-}
-
-func (letters) Piece(tok int32, _ bool) []byte {
-	if tok == 26 {
-		return nil
-	}
-	return []byte{byte('a' + tok)}
-}
-func (letters) NumTokens() int           { return 27 }
-func (letters) BOS() int32               { return -1 }
-func (letters) EOS() int32               { return 26 }
-func (letters) IsEOG(tok int32) bool     { return tok == 26 }
-func (letters) IsControl(tok int32) bool { return tok == 26 }
-
-type scripted struct {
-	tok   *tokenizer.Tokenizer
-	outs  []scheduler.Output
-	ready bool
-}
-
-func (m *scripted) Name() string                    { return "m" }
-func (m *scripted) Ready() bool                     { return m.ready }
-func (m *scripted) MaxModelLen() int                { return 64 }
-func (m *scripted) RequestTimeout() time.Duration   { return 0 }
-func (m *scripted) Tokenizer() *tokenizer.Tokenizer { return m.tok }
-func (m *scripted) Submit(_ context.Context, reqs []*scheduler.Request) ([]*core.Stream, error) {
-	s := core.NewStream(reqs[0].ID, 1, func(int, bool) {})
-	for _, o := range m.outs {
-		s.Push([]scheduler.Output{o}, scheduler.Usage{})
-	}
-	return []*core.Stream{s}, nil
-}
-
-type oneModel struct{ m *scripted }
-
-func (b oneModel) Model(name string) (infer.Model, bool) { return b.m, name == "m" }
-func (b oneModel) Models() []infer.Model                 { return []infer.Model{b.m} }
-func (b oneModel) Ready() bool                           { return b.m.ready }
-
-func client(t *testing.T, m *scripted) pb.GRPCInferenceServiceClient {
-	tok, err := tokenizer.New(letters{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.tok = tok
+// client serves one scripted model over an in-memory connection.
+func client(t *testing.T, m *infertest.Scripted) pb.GRPCInferenceServiceClient {
+	t.Helper()
 	ln := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
-	Register(gs, oneModel{m}, Options{})
+	Register(gs, infertest.Backend{M: m}, Options{})
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -100,9 +44,9 @@ func request(id string) *pb.ModelInferRequest {
 // TestStreamErrorMidway: an engine failure after some tokens is an
 // in-band error, marked final, after the tokens' responses.
 func TestStreamErrorMidway(t *testing.T) {
-	c := client(t, &scripted{ready: true, outs: []scheduler.Output{
+	c := client(t, infertest.New(t, "", true, []scheduler.Output{
 		{Tokens: []int32{0}}, {Finish: scheduler.FinishAbort, Err: scheduler.ErrEngine},
-	}})
+	}...))
 	st, err := c.ModelStreamInfer(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +77,7 @@ func TestStreamErrorMidway(t *testing.T) {
 }
 
 func TestNotReady(t *testing.T) {
-	c := client(t, &scripted{})
+	c := client(t, infertest.New(t, "", false))
 	if _, err := c.ModelInfer(context.Background(), request("u")); status.Code(err) != codes.Unavailable {
 		t.Fatalf("ModelInfer: %v", err)
 	}
