@@ -182,26 +182,7 @@ func TestGraphOps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := want["out"]
-				if w.I64 != nil {
-					if len(got[0].I64) != len(w.I64) {
-						t.Fatalf("rows %d: %d values, want %d", rows, len(got[0].I64), len(w.I64))
-					}
-					for i := range w.I64 {
-						if got[0].I64[i] != w.I64[i] {
-							t.Fatalf("rows %d: out[%d] = %d, want %d", rows, i, got[0].I64[i], w.I64[i])
-						}
-					}
-					continue
-				}
-				if len(got[0].F32) != len(w.F32) {
-					t.Fatalf("rows %d: %d values, want %d", rows, len(got[0].F32), len(w.F32))
-				}
-				for i := range w.F32 {
-					if d := math.Abs(float64(got[0].F32[i] - w.F32[i])); d > 1e-5*max(1, math.Abs(float64(w.F32[i]))) || math.IsNaN(d) {
-						t.Fatalf("rows %d: out[%d] = %v, reference %v", rows, i, got[0].F32[i], w.F32[i])
-					}
-				}
+				matchReference(t, rows, got[0], want["out"], false)
 			}
 		})
 	}
@@ -392,6 +373,36 @@ func TestGraphReluNaN(t *testing.T) {
 	for i, w := range want {
 		if !same(got[0].F32[i], w) || !same(ref["out"].F32[i], w) {
 			t.Fatalf("Relu(%v): ggml %v, reference %v, want %v", x[i], got[0].F32[i], ref["out"].F32[i], w)
+		}
+	}
+}
+
+// matchReference fails t unless got, a Run's output of rows rows, is the
+// pure-Go reference w: I64 exactly, F32 within 1e-5 (relative beyond 1).
+// A NaN matches only a NaN of the reference, and only with bothNaN.
+func matchReference(t *testing.T, rows int, got GraphOutput, w *graph.Dense, bothNaN bool) {
+	t.Helper()
+	if w.I64 != nil {
+		if len(got.I64) != len(w.I64) {
+			t.Fatalf("rows %d: %d values, want %d", rows, len(got.I64), len(w.I64))
+		}
+		for i := range w.I64 {
+			if got.I64[i] != w.I64[i] {
+				t.Fatalf("rows %d: out[%d] = %d, want %d", rows, i, got.I64[i], w.I64[i])
+			}
+		}
+		return
+	}
+	if len(got.F32) != len(w.F32) {
+		t.Fatalf("rows %d: %d values, want %d", rows, len(got.F32), len(w.F32))
+	}
+	for i := range w.F32 {
+		g, r := float64(got.F32[i]), float64(w.F32[i])
+		if bothNaN && math.IsNaN(g) && math.IsNaN(r) {
+			continue
+		}
+		if d := math.Abs(g - r); d > 1e-5*max(1, math.Abs(r)) || math.IsNaN(d) {
+			t.Fatalf("rows %d: out[%d] = %v, reference %v", rows, i, g, r)
 		}
 	}
 }

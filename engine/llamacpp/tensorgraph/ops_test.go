@@ -204,30 +204,7 @@ func TestGraphMoreOps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := want["out"]
-				if w.I64 != nil {
-					if len(got[0].I64) != len(w.I64) {
-						t.Fatalf("rows %d: %d values, want %d", rows, len(got[0].I64), len(w.I64))
-					}
-					for i := range w.I64 {
-						if got[0].I64[i] != w.I64[i] {
-							t.Fatalf("rows %d: out[%d] = %d, want %d", rows, i, got[0].I64[i], w.I64[i])
-						}
-					}
-					continue
-				}
-				if len(got[0].F32) != len(w.F32) {
-					t.Fatalf("rows %d: %d values, want %d", rows, len(got[0].F32), len(w.F32))
-				}
-				for i := range w.F32 {
-					g, r := float64(got[0].F32[i]), float64(w.F32[i])
-					if math.IsNaN(g) && math.IsNaN(r) {
-						continue
-					}
-					if d := math.Abs(g - r); d > 1e-5*max(1, math.Abs(r)) || math.IsNaN(d) {
-						t.Fatalf("rows %d: out[%d] = %v, reference %v", rows, i, g, r)
-					}
-				}
+				matchReference(t, rows, got[0], want["out"], true)
 			}
 		})
 	}
