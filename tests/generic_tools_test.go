@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,26 +103,7 @@ func TestGenericToolsGoOpenAI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var name, args, finish string
-		for {
-			ch, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range ch.Choices {
-				for _, tc := range c.Delta.ToolCalls {
-					name += tc.Function.Name
-					args += tc.Function.Arguments
-				}
-				if c.FinishReason != "" {
-					finish = string(c.FinishReason)
-				}
-			}
-		}
-		stream.Close()
+		name, args, finish := streamedToolCalls(t, stream)
 		var wantName, wantArgs string
 		for _, call := range c.Message.ToolCalls {
 			wantName += call.Function.Name

@@ -86,26 +86,7 @@ func TestScriptedToolLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var name, args, finish string
-	for {
-		ch, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range ch.Choices {
-			for _, tc := range c.Delta.ToolCalls {
-				name += tc.Function.Name
-				args += tc.Function.Arguments
-			}
-			if c.FinishReason != "" {
-				finish = string(c.FinishReason)
-			}
-		}
-	}
-	stream.Close()
+	name, args, finish := streamedToolCalls(t, stream)
 	if name != "get_weather" || args != `{"city": "Paris", "unit": "c"}` || finish != "tool_calls" {
 		t.Fatalf("streamed turn 1: %q %q %q", name, args, finish)
 	}
@@ -128,4 +109,30 @@ func TestScriptedToolLoop(t *testing.T) {
 		t.Errorf("turn 2's prompt: %q", prompts[len(prompts)-1])
 	}
 	mu.Unlock()
+}
+
+// streamedToolCalls reads a chat stream to its end and closes it: the
+// tool calls' names and arguments concatenated over the deltas, and the
+// finish reason.
+func streamedToolCalls(t *testing.T, stream *openai.ChatCompletionStream) (name, args, finish string) {
+	t.Helper()
+	defer stream.Close()
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return name, args, finish
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			for _, tc := range c.Delta.ToolCalls {
+				name += tc.Function.Name
+				args += tc.Function.Arguments
+			}
+			if c.FinishReason != "" {
+				finish = string(c.FinishReason)
+			}
+		}
+	}
 }
