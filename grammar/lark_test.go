@@ -2,36 +2,26 @@ package grammar
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
 
-// applyPatchLark is the shape of Codex CLI's apply_patch grammar (a
-// freeform custom tool): literals, regexes, + ? and alternatives, an
-// alias, %import common.LF.
-const applyPatchLark = `start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-`
+// applyPatchLark is the shape of Codex CLI 0.171's apply_patch grammar (a
+// freeform custom tool), as its requests carry it: literals, regexes,
+// + ? and alternatives, an alias, %import common.LF. tests/codex_test.go
+// sends the same file.
+func applyPatchLark(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/codex_apply_patch.lark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 func TestFromLark(t *testing.T) {
-	g, err := FromLark(applyPatchLark)
+	g, err := FromLark(applyPatchLark(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +69,7 @@ func TestFromLarkErrors(t *testing.T) {
 // FuzzFromLark: any Lark text gives a grammar Check accepts or an error,
 // never a panic.
 func FuzzFromLark(f *testing.F) {
-	f.Add(applyPatchLark)
+	f.Add(applyPatchLark(f))
 	f.Add("start: \"a\" [B] x ~ 2..3 | /[0-9]+/i\nB: \"b\"\nx: \"x\"")
 	f.Fuzz(func(t *testing.T, src string) {
 		g, err := FromLark(src)

@@ -285,7 +285,12 @@ func TestResponsesCustomToolLark(t *testing.T) {
 	s := startServer(t, scripted(models.GenerativeConfig{ChatTemplate: agentTemplate}, script))
 	url, stop := responsesServer(t, s, "")
 	defer stop()
-	grammar, _ := json.Marshal(applyPatchGrammar)
+	// Codex CLI 0.171's apply_patch grammar, as its requests carry it.
+	lark, err := os.ReadFile("../grammar/testdata/codex_apply_patch.lark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grammar, _ := json.Marshal(string(lark))
 	body := `{"model":"` + s.model.Name() + `","input":"Add a.txt","max_output_tokens":64,"store":false,` +
 		`"tools":[{"type":"custom","name":"apply_patch","format":{"type":"grammar","syntax":"lark","definition":` + string(grammar) + `}}],` +
 		`"tool_choice":{"type":"custom","name":"apply_patch"}}`
@@ -307,29 +312,6 @@ func TestResponsesCustomToolLark(t *testing.T) {
 		t.Fatalf("the grammar let through %v", v)
 	}
 }
-
-// applyPatchGrammar is Codex CLI 0.171's apply_patch grammar, as its
-// requests carry it.
-const applyPatchGrammar = `start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-`
 
 // TestHeadPromptCacheKey: under `llmserve head`, Responses requests with
 // the same prompt_cache_key go to one worker though their prompts share
