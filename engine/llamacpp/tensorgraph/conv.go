@@ -10,6 +10,7 @@ package tensorgraph
 #include <stdlib.h>
 #include <string.h>
 #include "ggml.h"
+#include "cnn.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -17,6 +18,8 @@ package tensorgraph
 // The CNN operators ggml has no exact kernel for, as custom operators on
 // [batch][channels][height][width] F32 tensors (ggml's ne reversed), the
 // planes (one channel of one image) split among ggml's threads.
+
+typedef float llmserve_v8f __attribute__((vector_size(32)));
 
 // llmserve_share is thread ith's share [lo, hi) of n items, split among
 // nth threads in contiguous chunks.
@@ -157,6 +160,33 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 			for (int64_t kx = 0; kx < p->kw; kx++) off[ky * p->kw + kx] = ky * p->dh * pw + kx * p->dw;
 		}
 		const int64_t taps = p->kh * p->kw;
+		if (hi - lo >= 8 && ph * pw <= 1024) {
+			// 8 planes at once: their padded copies interleaved (cell by
+			// cell, the 8 planes' values of a cell side by side), so
+			// that a tap is one vector load for the 8 planes' output,
+			// each lane the sum above, in the same order.
+			llmserve_v8f xq[ph * pw];
+			memset(xq, 0, sizeof xq);
+			for (; lo + 8 <= hi; lo += 8) {
+				for (int q = 0; q < 8; q++) {
+					const float * x = (const float *)a->data + (lo + q) * ih * iw;
+					for (int64_t r = 0; r < ih && r + p->pad_t < ph; r++) {
+						for (int64_t c = 0; c < iw && c + p->pad_l < pw; c++) xq[(r + p->pad_t) * pw + c + p->pad_l][q] = x[r * iw + c];
+					}
+				}
+				float * y = (float *)dst->data + lo * n;
+				for (int64_t oy = 0; oy < oh; oy++) {
+					for (int64_t ox = 0; ox < ow; ox++) {
+						const llmserve_v8f * xb = xq + oy * p->sh * pw + ox * p->sw;
+						llmserve_v8f sum = {0};
+						for (int64_t k = 0; k < taps; k++) sum += xb[off[k]];
+						const float d = div[oy * ow + ox];
+						sum = sum / (llmserve_v8f){d, d, d, d, d, d, d, d};
+						for (int q = 0; q < 8; q++) y[q * n + oy * ow + ox] = sum[q];
+					}
+				}
+			}
+		}
 		memset(xp, 0, sizeof xp);
 		for (int64_t pl = lo; pl < hi; pl++) {
 			const float * x = (const float *)a->data + pl * ih * iw;
@@ -215,16 +245,8 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 // adds each input cell times its weights to the group's output channels
 // at once (weights stored [group][channel][ky][kx][output channel]), so
 // that the inner loop runs over output channels, contiguous, 8 to a
-// vector. Threads split the output rows of all images.
-typedef struct {
-	int64_t kh, kw, sh, sw, dh, dw, pad_t, pad_l;
-	int64_t group, m; // groups, output channels
-	float * wt;       // [group][channels / group][kh][kw][m / group]
-	float * bias;     // NULL: none
-	int32_t padded;   // the weights are finite: llmserve_conv_padded may run
-} llmserve_conv;
-
-typedef float llmserve_v8f __attribute__((vector_size(32)));
+// vector. Threads split the output rows of all images. The parameters,
+// llmserve_conv, are in cnn.h.
 
 // llmserve_conv_pixel computes one output pixel (oy, ox) of group g of
 // image xb into acc (mg values); nv, when > 0, is mg / 8 known at the
@@ -236,7 +258,8 @@ static inline __attribute__((always_inline)) void llmserve_conv_pixel(const llms
 	llmserve_v8f acc[4]; // nv <= 4
 	if (nv > 0) {
 		for (int i = 0; i < nv; i++) {
-			for (int l = 0; l < 8; l++) acc[i][l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+			acc[i] = (llmserve_v8f){0};
+			if (p->bias) memcpy(&acc[i], p->bias + g * mg + 8 * i, sizeof acc[i]);
 		}
 	} else {
 		for (int64_t j = 0; j < mg; j++) out[j] = p->bias ? p->bias[g * mg + j] : 0.0f;
@@ -276,8 +299,8 @@ static inline __attribute__((always_inline)) void llmserve_conv_tile(const llmse
 	const float * w = p->wt + g * cg * kh * kw * mg;
 	llmserve_v8f acc[4][4]; // [pixel][vector], nv <= 4
 	for (int i = 0; i < nv; i++) {
-		llmserve_v8f b0;
-		for (int l = 0; l < 8; l++) b0[l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+		llmserve_v8f b0 = {0};
+		if (p->bias) memcpy(&b0, p->bias + g * mg + 8 * i, sizeof b0);
 		for (int t = 0; t < 4; t++) acc[t][i] = b0;
 	}
 	for (int64_t cj = 0; cj < cg; cj++) {
@@ -316,8 +339,8 @@ static inline __attribute__((always_inline)) void llmserve_conv_ptile(const llms
 	const float * w = p->wt + g * cg * kh * kw * mg;
 	llmserve_v8f acc[8][4]; // [pixel][vector], T <= 8, NV <= 4
 	for (int i = 0; i < NV; i++) {
-		llmserve_v8f b0;
-		for (int l = 0; l < 8; l++) b0[l] = p->bias ? p->bias[g * mg + 8 * i + l] : 0.0f;
+		llmserve_v8f b0 = {0};
+		if (p->bias) memcpy(&b0, p->bias + g * mg + 8 * i, sizeof b0);
 		for (int t = 0; t < T; t++) acc[t][i] = b0;
 	}
 	for (int64_t cj = 0; cj < cg; cj++) {
@@ -370,7 +393,9 @@ static void llmserve_conv_xrow(const llmserve_conv * p, const float * xp, int64_
 				llmserve_v8f acc[8];
 				for (int j = 0; j < 8; j++) {
 					const float b = p->bias ? p->bias[g * mg + jb + j] : 0.0f;
-					for (int l = 0; l < 8; l++) acc[j][l] = b;
+					// One broadcast (a loop over the lanes compiles to a
+					// masked insert a lane).
+					acc[j] = (llmserve_v8f){b, b, b, b, b, b, b, b};
 				}
 				for (int64_t cj = 0; cj < cg; cj++) {
 					const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox;
@@ -420,6 +445,9 @@ static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, con
 		}
 		float * yb = (float *)dst->data + b * m * oh * ow;
 		const int64_t plane = oh * ow;
+#if defined(__x86_64__) && defined(__GNUC__)
+		if (llmserve_wide_kernels && llmserve_wconv_row(p, xp, ph, pw, cg, mg, oy, ow, yb, plane)) continue;
+#endif
 		if (p->sw == 1 && ow >= 8) {
 			llmserve_conv_xrow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane);
 			continue;

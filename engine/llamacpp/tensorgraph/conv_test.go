@@ -11,25 +11,29 @@ import (
 	"github.com/llmserve/llmserve/engine/graph"
 )
 
-// TestGraphCNNOps runs the CNN operators through ggml and compares them
-// with graph.Eval (float64 sums) within 1e-5, for one, three and nine
-// images (the planes split among the threads); NaN stays NaN.
-func TestGraphCNNOps(t *testing.T) {
+// cnnCase is one CNN operator on an input of shape x, with random
+// constant inputs c1, c2, ... of the given shapes.
+type cnnCase struct {
+	name   string
+	op     string
+	attrs  map[string]graph.Attr
+	x      []int64            // the input's shape
+	consts map[string][]int64 // constant inputs after x, in order c1, c2, ...
+}
+
+func cnnCases() []cnnCase {
 	B := int64(graph.Batch)
-	type cnnCase struct {
-		name   string
-		op     string
-		attrs  map[string]graph.Attr
-		x      []int64            // the input's shape
-		consts map[string][]int64 // constant inputs after x, in order c1, c2, ...
-	}
 	pads := func(p ...int64) graph.Attr { return ints(p...) }
-	cases := []cnnCase{
+	return []cnnCase{
 		{"conv-pad1", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 8, 8}, map[string][]int64{"c1": {4, 1, 3, 3}, "c2": {4}}},
 		{"conv-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 9, 7}, map[string][]int64{"c1": {5, 3, 3, 3}, "c2": {5}}},
 		{"conv-8-out-tiles", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 2, 9, 11}, map[string][]int64{"c1": {8, 2, 3, 3}, "c2": {8}}},
 		{"conv-16-out-stride2-tiles", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 3, 15, 17}, map[string][]int64{"c1": {16, 3, 3, 3}, "c2": {16}}},
 		{"conv-8-out-wide-rows", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 1, 5, 19}, map[string][]int64{"c1": {8, 1, 3, 3}, "c2": {8}}},
+		{"conv-16-out-rows-of-21", "Conv", map[string]graph.Attr{"kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 2, 4, 21}, map[string][]int64{"c1": {16, 2, 3, 3}, "c2": {16}}},
+		{"conv-16-out-stride2-rows-of-15", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 2, 5, 29}, map[string][]int64{"c1": {16, 2, 3, 3}, "c2": {16}}},
+		{"conv-32-out-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 2, 6, 15}, map[string][]int64{"c1": {32, 2, 3, 3}, "c2": {32}}},
+		{"conv-32-out-1x1", "Conv", nil, []int64{B, 3, 3, 4}, map[string][]int64{"c1": {32, 3, 1, 1}}},
 		{"conv-24-out-stride2", "Conv", map[string]graph.Attr{"strides": ints(2, 2), "pads": pads(0, 1, 2, 0)}, []int64{B, 2, 9, 8}, map[string][]int64{"c1": {24, 2, 3, 3}, "c2": {24}}},
 		{"conv-grouped-8-out-rows", "Conv", map[string]graph.Attr{"group": integer(2), "kernel_shape": ints(3, 3), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 5, 10}, map[string][]int64{"c1": {16, 2, 3, 3}, "c2": {16}}},
 		{"conv-grouped-16-out-stride2", "Conv", map[string]graph.Attr{"group": integer(2), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 9, 9}, map[string][]int64{"c1": {32, 2, 3, 3}, "c2": {32}}},
@@ -45,44 +49,62 @@ func TestGraphCNNOps(t *testing.T) {
 		{"maxpool-2x2-wide-rows", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 7, 21}, nil},
 		{"maxpool-pad-dilated-ceil", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1), "dilations": ints(1, 2), "ceil_mode": integer(1)}, []int64{B, 2, 8, 9}, nil},
 		{"avgpool-exclude-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 7, 7}, nil},
+		{"avgpool-exclude-pad-planes-of-8", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 11, 7, 6}, nil},
 		{"avgpool-include-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 2), "pads": pads(1, 0, 1, 1), "count_include_pad": integer(1)}, []int64{B, 2, 5, 6}, nil},
 		{"global-avgpool", "GlobalAveragePool", nil, []int64{B, 5, 4, 3}, nil},
 		{"clip", "Clip", nil, []int64{B, 2, 3, 3}, map[string][]int64{"c1": {}, "c2": {}}},
 		{"leakyrelu", "LeakyRelu", map[string]graph.Attr{"alpha": {Kind: graph.AttrFloat, Float: 0.1}}, []int64{B, 2, 3, 3}, nil},
 		{"hardsigmoid", "HardSigmoid", map[string]graph.Attr{"alpha": {Kind: graph.AttrFloat, Float: 0.2}, "beta": {Kind: graph.AttrFloat, Float: 0.5}}, []int64{B, 7}, nil},
 	}
+}
+
+// graph is the case's one-node graph with random constants.
+func (tc cnnCase) graph(rng *rand.Rand) *graph.Graph {
+	g := &graph.Graph{
+		Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: tc.x}},
+		Outputs: []graph.Value{{Name: "out"}},
+		Nodes:   []graph.Node{{Name: tc.name, Op: tc.op, Inputs: []string{"x"}, Outputs: []string{"out"}, Attrs: tc.attrs}},
+	}
+	for i := 1; i <= len(tc.consts); i++ {
+		name := []string{"", "c1", "c2", "c3", "c4"}[i]
+		k := graph.Const{Name: name, DType: graph.F32, Shape: tc.consts[name]}
+		k.F32 = randFloats(rng, int(k.Elements()))
+		switch {
+		case tc.op == "BatchNormalization" && i == 4: // variance
+			for j := range k.F32 {
+				k.F32[j] = 0.5 + float32(math.Abs(float64(k.F32[j])))
+			}
+		case tc.name == "conv-inf-weight" && i == 1: // the padded kernel would add 0 * Inf at the edges
+			k.F32[0] = float32(math.Inf(1))
+		case tc.op == "Clip":
+			k.F32[0] = []float32{-0.5, 1.5}[i-1]
+		}
+		g.Consts = append(g.Consts, k)
+		g.Nodes[0].Inputs = append(g.Nodes[0].Inputs, name)
+	}
+	return g
+}
+
+// withNaN puts a NaN in the input of the operators that must keep it (as
+// ONNX Runtime keeps it).
+func (tc cnnCase) withNaN(data [][]float32) {
+	switch tc.op {
+	case "Clip", "LeakyRelu", "HardSigmoid", "MaxPool":
+		data[0][1] = float32(math.NaN())
+	}
+}
+
+// TestGraphCNNOps runs the CNN operators through ggml and compares them
+// with graph.Eval (float64 sums) within 1e-5, for one, three and nine
+// images (the planes split among the threads); NaN stays NaN.
+func TestGraphCNNOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, tc := range cases {
+	for _, tc := range cnnCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &graph.Graph{
-				Inputs:  []graph.Value{{Name: "x", DType: graph.F32, Shape: tc.x}},
-				Outputs: []graph.Value{{Name: "out"}},
-				Nodes:   []graph.Node{{Name: tc.name, Op: tc.op, Inputs: []string{"x"}, Outputs: []string{"out"}, Attrs: tc.attrs}},
-			}
-			for i := 1; i <= len(tc.consts); i++ {
-				name := []string{"", "c1", "c2", "c3", "c4"}[i]
-				k := graph.Const{Name: name, DType: graph.F32, Shape: tc.consts[name]}
-				k.F32 = randFloats(rng, int(k.Elements()))
-				switch {
-				case tc.op == "BatchNormalization" && i == 4: // variance
-					for j := range k.F32 {
-						k.F32[j] = 0.5 + float32(math.Abs(float64(k.F32[j])))
-					}
-				case tc.name == "conv-inf-weight" && i == 1: // the padded kernel would add 0 * Inf at the edges
-					k.F32[0] = float32(math.Inf(1))
-				case tc.op == "Clip":
-					k.F32[0] = []float32{-0.5, 1.5}[i-1]
-				}
-				g.Consts = append(g.Consts, k)
-				g.Nodes[0].Inputs = append(g.Nodes[0].Inputs, name)
-			}
-			c, m := loadGraph(t, g, 0)
+			c, m := loadGraph(t, tc.graph(rng), 0)
 			for _, rows := range []int{1, 3, 9} {
 				data, dense := randomInputs(rng, c, rows)
-				switch tc.op {
-				case "Clip", "LeakyRelu", "HardSigmoid", "MaxPool":
-					data[0][1] = float32(math.NaN()) // kept, as ONNX Runtime keeps it
-				}
+				tc.withNaN(data)
 				want, err := graph.Eval(c, dense)
 				if err != nil {
 					t.Fatal(err)
@@ -99,6 +121,59 @@ func TestGraphCNNOps(t *testing.T) {
 					g, r := float64(got[0].F32[i]), float64(w[i])
 					if math.IsNaN(g) != math.IsNaN(r) || math.Abs(g-r) > 1e-5*max(1, math.Abs(r)) {
 						t.Fatalf("rows %d: out[%d] = %v, reference %v", rows, i, got[0].F32[i], w[i])
+					}
+				}
+				// Each row alone gives the bits it gave in the batch
+				// (the kernels take planes 8 or 16 at a time and the
+				// rest one by one, so a plane's kernel depends on where
+				// the batch puts it).
+				in, out := len(data[0])/rows, len(w)/rows
+				for r := range rows {
+					alone, err := m.Run(context.Background(), 1, [][]float32{data[0][r*in : (r+1)*in]})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, v := range alone[0].F32 {
+						if math.Float32bits(v) != math.Float32bits(got[0].F32[r*out+i]) {
+							t.Fatalf("rows %d: row %d out[%d] = %v alone, %v in the batch", rows, r, i, v, got[0].F32[r*out+i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGraphCNNWideKernels: on a processor with AVX-512F, every CNN
+// operator gives the same bits with the 16-lane kernels as with the
+// 8-lane ones, for one, three and nine images (TestGraphCNNOps checks
+// the machine's own kernels against the reference; this, that the two
+// kinds of machine agree to the bit).
+func TestGraphCNNWideKernels(t *testing.T) {
+	was := setWideKernels(true)
+	defer setWideKernels(was)
+	if !setWideKernels(true) {
+		t.Skip("the processor has no AVX-512F")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, tc := range cnnCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			c, m := loadGraph(t, tc.graph(rng), 0)
+			for _, rows := range []int{1, 3, 9} {
+				data, _ := randomInputs(rng, c, rows)
+				tc.withNaN(data)
+				var outs [2][]float32
+				for i, wide := range []bool{false, true} {
+					setWideKernels(wide)
+					got, err := m.Run(context.Background(), rows, data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					outs[i] = got[0].F32
+				}
+				for i := range outs[0] {
+					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+						t.Fatalf("rows %d: out[%d] = %v with 8 lanes, %v with 16", rows, i, outs[0][i], outs[1][i])
 					}
 				}
 			}

@@ -58,6 +58,7 @@ func weightKey(name, form string) string { return name + "\x00" + form }
 func LoadGraph(g *graph.Checked, opts GraphOptions) (*GraphModel, error) {
 	llamacpp.Init()
 	C.ggml_cpu_init()
+	initWideKernels()
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = 1
