@@ -257,8 +257,8 @@ func (bl *builder) node(n *graph.Node) (gval, error) {
 		var t *C.struct_ggml_tensor
 		switch n.Op {
 		case "Relu":
-			if bl.m.params.reluDone[n] {
-				return x, nil // its BatchNormalization applied it
+			if bl.m.params.folded[n] {
+				return x, nil // its BatchNormalization or Conv applied it
 			}
 			t = C.llmserve_relu_op(ctx, bl.contiguous(x.t))
 		case "Tanh":

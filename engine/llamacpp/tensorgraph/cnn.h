@@ -14,7 +14,23 @@ typedef struct {
 	float * wt;       // [group][channels / group][kh][kw][m / group]
 	float * bias;     // NULL: none
 	int32_t padded;   // the weights are finite: llmserve_conv_padded may run
+	// What the kernel applies to each output before storing it, in place
+	// of the nodes after the Conv that alone read its output (prepareCNN):
+	// a BatchNormalization folded to y * scale[c] + shift[c] (NULL:
+	// none), then a Relu, max(y, 0) with NaN kept. The same float
+	// operations as llmserve_affine_op's, so the same bits.
+	float * post_scale;
+	float * post_shift;
+	int32_t post_relu;
 } llmserve_conv;
+
+// llmserve_conv_post is what the kernel stores for output channel c's
+// value v.
+static inline float llmserve_conv_post(const llmserve_conv * p, int64_t c, float v) {
+	if (p->post_scale) v = v * p->post_scale[c] + p->post_shift[c];
+	if (p->post_relu) v = (v > 0.0f || v != v) ? v : 0.0f;
+	return v;
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // llmserve_wide_kernels: the processor runs AVX-512F and the wider kernels

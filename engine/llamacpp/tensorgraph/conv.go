@@ -20,6 +20,17 @@ package tensorgraph
 // planes (one channel of one image) split among ggml's threads.
 
 typedef float llmserve_v8f __attribute__((vector_size(32)));
+typedef int32_t llmserve_v8i __attribute__((vector_size(32)));
+
+// llmserve_post8: llmserve_conv_post on 8 outputs of channel c.
+static inline llmserve_v8f llmserve_post8(const llmserve_conv * p, int64_t c, llmserve_v8f v) {
+	if (p->post_scale) {
+		const float s = p->post_scale[c], t = p->post_shift[c];
+		v = v * (llmserve_v8f){s, s, s, s, s, s, s, s} + (llmserve_v8f){t, t, t, t, t, t, t, t};
+	}
+	if (p->post_relu) v = (llmserve_v8f)((llmserve_v8i)v & ((v > 0.0f) | (v != v)));
+	return v;
+}
 
 // llmserve_share is thread ith's share [lo, hi) of n items, split among
 // nth threads in contiguous chunks.
@@ -361,7 +372,7 @@ static inline __attribute__((always_inline)) void llmserve_conv_ptile(const llms
 	for (int i = 0; i < NV; i++) {
 		for (int l = 0; l < 8; l++) {
 			float * y = yb + (g * mg + 8 * i + l) * plane + oy * ow + ox;
-			for (int t = 0; t < T; t++) y[t] = acc[t][i][l];
+			for (int t = 0; t < T; t++) y[t] = llmserve_conv_post(p, g * mg + 8 * i + l, acc[t][i][l]);
 		}
 	}
 }
@@ -409,7 +420,10 @@ static void llmserve_conv_xrow(const llmserve_conv * p, const float * xp, int64_
 						}
 					}
 				}
-				for (int j = 0; j < 8; j++) memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &acc[j], sizeof acc[j]);
+				for (int j = 0; j < 8; j++) {
+					const llmserve_v8f v = llmserve_post8(p, g * mg + jb + j, acc[j]);
+					memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &v, sizeof v);
+				}
 			}
 		}
 	}
@@ -516,7 +530,7 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 					}
 					for (int64_t tp = 0; tp < 4; tp++) {
 						float * y = yb + g * mg * oh * ow + oy * ow + ox + tp;
-						for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = acc[tp * mg + j];
+						for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = llmserve_conv_post(p, g * mg + j, acc[tp * mg + j]);
 					}
 				}
 				ox += 3;
@@ -531,7 +545,7 @@ static void llmserve_conv_op(struct ggml_tensor * dst, int ith, int nth, void * 
 				default: llmserve_conv_pixel(p, xb, g, cg, mg, ih, iw, oy, ox, 0, acc); break;
 				}
 				float * y = yb + g * mg * oh * ow + oy * ow + ox;
-				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = acc[j];
+				for (int64_t j = 0; j < mg; j++) y[j * oh * ow] = llmserve_conv_post(p, g * mg + j, acc[j]);
 			}
 		}
 	}
@@ -609,8 +623,19 @@ const directConvMaxWeights = 4096
 
 // prepareCNN copies the parameters of a grouped or small Conv, a pooling, a
 // BatchNormalization (folded to a scale and shift per channel) node into
-// C memory.
+// C memory. A BatchNormalization or Relu that alone reads a direct
+// Conv's output is applied by the Conv's kernel as it stores each output
+// (llmserve_conv_post), and a Relu that alone reads a BatchNormalization
+// by its affine kernel: one pass over the planes instead of two or three.
+// Those nodes pass their input on (folded).
 func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
+	if n.Op == "Relu" {
+		if c := p.directConv(g, n); c != nil {
+			c.post_relu = 1
+			p.folded[n] = true
+		}
+		return nil
+	}
 	if !graph.FileOp(n.Op) {
 		return nil
 	}
@@ -650,16 +675,47 @@ func (p *nodeParams) prepareCNN(g *graph.Checked, n *graph.Node) error {
 	case "BatchNormalization":
 		in := func(i int) []float32 { return g.Values[n.Inputs[i]].Const.F32 }
 		s, t := graph.BatchNormFold(n, in(1), in(2), in(3), in(4))
+		scale, shift := (*C.float)(cCopy(p, s)), (*C.float)(cCopy(p, t))
+		relu := C.int32_t(0)
+		if r := onlyReader(g, n.Outputs[0]); r != nil && r.Op == "Relu" {
+			relu = 1
+			p.folded[r] = true
+		}
+		if c := p.directConv(g, n); c != nil {
+			c.post_scale, c.post_shift, c.post_relu = scale, shift, relu
+			p.folded[n] = true
+			return nil
+		}
 		c := (*C.llmserve_affine)(p.alloc(C.sizeof_llmserve_affine))
 		c.channels = C.int64_t(len(s))
-		c.scale, c.shift = (*C.float)(cCopy(p, s)), (*C.float)(cCopy(p, t))
-		if r := onlyReader(g, n.Outputs[0]); r != nil && r.Op == "Relu" {
-			// The Relu is done by the affine kernel; the Relu node
-			// passes its input on (cnnNode, nodeOutputs).
-			c.relu = 1
-			p.reluDone[r] = true
-		}
+		c.scale, c.shift, c.relu = scale, shift, relu
 		p.byNode[n] = unsafe.Pointer(c)
+	}
+	return nil
+}
+
+// directConv returns the parameters of the direct Conv kernel whose output
+// n alone reads, when n is the first node after it to be folded into it
+// (none yet: a BatchNormalization, or a Relu with no BatchNormalization
+// before it), nil otherwise.
+func (p *nodeParams) directConv(g *graph.Checked, n *graph.Node) *C.llmserve_conv {
+	if len(n.Inputs) == 0 || onlyReader(g, n.Inputs[0]) != n {
+		return nil
+	}
+	for i := range g.Nodes {
+		prod := &g.Nodes[i]
+		if prod.Op != "Conv" || len(prod.Outputs) == 0 || prod.Outputs[0] != n.Inputs[0] {
+			continue
+		}
+		ud := p.byNode[prod]
+		if ud == nil {
+			return nil // im2col and mul_mat
+		}
+		c := (*C.llmserve_conv)(ud)
+		if c.post_scale != nil || c.post_relu != 0 {
+			return nil
+		}
+		return c
 	}
 	return nil
 }
@@ -720,6 +776,9 @@ func (bl *builder) cnnNode(n *graph.Node) (gval, error) {
 		}
 		return bl.conv(n, x, out)
 	case "BatchNormalization":
+		if bl.m.params.folded[n] {
+			return x, nil // its Conv applied it
+		}
 		if len(x.shape) != 4 {
 			// The affine kernel reads channels as ggml's dimension 2.
 			shape := append(append([]int64{}, x.shape...), 1, 1, 1)[:4]

@@ -43,6 +43,17 @@ static int llmserve_set_wide(int on) {
 #pragma GCC target("avx512f")
 
 typedef float llmserve_v16f __attribute__((vector_size(64)));
+typedef int32_t llmserve_v16i __attribute__((vector_size(64)));
+
+// llmserve_post16: llmserve_conv_post on 16 outputs of channel c.
+static inline llmserve_v16f llmserve_post16(const llmserve_conv * p, int64_t c, llmserve_v16f v) {
+	if (p->post_scale) {
+		const float s = p->post_scale[c], t = p->post_shift[c];
+		v = v * (llmserve_v16f){s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s} + (llmserve_v16f){t, t, t, t, t, t, t, t, t, t, t, t, t, t, t, t};
+	}
+	if (p->post_relu) v = (llmserve_v16f)((llmserve_v16i)v & ((v > 0.0f) | (v != v)));
+	return v;
+}
 
 // llmserve_wconv_xrow: stride 1, rows of 16 pixels or more: 16
 // neighbouring pixels of a row to a vector, loaded from the padded input
@@ -76,7 +87,10 @@ static void llmserve_wconv_xrow(const llmserve_conv * p, const float * xp, int64
 						}
 					}
 				}
-				for (int j = 0; j < 8; j++) memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &acc[j], sizeof acc[j]);
+				for (int j = 0; j < 8; j++) {
+					const llmserve_v16f v = llmserve_post16(p, g * mg + jb + j, acc[j]);
+					memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &v, sizeof v);
+				}
 			}
 		}
 	}
@@ -113,7 +127,7 @@ static inline __attribute__((always_inline)) void llmserve_wconv_ptile(const llm
 	for (int i = 0; i < NV; i++) {
 		for (int l = 0; l < 16; l++) {
 			float * y = yb + (g * mg + 16 * i + l) * plane + oy * ow + ox;
-			for (int t = 0; t < T; t++) y[t] = acc[t][i][l];
+			for (int t = 0; t < T; t++) y[t] = llmserve_conv_post(p, g * mg + 16 * i + l, acc[t][i][l]);
 		}
 	}
 }

@@ -493,9 +493,9 @@ import (
 // them (GraphModel.Close).
 type nodeParams struct {
 	byNode map[*graph.Node]unsafe.Pointer // by node (names need not be unique)
-	// reluDone holds the Relu nodes that the BatchNormalization before
-	// them computes (their only input's only reader): they pass it on.
-	reluDone map[*graph.Node]bool
+	// folded holds the nodes that the kernel before them computes (their
+	// only input's only reader; prepareCNN): they pass their input on.
+	folded map[*graph.Node]bool
 	allocs   []unsafe.Pointer
 }
 
@@ -536,7 +536,7 @@ func (p *nodeParams) free() {
 // prepareNodes copies the parameters of g's ai.onnx.ml and CNN nodes into
 // C memory.
 func prepareNodes(g *graph.Checked) (*nodeParams, error) {
-	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}, reluDone: map[*graph.Node]bool{}}
+	p := &nodeParams{byNode: map[*graph.Node]unsafe.Pointer{}, folded: map[*graph.Node]bool{}}
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
 		err := p.prepareCNN(g, n)
