@@ -496,7 +496,7 @@ type nodeParams struct {
 	// folded holds the nodes that the kernel before them computes (their
 	// only input's only reader; prepareCNN): they pass their input on.
 	folded map[*graph.Node]bool
-	allocs   []unsafe.Pointer
+	allocs []unsafe.Pointer
 }
 
 // cCopy copies s into C memory owned by p (nil for an empty s).
