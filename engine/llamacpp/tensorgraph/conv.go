@@ -429,6 +429,22 @@ static void llmserve_conv_xrow(const llmserve_conv * p, const float * xp, int64_
 	}
 }
 
+// llmserve_copy copies n floats (a row of an image: too short for a call
+// to memcpy to pay), 8 at a time, the last 8 overlapping the ones before.
+static inline void llmserve_copy(float * d, const float * s, int64_t n) {
+	if (n < 8) {
+		for (int64_t i = 0; i < n; i++) d[i] = s[i];
+		return;
+	}
+	for (int64_t i = 0;; i += 8) {
+		const int64_t at = i + 8 <= n ? i : n - 8;
+		llmserve_v8f v;
+		memcpy(&v, s + at, sizeof v);
+		memcpy(d + at, &v, sizeof v);
+		if (at + 8 >= n) break;
+	}
+}
+
 static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, const llmserve_conv * p) {
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
@@ -436,23 +452,32 @@ static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, con
 	int64_t lo, hi; // this thread's output rows (of all images)
 	llmserve_share(oh * dst->ne[3], ith, nth, &lo, &hi);
 	if (lo >= hi) return;
-	// The padded image: the rows and columns the windows read.
+	// The padded image: the rows and columns the windows read. Where that
+	// is the input image as it lies (no pads, every row and column read),
+	// the input itself; else a copy, whose pads (zeroed once) no image's
+	// copy overwrites.
 	const int64_t ph = (oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
 	const int64_t pw = (ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
-	const int64_t n = ch * ph * pw;
+	const int inplace = p->pad_t == 0 && p->pad_l == 0 && ph == ih && pw == iw;
+	const int64_t n = inplace ? 1 : ch * ph * pw;
 	float stack[n <= 4096 ? n : 1];
 	float * xp = n <= 4096 ? stack : malloc(sizeof(float) * n);
+	if (!inplace) memset(xp, 0, sizeof(float) * n);
+	const float * img = xp;
 	const int nv = (int)(mg / 8);
-	int64_t padded = -1; // the image in xp
+	int64_t padded = -1; // the image in img
 	for (int64_t r = lo; r < hi; r++) {
 		const int64_t b = r / oh, oy = r % oh;
 		if (b != padded) {
 			const float * xb = (const float *)a->data + b * ch * ih * iw;
-			memset(xp, 0, sizeof(float) * n);
-			for (int64_t c = 0; c < ch; c++) {
-				for (int64_t y = 0; y < ih && y + p->pad_t < ph; y++) {
-					const int64_t x0 = p->pad_l, len = iw + x0 <= pw ? iw : pw - x0;
-					if (len > 0) memcpy(xp + (c * ph + y + p->pad_t) * pw + x0, xb + (c * ih + y) * iw, sizeof(float) * len);
+			if (inplace) {
+				img = xb;
+			} else {
+				for (int64_t c = 0; c < ch; c++) {
+					for (int64_t y = 0; y < ih && y + p->pad_t < ph; y++) {
+						const int64_t x0 = p->pad_l, len = iw + x0 <= pw ? iw : pw - x0;
+						llmserve_copy(xp + (c * ph + y + p->pad_t) * pw + x0, xb + (c * ih + y) * iw, len);
+					}
 				}
 			}
 			padded = b;
@@ -460,18 +485,18 @@ static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, con
 		float * yb = (float *)dst->data + b * m * oh * ow;
 		const int64_t plane = oh * ow;
 #if defined(__x86_64__) && defined(__GNUC__)
-		if (llmserve_wide_kernels && llmserve_wconv_row(p, xp, ph, pw, cg, mg, oy, ow, yb, plane)) continue;
+		if (llmserve_wide_kernels && llmserve_wconv_row(p, img, ph, pw, cg, mg, oy, ow, yb, plane)) continue;
 #endif
 		if (p->sw == 1 && ow >= 8) {
-			llmserve_conv_xrow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane);
+			llmserve_conv_xrow(p, img, ph, pw, cg, mg, oy, ow, yb, plane);
 			continue;
 		}
 		// T * NV = 8 accumulators where the row is wide enough.
 		const int t = nv == 1 && ow >= 8 ? 8 : nv == 2 && ow >= 4 ? 4 : ow >= 2 ? 2 : 1;
 #define LLMSERVE_PROW(T, NV) do { \
-	if (p->sw == 1) llmserve_conv_prow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 1); \
-	else if (p->sw == 2) llmserve_conv_prow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 2); \
-	else llmserve_conv_prow(p, xp, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 0); \
+	if (p->sw == 1) llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 1); \
+	else if (p->sw == 2) llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 2); \
+	else llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 0); \
 } while (0)
 		switch (t * 8 + nv) {
 		case 8 * 8 + 1: LLMSERVE_PROW(8, 1); break;
