@@ -179,10 +179,13 @@ static void llmserve_pool_op(struct ggml_tensor * dst, int ith, int nth, void * 
 			llmserve_v8f xq[ph * pw];
 			memset(xq, 0, sizeof xq);
 			for (; lo + 8 <= hi; lo += 8) {
+				const int64_t rows = ih < ph - p->pad_t ? ih : ph - p->pad_t, cols = iw < pw - p->pad_l ? iw : pw - p->pad_l;
 				for (int q = 0; q < 8; q++) {
 					const float * x = (const float *)a->data + (lo + q) * ih * iw;
-					for (int64_t r = 0; r < ih && r + p->pad_t < ph; r++) {
-						for (int64_t c = 0; c < iw && c + p->pad_l < pw; c++) xq[(r + p->pad_t) * pw + c + p->pad_l][q] = x[r * iw + c];
+					for (int64_t r = 0; r < rows; r++) {
+						float * d = &xq[(r + p->pad_t) * pw + p->pad_l][q];
+						const float * xr = x + r * iw;
+						for (int64_t c = 0; c < cols; c++) d[8 * c] = xr[c];
 					}
 				}
 				float * y = (float *)dst->data + lo * n;

@@ -47,6 +47,7 @@ func cnnCases() []cnnCase {
 		{"batchnorm-2d", "BatchNormalization", nil, []int64{B, 4}, map[string][]int64{"c1": {4}, "c2": {4}, "c3": {4}, "c4": {4}}},
 		{"maxpool", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 8, 8}, nil},
 		{"maxpool-2x2-wide-rows", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 3, 7, 21}, nil},
+		{"maxpool-2x2-rows-of-20", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(2, 2), "strides": ints(2, 2)}, []int64{B, 2, 5, 41}, nil},
 		{"maxpool-pad-dilated-ceil", "MaxPool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1), "dilations": ints(1, 2), "ceil_mode": integer(1)}, []int64{B, 2, 8, 9}, nil},
 		{"avgpool-exclude-pad", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 4, 7, 7}, nil},
 		{"avgpool-exclude-pad-planes-of-8", "AveragePool", map[string]graph.Attr{"kernel_shape": ints(3, 3), "strides": ints(2, 2), "pads": pads(1, 1, 1, 1)}, []int64{B, 11, 7, 6}, nil},
