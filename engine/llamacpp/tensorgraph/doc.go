@@ -1,7 +1,15 @@
 // Package tensorgraph runs classic tensor models on ggml's CPU backend:
 // the engine/graph graphs of ONNX models (MLPs, linear models, tree
 // ensembles, CNNs), with the kernels ggml lacks written here in C (the
-// cgo preambles of build.go, conv.go, ml.go, ops.go).
+// cgo preambles of build.go, conv.go, conv_wide.go, ml.go, ops.go; cnn.h
+// holds what two of them share).
+//
+// The binary is built for x86-64-v3 (AVX2). Where the processor also runs
+// AVX-512F, the convolutions' row kernels take 16-lane vectors
+// (conv_wide.go, compiled for that target alone and chosen at run time
+// by __builtin_cpu_supports): each output is the same float sum in the
+// same order either way, so the bits do not depend on the machine's
+// vector width (TestGraphCNNWideKernels).
 //
 // It shares the ggml build and backends with engine/llamacpp (llamacpp.Init
 // loads them once) and nothing else; it knows no protocol and no model
