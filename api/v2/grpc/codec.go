@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 	"weak"
 
@@ -175,11 +176,23 @@ type heldBuffer struct {
 
 var rawBuffers heldBuffers
 
+// testHookDropped, when set, is called after the cleanup of a request
+// whose buffer was never taken.
+var testHookDropped atomic.Pointer[func()]
+
 func (h *heldBuffers) hold(req *pb.ModelInferRequest, buf *messageBuffer) {
 	key := weak.Make(req)
 	e := &heldBuffer{buf: buf}
-	e.cleanup = runtime.AddCleanup(req, func(key weak.Pointer[pb.ModelInferRequest]) { h.m.Delete(key) }, key)
+	e.cleanup = runtime.AddCleanup(req, h.drop, key)
 	h.m.Store(key, e)
+}
+
+// drop forgets a collected request's buffer.
+func (h *heldBuffers) drop(key weak.Pointer[pb.ModelInferRequest]) {
+	h.m.Delete(key)
+	if f := testHookDropped.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // takeHeld hands the caller the buffer that req's raw_input_contents
