@@ -166,7 +166,8 @@ func copyUnmarshal(b []byte, req *pb.ModelInferRequest) error {
 // request whose handler never ran (an interceptor refused the call) is
 // collected, and a cleanup then drops its entry, the buffer with it.
 type heldBuffers struct {
-	m sync.Map // weak.Pointer[pb.ModelInferRequest] → *heldBuffer
+	m sync.Map     // weak.Pointer[pb.ModelInferRequest] → *heldBuffer
+	n atomic.Int64 // entries in m: with none, takeHeld makes no weak pointer
 }
 
 type heldBuffer struct {
@@ -184,12 +185,15 @@ func (h *heldBuffers) hold(req *pb.ModelInferRequest, buf *messageBuffer) {
 	key := weak.Make(req)
 	e := &heldBuffer{buf: buf}
 	e.cleanup = runtime.AddCleanup(req, h.drop, key)
+	h.n.Add(1)
 	h.m.Store(key, e)
 }
 
 // drop forgets a collected request's buffer.
 func (h *heldBuffers) drop(key weak.Pointer[pb.ModelInferRequest]) {
-	h.m.Delete(key)
+	if _, ok := h.m.LoadAndDelete(key); ok {
+		h.n.Add(-1)
+	}
 	if f := testHookDropped.Load(); f != nil {
 		(*f)()
 	}
@@ -199,13 +203,14 @@ func (h *heldBuffers) drop(key weak.Pointer[pb.ModelInferRequest]) {
 // alias, nil when they do not (a small message, or no ServerCodec). The
 // caller gives it back with release once nothing reads it, or drops it.
 func takeHeld(req *pb.ModelInferRequest) *messageBuffer {
-	if len(req.GetRawInputContents()) == 0 {
+	if len(req.GetRawInputContents()) == 0 || rawBuffers.n.Load() == 0 {
 		return nil
 	}
 	v, ok := rawBuffers.m.LoadAndDelete(weak.Make(req))
 	if !ok {
 		return nil
 	}
+	rawBuffers.n.Add(-1)
 	e := v.(*heldBuffer)
 	e.cleanup.Stop()
 	return e.buf

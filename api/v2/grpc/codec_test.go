@@ -208,8 +208,8 @@ func TestHeldBufferOfAbandonedRequest(t *testing.T) {
 	}
 	n := 0
 	rawBuffers.m.Range(func(_, _ any) bool { n++; return true })
-	if n != 0 {
-		t.Fatalf("%d buffers still held", n)
+	if n != 0 || rawBuffers.n.Load() != 0 {
+		t.Fatalf("%d buffers still held (counted: %d)", n, rawBuffers.n.Load())
 	}
 }
 
