@@ -105,6 +105,39 @@ func TestCodecAliasesRawContents(t *testing.T) {
 	}
 }
 
+// TestRawFP32ReachesModelInPlace: a large FP32 request read by the codec
+// reaches the model (infer.ConvertInputs) as a view of the held buffer,
+// whatever the id before it: no copy between the frames' one and the
+// model.
+func TestRawFP32ReachesModelInPlace(t *testing.T) {
+	c := codec{proto: encoding.GetCodecV2(grpcproto.Name)}
+	for idLen := range 9 {
+		req, x := rawRequest(string(make([]byte, idLen)), idLen, 64, 200)
+		b, _ := proto.Marshal(req)
+		got := &pb.ModelInferRequest{}
+		if err := c.Unmarshal(frames(b), got); err != nil {
+			t.Fatal(err)
+		}
+		buf := takeHeld(got)
+		r, _, err := decodeRequest(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := infer.ConvertInputs(firstModel{}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := in[0].F32
+		if !slices.Equal(f, x) {
+			t.Fatalf("id length %d: the model got other values", idLen)
+		}
+		if !overlaps(buf.b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))) {
+			t.Fatalf("id length %d: the model got a copy", idLen)
+		}
+		messageBuffers.put(buf)
+	}
+}
+
 // TestUnmarshalAliasedPieces: raw entries between other fields, fields
 // repeated, unknown fields and a bad message read as proto.Unmarshal
 // reads them.
