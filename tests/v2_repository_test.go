@@ -104,7 +104,7 @@ func startRepoServer(t *testing.T, dir string, strict bool) *repoServer {
 		t.Fatal(err)
 	}
 	unary, stream := api.GRPCTracking(registry)
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
+	gs := grpc.NewServer(v2grpc.ServerCodec(), grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	v2grpc.Register(gs, api.V2Backend(registry), v2grpc.Options{Repository: api.V2Repository(repo), Infer: rec})
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)

@@ -1059,6 +1059,7 @@ func newPublicGRPC(registry *models.Registry, gm *grpcprom.ServerMetrics, maxMsg
 	unaryTrack, streamTrack := api.GRPCTracking(registry)
 	srv = grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsg),
+		v2grpc.ServerCodec(), // a large request's raw tensors are read in place
 		grpc.ChainUnaryInterceptor(gm.UnaryServerInterceptor(), unaryTrack, unaryAuth),
 		grpc.ChainStreamInterceptor(gm.StreamServerInterceptor(), streamTrack, streamAuth))
 	hs := health.NewServer()

@@ -42,6 +42,22 @@
 // Options.Infer counts ModelInfer calls and each request of a stream
 // (MLServer's model_infer_request_*).
 //
+// # Large raw requests
+//
+// ServerCodec is the server option serve installs (grpc.ForceServerCodecV2:
+// protobuf, as grpc-go's own codec, for every message). A ModelInferRequest
+// of 32 KiB or more is copied once out of its HTTP/2 frames into a reused
+// buffer, placed so that the first raw_input_contents entry is 8-byte
+// aligned, and its raw_input_contents are views of that buffer instead of
+// protobuf-go's copies (which it makes of every bytes field, whatever the
+// unmarshal options): an FP32 input then reaches the model where it lies.
+// The handler gives the buffer back once a tensor model has answered the
+// request (its Run keeps no input) and the response holds no slice of it;
+// any other outcome leaves it to the garbage collector, and so does a call
+// whose handler never ran (the request's entry goes with the request). A
+// server without the option serves the same answers with protobuf-go's
+// copies (codec.go).
+//
 // # ModelStreamInfer
 //
 // Each request on a stream runs in its own goroutine; responses go out as

@@ -159,13 +159,19 @@ func (s *Server) ModelMetadata(ctx context.Context, req *pb.ModelMetadataRequest
 // raw_output_contents when the inputs came in raw_input_contents, else in
 // typed contents.
 func (s *Server) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	held := takeHeld(req) // what raw_input_contents alias (codec.go)
 	arrival := s.now()
 	m, resp, raw, err := s.modelInfer(ctx, req, arrival)
 	infer.Observe(s.rec, s.b, m, req.GetModelName(), err, arrival)
 	if err != nil {
 		return nil, s.fail(ctx, "ModelInfer", err)
 	}
-	return encodeResponse(resp, raw), nil
+	out := encodeResponse(resp, raw)
+	if infer.KindOf(m) == infer.KindTensor {
+		// The model's Run has returned and keeps no input.
+		release(held, out)
+	}
+	return out, nil
 }
 
 // modelInfer serves ModelInfer up to the response; m is the model, nil

@@ -59,6 +59,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 
 // streamOne serves one request of a stream.
 func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send func(*pb.ModelStreamInferResponse) error) {
+	held := takeHeld(req) // what raw_input_contents alias (codec.go)
 	arrival := s.now()
 	var (
 		m      infer.Model
@@ -134,9 +135,14 @@ func (s *Server) streamOne(ctx context.Context, req *pb.ModelInferRequest, send 
 			resp.Parameters = infer.Parameters{}
 		}
 		resp.Parameters[finalParam] = true
-		if err := send(&pb.ModelStreamInferResponse{InferResponse: encodeResponse(resp, raw)}); err != nil {
+		out := encodeResponse(resp, raw)
+		if err := send(&pb.ModelStreamInferResponse{InferResponse: out}); err != nil {
 			fail(err)
+			return
 		}
+		// The model's Run has returned and keeps no input, and Send has
+		// encoded the response.
+		release(held, out)
 		return
 	}
 	llm, err := infer.AsLLM(m, "generate")
