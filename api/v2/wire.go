@@ -186,6 +186,12 @@ func rawBinaryRequest(body []byte) *decodedRequest {
 // strictJSON decodes one JSON value into v; a syntax or type error is
 // Invalid with a message that says where.
 func strictJSON(b []byte, v any) error {
+	if json.Unmarshal(b, v) == nil {
+		// The same acceptance as below (one value, then only spaces),
+		// without a Decoder's buffer; a failure is decoded again below
+		// for its message.
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {
 		var se *json.SyntaxError

@@ -87,3 +87,17 @@ func FuzzDecodeInfer(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeInfer decodes the request `llmserve bench --binary`
+// sends: one 1×1×28×28 FP32 input as binary data, binary outputs.
+func BenchmarkDecodeInfer(b *testing.B) {
+	head := []byte(`{"inputs":[{"datatype":"FP32","name":"input","parameters":{"binary_data_size":3136},"shape":[1,1,28,28]}],"parameters":{"binary_data_output":true}}`)
+	body := append(append([]byte{}, head...), make([]byte, 3136)...)
+	header := strconv.Itoa(len(head))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeInfer(body, header); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
