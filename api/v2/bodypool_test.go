@@ -24,10 +24,10 @@ func TestReadPooledAlignsBinaryData(t *testing.T) {
 			if p := uintptr(unsafe.Pointer(&body[at])); p%8 != 0 {
 				t.Fatalf("round %d, at %d: the binary data is at %#x, not 8-byte aligned", round, at, p)
 			}
-			if buf == nil || len(buf.b) != 1<<minBodyClass {
+			if buf == nil || len(buf.B) != 1<<12 {
 				t.Fatalf("round %d, at %d: a small body's buffer is not from the pool's first class", round, at)
 			}
-			bodyBuffers.put(buf)
+			bodyBuffers.Put(buf)
 		}
 	}
 	// Unknown length, or beyond the limit: read as io.ReadAll does, not
@@ -38,21 +38,4 @@ func TestReadPooledAlignsBinaryData(t *testing.T) {
 			t.Fatalf("length %d: %d bytes, pooled %v, %v", n, len(body), buf != nil, err)
 		}
 	}
-}
-
-func TestBodyClass(t *testing.T) {
-	for _, c := range []struct {
-		n  int
-		k  int
-		ok bool
-	}{{1, 12, true}, {4096, 12, true}, {4097, 13, true}, {800 << 10, 20, true}, {16 << 20, 24, true}, {16<<20 + 1, 25, false}} {
-		if k, ok := bodyClass(c.n); k != c.k || ok != c.ok {
-			t.Errorf("bodyClass(%d) = %d, %v; want %d, %v", c.n, k, ok, c.k, c.ok)
-		}
-	}
-	big := bodyBuffers.get(32 << 20)
-	if len(big.b) != 32<<20 {
-		t.Fatalf("a body over the largest class got %d bytes", len(big.b))
-	}
-	bodyBuffers.put(big) // not kept
 }

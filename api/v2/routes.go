@@ -126,7 +126,7 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // readBodyPooled is readBody into a buffer from bodyBuffers when pooled
 // (and the body's length is known): the caller gives buf back (nil: none)
 // once nothing holds the body.
-func (h *handler) readBodyPooled(w http.ResponseWriter, r *http.Request, pooled bool) (b []byte, buf *bodyBuffer, err error) {
+func (h *handler) readBodyPooled(w http.ResponseWriter, r *http.Request, pooled bool) (b []byte, buf *infer.Buffer, err error) {
 	body := r.Body
 	if h.maxBody > 0 {
 		body = http.MaxBytesReader(w, r.Body, h.maxBody)
@@ -138,7 +138,7 @@ func (h *handler) readBodyPooled(w http.ResponseWriter, r *http.Request, pooled 
 		b, err = readAll(body, r.ContentLength, h.maxBody, at)
 	}
 	if err != nil {
-		bodyBuffers.put(buf)
+		bodyBuffers.Put(buf)
 		buf = nil
 	}
 	var mb *http.MaxBytesError
@@ -233,7 +233,7 @@ func (h *handler) runInfer(w http.ResponseWriter, r *http.Request, arrival time.
 		// The model's Run has returned and keeps no input; the request's
 		// values hold no slice of the body (names, ids and parameters
 		// are copies) and the response is new memory.
-		bodyBuffers.put(buf)
+		bodyBuffers.Put(buf)
 	}
 	return m, out, n, err
 }

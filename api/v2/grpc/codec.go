@@ -1,7 +1,6 @@
 package v2grpc
 
 import (
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/llmserve/llmserve/api/v2/infer"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 )
 
@@ -78,12 +78,12 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 			pad = (8 - off%8) % 8
 		}
 	}
-	buf := messageBuffers.get(pad + n)
-	b := buf.b[pad : pad+n : pad+n]
+	buf := messageBuffers.Get(pad + n)
+	b := buf.B[pad : pad+n : pad+n]
 	data.CopyTo(b)
 	aliased, err := unmarshalAliased(b, req)
 	if err != nil || !aliased {
-		messageBuffers.put(buf)
+		messageBuffers.Put(buf)
 		return err
 	}
 	rawBuffers.hold(req, buf)
@@ -172,7 +172,7 @@ type heldBuffers struct {
 }
 
 type heldBuffer struct {
-	buf     *messageBuffer
+	buf     *infer.Buffer
 	cleanup runtime.Cleanup
 }
 
@@ -182,7 +182,7 @@ var rawBuffers heldBuffers
 // whose buffer was never taken.
 var testHookDropped atomic.Pointer[func()]
 
-func (h *heldBuffers) hold(req *pb.ModelInferRequest, buf *messageBuffer) {
+func (h *heldBuffers) hold(req *pb.ModelInferRequest, buf *infer.Buffer) {
 	key := weak.Make(req)
 	e := &heldBuffer{buf: buf}
 	e.cleanup = runtime.AddCleanup(req, h.drop, key)
@@ -203,7 +203,7 @@ func (h *heldBuffers) drop(key weak.Pointer[pb.ModelInferRequest]) {
 // takeHeld hands the caller the buffer that req's raw_input_contents
 // alias, nil when they do not (a small message, or no ServerCodec). The
 // caller gives it back with release once nothing reads it, or drops it.
-func takeHeld(req *pb.ModelInferRequest) *messageBuffer {
+func takeHeld(req *pb.ModelInferRequest) *infer.Buffer {
 	if len(req.GetRawInputContents()) == 0 || rawBuffers.n.Load() == 0 {
 		return nil
 	}
@@ -221,23 +221,23 @@ func takeHeld(req *pb.ModelInferRequest) *messageBuffer {
 // it (a model that answers with its input as it came). The caller must
 // know that nothing else reads buf: the request's model has returned and
 // keeps no input.
-func release(buf *messageBuffer, resp *pb.ModelInferResponse) {
+func release(buf *infer.Buffer, resp *pb.ModelInferResponse) {
 	if buf == nil {
 		return
 	}
 	for _, b := range resp.GetRawOutputContents() {
-		if overlaps(buf.b, b) {
+		if overlaps(buf.B, b) {
 			return
 		}
 	}
 	for _, o := range resp.GetOutputs() {
 		for _, b := range o.GetContents().GetBytesContents() {
-			if overlaps(buf.b, b) {
+			if overlaps(buf.B, b) {
 				return
 			}
 		}
 	}
-	messageBuffers.put(buf)
+	messageBuffers.Put(buf)
 }
 
 // overlaps says whether b lies (partly) in the memory of buf.
@@ -250,49 +250,6 @@ func overlaps(buf, b []byte) bool {
 	return p < lo+uintptr(cap(buf)) && lo < p+uintptr(cap(b))
 }
 
-const (
-	minMessageClass = 15 // 32 KiB: aliasMin
-	maxMessageClass = 26 // 64 MiB: larger messages get a buffer of their own
-)
-
-// messagePool holds reusable message buffers by size class: class k
-// holds buffers of exactly 1<<k bytes. Unlike grpc-go's pool it does not
-// clear a buffer it hands out again: the message is copied over it and
-// no slice reaches past the message.
-type messagePool struct {
-	classes [maxMessageClass - minMessageClass + 1]sync.Pool
-}
-
-var messageBuffers messagePool
-
-// messageBuffer is a buffer of messagePool.
-type messageBuffer struct{ b []byte }
-
-// messageClass is the size class of a buffer of at least n bytes, false
-// when n is beyond the largest.
-func messageClass(n int) (int, bool) {
-	k := max(bits.Len(uint(n-1)), minMessageClass)
-	return k, k <= maxMessageClass
-}
-
-func (p *messagePool) get(n int) *messageBuffer {
-	k, ok := messageClass(n)
-	if !ok {
-		return &messageBuffer{b: make([]byte, n)}
-	}
-	if v, _ := p.classes[k-minMessageClass].Get().(*messageBuffer); v != nil {
-		return v
-	}
-	// Go aligns an allocation this large to 8 bytes at least.
-	return &messageBuffer{b: make([]byte, 1<<k)}
-}
-
-// put gives a buffer back; the caller must hold no slice of it.
-func (p *messagePool) put(v *messageBuffer) {
-	if v == nil || len(v.b) == 0 || len(v.b)&(len(v.b)-1) != 0 {
-		return
-	}
-	if k, ok := messageClass(len(v.b)); ok {
-		p.classes[k-minMessageClass].Put(v)
-	}
-}
+// messageBuffers holds the messages read by aliasing: 32 KiB (aliasMin)
+// to 64 MiB (larger messages get a buffer of their own).
+var messageBuffers = infer.NewBufferPool(15, 26)

@@ -84,7 +84,7 @@ func TestCodecAliasesRawContents(t *testing.T) {
 			t.Fatalf("id length %d: no buffer held", idLen)
 		}
 		raw := got.GetRawInputContents()[0]
-		if !overlaps(buf.b, raw) || uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%8 != 0 || cap(raw) != len(raw) {
+		if !overlaps(buf.B, raw) || uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%8 != 0 || cap(raw) != len(raw) {
 			t.Fatalf("id length %d: raw contents not an aligned, capped view of the buffer", idLen)
 		}
 		if takeHeld(got) != nil {
@@ -131,10 +131,10 @@ func TestRawFP32ReachesModelInPlace(t *testing.T) {
 		if !slices.Equal(f, x) {
 			t.Fatalf("id length %d: the model got other values", idLen)
 		}
-		if !overlaps(buf.b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))) {
+		if !overlaps(buf.B, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))) {
 			t.Fatalf("id length %d: the model got a copy", idLen)
 		}
-		messageBuffers.put(buf)
+		messageBuffers.Put(buf)
 	}
 }
 
