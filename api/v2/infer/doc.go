@@ -21,7 +21,8 @@
 // host allows it (little-endian, the bytes 4-byte aligned): the model's
 // []float32 shares the request's Raw, which must not change until the
 // model has run; FromTensor gives outputs' memory as their Raw the same
-// way.
+// way. BufferPool holds the reusable buffers both transports read a
+// tensor request's bytes into (the REST body, the gRPC message).
 //
 // # Models
 //
