@@ -232,36 +232,51 @@ type wireTensorOut struct {
 func encodeInfer(d *decodedRequest, resp *infer.Response) (body []byte, n int, err error) {
 	w := wireResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, ID: resp.ID, Parameters: resp.Parameters}
 	var bin [][]byte
-	for _, t := range resp.Outputs {
-		o := wireTensorOut{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape, Parameters: maps.Clone(t.Parameters)}
+	sizes := make([]int64, len(resp.Outputs)) // binary_data_size, -1 for none
+	binBytes := 0
+	for i, t := range resp.Outputs {
+		o := wireTensorOut{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape, Parameters: t.Parameters}
 		binary := d.binaryAll
 		if b, ok := d.binaryOut[t.Name]; ok {
 			binary = b
 		}
+		sizes[i] = -1
 		if binary {
 			raw := t.Binary()
-			if o.Parameters == nil {
-				o.Parameters = infer.Parameters{}
-			}
-			o.Parameters[paramBinarySize] = int64(len(raw))
+			sizes[i] = int64(len(raw))
 			bin = append(bin, raw)
+			binBytes += len(raw)
 		} else {
 			o.Data = t.JSONData()
 		}
 		w.Outputs = append(w.Outputs, o)
 	}
-	js, err := json.Marshal(w)
-	if err != nil {
-		return nil, 0, err
+	js, ok := appendHead(make([]byte, 0, 256+binBytes), &w, sizes)
+	if !ok {
+		// encoding/json, with binary_data_size in a copy of each binary
+		// output's parameters.
+		for i := range w.Outputs {
+			if sizes[i] >= 0 {
+				p := maps.Clone(w.Outputs[i].Parameters)
+				if p == nil {
+					p = infer.Parameters{}
+				}
+				p[paramBinarySize] = sizes[i]
+				w.Outputs[i].Parameters = p
+			}
+		}
+		if js, err = json.Marshal(w); err != nil {
+			return nil, 0, err
+		}
 	}
 	if len(bin) == 0 {
 		return js, -1, nil
 	}
-	out := js
+	n = len(js)
 	for _, b := range bin {
-		out = append(out, b...)
+		js = append(js, b...)
 	}
-	return out, len(js), nil
+	return js, n, nil
 }
 
 func trunc(s string) string {
