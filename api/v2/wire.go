@@ -70,8 +70,11 @@ func decodeInfer(body []byte, header string) (*decodedRequest, error) {
 		jsonPart, binPart = body[:n], body[n:]
 	}
 	var w wireRequest
-	if err := strictJSON(jsonPart, &w); err != nil {
-		return nil, err
+	if !decodeHead(jsonPart, &w) {
+		w = wireRequest{}
+		if err := strictJSON(jsonPart, &w); err != nil {
+			return nil, err
+		}
 	}
 	req := &infer.Request{}
 	if len(w.ID) > 0 && string(w.ID) != "null" {
@@ -127,45 +130,45 @@ func decodeInput(i int, in *wireInput, binPart []byte, off *int) (*infer.Tensor,
 	if in.Name == "" {
 		return nil, infer.Errorf(infer.Invalid, "inputs[%d].name is required", i)
 	}
-	where := fmt.Sprintf("input %q", trunc(in.Name))
+	where := func() string { return fmt.Sprintf("input %q", trunc(in.Name)) } // for errors only
 	dt, err := infer.ParseDatatype(in.Datatype)
 	if err != nil {
-		return nil, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+		return nil, infer.Errorf(infer.Invalid, "%s: %v", where(), err)
 	}
 	if in.Shape == nil {
-		return nil, infer.Errorf(infer.Invalid, "%s: shape is required", where)
+		return nil, infer.Errorf(infer.Invalid, "%s: shape is required", where())
 	}
 	t := &infer.Tensor{Name: in.Name, Datatype: dt, Shape: in.Shape}
 	if t.Parameters, err = infer.DecodeParameters(in.Parameters); err != nil {
-		return nil, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+		return nil, infer.Errorf(infer.Invalid, "%s: %v", where(), err)
 	}
 	size, hasBin, err := t.Parameters.Int64(paramBinarySize)
 	if err != nil {
-		return nil, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+		return nil, infer.Errorf(infer.Invalid, "%s: %v", where(), err)
 	}
 	delete(t.Parameters, paramBinarySize)
 	hasData := len(in.Data) > 0 && string(in.Data) != "null"
 	switch {
 	case hasBin && hasData:
-		return nil, infer.Errorf(infer.Invalid, "%s has both data and binary_data_size; send one", where)
+		return nil, infer.Errorf(infer.Invalid, "%s has both data and binary_data_size; send one", where())
 	case hasBin:
 		if size < 0 {
-			return nil, infer.Errorf(infer.Invalid, "%s: binary_data_size must be 0 or more, got %d", where, size)
+			return nil, infer.Errorf(infer.Invalid, "%s: binary_data_size must be 0 or more, got %d", where(), size)
 		}
 		if int64(len(binPart)-*off) < size {
-			return nil, infer.Errorf(infer.Invalid, "%s: binary_data_size is %d but only %d bytes of binary data are left in the body (is it truncated, or %s wrong?)", where, size, len(binPart)-*off, headerLength)
+			return nil, infer.Errorf(infer.Invalid, "%s: binary_data_size is %d but only %d bytes of binary data are left in the body (is it truncated, or %s wrong?)", where(), size, len(binPart)-*off, headerLength)
 		}
 		raw := binPart[*off : *off+int(size)]
 		*off += int(size)
 		if err := t.SetBinary(raw); err != nil {
-			return nil, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+			return nil, infer.Errorf(infer.Invalid, "%s: %v", where(), err)
 		}
 	case hasData:
 		if err := t.SetJSONData(in.Data); err != nil {
-			return nil, infer.Errorf(infer.Invalid, "%s: %v", where, err)
+			return nil, infer.Errorf(infer.Invalid, "%s: %v", where(), err)
 		}
 	default:
-		return nil, infer.Errorf(infer.Invalid, "%s has no data: send data, or binary_data_size with the bytes after the JSON header", where)
+		return nil, infer.Errorf(infer.Invalid, "%s has no data: send data, or binary_data_size with the bytes after the JSON header", where())
 	}
 	return t, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -145,4 +146,63 @@ func FuzzAppendHead(f *testing.F) {
 			Outputs: []wireTensorOut{{Name: output, Datatype: "FP32", Shape: []int64{n, size}, Parameters: infer.Parameters{key: sv}}}}
 		checkHead(t, w, []int64{size}, false)
 	})
+}
+
+// headSeeds are JSON headers: what clients send, and what decodeHead must
+// leave to encoding/json.
+var headSeeds = []struct {
+	text string
+	take bool // decodeHead decodes it, else leaves it to encoding/json
+}{
+	{`{"inputs":[{"datatype":"FP32","name":"input","parameters":{"binary_data_size":3136},"shape":[1,1,28,28]}],"parameters":{"binary_data_output":true}}`, true},
+	{` { "id" : "r1" , "inputs" : [ { "name" : "x" , "shape" : [ 2 , -1 ] , "datatype" : "INT64" , "data" : [ [1, 2], [3, 4] ] } ] , "outputs" : [ { "name" : "y" , "parameters" : { "binary_data" : false } } ] } `, true},
+	{`{"inputs":[{"name":"x","shape":[],"datatype":"BYTES","data":["a\"b","\u00e9"]}],"outputs":[]}`, true},
+	{`{"inputs":[]}`, true},
+	{`{"id":null,"parameters":null,"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":null,"parameters":{}}]}`, true},
+	{`{"INPUTS":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}`, false},
+	{`{"inputs":[{"name":"x","shape":[1.0],"datatype":"FP32","data":[1]}]}`, false},
+	{`{"inputs":[{"name":"x","shape":[1e2],"datatype":"FP32","data":[1]}]}`, false},
+	{`{"inputs":[{"name":"x","shape":[99999999999999999999],"datatype":"FP32"}]}`, false},
+	{`{"inputs":[{"name":"x\u0041","shape":[1],"datatype":"FP32"}]}`, false},
+	{`{"inputs":[{"name":"x","name":"y","shape":[1],"datatype":"FP32"}]}`, false},
+	{`{"inputs":null}`, false},
+	{`{"inputs":[{"name":null,"shape":[1],"datatype":"FP32"}]}`, false},
+	{`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","extra":1}]}`, false},
+	{`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]} trailing`, false},
+	{`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"a":[1,{"b":"}]"}],"c":"\\"}}]}`, true},
+	{`[1,2]`, false},
+	{``, false},
+}
+
+// checkDecodeHead: whatever decodeHead takes, it decodes as encoding/json
+// does. It reports whether decodeHead took b.
+func checkDecodeHead(t testing.TB, b []byte) bool {
+	t.Helper()
+	var got wireRequest
+	if !decodeHead(b, &got) {
+		return false
+	}
+	var want wireRequest
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatalf("decodeHead took %q, which encoding/json refuses: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodeHead(%q) =\n%#v\nencoding/json:\n%#v", b, got, want)
+	}
+	return true
+}
+
+func TestDecodeHead(t *testing.T) {
+	for _, c := range headSeeds {
+		if took := checkDecodeHead(t, []byte(c.text)); took != c.take {
+			t.Errorf("decodeHead took %q: %v, want %v", c.text, took, c.take)
+		}
+	}
+}
+
+func FuzzDecodeHead(f *testing.F) {
+	for _, c := range headSeeds {
+		f.Add([]byte(c.text))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeHead(t, b) })
 }
