@@ -22,16 +22,6 @@ package tensorgraph
 typedef float llmserve_v8f __attribute__((vector_size(32)));
 typedef int32_t llmserve_v8i __attribute__((vector_size(32)));
 
-// llmserve_post8: llmserve_conv_post on 8 outputs of channel c.
-static inline llmserve_v8f llmserve_post8(const llmserve_conv * p, int64_t c, llmserve_v8f v) {
-	if (p->post_scale) {
-		const float s = p->post_scale[c], t = p->post_shift[c];
-		v = v * (llmserve_v8f){s, s, s, s, s, s, s, s} + (llmserve_v8f){t, t, t, t, t, t, t, t};
-	}
-	if (p->post_relu) v = (llmserve_v8f)((llmserve_v8i)v & ((v > 0.0f) | (v != v)));
-	return v;
-}
-
 // llmserve_share is thread ith's share [lo, hi) of n items, split among
 // nth threads in contiguous chunks.
 static void llmserve_share(int64_t n, int ith, int nth, int64_t * lo, int64_t * hi) {
@@ -335,102 +325,15 @@ static inline __attribute__((always_inline)) void llmserve_conv_tile(const llmse
 	for (int t = 0; t < 4; t++) memcpy(out + t * mg, acc[t], sizeof(float) * mg);
 }
 
-// llmserve_conv_padded is llmserve_conv_op on a zero-padded copy of each
-// image (the cells a window reads outside the image are 0 there), so that
-// every output pixel runs the same branch-free tile: T neighbouring pixels
-// of a row by NV vectors of 8 output channels (T * NV accumulators, 8 in
-// all, independent chains of adds; each weight vector loaded once for the
-// T pixels). A row whose width is not a multiple of T ends with a tile
-// that overlaps the one before (the overlapped pixels are computed twice,
-// to the same values). Each output is its bias plus, in the reference's
-// order (input channel, ky, kx), each tap's input times weight, where a
-// tap outside the image adds 0 * w: the same float sums as
-// llmserve_conv_pixel up to the sign of a zero sum (the weights are finite,
-// checked when the model loads, so 0 * w is a zero). Threads split the
-// output rows of all images; a thread pads each image it touches once.
-static inline __attribute__((always_inline)) void llmserve_conv_ptile(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t g, int64_t cg, int64_t mg, int64_t oy, int64_t ox, float * yb, int64_t plane, int64_t ow, const int T, const int NV, const int SW) {
-	const int64_t kh = p->kh, kw = p->kw, sw = SW > 0 ? SW : p->sw, dw = p->dw;
-	const float * w = p->wt + g * cg * kh * kw * mg;
-	llmserve_v8f acc[8][4]; // [pixel][vector], T <= 8, NV <= 4
-	for (int i = 0; i < NV; i++) {
-		llmserve_v8f b0 = {0};
-		if (p->bias) memcpy(&b0, p->bias + g * mg + 8 * i, sizeof b0);
-		for (int t = 0; t < T; t++) acc[t][i] = b0;
-	}
-	for (int64_t cj = 0; cj < cg; cj++) {
-		const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox * sw;
-		for (int64_t ky = 0; ky < kh; ky++) {
-			const float * xr = x + ky * p->dh * pw;
-			for (int64_t kx = 0; kx < kw; kx++) {
-				const float * xc = xr + kx * dw;
-				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-				for (int i = 0; i < NV; i++) {
-					llmserve_v8f wv;
-					memcpy(&wv, wk + 8 * i, sizeof wv);
-					for (int t = 0; t < T; t++) acc[t][i] += xc[t * sw] * wv;
-				}
-			}
-		}
-	}
-	for (int i = 0; i < NV; i++) {
-		for (int l = 0; l < 8; l++) {
-			float * y = yb + (g * mg + 8 * i + l) * plane + oy * ow + ox;
-			for (int t = 0; t < T; t++) y[t] = llmserve_conv_post(p, g * mg + 8 * i + l, acc[t][i][l]);
-		}
-	}
-}
+#define LLMS_W 8
+#define LLMS_V llmserve_v8f
+#define LLMS_VI llmserve_v8i
+#define LLMS_SPLAT(x) {x, x, x, x, x, x, x, x}
+#define LLMS_FN(name) llmserve_conv_##name
+#define LLMS_TMAX 8
+#define LLMS_NVMAX 4
+#include "cnn_rows.h"
 
-// llmserve_conv_prow computes output row oy of image xp (padded) for all
-// groups, tiles of T pixels (T <= ow).
-static inline __attribute__((always_inline)) void llmserve_conv_prow(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane, const int T, const int NV, const int SW) {
-	for (int64_t g = 0; g < p->group; g++) {
-		for (int64_t ox = 0; ox < ow; ox += T) {
-			const int64_t o = ox + T <= ow ? ox : ow - T;
-			llmserve_conv_ptile(p, xp, ph, pw, g, cg, mg, oy, o, yb, plane, ow, T, NV, SW);
-		}
-	}
-}
-
-// llmserve_conv_xrow computes output row oy of image xp (padded) for a
-// stride of 1 and rows of 8 pixels and more, vectorized the other way:
-// 8 neighbouring pixels of a row to a vector (loaded from the padded input
-// as they lie), 8 output channels at once (8 accumulators, each tap's 8
-// weights broadcast), each vector stored where its channel's row is. The
-// sums are llmserve_conv_ptile's, term for term.
-static void llmserve_conv_xrow(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane) {
-	const int64_t kh = p->kh, kw = p->kw, dw = p->dw;
-	for (int64_t g = 0; g < p->group; g++) {
-		const float * w = p->wt + g * cg * kh * kw * mg;
-		for (int64_t jb = 0; jb < mg; jb += 8) {
-			for (int64_t ox0 = 0; ox0 < ow; ox0 += 8) {
-				const int64_t ox = ox0 + 8 <= ow ? ox0 : ow - 8;
-				llmserve_v8f acc[8];
-				for (int j = 0; j < 8; j++) {
-					const float b = p->bias ? p->bias[g * mg + jb + j] : 0.0f;
-					// One broadcast (a loop over the lanes compiles to a
-					// masked insert a lane).
-					acc[j] = (llmserve_v8f){b, b, b, b, b, b, b, b};
-				}
-				for (int64_t cj = 0; cj < cg; cj++) {
-					const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox;
-					for (int64_t ky = 0; ky < kh; ky++) {
-						const float * xr = x + ky * p->dh * pw;
-						for (int64_t kx = 0; kx < kw; kx++) {
-							llmserve_v8f xv;
-							memcpy(&xv, xr + kx * dw, sizeof xv);
-							const float * wk = w + ((cj * kh + ky) * kw + kx) * mg + jb;
-							for (int j = 0; j < 8; j++) acc[j] += xv * wk[j];
-						}
-					}
-				}
-				for (int j = 0; j < 8; j++) {
-					const llmserve_v8f v = llmserve_post8(p, g * mg + jb + j, acc[j]);
-					memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &v, sizeof v);
-				}
-			}
-		}
-	}
-}
 
 // llmserve_copy copies n floats (a row of an image: too short for a call
 // to memcpy to pay), 8 at a time, the last 8 overlapping the ones before.
@@ -448,6 +351,16 @@ static inline void llmserve_copy(float * d, const float * s, int64_t n) {
 	}
 }
 
+// llmserve_conv_padded is llmserve_conv_op on a zero-padded copy of each
+// image (the cells a window reads outside the image are 0 there), so that
+// every output pixel runs the same branch-free row kernels of cnn_rows.h
+// (16-lane ones where llmserve_wide_kernels). Each output is its bias
+// plus, in the reference's order (input channel, ky, kx), each tap's
+// input times weight, where a tap outside the image adds 0 * w: the same
+// float sums as llmserve_conv_pixel up to the sign of a zero sum (the
+// weights are finite, checked when the model loads, so 0 * w is a zero).
+// Threads split the output rows of all images; a thread pads each image
+// it touches once.
 static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, const llmserve_conv * p) {
 	const struct ggml_tensor * a = dst->src[0];
 	const int64_t iw = a->ne[0], ih = a->ne[1], ch = a->ne[2], ow = dst->ne[0], oh = dst->ne[1];
@@ -496,11 +409,7 @@ static void llmserve_conv_padded(struct ggml_tensor * dst, int ith, int nth, con
 		}
 		// T * NV = 8 accumulators where the row is wide enough.
 		const int t = nv == 1 && ow >= 8 ? 8 : nv == 2 && ow >= 4 ? 4 : ow >= 2 ? 2 : 1;
-#define LLMSERVE_PROW(T, NV) do { \
-	if (p->sw == 1) llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 1); \
-	else if (p->sw == 2) llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 2); \
-	else llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV, 0); \
-} while (0)
+#define LLMSERVE_PROW(T, NV) llmserve_conv_prow(p, img, ph, pw, cg, mg, oy, ow, yb, plane, T, NV)
 		switch (t * 8 + nv) {
 		case 8 * 8 + 1: LLMSERVE_PROW(8, 1); break;
 		case 4 * 8 + 2: LLMSERVE_PROW(4, 2); break;

@@ -45,106 +45,14 @@ static int llmserve_set_wide(int on) {
 typedef float llmserve_v16f __attribute__((vector_size(64)));
 typedef int32_t llmserve_v16i __attribute__((vector_size(64)));
 
-// llmserve_post16: llmserve_conv_post on 16 outputs of channel c.
-static inline llmserve_v16f llmserve_post16(const llmserve_conv * p, int64_t c, llmserve_v16f v) {
-	if (p->post_scale) {
-		const float s = p->post_scale[c], t = p->post_shift[c];
-		v = v * (llmserve_v16f){s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s} + (llmserve_v16f){t, t, t, t, t, t, t, t, t, t, t, t, t, t, t, t};
-	}
-	if (p->post_relu) v = (llmserve_v16f)((llmserve_v16i)v & ((v > 0.0f) | (v != v)));
-	return v;
-}
-
-// llmserve_wconv_xrow: stride 1, rows of 16 pixels or more: 16
-// neighbouring pixels of a row to a vector, loaded from the padded input
-// as they lie, 8 output channels at once (8 accumulators, each tap's 8
-// weights broadcast), each vector stored where its channel's row is. A
-// row whose width is not a multiple of 16 ends with a vector that
-// overlaps the one before (its pixels computed twice, to the same values).
-static void llmserve_wconv_xrow(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane) {
-	const int64_t kh = p->kh, kw = p->kw, dw = p->dw;
-	for (int64_t g = 0; g < p->group; g++) {
-		const float * w = p->wt + g * cg * kh * kw * mg;
-		for (int64_t jb = 0; jb < mg; jb += 8) {
-			for (int64_t ox0 = 0; ox0 < ow; ox0 += 16) {
-				const int64_t ox = ox0 + 16 <= ow ? ox0 : ow - 16;
-				llmserve_v16f acc[8];
-				for (int j = 0; j < 8; j++) {
-					const float b = p->bias ? p->bias[g * mg + jb + j] : 0.0f;
-					// One broadcast (a loop over the lanes compiles to a
-					// masked insert a lane).
-					acc[j] = (llmserve_v16f){b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b};
-				}
-				for (int64_t cj = 0; cj < cg; cj++) {
-					const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox;
-					for (int64_t ky = 0; ky < kh; ky++) {
-						const float * xr = x + ky * p->dh * pw;
-						for (int64_t kx = 0; kx < kw; kx++) {
-							llmserve_v16f xv;
-							memcpy(&xv, xr + kx * dw, sizeof xv);
-							const float * wk = w + ((cj * kh + ky) * kw + kx) * mg + jb;
-							for (int j = 0; j < 8; j++) acc[j] += xv * wk[j];
-						}
-					}
-				}
-				for (int j = 0; j < 8; j++) {
-					const llmserve_v16f v = llmserve_post16(p, g * mg + jb + j, acc[j]);
-					memcpy(yb + (g * mg + jb + j) * plane + oy * ow + ox, &v, sizeof v);
-				}
-			}
-		}
-	}
-}
-
-// llmserve_wconv_ptile: T neighbouring pixels of a row (the input read
-// with stride SW, or p->sw when SW is 0) by NV vectors of 16 output
-// channels, T * NV accumulators, each weight vector loaded once for the T
-// pixels and each input cell broadcast once for the NV vectors.
-static inline __attribute__((always_inline)) void llmserve_wconv_ptile(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t g, int64_t cg, int64_t mg, int64_t oy, int64_t ox, float * yb, int64_t plane, int64_t ow, const int T, const int NV, const int SW) {
-	const int64_t kh = p->kh, kw = p->kw, sw = SW > 0 ? SW : p->sw, dw = p->dw;
-	const float * w = p->wt + g * cg * kh * kw * mg;
-	llmserve_v16f acc[12][2]; // [pixel][vector], T <= 12, NV <= 2
-	for (int i = 0; i < NV; i++) {
-		llmserve_v16f b0 = {0};
-		if (p->bias) memcpy(&b0, p->bias + g * mg + 16 * i, sizeof b0);
-		for (int t = 0; t < T; t++) acc[t][i] = b0;
-	}
-	for (int64_t cj = 0; cj < cg; cj++) {
-		const float * x = xp + (g * cg + cj) * ph * pw + oy * p->sh * pw + ox * sw;
-		for (int64_t ky = 0; ky < kh; ky++) {
-			const float * xr = x + ky * p->dh * pw;
-			for (int64_t kx = 0; kx < kw; kx++) {
-				const float * xc = xr + kx * dw;
-				const float * wk = w + ((cj * kh + ky) * kw + kx) * mg;
-				for (int i = 0; i < NV; i++) {
-					llmserve_v16f wv;
-					memcpy(&wv, wk + 16 * i, sizeof wv);
-					for (int t = 0; t < T; t++) acc[t][i] += xc[t * sw] * wv;
-				}
-			}
-		}
-	}
-	for (int i = 0; i < NV; i++) {
-		for (int l = 0; l < 16; l++) {
-			float * y = yb + (g * mg + 16 * i + l) * plane + oy * ow + ox;
-			for (int t = 0; t < T; t++) y[t] = llmserve_conv_post(p, g * mg + 16 * i + l, acc[t][i][l]);
-		}
-	}
-}
-
-// llmserve_wconv_prow computes output row oy for all groups in tiles of
-// T pixels (T <= ow), the last one overlapping the one before where T
-// does not divide the row.
-static inline __attribute__((always_inline)) void llmserve_wconv_prow(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane, const int T, const int NV) {
-	for (int64_t g = 0; g < p->group; g++) {
-		for (int64_t ox = 0; ox < ow; ox += T) {
-			const int64_t o = ox + T <= ow ? ox : ow - T;
-			if (p->sw == 1) llmserve_wconv_ptile(p, xp, ph, pw, g, cg, mg, oy, o, yb, plane, ow, T, NV, 1);
-			else if (p->sw == 2) llmserve_wconv_ptile(p, xp, ph, pw, g, cg, mg, oy, o, yb, plane, ow, T, NV, 2);
-			else llmserve_wconv_ptile(p, xp, ph, pw, g, cg, mg, oy, o, yb, plane, ow, T, NV, 0);
-		}
-	}
-}
+#define LLMS_W 16
+#define LLMS_V llmserve_v16f
+#define LLMS_VI llmserve_v16i
+#define LLMS_SPLAT(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#define LLMS_FN(name) llmserve_wconv_##name
+#define LLMS_TMAX 12
+#define LLMS_NVMAX 2
+#include "cnn_rows.h"
 
 int llmserve_wconv_row(const llmserve_conv * p, const float * xp, int64_t ph, int64_t pw, int64_t cg, int64_t mg, int64_t oy, int64_t ow, float * yb, int64_t plane) {
 	if (p->sw == 1 && ow >= 16) {
