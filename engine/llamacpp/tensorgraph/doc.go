@@ -2,7 +2,8 @@
 // the engine/graph graphs of ONNX models (MLPs, linear models, tree
 // ensembles, CNNs), with the kernels ggml lacks written here in C (the
 // cgo preambles of build.go, conv.go, conv_wide.go, ml.go, ops.go; cnn.h
-// holds what two of them share).
+// holds the CNN kernels' parameters, cnn_rows.h the convolution row
+// kernels, which conv.go and conv_wide.go include at their two widths).
 //
 // The binary is built for x86-64-v3 (AVX2). Where the processor also runs
 // AVX-512F, the convolutions' row kernels take 16-lane vectors
