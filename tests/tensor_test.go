@@ -532,41 +532,10 @@ func TestTensorAdaptiveBatching(t *testing.T) {
 // so no request saw another's bytes.
 func TestTensorBinaryBodiesReused(t *testing.T) {
 	s := startTensorServer(t)
-	const clients = 16
 	rows := func(i int) []float32 { return mlpRows(300+i, 1+i%5) }
-	id := func(i int) string { return strings.Repeat("x", 1+i%8) }
-	alone := make([]tensorResult, clients)
-	for i := range clients {
-		r, err := restBinaryID(t, s, "mlp", rows(i), id(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkReference(t, fmt.Sprintf("request %d alone", i), rows(i), r)
-		alone[i] = r
-	}
-	for round := range 4 {
-		got := make([]tensorResult, clients)
-		errs := make([]error, clients)
-		var wg sync.WaitGroup
-		for i := range clients {
-			wg.Go(func() {
-				model := "mlp"
-				if (i+round)%2 == 1 {
-					model = "batched"
-				}
-				got[i], errs[i] = restBinaryID(t, s, model, rows(i), id(i+round))
-			})
-		}
-		wg.Wait()
-		for i := range clients {
-			if errs[i] != nil {
-				t.Fatalf("round %d, request %d: %v", round, i, errs[i])
-			}
-			if !got[i].equalBits(alone[i]) {
-				t.Fatalf("round %d, request %d: %v, alone %v: not bit-identical", round, i, got[i], alone[i])
-			}
-		}
-	}
+	checkReuseRounds(t, rows, func(model string, i, round int) (tensorResult, error) {
+		return restBinaryID(t, s, model, rows(i), strings.Repeat("x", 1+(i+round)%8))
+	})
 }
 
 // TestTensorGRPCRawBuffersReused is TestTensorBinaryBodiesReused over
@@ -579,9 +548,8 @@ func TestTensorBinaryBodiesReused(t *testing.T) {
 // same rows sent alone first, so no request saw another's bytes.
 func TestTensorGRPCRawBuffersReused(t *testing.T) {
 	s := startTensorServer(t)
-	const clients = 16
 	rows := func(i int) []float32 { return mlpRows(500+i, 1400+100*i) }
-	infer := func(model string, i, round int) (tensorResult, error) {
+	checkReuseRounds(t, rows, func(model string, i, round int) (tensorResult, error) {
 		req := grpcRequest(model, rows(i), true)
 		req.Id = strings.Repeat("x", 1+(i+round)%8)
 		resp, err := s.grpc.ModelInfer(context.Background(), req)
@@ -589,7 +557,18 @@ func TestTensorGRPCRawBuffersReused(t *testing.T) {
 			return tensorResult{}, err
 		}
 		return grpcResult(resp), nil
-	}
+	})
+}
+
+// checkReuseRounds sends 16 clients' rows (rows(i)) alone to "mlp" first
+// (round 0), checking each against the reference, then 4 rounds of all 16
+// at once (rounds 1 to 4), each to "mlp" or "batched" by turns: every
+// answer must be bit-identical to the same rows' answer alone. infer
+// sends client i's request of a round; the round moves the request's id,
+// so that the data lies at another offset of a reused buffer.
+func checkReuseRounds(t *testing.T, rows func(i int) []float32, infer func(model string, i, round int) (tensorResult, error)) {
+	t.Helper()
+	const clients = 16
 	alone := make([]tensorResult, clients)
 	for i := range clients {
 		r, err := infer("mlp", i, 0)
@@ -599,17 +578,17 @@ func TestTensorGRPCRawBuffersReused(t *testing.T) {
 		checkReference(t, fmt.Sprintf("request %d alone", i), rows(i), r)
 		alone[i] = r
 	}
-	for round := range 4 {
+	for round := 1; round <= 4; round++ {
 		got := make([]tensorResult, clients)
 		errs := make([]error, clients)
 		var wg sync.WaitGroup
 		for i := range clients {
 			wg.Go(func() {
 				model := "mlp"
-				if (i+round)%2 == 1 {
+				if (i+round)%2 == 0 {
 					model = "batched"
 				}
-				got[i], errs[i] = infer(model, i, round+1)
+				got[i], errs[i] = infer(model, i, round)
 			})
 		}
 		wg.Wait()
@@ -618,7 +597,7 @@ func TestTensorGRPCRawBuffersReused(t *testing.T) {
 				t.Fatalf("round %d, request %d: %v", round, i, errs[i])
 			}
 			if !got[i].equalBits(alone[i]) {
-				t.Fatalf("round %d, request %d: not bit-identical to the same rows alone", round, i)
+				t.Fatalf("round %d, request %d: %v, alone %v: not bit-identical", round, i, got[i], alone[i])
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/api/v2/infer"
 )
 
@@ -184,6 +185,7 @@ func decodeHead(b []byte, w *wireRequest) bool {
 		case "parameters":
 			return once(&seen[1]) && s.raw(&w.Parameters)
 		case "inputs":
+			w.Inputs = []wireInput{} // [] decodes to an empty slice, not nil
 			return once(&seen[2]) && s.array(func() bool {
 				var in wireInput
 				var got [5]bool
@@ -206,8 +208,9 @@ func decodeHead(b []byte, w *wireRequest) bool {
 				}
 				w.Inputs = append(w.Inputs, in)
 				return true
-			}, &w.Inputs)
+			})
 		case "outputs":
+			w.Outputs = []wireOutput{}
 			return once(&seen[3]) && s.array(func() bool {
 				var out wireOutput
 				var got [2]bool
@@ -224,7 +227,7 @@ func decodeHead(b []byte, w *wireRequest) bool {
 				}
 				w.Outputs = append(w.Outputs, out)
 				return true
-			}, &w.Outputs)
+			})
 		}
 		return false
 	})
@@ -247,11 +250,7 @@ type headScanner struct {
 	i int
 }
 
-func (s *headScanner) space() {
-	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
-		s.i++
-	}
-}
+func (s *headScanner) space() { s.i = jsonwire.SkipSpace(s.b, s.i) }
 
 // next skips spaces and reports whether the next byte is c, taking it.
 func (s *headScanner) next(c byte) bool {
@@ -286,20 +285,12 @@ func (s *headScanner) object(field func(key string) bool) bool {
 	}
 }
 
-// array reads an array, calling elem for each element; *slice (the
-// caller's, which elem appends to) is set non-nil for an empty array, as
-// encoding/json sets it.
-func (s *headScanner) array(elem func() bool, slice any) bool {
+// array reads an array, calling elem for each element.
+func (s *headScanner) array(elem func() bool) bool {
 	if !s.next('[') {
 		return false
 	}
 	if s.next(']') {
-		switch p := slice.(type) {
-		case *[]wireInput:
-			*p = []wireInput{}
-		case *[]wireOutput:
-			*p = []wireOutput{}
-		}
 		return true
 	}
 	for {
@@ -317,21 +308,12 @@ func (s *headScanner) array(elem func() bool, slice any) bool {
 
 // plain reads a string of printable ASCII without escapes.
 func (s *headScanner) plain(dst *string) bool {
-	if !s.next('"') {
-		return false
+	s.space()
+	v, next, ok := jsonwire.PlainString(s.b, s.i)
+	if ok {
+		*dst, s.i = v, next
 	}
-	start := s.i
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			*dst = string(s.b[start:s.i])
-			s.i++
-			return true
-		case c == '\\' || c < 0x20 || c > 0x7e:
-			return false
-		}
-	}
-	return false
+	return ok
 }
 
 // ints reads an array of integers that fit int64 (no fraction, no

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -317,19 +316,8 @@ func (echoBackend) Ready() bool                             { return true }
 // request would answer its data.
 func TestRawBuffersNotReusedEarly(t *testing.T) {
 	const parties = 4
-	ln := bufconn.Listen(8 << 20)
-	gs := grpc.NewServer(ServerCodec())
 	model := &echoModel{parties: parties, entered: make(chan struct{}, parties)}
-	Register(gs, echoBackend{model}, Options{})
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c := pb.NewGRPCInferenceServiceClient(conn)
+	c := serveBackend(t, echoBackend{model}, ServerCodec())
 	check := func(what string, resp *pb.ModelInferResponse, want []float32) error {
 		raw := resp.GetRawOutputContents()
 		if len(raw) != 1 || len(raw[0]) != 4*len(want) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/llmserve/llmserve/api/v2/infer"
 	"github.com/llmserve/llmserve/api/v2/infer/infertest"
 	pb "github.com/llmserve/llmserve/proto/inferencepb"
 	"github.com/llmserve/llmserve/scheduler"
@@ -21,9 +22,16 @@ import (
 // client serves one scripted model over an in-memory connection.
 func client(t *testing.T, m *infertest.Scripted) pb.GRPCInferenceServiceClient {
 	t.Helper()
-	ln := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	Register(gs, infertest.Backend{M: m}, Options{})
+	return serveBackend(t, infertest.Backend{M: m})
+}
+
+// serveBackend serves b over an in-memory connection, with the server
+// options given, and returns a client of it.
+func serveBackend(t *testing.T, b infer.Backend, opts ...grpc.ServerOption) pb.GRPCInferenceServiceClient {
+	t.Helper()
+	ln := bufconn.Listen(8 << 20)
+	gs := grpc.NewServer(opts...)
+	Register(gs, b, Options{})
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/api/jsonwire"
 	"github.com/llmserve/llmserve/float16"
 	"github.com/llmserve/llmserve/oip"
 )
@@ -439,31 +440,31 @@ func decodeParameters(raw []byte) (Parameters, error) {
 // then reads or refuses; where ok is true the two agree
 // (FuzzDecodeParameters).
 func decodeFlatParameters(raw []byte) (p Parameters, ok bool) {
-	i := skipSpace(raw, 0)
+	i := jsonwire.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false
 	}
 	p = Parameters{}
-	i = skipSpace(raw, i+1)
+	i = jsonwire.SkipSpace(raw, i+1)
 	if i < len(raw) && raw[i] == '}' {
-		return p, skipSpace(raw, i+1) == len(raw)
+		return p, jsonwire.SkipSpace(raw, i+1) == len(raw)
 	}
 	for {
-		key, j, ok := plainString(raw, i)
+		key, j, ok := jsonwire.PlainString(raw, i)
 		if !ok {
 			return nil, false
 		}
-		i = skipSpace(raw, j)
+		i = jsonwire.SkipSpace(raw, j)
 		if i >= len(raw) || raw[i] != ':' {
 			return nil, false
 		}
-		i = skipSpace(raw, i+1)
+		i = jsonwire.SkipSpace(raw, i+1)
 		if i >= len(raw) {
 			return nil, false
 		}
 		switch c := raw[i]; {
 		case c == '"':
-			v, j, ok := plainString(raw, i)
+			v, j, ok := jsonwire.PlainString(raw, i)
 			if !ok {
 				return nil, false
 			}
@@ -476,7 +477,7 @@ func decodeFlatParameters(raw []byte) (p Parameters, ok bool) {
 			delete(p, key) // null is the same as absent (a repeated name's last value counts)
 			i += 4
 		case c == '-' || c >= '0' && c <= '9':
-			j := numberEnd(raw, i)
+			j := jsonwire.NumberEnd(raw, i)
 			if j < 0 {
 				return nil, false
 			}
@@ -492,84 +493,19 @@ func decodeFlatParameters(raw []byte) (p Parameters, ok bool) {
 		default:
 			return nil, false
 		}
-		i = skipSpace(raw, i)
+		i = jsonwire.SkipSpace(raw, i)
 		if i >= len(raw) {
 			return nil, false
 		}
 		switch raw[i] {
 		case ',':
-			i = skipSpace(raw, i+1)
+			i = jsonwire.SkipSpace(raw, i+1)
 		case '}':
-			return p, skipSpace(raw, i+1) == len(raw)
+			return p, jsonwire.SkipSpace(raw, i+1) == len(raw)
 		default:
 			return nil, false
 		}
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// plainString reads the JSON string at b[i] when it is printable ASCII
-// without escapes, and returns the index after it.
-func plainString(b []byte, i int) (s string, next int, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return "", 0, false
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
-		case c == '\\' || c < 0x20 || c >= 0x7f:
-			return "", 0, false
-		}
-	}
-	return "", 0, false
-}
-
-// numberEnd returns the index after the JSON number at b[i], or -1 when
-// it is not one: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func numberEnd(b []byte, i int) int {
-	digits := func(i int) int {
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		return i
-	}
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i = digits(i)
-	default:
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		j := digits(i + 1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digits(i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
 }
 
 // Int64 returns the integer parameter name; ok is false when absent. A

@@ -4,6 +4,7 @@ package tensorgraph
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -114,32 +115,8 @@ func TestGraphCNNOps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := want["out"].F32
-				if len(got[0].F32) != len(w) {
-					t.Fatalf("rows %d: %d values, want %d", rows, len(got[0].F32), len(w))
-				}
-				for i := range w {
-					g, r := float64(got[0].F32[i]), float64(w[i])
-					if math.IsNaN(g) != math.IsNaN(r) || math.Abs(g-r) > 1e-5*max(1, math.Abs(r)) {
-						t.Fatalf("rows %d: out[%d] = %v, reference %v", rows, i, got[0].F32[i], w[i])
-					}
-				}
-				// Each row alone gives the bits it gave in the batch
-				// (the kernels take planes 8 or 16 at a time and the
-				// rest one by one, so a plane's kernel depends on where
-				// the batch puts it).
-				in, out := len(data[0])/rows, len(w)/rows
-				for r := range rows {
-					alone, err := m.Run(context.Background(), 1, [][]float32{data[0][r*in : (r+1)*in]})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for i, v := range alone[0].F32 {
-						if math.Float32bits(v) != math.Float32bits(got[0].F32[r*out+i]) {
-							t.Fatalf("rows %d: row %d out[%d] = %v alone, %v in the batch", rows, r, i, v, got[0].F32[r*out+i])
-						}
-					}
-				}
+				matchReference(t, rows, got[0], want["out"], true)
+				matchRowsAlone(t, m, rows, data[0], got[0].F32)
 			}
 		})
 	}
@@ -172,11 +149,7 @@ func TestGraphCNNWideKernels(t *testing.T) {
 					}
 					outs[i] = got[0].F32
 				}
-				for i := range outs[0] {
-					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-						t.Fatalf("rows %d: out[%d] = %v with 8 lanes, %v with 16", rows, i, outs[0][i], outs[1][i])
-					}
-				}
+				sameBits(t, fmt.Sprintf("rows %d, 8 lanes against 16", rows), outs[0], outs[1])
 			}
 		})
 	}
@@ -261,41 +234,46 @@ func TestGraphFoldedNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 				for o, name := range tc.outputs {
-					w := want[name].F32
-					if len(got[o].F32) != len(w) {
-						t.Fatalf("rows %d, %s: %d values, want %d", rows, name, len(got[o].F32), len(w))
-					}
-					for i := range w {
-						g, r := float64(got[o].F32[i]), float64(w[i])
-						if math.IsNaN(g) != math.IsNaN(r) || math.Abs(g-r) > 1e-5*max(1, math.Abs(r)) {
-							t.Fatalf("rows %d, %s[%d] = %v, reference %v", rows, name, i, got[o].F32[i], w[i])
-						}
-					}
+					matchReference(t, rows, got[o], want[name], true)
 				}
-				in, out := len(data[0])/rows, len(got[0].F32)/rows
-				for r := range rows {
-					alone, err := m.Run(context.Background(), 1, [][]float32{data[0][r*in : (r+1)*in]})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for i, v := range alone[0].F32 {
-						if math.Float32bits(v) != math.Float32bits(got[0].F32[r*out+i]) {
-							t.Fatalf("rows %d: row %d %s[%d] = %v alone, %v in the batch", rows, r, tc.outputs[0], i, v, got[0].F32[r*out+i])
-						}
-					}
-				}
+				matchRowsAlone(t, m, rows, data[0], got[0].F32)
 				wide := setWideKernels(false)
 				narrow, err := m.Run(context.Background(), rows, data)
 				setWideKernels(wide)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, v := range narrow[0].F32 {
-					if math.Float32bits(v) != math.Float32bits(got[0].F32[i]) {
-						t.Fatalf("rows %d: %s[%d] = %v with the 8-lane kernels, %v with the machine's (wide: %v)", rows, tc.outputs[0], i, v, got[0].F32[i], wide)
-					}
-				}
+				sameBits(t, fmt.Sprintf("rows %d, 8 lanes against the machine's (wide: %v)", rows, wide), narrow[0].F32, got[0].F32)
 			}
 		})
+	}
+}
+
+// matchRowsAlone fails t unless each of the rows rows of input x, run
+// alone, gives the bits it gave in the batch (out, the batch's first
+// output): the kernels take planes 8 or 16 at a time and the rest one by
+// one, so a plane's kernel depends on where the batch puts it.
+func matchRowsAlone(t *testing.T, m *GraphModel, rows int, x, out []float32) {
+	t.Helper()
+	in, n := len(x)/rows, len(out)/rows
+	for r := range rows {
+		alone, err := m.Run(context.Background(), 1, [][]float32{x[r*in : (r+1)*in]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, fmt.Sprintf("rows %d: row %d alone against the batch", rows, r), alone[0].F32, out[r*n:(r+1)*n])
+	}
+}
+
+// sameBits fails t unless a and b hold the same float32 bits.
+func sameBits(t *testing.T, what string, a, b []float32) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d values against %d", what, len(a), len(b))
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("%s: [%d] = %v against %v", what, i, a[i], b[i])
+		}
 	}
 }
